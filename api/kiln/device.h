@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "kiln/api.h"
+
+namespace kiln {
+
+enum class DeviceType : int8_t { CPU, CUDA, Meta };
+
+// Where a tensor's data lives. Meta tensors have sizes, strides and a dtype but no data.
+class KILN_API Device {
+ public:
+  constexpr Device() = default;
+  constexpr Device(DeviceType type, int index) : type_(type), index_(static_cast<int8_t>(index)) {}
+  // "cpu", "cuda", "cuda:1", "meta"
+  explicit Device(std::string_view spec);
+
+  static constexpr Device cpu() { return Device(DeviceType::CPU, 0); }
+  static constexpr Device cuda(int index = 0) { return Device(DeviceType::CUDA, index); }
+  static constexpr Device meta() { return Device(DeviceType::Meta, 0); }
+
+  constexpr DeviceType type() const { return type_; }
+  constexpr int index() const { return index_; }
+  constexpr bool is_cpu() const { return type_ == DeviceType::CPU; }
+  constexpr bool is_cuda() const { return type_ == DeviceType::CUDA; }
+  constexpr bool is_meta() const { return type_ == DeviceType::Meta; }
+  std::string str() const;
+
+  constexpr bool operator==(const Device&) const = default;
+
+ private:
+  DeviceType type_ = DeviceType::CPU;
+  int8_t index_ = 0;
+};
+
+inline std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
+
+}  // namespace kiln

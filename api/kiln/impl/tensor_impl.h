@@ -1,0 +1,109 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include "kiln/api.h"
+#include "kiln/array_ref.h"
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/impl/intrusive_ptr.h"
+#include "kiln/impl/small_vector.h"
+
+// The layout behind kiln::Tensor. Not part of the stable API: reach it through
+// Tensor's methods. Implemented in runtime/.
+
+namespace kiln {
+
+// Refcounted bytes on one device. Views share one StorageImpl; its version
+// counter is bumped by every write through any of them.
+class KILN_API StorageImpl : public RefCounted {
+ public:
+  using Deleter = void (*)(void* ctx, void* ptr);
+  StorageImpl(void* data, size_t nbytes, Device device, void* ctx, Deleter deleter)
+      : data_(data), nbytes_(nbytes), ctx_(ctx), deleter_(deleter), device_(device) {}
+  ~StorageImpl() override;
+
+  // Allocates `nbytes` from the device's allocator.
+  static IntrusivePtr<StorageImpl> allocate(size_t nbytes, Device device);
+  // Wraps memory kiln does not own; `deleter` runs when the last view dies.
+  static IntrusivePtr<StorageImpl> from_blob(void* data, size_t nbytes, Device device,
+                                             std::function<void(void*)> deleter);
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  int64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  void* ctx_;
+  Deleter deleter_;
+  Device device_;
+  std::atomic<int64_t> version_{0};
+};
+
+// A value not computed yet (a lazy trace node's output). jit/ subclasses it;
+// runtime only holds it and asks the registered hook to materialize it.
+class KILN_API PendingValue : public RefCounted {};
+
+class KILN_API TensorImpl : public RefCounted {
+ public:
+  TensorImpl(IntrusivePtr<StorageImpl> storage, DType dtype, Device device, IntArrayRef sizes,
+             IntArrayRef strides, int64_t storage_offset);
+  // A tensor of the given geometry whose storage is not there yet (meta and lazy tensors).
+  TensorImpl(DType dtype, Device device, IntArrayRef sizes, IntArrayRef strides,
+             int64_t storage_offset);
+
+  IntArrayRef sizes() const { return sizes_; }
+  IntArrayRef strides() const { return strides_; }
+  int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
+  int64_t numel() const { return numel_; }
+  int64_t storage_offset() const { return storage_offset_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool is_contiguous() const { return is_contiguous_; }
+  uint64_t key_bits() const { return key_bits_; }
+
+  // True for the 0-dim tensors kiln makes from C++ numbers (`x + 2.0`): they
+  // take part in type promotion only by kind, as in PyTorch.
+  bool is_wrapped_number() const { return wrapped_number_; }
+  void set_wrapped_number(bool v) { wrapped_number_ = v; }
+
+  const IntrusivePtr<StorageImpl>& storage() const { return storage_; }
+  bool has_storage() const { return static_cast<bool>(storage_); }
+  void set_storage(IntrusivePtr<StorageImpl> s) { storage_ = std::move(s); }
+  const IntrusivePtr<PendingValue>& pending() const { return pending_; }
+  void set_pending(IntrusivePtr<PendingValue> p);
+
+  // Replaces sizes and strides (views made in place, resize of outputs).
+  void set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset);
+  void set_dtype(DType t) { dtype_ = t; }
+
+  // The data of element 0, materializing a pending value first. Throws for meta tensors.
+  void* data();
+  int64_t version() const { return storage_ ? storage_->version() : 0; }
+  void bump_version() {
+    if (storage_) storage_->bump_version();
+  }
+
+ private:
+  void refresh();
+
+  DimVector sizes_;
+  DimVector strides_;
+  int64_t storage_offset_ = 0;
+  int64_t numel_ = 1;
+  IntrusivePtr<StorageImpl> storage_;
+  IntrusivePtr<PendingValue> pending_;
+  uint64_t key_bits_ = 0;
+  DType dtype_;
+  Device device_;
+  bool is_contiguous_ = true;
+  bool wrapped_number_ = false;
+};
+
+}  // namespace kiln

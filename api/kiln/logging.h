@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kiln/api.h"
+#include "kiln/error.h"
+
+namespace kiln {
+
+// Named diagnostic channels, switched on by KILN_LOGS=recompiles,fusion,...
+// (or "all"), or by set_logs() from code.
+enum class LogChannel : uint8_t {
+  Recompiles,
+  Guards,
+  Fusion,
+  OutputCode,
+  Graphs,
+  Dispatch,
+  Alloc,
+  Perf,
+  kCount,
+};
+
+namespace detail {
+KILN_API extern uint32_t g_log_mask;
+KILN_API void log_line(LogChannel channel, const std::string& line);
+}  // namespace detail
+
+inline bool log_enabled(LogChannel c) {
+  return (detail::g_log_mask >> static_cast<int>(c)) & 1u;
+}
+// Replaces the enabled channels, e.g. "recompiles,graphs"; throws on an unknown name.
+KILN_API void set_logs(std::string_view channels);
+KILN_API const char* log_channel_name(LogChannel c);
+
+}  // namespace kiln
+
+// Prints "[kiln <channel>] <message>" to stderr when the channel is on; the
+// message arguments are evaluated only then.
+#define KILN_LOG(channel, ...)                                                  \
+  do {                                                                          \
+    if (KILN_UNLIKELY(::kiln::log_enabled(::kiln::LogChannel::channel))) {      \
+      ::kiln::detail::log_line(::kiln::LogChannel::channel,                     \
+                               ::kiln::detail::str(__VA_ARGS__));               \
+    }                                                                           \
+  } while (0)

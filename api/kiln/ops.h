@@ -1,0 +1,338 @@
+#pragma once
+
+// Every built-in op as a C++ function. Semantics, dtype rules and broadcasting
+// are PyTorch's; each function dispatches through the op named beside it, which
+// `kiln-info --ops` lists with its schema.
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "kiln/api.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+using TensorPair = std::tuple<Tensor, Tensor>;
+
+// --- Factories -----------------------------------------------------------------
+// An unset dtype means float32, except where noted.
+KILN_API Tensor empty(IntArrayRef size, TensorOptions options = {});
+KILN_API Tensor empty_strided(IntArrayRef size, IntArrayRef stride, TensorOptions options = {});
+KILN_API Tensor zeros(IntArrayRef size, TensorOptions options = {});
+KILN_API Tensor ones(IntArrayRef size, TensorOptions options = {});
+// dtype from the fill value when unset (bool, int64 or float32), as PyTorch.
+KILN_API Tensor full(IntArrayRef size, const Scalar& fill_value, TensorOptions options = {});
+KILN_API Tensor scalar_tensor(const Scalar& value, TensorOptions options = {});
+// Same geometry as `self`; dtype and device from `self` unless given.
+KILN_API Tensor empty_like(const Tensor& self, std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor zeros_like(const Tensor& self, std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor ones_like(const Tensor& self, std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor full_like(const Tensor& self, const Scalar& fill_value,
+                          std::optional<DType> dtype = std::nullopt);
+// dtype int64 when every bound is an integer, else float32, unless given.
+KILN_API Tensor arange(const Scalar& end, TensorOptions options = {});
+KILN_API Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
+                       TensorOptions options = {});
+KILN_API Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps,
+                         TensorOptions options = {});
+KILN_API Tensor eye(int64_t n, TensorOptions options = {});
+KILN_API Tensor eye(int64_t n, int64_t m, TensorOptions options = {});
+
+// Random numbers from a counter-based Philox generator: the same seed and
+// shape give the same values on every device.
+KILN_API void manual_seed(uint64_t seed);
+KILN_API Tensor rand(IntArrayRef size, TensorOptions options = {});
+KILN_API Tensor randn(IntArrayRef size, TensorOptions options = {});
+// Integers in [low, high); dtype int64 unless given.
+KILN_API Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions options = {});
+KILN_API Tensor randint(int64_t high, IntArrayRef size, TensorOptions options = {});
+
+// Wraps memory without copying; `deleter` (optional) runs when the last view dies.
+KILN_API Tensor from_blob(void* data, IntArrayRef sizes, DType dtype,
+                          std::function<void(void*)> deleter = {}, Device device = Device::cpu());
+KILN_API Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, DType dtype,
+                          std::function<void(void*)> deleter = {}, Device device = Device::cpu());
+// Copies `numel(sizes)` values of `dtype` from host memory into a new tensor.
+KILN_API Tensor from_data(const void* data, IntArrayRef sizes, DType dtype,
+                          TensorOptions options = {});
+
+// kiln::tensor({1.f, 2.f}), kiln::tensor({{1, 2}, {3, 4}}), kiln::tensor(vec, {2, 3}).
+template <class T>
+Tensor tensor(std::initializer_list<T> values, TensorOptions options = {}) {
+  int64_t n = static_cast<int64_t>(values.size());
+  return from_data(values.begin(), IntArrayRef(&n, 1), dtype_of<T>, options);
+}
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> rows, TensorOptions options = {}) {
+  std::vector<T> flat;
+  int64_t cols = rows.size() ? static_cast<int64_t>(rows.begin()->size()) : 0;
+  for (const auto& r : rows) {
+    KILN_CHECK(static_cast<int64_t>(r.size()) == cols,
+               "[tensor] expected rows of equal length ", cols, ", got one of ", r.size());
+    flat.insert(flat.end(), r.begin(), r.end());
+  }
+  int64_t sizes[2] = {static_cast<int64_t>(rows.size()), cols};
+  return from_data(flat.data(), IntArrayRef(sizes, 2), dtype_of<T>, options);
+}
+template <class T>
+Tensor tensor(const std::vector<T>& values, IntArrayRef sizes, TensorOptions options = {}) {
+  static_assert(!std::is_same_v<T, bool>, "use a std::vector<uint8_t> and .to(kBool)");
+  return from_data(values.data(), sizes, dtype_of<T>, options);
+}
+
+// --- Unary pointwise ---------------------------------------------------------------
+// name(x), name_(x) in place, name_out(out, x).
+#define KILN_DECLARE_UNARY(name)                  \
+  KILN_API Tensor name(const Tensor& self);       \
+  KILN_API Tensor& name##_(Tensor& self);         \
+  KILN_API Tensor& name##_out(Tensor& out, const Tensor& self);
+KILN_DECLARE_UNARY(neg)
+KILN_DECLARE_UNARY(abs)
+KILN_DECLARE_UNARY(sign)
+KILN_DECLARE_UNARY(exp)
+KILN_DECLARE_UNARY(exp2)
+KILN_DECLARE_UNARY(expm1)
+KILN_DECLARE_UNARY(log)
+KILN_DECLARE_UNARY(log2)
+KILN_DECLARE_UNARY(log10)
+KILN_DECLARE_UNARY(log1p)
+KILN_DECLARE_UNARY(sqrt)
+KILN_DECLARE_UNARY(rsqrt)
+KILN_DECLARE_UNARY(reciprocal)
+KILN_DECLARE_UNARY(square)
+KILN_DECLARE_UNARY(sin)
+KILN_DECLARE_UNARY(cos)
+KILN_DECLARE_UNARY(tan)
+KILN_DECLARE_UNARY(asin)
+KILN_DECLARE_UNARY(acos)
+KILN_DECLARE_UNARY(atan)
+KILN_DECLARE_UNARY(sinh)
+KILN_DECLARE_UNARY(cosh)
+KILN_DECLARE_UNARY(tanh)
+KILN_DECLARE_UNARY(sigmoid)
+KILN_DECLARE_UNARY(relu)
+KILN_DECLARE_UNARY(silu)
+KILN_DECLARE_UNARY(erf)
+KILN_DECLARE_UNARY(erfc)
+KILN_DECLARE_UNARY(floor)
+KILN_DECLARE_UNARY(ceil)
+KILN_DECLARE_UNARY(round)
+KILN_DECLARE_UNARY(trunc)
+KILN_DECLARE_UNARY(frac)
+KILN_DECLARE_UNARY(logical_not)
+KILN_DECLARE_UNARY(bitwise_not)
+#undef KILN_DECLARE_UNARY
+
+KILN_API Tensor round(const Tensor& self, int64_t decimals);
+KILN_API Tensor isnan(const Tensor& self);
+KILN_API Tensor isinf(const Tensor& self);
+KILN_API Tensor isfinite(const Tensor& self);
+// approximate: "none" (erf) or "tanh".
+KILN_API Tensor gelu(const Tensor& self, std::string_view approximate = "none");
+KILN_API Tensor& gelu_(Tensor& self, std::string_view approximate = "none");
+KILN_API Tensor softplus(const Tensor& self, const Scalar& beta = 1, const Scalar& threshold = 20);
+KILN_API Tensor nan_to_num(const Tensor& self, std::optional<double> nan = std::nullopt,
+                           std::optional<double> posinf = std::nullopt,
+                           std::optional<double> neginf = std::nullopt);
+KILN_API Tensor& nan_to_num_(Tensor& self, std::optional<double> nan = std::nullopt,
+                             std::optional<double> posinf = std::nullopt,
+                             std::optional<double> neginf = std::nullopt);
+KILN_API Tensor clamp(const Tensor& self, const std::optional<Scalar>& min,
+                      const std::optional<Scalar>& max = std::nullopt);
+KILN_API Tensor clamp(const Tensor& self, const std::optional<Tensor>& min,
+                      const std::optional<Tensor>& max);
+KILN_API Tensor& clamp_(Tensor& self, const std::optional<Scalar>& min,
+                        const std::optional<Scalar>& max = std::nullopt);
+KILN_API Tensor& clamp_out(Tensor& out, const Tensor& self, const std::optional<Scalar>& min,
+                           const std::optional<Scalar>& max = std::nullopt);
+
+// --- Binary pointwise --------------------------------------------------------------
+KILN_API Tensor add(const Tensor& self, const Tensor& other, const Scalar& alpha = 1);
+KILN_API Tensor add(const Tensor& self, const Scalar& other, const Scalar& alpha = 1);
+KILN_API Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha = 1);
+KILN_API Tensor& add_out(Tensor& out, const Tensor& self, const Tensor& other,
+                         const Scalar& alpha = 1);
+KILN_API Tensor sub(const Tensor& self, const Tensor& other, const Scalar& alpha = 1);
+KILN_API Tensor sub(const Tensor& self, const Scalar& other, const Scalar& alpha = 1);
+KILN_API Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha = 1);
+KILN_API Tensor& sub_out(Tensor& out, const Tensor& self, const Tensor& other,
+                         const Scalar& alpha = 1);
+// rounding_mode: unset (true division), "trunc" or "floor".
+KILN_API Tensor div(const Tensor& self, const Tensor& other,
+                    std::optional<std::string_view> rounding_mode = std::nullopt);
+KILN_API Tensor div(const Tensor& self, const Scalar& other,
+                    std::optional<std::string_view> rounding_mode = std::nullopt);
+KILN_API Tensor& div_(Tensor& self, const Tensor& other,
+                      std::optional<std::string_view> rounding_mode = std::nullopt);
+KILN_API Tensor& div_out(Tensor& out, const Tensor& self, const Tensor& other,
+                         std::optional<std::string_view> rounding_mode = std::nullopt);
+
+// name(a, b), name(a, scalar), name_(a, b), name_out(out, a, b).
+#define KILN_DECLARE_BINARY(name)                                               \
+  KILN_API Tensor name(const Tensor& self, const Tensor& other);                \
+  KILN_API Tensor name(const Tensor& self, const Scalar& other);                \
+  KILN_API Tensor& name##_(Tensor& self, const Tensor& other);                  \
+  KILN_API Tensor& name##_out(Tensor& out, const Tensor& self, const Tensor& other);
+KILN_DECLARE_BINARY(mul)
+KILN_DECLARE_BINARY(remainder)
+KILN_DECLARE_BINARY(fmod)
+KILN_DECLARE_BINARY(floor_divide)
+KILN_DECLARE_BINARY(pow)
+KILN_DECLARE_BINARY(bitwise_and)
+KILN_DECLARE_BINARY(bitwise_or)
+KILN_DECLARE_BINARY(bitwise_xor)
+KILN_DECLARE_BINARY(eq)
+KILN_DECLARE_BINARY(ne)
+KILN_DECLARE_BINARY(lt)
+KILN_DECLARE_BINARY(le)
+KILN_DECLARE_BINARY(gt)
+KILN_DECLARE_BINARY(ge)
+#undef KILN_DECLARE_BINARY
+KILN_API Tensor pow(const Scalar& self, const Tensor& exponent);
+
+#define KILN_DECLARE_BINARY_TENSOR(name)                         \
+  KILN_API Tensor name(const Tensor& self, const Tensor& other); \
+  KILN_API Tensor& name##_(Tensor& self, const Tensor& other);   \
+  KILN_API Tensor& name##_out(Tensor& out, const Tensor& self, const Tensor& other);
+KILN_DECLARE_BINARY_TENSOR(atan2)
+KILN_DECLARE_BINARY_TENSOR(maximum)
+KILN_DECLARE_BINARY_TENSOR(minimum)
+KILN_DECLARE_BINARY_TENSOR(logical_and)
+KILN_DECLARE_BINARY_TENSOR(logical_or)
+KILN_DECLARE_BINARY_TENSOR(logical_xor)
+#undef KILN_DECLARE_BINARY_TENSOR
+
+// --- Ternary -------------------------------------------------------------------
+KILN_API Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other);
+KILN_API Tensor where(const Tensor& condition, const Scalar& self, const Tensor& other);
+KILN_API Tensor where(const Tensor& condition, const Tensor& self, const Scalar& other);
+KILN_API Tensor lerp(const Tensor& self, const Tensor& end, const Scalar& weight);
+KILN_API Tensor lerp(const Tensor& self, const Tensor& end, const Tensor& weight);
+KILN_API Tensor addcmul(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+                        const Scalar& value = 1);
+KILN_API Tensor addcdiv(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+                        const Scalar& value = 1);
+
+// --- Reductions ----------------------------------------------------------------
+// An empty `dim` list reduces over every dim. dtype: accumulate and return in it.
+KILN_API Tensor sum(const Tensor& self, std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor sum(const Tensor& self, IntArrayRef dim, bool keepdim = false,
+                    std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor mean(const Tensor& self, std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor mean(const Tensor& self, IntArrayRef dim, bool keepdim = false,
+                     std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor prod(const Tensor& self, std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor prod(const Tensor& self, int64_t dim, bool keepdim = false,
+                     std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor amax(const Tensor& self, IntArrayRef dim = {}, bool keepdim = false);
+KILN_API Tensor amin(const Tensor& self, IntArrayRef dim = {}, bool keepdim = false);
+KILN_API Tensor max(const Tensor& self);
+KILN_API Tensor min(const Tensor& self);
+// (values, indices)
+KILN_API TensorPair max(const Tensor& self, int64_t dim, bool keepdim = false);
+KILN_API TensorPair min(const Tensor& self, int64_t dim, bool keepdim = false);
+KILN_API Tensor argmax(const Tensor& self, std::optional<int64_t> dim = std::nullopt,
+                       bool keepdim = false);
+KILN_API Tensor argmin(const Tensor& self, std::optional<int64_t> dim = std::nullopt,
+                       bool keepdim = false);
+// correction: 1 (Bessel) when unset.
+KILN_API Tensor var(const Tensor& self, IntArrayRef dim = {},
+                    std::optional<int64_t> correction = std::nullopt, bool keepdim = false);
+KILN_API Tensor std(const Tensor& self, IntArrayRef dim = {},
+                    std::optional<int64_t> correction = std::nullopt, bool keepdim = false);
+KILN_API Tensor logsumexp(const Tensor& self, IntArrayRef dim, bool keepdim = false);
+KILN_API Tensor all(const Tensor& self);
+KILN_API Tensor all(const Tensor& self, int64_t dim, bool keepdim = false);
+KILN_API Tensor any(const Tensor& self);
+KILN_API Tensor any(const Tensor& self, int64_t dim, bool keepdim = false);
+KILN_API Tensor norm(const Tensor& self, const Scalar& p = 2);
+KILN_API Tensor norm(const Tensor& self, const std::optional<Scalar>& p, IntArrayRef dim,
+                     bool keepdim = false);
+KILN_API Tensor cumsum(const Tensor& self, int64_t dim, std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor cumprod(const Tensor& self, int64_t dim,
+                        std::optional<DType> dtype = std::nullopt);
+
+// --- Neural-network functions ----------------------------------------------------
+KILN_API Tensor softmax(const Tensor& self, int64_t dim, std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor log_softmax(const Tensor& self, int64_t dim,
+                            std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape,
+                           const std::optional<Tensor>& weight = std::nullopt,
+                           const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+// eps: the dtype's machine epsilon when unset, as PyTorch.
+KILN_API Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape,
+                         const std::optional<Tensor>& weight = std::nullopt,
+                         std::optional<double> eps = std::nullopt);
+KILN_API Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+// input @ weight.T + bias
+KILN_API Tensor linear(const Tensor& input, const Tensor& weight,
+                       const std::optional<Tensor>& bias = std::nullopt);
+// softmax(q @ k.T * scale + mask) @ v; a bool mask keeps True positions.
+KILN_API Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key,
+                                             const Tensor& value,
+                                             const std::optional<Tensor>& attn_mask = std::nullopt,
+                                             bool is_causal = false,
+                                             std::optional<double> scale = std::nullopt);
+
+// --- Matrix products ---------------------------------------------------------------
+KILN_API Tensor matmul(const Tensor& self, const Tensor& other);
+KILN_API Tensor& matmul_out(Tensor& out, const Tensor& self, const Tensor& other);
+KILN_API Tensor mm(const Tensor& self, const Tensor& mat2);
+KILN_API Tensor bmm(const Tensor& self, const Tensor& mat2);
+KILN_API Tensor mv(const Tensor& self, const Tensor& vec);
+KILN_API Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
+                      const Scalar& beta = 1, const Scalar& alpha = 1);
+KILN_API Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
+                        const Scalar& beta = 1, const Scalar& alpha = 1);
+KILN_API Tensor outer(const Tensor& self, const Tensor& vec2);
+
+// --- Shape and indexing ----------------------------------------------------------
+KILN_API Tensor cat(TensorList tensors, int64_t dim = 0);
+KILN_API Tensor stack(TensorList tensors, int64_t dim = 0);
+KILN_API std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim = 0);
+KILN_API std::vector<Tensor> split(const Tensor& self, IntArrayRef split_sizes, int64_t dim = 0);
+KILN_API std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim = 0);
+KILN_API Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+KILN_API Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+KILN_API Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+KILN_API Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value);
+KILN_API Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+KILN_API Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
+                            const Tensor& src);
+KILN_API Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+KILN_API Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index,
+                           const Tensor& source);
+KILN_API Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index,
+                             const Tensor& source);
+KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value);
+KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);
+KILN_API Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Scalar& value);
+KILN_API Tensor tril(const Tensor& self, int64_t diagonal = 0);
+KILN_API Tensor triu(const Tensor& self, int64_t diagonal = 0);
+KILN_API TensorPair topk(const Tensor& self, int64_t k, int64_t dim = -1, bool largest = true,
+                         bool sorted = true);
+KILN_API TensorPair sort(const Tensor& self, int64_t dim = -1, bool descending = false,
+                         bool stable = false);
+KILN_API Tensor argsort(const Tensor& self, int64_t dim = -1, bool descending = false);
+KILN_API Tensor repeat(const Tensor& self, IntArrayRef repeats);
+KILN_API Tensor roll(const Tensor& self, IntArrayRef shifts, IntArrayRef dims = {});
+KILN_API Tensor flip(const Tensor& self, IntArrayRef dims);
+// pad: (left, right) pairs starting from the last dim; only mode "constant".
+KILN_API Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode = "constant",
+                    std::optional<double> value = std::nullopt);
+
+// --- Copies ------------------------------------------------------------------------
+KILN_API Tensor clone(const Tensor& self);
+KILN_API Tensor& copy_(Tensor& self, const Tensor& src);
+KILN_API Tensor& fill_(Tensor& self, const Scalar& value);
+KILN_API Tensor& zero_(Tensor& self);
+
+// Blocks until every queued op (lazy trace, CUDA stream) is done.
+KILN_API void sync();
+
+}  // namespace kiln

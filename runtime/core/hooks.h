@@ -1,0 +1,17 @@
+#pragma once
+
+// Points where higher layers plug into runtime/ without runtime including them.
+
+namespace kiln {
+
+class TensorImpl;
+
+// Computes a pending (lazy) value into storage; installed by jit/.
+using MaterializeHook = void (*)(TensorImpl* impl);
+void set_materialize_hook(MaterializeHook hook);
+
+// Runs every pending (lazy) computation; installed by jit/.
+using SyncHook = void (*)();
+void set_sync_hook(SyncHook hook);
+
+}  // namespace kiln

@@ -1,0 +1,49 @@
+#include <atomic>
+#include <sstream>
+
+#include "kiln/cuda.h"
+#include "kiln/info.h"
+#include "kiln/ops.h"
+#include "runtime/core/hooks.h"
+#include "runtime/cuda/cuda_runtime.h"
+
+namespace kiln {
+
+namespace {
+std::atomic<SyncHook> g_sync_hook{nullptr};
+}  // namespace
+
+void set_sync_hook(SyncHook hook) { g_sync_hook.store(hook); }
+
+void sync() {
+  if (SyncHook hook = g_sync_hook.load()) hook();
+  if (cuda::is_available()) {
+    for (int i = 0; i < cuda::device_count(); ++i) cuda::synchronize(Device::cuda(i));
+  }
+}
+
+const char* cpu_isa() {
+  static const char* isa = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return "avx512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+    return "scalar";
+  }();
+  return isa;
+}
+
+std::string build_info() {
+  std::ostringstream os;
+  os << "kiln " << KILN_VERSION << "\n";
+  os << "compiler: " << __VERSION__ << "\n";
+  os << "cpu isa: " << cpu_isa() << "\n";
+  os << "cuda backend: " << (cuda::built() ? "built" : "not built (no CUDA toolkit at build time)")
+     << "\n";
+  os << "cuda available: " << (cuda::is_available() ? "yes" : "no") << "\n";
+  for (int i = 0; i < cuda::device_count(); ++i) {
+    os << "cuda:" << i << ": " << cuda::device_name(i) << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace kiln

@@ -1,0 +1,106 @@
+#include <atomic>
+
+#include "allocator/allocator.h"
+#include "kiln/dispatch.h"
+#include "kiln/impl/tensor_impl.h"
+#include "runtime/core/hooks.h"
+#include "runtime/core/tensor_utils.h"
+#include "runtime/cuda/cuda_runtime.h"
+
+namespace kiln {
+
+namespace {
+std::atomic<MaterializeHook> g_materialize{nullptr};
+}  // namespace
+
+void set_materialize_hook(MaterializeHook hook) { g_materialize.store(hook); }
+
+// ---------------------------------------------------------------------------
+// StorageImpl
+
+StorageImpl::~StorageImpl() {
+  if (deleter_) deleter_(ctx_, data_);
+}
+
+IntrusivePtr<StorageImpl> StorageImpl::allocate(size_t nbytes, Device device) {
+  alloc::DataPtr p;
+  switch (device.type()) {
+    case DeviceType::CPU:
+      p = alloc::cpu_allocator().allocate(nbytes);
+      break;
+    case DeviceType::CUDA:
+      p = cuda::allocate(nbytes, device);
+      break;
+    case DeviceType::Meta:
+      KILN_FAIL("[storage] meta tensors have no data: expected a cpu or cuda device, got meta");
+  }
+  return IntrusivePtr<StorageImpl>::make(p.ptr, nbytes, device, p.ctx, p.deleter);
+}
+
+namespace {
+struct BlobContext {
+  std::function<void(void*)> deleter;
+};
+void delete_blob(void* ctx, void* data) {
+  auto* c = static_cast<BlobContext*>(ctx);
+  if (c->deleter) c->deleter(data);
+  delete c;
+}
+}  // namespace
+
+IntrusivePtr<StorageImpl> StorageImpl::from_blob(void* data, size_t nbytes, Device device,
+                                                 std::function<void(void*)> deleter) {
+  auto* ctx = new BlobContext{std::move(deleter)};
+  return IntrusivePtr<StorageImpl>::make(data, nbytes, device, ctx, &delete_blob);
+}
+
+// ---------------------------------------------------------------------------
+// TensorImpl
+
+TensorImpl::TensorImpl(IntrusivePtr<StorageImpl> storage, DType dtype, Device device,
+                       IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset)
+    : sizes_(sizes),
+      strides_(strides),
+      storage_offset_(storage_offset),
+      storage_(std::move(storage)),
+      key_bits_(key_bit(backend_key(device))),
+      dtype_(dtype),
+      device_(device) {
+  refresh();
+}
+
+TensorImpl::TensorImpl(DType dtype, Device device, IntArrayRef sizes, IntArrayRef strides,
+                       int64_t storage_offset)
+    : TensorImpl(IntrusivePtr<StorageImpl>(), dtype, device, sizes, strides, storage_offset) {}
+
+void TensorImpl::set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset) {
+  sizes_ = sizes;
+  strides_ = strides;
+  storage_offset_ = storage_offset;
+  refresh();
+}
+
+void TensorImpl::set_pending(IntrusivePtr<PendingValue> p) { pending_ = std::move(p); }
+
+void TensorImpl::refresh() {
+  KILN_INTERNAL_ASSERT(sizes_.size() == strides_.size(), "sizes and strides differ in rank");
+  int64_t n = 1;
+  for (int64_t s : sizes_) n *= s;
+  numel_ = n;
+  is_contiguous_ = compute_contiguous(sizes_, strides_);
+}
+
+void* TensorImpl::data() {
+  if (pending_) {
+    MaterializeHook hook = g_materialize.load();
+    KILN_INTERNAL_ASSERT(hook != nullptr, "a pending tensor with no materialize hook");
+    hook(this);
+    KILN_INTERNAL_ASSERT(!pending_, "materialize left the tensor pending");
+  }
+  KILN_CHECK(!device_.is_meta(), "[data_ptr] expected a tensor with data, got a meta tensor");
+  if (!storage_) return nullptr;
+  return static_cast<char*>(storage_->data()) +
+         storage_offset_ * static_cast<int64_t>(itemsize(dtype_));
+}
+
+}  // namespace kiln

@@ -1,0 +1,202 @@
+#include "runtime/core/tensor_utils.h"
+
+#include <cstring>
+
+#include "kiln/dispatch.h"
+
+namespace kiln {
+
+DimVector contiguous_strides(IntArrayRef sizes) {
+  DimVector strides(sizes.size());
+  int64_t s = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+  return strides;
+}
+
+int64_t checked_numel(IntArrayRef sizes, const char* op) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    KILN_CHECK(s >= 0, "[", op, "] expected non-negative sizes, got ", sizes);
+    KILN_CHECK(!__builtin_mul_overflow(n, s, &n), "[", op, "] expected a size whose element count fits int64, got ", sizes);
+  }
+  return n;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = ndim > 0 ? ndim : 1;
+  KILN_CHECK(dim >= -n && dim < n, "[", op, "] dimension out of range: expected a dim in [", -n,
+             ", ", n - 1, "], got ", dim);
+  return dim < 0 ? dim + n : dim;
+}
+
+uint64_t dim_mask(IntArrayRef dims, int64_t ndim, const char* op, bool empty_is_all) {
+  KILN_CHECK(ndim <= 64, "[", op, "] expected at most 64 dims, got ", ndim);
+  if (dims.empty() && empty_is_all) return ndim == 64 ? ~uint64_t{0} : (uint64_t{1} << ndim) - 1;
+  uint64_t mask = 0;
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, ndim, op);
+    if (ndim == 0) continue;
+    KILN_CHECK(!((mask >> w) & 1), "[", op, "] dim ", w, " appears multiple times in the list of dims ", dims);
+    mask |= uint64_t{1} << w;
+  }
+  return mask;
+}
+
+bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 0) return true;
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device) {
+  KILN_CHECK(sizes.size() == strides.size(), "[empty_strided] expected as many strides as sizes (",
+             sizes.size(), "), got ", strides.size());
+  int64_t numel = checked_numel(sizes, "empty");
+  IntrusivePtr<StorageImpl> storage;
+  if (!device.is_meta()) {
+    // Storage spans the furthest element the strides reach.
+    int64_t extent = numel == 0 ? 0 : 1;
+    for (size_t i = 0; i < sizes.size() && numel; ++i) {
+      KILN_CHECK(strides[i] >= 0, "[empty_strided] expected non-negative strides, got ", strides);
+      extent += (sizes[i] - 1) * strides[i];
+    }
+    storage = StorageImpl::allocate(static_cast<size_t>(extent) * itemsize(dtype), device);
+  }
+  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides, 0));
+}
+
+Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device) {
+  return empty_strided_tensor(sizes, contiguous_strides(sizes), dtype, device);
+}
+
+Tensor empty_like_tensor(const Tensor& t) {
+  return empty_tensor(t.sizes(), t.dtype(), t.device());
+}
+
+Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides,
+                 int64_t storage_offset) {
+  TensorImpl* b = base.impl();
+  auto impl = IntrusivePtr<TensorImpl>::make(b->storage(), b->dtype(), b->device(), sizes,
+                                             strides, storage_offset);
+  return Tensor(std::move(impl));
+}
+
+Tensor scalar_tensor(const Scalar& s, DType dtype, Device device) {
+  Tensor t = empty_tensor({}, dtype, Device::cpu());
+  store_scalar(t.data_ptr(), dtype, s);
+  return device.is_cpu() ? t : t.to(device);
+}
+
+Tensor wrap_scalar(const Scalar& s) {
+  Tensor t = scalar_tensor(s, s.dtype());
+  t.impl()->set_wrapped_number(true);
+  return t;
+}
+
+void check_defined(const Tensor& t, const char* op, const char* name) {
+  KILN_CHECK(t.defined(), "[", op, "] expected argument '", name,
+             "' to be a defined tensor, got an undefined one");
+}
+
+uint32_t dtype_bit(DType t) { return 1u << static_cast<int>(t); }
+
+namespace {
+std::string dtype_list(uint32_t allowed) {
+  std::string list;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (allowed & (1u << i)) {
+      list += list.empty() ? "" : ", ";
+      list += dtype_name(static_cast<DType>(i));
+    }
+  }
+  return list;
+}
+}  // namespace
+
+void check_dtype_in(const Tensor& t, uint32_t allowed, const char* op, const char* name) {
+  if (KILN_LIKELY(allowed & dtype_bit(t.dtype()))) return;
+  KILN_FAIL("[", op, "] expected '", name, "' of dtype ", dtype_list(allowed), ", got ",
+            t.dtype());
+}
+
+void fail_dtype(DType t, uint32_t allowed, const char* op) {
+  KILN_FAIL("[", op, "] expected a dtype among ", dtype_list(allowed), ", got ", t);
+}
+
+double load_as_double(const void* base, DType t, int64_t i) {
+  switch (t) {
+    case kBool:
+      return static_cast<const bool*>(base)[i];
+    case kUInt8:
+      return static_cast<const uint8_t*>(base)[i];
+    case kInt8:
+      return static_cast<const int8_t*>(base)[i];
+    case kInt16:
+      return static_cast<const int16_t*>(base)[i];
+    case kInt32:
+      return static_cast<const int32_t*>(base)[i];
+    case kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case kFloat16:
+      return static_cast<const Half*>(base)[i];
+    case kBFloat16:
+      return static_cast<const BFloat16*>(base)[i];
+    case kFloat32:
+      return static_cast<const float*>(base)[i];
+    case kFloat64:
+      return static_cast<const double*>(base)[i];
+  }
+  return 0;
+}
+
+Scalar load_scalar(const void* base, DType t, int64_t i) {
+  if (t == kBool) return Scalar(static_cast<const bool*>(base)[i]);
+  if (t == kInt64) return Scalar(static_cast<const int64_t*>(base)[i]);
+  if (is_integral(t, false)) return Scalar(static_cast<int64_t>(load_as_double(base, t, i)));
+  return Scalar(load_as_double(base, t, i));
+}
+
+void store_scalar(void* dst, DType t, const Scalar& s) {
+  switch (t) {
+    case kBool:
+      *static_cast<bool*>(dst) = s.to_bool();
+      break;
+    case kUInt8:
+      *static_cast<uint8_t*>(dst) = static_cast<uint8_t>(s.to_int());
+      break;
+    case kInt8:
+      *static_cast<int8_t*>(dst) = static_cast<int8_t>(s.to_int());
+      break;
+    case kInt16:
+      *static_cast<int16_t*>(dst) = static_cast<int16_t>(s.to_int());
+      break;
+    case kInt32:
+      *static_cast<int32_t*>(dst) = static_cast<int32_t>(s.to_int());
+      break;
+    case kInt64:
+      *static_cast<int64_t*>(dst) = s.to_int();
+      break;
+    case kFloat16:
+      *static_cast<Half*>(dst) = Half(static_cast<float>(s.to_double()));
+      break;
+    case kBFloat16:
+      *static_cast<BFloat16*>(dst) = BFloat16(static_cast<float>(s.to_double()));
+      break;
+    case kFloat32:
+      *static_cast<float*>(dst) = static_cast<float>(s.to_double());
+      break;
+    case kFloat64:
+      *static_cast<double*>(dst) = s.to_double();
+      break;
+  }
+}
+
+}  // namespace kiln

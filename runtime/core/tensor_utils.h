@@ -1,0 +1,52 @@
+#pragma once
+
+// Helpers every kernel and meta function uses: geometry, dims, allocation.
+
+#include <optional>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// Row-major strides for `sizes` (size-1 dims get the stride they would have).
+DimVector contiguous_strides(IntArrayRef sizes);
+// Product of sizes; throws on overflow of int64.
+int64_t checked_numel(IntArrayRef sizes, const char* op);
+// Maps a possibly negative dim into [0, ndim); a 0-dim tensor accepts -1 and 0.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// The dims set in a list such as {1, -1}, as a bitmask; checks repeats. Empty
+// `dims` means "all dims" when `empty_is_all`.
+uint64_t dim_mask(IntArrayRef dims, int64_t ndim, const char* op, bool empty_is_all = true);
+// True when a tensor of these sizes and strides is laid out row-major without gaps.
+bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides);
+
+// A fresh, uninitialized tensor (storage from the device's allocator; meta
+// tensors get none). No dispatch: kernels use these for their outputs.
+Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device);
+Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device);
+Tensor empty_like_tensor(const Tensor& t);
+// A view of `base` that shares its storage (or, for meta tensors, its nothing).
+Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides,
+                 int64_t storage_offset);
+// A 0-dim CPU tensor holding `s`, marked as a wrapped number for type promotion.
+Tensor wrap_scalar(const Scalar& s);
+// A 0-dim tensor of `dtype` on `device` holding `s`.
+Tensor scalar_tensor(const Scalar& s, DType dtype, Device device = Device::cpu());
+
+// Throws "[op] expected argument 'name' to be defined" for an undefined tensor.
+void check_defined(const Tensor& t, const char* op, const char* name);
+// Throws unless the tensor's dtype is in `allowed` (a bitmask over DType).
+uint32_t dtype_bit(DType t);
+void check_dtype_in(const Tensor& t, uint32_t allowed, const char* op, const char* name);
+constexpr uint32_t kFloatingMask = (1u << 6) | (1u << 7) | (1u << 8) | (1u << 9);
+constexpr uint32_t kIntegralMask = 0x3eu;  // uint8..int64, no bool
+constexpr uint32_t kAllMask = 0x3ffu;
+
+// Reads element `index` (a flat index into the storage, in elements) as a double / int64.
+double load_as_double(const void* base, DType t, int64_t index);
+Scalar load_scalar(const void* base, DType t, int64_t index);
+// Writes `s` converted to dtype `t` at `dst`.
+void store_scalar(void* dst, DType t, const Scalar& s);
+
+
+}  // namespace kiln

@@ -1,0 +1,278 @@
+#include "runtime/cpu/tensor_iter.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+
+#include "runtime/core/type_promotion.h"
+#include "runtime/cpu/copy.h"
+
+namespace kiln::cpu {
+
+void check_cpu(const Tensor& t, const char* op, const char* name) {
+  KILN_CHECK(t.device().is_cpu() || (t.dim() == 0 && t.impl()->is_wrapped_number()), "[", op,
+             "] expected '", name, "' on cpu, got ", t.device());
+}
+
+Tensor cast(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor out = empty_tensor(t.sizes(), dtype, t.device());
+  copy_into(out, t);
+  if (t.impl()->is_wrapped_number()) out.impl()->set_wrapped_number(true);
+  return out;
+}
+
+TensorIter& TensorIter::output(Tensor& out) {
+  KILN_INTERNAL_ASSERT(num_ops_ == num_outputs_ && num_ops_ < kMaxOperands,
+                       "outputs must be added before inputs");
+  ops_[num_ops_].tensor = out;
+  ops_[num_ops_].target = &out;
+  ++num_ops_;
+  ++num_outputs_;
+  return *this;
+}
+
+TensorIter& TensorIter::input(const Tensor& t) {
+  KILN_INTERNAL_ASSERT(num_ops_ < kMaxOperands, "too many operands");
+  check_defined(t, op_, "input");
+  check_cpu(t, op_, "input");
+  ops_[num_ops_++].tensor = t;
+  return *this;
+}
+
+void TensorIter::compute_shape() {
+  bool first = true;
+  if (has_declared_shape_) {
+    shape_ = declared_shape_;
+    first = false;
+  }
+  for (int i = num_outputs_; i < num_ops_; ++i) {
+    IntArrayRef s = ops_[i].tensor.sizes();
+    if (first) {
+      shape_ = s;
+      first = false;
+    } else if (!(shape_.ref() == s)) {
+      shape_ = broadcast_shapes(shape_, s, op_);
+    }
+  }
+  if (in_place_) {
+    // An in-place output fixes the shape: inputs may broadcast to it, not it to them.
+    IntArrayRef self = ops_[0].tensor.sizes();
+    KILN_CHECK(shape_.ref() == self || broadcast_shapes(shape_, self, op_).ref() == self, "[",
+               op_, "] output with shape ", self, " doesn't match the broadcast shape ",
+               shape_.ref());
+    shape_ = self;
+  }
+  if (has_declared_shape_) {
+    KILN_CHECK(shape_.ref() == declared_shape_.ref(), "[", op_, "] expected a source of shape ",
+               declared_shape_.ref(), " or one that broadcasts to it, got ", shape_.ref());
+  }
+}
+
+void TensorIter::allocate_or_check_output(DType result) {
+  for (int i = 0; i < num_outputs_; ++i) {
+    Operand& o = ops_[i];
+    if (!o.tensor.defined()) {
+      continue;  // allocated after the dims are ordered
+    }
+    check_cpu(o.tensor, op_, "out");
+    if (!(o.tensor.sizes() == shape_.ref())) {
+      KILN_CHECK(o.tensor.numel() == 0 && !in_place_, "[", op_, "] expected out of shape ",
+                 shape_.ref(), ", got ", o.tensor.sizes());
+      // Resize an empty out= tensor, as PyTorch does.
+      Tensor fresh = empty_tensor(shape_, o.tensor.dtype(), o.tensor.device());
+      o.tensor.impl()->set_storage(fresh.impl()->storage());
+      o.tensor.impl()->set_geometry(fresh.sizes(), fresh.strides(), 0);
+    }
+    if (o.tensor.dtype() != result) {
+      KILN_CHECK(can_cast(result, o.tensor.dtype()), "[", op_, "] result type ", result,
+                 " can't be cast to the desired output type ", o.tensor.dtype());
+      o.needs_copy_back = true;
+      o.tensor = empty_tensor(shape_, result, Device::cpu());
+    }
+  }
+}
+
+TensorIter& TensorIter::build() {
+  KILN_INTERNAL_ASSERT(num_outputs_ >= 1, "a TensorIter needs an output");
+  compute_shape();
+  numel_ = 1;
+  for (int64_t s : shape_) numel_ *= s;
+
+  // Dtypes.
+  if (num_ops_ > num_outputs_ && compute_ != ComputeType::Given) {
+    ResultType rt;
+    for (int i = num_outputs_; i < num_ops_; ++i) rt.add(ops_[i].tensor);
+    DType common = rt.result(op_);
+    compute_dtype_ = compute_ == ComputeType::Floating ? to_floating(common) : common;
+  } else {
+    compute_dtype_ = compute_ == ComputeType::Given ? given_ : ops_[0].tensor.dtype();
+  }
+  if (cast_inputs_) {
+    for (int i = num_outputs_; i < num_ops_; ++i) {
+      ops_[i].tensor = cast(ops_[i].tensor, compute_dtype_);
+    }
+  }
+  DType result = has_out_dtype_ ? out_dtype_ : compute_dtype_;
+  allocate_or_check_output(result);
+  reorder_and_coalesce();
+  return *this;
+}
+
+void TensorIter::reorder_and_coalesce() {
+  const int64_t nd = static_cast<int64_t>(shape_.size());
+  // Element strides aligned to the broadcast shape; 0 where an operand broadcasts.
+  for (int k = 0; k < num_ops_; ++k) {
+    Operand& o = ops_[k];
+    o.strides.assign(nd, 0);
+    if (!o.tensor.defined()) continue;
+    IntArrayRef s = o.tensor.sizes(), st = o.tensor.strides();
+    int64_t off = nd - static_cast<int64_t>(s.size());
+    for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
+      o.strides[off + d] = (s[d] == 1 && shape_[off + d] != 1) ? 0 : st[d];
+    }
+  }
+  // perm[i]: the i-th dim counting from the innermost. Insertion sort by stride,
+  // asking operands in order (outputs first) until one has an opinion.
+  DimVector perm(nd);
+  for (int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  auto should_swap = [&](int64_t d0, int64_t d1) {
+    for (int k = 0; k < num_ops_; ++k) {
+      if (!ops_[k].tensor.defined()) continue;
+      int64_t s0 = ops_[k].strides[d0], s1 = ops_[k].strides[d1];
+      if (s0 == 0 || s1 == 0) continue;
+      if (s0 < s1) return -1;
+      if (s0 > s1) return 1;
+      if (shape_[d0] > shape_[d1]) return 1;
+    }
+    return 0;
+  };
+  for (int64_t i = 1; i < nd; ++i) {
+    int64_t d1 = i;
+    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
+      int c = should_swap(perm[d0], perm[d1]);
+      if (c > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  // Allocate missing outputs dense in that order.
+  for (int k = 0; k < num_outputs_; ++k) {
+    Operand& o = ops_[k];
+    if (o.tensor.defined()) continue;
+    DType t = has_out_dtype_ ? out_dtype_ : compute_dtype_;
+    DimVector strides(nd);
+    int64_t s = 1;
+    for (int64_t i = 0; i < nd; ++i) {
+      strides[perm[i]] = s;
+      s *= std::max<int64_t>(shape_[perm[i]], 1);
+    }
+    o.tensor = empty_strided_tensor(shape_, strides, t, Device::cpu());
+    *o.target = o.tensor;
+    for (int64_t d = 0; d < nd; ++d) o.strides[d] = strides[d];
+  }
+  // Permute to innermost-first and convert to bytes.
+  iter_sizes_.resize(nd);
+  for (int64_t i = 0; i < nd; ++i) iter_sizes_[i] = shape_[perm[i]];
+  for (int k = 0; k < num_ops_; ++k) {
+    Operand& o = ops_[k];
+    DimVector bytes(nd);
+    int64_t item = static_cast<int64_t>(itemsize(o.tensor.dtype()));
+    for (int64_t i = 0; i < nd; ++i) bytes[i] = o.strides[perm[i]] * item;
+    o.strides = bytes;
+    o.data = numel_ ? static_cast<char*>(o.tensor.data_ptr()) : nullptr;
+  }
+  // Coalesce neighbours that step as one.
+  if (nd == 0) {
+    iter_sizes_.assign(1, 1);
+    for (int k = 0; k < num_ops_; ++k) ops_[k].strides.assign(1, 0);
+    return;
+  }
+  int64_t prev = 0;
+  for (int64_t d = 1; d < nd; ++d) {
+    bool can = iter_sizes_[prev] == 1 || iter_sizes_[d] == 1;
+    if (!can) {
+      can = true;
+      for (int k = 0; k < num_ops_ && can; ++k) {
+        can = ops_[k].strides[prev] * iter_sizes_[prev] == ops_[k].strides[d];
+      }
+    }
+    if (can) {
+      if (iter_sizes_[prev] == 1) {
+        for (int k = 0; k < num_ops_; ++k) ops_[k].strides[prev] = ops_[k].strides[d];
+      }
+      iter_sizes_[prev] *= iter_sizes_[d];
+    } else {
+      ++prev;
+      iter_sizes_[prev] = iter_sizes_[d];
+      for (int k = 0; k < num_ops_; ++k) ops_[k].strides[prev] = ops_[k].strides[d];
+    }
+  }
+  iter_sizes_.resize(prev + 1);
+  for (int k = 0; k < num_ops_; ++k) ops_[k].strides.resize(prev + 1);
+}
+
+void TensorIter::run_range(Thunk thunk, void* ctx, int64_t begin, int64_t end) const {
+  const int nd = static_cast<int>(iter_sizes_.size());
+  int64_t counter[64];
+  char* ptrs[kMaxOperands];
+  int64_t inner[kMaxOperands];
+  int64_t rem = begin;
+  for (int d = 0; d < nd; ++d) {
+    counter[d] = rem % iter_sizes_[d];
+    rem /= iter_sizes_[d];
+  }
+  for (int k = 0; k < num_ops_; ++k) {
+    char* p = ops_[k].data;
+    for (int d = 0; d < nd; ++d) p += counter[d] * ops_[k].strides[d];
+    ptrs[k] = p;
+    inner[k] = ops_[k].strides[0];
+  }
+  while (begin < end) {
+    int64_t n = std::min(iter_sizes_[0] - counter[0], end - begin);
+    char* run_ptrs[kMaxOperands];
+    for (int k = 0; k < num_ops_; ++k) run_ptrs[k] = ptrs[k];
+    thunk(ctx, run_ptrs, inner, n);
+    begin += n;
+    if (begin >= end) break;
+    counter[0] += n;
+    for (int k = 0; k < num_ops_; ++k) ptrs[k] += n * ops_[k].strides[0];
+    for (int d = 0; d + 1 < nd && counter[d] == iter_sizes_[d]; ++d) {
+      for (int k = 0; k < num_ops_; ++k) {
+        ptrs[k] += ops_[k].strides[d + 1] - iter_sizes_[d] * ops_[k].strides[d];
+      }
+      counter[d] = 0;
+      ++counter[d + 1];
+    }
+  }
+}
+
+void TensorIter::run(Thunk thunk, void* ctx, int64_t grain) {
+  if (numel_ == 0) return;
+  KILN_CHECK(iter_sizes_.size() <= 64, "[", op_, "] expected at most 64 dims, got ", iter_sizes_.size());
+  if (numel_ < 2 * grain) {
+    run_range(thunk, ctx, 0, numel_);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, numel_, grain),
+                    [&](const tbb::blocked_range<int64_t>& r) {
+                      run_range(thunk, ctx, r.begin(), r.end());
+                    });
+}
+
+void TensorIter::finish() {
+  for (int k = 0; k < num_outputs_; ++k) {
+    Operand& o = ops_[k];
+    if (o.needs_copy_back) {
+      copy_into(*o.target, o.tensor);
+      o.needs_copy_back = false;
+    }
+    if (o.target && o.target->defined()) o.target->impl()->bump_version();
+  }
+}
+
+}  // namespace kiln::cpu

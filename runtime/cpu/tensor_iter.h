@@ -1,0 +1,128 @@
+#pragma once
+
+// Note [TensorIter]
+// Elementwise kernels describe their operands to a TensorIter; build() does
+// what every such kernel needs: broadcasting, type promotion and casting of
+// inputs to the compute dtype, allocation of the output (laid out like the
+// inputs, as PyTorch does) or checks of a given one, and a reordering of dims
+// so the innermost loop runs over the smallest strides, with mergeable dims
+// coalesced. for_each() then calls the kernel's inner loop over 1-D runs,
+// splitting the range across TBB workers above a grain size.
+
+#include <cstdint>
+
+#include "kiln/tensor.h"
+#include "runtime/core/tensor_utils.h"
+
+namespace kiln::cpu {
+
+enum class ComputeType : uint8_t {
+  Common,    // the promoted dtype of the inputs
+  Floating,  // the promoted dtype, integers and bool going to float32
+  Given,     // set by compute_dtype()
+};
+
+class TensorIter {
+ public:
+  static constexpr int kMaxOperands = 8;
+  static constexpr int64_t kGrain = 32768;
+
+  explicit TensorIter(const char* op) : op_(op) {}
+
+  // The output: undefined tensors are allocated by build(); defined ones are
+  // written (their shape must be the broadcast shape, or empty to be resized).
+  TensorIter& output(Tensor& out);
+  TensorIter& input(const Tensor& t);
+  TensorIter& compute(ComputeType c) {
+    compute_ = c;
+    return *this;
+  }
+  TensorIter& compute_dtype(DType t) {
+    compute_ = ComputeType::Given;
+    given_ = t;
+    return *this;
+  }
+  // dtype of an allocated output (default: the compute dtype), e.g. bool for comparisons.
+  TensorIter& output_dtype(DType t) {
+    out_dtype_ = t;
+    has_out_dtype_ = true;
+    return *this;
+  }
+  // Inputs keep their own dtypes (the kernel converts as it reads).
+  TensorIter& keep_input_dtypes() {
+    cast_inputs_ = false;
+    return *this;
+  }
+  // The output is written in place into an input, so it may not broadcast.
+  TensorIter& in_place() {
+    in_place_ = true;
+    return *this;
+  }
+  // Also broadcast to (and check against) this shape (fill, copy_).
+  TensorIter& shape(IntArrayRef s) {
+    declared_shape_ = s;
+    has_declared_shape_ = true;
+    return *this;
+  }
+  TensorIter& build();
+
+  DType dtype() const { return compute_dtype_; }
+  DType input_dtype(int i) const { return ops_[num_outputs_ + i].tensor.dtype(); }
+  DType output_dtype() const { return ops_[0].tensor.dtype(); }
+  int64_t numel() const { return numel_; }
+  IntArrayRef shape() const { return shape_; }
+  int ntensors() const { return num_ops_; }
+
+  // Calls loop(data, strides, n) over 1-D runs: data[k] points at operand k's
+  // element (output first), strides[k] is its byte stride along the run.
+  template <class F>
+  void for_each(F&& loop, int64_t grain = kGrain) {
+    auto thunk = [](void* ctx, char** data, const int64_t* strides, int64_t n) {
+      (*static_cast<std::remove_reference_t<F>*>(ctx))(data, strides, n);
+    };
+    run(thunk, &loop, grain);
+  }
+  // Copies a temporary output back into the caller's out= tensor when their
+  // dtypes differed. Kernels call it after the loops.
+  void finish();
+
+ private:
+  using Thunk = void (*)(void* ctx, char** data, const int64_t* strides, int64_t n);
+  void run(Thunk thunk, void* ctx, int64_t grain);
+  void run_range(Thunk thunk, void* ctx, int64_t begin, int64_t end) const;
+  void compute_shape();
+  void allocate_or_check_output(DType result);
+  void reorder_and_coalesce();
+
+  struct Operand {
+    Tensor tensor;     // what the loops read or write
+    Tensor* target = nullptr;  // the caller's output, for outputs
+    bool needs_copy_back = false;
+    char* data = nullptr;
+    DimVector strides;  // bytes, per iteration dim (innermost first after build)
+  };
+
+  const char* op_;
+  Operand ops_[kMaxOperands];
+  int num_ops_ = 0;
+  int num_outputs_ = 0;
+  ComputeType compute_ = ComputeType::Common;
+  DType given_ = kFloat32;
+  DType compute_dtype_ = kFloat32;
+  DType out_dtype_ = kFloat32;
+  bool has_out_dtype_ = false;
+  bool cast_inputs_ = true;
+  bool in_place_ = false;
+  bool has_declared_shape_ = false;
+  DimVector declared_shape_;
+  DimVector shape_;       // the broadcast shape, outermost first
+  DimVector iter_sizes_;  // iteration sizes, innermost first
+  int64_t numel_ = 0;
+};
+
+// Returns `t` converted to `dtype` (a new tensor when the dtypes differ).
+Tensor cast(const Tensor& t, DType dtype);
+// Throws unless `t` lives on the CPU (0-dim wrapped numbers count as CPU values).
+void check_cpu(const Tensor& t, const char* op, const char* name);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,44 @@
+// Tensors over memory the caller provides: from_blob (no copy) and from_data (copy).
+
+#include <cstring>
+
+#include "kiln/ops.h"
+#include "runtime/core/tensor_utils.h"
+#include "runtime/cuda/cuda_runtime.h"
+
+namespace kiln {
+
+Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, DType dtype,
+                 std::function<void(void*)> deleter, Device device) {
+  KILN_CHECK(sizes.size() == strides.size(), "[from_blob] expected as many strides as sizes (",
+             sizes.size(), "), got ", strides.size());
+  KILN_CHECK(!device.is_meta(), "[from_blob] expected a cpu or cuda device, got meta");
+  int64_t numel = checked_numel(sizes, "from_blob");
+  KILN_CHECK(data != nullptr || numel == 0, "[from_blob] expected a data pointer, got null");
+  int64_t extent = numel ? 1 : 0;
+  for (size_t i = 0; i < sizes.size() && numel; ++i) {
+    KILN_CHECK(strides[i] >= 0, "[from_blob] expected non-negative strides, got ", strides);
+    extent += (sizes[i] - 1) * strides[i];
+  }
+  auto storage = StorageImpl::from_blob(data, static_cast<size_t>(extent) * itemsize(dtype),
+                                        device, std::move(deleter));
+  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides, 0));
+}
+
+Tensor from_blob(void* data, IntArrayRef sizes, DType dtype, std::function<void(void*)> deleter,
+                 Device device) {
+  return from_blob(data, sizes, contiguous_strides(sizes), dtype, std::move(deleter), device);
+}
+
+Tensor from_data(const void* data, IntArrayRef sizes, DType dtype, TensorOptions options) {
+  int64_t numel = checked_numel(sizes, "from_data");
+  KILN_CHECK(data != nullptr || numel == 0, "[from_data] expected a data pointer, got null");
+  Tensor host = empty_tensor(sizes, dtype, Device::cpu());
+  if (numel) std::memcpy(host.data_ptr(), data, host.nbytes());
+  Tensor out = host;
+  if (options.dtype_ && *options.dtype_ != dtype) out = out.to(*options.dtype_);
+  if (!(options.device_ == Device::cpu())) out = out.to(options.device_);
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,152 @@
+// rand, randn, randint: Philox streams (Note [Philox streams]) and manual_seed.
+
+#include <atomic>
+#include <cmath>
+
+#include "kiln/dispatch.h"
+#include "kiln/ops.h"
+#include "runtime/core/dtype_dispatch.h"
+#include "runtime/core/philox.h"
+#include "runtime/core/tensor_utils.h"
+#include "runtime/cpu/parallel.h"
+
+namespace kiln {
+
+namespace {
+std::atomic<uint64_t> g_seed{67280421310721ull};
+std::atomic<uint64_t> g_offset{0};
+}  // namespace
+
+void manual_seed(uint64_t seed) {
+  g_seed.store(seed);
+  g_offset.store(0);
+}
+
+RandomState next_random_state() {
+  return RandomState{g_seed.load(), g_offset.fetch_add(1)};
+}
+
+namespace {
+
+using OptD = std::optional<DType>;
+using OptDev = std::optional<Device>;
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+template <class T>
+double uniform_at(const RandomState& s, int64_t i) {
+  if constexpr (std::is_same_v<T, double>) {
+    Philox4 r = philox4x32(s.seed, static_cast<uint64_t>(i) / 2, s.offset);
+    int lane = 2 * static_cast<int>(i % 2);
+    uint64_t bits = (static_cast<uint64_t>(r.v[lane]) << 21) ^ (r.v[lane + 1] >> 11);
+    return static_cast<double>(bits & ((uint64_t{1} << 53) - 1)) * 0x1p-53;
+  } else {
+    Philox4 r = philox4x32(s.seed, static_cast<uint64_t>(i) / 4, s.offset);
+    uint32_t w = r.v[i % 4];
+    if constexpr (std::is_same_v<T, Half>) return static_cast<double>(w >> 21) * 0x1p-11;
+    if constexpr (std::is_same_v<T, BFloat16>) return static_cast<double>(w >> 24) * 0x1p-8;
+    return static_cast<double>(w >> 8) * 0x1p-24;
+  }
+}
+
+double normal_at(const RandomState& s, int64_t i) {
+  Philox4 r = philox4x32(s.seed, static_cast<uint64_t>(i) / 2, s.offset);
+  int lane = 2 * static_cast<int>(i % 2);
+  double u1 = (static_cast<double>(r.v[lane] >> 8) + 1.0) * 0x1p-24;  // (0, 1]
+  double u2 = static_cast<double>(r.v[lane + 1] >> 8) * 0x1p-24;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
+}
+
+uint64_t bits64_at(const RandomState& s, int64_t i) {
+  Philox4 r = philox4x32(s.seed, static_cast<uint64_t>(i) / 2, s.offset);
+  int lane = 2 * static_cast<int>(i % 2);
+  return (static_cast<uint64_t>(r.v[lane]) << 32) | r.v[lane + 1];
+}
+
+Tensor random_output(IntArrayRef size, DType dtype, OptDev device, const char* op) {
+  checked_numel(size, op);
+  Device d = device.value_or(Device::cpu());
+  KILN_CHECK(d.is_cpu(), "[", op, "] expected a cpu device for this kernel, got ", d);
+  return empty_tensor(size, dtype, d);
+}
+
+Tensor rand_cpu(IntArrayRef size, OptD dtype, OptDev device) {
+  DType t = dtype.value_or(kFloat32);
+  KILN_CHECK(is_floating(t), "[rand] expected a floating dtype, got ", t);
+  Tensor out = random_output(size, t, device, "rand");
+  RandomState s = next_random_state();
+  visit_dtype(t, kFloatingMask, "rand", [&]<class T>() {
+    T* p = out.data_ptr<T>();
+    cpu::parallel_range(out.numel(), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) p[i] = static_cast<T>(uniform_at<T>(s, i));
+    });
+  });
+  return out;
+}
+
+Tensor randn_cpu(IntArrayRef size, OptD dtype, OptDev device) {
+  DType t = dtype.value_or(kFloat32);
+  KILN_CHECK(is_floating(t), "[randn] expected a floating dtype, got ", t);
+  Tensor out = random_output(size, t, device, "randn");
+  RandomState s = next_random_state();
+  visit_dtype(t, kFloatingMask, "randn", [&]<class T>() {
+    T* p = out.data_ptr<T>();
+    cpu::parallel_range(out.numel(), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) p[i] = static_cast<T>(static_cast<float>(normal_at(s, i)));
+    });
+  });
+  return out;
+}
+
+Tensor randint_low_cpu(int64_t low, int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
+  KILN_CHECK(high > low, "[randint] expected low < high, got low=", low, " high=", high);
+  DType t = dtype.value_or(kInt64);
+  KILN_CHECK(t != kBool, "[randint] expected a numeric dtype, got bool");
+  Tensor out = random_output(size, t, device, "randint");
+  RandomState s = next_random_state();
+  uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  visit_dtype(t, kAllMask & ~dtype_bit(kBool), "randint", [&]<class T>() {
+    T* p = out.data_ptr<T>();
+    cpu::parallel_range(out.numel(), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        int64_t v = low + static_cast<int64_t>(bits64_at(s, i) % range);
+        p[i] = static_cast<T>(static_cast<opmath_t<T>>(v));
+      }
+    });
+  });
+  return out;
+}
+
+Tensor randint_cpu(int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
+  return randint_low_cpu(0, high, size, dtype, device);
+}
+
+Tensor random_meta(IntArrayRef size, OptD dtype, DType fallback) {
+  checked_numel(size, "random");
+  return empty_tensor(size, dtype.value_or(fallback), Device::meta());
+}
+Tensor rand_meta(IntArrayRef size, OptD dtype, OptDev) { return random_meta(size, dtype, kFloat32); }
+Tensor randint_meta(int64_t, IntArrayRef size, OptD dtype, OptDev) {
+  return random_meta(size, dtype, kInt64);
+}
+Tensor randint_low_meta(int64_t, int64_t, IntArrayRef size, OptD dtype, OptDev) {
+  return random_meta(size, dtype, kInt64);
+}
+
+}  // namespace
+
+KILN_LIBRARY_IMPL(kiln, CPU, m) {
+  m.impl("rand", &rand_cpu);
+  m.impl("randn", &randn_cpu);
+  m.impl("randint", &randint_cpu);
+  m.impl("randint.low", &randint_low_cpu);
+}
+
+KILN_LIBRARY_IMPL(kiln, Meta, m) {
+  m.impl("rand", &rand_meta);
+  m.impl("randn", &rand_meta);
+  m.impl("randint", &randint_meta);
+  m.impl("randint.low", &randint_low_meta);
+}
+
+}  // namespace kiln

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what kiln needs (Debian packages), configures, builds and runs every
+# test: the regular build, then the same suites under ASan+UBSan.
+#   scripts/test.sh            everything
+#   scripts/test.sh --quick    the regular build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+scripts/deps.sh
+
+jobs=$(nproc)
+run_suite() {  # build dir, extra cmake args...
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -G Ninja -DKILN_WERROR=ON "$@"
+  cmake --build "$dir" -j "$jobs"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs"
+}
+
+run_suite build
+if [ "$quick" = 0 ]; then
+  # Sanitizers: RelWithDebInfo keeps it fast enough; leaks are checked too.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined
+fi
+echo "kiln: all tests passed"

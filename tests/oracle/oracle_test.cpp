@@ -1,0 +1,212 @@
+// Replays the PyTorch oracle's golden cases (generate.py) through kiln's boxed
+// calls and compares every output and every written argument.
+//
+//   kiln_oracle_tests --golden DIR [--mode eager|lazy] [--filter SUBSTRING] [--verbose]
+//
+// Prints one line per failing case (op, case, index, expected, actual) and a
+// summary; exits non-zero when any case fails.
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "tests/oracle/oracle_modes.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using json = nlohmann::json;
+using kiln::IValue;
+using kiln::Tensor;
+
+struct Golden {
+  json cases;
+  std::vector<char> data;
+};
+
+Golden load(const std::string& dir) {
+  Golden g;
+  std::ifstream js(dir + "/cases.json");
+  if (!js) throw std::runtime_error("cannot read " + dir + "/cases.json (run oracle.generate)");
+  g.cases = json::parse(js)["cases"];
+  std::ifstream bin(dir + "/data.bin", std::ios::binary);
+  if (!bin) throw std::runtime_error("cannot read " + dir + "/data.bin");
+  g.data.assign(std::istreambuf_iterator<char>(bin), std::istreambuf_iterator<char>());
+  return g;
+}
+
+// A kiln tensor with the golden's own storage layout: the whole storage is
+// copied, then viewed with the same sizes, strides and offset.
+Tensor make_tensor(const json& v, const Golden& g) {
+  kiln::DType dt = kiln::parse_dtype(v["dtype"].get<std::string>());
+  int64_t n = v["storage_numel"].get<int64_t>();
+  size_t off = v["data"].get<size_t>();
+  Tensor storage = kiln::from_data(g.data.data() + off, {n}, dt);
+  std::vector<int64_t> sizes = v["sizes"].get<std::vector<int64_t>>();
+  std::vector<int64_t> strides = v["strides"].get<std::vector<int64_t>>();
+  return storage.as_strided(sizes, strides, v["offset"].get<int64_t>());
+}
+
+IValue make_value(const json& v, const Golden& g) {
+  const std::string type = v["type"].get<std::string>();
+  if (type == "tensor") return make_tensor(v, g);
+  if (type == "none") return IValue();
+  if (type == "bool") return IValue(v["v"].get<bool>());
+  if (type == "int") return IValue(v["v"].get<int64_t>());
+  if (type == "float") return IValue(std::stod(v["v"].get<std::string>()));
+  if (type == "str") return IValue(v["v"].get<std::string>());
+  if (type == "dtype") return IValue(kiln::parse_dtype(v["v"].get<std::string>()));
+  if (type == "device") return IValue(kiln::Device(v["v"].get<std::string>()));
+  if (type == "ints") return IValue(v["v"].get<std::vector<int64_t>>());
+  if (type == "floats") {
+    std::vector<double> d;
+    for (const auto& x : v["v"]) d.push_back(std::stod(x.get<std::string>()));
+    return IValue(std::move(d));
+  }
+  if (type == "tensors") {
+    std::vector<Tensor> ts;
+    for (const auto& x : v["v"]) ts.push_back(make_tensor(x, g));
+    return IValue(std::move(ts));
+  }
+  throw std::runtime_error("unknown golden value type " + type);
+}
+
+void collect_tensors(const IValue& v, std::vector<Tensor>* out) {
+  if (v.is_tensor()) out->push_back(v.to_tensor());
+  if (v.is_tensor_list()) {
+    for (const Tensor& t : v.to_tensor_list()) out->push_back(t);
+  }
+}
+
+// The whole storage of `t` as a 1-D tensor (what "after" records).
+Tensor whole_storage(const Tensor& t) {
+  int64_t n = static_cast<int64_t>(t.impl()->storage()->nbytes() / t.element_size());
+  return t.as_strided({n}, {1}, 0);
+}
+
+kiln::testing::Tolerance tolerance_for(const json& c, kiln::DType t) {
+  kiln::testing::Tolerance tol = kiln::testing::default_tolerance(t);
+  if (c.contains("rtol")) tol.rtol = c["rtol"].get<double>();
+  if (c.contains("atol")) tol.atol = c["atol"].get<double>();
+  return tol;
+}
+
+// "" when the case passes, else what went wrong.
+std::string run_case(const json& c, const Golden& g, kiln::oracle::Mode mode) {
+  const std::string op = c["op"].get<std::string>();
+  kiln::Stack args;
+  for (const auto& a : c["args"]) args.push_back(make_value(a, g));
+  std::vector<std::pair<std::string, IValue>> kwargs;
+  for (auto it = c["kwargs"].begin(); it != c["kwargs"].end(); ++it) {
+    kwargs.emplace_back(it.key(), make_value(it.value(), g));
+  }
+  std::vector<Tensor> inputs;
+  for (const IValue& a : args) collect_tensors(a, &inputs);
+  for (const auto& kv : kwargs) collect_tensors(kv.second, &inputs);
+
+  kiln::Stack out;
+  try {
+    out = kiln::oracle::call(mode, op, args, kwargs);
+  } catch (const kiln::Error& e) {
+    if (c.contains("error")) return "";
+    return std::string("kiln raised: ") + e.what();
+  }
+  if (c.contains("error")) {
+    return "torch raised (" + c["error"].get<std::string>() + ") but kiln returned a result";
+  }
+  std::vector<Tensor> actual;
+  for (const IValue& v : out) collect_tensors(v, &actual);
+  const json& expected = c["outputs"];
+  if (actual.size() != expected.size()) {
+    return "expected " + std::to_string(expected.size()) + " outputs, got " +
+           std::to_string(actual.size());
+  }
+  for (size_t i = 0; i < actual.size(); ++i) {
+    Tensor e = make_tensor(expected[i], g);
+    std::string msg = kiln::testing::compare(actual[i], e, tolerance_for(c, e.dtype()));
+    if (!msg.empty()) return "output " + std::to_string(i) + ": " + msg;
+    if (c["check_strides"].get<bool>() && !(actual[i].strides() == e.strides())) {
+      std::ostringstream os;
+      os << "output " << i << ": strides differ: expected " << e.strides() << ", got "
+         << actual[i].strides();
+      return os.str();
+    }
+  }
+  if (c["mutates"].get<bool>()) {
+    const json& after = c["after"];
+    if (after.size() != inputs.size()) return "argument count differs from the golden's";
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Tensor e = make_tensor(after[i], g);
+      Tensor whole_e = whole_storage(e);
+      std::string msg = kiln::testing::compare(whole_storage(inputs[i]), whole_e,
+                                               tolerance_for(c, e.dtype()));
+      if (!msg.empty()) return "argument " + std::to_string(i) + " after the call: " + msg;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir, filter;
+  kiln::oracle::Mode mode = kiln::oracle::Mode::Eager;
+  bool verbose = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--golden" && i + 1 < argc) {
+      dir = argv[++i];
+    } else if (a == "--mode" && i + 1 < argc) {
+      mode = kiln::oracle::parse_mode(argv[++i]);
+    } else if (a == "--filter" && i + 1 < argc) {
+      filter = argv[++i];
+    } else if (a == "--verbose") {
+      verbose = true;
+    } else {
+      std::fprintf(stderr, "usage: %s --golden DIR [--mode eager|lazy] [--filter S] [--verbose]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  Golden g;
+  try {
+    g = load(dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln_oracle_tests: %s\n", e.what());
+    return 2;
+  }
+  int total = 0, failed = 0;
+  std::map<std::string, int> failures_by_op;
+  for (const json& c : g.cases) {
+    std::string op = c["op"].get<std::string>();
+    std::string name = c["name"].get<std::string>();
+    if (!filter.empty() && op.find(filter) == std::string::npos &&
+        name.find(filter) == std::string::npos) {
+      continue;
+    }
+    ++total;
+    std::string msg;
+    try {
+      msg = run_case(c, g, mode);
+    } catch (const std::exception& e) {
+      msg = std::string("exception outside kiln's call: ") + e.what();
+    }
+    if (!msg.empty()) {
+      ++failed;
+      failures_by_op[op]++;
+      std::printf("FAIL %s [%s]: %s\n", op.c_str(), name.c_str(), msg.c_str());
+    } else if (verbose) {
+      std::printf("ok   %s [%s]\n", op.c_str(), name.c_str());
+    }
+  }
+  std::printf("oracle (%s): %d cases, %d failed\n", kiln::oracle::mode_name(mode), total, failed);
+  for (const auto& [op, n] : failures_by_op) std::printf("  %-32s %d failed\n", op.c_str(), n);
+  return failed == 0 && total > 0 ? 0 : 1;
+}

@@ -1,0 +1,11 @@
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+
+TEST(Smoke, FullAndCopy) {
+  kiln::Tensor a = kiln::full({2, 3}, 1.5);
+  EXPECT_EQ(a.dtype(), kiln::kFloat32);
+  EXPECT_EQ(a.numel(), 6);
+  kiln::Tensor b = a.to(kiln::kFloat64);
+  EXPECT_EQ(b.item<double>() , 0);
+}

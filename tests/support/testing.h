@@ -1,0 +1,65 @@
+#pragma once
+
+// Comparison helpers every suite uses: a mismatch reports the index, the
+// expected value, the actual value, the shape and the dtype.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kiln/kiln.h"
+
+namespace kiln::testing {
+
+struct Tolerance {
+  double rtol;
+  double atol;
+};
+
+// PyTorch's assert_close defaults per dtype (exact for integers and bool).
+Tolerance default_tolerance(DType t);
+
+// "" when `actual` matches `expected` (same sizes, values within tolerance,
+// NaN where NaN; dtypes may differ only when `check_dtype` is false); else a
+// description of the first mismatch and how many elements differ.
+std::string compare(const Tensor& actual, const Tensor& expected, Tolerance tol,
+                    bool check_dtype = true);
+inline std::string compare(const Tensor& actual, const Tensor& expected) {
+  return compare(actual, expected, default_tolerance(expected.dtype()));
+}
+
+// A seeded tensor of `sizes`, values uniform in [low, high) (integers: [low, high)),
+// laid out as `layout`: "contiguous", "transposed", "strided", "offset", "expanded".
+Tensor random_tensor(IntArrayRef sizes, DType dtype, const char* layout, uint64_t seed,
+                     double low = -3, double high = 3);
+
+// Index in row-major order -> "[i, j, k]" for `sizes`.
+std::string index_string(int64_t flat, IntArrayRef sizes);
+
+}  // namespace kiln::testing
+
+#define EXPECT_TENSOR_CLOSE(actual, expected)                                        \
+  do {                                                                               \
+    std::string kiln_msg_ = ::kiln::testing::compare((actual), (expected));          \
+    EXPECT_TRUE(kiln_msg_.empty()) << kiln_msg_;                                     \
+  } while (0)
+
+#define EXPECT_TENSOR_CLOSE_TOL(actual, expected, rtol, atol)                        \
+  do {                                                                               \
+    std::string kiln_msg_ =                                                          \
+        ::kiln::testing::compare((actual), (expected), ::kiln::testing::Tolerance{rtol, atol}); \
+    EXPECT_TRUE(kiln_msg_.empty()) << kiln_msg_;                                     \
+  } while (0)
+
+// Expects a kiln::Error whose message contains `substring`.
+#define EXPECT_KILN_ERROR(stmt, substring)                                            \
+  do {                                                                                \
+    try {                                                                             \
+      stmt;                                                                           \
+      ADD_FAILURE() << "expected kiln::Error containing '" << (substring)             \
+                    << "', got no error from: " #stmt;                                \
+    } catch (const ::kiln::Error& kiln_e_) {                                          \
+      EXPECT_NE(std::string(kiln_e_.what()).find(substring), std::string::npos)       \
+          << "error message: " << kiln_e_.what();                                     \
+    }                                                                                 \
+  } while (0)
