@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "runtime/core/type_promotion.h"
 #include "runtime/cpu/copy.h"
@@ -28,6 +29,7 @@ TensorIter& TensorIter::output(Tensor& out) {
                        "outputs must be added before inputs");
   ops_[num_ops_].tensor = out;
   ops_[num_ops_].target = &out;
+  if (out.defined() && out.device().is_meta()) meta_ = true;
   ++num_ops_;
   ++num_outputs_;
   return *this;
@@ -36,7 +38,11 @@ TensorIter& TensorIter::output(Tensor& out) {
 TensorIter& TensorIter::input(const Tensor& t) {
   KILN_INTERNAL_ASSERT(num_ops_ < kMaxOperands, "too many operands");
   check_defined(t, op_, "input");
-  check_cpu(t, op_, "input");
+  if (t.device().is_meta()) {
+    meta_ = true;
+  } else {
+    check_cpu(t, op_, "input");
+  }
   ops_[num_ops_++].tensor = t;
   return *this;
 }
@@ -70,26 +76,40 @@ void TensorIter::compute_shape() {
   }
 }
 
+void resize_output(const Tensor& out, IntArrayRef shape) {
+  // As PyTorch's resize_: contiguous strides, the same offset, storage grown when short.
+  TensorImpl* impl = out.impl();
+  DimVector strides = contiguous_strides(shape);
+  int64_t needed = (checked_numel(shape, "resize") + out.storage_offset()) *
+                   static_cast<int64_t>(out.element_size());
+  const auto& storage = impl->storage();
+  if (!out.device().is_meta() && (!storage || static_cast<int64_t>(storage->nbytes()) < needed)) {
+    auto fresh = StorageImpl::allocate(static_cast<size_t>(needed), out.device());
+    if (storage && storage->nbytes()) {
+      std::memcpy(fresh->data(), storage->data(), storage->nbytes());
+    }
+    impl->set_storage(std::move(fresh));
+  }
+  impl->set_geometry(shape, strides, out.storage_offset());
+}
+
 void TensorIter::allocate_or_check_output(DType result) {
   for (int i = 0; i < num_outputs_; ++i) {
     Operand& o = ops_[i];
     if (!o.tensor.defined()) {
       continue;  // allocated after the dims are ordered
     }
-    check_cpu(o.tensor, op_, "out");
+    if (!meta_) check_cpu(o.tensor, op_, "out");
     if (!(o.tensor.sizes() == shape_.ref())) {
-      KILN_CHECK(o.tensor.numel() == 0 && !in_place_, "[", op_, "] expected out of shape ",
-                 shape_.ref(), ", got ", o.tensor.sizes());
-      // Resize an empty out= tensor, as PyTorch does.
-      Tensor fresh = empty_tensor(shape_, o.tensor.dtype(), o.tensor.device());
-      o.tensor.impl()->set_storage(fresh.impl()->storage());
-      o.tensor.impl()->set_geometry(fresh.sizes(), fresh.strides(), 0);
+      KILN_CHECK(!in_place_, "[", op_, "] output with shape ", o.tensor.sizes(),
+                 " doesn't match the broadcast shape ", shape_.ref());
+      resize_output(o.tensor, shape_);
     }
     if (o.tensor.dtype() != result) {
       KILN_CHECK(can_cast(result, o.tensor.dtype()), "[", op_, "] result type ", result,
                  " can't be cast to the desired output type ", o.tensor.dtype());
-      o.needs_copy_back = true;
-      o.tensor = empty_tensor(shape_, result, Device::cpu());
+      o.needs_copy_back = !meta_;
+      if (!meta_) o.tensor = empty_tensor(shape_, result, Device::cpu());
     }
   }
 }
@@ -109,7 +129,7 @@ TensorIter& TensorIter::build() {
   } else {
     compute_dtype_ = compute_ == ComputeType::Given ? given_ : ops_[0].tensor.dtype();
   }
-  if (cast_inputs_) {
+  if (cast_inputs_ && !meta_) {
     for (int i = num_outputs_; i < num_ops_; ++i) {
       ops_[i].tensor = cast(ops_[i].tensor, compute_dtype_);
     }
@@ -171,7 +191,7 @@ void TensorIter::reorder_and_coalesce() {
       strides[perm[i]] = s;
       s *= std::max<int64_t>(shape_[perm[i]], 1);
     }
-    o.tensor = empty_strided_tensor(shape_, strides, t, Device::cpu());
+    o.tensor = empty_strided_tensor(shape_, strides, t, meta_ ? Device::meta() : Device::cpu());
     *o.target = o.tensor;
     for (int64_t d = 0; d < nd; ++d) o.strides[d] = strides[d];
   }
@@ -184,7 +204,7 @@ void TensorIter::reorder_and_coalesce() {
     int64_t item = static_cast<int64_t>(itemsize(o.tensor.dtype()));
     for (int64_t i = 0; i < nd; ++i) bytes[i] = o.strides[perm[i]] * item;
     o.strides = bytes;
-    o.data = numel_ ? static_cast<char*>(o.tensor.data_ptr()) : nullptr;
+    o.data = numel_ && !meta_ ? static_cast<char*>(o.tensor.data_ptr()) : nullptr;
   }
   // Coalesce neighbours that step as one.
   if (nd == 0) {
@@ -252,6 +272,7 @@ void TensorIter::run_range(Thunk thunk, void* ctx, int64_t begin, int64_t end) c
 }
 
 void TensorIter::run(Thunk thunk, void* ctx, int64_t grain) {
+  KILN_INTERNAL_ASSERT(!meta_, op_, ": loops over meta tensors");
   if (numel_ == 0) return;
   KILN_CHECK(iter_sizes_.size() <= 64, "[", op_, "] expected at most 64 dims, got ", iter_sizes_.size());
   if (numel_ < 2 * grain) {

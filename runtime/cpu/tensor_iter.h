@@ -66,6 +66,9 @@ class TensorIter {
   }
   TensorIter& build();
 
+  // True when an operand is a meta tensor: build() then computes the output's
+  // geometry and dtype only (Meta kernels share the CPU kernels' rules this way).
+  bool is_meta() const { return meta_; }
   DType dtype() const { return compute_dtype_; }
   DType input_dtype(int i) const { return ops_[num_outputs_ + i].tensor.dtype(); }
   DType output_dtype() const { return ops_[0].tensor.dtype(); }
@@ -114,12 +117,16 @@ class TensorIter {
   bool cast_inputs_ = true;
   bool in_place_ = false;
   bool has_declared_shape_ = false;
+  bool meta_ = false;
   DimVector declared_shape_;
   DimVector shape_;       // the broadcast shape, outermost first
   DimVector iter_sizes_;  // iteration sizes, innermost first
   int64_t numel_ = 0;
 };
 
+// Gives an out= tensor the shape `shape` as PyTorch's resize_ does (contiguous
+// strides, storage grown when too small).
+void resize_output(const Tensor& out, IntArrayRef shape);
 // Returns `t` converted to `dtype` (a new tensor when the dtypes differ).
 Tensor cast(const Tensor& t, DType dtype);
 // Throws unless `t` lives on the CPU (0-dim wrapped numbers count as CPU values).

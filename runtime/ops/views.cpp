@@ -278,7 +278,7 @@ Tensor as_strided_kernel(const Tensor& self, IntArrayRef size, IntArrayRef strid
     if (numel) extent += (size[i] - 1) * stride[i];
   }
   const auto& storage = self.impl()->storage();
-  if (storage) {
+  if (storage && numel > 0) {
     int64_t capacity = static_cast<int64_t>(storage->nbytes() / self.element_size());
     KILN_CHECK(extent <= capacity, "[as_strided] sizes ", size, ", strides ", stride,
                " and storage offset ", off, " need a storage of ", extent,
