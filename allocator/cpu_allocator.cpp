@@ -1,3 +1,4 @@
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -11,14 +12,26 @@ namespace {
 
 // Note [CPU allocator size classes]
 // Requests round up to a size class: multiples of 64 B up to 512 B, then four
-// classes per power of two (at most 25% waste). Freed blocks stay in a free
-// list per class, so a steady-state eager model allocates nothing from the
-// system; large blocks are cached too because first-touching fresh pages costs
-// more than the kernels that fill them. The cache is capped; past the cap,
-// frees go straight back to the system.
+// classes per power of two (at most 25% waste). Freed blocks stay cached per
+// class, so a steady-state eager model allocates nothing from the system; large
+// blocks are cached too because first-touching fresh pages costs more than the
+// kernels that fill them. The cache is capped; past the cap, frees go back to
+// the system.
+//
+// Note [CPU allocator thread caches]
+// Blocks of up to kThreadCacheMax bytes are also kept in a small per-thread
+// cache (kThreadCacheDepth per class), so the common eager step of allocating
+// an output and freeing a temporary takes no lock. A block may be freed on
+// another thread than the one that allocated it: it simply joins that thread's
+// cache. Threads flush their caches to the shared lists when they exit.
+// Statistics: the current allocated bytes are one relaxed atomic (exact, with an
+// exact peak); cumulative totals and active blocks are per-thread counters
+// summed when read.
 constexpr size_t kAlignment = 64;
 constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 constexpr int kNumClasses = 8 + 4 * 56;  // up to 2^64 bytes
+constexpr size_t kThreadCacheMax = size_t{1} << 20;
+constexpr int kThreadCacheDepth = 32;
 
 int size_class(size_t n, size_t* rounded) {
   if (n <= 512) {
@@ -34,6 +47,34 @@ int size_class(size_t n, size_t* rounded) {
   return 8 + (log2 - 9) * 4 + (sub - 1);
 }
 
+constexpr int kThreadClasses = 8 + 4 * (20 - 9) + 4;  // classes up to kThreadCacheMax
+
+struct ThreadCounters {
+  // Written by the owning thread only; read by stats().
+  std::atomic<int64_t> allocated_total{0};
+  std::atomic<int64_t> freed_total{0};
+  std::atomic<int64_t> blocks_allocated{0};
+  std::atomic<int64_t> blocks_freed{0};
+  void bump(std::atomic<int64_t>& c, int64_t v) {
+    c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+  }
+};
+
+class CpuCachingAllocator;
+CpuCachingAllocator& instance();
+
+// Set when this thread's cache is gone (thread exit): later frees on the
+// thread (static tensors dying after it) go to the shared lists.
+thread_local bool t_cache_gone = false;
+
+struct ThreadCache {
+  void* blocks[kThreadClasses][kThreadCacheDepth];
+  int count[kThreadClasses] = {};
+  ThreadCounters* counters;
+  ThreadCache();
+  ~ThreadCache();
+};
+
 class CpuCachingAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t nbytes) override {
@@ -42,93 +83,215 @@ class CpuCachingAllocator final : public Allocator {
     int cls = size_class(nbytes, &rounded);
     KILN_INTERNAL_ASSERT(cls >= 0 && cls < kNumClasses, "size class of ", nbytes);
     void* p = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto& list = free_[cls];
-      if (!list.empty()) {
-        p = list.back();
-        list.pop_back();
-        cached_bytes_ -= rounded;
-      }
-      stats_.allocated_bytes.add(static_cast<int64_t>(rounded));
-      stats_.active_blocks.add(1);
-      if (!p) stats_.reserved_bytes.add(static_cast<int64_t>(rounded));
-    }
-    if (!p) {
-      p = std::aligned_alloc(kAlignment, rounded);
-      if (!p) {
-        empty_cache();
-        p = std::aligned_alloc(kAlignment, rounded);
-      }
-      if (!p) {
-        std::lock_guard<std::mutex> lock(mu_);
-        stats_.allocated_bytes.sub(static_cast<int64_t>(rounded));
-        stats_.active_blocks.sub(1);
-        stats_.reserved_bytes.sub(static_cast<int64_t>(rounded));
-        stats_.num_ooms++;
-        KILN_FAIL("[cpu allocator] out of memory: tried to allocate ", nbytes, " bytes (",
-                  stats_.allocated_bytes.current, " bytes allocated)");
-      }
+    if (KILN_UNLIKELY(t_cache_gone)) {
+      p = take_shared(cls, rounded);
+      note_alloc_shared(rounded);
+    } else {
+      ThreadCache& tc = thread_cache();
+      if (cls < kThreadClasses && tc.count[cls] > 0) p = tc.blocks[cls][--tc.count[cls]];
+      if (!p) p = take_shared(cls, rounded);
+      note_alloc(tc, rounded);
     }
     KILN_LOG(Alloc, "cpu alloc ", nbytes, " B (class ", rounded, " B) at ", p);
     return DataPtr{p, reinterpret_cast<void*>(rounded), &CpuCachingAllocator::free_block};
   }
 
   void empty_cache() override {
+    // Only the shared lists: other threads' caches are theirs (small by construction).
+    if (!t_cache_gone) flush_thread_cache(thread_cache());
     std::lock_guard<std::mutex> lock(mu_);
     for (int cls = 0; cls < kNumClasses; ++cls) {
       for (void* p : free_[cls]) std::free(p);
       free_[cls].clear();
     }
-    stats_.reserved_bytes.sub(static_cast<int64_t>(cached_bytes_));
+    reserved_.sub(static_cast<int64_t>(cached_bytes_));
     cached_bytes_ = 0;
   }
 
   MemoryStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
+    MemoryStats s;
+    int64_t alloc_total = retired_.allocated_total, freed_total = retired_.freed_total;
+    int64_t blocks_a = retired_.blocks_allocated, blocks_f = retired_.blocks_freed;
+    for (const ThreadCounters* c : live_) {
+      alloc_total += c->allocated_total.load(std::memory_order_relaxed);
+      freed_total += c->freed_total.load(std::memory_order_relaxed);
+      blocks_a += c->blocks_allocated.load(std::memory_order_relaxed);
+      blocks_f += c->blocks_freed.load(std::memory_order_relaxed);
+    }
+    s.allocated_bytes.current = current_.load(std::memory_order_relaxed);
+    s.allocated_bytes.peak = peak_.load(std::memory_order_relaxed);
+    s.allocated_bytes.allocated = alloc_total;
+    s.allocated_bytes.freed = freed_total;
+    s.active_blocks.current = blocks_a - blocks_f;
+    s.active_blocks.allocated = blocks_a;
+    s.active_blocks.freed = blocks_f;
+    s.active_blocks.peak = s.active_blocks.current;  // not tracked per event
+    s.reserved_bytes = reserved_;
+    s.num_ooms = num_ooms_;
+    return s;
   }
 
   void reset_peak_stats() override {
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.allocated_bytes.peak = stats_.allocated_bytes.current;
-    stats_.reserved_bytes.peak = stats_.reserved_bytes.current;
-    stats_.active_blocks.peak = stats_.active_blocks.current;
+    peak_.store(current_.load());
+    reserved_.peak = reserved_.current;
+  }
+
+  void register_thread(ThreadCounters* c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.push_back(c);
+  }
+
+  void retire_thread(ThreadCache& tc) {
+    flush_thread_cache(tc);
+    std::lock_guard<std::mutex> lock(mu_);
+    ThreadCounters* c = tc.counters;
+    retired_.allocated_total += c->allocated_total.load();
+    retired_.freed_total += c->freed_total.load();
+    retired_.blocks_allocated += c->blocks_allocated.load();
+    retired_.blocks_freed += c->blocks_freed.load();
+    for (size_t i = 0; i < live_.size(); ++i) {
+      if (live_[i] == c) {
+        live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
   }
 
  private:
   static void free_block(void* ctx, void* p);
+  static ThreadCache& thread_cache() {
+    static thread_local ThreadCache tc;
+    return tc;
+  }
+
+  void note_alloc_shared(size_t rounded) {
+    bump_current(rounded);
+    std::lock_guard<std::mutex> lock(mu_);
+    retired_.allocated_total += static_cast<int64_t>(rounded);
+    retired_.blocks_allocated += 1;
+  }
+
+  void note_alloc(ThreadCache& tc, size_t rounded) {
+    bump_current(rounded);
+    tc.counters->bump(tc.counters->allocated_total, static_cast<int64_t>(rounded));
+    tc.counters->bump(tc.counters->blocks_allocated, 1);
+  }
+
+  void bump_current(size_t rounded) {
+    int64_t now = current_.fetch_add(static_cast<int64_t>(rounded), std::memory_order_relaxed) +
+                  static_cast<int64_t>(rounded);
+    int64_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+
+  void* take_shared(int cls, size_t rounded) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& list = free_[cls];
+      if (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
+        cached_bytes_ -= rounded;
+        return p;
+      }
+      reserved_.add(static_cast<int64_t>(rounded));
+    }
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (!p) {
+      empty_cache();
+      p = std::aligned_alloc(kAlignment, rounded);
+    }
+    if (!p) {
+      std::lock_guard<std::mutex> lock(mu_);
+      reserved_.sub(static_cast<int64_t>(rounded));
+      num_ooms_++;
+      KILN_FAIL("[cpu allocator] out of memory: tried to allocate ", rounded, " bytes (",
+                current_.load(), " bytes allocated, ", reserved_.current, " reserved)");
+    }
+    return p;
+  }
 
   void release(void* p, size_t rounded) {
     KILN_LOG(Alloc, "cpu free ", rounded, " B at ", p);
     size_t r = 0;
     int cls = size_class(rounded, &r);
-    bool keep = false;
+    current_.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
+    if (KILN_UNLIKELY(t_cache_gone)) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        retired_.freed_total += static_cast<int64_t>(rounded);
+        retired_.blocks_freed += 1;
+      }
+      give_shared(p, cls, rounded);
+      return;
+    }
+    ThreadCache& tc = thread_cache();
+    tc.counters->bump(tc.counters->freed_total, static_cast<int64_t>(rounded));
+    tc.counters->bump(tc.counters->blocks_freed, 1);
+    if (cls < kThreadClasses && tc.count[cls] < kThreadCacheDepth) {
+      tc.blocks[cls][tc.count[cls]++] = p;
+      return;
+    }
+    give_shared(p, cls, rounded);
+  }
+
+  void give_shared(void* p, int cls, size_t rounded) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stats_.allocated_bytes.sub(static_cast<int64_t>(rounded));
-      stats_.active_blocks.sub(1);
       if (cached_bytes_ + rounded <= kMaxCachedBytes) {
         free_[cls].push_back(p);
         cached_bytes_ += rounded;
-        keep = true;
-      } else {
-        stats_.reserved_bytes.sub(static_cast<int64_t>(rounded));
+        return;
+      }
+      reserved_.sub(static_cast<int64_t>(rounded));
+    }
+    std::free(p);
+  }
+
+  void flush_thread_cache(ThreadCache& tc) {
+    for (int cls = 0; cls < kThreadClasses; ++cls) {
+      while (tc.count[cls] > 0) {
+        void* p = tc.blocks[cls][--tc.count[cls]];
+        size_t rounded = cls < 8 ? static_cast<size_t>(cls + 1) * 64 : class_bytes(cls);
+        give_shared(p, cls, rounded);
       }
     }
-    if (!keep) std::free(p);
+  }
+
+  static size_t class_bytes(int cls) {
+    int log2 = (cls - 8) / 4 + 9;
+    int sub = (cls - 8) % 4 + 1;
+    return static_cast<size_t>(4 + sub) << (log2 - 2);
   }
 
   mutable std::mutex mu_;
   std::vector<void*> free_[kNumClasses];
   size_t cached_bytes_ = 0;
-  MemoryStats stats_;
+  std::atomic<int64_t> current_{0};
+  std::atomic<int64_t> peak_{0};
+  Stat reserved_;
+  int64_t num_ooms_ = 0;
+  std::vector<ThreadCounters*> live_;
+  struct {
+    int64_t allocated_total = 0, freed_total = 0, blocks_allocated = 0, blocks_freed = 0;
+  } retired_;
 };
 
 CpuCachingAllocator& instance() {
   // Leaked on purpose: tensors in static objects may die after main returns.
   static auto* a = new CpuCachingAllocator();
   return *a;
+}
+
+ThreadCache::ThreadCache() : counters(new ThreadCounters()) { instance().register_thread(counters); }
+
+ThreadCache::~ThreadCache() {
+  instance().retire_thread(*this);
+  delete counters;
+  t_cache_gone = true;
 }
 
 void CpuCachingAllocator::free_block(void* ctx, void* p) {

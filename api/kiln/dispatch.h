@@ -47,7 +47,12 @@ struct LocalDispatchKeySet {
   uint64_t excluded = 0;
 };
 namespace detail {
-KILN_API LocalDispatchKeySet& local_keys();
+// Note [Dispatch TLS]
+// `__thread` on a trivially constructible struct compiles to one
+// segment-relative load (initial-exec model): no TLS wrapper call on the hot path.
+KILN_API extern __thread LocalDispatchKeySet tls_local_keys
+    __attribute__((tls_model("initial-exec")));
+inline LocalDispatchKeySet& local_keys() { return tls_local_keys; }
 }  // namespace detail
 
 class KILN_API IncludeKeyGuard {

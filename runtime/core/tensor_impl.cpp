@@ -90,7 +90,7 @@ void TensorImpl::refresh() {
   is_contiguous_ = compute_contiguous(sizes_, strides_);
 }
 
-void* TensorImpl::data() {
+void* TensorImpl::data_slow() {
   if (pending_) {
     MaterializeHook hook = g_materialize.load();
     KILN_INTERNAL_ASSERT(hook != nullptr, "a pending tensor with no materialize hook");

@@ -50,10 +50,7 @@ std::string key_list(uint64_t bits) {
 
 namespace detail {
 
-LocalDispatchKeySet& local_keys() {
-  static thread_local LocalDispatchKeySet keys;
-  return keys;
-}
+__thread LocalDispatchKeySet tls_local_keys __attribute__((tls_model("initial-exec")));
 
 }  // namespace detail
 

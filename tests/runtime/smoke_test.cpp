@@ -7,5 +7,6 @@ TEST(Smoke, FullAndCopy) {
   EXPECT_EQ(a.dtype(), kiln::kFloat32);
   EXPECT_EQ(a.numel(), 6);
   kiln::Tensor b = a.to(kiln::kFloat64);
-  EXPECT_EQ(b.item<double>() , 0);
+  EXPECT_EQ(b.dtype(), kiln::kFloat64);
+  EXPECT_EQ(b.view({6})[4].item<double>(), 1.5);
 }

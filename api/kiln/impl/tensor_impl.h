@@ -84,7 +84,13 @@ class KILN_API TensorImpl : public RefCounted {
   void set_dtype(DType t) { dtype_ = t; }
 
   // The data of element 0, materializing a pending value first. Throws for meta tensors.
-  void* data();
+  void* data() {
+    if (KILN_LIKELY(!pending_ && storage_)) {
+      return static_cast<char*>(storage_->data()) +
+             storage_offset_ * static_cast<int64_t>(itemsize(dtype_));
+    }
+    return data_slow();
+  }
   int64_t version() const { return storage_ ? storage_->version() : 0; }
   void bump_version() {
     if (storage_) storage_->bump_version();
@@ -92,6 +98,7 @@ class KILN_API TensorImpl : public RefCounted {
 
  private:
   void refresh();
+  void* data_slow();
 
   DimVector sizes_;
   DimVector strides_;
