@@ -53,6 +53,8 @@ namespace detail {
 KILN_API extern __thread LocalDispatchKeySet tls_local_keys
     __attribute__((tls_model("initial-exec")));
 inline LocalDispatchKeySet& local_keys() { return tls_local_keys; }
+// Keys every thread includes unless it excludes them: Lazy, unless KILN_EAGER=1.
+KILN_API extern uint64_t g_default_keys;
 }  // namespace detail
 
 class KILN_API IncludeKeyGuard {
@@ -103,7 +105,7 @@ class KILN_API OperatorEntry {
   // The kernel key for a call whose inputs carry `tensor_keys`, TLS applied.
   int pick_key(uint64_t tensor_keys) const {
     const LocalDispatchKeySet& l = detail::local_keys();
-    uint64_t ks = (tensor_keys | l.included) & ~l.excluded;
+    uint64_t ks = (tensor_keys | l.included | detail::g_default_keys) & ~l.excluded;
     uint64_t hit = ks & mask_;
     if (KILN_UNLIKELY(hit == 0)) fail_no_kernel(ks);
     int key = 63 - __builtin_clzll(hit);

@@ -8,6 +8,7 @@
 #include "kiln/cuda.h"
 #include "kiln/error.h"
 #include "kiln/info.h"
+#include "kiln/jit.h"
 #include "kiln/logging.h"
 #include "kiln/ops.h"
 #include "kiln/tensor.h"

@@ -75,7 +75,7 @@ class KILN_API Tensor {
   bool is_meta() const { return device().is_meta(); }
   bool is_floating_point() const { return is_floating(dtype()); }
   // True while the tensor is a recorded value not computed yet.
-  bool is_pending() const { return static_cast<bool>(impl_->pending()); }
+  bool is_pending() const { return impl_->is_pending(); }
   // Bumped by every in-place write to this tensor's storage, through any view.
   int64_t version() const { return impl_->version(); }
 

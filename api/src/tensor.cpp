@@ -76,7 +76,7 @@ Tensor Tensor::diagonal(int64_t offset, int64_t d1, int64_t d2) const {
   KILN_CALL("diagonal", Tensor(T, int64_t, int64_t, int64_t), *this, offset, d1, d2);
 }
 Tensor Tensor::contiguous() const {
-  if (is_contiguous() && !is_pending()) return *this;
+  if (is_contiguous()) return *this;
   KILN_CALL("contiguous", Tensor(T), *this);
 }
 

@@ -4,10 +4,10 @@
 
 namespace kiln {
 
-class TensorImpl;
+class StorageImpl;
 
-// Computes a pending (lazy) value into storage; installed by jit/.
-using MaterializeHook = void (*)(TensorImpl* impl);
+// Computes a storage's pending (lazy) contents; installed by jit/.
+using MaterializeHook = void (*)(StorageImpl* storage);
 void set_materialize_hook(MaterializeHook hook);
 
 // Runs every pending (lazy) computation; installed by jit/.

@@ -22,6 +22,25 @@ StorageImpl::~StorageImpl() {
   if (deleter_) deleter_(ctx_, data_);
 }
 
+void StorageImpl::set_data(void* data, void* ctx, Deleter deleter) {
+  KILN_INTERNAL_ASSERT(data_ == nullptr || nbytes_ == 0, "storage already has memory");
+  data_ = data;
+  ctx_ = ctx;
+  deleter_ = deleter;
+}
+
+void StorageImpl::adopt_data(StorageImpl& other) {
+  KILN_INTERNAL_ASSERT(other.nbytes_ >= nbytes_ && other.device_ == device_,
+                       "adopting memory of the wrong size or device");
+  if (deleter_) deleter_(ctx_, data_);
+  data_ = other.data_;
+  ctx_ = other.ctx_;
+  deleter_ = other.deleter_;
+  other.data_ = nullptr;
+  other.ctx_ = nullptr;
+  other.deleter_ = nullptr;
+}
+
 IntrusivePtr<StorageImpl> StorageImpl::allocate(size_t nbytes, Device device) {
   alloc::DataPtr p;
   switch (device.type()) {
@@ -80,7 +99,6 @@ void TensorImpl::set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t st
   refresh();
 }
 
-void TensorImpl::set_pending(IntrusivePtr<PendingValue> p) { pending_ = std::move(p); }
 
 void TensorImpl::refresh() {
   KILN_INTERNAL_ASSERT(sizes_.size() == strides_.size(), "sizes and strides differ in rank");
@@ -91,11 +109,11 @@ void TensorImpl::refresh() {
 }
 
 void* TensorImpl::data_slow() {
-  if (pending_) {
+  if (storage_ && storage_->pending()) {
     MaterializeHook hook = g_materialize.load();
     KILN_INTERNAL_ASSERT(hook != nullptr, "a pending tensor with no materialize hook");
-    hook(this);
-    KILN_INTERNAL_ASSERT(!pending_, "materialize left the tensor pending");
+    hook(storage_.get());
+    KILN_INTERNAL_ASSERT(!storage_->pending(), "materialize left the storage pending");
   }
   KILN_CHECK(!device_.is_meta(), "[data_ptr] expected a tensor with data, got a meta tensor");
   if (!storage_) return nullptr;

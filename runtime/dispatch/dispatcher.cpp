@@ -51,6 +51,7 @@ std::string key_list(uint64_t bits) {
 namespace detail {
 
 __thread LocalDispatchKeySet tls_local_keys __attribute__((tls_model("initial-exec")));
+uint64_t g_default_keys = 0;
 
 }  // namespace detail
 

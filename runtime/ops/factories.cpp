@@ -89,7 +89,7 @@ Tensor clone_kernel(const Tensor& self) {
 
 Tensor contiguous_kernel(const Tensor& self) {
   if (self.is_contiguous()) return self;
-  Tensor out = empty_tensor(self.sizes(), self.dtype(), self.device());
+  Tensor out = empty(self.sizes(), TensorOptions(self.dtype()).device(self.device()));
   copy_(out, self);
   return out;
 }
@@ -108,7 +108,42 @@ Tensor zero_kernel(const Tensor& self) {
   return self;
 }
 
+// Meta kernels: the same geometry and dtype, on the meta device whatever device
+// the call names (the lazy tracer asks for shapes this way).
+Tensor empty_meta(IntArrayRef size, OptD dtype, OptDev) {
+  checked_numel(size, "empty");
+  return empty_tensor(size, dtype.value_or(kFloat32), Device::meta());
+}
+Tensor empty_strided_meta(IntArrayRef size, IntArrayRef stride, OptD dtype, OptDev) {
+  checked_numel(size, "empty_strided");
+  return empty_strided_tensor(size, stride, dtype.value_or(kFloat32), Device::meta());
+}
+Tensor full_meta(IntArrayRef size, const Scalar& value, OptD dtype, OptDev) {
+  DType t = dtype ? *dtype : value.is_floating_point() ? kFloat32 : value.dtype();
+  return empty_meta(size, t, std::nullopt);
+}
+Tensor zeros_meta(IntArrayRef size, OptD dtype, OptDev) { return empty_meta(size, dtype, std::nullopt); }
+Tensor scalar_tensor_meta(const Scalar& s, OptD dtype, OptDev) {
+  return empty_meta({}, dtype.value_or(s.is_floating_point() ? kFloat32 : s.dtype()), std::nullopt);
+}
+Tensor to_copy_meta(const Tensor& self, OptD dtype, OptDev, bool) {
+  return empty_like_preserve(self, dtype.value_or(self.dtype()), Device::meta());
+}
+
 }  // namespace
+
+KILN_LIBRARY_IMPL(kiln, Meta, m) {
+  m.impl("empty", &empty_meta);
+  m.impl("empty_strided", &empty_strided_meta);
+  m.impl("zeros", &zeros_meta);
+  m.impl("ones", &zeros_meta);
+  m.impl("full", &full_meta);
+  m.impl("scalar_tensor", &scalar_tensor_meta);
+  m.impl("_to_copy", &to_copy_meta);
+}
+
+// contiguous may return its argument itself, so it never becomes a trace node.
+KILN_LIBRARY_IMPL(kiln, Composite, m) { m.impl("contiguous", &contiguous_kernel); }
 
 KILN_LIBRARY_IMPL(kiln, AllBackends, m) {
   m.impl("empty", &empty_kernel);
@@ -119,7 +154,6 @@ KILN_LIBRARY_IMPL(kiln, AllBackends, m) {
   m.impl("scalar_tensor", &scalar_tensor_kernel);
   m.impl("_to_copy", &to_copy_kernel);
   m.impl("clone", &clone_kernel);
-  m.impl("contiguous", &contiguous_kernel);
   m.impl("fill_.Tensor", &fill_tensor_kernel);
   m.impl("zero_", &zero_kernel);
 }

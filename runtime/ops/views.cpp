@@ -1,7 +1,8 @@
 // View ops: new sizes, strides and offset over the same storage. They never
-// touch data, so one kernel serves every backend and meta tensors
-// (AllBackends); reshape and flatten copy only when strides cannot express
-// the result, as PyTorch decides.
+// touch data, so one kernel serves every backend, meta tensors and lazy
+// tensors alike (Composite: a view of a pending storage is just geometry over
+// it, Note [Pending storage]); reshape and flatten copy only when strides
+// cannot express the result, as PyTorch decides.
 
 #include <algorithm>
 
@@ -367,7 +368,7 @@ std::vector<Tensor> chunk_kernel(const Tensor& self, int64_t chunks, int64_t dim
 
 }  // namespace
 
-KILN_LIBRARY_IMPL(kiln, AllBackends, m) {
+KILN_LIBRARY_IMPL(kiln, Composite, m) {
   m.impl("view", &view_kernel);
   m.impl("reshape", &reshape_kernel);
   m.impl("permute", &permute_kernel);

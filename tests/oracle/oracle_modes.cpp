@@ -12,8 +12,16 @@ const char* mode_name(Mode m) { return m == Mode::Eager ? "eager" : "lazy"; }
 
 Stack call(Mode mode, const std::string& op, const Stack& args,
            const std::vector<std::pair<std::string, IValue>>& kwargs) {
-  KILN_CHECK(mode == Mode::Eager, "[oracle] lazy mode needs the jit, which this build lacks");
-  return call_op(op, args, kwargs);
+  if (mode == Mode::Eager) {
+    EagerGuard eager;
+    return call_op(op, args, kwargs);
+  }
+  // Lazy: record, then run the trace here so errors the kernels raise at run
+  // time count as the call's errors.
+  KILN_CHECK(jit::is_lazy(), "[oracle] lazy mode requested but recording is off (KILN_EAGER?)");
+  Stack out = call_op(op, args, kwargs);
+  jit::flush();
+  return out;
 }
 
 }  // namespace kiln::oracle

@@ -16,6 +16,10 @@
 
 namespace kiln {
 
+// A value not computed yet (a lazy trace's write to a storage). jit/ subclasses
+// it; runtime only holds it and asks the registered hook to materialize it.
+class KILN_API PendingValue : public RefCounted {};
+
 // Refcounted bytes on one device. Views share one StorageImpl; its version
 // counter is bumped by every write through any of them.
 class KILN_API StorageImpl : public RefCounted {
@@ -37,6 +41,18 @@ class KILN_API StorageImpl : public RefCounted {
   int64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Note [Pending storage]
+  // In lazy mode a storage's latest contents may be a recorded write not yet
+  // computed: `pending()` is then set (by jit/), and a fresh lazy output has no
+  // memory until its trace runs. Views share the storage, so they see pending
+  // writes through it exactly as they see eager ones.
+  const IntrusivePtr<PendingValue>& pending() const { return pending_; }
+  void set_pending(IntrusivePtr<PendingValue> p) { pending_ = std::move(p); }
+  // Gives this storage memory of at least nbytes() (a lazy storage being materialized).
+  void set_data(void* data, void* ctx, Deleter deleter);
+  // Takes `other`'s memory (same size or larger), leaving `other` empty.
+  void adopt_data(StorageImpl& other);
+
  private:
   void* data_;
   size_t nbytes_;
@@ -44,11 +60,8 @@ class KILN_API StorageImpl : public RefCounted {
   Deleter deleter_;
   Device device_;
   std::atomic<int64_t> version_{0};
+  IntrusivePtr<PendingValue> pending_;
 };
-
-// A value not computed yet (a lazy trace node's output). jit/ subclasses it;
-// runtime only holds it and asks the registered hook to materialize it.
-class KILN_API PendingValue : public RefCounted {};
 
 class KILN_API TensorImpl : public RefCounted {
  public:
@@ -76,8 +89,8 @@ class KILN_API TensorImpl : public RefCounted {
   const IntrusivePtr<StorageImpl>& storage() const { return storage_; }
   bool has_storage() const { return static_cast<bool>(storage_); }
   void set_storage(IntrusivePtr<StorageImpl> s) { storage_ = std::move(s); }
-  const IntrusivePtr<PendingValue>& pending() const { return pending_; }
-  void set_pending(IntrusivePtr<PendingValue> p);
+  // True while the storage's latest contents are a recorded, uncomputed value.
+  bool is_pending() const { return storage_ && storage_->pending(); }
 
   // Replaces sizes and strides (views made in place, resize of outputs).
   void set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset);
@@ -85,7 +98,7 @@ class KILN_API TensorImpl : public RefCounted {
 
   // The data of element 0, materializing a pending value first. Throws for meta tensors.
   void* data() {
-    if (KILN_LIKELY(!pending_ && storage_)) {
+    if (KILN_LIKELY(storage_ && !storage_->pending())) {
       return static_cast<char*>(storage_->data()) +
              storage_offset_ * static_cast<int64_t>(itemsize(dtype_));
     }
@@ -105,7 +118,6 @@ class KILN_API TensorImpl : public RefCounted {
   int64_t storage_offset_ = 0;
   int64_t numel_ = 1;
   IntrusivePtr<StorageImpl> storage_;
-  IntrusivePtr<PendingValue> pending_;
   uint64_t key_bits_ = 0;
   DType dtype_;
   Device device_;

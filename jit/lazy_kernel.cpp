@@ -1,0 +1,188 @@
+// The Lazy dispatch key: a boxed fallback that records every op into the
+// thread's trace (Note [Lazy trace]), with output geometry from the op's Meta
+// kernel. Also the hooks runtime/ calls to materialize, EagerGuard, KILN_EAGER.
+
+#include <cstdlib>
+#include <unordered_map>
+
+#include "jit/pipeline.h"
+#include "jit/trace_buffer.h"
+#include "kiln/jit.h"
+#include "kiln/logging.h"
+#include "runtime/core/hooks.h"
+#include "runtime/core/tensor_utils.h"
+
+namespace kiln {
+
+EagerGuard::EagerGuard() : guard_(DispatchKey::Lazy) {}
+EagerGuard::~EagerGuard() = default;
+
+namespace jit {
+namespace {
+
+constexpr int kMetaKey = static_cast<int>(DispatchKey::Meta);
+
+// A meta tensor with `t`'s geometry: what Meta kernels compute shapes from.
+Tensor meta_twin(const Tensor& t) {
+  auto impl = IntrusivePtr<TensorImpl>::make(t.dtype(), Device::meta(), t.sizes(), t.strides(),
+                                             t.storage_offset());
+  impl->set_wrapped_number(t.impl()->is_wrapped_number());  // it changes type promotion
+  return Tensor(std::move(impl));
+}
+
+// Where an op's fresh outputs live: its device argument when it has one
+// (factories, _to_copy), else CUDA if any tensor argument is there, else CPU.
+Device output_device(const Stack& stack) {
+  for (const IValue& v : stack) {
+    if (v.is_device()) return v.to_device();
+  }
+  for (const IValue& v : stack) {
+    if (v.is_tensor() && v.to_tensor().defined() && v.to_tensor().is_cuda()) {
+      return v.to_tensor().device();
+    }
+    if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) {
+        if (t.is_cuda()) return t.device();
+      }
+    }
+  }
+  return Device::cpu();
+}
+
+void run_eagerly(const OperatorEntry& op, Stack& stack, const char* why) {
+  count_eager_fallback();
+  KILN_LOG(Perf, op.name(), " ran eagerly in lazy mode: ", why);
+  TraceBuffer::current().flush();
+  ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+  stack = call_normalized(op, std::move(stack));
+}
+
+// A lazy output: `meta`'s geometry over a fresh storage with no memory yet.
+Tensor fresh_output(const Tensor& meta, Device device) {
+  int64_t extent = 0;
+  if (meta.numel() > 0) {
+    extent = meta.storage_offset() + 1;
+    for (int64_t d = 0; d < meta.dim(); ++d) extent += (meta.sizes()[d] - 1) * meta.strides()[d];
+  }
+  auto storage = IntrusivePtr<StorageImpl>::make(
+      nullptr, static_cast<size_t>(extent) * meta.element_size(), device, nullptr, nullptr);
+  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), meta.dtype(), device,
+                                               meta.sizes(), meta.strides(),
+                                               meta.storage_offset()));
+}
+
+void lazy_fallback(const OperatorEntry& op, Stack& stack) {
+  if (!op.unboxed(kMetaKey) && !op.boxed(kMetaKey)) {
+    run_eagerly(op, stack, "the op has no Meta kernel");
+    return;
+  }
+  // Shapes from the Meta kernel, on meta twins of the arguments.
+  std::unordered_map<const TensorImpl*, size_t> twin_of;  // twin -> argument index
+  Stack meta_stack;
+  meta_stack.reserve(stack.size());
+  for (size_t i = 0; i < stack.size(); ++i) {
+    const IValue& v = stack[i];
+    if (v.is_tensor() && v.to_tensor().defined()) {
+      Tensor twin = meta_twin(v.to_tensor());
+      twin_of[twin.impl()] = i;
+      meta_stack.emplace_back(std::move(twin));
+    } else if (v.is_tensor_list()) {
+      std::vector<Tensor> twins;
+      for (const Tensor& t : v.to_tensor_list()) twins.push_back(meta_twin(t));
+      meta_stack.emplace_back(std::move(twins));
+    } else {
+      meta_stack.push_back(v);
+    }
+  }
+  Stack twins_in = meta_stack;  // kept to compare geometry after the call
+  {
+    ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+    if (void* fn = op.unboxed(kMetaKey)) {
+      op.unboxed_caller()(fn, meta_stack);
+    } else {
+      op.boxed(kMetaKey)(op, meta_stack);
+    }
+  }
+  Node node;
+  node.op = &op;
+  node.device = output_device(stack);
+  const auto& params = op.schema().arguments;
+  for (size_t i = 0; i < params.size() && i < stack.size(); ++i) {
+    if (params[i].is_write && stack[i].is_tensor()) {
+      const Tensor& arg = stack[i].to_tensor();
+      const Tensor& twin = twins_in[i].to_tensor();
+      if (!(arg.sizes() == twin.sizes()) || !(arg.strides() == twin.strides())) {
+        // The op resized its out= argument: run it eagerly rather than trace a resize.
+        run_eagerly(op, stack, "it resizes an out= argument");
+        return;
+      }
+      node.written.push_back(static_cast<int>(i));
+    }
+  }
+  Stack results;
+  std::vector<Tensor> list_out;
+  bool returns_list =
+      op.schema().returns.size() == 1 && op.schema().returns[0].type == ArgType::TensorList;
+  auto map_output = [&](const Tensor& m) -> Tensor {
+    auto it = twin_of.find(m.impl());
+    if (it != twin_of.end()) return stack[it->second].to_tensor();  // a written argument
+    Tensor out = fresh_output(m, node.device);
+    TraceBuffer::current().mark_written(out.impl()->storage().get());
+    return out;
+  };
+  for (const IValue& v : meta_stack) {
+    if (v.is_tensor()) {
+      Tensor out = map_output(v.to_tensor());
+      node.outputs.push_back(out);
+      results.emplace_back(std::move(out));
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& m : v.to_tensor_list()) {
+        Tensor out = map_output(m);
+        node.outputs.push_back(out);
+        list_out.push_back(std::move(out));
+      }
+    }
+  }
+  if (returns_list) results.emplace_back(std::move(list_out));
+  TraceBuffer& trace = TraceBuffer::current();
+  for (int w : node.written) trace.mark_written(stack[w].to_tensor().impl()->storage().get());
+  node.args = std::move(stack);
+  trace.append(std::move(node));
+  count_recorded();
+  stack = std::move(results);
+}
+
+void sync_all() {
+  TraceBuffer::current().flush();
+}
+
+// Runs at library load: installs the hooks and turns lazy mode on unless KILN_EAGER=1.
+struct Install {
+  Install() {
+    set_materialize_hook(&materialize);
+    set_sync_hook(&sync_all);
+    const char* eager = std::getenv("KILN_EAGER");
+    bool off = eager && eager[0] && std::string(eager) != "0";
+    if (!off) detail::g_default_keys |= key_bit(DispatchKey::Lazy);
+  }
+} g_install;
+
+}  // namespace
+
+bool is_lazy() {
+  const LocalDispatchKeySet& l = detail::local_keys();
+  uint64_t ks = (l.included | detail::g_default_keys) & ~l.excluded;
+  return (ks & key_bit(DispatchKey::Lazy)) != 0;
+}
+
+void flush() {
+  TraceBuffer::current().flush();
+}
+
+}  // namespace jit
+
+KILN_LIBRARY_IMPL(_, Lazy, m) {
+  m.fallback(&jit::lazy_fallback);
+}
+
+}  // namespace kiln

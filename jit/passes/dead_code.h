@@ -1,0 +1,26 @@
+#pragma once
+
+#include <vector>
+
+#include "jit/trace_buffer.h"
+
+namespace kiln::jit {
+
+// Keeps the nodes whose results someone can still observe: a node is live when
+// it writes a storage that a tensor outside the trace references, or one that a
+// live node reads. Returns the live nodes' indices in record order.
+std::vector<size_t> live_nodes(const std::vector<Node>& nodes);
+
+// Calls f(const Tensor&) for every tensor argument of `node` (lists included).
+template <class F>
+void for_each_input(const Node& node, F&& f) {
+  for (const IValue& v : node.args) {
+    if (v.is_tensor()) {
+      f(v.to_tensor());
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) f(t);
+    }
+  }
+}
+
+}  // namespace kiln::jit

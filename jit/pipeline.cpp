@@ -1,0 +1,77 @@
+#include "jit/pipeline.h"
+
+#include <atomic>
+
+#include "jit/executor.h"
+#include "jit/passes/dead_code.h"
+#include "kiln/jit.h"
+#include "kiln/logging.h"
+
+namespace kiln::jit {
+namespace {
+
+std::atomic<int64_t> g_recorded{0}, g_flushes{0}, g_executed{0}, g_dead{0}, g_fallbacks{0};
+
+void clear_markers(const std::vector<Node>& nodes) {
+  auto clear = [](const Tensor& t) {
+    if (t.defined() && t.impl()->storage()) t.impl()->storage()->set_pending(nullptr);
+  };
+  for (const Node& n : nodes) {
+    for (const Tensor& t : n.outputs) clear(t);
+    for (int w : n.written) {
+      if (n.args[w].is_tensor()) clear(n.args[w].to_tensor());
+    }
+  }
+}
+
+}  // namespace
+
+void count_recorded() {
+  g_recorded.fetch_add(1, std::memory_order_relaxed);
+}
+void count_eager_fallback() {
+  g_fallbacks.fetch_add(1, std::memory_order_relaxed);
+}
+
+TraceStats trace_stats() {
+  TraceStats s;
+  s.recorded_ops = g_recorded.load();
+  s.flushes = g_flushes.load();
+  s.executed_nodes = g_executed.load();
+  s.dead_nodes = g_dead.load();
+  s.eager_fallbacks = g_fallbacks.load();
+  return s;
+}
+
+void run_trace(std::vector<Node> nodes) {
+  g_flushes.fetch_add(1, std::memory_order_relaxed);
+  std::vector<size_t> live = live_nodes(nodes);
+  KILN_LOG(Fusion, "trace: ", nodes.size(), " nodes, ", live.size(),
+           " live after dead-code elimination");
+  g_dead.fetch_add(static_cast<int64_t>(nodes.size() - live.size()), std::memory_order_relaxed);
+  // Storages are computed from here on; eager kernels below must see plain memory.
+  clear_markers(nodes);
+  size_t done = 0;
+  try {
+    for (; done < live.size(); ++done) {
+      execute_node(nodes[live[done]]);
+      g_executed.fetch_add(1, std::memory_order_relaxed);
+    }
+  } catch (const Error& e) {
+    // What did not run stays unreadable, carrying the error, rather than garbage.
+    auto poison = IntrusivePtr<FailedStorage>::make(e.what());
+    for (size_t k = done; k < live.size(); ++k) {
+      const Node& n = nodes[live[k]];
+      auto mark = [&](const Tensor& t) {
+        if (t.defined() && t.impl()->storage()) t.impl()->storage()->set_pending(poison);
+      };
+      for (const Tensor& t : n.outputs) mark(t);
+      for (int w : n.written) {
+        if (n.args[w].is_tensor()) mark(n.args[w].to_tensor());
+      }
+    }
+    throw;
+  }
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,18 @@
+#pragma once
+
+#include <vector>
+
+#include "jit/trace_buffer.h"
+
+namespace kiln::jit {
+
+// Runs a trace: drops dead nodes, then executes the rest in record order, and
+// clears the pending markers of every storage the trace wrote. Logs each step
+// under KILN_LOGS=fusion.
+void run_trace(std::vector<Node> nodes);
+
+// Process-wide counters (jit::trace_stats()).
+void count_recorded();
+void count_eager_fallback();
+
+}  // namespace kiln::jit

@@ -1,0 +1,53 @@
+#include "jit/trace_buffer.h"
+
+#include "jit/pipeline.h"
+
+namespace kiln::jit {
+
+TraceBuffer& TraceBuffer::current() {
+  // Held by the thread and by every LazyStorage it marked, so a trace that
+  // another thread needs stays alive after its thread exits.
+  static thread_local IntrusivePtr<TraceBuffer> trace = IntrusivePtr<TraceBuffer>::make();
+  return *trace;
+}
+
+void TraceBuffer::append(Node node) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  node.id = next_id_++;
+  nodes_.push_back(std::move(node));
+  if (nodes_.size() >= kMaxNodes) flush();
+}
+
+void TraceBuffer::mark_written(StorageImpl* storage) {
+  const auto& p = storage->pending();
+  auto* lazy = dynamic_cast<LazyStorage*>(p.get());
+  if (lazy && lazy->trace() == this) return;
+  if (p) {
+    // Written by another thread's trace (run it first so writes stay ordered),
+    // or left by a failed trace (raise its error).
+    materialize(storage);
+  }
+  storage->set_pending(IntrusivePtr<LazyStorage>::make(IntrusivePtr<TraceBuffer>::retain(this)));
+}
+
+void TraceBuffer::flush() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (nodes_.empty()) return;
+  std::vector<Node> nodes;
+  nodes.swap(nodes_);
+  run_trace(std::move(nodes));
+}
+
+void materialize(StorageImpl* storage) {
+  const auto& p = storage->pending();
+  if (!p) return;
+  if (auto* failed = dynamic_cast<FailedStorage*>(p.get())) {
+    KILN_FAIL("[lazy] this tensor was never computed: its trace failed with: ", failed->message());
+  }
+  // Keep the trace alive: flushing clears the marker that owns a reference to it.
+  IntrusivePtr<TraceBuffer> trace =
+      IntrusivePtr<TraceBuffer>::retain(static_cast<LazyStorage*>(p.get())->trace());
+  trace->flush();
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,82 @@
+#pragma once
+
+// Note [Lazy trace]
+// Every op called with the Lazy key active is appended to its thread's
+// TraceBuffer as a Node: the op, its normalized argument stack (tensors by
+// handle, so views keep their geometry) and the tensors it produces. A
+// functional op's outputs get fresh storages with no memory yet; an op that
+// writes an argument (add_, copy_, index_copy_, out=) records a new write to
+// that argument's storage. Each written storage carries a LazyStorage marker
+// (Note [Pending storage]) naming the trace that will compute it, so touching
+// its data anywhere runs that trace. A trace runs whole, in record order: a
+// node that read an older state of a storage runs before the write that
+// replaces it.
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/dispatch.h"
+#include "kiln/tensor.h"
+
+namespace kiln::jit {
+
+class TraceBuffer;
+
+struct Node {
+  const OperatorEntry* op = nullptr;
+  Stack args;                   // normalized arguments; tensors are the caller's handles
+  std::vector<Tensor> outputs;  // what the op returns (fresh lazy tensors or written args)
+  std::vector<int> written;     // indices into args of arguments the op writes
+  Device device;                // where it runs
+  uint32_t id = 0;
+};
+
+// Marks a storage whose latest contents come from a trace that has not run.
+class LazyStorage final : public PendingValue {
+ public:
+  explicit LazyStorage(IntrusivePtr<TraceBuffer> trace) : trace_(std::move(trace)) {}
+  TraceBuffer* trace() const { return trace_.get(); }
+
+ private:
+  IntrusivePtr<TraceBuffer> trace_;
+};
+
+// Marks a storage whose trace failed: touching it raises the original error
+// instead of handing out memory that was never written.
+class FailedStorage final : public PendingValue {
+ public:
+  explicit FailedStorage(std::string message) : message_(std::move(message)) {}
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
+};
+
+class TraceBuffer final : public RefCounted {
+ public:
+  // Traces flush when they reach this many nodes.
+  static constexpr size_t kMaxNodes = 4096;
+
+  // The calling thread's trace (created on first use).
+  static TraceBuffer& current();
+
+  // Appends a node; may flush first when the trace is full.
+  void append(Node node);
+  // Marks `storage` as written by this trace.
+  void mark_written(StorageImpl* storage);
+  // Runs every recorded node (after dead-code elimination) and clears the trace.
+  void flush();
+  size_t size() const { return nodes_.size(); }
+
+ private:
+  std::recursive_mutex mu_;
+  std::vector<Node> nodes_;
+  uint32_t next_id_ = 0;
+};
+
+// Materializes `storage` (the runtime hook for data access on a pending storage).
+void materialize(StorageImpl* storage);
+
+}  // namespace kiln::jit

@@ -1,0 +1,131 @@
+// Lazy tracing semantics: ops are recorded, run when a value is needed, with
+// the same values and aliasing as eager execution.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "kiln/kiln.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Tensor;
+
+// Runs `f` eagerly and lazily on fresh copies of the same inputs; returns both results.
+template <class F>
+std::pair<Tensor, Tensor> eager_and_lazy(F&& f) {
+  Tensor eager;
+  {
+    kiln::EagerGuard g;
+    eager = f();
+  }
+  Tensor lazy = f();
+  return {eager, lazy};
+}
+
+Tensor seq(std::initializer_list<int64_t> sizes, float start = 1.0f) {
+  kiln::EagerGuard g;
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + 0.5f * static_cast<float>(i);
+  return kiln::tensor(v, sizes);
+}
+
+TEST(Trace, OpsAreRecordedNotRun) {
+  ASSERT_TRUE(kiln::jit::is_lazy());
+  Tensor a = seq({4}), b = seq({4}, 3.0f);
+  auto before = kiln::jit::trace_stats();
+  Tensor c = a + b * b;
+  EXPECT_TRUE(c.is_pending());
+  EXPECT_EQ(c.sizes(), kiln::IntArrayRef({4}));
+  EXPECT_EQ(kiln::jit::trace_stats().recorded_ops - before.recorded_ops, 2);
+  EXPECT_EQ(kiln::jit::trace_stats().flushes, before.flushes);
+  float first = c[0].item<float>();  // data access runs the trace
+  EXPECT_FALSE(c.is_pending());
+  EXPECT_FLOAT_EQ(first, 1.0f + 3.0f * 3.0f);
+}
+
+TEST(Trace, DeadTensorsAreNeverComputed) {
+  Tensor a = seq({8}), b = seq({8});
+  kiln::jit::flush();
+  auto before = kiln::jit::trace_stats();
+  { Tensor dead = a * b; }  // dropped before anything reads it
+  Tensor live = a + b;
+  live.data_ptr();
+  auto after = kiln::jit::trace_stats();
+  EXPECT_EQ(after.executed_nodes - before.executed_nodes, 1);
+  EXPECT_EQ(after.dead_nodes - before.dead_nodes, 1);
+}
+
+TEST(Trace, WritesThroughViewsMatchEager) {
+  auto [eager, lazy] = eager_and_lazy([] {
+    Tensor x = kiln::zeros({4, 5});
+    Tensor rows = x.narrow(0, 1, 2);
+    rows.add_(seq({5}));                         // broadcast write into a view
+    x.select(1, 3).mul_(kiln::full({4}, 3.0f));  // strided column
+    Tensor t = x.t();
+    t.narrow(0, 0, 1).fill_(7.0f);  // a view of a view
+    return x;
+  });
+  EXPECT_TENSOR_CLOSE(lazy, eager);
+}
+
+TEST(Trace, ReadsBeforeAnInPlaceWriteSeeTheOldValues) {
+  auto [eager, lazy] = eager_and_lazy([] {
+    Tensor x = seq({3, 3});
+    Tensor before = x * 2.0f;  // must see x as it was
+    x.add_(100.0f);
+    Tensor after = x * 2.0f;
+    return before * 1000.0f + after;  // both states, distinguishable
+  });
+  EXPECT_TENSOR_CLOSE(lazy, eager);
+}
+
+TEST(Trace, InPlaceIntoARealTensorLikeAKvCache) {
+  Tensor cache_e = seq({2, 6, 3}), cache_l = seq({2, 6, 3});
+  Tensor k = seq({2, 1, 3}, -5.0f);
+  {
+    kiln::EagerGuard g;
+    cache_e.narrow(1, 4, 1).copy_(k);
+  }
+  kiln::jit::flush();
+  cache_l.narrow(1, 4, 1).copy_(k);
+  EXPECT_TRUE(cache_l.is_pending());  // a real tensor with a recorded write
+  EXPECT_TENSOR_CLOSE(cache_l, cache_e);
+  EXPECT_FALSE(cache_l.is_pending());
+}
+
+TEST(Trace, EagerGuardRunsAtOnce) {
+  Tensor a = seq({3});
+  kiln::EagerGuard g;
+  EXPECT_FALSE(kiln::jit::is_lazy());
+  Tensor b = a + a;
+  EXPECT_FALSE(b.is_pending());
+}
+
+TEST(Trace, AnotherThreadCanReadAPendingTensor) {
+  Tensor a = seq({16});
+  Tensor b = a * 3.0f + 1.0f;
+  ASSERT_TRUE(b.is_pending());
+  float got = 0;
+  std::thread reader([&] { got = b[5].item<float>(); });
+  reader.join();
+  EXPECT_FLOAT_EQ(got, (1.0f + 0.5f * 5) * 3.0f + 1.0f);
+}
+
+TEST(Trace, FullTraceFlushesItself) {
+  Tensor x = seq({2});
+  auto before = kiln::jit::trace_stats();
+  for (int i = 0; i < 5000; ++i) x = x + 1.0f;
+  EXPECT_GE(kiln::jit::trace_stats().flushes - before.flushes, 1);
+  EXPECT_FLOAT_EQ(x[1].item<float>(), 1.5f + 5000.0f);
+}
+
+TEST(Trace, ShapeErrorsAreRaisedAtTheCall) {
+  Tensor a = seq({3}), b = seq({4});
+  EXPECT_KILN_ERROR(a + b, "cannot broadcast");
+}
+
+}  // namespace
