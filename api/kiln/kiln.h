@@ -10,5 +10,6 @@
 #include "kiln/info.h"
 #include "kiln/jit.h"
 #include "kiln/logging.h"
+#include "kiln/nn.h"
 #include "kiln/ops.h"
 #include "kiln/tensor.h"
