@@ -4,6 +4,7 @@
 
 #include "jit/executor.h"
 #include "jit/passes/dead_code.h"
+#include "jit/passes/fusion.h"
 #include "kiln/jit.h"
 #include "kiln/logging.h"
 
@@ -24,7 +25,20 @@ void clear_markers(const std::vector<Node>& nodes) {
   }
 }
 
+// Until a generated kernel runs the group, its members run one by one.
+void run_fused(const std::vector<Node>& nodes, const FusedGroup& group, size_t* done) {
+  for (size_t m : group.members) {
+    execute_node(nodes[m]);
+    ++*done;
+  }
+}
+
 }  // namespace
+
+std::string describe_plan(const std::vector<Node>& nodes) {
+  std::vector<size_t> live = live_nodes(nodes);
+  return describe(nodes, fuse(nodes, live));
+}
 
 void count_recorded() {
   g_recorded.fetch_add(1, std::memory_order_relaxed);
@@ -50,15 +64,23 @@ void run_trace(std::vector<Node> nodes) {
            " live after dead-code elimination");
   g_dead.fetch_add(static_cast<int64_t>(nodes.size() - live.size()), std::memory_order_relaxed);
   // Storages are computed from here on; eager kernels below must see plain memory.
+  std::vector<Step> steps = fuse(nodes, live);
+  KILN_LOG(Fusion, "plan: ", describe(nodes, steps));
   clear_markers(nodes);
-  size_t done = 0;
+  size_t done = 0;  // live nodes run so far
   try {
-    for (; done < live.size(); ++done) {
-      execute_node(nodes[live[done]]);
-      g_executed.fetch_add(1, std::memory_order_relaxed);
+    for (const Step& step : steps) {
+      if (step.kind == Step::Kind::Extern) {
+        execute_node(nodes[step.node]);
+        ++done;
+      } else {
+        run_fused(nodes, step.group, &done);
+      }
     }
+    g_executed.fetch_add(static_cast<int64_t>(done), std::memory_order_relaxed);
   } catch (const Error& e) {
     // What did not run stays unreadable, carrying the error, rather than garbage.
+    g_executed.fetch_add(static_cast<int64_t>(done), std::memory_order_relaxed);
     auto poison = IntrusivePtr<FailedStorage>::make(e.what());
     for (size_t k = done; k < live.size(); ++k) {
       const Node& n = nodes[live[k]];

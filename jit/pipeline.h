@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "jit/trace_buffer.h"
@@ -10,6 +11,9 @@ namespace kiln::jit {
 // clears the pending markers of every storage the trace wrote. Logs each step
 // under KILN_LOGS=fusion.
 void run_trace(std::vector<Node> nodes);
+
+// The steps run_trace would take for `nodes` ("fused[...] extern[...]"), for tests.
+std::string describe_plan(const std::vector<Node>& nodes);
 
 // Process-wide counters (jit::trace_stats()).
 void count_recorded();

@@ -38,6 +38,11 @@ void TraceBuffer::flush() {
   run_trace(std::move(nodes));
 }
 
+std::string TraceBuffer::describe_pending() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return describe_plan(nodes_);
+}
+
 void materialize(StorageImpl* storage) {
   const auto& p = storage->pending();
   if (!p) return;

@@ -69,6 +69,8 @@ class TraceBuffer final : public RefCounted {
   // Runs every recorded node (after dead-code elimination) and clears the trace.
   void flush();
   size_t size() const { return nodes_.size(); }
+  // What flush() would run, without running it (golden tests of fusion).
+  std::string describe_pending();
 
  private:
   std::recursive_mutex mu_;

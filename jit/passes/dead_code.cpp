@@ -5,7 +5,7 @@
 
 namespace kiln::jit {
 
-std::vector<size_t> live_nodes(const std::vector<Node>& nodes) {
+std::unordered_set<const StorageImpl*> external_storages(const std::vector<Node>& nodes) {
   // Handles the trace itself holds, per TensorImpl; what is left of a use count
   // belongs to someone outside.
   std::unordered_map<const TensorImpl*, int> handles;
@@ -27,6 +27,11 @@ std::vector<size_t> live_nodes(const std::vector<Node>& nodes) {
   for (const auto& [s, n] : impls_on_storage) {
     if (s->use_count() > n) live.insert(s);  // a view made outside the trace
   }
+  return live;
+}
+
+std::vector<size_t> live_nodes(const std::vector<Node>& nodes) {
+  std::unordered_set<const StorageImpl*> live = external_storages(nodes);
 
   std::vector<size_t> keep;
   for (size_t i = nodes.size(); i-- > 0;) {

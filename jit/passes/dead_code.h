@@ -1,10 +1,14 @@
 #pragma once
 
+#include <unordered_set>
 #include <vector>
 
 #include "jit/trace_buffer.h"
 
 namespace kiln::jit {
+
+// Storages that a tensor outside the trace references (a user's handle or view).
+std::unordered_set<const StorageImpl*> external_storages(const std::vector<Node>& nodes);
 
 // Keeps the nodes whose results someone can still observe: a node is live when
 // it writes a storage that a tensor outside the trace references, or one that a

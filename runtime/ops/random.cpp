@@ -125,7 +125,9 @@ Tensor random_meta(IntArrayRef size, OptD dtype, DType fallback) {
   checked_numel(size, "random");
   return empty_tensor(size, dtype.value_or(fallback), Device::meta());
 }
-Tensor rand_meta(IntArrayRef size, OptD dtype, OptDev) { return random_meta(size, dtype, kFloat32); }
+Tensor rand_meta(IntArrayRef size, OptD dtype, OptDev) {
+  return random_meta(size, dtype, kFloat32);
+}
 Tensor randint_meta(int64_t, IntArrayRef size, OptD dtype, OptDev) {
   return random_meta(size, dtype, kInt64);
 }
@@ -133,7 +135,38 @@ Tensor randint_low_meta(int64_t, int64_t, IntArrayRef size, OptD dtype, OptDev) 
   return random_meta(size, dtype, kInt64);
 }
 
+// Note [Random ops run at the call]
+// The generator's state is read when a random op runs. Recording one lazily
+// would read it at flush time, after later manual_seed() calls; so in lazy mode
+// random ops run at once (their results are ordinary tensors).
+Tensor rand_now(IntArrayRef size, OptD dtype, OptDev device) {
+  ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+  return rand(size, TensorOptions(dtype.value_or(kFloat32)).device(device.value_or(Device::cpu())));
+}
+Tensor randn_now(IntArrayRef size, OptD dtype, OptDev device) {
+  ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+  return randn(size,
+               TensorOptions(dtype.value_or(kFloat32)).device(device.value_or(Device::cpu())));
+}
+Tensor randint_now(int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
+  ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+  return randint(high, size,
+                 TensorOptions(dtype.value_or(kInt64)).device(device.value_or(Device::cpu())));
+}
+Tensor randint_low_now(int64_t low, int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
+  ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+  return randint(low, high, size,
+                 TensorOptions(dtype.value_or(kInt64)).device(device.value_or(Device::cpu())));
+}
+
 }  // namespace
+
+KILN_LIBRARY_IMPL(kiln, Lazy, m) {
+  m.impl("rand", &rand_now);
+  m.impl("randn", &randn_now);
+  m.impl("randint", &randint_now);
+  m.impl("randint.low", &randint_low_now);
+}
 
 KILN_LIBRARY_IMPL(kiln, CPU, m) {
   m.impl("rand", &rand_cpu);

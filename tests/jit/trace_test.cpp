@@ -123,6 +123,18 @@ TEST(Trace, FullTraceFlushesItself) {
   EXPECT_FLOAT_EQ(x[1].item<float>(), 1.5f + 5000.0f);
 }
 
+TEST(Trace, RandomOpsReadTheGeneratorAtTheCall) {
+  auto draw = [] {
+    kiln::manual_seed(11);
+    Tensor a = kiln::rand({5});
+    kiln::manual_seed(12);  // must not change `a`
+    Tensor b = kiln::randn({5});
+    return a * 10.0f + b;
+  };
+  auto [eager, lazy] = eager_and_lazy(draw);
+  EXPECT_TENSOR_CLOSE(lazy, eager);
+}
+
 TEST(Trace, ShapeErrorsAreRaisedAtTheCall) {
   Tensor a = seq({3}), b = seq({4});
   EXPECT_KILN_ERROR(a + b, "cannot broadcast");

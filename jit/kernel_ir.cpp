@@ -1,0 +1,74 @@
+#include "jit/kernel_ir.h"
+
+#include <sstream>
+
+namespace kiln::jit {
+
+const char* prim_name(Prim p) {
+  static const char* const names[] = {
+      "load",  "const",    "neg",       "abs",     "exp",   "log",   "sqrt",  "rsqrt", "recip",
+      "sin",   "cos",      "tanh",      "sigmoid", "relu",  "erf",   "floor", "ceil",  "trunc",
+      "round", "gelu_erf", "gelu_tanh", "silu",    "expm1", "log1p", "not",   "cast",  "add",
+      "sub",   "mul",      "div",       "max",     "min",   "pow",   "eq",    "ne",    "lt",
+      "le",    "gt",       "ge",        "and",     "or",    "where"};
+  return names[static_cast<int>(p)];
+}
+
+int prim_arity(Prim p) {
+  if (p == Prim::Load || p == Prim::Const) return 0;
+  if (p == Prim::Where) return 3;
+  if (p >= Prim::Add) return 2;
+  return 1;
+}
+
+uint64_t PointwiseKernel::hash() const {
+  // FNV-1a over the structure.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(inputs.size());
+  for (DType t : inputs) mix(static_cast<uint64_t>(t));
+  mix(outputs.size());
+  for (DType t : outputs) mix(static_cast<uint64_t>(t));
+  for (int32_t s : stores) mix(static_cast<uint64_t>(s));
+  for (const Instr& i : body) {
+    mix(static_cast<uint64_t>(i.op) | (static_cast<uint64_t>(i.dtype) << 8));
+    mix(static_cast<uint64_t>(static_cast<uint32_t>(i.a)) |
+        (static_cast<uint64_t>(static_cast<uint32_t>(i.b)) << 32));
+    mix(static_cast<uint64_t>(static_cast<uint32_t>(i.c)) |
+        (static_cast<uint64_t>(static_cast<uint32_t>(i.operand)) << 32));
+    uint64_t bits;
+    static_assert(sizeof(bits) == sizeof(i.imm));
+    __builtin_memcpy(&bits, &i.imm, 8);
+    mix(bits);
+  }
+  return h;
+}
+
+std::string PointwiseKernel::str() const {
+  std::ostringstream os;
+  os << "kernel(";
+  for (size_t i = 0; i < inputs.size(); ++i) os << (i ? ", " : "") << "in" << i << ":" << inputs[i];
+  os << ") -> (";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    os << (i ? ", " : "") << "out" << i << ":" << outputs[i] << "=%" << stores[i];
+  }
+  os << ")\n";
+  for (size_t k = 0; k < body.size(); ++k) {
+    const Instr& i = body[k];
+    os << "  %" << k << " = " << prim_name(i.op) << ' ' << i.dtype;
+    if (i.op == Prim::Load) os << " in" << i.operand;
+    if (i.op == Prim::Const) os << ' ' << i.imm;
+    if (i.a >= 0) os << " %" << i.a;
+    if (i.b >= 0) os << ", %" << i.b;
+    if (i.c >= 0) os << ", %" << i.c;
+    os << '\n';
+  }
+  return os.str();
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,98 @@
+#pragma once
+
+// Note [Kernel IR]
+// A fused pointwise group, as both code generators (asmjit, NVRTC) consume it:
+// a straight-line SSA body over one element, with loads from the group's
+// inputs, constants, primitive math, and stores to its outputs. Sizes and
+// strides are not part of it (they are launch arguments), so one compiled
+// kernel serves every shape with the same structure and layout class.
+// Arithmetic happens in the value's compute dtype (float32 for 16-bit floats);
+// loads and stores convert from and to the memory dtypes.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.h"
+
+namespace kiln::jit {
+
+enum class Prim : uint8_t {
+  Load,   // input `operand`
+  Const,  // `imm`
+  // unary
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Reciprocal,
+  Sin,
+  Cos,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Erf,
+  Floor,
+  Ceil,
+  Trunc,
+  Round,
+  GeluErf,
+  GeluTanh,
+  Silu,
+  Expm1,
+  Log1p,
+  LogicalNot,
+  Cast,
+  // binary
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Max,
+  Min,
+  Pow,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  LogicalAnd,
+  LogicalOr,
+  // ternary
+  Where,
+};
+
+const char* prim_name(Prim p);
+int prim_arity(Prim p);
+
+struct Instr {
+  Prim op;
+  DType dtype;     // the result's compute dtype (float32, float64, int64, bool, ...)
+  int32_t a = -1;  // operands: earlier instruction indices
+  int32_t b = -1;
+  int32_t c = -1;
+  int32_t operand = -1;  // Load: input index
+  double imm = 0;        // Const
+};
+
+struct PointwiseKernel {
+  std::vector<DType> inputs;    // memory dtypes of the inputs
+  std::vector<DType> outputs;   // memory dtypes of the outputs
+  std::vector<int32_t> stores;  // per output, the instruction whose value it stores
+  std::vector<Instr> body;
+
+  // A hash of the structure (ops, dtypes, wiring); equal kernels hash equal.
+  uint64_t hash() const;
+  // One line per instruction: "%3 = mul f32 %1, %2".
+  std::string str() const;
+};
+
+// The dtype arithmetic happens in for values stored as `t`.
+constexpr DType compute_dtype(DType t) {
+  return is_reduced_float(t) ? kFloat32 : t;
+}
+
+}  // namespace kiln::jit
