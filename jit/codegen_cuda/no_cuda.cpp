@@ -1,0 +1,28 @@
+// Stubs for builds without the CUDA toolkit.
+
+#include "jit/codegen_cuda/nvrtc.h"
+#include "jit/codegen_cuda/pointwise_source.h"
+#include "kiln/error.h"
+
+namespace kiln::jit::cuda {
+
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  KILN_FAIL("[", what, "] kiln was built without CUDA: expected a cpu device, got a cuda one");
+}
+}  // namespace
+
+std::string pointwise_name(const PointwiseSpec&) {
+  no_cuda("cuda codegen");
+}
+std::string pointwise_source(const PointwiseSpec&) {
+  no_cuda("cuda codegen");
+}
+CompiledKernel nvrtc_compile(const std::string&, const std::string&, int) {
+  no_cuda("nvrtc");
+}
+int nvrtc_version() {
+  no_cuda("nvrtc");
+}
+
+}  // namespace kiln::jit::cuda

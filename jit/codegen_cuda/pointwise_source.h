@@ -1,0 +1,36 @@
+#pragma once
+
+// CUDA C++ for a fused pointwise group (Note [Kernel IR]). No toolkit header
+// is included: 16-bit conversions are inline PTX, math is NVRTC's built-in set.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/kernel_ir.h"
+
+namespace kiln::jit::cuda {
+
+// Note [CUDA pointwise ABI]
+// Operands are outputs then inputs. Each has a layout class, part of the cache
+// key: Dense (its elements in iteration order, offset = index), Scalar (one
+// element, offset 0) or Strided (offset from the N-d index and its strides).
+// The kernel takes one struct by value: the element count, the iteration
+// sizes (innermost last, at most kMaxDims), and per operand a pointer and,
+// for Strided ones, strides in elements.
+constexpr int kMaxDims = 8;
+enum class Layout : uint8_t { Dense, Scalar, Strided };
+
+struct PointwiseSpec {
+  const PointwiseKernel* kernel;
+  std::vector<Layout> layouts;  // outputs then inputs
+  int ndim = 1;                 // iteration dims (for Strided operands)
+  bool index32 = true;          // every offset fits in 32 bits
+};
+
+// The kernel's name: "kiln_pw_<hash>" (the hash covers layouts and index width).
+std::string pointwise_name(const PointwiseSpec& spec);
+// The complete translation unit.
+std::string pointwise_source(const PointwiseSpec& spec);
+
+}  // namespace kiln::jit::cuda

@@ -1,0 +1,114 @@
+// Generated CUDA kernels compile to SASS for sm_90 and sm_80 with NVRTC. This
+// needs the toolkit, not a GPU, so CI checks code generation on every run.
+
+#include <gtest/gtest.h>
+
+#include "jit/codegen_cuda/nvrtc.h"
+#include "jit/codegen_cuda/pointwise_source.h"
+#include "jit/decompose.h"
+#include "kiln/kiln.h"
+#include "runtime/cuda/cuda_runtime.h"
+
+namespace {
+
+using kiln::jit::KernelBuilder;
+using kiln::jit::PointwiseKernel;
+using kiln::jit::Prim;
+namespace kc = kiln::jit::cuda;
+
+class CudaCodegen : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kiln::cuda::built()) GTEST_SKIP() << "kiln was built without the CUDA toolkit (no NVRTC)";
+  }
+};
+
+// A kernel applying every primitive to loads of `in` (memory dtype) in compute dtype `t`.
+PointwiseKernel all_prims(kiln::DType in, kiln::DType out, kiln::DType t) {
+  KernelBuilder b;
+  int32_t x = b.cast(b.load(0, in), t);
+  int32_t y = b.cast(b.load(1, kiln::kFloat32), t);
+  int32_t acc = b.constant(0.25, t);
+  for (int p = static_cast<int>(Prim::Neg); p <= static_cast<int>(Prim::Where); ++p) {
+    Prim prim = static_cast<Prim>(p);
+    int32_t v;
+    switch (kiln::jit::prim_arity(prim)) {
+      case 1:
+        if (prim == Prim::LogicalNot) {
+          v = b.cast(b.op(prim, kiln::kBool, b.cast(x, kiln::kBool)), t);
+        } else if (prim == Prim::Cast) {
+          v = b.cast(b.op(Prim::Cast, kiln::kBool, x), t);
+        } else {
+          v = b.op(prim, t, x);
+        }
+        break;
+      case 2:
+        if (prim >= Prim::Eq) {
+          v = b.cast(b.op(prim, kiln::kBool, b.cast(x, t), b.cast(y, t)), t);
+        } else {
+          v = b.op(prim, t, x, y);
+        }
+        break;
+      default:
+        v = b.op(Prim::Where, t, b.op(Prim::Lt, kiln::kBool, x, y), x, y);
+    }
+    acc = b.op(Prim::Add, t, acc, v);
+  }
+  PointwiseKernel k = b.kernel();
+  k.inputs = {in, kiln::kFloat32};
+  k.outputs = {out, kiln::kBool};
+  k.stores = {acc, b.op(Prim::Gt, kiln::kBool, acc, y)};
+  k.body = b.kernel().body;
+  return k;
+}
+
+TEST_F(CudaCodegen, EveryPrimitiveAndDtypeCompilesForHopperAndAmpere) {
+  using L = kc::Layout;
+  const kiln::DType mems[] = {kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16, kiln::kFloat64,
+                              kiln::kBool};
+  int compiled = 0;
+  for (kiln::DType in : mems) {
+    for (kiln::DType t : {kiln::kFloat32, kiln::kFloat64}) {
+      PointwiseKernel k = all_prims(in, in == kiln::kBool ? kiln::kFloat32 : in, t);
+      for (int variant = 0; variant < 2; ++variant) {
+        kc::PointwiseSpec spec{&k};
+        spec.layouts = variant == 0 ? std::vector<L>{L::Dense, L::Dense, L::Dense, L::Scalar}
+                                    : std::vector<L>{L::Strided, L::Dense, L::Strided, L::Strided};
+        spec.ndim = variant == 0 ? 1 : 4;
+        spec.index32 = variant == 0;
+        std::string src = kc::pointwise_source(spec);
+        for (int arch : {90, 80}) {
+          kc::CompiledKernel ck;
+          ASSERT_NO_THROW(ck = kc::nvrtc_compile(src, kc::pointwise_name(spec), arch))
+              << "source:\n"
+              << src;
+          EXPECT_FALSE(ck.is_ptx);
+          EXPECT_GT(ck.image.size(), 1000u);
+          ++compiled;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compiled, 5 * 2 * 2 * 2);
+}
+
+TEST_F(CudaCodegen, NamesDependOnStructureAndLayout) {
+  PointwiseKernel k = all_prims(kiln::kFloat32, kiln::kFloat32, kiln::kFloat32);
+  kc::PointwiseSpec a{&k,
+                      {kc::Layout::Dense, kc::Layout::Dense, kc::Layout::Dense, kc::Layout::Dense}};
+  kc::PointwiseSpec b = a;
+  b.layouts[2] = kc::Layout::Scalar;
+  EXPECT_NE(kc::pointwise_name(a), kc::pointwise_name(b));
+  EXPECT_EQ(kc::pointwise_name(a), kc::pointwise_name(a));
+}
+
+TEST_F(CudaCodegen, AnArchNvrtcLacksGetsPtx) {
+  PointwiseKernel k = all_prims(kiln::kFloat32, kiln::kFloat32, kiln::kFloat32);
+  kc::PointwiseSpec spec{
+      &k, {kc::Layout::Dense, kc::Layout::Dense, kc::Layout::Dense, kc::Layout::Dense}};
+  kc::CompiledKernel ck =
+      kc::nvrtc_compile(kc::pointwise_source(spec), kc::pointwise_name(spec), 999);
+  EXPECT_TRUE(ck.is_ptx);
+}
+
+}  // namespace
