@@ -107,7 +107,7 @@ filter=${1:-*}
 if [ -n "${CUDA_HOME:-}" ]; then
   export LD_LIBRARY_PATH="$CUDA_HOME/lib64:$CUDA_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-export KILN_CACHE_DIR="$out/kernel-cache"
+export KILN_CACHE_DIR="${TMPDIR:-/tmp}/kiln-gpu-cache"
 status=0
 { nvidia-smi || echo "nvidia-smi: not available"; } > "$out/nvidia-smi.txt" 2>&1
 "$here/kiln-info" > "$out/kiln-info.txt" 2>&1 || status=1
@@ -118,8 +118,8 @@ echo "== kiln_tests (filter: $filter)"
   > "$out/kiln_tests.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && status=1
-grep -E "^\[  (FAILED|SKIPPED) \]|^\[==========\]|^\[  PASSED  \]" "$out/kiln_tests.log" | sort -u
-grep -B1 -A12 "Failure" "$out/kiln_tests.log" | head -150
+grep -A12 "Failure$" "$out/kiln_tests.log" | head -200
+sed -n '/^\[==========\] .* ran\./,$p' "$out/kiln_tests.log"
 
 if [ -d "$here/oracle" ] && [ -x "$here/kiln_oracle_tests" ]; then
   echo "== kiln_oracle_tests"

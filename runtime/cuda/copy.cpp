@@ -109,10 +109,11 @@ void strided_copy(char* dst, IntArrayRef sizes, IntArrayRef dst_strides, const c
   const bool ok =
       plan_strided_copy(sizes, dst_strides, src_strides, static_cast<int64_t>(itemsize(dtype)),
                         kMaxCopies, kMaxPitch, &plan);
-  KILN_CHECK(ok, "[", op, "] copying ", sizes, " elements from strides ", src_strides,
-             " to strides ", dst_strides, " on ", stream.device(),
-             " needs a generated copy kernel (more than ", kMaxCopies,
-             " memory copies), which kiln does not have yet; make one side contiguous first");
+  KILN_CHECK(
+      ok, "[", op, "] copying ", sizes, " elements from strides ", src_strides, " to strides ",
+      dst_strides, " on ", stream.device(), " needs a generated copy kernel (more than ",
+      kMaxCopies,
+      " memory copies), which kiln does not have yet; copy through the host (.cpu()) for now");
   DeviceGuard g(stream.device().index());
   run_plan(dst, src, plan, kind, raw(stream), stream.device().index());
 }
