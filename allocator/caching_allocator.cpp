@@ -43,6 +43,9 @@ namespace kiln::alloc {
 // by later allocations routed to the same pool. release_pool drops a user; at
 // zero users the pool's whole free segments go back to the device at once and
 // the rest as their blocks come home.
+// Not handled yet (graphs/ will need it): during stream capture an event may be
+// recorded but not queried, so frees of blocks with stream uses made while a
+// capture is under way must be deferred until it ends, as PyTorch does.
 
 namespace {
 
