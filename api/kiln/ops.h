@@ -328,7 +328,8 @@ KILN_API Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode =
 
 // --- Copies ------------------------------------------------------------------------
 KILN_API Tensor clone(const Tensor& self);
-KILN_API Tensor& copy_(Tensor& self, const Tensor& src);
+// non_blocking: see Note [Host-device copies] (runtime/cuda/copy.cpp).
+KILN_API Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false);
 KILN_API Tensor& fill_(Tensor& self, const Scalar& value);
 KILN_API Tensor& zero_(Tensor& self);
 

@@ -527,8 +527,8 @@ Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode, OptF valu
 // --- Copies ----------------------------------------------------------------------------
 
 Tensor clone(const Tensor& self) { KILN_CALL("clone", Tensor(T), self); }
-Tensor& copy_(Tensor& self, const Tensor& src) {
-  KILN_CALL_INPLACE(self, "copy_", Tensor(T, T, bool), self, src, false);
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
+  KILN_CALL_INPLACE(self, "copy_", Tensor(T, T, bool), self, src, non_blocking);
 }
 Tensor& fill_(Tensor& self, const Scalar& value) {
   KILN_CALL_INPLACE(self, "fill_.Scalar", Tensor(T, S), self, value);

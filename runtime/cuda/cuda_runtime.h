@@ -1,22 +1,36 @@
 #pragma once
 
-// The CUDA glue the rest of runtime/ calls. Built from runtime/cuda/*.cpp when
-// the toolkit is present, else from runtime/cuda/no_cuda.cpp, whose functions
-// say "kiln was built without CUDA" (is_available() is false).
+// The CUDA glue the rest of runtime/ (and jit/, graphs/) calls. Built from
+// runtime/cuda/*.cpp when the toolkit is present, else from
+// runtime/cuda/no_cuda.cpp, whose functions say "kiln was built without CUDA"
+// (is_available() is false). No CUDA header here: handles are void*.
 
 #include <cstddef>
 
 #include "allocator/allocator.h"
+#include "allocator/caching_allocator.h"
+#include "allocator/host_caching_allocator.h"
 #include "kiln/cuda.h"
 
 namespace kiln::cuda {
 
 // True when this build has the CUDA backend (the toolkit was there at build time).
 bool built();
+// Throws "[op] expected a cuda device index below N, got cuda:K" unless `d` exists.
+void check_device(Device d, const char* op);
 
-// Memory for a tensor on `device`, on the current stream of that device.
+// Memory for a tensor on `device`, from the caching allocator, on the current
+// stream of that device.
 alloc::DataPtr allocate(size_t nbytes, Device device);
-// Copies `nbytes` between any two of host / device memory, ordered on the current stream;
+// The device's caching allocator (graphs use its private pools).
+alloc::DeviceCachingAllocator& device_allocator(int device);
+// Page-locked host memory for staging copies (Note [Pinned staging]).
+alloc::HostCachingAllocator& pinned_allocator();
+// The allocator's name for a stream.
+alloc::StreamId stream_id(const Stream& s);
+
+// Copies `nbytes` between any two of host / device memory, ordered on the
+// current stream of the device side (the destination's for device to device);
 // returns after the copy finished when either side is pageable host memory.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
 

@@ -1,12 +1,12 @@
-// Device queries through the CUDA runtime. The full device/stream/event layer
-// grows here; these are the parts the rest of kiln needs from the start.
+// Device queries through the CUDA runtime.
 
-#include <cuda_runtime_api.h>
-
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "kiln/error.h"
 #include "runtime/cuda/cuda_runtime.h"
+#include "runtime/cuda/device_guard.h"
 
 namespace kiln::cuda {
 
@@ -30,53 +30,60 @@ int cached_device_count() {
   return n;
 }
 
-void check(cudaError_t err, const char* call, const char* file, int line, int device) {
-  if (err == cudaSuccess) return;
-  KILN_FAIL("[cuda] ", call, " failed at ", file, ":", line, " on cuda:", device, ": ",
-            cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
-}
-#define KILN_CUDA_CHECK_DEV(call, dev) check((call), #call, __FILE__, __LINE__, (dev))
-
-void check_device(Device d, const char* op) {
-  KILN_CHECK(d.is_cuda(), "[", op, "] expected a cuda device, got ", d);
-  KILN_CHECK(d.index() < cached_device_count(), "[", op, "] expected a cuda device index below ",
-             cached_device_count(), ", got ", d);
-}
+struct PropertyCache {
+  std::vector<std::once_flag> once;
+  std::vector<cudaDeviceProp> props;
+  explicit PropertyCache(int n) : once(static_cast<size_t>(n)), props(static_cast<size_t>(n)) {}
+};
 
 }  // namespace
 
-bool built() { return true; }
-bool is_available() { return cached_device_count() > 0; }
-int device_count() { return cached_device_count(); }
+bool built() {
+  return true;
+}
+bool is_available() {
+  return cached_device_count() > 0;
+}
+int device_count() {
+  return cached_device_count();
+}
+
+void check_device(Device d, const char* op) {
+  KILN_CHECK(d.is_cuda(), "[", op, "] expected a cuda device, got ", d);
+  KILN_CHECK(cached_device_count() > 0, "[", op, "] expected a cuda device, got ", d,
+             ", but no CUDA device is available (no driver or no GPU)");
+  KILN_CHECK(d.index() >= 0 && d.index() < cached_device_count(), "[", op,
+             "] expected a cuda device index below ", cached_device_count(), ", got ", d);
+}
+
+const cudaDeviceProp& device_properties(int device) {
+  check_device(Device::cuda(device), "device_properties");
+  static PropertyCache* cache = new PropertyCache(cached_device_count());  // leaked: used at exit
+  std::call_once(cache->once[device], [&] {
+    KILN_CUDA_CHECK_DEVICE(cudaGetDeviceProperties(&cache->props[device], device), device);
+  });
+  return cache->props[device];
+}
 
 std::string device_name(int index) {
-  check_device(Device::cuda(index), "device_name");
-  cudaDeviceProp p{};
-  KILN_CUDA_CHECK_DEV(cudaGetDeviceProperties(&p, index), index);
+  const cudaDeviceProp& p = device_properties(index);
   return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ")";
+}
+
+void device_capability(int index, int* major, int* minor) {
+  const cudaDeviceProp& p = device_properties(index);
+  *major = p.major;
+  *minor = p.minor;
+}
+
+int64_t device_total_memory(int index) {
+  return static_cast<int64_t>(device_properties(index).totalGlobalMem);
 }
 
 void synchronize(Device device) {
   check_device(device, "synchronize");
-  KILN_CUDA_CHECK_DEV(cudaSetDevice(device.index()), device.index());
-  KILN_CUDA_CHECK_DEV(cudaDeviceSynchronize(), device.index());
-}
-
-alloc::DataPtr allocate(size_t nbytes, Device device) {
-  check_device(device, "cuda allocate");
-  if (nbytes == 0) return alloc::DataPtr{nullptr, nullptr, [](void*, void*) {}};
-  KILN_CUDA_CHECK_DEV(cudaSetDevice(device.index()), device.index());
-  void* p = nullptr;
-  KILN_CUDA_CHECK_DEV(cudaMalloc(&p, nbytes), device.index());
-  return alloc::DataPtr{p, reinterpret_cast<void*>(static_cast<intptr_t>(device.index())),
-                        [](void*, void* ptr) { (void)cudaFree(ptr); }};
-}
-
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
-  if (nbytes == 0) return;
-  Device d = dst_device.is_cuda() ? dst_device : src_device;
-  KILN_CUDA_CHECK_DEV(cudaSetDevice(d.index()), d.index());
-  KILN_CUDA_CHECK_DEV(cudaMemcpy(dst, src, nbytes, cudaMemcpyDefault), d.index());
+  DeviceGuard g(device.index());
+  KILN_CUDA_CHECK_DEVICE(cudaDeviceSynchronize(), device.index());
 }
 
 }  // namespace kiln::cuda

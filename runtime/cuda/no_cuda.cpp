@@ -1,6 +1,8 @@
-// Stub CUDA glue for builds without the CUDA toolkit.
+// Stub CUDA glue for builds without the CUDA toolkit: queries say "no CUDA",
+// everything that needs a device throws "kiln was built without CUDA".
 
 #include "kiln/error.h"
+#include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_runtime.h"
 
 namespace kiln::cuda {
@@ -11,12 +13,132 @@ namespace {
 }
 }  // namespace
 
-bool built() { return false; }
-bool is_available() { return false; }
-int device_count() { return 0; }
-std::string device_name(int) { no_cuda("cuda device_name"); }
-void synchronize(Device) { no_cuda("cuda synchronize"); }
-alloc::DataPtr allocate(size_t, Device) { no_cuda("cuda allocate"); }
-void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda("cuda copy"); }
+bool built() {
+  return false;
+}
+bool is_available() {
+  return false;
+}
+int device_count() {
+  return 0;
+}
+void check_device(Device, const char* op) {
+  no_cuda(op);
+}
+std::string device_name(int) {
+  no_cuda("cuda device_name");
+}
+void device_capability(int, int*, int*) {
+  no_cuda("cuda device_capability");
+}
+int64_t device_total_memory(int) {
+  no_cuda("cuda device_total_memory");
+}
+void synchronize(Device) {
+  no_cuda("cuda synchronize");
+}
+
+Stream Stream::current(Device) {
+  no_cuda("Stream::current");
+}
+Stream Stream::default_stream(Device) {
+  no_cuda("Stream::default_stream");
+}
+Stream Stream::legacy(Device) {
+  no_cuda("Stream::legacy");
+}
+Stream Stream::from_pool(Device) {
+  no_cuda("Stream::from_pool");
+}
+Stream Stream::from_external(void*, Device) {
+  no_cuda("Stream::from_external");
+}
+bool Stream::query() const {
+  no_cuda("Stream::query");
+}
+void Stream::synchronize() const {
+  no_cuda("Stream::synchronize");
+}
+void Stream::wait(const Event&) const {
+  no_cuda("Stream::wait");
+}
+StreamGuard::StreamGuard(const Stream& s) : previous_(s), had_previous_(false) {
+  no_cuda("StreamGuard");
+}
+StreamGuard::~StreamGuard() = default;
+
+Event::Event(bool enable_timing) : timing_(enable_timing) {}
+Event::~Event() = default;
+Event::Event(Event&& o) noexcept : event_(o.event_), device_(o.device_), timing_(o.timing_) {}
+Event& Event::operator=(Event&& o) noexcept {
+  timing_ = o.timing_;
+  return *this;
+}
+void Event::record(const Stream&) {
+  no_cuda("Event::record");
+}
+void Event::wait(const Stream&) const {
+  no_cuda("Event::wait");
+}
+bool Event::query() const {
+  return true;
+}
+void Event::synchronize() const {}
+float Event::elapsed_ms(const Event&) const {
+  no_cuda("Event::elapsed_ms");
+}
+
+MemoryStats memory_stats(Device) {
+  no_cuda("memory_stats");
+}
+std::string memory_summary(Device) {
+  no_cuda("memory_summary");
+}
+void empty_cache() {}
+void set_memory_fraction(double, Device) {
+  no_cuda("set_memory_fraction");
+}
+void reset_peak_memory_stats(Device) {
+  no_cuda("reset_peak_memory_stats");
+}
+void record_stream(const Tensor&, const Stream&) {
+  no_cuda("record_stream");
+}
+Tensor pin_memory(const Tensor&) {
+  no_cuda("pin_memory");
+}
+bool is_pinned(const Tensor&) {
+  return false;
+}
+
+alloc::DataPtr allocate(size_t, Device) {
+  no_cuda("cuda allocate");
+}
+alloc::DeviceCachingAllocator& device_allocator(int) {
+  no_cuda("cuda allocator");
+}
+alloc::HostCachingAllocator& pinned_allocator() {
+  no_cuda("pinned allocator");
+}
+alloc::StreamId stream_id(const Stream& s) {
+  return alloc::StreamId{reinterpret_cast<uintptr_t>(s.handle()), s.device().index()};
+}
+void copy_bytes(void*, Device, const void*, Device, size_t) {
+  no_cuda("cuda copy");
+}
+
+namespace detail {
+// Only reached by tests of the macros: no CUDA code runs in this build.
+void fail_cuda(int status, const char* call, const char* file, int line, int device) {
+  KILN_FAIL("[cuda] ", call, " failed at ", file, ":", line, " on cuda:", device, ": status ",
+            status, " (kiln was built without CUDA)");
+}
+void fail_nvrtc(int status, const char* call, const char* file, int line) {
+  KILN_FAIL("[nvrtc] ", call, " failed at ", file, ":", line, ": status ", status);
+}
+void fail_cublas(int status, const char* call, const char* file, int line) {
+  KILN_FAIL("[cublasLt] ", call, " failed at ", file, ":", line, ": status ", status);
+}
+}  // namespace detail
 
 }  // namespace kiln::cuda

@@ -1,0 +1,356 @@
+// CUDA kernels for copy_ (host <-> device, device <-> device) and fill_, made
+// of memory copies and memsets only (Note [Copies without kernels]).
+
+#include "runtime/cpu/copy.h"
+
+#include <cstring>
+
+#include "kiln/dispatch.h"
+#include "kiln/ops.h"
+#include "runtime/core/tensor_utils.h"
+#include "runtime/cuda/copy_plan.h"
+#include "runtime/cuda/cuda_runtime.h"
+#include "runtime/cuda/device_guard.h"
+
+namespace kiln::cuda {
+
+// Note [Copies without kernels]
+// Until NVRTC code generation exists, copies touching a device use only the
+// copy engines:
+//   - the host side does all the work it can: dtype conversion, broadcasting
+//     and layout changes happen on the CPU (runtime/cpu/copy.h), into or out of
+//     a pinned staging buffer laid out like the device tensor where that is
+//     dense (a transposed tensor goes up as one copy), else row-major;
+//   - a device tensor with gaps (a slice) is reached with cudaMemcpy2DAsync,
+//     `width` contiguous bytes per row and pitches for one more dim, looping
+//     over the dims left (copy_plan.h), up to kMaxCopies calls;
+//   - device to device: the same 2D plan when the dtypes agree; a dtype change,
+//     or a layout needing more than kMaxCopies calls, raises an error until
+//     the generated copy kernel lands;
+//   - fill_: cudaMemsetAsync when all bytes of the value are equal (0, any
+//     1-byte dtype), else one H2D copy of a 64 KiB pattern doubled by D2D
+//     copies (log2 calls); a tensor with gaps is filled through a dense
+//     temporary and the 2D plan.
+//
+// Note [Host-device copies]
+// Host to device from pageable memory stages through pinned memory and
+// returns once the bytes are staged: later work on the stream sees them, and
+// the caller may reuse its buffer at once. From pinned memory the DMA reads the
+// caller's buffer, so copy_ waits for it unless non_blocking (the caller then
+// keeps the buffer unchanged until the stream passes the copy). Device to host
+// always waits, unless non_blocking into a pinned tensor laid out like the source.
+
+namespace {
+
+constexpr size_t kMaxCopies = 1024;
+constexpr int64_t kMaxPitch = (int64_t{1} << 31) - 1;  // cudaMemcpy2D's pitch limit
+constexpr size_t kPatternBytes = size_t{64} << 10;
+
+char* byte_ptr(const Tensor& t) {
+  return static_cast<char*>(t.data_ptr());
+}
+
+// src's strides seen through a broadcast to `sizes` (0 on broadcast dims).
+DimVector broadcast_strides(const Tensor& src, IntArrayRef sizes, const char* op) {
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  KILN_CHECK(src.dim() <= nd, "[", op, "] expected src of shape ", sizes,
+             " or one that broadcasts to it, got ", src.sizes());
+  DimVector out(nd, 0);
+  for (int64_t i = 0; i < src.dim(); ++i) {
+    const int64_t d = nd - src.dim() + i;
+    KILN_CHECK(src.size(i) == sizes[d] || src.size(i) == 1, "[", op, "] expected src of shape ",
+               sizes, " or one that broadcasts to it, got ", src.sizes());
+    out[d] = src.size(i) == 1 ? 0 : src.stride(i);
+  }
+  return out;
+}
+
+void check_no_overlap(const Tensor& self, const char* op) {
+  for (int64_t i = 0; i < self.dim(); ++i) {
+    KILN_CHECK(self.stride(i) != 0 || self.size(i) <= 1, "[", op,
+               "] expected a destination whose elements do not share memory, got sizes ",
+               self.sizes(), " and strides ", self.strides());
+  }
+}
+
+// A CPU tensor of `sizes` and `strides` whose span lives in a pinned staging
+// block. The block returns to the cache when the tensor dies; record_stream
+// on it first when a queued copy still reads or writes it.
+Tensor staging_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype) {
+  const int64_t span = span_elements(sizes, strides);
+  alloc::DataPtr d = pinned_allocator().allocate(static_cast<size_t>(span) * itemsize(dtype));
+  return from_blob(
+      d.ptr, sizes, strides, dtype, [d](void* p) { d.deleter(d.ctx, p); }, Device::cpu());
+}
+
+void run_plan(char* dst, const char* src, const std::vector<Copy2D>& plan, cudaMemcpyKind kind,
+              cudaStream_t stream, int device) {
+  for (const Copy2D& c : plan) {
+    if (c.height == 1) {
+      KILN_CUDA_CHECK_DEVICE(cudaMemcpyAsync(dst + c.dst_offset, src + c.src_offset,
+                                             static_cast<size_t>(c.width), kind, stream),
+                             device);
+    } else {
+      KILN_CUDA_CHECK_DEVICE(cudaMemcpy2DAsync(dst + c.dst_offset, static_cast<size_t>(c.dst_pitch),
+                                               src + c.src_offset, static_cast<size_t>(c.src_pitch),
+                                               static_cast<size_t>(c.width),
+                                               static_cast<size_t>(c.height), kind, stream),
+                             device);
+    }
+  }
+}
+
+// Copies between two layouts of the same elements (same dtype, sizes of dst);
+// throws when the plan needs too many calls.
+void strided_copy(char* dst, IntArrayRef sizes, IntArrayRef dst_strides, const char* src,
+                  IntArrayRef src_strides, DType dtype, cudaMemcpyKind kind, const Stream& stream,
+                  const char* op) {
+  std::vector<Copy2D> plan;
+  const bool ok =
+      plan_strided_copy(sizes, dst_strides, src_strides, static_cast<int64_t>(itemsize(dtype)),
+                        kMaxCopies, kMaxPitch, &plan);
+  KILN_CHECK(
+      ok, "[", op, "] copying ", sizes, " elements from strides ", src_strides, " to strides ",
+      dst_strides, " on ", stream.device(), " needs a generated copy kernel (more than ",
+      kMaxCopies,
+      " memory copies), which kiln does not have yet; copy through the host (.cpu()) for now");
+  DeviceGuard g(stream.device().index());
+  run_plan(dst, src, plan, kind, raw(stream), stream.device().index());
+}
+
+bool may_overlap(const Tensor& a, const Tensor& b) {
+  const auto& x = a.impl()->storage();
+  const auto& y = b.impl()->storage();
+  return x && y && x.get() == y.get();
+}
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
+// ---------------------------------------------------------------------------
+// Host to device
+
+void copy_h2d(const Tensor& self, const Tensor& src, bool non_blocking) {
+  const Stream stream = Stream::current(self.device());
+  check_no_overlap(self, "copy_");
+  const bool dense = is_dense(self.sizes(), self.strides());
+  const DimVector host_strides =
+      dense ? DimVector(self.strides()) : contiguous_strides(self.sizes());
+  // The values in self's dtype and sizes, laid out as they go up.
+  Tensor host;
+  bool staged = false;
+  const bool usable = src.dtype() == self.dtype() && src.sizes() == self.sizes() &&
+                      src.strides() == IntArrayRef(host_strides) &&
+                      is_dense(src.sizes(), src.strides());
+  if (usable && is_pinned(src)) {
+    host = src;
+  } else {
+    host = staging_tensor(self.sizes(), host_strides, self.dtype());
+    cpu::copy_into(host, src);
+    staged = true;
+  }
+  strided_copy(byte_ptr(self), self.sizes(), self.strides(), byte_ptr(host), host.strides(),
+               self.dtype(), cudaMemcpyHostToDevice, stream, "copy_");
+  if (staged) {
+    record_stream(host, stream);  // the block is reused only after the copy ran
+  } else if (non_blocking) {
+    record_stream(src, stream);
+  } else {
+    stream.synchronize();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Device to host
+
+void copy_d2h(const Tensor& self, const Tensor& src, bool non_blocking) {
+  const Stream stream = Stream::current(src.device());
+  const int64_t span = span_elements(src.sizes(), src.strides());
+  const bool direct = self.dtype() == src.dtype() && self.sizes() == src.sizes() &&
+                      self.strides() == src.strides() && is_dense(src.sizes(), src.strides());
+  if (direct) {
+    DeviceGuard g(src.device().index());
+    KILN_CUDA_CHECK_DEVICE(cudaMemcpyAsync(byte_ptr(self), byte_ptr(src), src.nbytes(),
+                                           cudaMemcpyDeviceToHost, raw(stream)),
+                           src.device().index());
+    if (non_blocking && is_pinned(self)) {
+      record_stream(self, stream);
+    } else {
+      stream.synchronize();
+    }
+    return;
+  }
+  // Fetch into staging: the whole span when the gaps are small (one copy, and
+  // broadcast sources come back small), else row-major through the 2D plan.
+  const bool whole_span =
+      static_cast<size_t>(span) * src.element_size() <= 2 * src.nbytes() + (size_t{64} << 10);
+  Tensor host;
+  if (whole_span) {
+    Tensor block = staging_tensor({span}, {1}, src.dtype());
+    DeviceGuard g(src.device().index());
+    KILN_CUDA_CHECK_DEVICE(cudaMemcpyAsync(byte_ptr(block), byte_ptr(src),
+                                           static_cast<size_t>(span) * src.element_size(),
+                                           cudaMemcpyDeviceToHost, raw(stream)),
+                           src.device().index());
+    host = block.as_strided(src.sizes(), src.strides(), 0);
+  } else {
+    host = staging_tensor(src.sizes(), contiguous_strides(src.sizes()), src.dtype());
+    strided_copy(byte_ptr(host), src.sizes(), host.strides(), byte_ptr(src), src.strides(),
+                 src.dtype(), cudaMemcpyDeviceToHost, stream, "copy_");
+  }
+  stream.synchronize();
+  cpu::copy_into(self, host);
+}
+
+// ---------------------------------------------------------------------------
+// Device to device
+
+void copy_d2d_same_device(const Tensor& self, const Tensor& src) {
+  const Stream stream = Stream::current(self.device());
+  Tensor from = src;
+  if (may_overlap(self, src)) {
+    if (same_view(self, src)) return;
+    from = empty_tensor(src.sizes(), src.dtype(), src.device());
+    strided_copy(byte_ptr(from), src.sizes(), from.strides(), byte_ptr(src), src.strides(),
+                 src.dtype(), cudaMemcpyDeviceToDevice, stream, "copy_");
+  }
+  const DimVector src_strides = broadcast_strides(from, self.sizes(), "copy_");
+  strided_copy(byte_ptr(self), self.sizes(), self.strides(), byte_ptr(from), src_strides,
+               self.dtype(), cudaMemcpyDeviceToDevice, stream, "copy_");
+}
+
+void copy_d2d(const Tensor& self, const Tensor& src) {
+  check_no_overlap(self, "copy_");
+  KILN_CHECK(self.dtype() == src.dtype(), "[copy_] expected cuda tensors of one dtype, got ",
+             src.dtype(), " into ", self.dtype(),
+             ": converting on the device needs a generated kernel, which kiln does not have "
+             "yet; convert on the host, or copy first and convert on the CPU");
+  if (self.device() == src.device()) {
+    copy_d2d_same_device(self, src);
+    return;
+  }
+  // Across devices: dense row-major on both ends, one peer copy on the
+  // destination's stream, ordered after the source's stream and before its
+  // later work (the source's memory may be reused there only after the copy).
+  Tensor from = src.expand(self.sizes());
+  if (!from.is_contiguous()) {
+    Tensor packed = empty_tensor(self.sizes(), src.dtype(), src.device());
+    copy_d2d_same_device(packed, from);
+    from = packed;
+  }
+  Tensor to = self.is_contiguous() ? self : empty_tensor(self.sizes(), self.dtype(), self.device());
+  const Stream src_stream = Stream::current(src.device());
+  const Stream dst_stream = Stream::current(self.device());
+  Event ready;
+  ready.record(src_stream);
+  dst_stream.wait(ready);
+  {
+    DeviceGuard g(self.device().index());
+    KILN_CUDA_CHECK_DEVICE(
+        cudaMemcpyPeerAsync(byte_ptr(to), self.device().index(), byte_ptr(from),
+                            src.device().index(), self.nbytes(), raw(dst_stream)),
+        self.device().index());
+  }
+  Event done;
+  done.record(dst_stream);
+  src_stream.wait(done);
+  if (!to.is_same(self)) copy_d2d_same_device(self, to);
+}
+
+Tensor copy_kernel(const Tensor& self, const Tensor& src, bool non_blocking) {
+  check_defined(src, "copy_", "src");
+  KILN_CHECK(!self.is_meta() && !src.is_meta(),
+             "[copy_] expected cpu or cuda tensors, got a meta one with a cuda one");
+  broadcast_strides(src, self.sizes(), "copy_");  // checks the shapes
+  if (self.numel() > 0) {
+    if (self.is_cuda() && src.is_cpu()) {
+      copy_h2d(self, src, non_blocking);
+    } else if (self.is_cpu() && src.is_cuda()) {
+      copy_d2h(self, src.expand(self.sizes()), non_blocking);
+    } else if (self.is_cuda() && src.is_cuda()) {
+      copy_d2d(self, src);
+    } else {
+      cpu::copy_into(self, may_overlap(self, src) ? src.clone() : src);
+    }
+  }
+  self.impl()->bump_version();
+  return self;
+}
+
+// ---------------------------------------------------------------------------
+// fill_
+
+// Writes `count` copies of the `itemsize`-byte `pattern` from `dst` on.
+void fill_span(char* dst, int64_t count, const unsigned char* pattern, size_t size,
+               const Stream& stream) {
+  const int device = stream.device().index();
+  DeviceGuard g(device);
+  const size_t total = static_cast<size_t>(count) * size;
+  if (std::all_of(pattern, pattern + size, [&](unsigned char b) { return b == pattern[0]; })) {
+    KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(dst, pattern[0], total, raw(stream)), device);
+    return;
+  }
+  const size_t seed = std::min(static_cast<size_t>(count), kPatternBytes / size);
+  Tensor block = staging_tensor({static_cast<int64_t>(seed * size)}, {1}, kUInt8);
+  for (size_t i = 0; i < seed; ++i) std::memcpy(byte_ptr(block) + i * size, pattern, size);
+  KILN_CUDA_CHECK_DEVICE(
+      cudaMemcpyAsync(dst, byte_ptr(block), seed * size, cudaMemcpyHostToDevice, raw(stream)),
+      device);
+  record_stream(block, stream);
+  for (size_t done = seed * size; done < total;) {
+    const size_t n = std::min(done, total - done);
+    KILN_CUDA_CHECK_DEVICE(
+        cudaMemcpyAsync(dst + done, dst, n, cudaMemcpyDeviceToDevice, raw(stream)), device);
+    done += n;
+  }
+}
+
+Tensor fill_kernel(const Tensor& self, const Scalar& value) {
+  KILN_CHECK(self.is_cuda(), "[fill_] expected a cuda tensor, got one on ", self.device());
+  if (self.numel() > 0) {
+    unsigned char pattern[16] = {};
+    store_scalar(pattern, self.dtype(), value);
+    const Stream stream = Stream::current(self.device());
+    // Dims that repeat memory (stride 0) are written once.
+    DimVector sizes, strides;
+    for (int64_t i = 0; i < self.dim(); ++i) {
+      if (self.size(i) != 1 && self.stride(i) != 0) {
+        sizes.push_back(self.size(i));
+        strides.push_back(self.stride(i));
+      }
+    }
+    if (is_dense(sizes, strides)) {
+      fill_span(byte_ptr(self), span_elements(sizes, strides), pattern, self.element_size(),
+                stream);
+    } else {
+      Tensor dense = empty_tensor(sizes, self.dtype(), self.device());
+      fill_span(byte_ptr(dense), dense.numel(), pattern, self.element_size(), stream);
+      strided_copy(byte_ptr(self), sizes, strides, byte_ptr(dense), dense.strides(), self.dtype(),
+                   cudaMemcpyDeviceToDevice, stream, "fill_");
+    }
+  }
+  self.impl()->bump_version();
+  return self;
+}
+
+}  // namespace
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+  if (nbytes == 0) return;
+  const Device d = dst_device.is_cuda() ? dst_device : src_device;
+  check_device(d, "copy_bytes");
+  const Stream stream = Stream::current(d);
+  DeviceGuard g(d.index());
+  KILN_CUDA_CHECK_DEVICE(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, raw(stream)),
+                         d.index());
+  if (dst_device.is_cpu() || src_device.is_cpu()) stream.synchronize();
+}
+
+KILN_LIBRARY_IMPL(kiln, CUDA, m) {
+  m.impl("copy_", &copy_kernel);
+  m.impl("fill_.Scalar", &fill_kernel);
+}
+
+}  // namespace kiln::cuda

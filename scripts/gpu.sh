@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Builds kiln (Release, with CUDA, tests and benchmarks) in build-gpu/ and packs
+# a self-contained bundle for a GPU machine that has the CUDA toolkit and
+# libstdc++ but none of kiln's Debian packages:
+#   scripts/gpu.sh [--oracle] [--bundle DIR] [--build DIR]
+#     --oracle   also bundle kiln_oracle_tests and golden files (needs python3-torch here)
+# The bundle (default .gpu/) holds the binaries, the shared libraries they need
+# beyond glibc, libstdc++ and the toolkit (RUNPATH $ORIGIN), and run.sh:
+#   .gpu/run.sh [GTEST_FILTER]      # on the GPU machine; logs go to $OUT when set
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+bundle=.gpu
+build=build-gpu
+oracle=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --oracle) oracle=1 ;;
+    --bundle) bundle=$2; shift ;;
+    --build) build=$2; shift ;;
+    *) echo "usage: $0 [--oracle] [--bundle DIR] [--build DIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
+jobs=${KILN_JOBS:-2}
+
+scripts/deps.sh
+if ! command -v patchelf >/dev/null; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends patchelf
+fi
+
+# --- Build ------------------------------------------------------------------------------
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON -DKILN_CUDA=ON \
+  -DKILN_BUILD_TESTS=ON
+cmake --build "$build" -j "$jobs"
+
+# --- Bundle -----------------------------------------------------------------------------
+rm -rf "$bundle"
+mkdir -p "$bundle"
+bundle=$(cd "$bundle" && pwd)
+
+exes=("$build/tests/kiln_tests" "$build/kiln-info" "$build/kiln-bench")
+# Benchmarks in perf/ (those linking libtorch cannot run there and are left out).
+while IFS= read -r f; do
+  if ldd "$f" | grep -q libtorch; then
+    echo "gpu.sh: leaving out $(basename "$f") (links libtorch)"
+    continue
+  fi
+  exes+=("$f")
+done < <(find "$build/perf" -maxdepth 1 -type f -executable 2>/dev/null | sort)
+[ "$oracle" = 1 ] && exes+=("$build/tests/kiln_oracle_tests")
+
+# Libraries every Linux with a CUDA toolkit has, and the toolkit's own.
+is_provided() {
+  case "$(basename "$1")" in
+    linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | \
+      librt.so* | libstdc++.so* | libgcc_s.so* | libcuda.so*) return 0 ;;
+  esac
+  case "$1" in
+    /usr/local/cuda*) return 0 ;;
+  esac
+  return 1
+}
+
+declare -A copied=()
+for exe in "${exes[@]}"; do
+  cp -L "$exe" "$bundle/"
+  while read -r name arrow path _; do
+    [ "$arrow" = "=>" ] || continue
+    if [ "$path" = "not" ]; then
+      echo "gpu.sh: $(basename "$exe") needs $name, which is not found here" >&2
+      exit 1
+    fi
+    is_provided "$path" && continue
+    [ -n "${copied[$name]:-}" ] && continue
+    cp -L "$path" "$bundle/$name"
+    copied[$name]=1
+  done < <(ldd "$exe")
+done
+
+# The toolkit's library folders after $ORIGIN, for machines whose loader does not know them.
+cuda_dirs="/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib"
+for f in "$bundle"/*; do
+  chmod u+w "$f"
+  strip --strip-unneeded "$f" 2>/dev/null || true
+  patchelf --set-rpath "\$ORIGIN:$cuda_dirs" "$f"
+done
+
+if [ "$oracle" = 1 ]; then
+  (cd tests/oracle && ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 OMP_NUM_THREADS=1 \
+    /usr/bin/python3 generate.py --out "$bundle/oracle")
+fi
+
+cat > "$bundle/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs kiln's tests (GPU suites included) and benchmarks from this bundle.
+#   run.sh [GTEST_FILTER]     default: every test
+# Logs: $OUT when set, else ./gpu-logs. Exit status: nonzero when a test failed.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$(pwd)/gpu-logs}
+mkdir -p "$out"
+filter=${1:-*}
+if [ -n "${CUDA_HOME:-}" ]; then
+  export LD_LIBRARY_PATH="$CUDA_HOME/lib64:$CUDA_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+export KILN_CACHE_DIR="${TMPDIR:-/tmp}/kiln-gpu-cache"
+status=0
+{ nvidia-smi || echo "nvidia-smi: not available"; } > "$out/nvidia-smi.txt" 2>&1
+"$here/kiln-info" > "$out/kiln-info.txt" 2>&1 || status=1
+cat "$out/kiln-info.txt"
+
+echo "== kiln_tests (filter: $filter)"
+"$here/kiln_tests" --gtest_filter="$filter" --gtest_output="xml:$out/kiln_tests.xml" \
+  > "$out/kiln_tests.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && status=1
+grep -A12 "Failure$" "$out/kiln_tests.log" | head -200
+sed -n '/^\[==========\] .* ran\./,$p' "$out/kiln_tests.log"
+
+if [ -d "$here/oracle" ] && [ -x "$here/kiln_oracle_tests" ]; then
+  echo "== kiln_oracle_tests"
+  "$here/kiln_oracle_tests" --golden "$here/oracle" > "$out/kiln_oracle_tests.log" 2>&1 || status=1
+  tail -5 "$out/kiln_oracle_tests.log"
+fi
+
+for bench in "$here"/kiln-bench "$here"/*bench*; do
+  [ -x "$bench" ] && [ -f "$bench" ] || continue
+  name=$(basename "$bench")
+  [ -f "$out/$name.log" ] && continue
+  echo "== $name"
+  "$bench" > "$out/$name.log" 2>&1 || status=1
+  tail -20 "$out/$name.log"
+done
+echo "kiln gpu run: $([ $status = 0 ] && echo ok || echo FAILED) (logs in $out)"
+exit $status
+RUN
+chmod +x "$bundle/run.sh"
+
+# --- Check the bundle here: every library it needs resolves inside it ------------------
+for f in "$bundle"/*; do
+  [ -f "$f" ] && file -L "$f" | grep -q ELF || continue
+  while read -r name arrow path _; do
+    [ "$arrow" = "=>" ] || continue
+    if [ "$path" = "not" ]; then
+      echo "gpu.sh: $(basename "$f") cannot find $name" >&2
+      exit 1
+    fi
+    is_provided "$path" && continue
+    case "$path" in
+      "$bundle"/*) ;;
+      *) echo "gpu.sh: $(basename "$f") loads $path from outside the bundle" >&2; exit 1 ;;
+    esac
+  done < <(env -u LD_LIBRARY_PATH ldd "$f")
+done
+(cd / && env -u LD_LIBRARY_PATH "$bundle/kiln-info" >/dev/null)
+(cd / && env -u LD_LIBRARY_PATH "$bundle/kiln_tests" --gtest_list_tests >/dev/null)
+size=$(du -sm "$bundle" | cut -f1)
+echo "gpu.sh: bundle $bundle: $(ls "$bundle" | wc -l) files, ${size} MiB"
+[ "$size" -le 60 ] || echo "gpu.sh: warning: the bundle is over 60 MiB" >&2
+echo "gpu.sh: on the GPU machine run: ${bundle#"$root"/}/run.sh"
