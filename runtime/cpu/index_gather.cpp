@@ -142,8 +142,10 @@ Tensor gather_impl(const char* op, const Tensor& self, int64_t dim, const Tensor
   if (out_arg) check_cpu(out, op, "out");
   const int64_t size = nonempty_sizes(self)[dim];
   check_index_values(op, index, dim, size);
-  move(index, out, nonempty_strides(out), 0, static_cast<const char*>(self.data_ptr()),
-       strides_except(self, dim), nonempty_strides(self)[dim]);
+  // See Note [Writes into shared storage].
+  const Tensor src = same_storage(out, self) ? self.clone() : self;
+  move(index, out, nonempty_strides(out), 0, static_cast<const char*>(src.data_ptr()),
+       strides_except(src, dim), nonempty_strides(src)[dim]);
   out.impl()->bump_version();
   return out;
 }
@@ -232,7 +234,7 @@ void scatter_into(const char* op, Scatter kind, const Tensor& dst, int64_t dim, 
          DimVector(nonempty_sizes(index).size(), 0), 0);
   } else {
     check_cpu(*src, op, "src");
-    // A src sharing dst's storage is read from a copy.
+    // See Note [Writes into shared storage].
     Tensor s = same_storage(dst, *src) ? src->clone() : *src;
     if (kind == Scatter::Src) {
       move(index, dst, strides_except(dst, dim), dim_stride, static_cast<const char*>(s.data_ptr()),

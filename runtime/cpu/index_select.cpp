@@ -94,7 +94,9 @@ Tensor index_select_impl(const char* op, const Tensor& self, int64_t dim, const 
   check_cpu(index, op, "index");
   std::vector<int64_t> idx = read_indices(index);
   check_indices(idx, self.dim() > 0 ? self.sizes()[dim] : 1, dim, op);
-  copy_slices(out, self, dim, iota(n), idx, /*distinct=*/true);
+  // See Note [Writes into shared storage].
+  const Tensor src = same_storage(out, self) ? self.clone() : self;
+  copy_slices(out, src, dim, iota(n), idx, /*distinct=*/true);
   out.impl()->bump_version();
   return out;
 }
@@ -143,7 +145,7 @@ void index_copy_into(const char* op, const Tensor& dst, int64_t dim, const Tenso
   std::vector<int64_t> idx = read_indices(index);
   // All indices are checked before the first write, so a bad one leaves dst untouched.
   check_indices(idx, dst.dim() > 0 ? dst.sizes()[dim] : 1, dim, op);
-  // A source that shares dst's storage is read from a copy.
+  // See Note [Writes into shared storage].
   Tensor src = same_storage(dst, source) ? source.clone() : source;
   copy_slices(dst, src, dim, idx, iota(static_cast<int64_t>(idx.size())), /*distinct=*/false);
   dst.impl()->bump_version();

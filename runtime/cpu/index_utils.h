@@ -21,6 +21,13 @@ void copy_strided(char* dst, IntArrayRef dst_strides, const char* src, IntArrayR
 // Sets every element of a strided layout to the all-zero bit pattern (0, +0.0, false).
 void zero_strided(char* dst, IntArrayRef strides, IntArrayRef sizes, size_t elem);
 
+// Note [Writes into shared storage]
+// An op that writes a tensor (out=, in place) while reading others refuses,
+// as PyTorch does, a written tensor with repeated elements (stride 0) and an
+// input that is dense and overlaps it. An input that shares the storage in a
+// layout those checks cannot judge is read from a copy, so results never
+// depend on the order of writes.
+
 // Throws when writing `t` would write one memory location twice (a size > 1
 // dim of stride 0, as from expand), as PyTorch's assert_no_internal_overlap.
 void check_no_internal_overlap(const Tensor& t, const char* op);

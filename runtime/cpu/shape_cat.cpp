@@ -97,8 +97,7 @@ Tensor cat_impl(const char* op, TensorList tensors, int64_t dim, const Tensor* o
       DimVector part(out.sizes());
       part[dim] = n;
       Tensor dst = make_view(out, part, out.strides(), out.storage_offset() + offset * step);
-      // An input sharing the output's storage in a layout the overlap check
-      // cannot judge is read from a copy.
+      // See Note [Writes into shared storage].
       copy_into(dst, same_storage(out, t) ? t.clone() : t);
     }
     offset += n;

@@ -226,6 +226,15 @@ TEST(ShapeIndex, SourceSharingStorageInAStridedLayoutIsCopiedFirst) {
   EXPECT_EQ(self.tolist<float>(), (std::vector<float>{0, 4, 2, 3, 1, 5, 6, 7}));
 }
 
+TEST(ShapeIndex, OutSharingSelfStorageReadsACopy) {
+  Tensor self = kiln::arange(8.0).reshape({4, 2});
+  Tensor out = self.t().slice(1, 0, 4, 2);  // [2, 2] with strides [1, 4]: not dense
+  call("index_select.out",
+       {IValue(self), IValue(int64_t{0}), IValue(kiln::tensor<int64_t>({1, 0}))}, out);
+  // out = rows 1 and 0 of the original self, written at storage 0, 4, 1, 5.
+  EXPECT_EQ(self.tolist<float>(), (std::vector<float>{2, 0, 2, 3, 3, 1, 6, 7}));
+}
+
 TEST(ShapeIndex, ArangeAndLinspaceValues) {
   EXPECT_EQ(kiln::arange(0, 1, 0.25).tolist<float>(), (std::vector<float>{0, 0.25, 0.5, 0.75}));
   EXPECT_EQ(kiln::arange(10, 1, -3).dtype(), kiln::kInt64);
