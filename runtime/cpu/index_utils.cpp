@@ -243,6 +243,27 @@ void check_convertible(const Scalar& value, DType dtype, const char* op) {
              dtype, " without overflow");
 }
 
+void check_size_fits(IntArrayRef sizes, DType dtype, const char* op) {
+  const int64_t n = checked_numel(sizes, op);
+  KILN_CHECK(n <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(itemsize(dtype)), "[",
+             op, "] expected a tensor whose byte size fits int64, got sizes ", sizes, " of ",
+             dtype);
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  KILN_CHECK(!__builtin_add_overflow(a, b, &r), "[", op, "] expected sizes that fit int64, got ", a,
+             " + ", b);
+  return r;
+}
+
+int64_t checked_mul(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  KILN_CHECK(!__builtin_mul_overflow(a, b, &r), "[", op, "] expected sizes that fit int64, got ", a,
+             " * ", b);
+  return r;
+}
+
 std::vector<int64_t> read_indices(const Tensor& index) {
   Tensor c = index.contiguous();
   const int64_t n = c.numel();

@@ -42,6 +42,13 @@ bool same_storage(const Tensor& a, const Tensor& b);
 // negative integers wrap into unsigned targets).
 void check_convertible(const Scalar& value, DType dtype, const char* op);
 
+// Throws unless a tensor of `sizes` and `dtype` has non-negative sizes and a
+// byte size that fits int64 (what a factory checks before allocating).
+void check_size_fits(IntArrayRef sizes, DType dtype, const char* op);
+// a + b and a * b, throwing "[op] expected sizes that fit int64" on overflow.
+int64_t checked_add(int64_t a, int64_t b, const char* op);
+int64_t checked_mul(int64_t a, int64_t b, const char* op);
+
 // The values of an int32 or int64 index tensor as int64, in row-major order.
 std::vector<int64_t> read_indices(const Tensor& index);
 // Throws "[op] index 7 is out of bounds for dimension 0 with size 5" for the

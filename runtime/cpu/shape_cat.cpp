@@ -71,7 +71,7 @@ Tensor cat_impl(const char* op, TensorList tensors, int64_t dim, const Tensor* o
                    " to have size ", ref.sizes()[d], " at dim ", d, " like tensor ", valid,
                    ", got ", t.sizes()[d], " (sizes must match except in dim ", dim, ")");
       }
-      total += t.sizes()[dim];
+      total = checked_add(total, t.sizes()[dim], op);
     }
     sizes[dim] = total;
   }

@@ -47,12 +47,13 @@ Tensor constant_pad_nd(const Tensor& self, IntArrayRef pad, const Scalar& value)
   DimVector sizes(self.sizes()), inner_begin(nd, 0);
   for (int64_t d = first; d < nd; ++d) {
     const int64_t left = pad[2 * (nd - d - 1)], right = pad[2 * (nd - d - 1) + 1];
-    sizes[d] = self.sizes()[d] + left + right;
+    sizes[d] = checked_add(checked_add(self.sizes()[d], left, op), right, op);
     KILN_CHECK(sizes[d] > 0, "[", op, "] expected a positive output size at dim ", d, ", got ",
                sizes[d], " (input size ", self.sizes()[d], ", pads ", left, " and ", right, ")");
     inner_begin[d] = std::max<int64_t>(left, 0);
   }
   check_convertible(value, self.dtype(), op);
+  check_size_fits(sizes, self.dtype(), op);
   Tensor out = empty_tensor(sizes, self.dtype(), self.is_meta() ? Device::meta() : Device::cpu());
   if (self.is_meta()) return out;
   check_cpu(self, op, "self");

@@ -33,8 +33,8 @@ Tensor repeat(const Tensor& self, IntArrayRef repeats) {
     sizes[nr - nd + d] = self.sizes()[d];
     strides[nr - nd + d] = self.strides()[d];
   }
-  for (int64_t d = 0; d < nr; ++d) target[d] = sizes[d] * repeats[d];
-  checked_numel(target, op);
+  for (int64_t d = 0; d < nr; ++d) target[d] = checked_mul(sizes[d], repeats[d], op);
+  check_size_fits(target, self.dtype(), op);
   Tensor out = fresh_like(self, target);
   if (self.is_meta() || out.numel() == 0) return out;
   check_cpu(self, op, "self");

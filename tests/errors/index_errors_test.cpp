@@ -170,4 +170,15 @@ TEST(IndexErrors, Ranges) {
                     "[eye] expected a dtype other than bfloat16");
 }
 
+TEST(IndexErrors, SizesThatOverflow) {
+  EXPECT_KILN_ERROR(kiln::arange(int64_t{1} << 61), "[arange] expected a tensor whose byte size");
+  EXPECT_KILN_ERROR(kiln::eye(int64_t{1} << 40), "[eye] expected");
+  EXPECT_KILN_ERROR(kiln::repeat(kiln::zeros({2}), {int64_t{1} << 62}),
+                    "[repeat] expected sizes that fit int64");
+  EXPECT_KILN_ERROR(kiln::pad(kiln::zeros({2}), {0, INT64_MAX}),
+                    "[constant_pad_nd] expected sizes that fit int64");
+  Tensor huge = kiln::empty({int64_t{1} << 62}, TensorOptions(kiln::Device::meta()));
+  EXPECT_KILN_ERROR(kiln::cat({huge, huge}, 0), "[cat] expected sizes that fit int64");
+}
+
 }  // namespace
