@@ -33,13 +33,15 @@ std::string printf_double(const char* fmt, double v) {
   return buf;
 }
 
-// The elements of a contiguous copy: doubles for floating dtypes, int64 otherwise.
+// Reads elements in place: offsets are in elements from element 0, through
+// the tensor's own strides, so a summarized print touches only what it shows.
 struct Values {
   DType dtype;
-  std::vector<double> floats;
-  std::vector<int64_t> ints;
+  const void* base;
   IntArrayRef sizes;
-  DimVector strides;
+  IntArrayRef strides;
+  double floating(int64_t off) const { return load_as_double(base, dtype, off); }
+  int64_t integer(int64_t off) const { return load_scalar(base, dtype, off).to_int(); }
 };
 
 class Formatter {
@@ -53,7 +55,7 @@ class Formatter {
     bool any = false;
     double lo = 0, hi = 0;
     for (int64_t off : shown) {
-      const double x = v.floats[off];
+      const double x = v.floating(off);
       if (!std::isfinite(x) || x == 0) continue;
       lo = any ? std::min(lo, std::fabs(x)) : std::fabs(x);
       hi = any ? std::max(hi, std::fabs(x)) : std::fabs(x);
@@ -63,7 +65,7 @@ class Formatter {
     if (!any) return;
     sci_ = hi / lo > 1000.0 || hi > 1.0e8 || (!int_mode_ && lo < 1.0e-4);
     for (int64_t off : shown) {
-      const double x = v.floats[off];
+      const double x = v.floating(off);
       if (!std::isfinite(x) || x == 0) continue;
       // In int mode the width counts the "." after the digits.
       width_ = std::max(width_, text(off).size());
@@ -80,9 +82,9 @@ class Formatter {
 
  private:
   std::string text(int64_t off) const {
-    if (v_.dtype == kBool) return v_.ints[off] ? "True" : "False";
-    if (!is_floating(v_.dtype)) return std::to_string(v_.ints[off]);
-    const double x = v_.floats[off];
+    if (v_.dtype == kBool) return v_.integer(off) ? "True" : "False";
+    if (!is_floating(v_.dtype)) return std::to_string(v_.integer(off));
+    const double x = v_.floating(off);
     // Python's spellings: no "-nan"; int mode puts no "." after nan and inf.
     if (std::isnan(x)) return "nan";
     if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
@@ -183,25 +185,13 @@ std::string dtype_str(DType t) {
 }
 
 std::string values_str(const Tensor& self, int64_t indent) {
-  // data_ptr() computes a pending value; the copies below read it.
-  Tensor c = self.is_cpu() ? self : self.to(Device::cpu());
-  Values v;
-  v.dtype = self.dtype();
-  v.sizes = self.sizes();
-  v.strides = contiguous_strides(self.sizes());
-  if (is_floating(v.dtype)) {
-    Tensor d = c.to(kFloat64).contiguous();
-    const double* p = static_cast<const double*>(d.data_ptr());
-    v.floats.assign(p, p + d.numel());
-  } else {
-    Tensor d = c.to(kInt64).contiguous();
-    const int64_t* p = static_cast<const int64_t*>(d.data_ptr());
-    v.ints.assign(p, p + d.numel());
-  }
-  const bool summarize = self.numel() > kThreshold;
+  const Tensor c = self.is_cpu() ? self : self.to(Device::cpu());
+  // data_ptr() computes a pending value first.
+  const Values v{c.dtype(), c.data_ptr(), c.sizes(), c.strides()};
+  const bool summarize = c.numel() > kThreshold;
   std::vector<int64_t> shown;
   collect(v, 0, 0, summarize, &shown);
-  Formatter f(v, shown);
+  const Formatter f(v, shown);
   return Printer(v, summarize, f).tensor(0, 0, indent);
 }
 

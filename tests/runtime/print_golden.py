@@ -92,6 +92,7 @@ CASES = [
     ("transposed_3d", lambda: ar(24, torch.int64).reshape(2, 3, 4).transpose(0, 2)),
     ("expanded", lambda: vals([1, 2, 3]).expand(2, 3)),
     ("big_transposed", lambda: ar(2400, torch.int64).reshape(40, 60).t()),
+    ("huge_expanded", lambda: vals([1.5, -2]).expand(100000, 100000, 2)),
 ]
 
 
