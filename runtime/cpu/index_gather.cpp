@@ -4,8 +4,6 @@
 // operand is made contiguous. Loops run serially in row-major index order, so
 // scatter_add sums repeated indices in a fixed order.
 
-#include <cstring>
-
 #include "kiln/dispatch.h"
 #include "runtime/core/dtype_dispatch.h"
 #include "runtime/cpu/copy.h"
