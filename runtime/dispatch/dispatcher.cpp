@@ -376,11 +376,9 @@ IValue coerce(const FunctionSchema& schema, const Argument& a, size_t index, IVa
       if (v.is_int()) {
         return IValue(std::vector<int64_t>(a.fixed_size > 0 ? a.fixed_size : 1, v.to_int()));
       }
+      // As PyTorch: N in int[N] is how far a single int broadcasts; a list of
+      // any length passes (roll's int[1] shifts take one per rolled dim).
       if (!v.is_int_list()) fail();
-      if (a.fixed_size > 0 && static_cast<int64_t>(v.to_int_list().size()) != a.fixed_size) {
-        KILN_FAIL("[", schema.full_name(), "] argument '", a.name, "' expected ",
-                  a.fixed_size, " ints, got ", v.to_int_list().size());
-      }
       return v;
     case ArgType::Float:
       if (v.is_int()) return IValue(static_cast<double>(v.to_int()));

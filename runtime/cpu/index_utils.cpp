@@ -1,0 +1,305 @@
+#include "runtime/cpu/index_utils.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "runtime/cpu/parallel.h"
+
+namespace kiln::cpu {
+namespace {
+
+struct Dim {
+  int64_t size;
+  int64_t dst;  // strides in bytes
+  int64_t src;
+};
+
+// Dims of size > 1, outermost first by destination stride, neighbours that
+// step as one merged. Empty when the layout has no elements.
+std::vector<Dim> plan_dims(IntArrayRef dst_strides, IntArrayRef src_strides, IntArrayRef sizes,
+                           size_t elem, bool* empty) {
+  std::vector<Dim> dims;
+  *empty = false;
+  const int64_t e = static_cast<int64_t>(elem);
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) *empty = true;
+    if (sizes[d] <= 1) continue;
+    dims.push_back({sizes[d], dst_strides[d] * e, src_strides[d] * e});
+  }
+  std::stable_sort(dims.begin(), dims.end(), [](const Dim& a, const Dim& b) {
+    return std::llabs(a.dst) > std::llabs(b.dst);
+  });
+  std::vector<Dim> merged;
+  for (const Dim& d : dims) {
+    if (!merged.empty()) {
+      Dim& outer = merged.back();
+      if (outer.dst == d.dst * d.size && outer.src == d.src * d.size) {
+        outer.size *= d.size;
+        outer.dst = d.dst;
+        outer.src = d.src;
+        continue;
+      }
+    }
+    merged.push_back(d);
+  }
+  return merged;
+}
+
+template <class T>
+void run_elements(char* dst, const char* src, int64_t n, int64_t ds, int64_t ss) {
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(dst + i * ds, src + i * ss, sizeof(T));
+  }
+}
+
+void run_inner(char* dst, const char* src, int64_t n, int64_t ds, int64_t ss, size_t elem) {
+  const int64_t e = static_cast<int64_t>(elem);
+  if (ds == e && ss == e) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * elem);
+    return;
+  }
+  switch (elem) {
+    case 1:
+      return run_elements<uint8_t>(dst, src, n, ds, ss);
+    case 2:
+      return run_elements<uint16_t>(dst, src, n, ds, ss);
+    case 4:
+      return run_elements<uint32_t>(dst, src, n, ds, ss);
+    default:
+      return run_elements<uint64_t>(dst, src, n, ds, ss);
+  }
+}
+
+}  // namespace
+
+void copy_strided(char* dst, IntArrayRef dst_strides, const char* src, IntArrayRef src_strides,
+                  IntArrayRef sizes, size_t elem) {
+  bool empty = false;
+  std::vector<Dim> dims = plan_dims(dst_strides, src_strides, sizes, elem, &empty);
+  if (empty) return;
+  if (dims.empty()) {
+    std::memcpy(dst, src, elem);
+    return;
+  }
+  const Dim inner = dims.back();
+  dims.pop_back();
+  int64_t outer = 1;
+  for (const Dim& d : dims) outer *= d.size;
+  const int64_t nd = static_cast<int64_t>(dims.size());
+  auto body = [&](int64_t begin, int64_t end) {
+    // Offsets of the first outer index, then an odometer over the outer dims.
+    DimVector counter(nd);
+    int64_t rem = begin, doff = 0, soff = 0;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      counter[d] = rem % dims[d].size;
+      rem /= dims[d].size;
+      doff += counter[d] * dims[d].dst;
+      soff += counter[d] * dims[d].src;
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      run_inner(dst + doff, src + soff, inner.size, inner.dst, inner.src, elem);
+      for (int64_t d = nd - 1; d >= 0; --d) {
+        doff += dims[d].dst;
+        soff += dims[d].src;
+        if (++counter[d] < dims[d].size) break;
+        doff -= dims[d].size * dims[d].dst;
+        soff -= dims[d].size * dims[d].src;
+        counter[d] = 0;
+      }
+    }
+  };
+  parallel_range(outer, body, std::max<int64_t>(1, kDefaultGrain / inner.size));
+}
+
+void zero_strided(char* dst, IntArrayRef strides, IntArrayRef sizes, size_t elem) {
+  static const uint64_t kZero = 0;
+  DimVector zero_strides(sizes.size(), 0);
+  copy_strided(dst, strides, reinterpret_cast<const char*>(&kZero), zero_strides, sizes, elem);
+}
+
+namespace {
+
+bool non_overlapping_and_dense(const Tensor& t) {
+  if (t.is_contiguous()) return true;
+  const int64_t nd = t.dim();
+  DimVector perm(nd);
+  for (int64_t i = 0; i < nd; ++i) perm[i] = i;
+  IntArrayRef sizes = t.sizes(), strides = t.strides();
+  std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+    if (sizes[a] < 2) return false;
+    if (sizes[b] < 2) return true;
+    return strides[a] < strides[b];
+  });
+  int64_t expected = 1;
+  for (int64_t i = 0; i < nd; ++i) {
+    int64_t d = perm[i];
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+void check_no_internal_overlap(const Tensor& t, const char* op) {
+  if (t.numel() == 0) return;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    KILN_CHECK(!(t.sizes()[d] > 1 && t.strides()[d] == 0), "[", op,
+               "] expected a target whose elements are distinct memory locations, got sizes ",
+               t.sizes(), " with strides ", t.strides(), " (expanded?); clone() it first");
+  }
+}
+
+bool same_storage(const Tensor& a, const Tensor& b) {
+  const auto& sa = a.impl()->storage();
+  const auto& sb = b.impl()->storage();
+  return sa && sb && sa.get() == sb.get();
+}
+
+void check_no_overlap(const Tensor& out, const Tensor& in, const char* op) {
+  if (out.numel() == 0 || in.numel() == 0) return;
+  bool overlap = out.is_same(in);
+  if (!overlap && same_storage(out, in) && non_overlapping_and_dense(out) &&
+      non_overlapping_and_dense(in)) {
+    const int64_t ob = out.storage_offset() * static_cast<int64_t>(out.element_size());
+    const int64_t ib = in.storage_offset() * static_cast<int64_t>(in.element_size());
+    const int64_t oe = ob + static_cast<int64_t>(out.nbytes());
+    const int64_t ie = ib + static_cast<int64_t>(in.nbytes());
+    overlap = ob < ie && ib < oe;
+  }
+  KILN_CHECK(!overlap, "[", op,
+             "] expected inputs that do not share memory with the written-to tensor, got an "
+             "overlapping input; clone() it first");
+}
+
+namespace {
+
+template <class T>
+bool int_overflows(int64_t v) {
+  using L = std::numeric_limits<T>;
+  if constexpr (!L::is_signed) {
+    // As PyTorch: negative numbers wrap (two's complement) into unsigned types.
+    return v > static_cast<int64_t>(L::max()) || (v < 0 && -static_cast<uint64_t>(v) > L::max());
+  } else {
+    return v < static_cast<int64_t>(L::lowest()) || v > static_cast<int64_t>(L::max());
+  }
+}
+
+template <class T>
+bool float_overflows_int(double v) {
+  using L = std::numeric_limits<T>;
+  return std::isnan(v) || v < static_cast<double>(L::lowest()) || v > static_cast<double>(L::max());
+}
+
+bool overflows(const Scalar& s, DType t) {
+  if (t == kBool || s.is_bool()) return false;
+  if (s.is_integral()) {
+    const int64_t v = s.to_int();
+    switch (t) {
+      case kUInt8:
+        return int_overflows<uint8_t>(v);
+      case kInt8:
+        return int_overflows<int8_t>(v);
+      case kInt16:
+        return int_overflows<int16_t>(v);
+      case kInt32:
+        return int_overflows<int32_t>(v);
+      case kFloat16:
+        return v < -65504 || v > 65504;
+      default:
+        return false;
+    }
+  }
+  const double v = s.to_double();
+  switch (t) {
+    case kUInt8:
+      return float_overflows_int<uint8_t>(v);
+    case kInt8:
+      return float_overflows_int<int8_t>(v);
+    case kInt16:
+      return float_overflows_int<int16_t>(v);
+    case kInt32:
+      return float_overflows_int<int32_t>(v);
+    case kInt64:
+      return float_overflows_int<int64_t>(v);
+    case kFloat16:
+      return std::isfinite(v) && std::fabs(v) > 65504.0;
+    case kBFloat16:
+      return std::isfinite(v) && std::fabs(v) > 3.38953138925153547590470800371487866880e38;
+    case kFloat32:
+      return std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max();
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void check_convertible(const Scalar& value, DType dtype, const char* op) {
+  KILN_CHECK(!overflows(value, dtype), "[", op, "] value ", value, " cannot be converted to ",
+             dtype, " without overflow");
+}
+
+void check_size_fits(IntArrayRef sizes, DType dtype, const char* op) {
+  const int64_t n = checked_numel(sizes, op);
+  KILN_CHECK(n <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(itemsize(dtype)), "[",
+             op, "] expected a tensor whose byte size fits int64, got sizes ", sizes, " of ",
+             dtype);
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  KILN_CHECK(!__builtin_add_overflow(a, b, &r), "[", op, "] expected sizes that fit int64, got ", a,
+             " + ", b);
+  return r;
+}
+
+int64_t checked_mul(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  KILN_CHECK(!__builtin_mul_overflow(a, b, &r), "[", op, "] expected sizes that fit int64, got ", a,
+             " * ", b);
+  return r;
+}
+
+std::vector<int64_t> read_indices(const Tensor& index) {
+  Tensor c = index.contiguous();
+  const int64_t n = c.numel();
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  if (n == 0) return out;
+  if (c.dtype() == kInt64) {
+    std::memcpy(out.data(), c.data_ptr(), static_cast<size_t>(n) * sizeof(int64_t));
+  } else {
+    KILN_INTERNAL_ASSERT(c.dtype() == kInt32, "index of dtype ", c.dtype());
+    const int32_t* p = static_cast<const int32_t*>(c.data_ptr());
+    for (int64_t i = 0; i < n; ++i) out[i] = p[i];
+  }
+  return out;
+}
+
+void check_indices(const std::vector<int64_t>& idx, int64_t size, int64_t dim, const char* op) {
+  for (int64_t v : idx) {
+    KILN_CHECK(v >= 0 && v < size, "[", op, "] index ", v, " is out of bounds for dimension ", dim,
+               " with size ", size);
+  }
+}
+
+DimVector nonempty_sizes(const Tensor& t) {
+  return t.dim() == 0 ? DimVector(1, 1) : DimVector(t.sizes());
+}
+
+DimVector nonempty_strides(const Tensor& t) {
+  return t.dim() == 0 ? DimVector(1, 1) : DimVector(t.strides());
+}
+
+DimVector drop_dim(IntArrayRef sizes, int64_t dim) {
+  DimVector out;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (d != dim) out.push_back(sizes[d]);
+  }
+  return out;
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,66 @@
+#pragma once
+
+// Helpers shared by the shape and indexing kernels (index_*.cpp, shape_*.cpp):
+// strided copies that ignore dtype, PyTorch's overlap checks, checked
+// number conversions and index reading.
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/tensor.h"
+#include "runtime/core/tensor_utils.h"
+
+namespace kiln::cpu {
+
+// Copies elements of `elem` bytes between two layouts of the same `sizes`
+// (strides in elements, any sign). Merges dims that step as one, uses memcpy
+// for dense runs and splits large copies across workers.
+void copy_strided(char* dst, IntArrayRef dst_strides, const char* src, IntArrayRef src_strides,
+                  IntArrayRef sizes, size_t elem);
+
+// Sets every element of a strided layout to the all-zero bit pattern (0, +0.0, false).
+void zero_strided(char* dst, IntArrayRef strides, IntArrayRef sizes, size_t elem);
+
+// Note [Writes into shared storage]
+// An op that writes a tensor (out=, in place) while reading others refuses,
+// as PyTorch does, a written tensor with repeated elements (stride 0) and an
+// input that is dense and overlaps it. An input that shares the storage in a
+// layout those checks cannot judge is read from a copy, so results never
+// depend on the order of writes.
+
+// Throws when writing `t` would write one memory location twice (a size > 1
+// dim of stride 0, as from expand), as PyTorch's assert_no_internal_overlap.
+void check_no_internal_overlap(const Tensor& t, const char* op);
+// Throws when `out` and `in` are dense and share memory, as PyTorch's
+// assert_no_overlap (layouts it cannot judge pass).
+void check_no_overlap(const Tensor& out, const Tensor& in, const char* op);
+// True when `a` and `b` use the same storage (the caller should copy one).
+bool same_storage(const Tensor& a, const Tensor& b);
+
+// Throws "[op] value 300 cannot be converted to int8 without overflow" when
+// PyTorch's checked Scalar conversion would (bool targets never overflow;
+// negative integers wrap into unsigned targets).
+void check_convertible(const Scalar& value, DType dtype, const char* op);
+
+// Throws unless a tensor of `sizes` and `dtype` has non-negative sizes and a
+// byte size that fits int64 (what a factory checks before allocating).
+void check_size_fits(IntArrayRef sizes, DType dtype, const char* op);
+// a + b and a * b, throwing "[op] expected sizes that fit int64" on overflow.
+int64_t checked_add(int64_t a, int64_t b, const char* op);
+int64_t checked_mul(int64_t a, int64_t b, const char* op);
+
+// The values of an int32 or int64 index tensor as int64, in row-major order.
+std::vector<int64_t> read_indices(const Tensor& index);
+// Throws "[op] index 7 is out of bounds for dimension 0 with size 5" for the
+// first index outside [0, size).
+void check_indices(const std::vector<int64_t>& idx, int64_t size, int64_t dim, const char* op);
+
+// Sizes and strides of `t` with a 0-dim tensor read as a 1-element vector
+// (PyTorch's ensure_nonempty for gather/scatter).
+DimVector nonempty_sizes(const Tensor& t);
+DimVector nonempty_strides(const Tensor& t);
+
+// `sizes` without entry `dim` (an empty list stays empty).
+DimVector drop_dim(IntArrayRef sizes, int64_t dim);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,296 @@
+"""index_select, gather, scatter, scatter_add, index_copy and masked_fill: every form, all
+dtypes, every generator layout for inputs and in-place targets, int32/int64 indices in
+several layouts, 0-dim, empty, out-of-range indices and duplicate indices (scatter_add)."""
+
+import torch
+
+from generate import ALL, FLOATS, INTS, Case
+
+WRITABLE = ["contiguous", "transposed", "strided", "offset"]
+
+
+def relayout(t, layout):
+    """`t`'s values stored in `layout` (indices, masks and other value-exact inputs)."""
+    shape = list(t.shape)
+    if t.dim() == 0 or layout == "contiguous":
+        return t.clone()
+    if layout == "transposed" and t.dim() >= 2:
+        perm = list(range(t.dim()))[::-1]
+        return t.permute(perm).contiguous().permute(perm)
+    if layout in ("strided", "transposed"):
+        buf = torch.zeros(shape[:-1] + [shape[-1] * 2], dtype=t.dtype)
+        buf[..., ::2] = t
+        return buf[..., ::2]
+    if layout == "offset":
+        buf = torch.zeros([s + 1 for s in shape], dtype=t.dtype)
+        view = buf[tuple(slice(1, None) for _ in shape)]
+        view.copy_(t)
+        return view
+    raise ValueError(layout)
+
+
+def unique_index(g, shape, dim, size):
+    """An int64 index of `shape` whose entries along `dim` are distinct, in [0, size)."""
+    full = list(shape)
+    full[dim] = size
+    perm = torch.rand(full, generator=g.rng).argsort(dim=dim)
+    return perm.narrow(dim, 0, shape[dim]).contiguous()
+
+
+def cases(g):
+    yield from index_select_cases(g)
+    yield from gather_cases(g)
+    yield from scatter_cases(g)
+    yield from index_copy_cases(g)
+    yield from masked_fill_cases(g)
+
+
+def index_select_cases(g):
+    layouts = WRITABLE + ["contiguous"]
+    for dt in ALL:
+        for i, layout in enumerate(g.LAYOUTS):
+            x = g.tensor([5, 4], dt, layout)
+            idx_layout = layouts[i % len(layouts)]
+            yield Case("index_select", [x, 0, relayout(g.index([6], 5), idx_layout)],
+                       name=f"index_select {dt} {layout}")
+            yield Case("index_select", [x, -1, relayout(g.index([3], 4, torch.int32), "strided")],
+                       name=f"index_select int32 {dt} {layout}")
+    x3 = g.tensor([3, 4, 5], torch.float32, "any")
+    for dim in (0, 1, 2, -2):
+        yield Case("index_select", [x3, dim, g.index([7], x3.shape[dim])], name=f"index_select 3-D {dim}")
+    x = g.tensor([5, 4])
+    yield Case("index_select", [x, 1, torch.tensor(2)], name="index_select 0-dim index")
+    yield Case("index_select", [g.tensor([4]), 0, torch.tensor(3)], name="index_select 1-D 0-dim index")
+    yield Case("index_select", [g.tensor([]), 0, torch.tensor([0])], name="index_select 0-dim self")
+    yield Case("index_select", [g.tensor([]), -1, torch.tensor(0)], name="index_select 0-dim both")
+    yield Case("index_select", [x, 0, torch.zeros(0, dtype=torch.int64)], name="index_select empty index")
+    yield Case("index_select", [g.tensor([0, 3]), 0, torch.zeros(0, dtype=torch.int64)],
+               name="index_select empty self")
+    yield Case("index_select", [g.tensor([2, 0]), 0, torch.tensor([1, 0, 1])],
+               name="index_select empty slices")
+    # Errors.
+    yield Case("index_select", [x, 0, torch.tensor([1, 5])], name="index_select out of range")
+    yield Case("index_select", [x, 0, torch.tensor([1, -1])], name="index_select negative")
+    yield Case("index_select", [g.tensor([]), 0, torch.tensor([1])], name="index_select 0-dim oob")
+    yield Case("index_select", [g.tensor([0, 3]), 0, torch.tensor([0])], name="index_select empty self oob")
+    yield Case("index_select", [x, 0, torch.tensor([1], dtype=torch.int16)], name="index_select int16")
+    yield Case("index_select", [x, 0, torch.tensor([1.0])], name="index_select float index")
+    yield Case("index_select", [x, 0, torch.tensor([[1]])], name="index_select 2-D index")
+    yield Case("index_select", [x, 2, torch.tensor([1])], name="index_select bad dim")
+    # out=.
+    for layout in WRITABLE:
+        yield Case("index_select.out", [x, 1, torch.tensor([3, 0, 3])],
+                   {"out": g.tensor([5, 3], torch.float32, layout)}, name=f"index_select.out {layout}")
+    yield Case("index_select.out", [x, 0, torch.tensor([3, 0])], {"out": g.tensor([0])},
+               name="index_select.out resize")
+    yield Case("index_select.out", [x, 0, torch.tensor([3, 0])],
+               {"out": g.tensor([2, 4], torch.float64)}, name="index_select.out wrong dtype")
+
+
+def gather_cases(g):
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            x = g.tensor([4, 5], dt, layout)
+            yield Case("gather", [x, 1, relayout(g.index([4, 7], 5), "transposed")],
+                       name=f"gather {dt} {layout} dim 1")
+            yield Case("gather", [x, 0, relayout(g.index([3, 2], 4), "strided")],
+                       name=f"gather {dt} {layout} dim 0")
+    x3 = g.tensor([3, 4, 5], torch.float32, "any")
+    for dim in (0, 1, 2, -1):
+        shape = [2, 3, 4]
+        shape[dim] = 6
+        yield Case("gather", [x3, dim, g.index(shape, x3.shape[dim])], name=f"gather 3-D {dim}")
+    yield Case("gather", [g.tensor([]), 0, torch.tensor(0)], name="gather 0-dim")
+    yield Case("gather", [g.tensor([]), 0, torch.tensor([0, 0])], name="gather 0-dim self 1-D index")
+    yield Case("gather", [g.tensor([3]), 0, torch.tensor(2)], name="gather 1-D self 0-dim index")
+    yield Case("gather", [g.tensor([4, 5]), 0, torch.zeros(0, 9, dtype=torch.int64)],
+               name="gather empty index")
+    yield Case("gather", [g.tensor([4, 5]), 0, torch.zeros(0, dtype=torch.int32)],
+               name="gather empty int32 index any rank")
+    yield Case("gather", [g.tensor([4, 5]), 1, torch.zeros(2, 3, dtype=torch.int64)],
+               kwargs={"sparse_grad": True}, name="gather sparse_grad")
+    # Errors.
+    x = g.tensor([4, 5])
+    yield Case("gather", [x, 1, torch.tensor([[5]])], name="gather out of range")
+    yield Case("gather", [x, 1, torch.tensor([[-1]])], name="gather negative")
+    yield Case("gather", [x, 1, torch.tensor([[1]], dtype=torch.int32)], name="gather int32")
+    yield Case("gather", [x, 1, torch.tensor([1])], name="gather rank mismatch")
+    yield Case("gather", [x, 1, torch.zeros(5, 1, dtype=torch.int64)], name="gather index too big")
+    yield Case("gather", [g.tensor([0, 2]), 0, torch.zeros(1, 1, dtype=torch.int64)],
+               name="gather empty self")
+    yield Case("gather", [x, 2, torch.zeros(1, 1, dtype=torch.int64)], name="gather bad dim")
+    # out=.
+    for layout in WRITABLE:
+        yield Case("gather.out", [x, 1, g.index([4, 3], 5)],
+                   {"out": g.tensor([4, 3], torch.float32, layout)}, name=f"gather.out {layout}")
+    yield Case("gather.out", [x, 1, g.index([2, 3], 5)], {"out": g.tensor([7])},
+               name="gather.out resize")
+    yield Case("gather.out", [x, 1, g.index([2, 3], 5)], {"out": g.tensor([2, 3], torch.float64)},
+               name="gather.out wrong dtype")
+
+
+def scatter_cases(g):
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            self_ = g.tensor([4, 5], dt, layout)
+            src = g.tensor([3, 6], dt, "any")
+            idx = relayout(unique_index(g, [3, 4], 1, 5), "transposed")
+            yield Case("scatter.src", [self_, 1, idx, src], name=f"scatter.src {dt} {layout}")
+            yield Case("scatter.value", [self_, 0, unique_index(g, [2, 5], 0, 4), 2],
+                       name=f"scatter.value {dt} {layout}")
+            if layout != "expanded":
+                yield Case("scatter_.src", [g.tensor([4, 5], dt, layout), 0,
+                                            relayout(unique_index(g, [3, 2], 0, 4), "strided"), src],
+                           name=f"scatter_.src {dt} {layout}")
+                yield Case("scatter_.value", [g.tensor([4, 5], dt, layout), 1,
+                                              unique_index(g, [4, 2], 1, 5), 1],
+                           name=f"scatter_.value {dt} {layout}")
+            # Repeated indices: scatter_add sums them in a fixed order.
+            idx_dup = g.index([6, 5], 4)
+            yield Case("scatter_add", [self_, 0, idx_dup, g.tensor([6, 5], dt, "any")],
+                       name=f"scatter_add {dt} {layout}")
+            if layout != "expanded":
+                yield Case("scatter_add_", [g.tensor([4, 5], dt, layout), 1,
+                                            relayout(g.index([4, 9], 5), "offset"),
+                                            g.tensor([4, 9], dt, "any")],
+                           name=f"scatter_add_ {dt} {layout}")
+    x3 = g.tensor([3, 4, 5], torch.float32, "any")
+    for dim in (0, 1, 2):
+        shape = [2, 3, 4]
+        yield Case("scatter.src", [x3, dim, unique_index(g, shape, dim, x3.shape[dim]),
+                                   g.tensor([3, 4, 5])], name=f"scatter 3-D {dim}")
+        big = list(shape)
+        big[dim] = 9
+        yield Case("scatter_add", [x3, dim, g.index(big, x3.shape[dim]), g.tensor(big)],
+                   name=f"scatter_add 3-D {dim}")
+    # Index longer than self along dim (allowed; repeats summed).
+    yield Case("scatter_add", [g.tensor([3, 4]), 0, g.index([5, 2], 3), g.tensor([5, 2])],
+               name="scatter_add long index")
+    yield Case("scatter_add", [g.tensor([4], torch.int8), 0, torch.tensor([0, 0, 0, 1]),
+                               torch.full([4], 100, dtype=torch.int8)], name="scatter_add int8 wraps")
+    yield Case("scatter_add", [g.tensor([3], torch.bool), 0, torch.tensor([0, 0, 2]),
+                               torch.tensor([True, False, False])], name="scatter_add bool")
+    # Values are converted to self's dtype.
+    for dt, v in [(torch.int8, 2.7), (torch.bool, 2), (torch.uint8, -1), (torch.float16, 1e6),
+                  (torch.int8, 1000), (torch.float32, 1e300), (torch.int32, float("nan")),
+                  (torch.float32, float("inf")), (torch.uint8, -1.0)]:
+        yield Case("scatter.value", [g.tensor([3, 4], dt), 0, torch.tensor([[1]]), v],
+                   name=f"scatter.value {dt} {v}")
+    yield Case("scatter.src", [g.tensor([]), 0, torch.tensor(0), g.tensor([])], name="scatter 0-dim")
+    yield Case("scatter_add", [g.tensor([]), 0, torch.tensor([0, 0]), g.tensor([2])],
+               name="scatter_add 0-dim self")
+    yield Case("scatter.src", [g.tensor([3, 4]), 0, torch.zeros(0, dtype=torch.int32), g.tensor([1])],
+               name="scatter empty index")
+    # Errors.
+    s = g.tensor([3, 4])
+    yield Case("scatter.src", [s, 0, torch.tensor([[3]]), g.tensor([1, 1])], name="scatter out of range")
+    yield Case("scatter.src", [s, 0, torch.tensor([[-1]]), g.tensor([1, 1])], name="scatter negative")
+    yield Case("scatter_add", [s, 1, torch.tensor([[4]]), g.tensor([1, 1])], name="scatter_add out of range")
+    yield Case("scatter.src", [s, 0, torch.tensor([[0]], dtype=torch.int32), g.tensor([1, 1])],
+               name="scatter int32")
+    yield Case("scatter.src", [s, 0, torch.tensor([[0]]), g.tensor([1, 1], torch.float64)],
+               name="scatter src dtype")
+    yield Case("scatter_add", [s, 0, torch.zeros(0, dtype=torch.int64), g.tensor([1, 1], torch.float64)],
+               name="scatter_add empty index src dtype")
+    yield Case("scatter.src", [s, 0, torch.tensor([[0, 1]]), g.tensor([1, 1])], name="scatter src small")
+    yield Case("scatter.src", [s, 0, torch.zeros(1, 5, dtype=torch.int64), g.tensor([1, 5])],
+               name="scatter self small")
+    yield Case("scatter.src", [s, 0, torch.tensor([0]), g.tensor([1, 1])], name="scatter rank")
+    yield Case("scatter.src", [s, 0, torch.tensor([[0]]), g.tensor([1])], name="scatter src rank")
+    yield Case("scatter_.src", [g.tensor([3, 4], torch.float32, "expanded"), 0, torch.tensor([[0]]),
+                                g.tensor([1, 1])], name="scatter_ expanded self")
+    yield Case("scatter_add_", [g.tensor([3, 4], torch.float32, "expanded"), 0, torch.tensor([[0]]),
+                                g.tensor([1, 1])], name="scatter_add_ expanded self")
+
+
+def index_copy_cases(g):
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            self_ = g.tensor([5, 3], dt, layout)
+            yield Case("index_copy", [self_, 0, torch.tensor([4, 0, 2]), g.tensor([3, 3], dt, "any")],
+                       name=f"index_copy {dt} {layout}")
+            if layout != "expanded":
+                yield Case("index_copy_", [g.tensor([4, 6], dt, layout), 1,
+                                           relayout(torch.tensor([5, 1]), "strided"),
+                                           g.tensor([4, 2], dt, "any")], name=f"index_copy_ {dt} {layout}")
+    # A KV cache: [batch, heads, positions, dim], written at a few positions through a
+    # transposed view, as attention code does.
+    for layout in WRITABLE:
+        cache = g.tensor([2, 8, 3, 4], torch.float32, layout).transpose(1, 2)
+        yield Case("index_copy_", [cache, 2, torch.tensor([5, 6, 7]),
+                                   g.tensor([2, 3, 3, 4], torch.float32, "any")],
+                   name=f"index_copy_ kv cache {layout}")
+    x3 = g.tensor([3, 4, 5], torch.float32, "any")
+    for dim in (0, 1, -1):
+        n = x3.shape[dim]
+        perm = torch.randperm(n, generator=g.rng)[:2]
+        shape = list(x3.shape)
+        shape[dim] = 2
+        yield Case("index_copy", [x3, dim, perm, g.tensor(shape)], name=f"index_copy 3-D {dim}")
+    yield Case("index_copy", [g.tensor([3]), 0, torch.tensor([1]), g.tensor([])], name="index_copy 0-dim source")
+    yield Case("index_copy", [g.tensor([3]), 0, torch.tensor(2), g.tensor([])], name="index_copy 0-dim both")
+    yield Case("index_copy", [g.tensor([]), 0, torch.tensor([0]), g.tensor([1])], name="index_copy 0-dim self")
+    yield Case("index_copy", [g.tensor([]), -1, torch.tensor(0), g.tensor([])], name="index_copy all 0-dim")
+    yield Case("index_copy", [g.tensor([5, 2]), 0, torch.zeros(0, dtype=torch.int64), g.tensor([0, 2])],
+               name="index_copy empty index")
+    yield Case("index_copy_", [g.tensor([5, 0]), 0, torch.tensor([1, 3]), g.tensor([2, 0])],
+               name="index_copy_ empty slices")
+    # Errors.
+    x = g.tensor([5, 2])
+    yield Case("index_copy", [x, 0, torch.tensor([1, 5]), g.tensor([2, 2])], name="index_copy out of range")
+    yield Case("index_copy", [x, 0, torch.tensor([1, -1]), g.tensor([2, 2])], name="index_copy negative")
+    yield Case("index_copy_", [g.tensor([5, 2]), 0, torch.tensor([1, 7]), g.tensor([2, 2])],
+               name="index_copy_ out of range")
+    yield Case("index_copy", [x, 0, torch.tensor([1, 3], dtype=torch.int32), g.tensor([2, 2])],
+               name="index_copy int32")
+    yield Case("index_copy", [x, 0, torch.tensor([1, 3]), g.tensor([2, 2], torch.float64)],
+               name="index_copy dtype")
+    yield Case("index_copy", [x, 0, torch.tensor([1, 3]), g.tensor([2, 3])], name="index_copy slice shape")
+    yield Case("index_copy", [x, 0, torch.tensor([1, 3]), g.tensor([3, 2])], name="index_copy count")
+    yield Case("index_copy", [x, 0, torch.tensor([1, 3]), g.tensor([2])], name="index_copy rank")
+    yield Case("index_copy", [x, 0, torch.tensor([1]), g.tensor([])], name="index_copy 0-dim source 2-D self")
+    yield Case("index_copy", [x, 0, torch.tensor([[1, 3]]), g.tensor([2, 2])], name="index_copy 2-D index")
+    yield Case("index_copy", [x, 2, torch.tensor([1]), g.tensor([1, 2])], name="index_copy bad dim")
+    yield Case("index_copy_", [g.tensor([5, 2], torch.float32, "expanded"), 0, torch.tensor([1]),
+                               g.tensor([1, 2])], name="index_copy_ expanded self")
+
+
+def masked_fill_cases(g):
+    for dt in ALL:
+        for i, layout in enumerate(g.LAYOUTS):
+            x = g.tensor([3, 4], dt, layout)
+            mask = relayout(g.tensor([3, 4], torch.bool, "contiguous"), WRITABLE[i % len(WRITABLE)])
+            yield Case("masked_fill.Scalar", [x, mask, 1], name=f"masked_fill {dt} {layout}")
+            yield Case("masked_fill.Tensor", [x, g.tensor([4], torch.bool), torch.tensor(0)],
+                       name=f"masked_fill.Tensor {dt} {layout}")
+            if layout != "expanded":
+                yield Case("masked_fill_.Scalar", [g.tensor([3, 4], dt, layout),
+                                                   g.tensor([3, 1], torch.bool, "any"), 0],
+                           name=f"masked_fill_ {dt} {layout}")
+                yield Case("masked_fill_.Tensor", [g.tensor([3, 4], dt, layout),
+                                                   g.tensor([4], torch.bool, "any"), torch.tensor(1.0)],
+                           name=f"masked_fill_.Tensor {dt} {layout}")
+    x = g.tensor([3, 4])
+    # The functional form broadcasts self to the mask as well.
+    yield Case("masked_fill.Scalar", [g.tensor([4]), g.tensor([3, 4], torch.bool), -2.5],
+               name="masked_fill broadcast self")
+    yield Case("masked_fill_.Scalar", [g.tensor([4]), g.tensor([3, 4], torch.bool), -2.5],
+               name="masked_fill_ broadcast self")
+    yield Case("masked_fill.Scalar", [x, torch.tensor(True), 5], name="masked_fill 0-dim mask")
+    yield Case("masked_fill.Scalar", [g.tensor([]), torch.tensor(True), 5], name="masked_fill 0-dim")
+    yield Case("masked_fill.Scalar", [g.tensor([0, 2]), torch.tensor(True), 5], name="masked_fill empty")
+    yield Case("masked_fill.Scalar", [x, g.tensor([3], torch.bool), 5], name="masked_fill bad broadcast")
+    yield Case("masked_fill.Scalar", [x, g.tensor([3, 4], torch.float32), 5], name="masked_fill float mask")
+    for dt, v in [(torch.int8, 500), (torch.int64, 2.7), (torch.bool, 0.5), (torch.float16, 1e6),
+                  (torch.float32, float("inf")), (torch.float16, float("nan")), (torch.uint8, -1),
+                  (torch.uint8, -1.0), (torch.int32, float("inf"))]:
+        yield Case("masked_fill.Scalar", [g.tensor([2, 3], dt), g.tensor([2, 3], torch.bool), v],
+                   name=f"masked_fill {dt} {v}")
+    for dt, v in [(torch.int64, torch.tensor(3.7, dtype=torch.float64)), (torch.float32, torch.tensor(3)),
+                  (torch.int8, torch.tensor(True)), (torch.int8, torch.tensor(300))]:
+        yield Case("masked_fill.Tensor", [g.tensor([2, 3], dt), g.tensor([2, 3], torch.bool), v],
+                   name=f"masked_fill.Tensor {dt} {v.dtype}")
+        yield Case("masked_fill_.Tensor", [g.tensor([2, 3], dt), g.tensor([3], torch.bool), v],
+                   name=f"masked_fill_.Tensor {dt} {v.dtype}")
+    yield Case("masked_fill.Tensor", [x, g.tensor([4], torch.bool), torch.tensor([3.0])],
+               name="masked_fill.Tensor 1-D value")
