@@ -71,7 +71,25 @@ Tensor fresh_output(const Tensor& meta, Device device) {
                                                meta.storage_offset()));
 }
 
+bool has_meta_tensor(const Stack& stack) {
+  for (const IValue& v : stack) {
+    if (v.is_tensor() && v.to_tensor().defined() && v.to_tensor().is_meta()) return true;
+    if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) {
+        if (t.is_meta()) return true;
+      }
+    }
+  }
+  return false;
+}
+
 void lazy_fallback(const OperatorEntry& op, Stack& stack) {
+  if (has_meta_tensor(stack)) {
+    // Meta tensors have no values to defer: their shapes are computed now.
+    ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+    stack = call_normalized(op, std::move(stack));
+    return;
+  }
   if (!op.unboxed(kMetaKey) && !op.boxed(kMetaKey)) {
     run_eagerly(op, stack, "the op has no Meta kernel");
     return;
@@ -145,7 +163,11 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   }
   if (returns_list) results.emplace_back(std::move(list_out));
   TraceBuffer& trace = TraceBuffer::current();
-  for (int w : node.written) trace.mark_written(stack[w].to_tensor().impl()->storage().get());
+  for (int w : node.written) {
+    // The write happens now as far as anyone can tell: bump the version at the call.
+    stack[w].to_tensor().impl()->bump_version();
+    trace.mark_written(stack[w].to_tensor().impl()->storage().get());
+  }
   node.args = std::move(stack);
   trace.append(std::move(node));
   count_recorded();

@@ -135,6 +135,28 @@ TEST(Trace, RandomOpsReadTheGeneratorAtTheCall) {
   EXPECT_TENSOR_CLOSE(lazy, eager);
 }
 
+TEST(Trace, DataDependentErrorsSurfaceWhenTheTraceRuns) {
+  kiln::jit::flush();
+  Tensor x = seq({5, 2});
+  Tensor bad = kiln::index_select(x, 0, kiln::tensor<int64_t>({1, 7}));  // 7 is out of range
+  Tensor after = bad * 2.0f;
+  EXPECT_TRUE(after.is_pending());
+  EXPECT_KILN_ERROR(after.data_ptr(), "index 7 is out of bounds");
+  // What the failed trace did not compute stays unreadable, with the reason.
+  EXPECT_KILN_ERROR(after.data_ptr(), "never computed");
+  // The thread keeps working.
+  Tensor ok = x + 1.0f;
+  EXPECT_FLOAT_EQ(ok[0][0].item<float>(), 2.0f);
+}
+
+TEST(Trace, InPlaceWritesBumpTheVersionAtTheCall) {
+  Tensor x = seq({4});
+  int64_t v0 = x.version();
+  x.add_(1.0f);
+  EXPECT_GT(x.version(), v0);
+  EXPECT_TRUE(x.is_pending());
+}
+
 TEST(Trace, ShapeErrorsAreRaisedAtTheCall) {
   Tensor a = seq({3}), b = seq({4});
   EXPECT_KILN_ERROR(a + b, "cannot broadcast");
