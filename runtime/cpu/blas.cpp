@@ -212,36 +212,40 @@ void gemm(DType dtype, const MatrixRef& c, const MatrixRef& a, const MatrixRef& 
   if (m == 0 || n == 0 || batch.count == 0) return;
   constexpr uint32_t kNumericMask = kAllMask & ~1u;  // every dtype but bool
   visit_dtype(dtype, kNumericMask, "gemm", [&]<class T>() {
-    const size_t is = sizeof(T);
-    auto one = [&](int64_t e) {
-      MatrixRef ce = entry(c, batch.c_offsets, e, is), ae = entry(a, batch.a_offsets, e, is),
-                be = entry(b, batch.b_offsets, e, is);
-      if (k == 0) {
-        scale_output<T>(ce, beta, beta_is_zero);
-      } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        gemm_blas<T>(ce, ae, be, alpha.to<T>(), beta.to<T>(), beta_is_zero);
-      } else if constexpr (kIsReduced<T>) {
-        gemm_reduced<T>(ce, ae, be, alpha.to<float>(), beta.to<float>(), beta_is_zero);
-      } else {
-        gemm_int<T>(ce, ae, be, static_cast<uint64_t>(alpha.to_int()),
-                    static_cast<uint64_t>(beta.to_int()), beta_is_zero);
+    if constexpr (std::is_same_v<T, bool>) {
+      return;  // rejected by the mask; no bool body is instantiated
+    } else {
+      const size_t is = sizeof(T);
+      auto one = [&](int64_t e) {
+        MatrixRef ce = entry(c, batch.c_offsets, e, is), ae = entry(a, batch.a_offsets, e, is),
+                  be = entry(b, batch.b_offsets, e, is);
+        if (k == 0) {
+          scale_output<T>(ce, beta, beta_is_zero);
+        } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+          gemm_blas<T>(ce, ae, be, alpha.to<T>(), beta.to<T>(), beta_is_zero);
+        } else if constexpr (kIsReduced<T>) {
+          gemm_reduced<T>(ce, ae, be, alpha.to<float>(), beta.to<float>(), beta_is_zero);
+        } else {
+          gemm_int<T>(ce, ae, be, static_cast<uint64_t>(alpha.to_int()),
+                      static_cast<uint64_t>(beta.to_int()), beta_is_zero);
+        }
+      };
+      if (batch.count == 1) {
+        one(0);
+        return;
       }
-    };
-    if (batch.count == 1) {
-      one(0);
-      return;
+      const int64_t work = std::max<int64_t>(1, m * n * std::max<int64_t>(k, 1));
+      const bool blas_threads = std::is_same_v<T, float> || std::is_same_v<T, double>;
+      int64_t grain = blas_threads && work >= kSerialBatchWork
+                          ? batch.count
+                          : std::max<int64_t>(1, kBatchTaskWork / work);
+      parallel_range(
+          batch.count,
+          [&](int64_t begin, int64_t end) {
+            for (int64_t e = begin; e < end; ++e) one(e);
+          },
+          grain);
     }
-    const int64_t work = std::max<int64_t>(1, m * n * std::max<int64_t>(k, 1));
-    const bool blas_threads = std::is_same_v<T, float> || std::is_same_v<T, double>;
-    int64_t grain = blas_threads && work >= kSerialBatchWork
-                        ? batch.count
-                        : std::max<int64_t>(1, kBatchTaskWork / work);
-    parallel_range(
-        batch.count,
-        [&](int64_t begin, int64_t end) {
-          for (int64_t e = begin; e < end; ++e) one(e);
-        },
-        grain);
   });
 }
 

@@ -140,6 +140,18 @@ Tensor expand_batch(const Tensor& t, IntArrayRef batch, int64_t keep) {
   return make_view(t, sizes, strides, t.storage_offset());
 }
 
+Tensor as_matrix(const Tensor& t) {
+  const int64_t cols = t.size(-1);
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
+  if (t.dim() == 1) return make_view(t, {1, cols}, {cols, t.stride(0)}, t.storage_offset());
+  if (std::optional<int64_t> rs = folded_row_stride(t)) {
+    return make_view(t, {rows, cols}, {*rs, t.stride(-1)}, t.storage_offset());
+  }
+  Tensor c = t.contiguous();
+  return make_view(c, {rows, cols}, {cols, 1}, c.storage_offset());
+}
+
 bool broadcasts_to(IntArrayRef from, IntArrayRef to) {
   if (from.size() > to.size()) return false;
   const size_t shift = to.size() - from.size();

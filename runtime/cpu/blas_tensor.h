@@ -31,6 +31,10 @@ Device product_device(const char* op, std::initializer_list<const Tensor*> opera
 // size-1 batch dims get stride 0 (matmul's broadcasting of batch dims).
 Tensor expand_batch(const Tensor& t, IntArrayRef batch, int64_t keep);
 
+// `t` (at least 1-D) seen as a matrix [numel / size(-1), size(-1)]: a view
+// when its leading dims fold into evenly strided rows, else a contiguous copy.
+Tensor as_matrix(const Tensor& t);
+
 // True when a tensor of `from` sizes broadcasts to `to` without changing `to`.
 bool broadcasts_to(IntArrayRef from, IntArrayRef to);
 
