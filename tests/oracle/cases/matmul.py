@@ -284,6 +284,39 @@ def outer_cases(g):
     yield Case("outer", [g.tensor([3]), g.tensor([])], name="outer 0-D vec2")
 
 
+def autocast_ref(fn):
+    """fn under PyTorch 1.13's CPU autocast (bfloat16), run on the float32
+    values of the case's bfloat16 arguments: autocast casts them back to
+    bfloat16 (exactly) and must return bfloat16 equal to the op on those
+    bf16 inputs, which is what kiln's Autocast kernel passes on to the op
+    (tests/runtime/autocast_test.cpp checks kiln's side)."""
+    def ref(*args, **kwargs):
+        f32 = [a.float() if isinstance(a, torch.Tensor) and a.dtype == torch.bfloat16 else a
+               for a in args]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = fn(*f32, **kwargs)
+        assert out.dtype == torch.bfloat16, f"autocast gave {out.dtype}"
+        return out
+    return ref
+
+
+def autocast_cases(g):
+    bf = torch.bfloat16
+    for sa, sb in [([3, 4], [4, 5]), ([2, 3, 4], [4, 5]), ([2, 1, 3, 4], [5, 4, 2]),
+                   ([4], [4, 5])]:
+        yield C("matmul", [g.tensor(sa, bf, "any"), g.tensor(sb, bf, "any")],
+                ref=autocast_ref(torch.matmul), name=f"autocast matmul {sa} {sb}")
+    yield C("mm", [g.tensor([6, 5], bf, "any"), g.tensor([5, 7], bf, "any")],
+            ref=autocast_ref(torch.mm), name="autocast mm")
+    yield C("bmm", [g.tensor([2, 3, 4], bf, "any"), g.tensor([2, 4, 5], bf, "any")],
+            ref=autocast_ref(torch.bmm), name="autocast bmm")
+    yield C("addmm", [g.tensor([5], bf), g.tensor([3, 4], bf, "any"), g.tensor([4, 5], bf)],
+            {"beta": 0.5, "alpha": 2.0}, ref=autocast_ref(torch.addmm), name="autocast addmm")
+    yield C("baddbmm", [g.tensor([2, 3, 5], bf), g.tensor([2, 3, 4], bf, "any"),
+                        g.tensor([2, 4, 5], bf)], ref=autocast_ref(torch.baddbmm),
+            name="autocast baddbmm")
+
+
 def cases(g):
     yield from mm_cases(g)
     yield from bmm_cases(g)
@@ -292,3 +325,4 @@ def cases(g):
     yield from baddbmm_cases(g)
     yield from matmul_cases(g)
     yield from outer_cases(g)
+    yield from autocast_cases(g)

@@ -328,6 +328,24 @@ def sdpa_cases(g):
     yield Case(op, [g.tensor([8]), k, v], ref=sdpa_ref, name="sdpa 1-D query")
 
 
+def autocast_linear_ref(input, weight, bias=None):
+    """linear under PyTorch 1.13's CPU autocast (bfloat16) on the float32 values
+    of bfloat16 arguments: the result must be bf16 and equal linear on the bf16
+    inputs, which kiln's Autocast kernel passes on (see matmul.py)."""
+    with torch.autocast("cpu", dtype=BF16):
+        out = torch.nn.functional.linear(up(input), up(weight), up(bias))
+    assert out.dtype == BF16, f"autocast gave {out.dtype}"
+    return out
+
+
+def autocast_cases(g):
+    for si, sb in [([3, 4], [5]), ([2, 3, 4], [5]), ([4], None)]:
+        x, w = g.tensor(si, BF16, "any"), g.tensor([5, 4], BF16, "any")
+        b = g.tensor(sb, BF16) if sb else None
+        yield Case("linear", [x, w, b], ref=autocast_linear_ref, atol=linear_bf16_atol(x, w, b),
+                   name=f"autocast linear {si} bias {sb}")
+
+
 def cases(g):
     yield from softmax_cases(g)
     yield from layer_norm_cases(g)
@@ -335,3 +353,4 @@ def cases(g):
     yield from embedding_cases(g)
     yield from linear_cases(g)
     yield from sdpa_cases(g)
+    yield from autocast_cases(g)
