@@ -74,13 +74,14 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   if (meta || indices.numel() == 0) return out;
   Tensor idx = indices.contiguous();
   const int64_t n = idx.numel();
+  // Indices are checked even when the rows are empty (a weight of shape [rows, 0]).
   char* dst = static_cast<char*>(out.data_ptr());
   if (idx.dtype() == kInt64) {
     check_indices(idx.data_ptr<int64_t>(), n, weight.size(0), indices.sizes());
-    gather_rows(idx.data_ptr<int64_t>(), n, weight, dst);
+    if (out.numel() > 0) gather_rows(idx.data_ptr<int64_t>(), n, weight, dst);
   } else {
     check_indices(idx.data_ptr<int32_t>(), n, weight.size(0), indices.sizes());
-    gather_rows(idx.data_ptr<int32_t>(), n, weight, dst);
+    if (out.numel() > 0) gather_rows(idx.data_ptr<int32_t>(), n, weight, dst);
   }
   return out;
 }

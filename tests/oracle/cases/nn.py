@@ -192,6 +192,8 @@ def embedding_cases(g):
     yield Case("embedding", [g.tensor([6, 5]), torch.tensor([1, 6])], name="embedding index = rows")
     yield Case("embedding", [g.tensor([6, 5]), torch.tensor([[0], [-1]])],
                name="embedding negative index")
+    yield Case("embedding", [g.tensor([6, 0]), torch.tensor([7])],
+               name="embedding index out of range, dim 0")
     yield Case("embedding", [g.tensor([6, 5]), torch.tensor([1.0])], name="embedding float indices")
     yield Case("embedding", [g.tensor([6, 5]), torch.tensor([1], dtype=torch.int16)],
                name="embedding int16 indices")
