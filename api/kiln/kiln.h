@@ -3,6 +3,7 @@
 // Everything a program needs from kiln.
 
 #include "kiln/api.h"
+#include "kiln/autocast.h"
 #include "kiln/dispatch.h"
 #include "kiln/dtype.h"
 #include "kiln/cuda.h"

@@ -1,0 +1,164 @@
+#include "runtime/cpu/blas_tensor.h"
+
+#include <optional>
+#include <vector>
+
+#include "runtime/core/tensor_utils.h"
+#include "runtime/cpu/blas.h"
+#include "runtime/cpu/copy.h"
+#include "runtime/cpu/tensor_iter.h"
+
+namespace kiln::cpu {
+namespace {
+
+MatrixRef matrix_of(const Tensor& t) {
+  const int64_t nd = t.dim();
+  return {static_cast<char*>(t.data_ptr()), t.size(nd - 2), t.size(nd - 1), t.stride(nd - 2),
+          t.stride(nd - 1)};
+}
+
+bool shares_storage(const Tensor& a, const Tensor& b) {
+  return a.numel() > 0 && b.numel() > 0 && a.impl()->storage().get() == b.impl()->storage().get();
+}
+
+// When dims [0, nd - 1) of `t` (batch dims and rows) form one evenly strided
+// run, the stride of that run: the batch folds into the rows of one matrix.
+std::optional<int64_t> folded_row_stride(const Tensor& t) {
+  const int64_t nd = t.dim();
+  std::optional<int64_t> stride;
+  int64_t expected = 0;
+  for (int64_t d = nd - 2; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (!stride) {
+      stride = t.stride(d);
+    } else if (t.stride(d) != expected) {
+      return std::nullopt;
+    }
+    expected = t.stride(d) * t.size(d);
+  }
+  return stride ? stride : std::optional<int64_t>(1);
+}
+
+bool batch_is_broadcast(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim() - 2; ++d) {
+    if (t.size(d) != 1 && t.stride(d) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta,
+                 const Scalar& alpha) {
+  const int64_t nd = out.dim();
+  KILN_INTERNAL_ASSERT(nd >= 2 && a.dim() == nd && b.dim() == nd, "matmul_into ranks differ");
+  if (out.numel() == 0) return;
+  const bool beta_is_zero = scalar_is_zero(beta, out.dtype());
+  if (shares_storage(out, a) || shares_storage(out, b)) {
+    Tensor tmp = empty_tensor(out.sizes(), out.dtype(), out.device());
+    if (!beta_is_zero) copy_into(tmp, out);
+    matmul_into(tmp, a, b, beta, alpha);
+    copy_into(out, tmp);
+    return;
+  }
+  MatrixRef mc = matrix_of(out), ma = matrix_of(a), mb = matrix_of(b);
+  int64_t count = 1;
+  for (int64_t d = 0; d < nd - 2; ++d) count *= out.size(d);
+  if (count == 1) {
+    gemm(out.dtype(), mc, ma, mb, alpha, beta, beta_is_zero);
+    return;
+  }
+  // A batch times one shared matrix is a single product with more rows
+  // (matmul of [B, T, K] by [K, N], linear layers).
+  if (batch_is_broadcast(b)) {
+    std::optional<int64_t> ra = folded_row_stride(a), rc = folded_row_stride(out);
+    if (ra && rc) {
+      ma.rows = mc.rows = count * mc.rows;
+      ma.row_stride = *ra;
+      mc.row_stride = *rc;
+      gemm(out.dtype(), mc, ma, mb, alpha, beta, beta_is_zero);
+      return;
+    }
+  }
+  // Element offsets of every batch entry, in row-major order of the batch dims.
+  std::vector<int64_t> offsets(static_cast<size_t>(3 * count));
+  std::vector<int64_t> index(static_cast<size_t>(nd - 2), 0);
+  int64_t oc = 0, oa = 0, ob = 0;
+  for (int64_t e = 0; e < count; ++e) {
+    offsets[e] = oc;
+    offsets[count + e] = oa;
+    offsets[2 * count + e] = ob;
+    for (int64_t d = nd - 3; d >= 0; --d) {
+      if (++index[d] < out.size(d)) {
+        oc += out.stride(d);
+        oa += a.stride(d);
+        ob += b.stride(d);
+        break;
+      }
+      index[d] = 0;
+      oc -= out.stride(d) * (out.size(d) - 1);
+      oa -= a.stride(d) * (out.size(d) - 1);
+      ob -= b.stride(d) * (out.size(d) - 1);
+    }
+  }
+  GemmBatch batch{count, offsets.data(), offsets.data() + count, offsets.data() + 2 * count};
+  gemm(out.dtype(), mc, ma, mb, alpha, beta, beta_is_zero, batch);
+}
+
+void check_product_dtypes(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
+                          const char* b_name) {
+  KILN_CHECK(a.dtype() == b.dtype(), "[", op, "] expected both operands of the same dtype, got ",
+             a.dtype(), " for ", a_name, " and ", b.dtype(), " for ", b_name);
+  KILN_CHECK(a.dtype() != kBool, "[", op,
+             "] expected operands of a numeric dtype, got bool (products of bool tensors are "
+             "not supported)");
+}
+
+Device product_device(const char* op, std::initializer_list<const Tensor*> operands) {
+  for (const Tensor* t : operands) {
+    if (t->defined() && t->is_meta()) return Device::meta();
+  }
+  for (const Tensor* t : operands) {
+    if (t->defined()) check_cpu(*t, op, "input");
+  }
+  return Device::cpu();
+}
+
+Tensor expand_batch(const Tensor& t, IntArrayRef batch, int64_t keep) {
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  const int64_t own = t.dim() - keep;
+  KILN_INTERNAL_ASSERT(own <= nb, "expand_batch: more batch dims than the target");
+  DimVector sizes(batch), strides(static_cast<size_t>(nb), 0);
+  for (int64_t i = 0; i < own; ++i) {
+    int64_t d = nb - own + i;
+    if (t.size(i) == batch[d]) strides[d] = t.stride(i);
+  }
+  for (int64_t i = own; i < t.dim(); ++i) {
+    sizes.push_back(t.size(i));
+    strides.push_back(t.stride(i));
+  }
+  return make_view(t, sizes, strides, t.storage_offset());
+}
+
+Tensor as_matrix(const Tensor& t) {
+  const int64_t cols = t.size(-1);
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
+  if (t.dim() == 1) return make_view(t, {1, cols}, {cols, t.stride(0)}, t.storage_offset());
+  if (std::optional<int64_t> rs = folded_row_stride(t)) {
+    return make_view(t, {rows, cols}, {*rs, t.stride(-1)}, t.storage_offset());
+  }
+  Tensor c = t.contiguous();
+  return make_view(c, {rows, cols}, {cols, 1}, c.storage_offset());
+}
+
+bool broadcasts_to(IntArrayRef from, IntArrayRef to) {
+  if (from.size() > to.size()) return false;
+  const size_t shift = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != 1 && from[i] != to[shift + i]) return false;
+  }
+  return true;
+}
+
+}  // namespace kiln::cpu
