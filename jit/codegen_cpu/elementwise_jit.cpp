@@ -95,8 +95,7 @@ ElementwiseKernel::ElementwiseKernel(JitRuntime& rt, Isa isa, const ElementwiseS
     emit_step(e, spec, arity, in, out, 1, &t);
     e.release_tail(t);
   }
-  e.bind(done);
-  e.ret();
+  e.bind(done);  // the end of the body falls into the epilog
 
   code_ = JitCode(rt, e);
   listing_ = e.listing();

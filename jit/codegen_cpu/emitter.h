@@ -168,7 +168,8 @@ class Emitter {
   // --- Control flow -------------------------------------------------------------
   Label new_label() { return as_.newLabel(); }
   void bind(const Label& l);
-  // Returns from the function (jumps to the epilog).
+  // Returns from the function (jumps to the epilog); the end of the body
+  // returns without it.
   void ret();
   // Branches when some (or no) lane of `m` is set.
   void jump_if_any(const Mask& m, const Label& target);

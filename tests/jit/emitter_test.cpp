@@ -187,8 +187,8 @@ TEST(CpuCodegen, MaskedTails) {
 TEST(CpuCodegen, TailDoesNotReadPastEnd) {
   JitRuntime rt;
   const size_t page = 4096;
-  void* mem = aligned_alloc(page, 2 * page);
-  ASSERT_NE(mem, nullptr);
+  void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
   auto* base = static_cast<uint8_t*>(mem);
   ASSERT_EQ(mprotect(base + page, page, PROT_NONE), 0);
   for (Isa isa : isas()) {
@@ -203,8 +203,7 @@ TEST(CpuCodegen, TailDoesNotReadPastEnd) {
       }
     }
   }
-  ASSERT_EQ(mprotect(base + page, page, PROT_READ | PROT_WRITE), 0);
-  free(mem);
+  munmap(mem, 2 * page);
 }
 
 TEST(CpuCodegen, BroadcastLoadsAndStackSlots) {

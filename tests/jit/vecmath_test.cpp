@@ -432,18 +432,131 @@ TEST_P(VecmathAccuracy, DestinationsAndScratch) {
   std::printf("[vecmath] %s scratch vector registers per op:%s\n", isa_name(isa), report.c_str());
 }
 
-// Throughput of the exp kernel against a std::exp loop; printed, not asserted.
-TEST_P(VecmathAccuracy, ExpThroughput) {
+// The edge behaviour every op promises, spelled out (the sweeps check the same
+// inputs against libm; this table is the readable contract).
+TEST_P(VecmathAccuracy, EdgeValues) {
+  Isa isa = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "this CPU lacks " << isa_name(isa);
+  struct Edge {
+    MathOp op;
+    float x, y, want;  // y: pow's exponent
+  };
+  const float tiny = 3.7200760e-44f;  // sigmoid(-100)
+  const Edge edges[] = {
+      {MathOp::kExp, 89.0f, 0, kInf},
+      {MathOp::kExp, 88.72283f, 0, 3.40279852e38f},
+      {MathOp::kExp, -104.0f, 0, 0.0f},
+      {MathOp::kExp, -103.9f, 0, 1.4e-45f},
+      {MathOp::kExp, -kInf, 0, 0.0f},
+      {MathOp::kExp, kInf, 0, kInf},
+      {MathOp::kExp, kNaN, 0, kNaN},
+      {MathOp::kExp, -0.0f, 0, 1.0f},
+      {MathOp::kExp2, 128.0f, 0, kInf},
+      {MathOp::kExp2, -149.0f, 0, 1.4e-45f},
+      {MathOp::kExpm1, -0.0f, 0, -0.0f},
+      {MathOp::kExpm1, -kInf, 0, -1.0f},
+      {MathOp::kExpm1, 89.0f, 0, kInf},
+      {MathOp::kLog, 0.0f, 0, -kInf},
+      {MathOp::kLog, -0.0f, 0, -kInf},
+      {MathOp::kLog, -1.0f, 0, kNaN},
+      {MathOp::kLog, -kInf, 0, kNaN},
+      {MathOp::kLog, kInf, 0, kInf},
+      {MathOp::kLog, 1.0f, 0, 0.0f},
+      {MathOp::kLog2, 1024.0f, 0, 10.0f},
+      {MathOp::kLog2, FLT_TRUE_MIN, 0, -149.0f},
+      {MathOp::kLog10, 0.0f, 0, -kInf},
+      {MathOp::kLog1p, -1.0f, 0, -kInf},
+      {MathOp::kLog1p, -2.0f, 0, kNaN},
+      {MathOp::kLog1p, -0.0f, 0, -0.0f},
+      {MathOp::kLog1p, kInf, 0, kInf},
+      {MathOp::kTanh, kInf, 0, 1.0f},
+      {MathOp::kTanh, -kInf, 0, -1.0f},
+      {MathOp::kTanh, -0.0f, 0, -0.0f},
+      {MathOp::kTanh, 10.0f, 0, 1.0f},
+      {MathOp::kSigmoid, kInf, 0, 1.0f},
+      {MathOp::kSigmoid, -kInf, 0, 0.0f},
+      {MathOp::kSigmoid, 100.0f, 0, 1.0f},
+      {MathOp::kSigmoid, -100.0f, 0, tiny},
+      {MathOp::kSilu, -kInf, 0, kNaN},
+      {MathOp::kSilu, kInf, 0, kInf},
+      {MathOp::kSilu, -0.0f, 0, -0.0f},
+      {MathOp::kErf, kInf, 0, 1.0f},
+      {MathOp::kErf, -kInf, 0, -1.0f},
+      {MathOp::kErf, -0.0f, 0, -0.0f},
+      {MathOp::kErfc, kInf, 0, 0.0f},
+      {MathOp::kErfc, -kInf, 0, 2.0f},
+      {MathOp::kGelu, kInf, 0, kInf},
+      {MathOp::kGelu, -kInf, 0, kNaN},
+      {MathOp::kGelu, FLT_MAX, 0, FLT_MAX},
+      {MathOp::kGeluTanh, -kInf, 0, kNaN},
+      {MathOp::kSoftplus, kInf, 0, kInf},
+      {MathOp::kSoftplus, -kInf, 0, 0.0f},
+      {MathOp::kSin, kInf, 0, kNaN},
+      {MathOp::kSin, -0.0f, 0, -0.0f},
+      {MathOp::kCos, -kInf, 0, kNaN},
+      {MathOp::kCos, 0.0f, 0, 1.0f},
+      {MathOp::kSqrt, -1.0f, 0, kNaN},
+      {MathOp::kSqrt, -0.0f, 0, -0.0f},
+      {MathOp::kRsqrt, 0.0f, 0, kInf},
+      {MathOp::kRsqrt, -0.0f, 0, -kInf},
+      {MathOp::kRsqrt, kInf, 0, 0.0f},
+      {MathOp::kReciprocal, -0.0f, 0, -kInf},
+      {MathOp::kPow, 0.0f, -1.0f, kInf},
+      {MathOp::kPow, -0.0f, -1.0f, -kInf},
+      {MathOp::kPow, -0.0f, -2.0f, kInf},
+      {MathOp::kPow, -0.0f, 3.0f, -0.0f},
+      {MathOp::kPow, -8.0f, 1.0f / 3, kNaN},
+      {MathOp::kPow, kNaN, 0.0f, 1.0f},
+      {MathOp::kPow, 1.0f, kNaN, 1.0f},
+      {MathOp::kPow, -1.0f, kInf, 1.0f},
+      {MathOp::kPow, -2.0f, 3.0f, -8.0f},
+      {MathOp::kPow, 2.0f, -150.0f, 0.0f},
+      {MathOp::kPow, 2.0f, -149.0f, 1.4e-45f},
+      {MathOp::kPow, 2.0f, 128.0f, kInf},
+      {MathOp::kPow, -kInf, 3.0f, -kInf},
+      {MathOp::kPow, -kInf, -3.0f, -0.0f},
+      {MathOp::kPow, -kInf, 0.5f, kInf},
+      {MathOp::kPow, 0.5f, -kInf, kInf},
+      {MathOp::kPow, 2.0f, kNaN, kNaN},
+      {MathOp::kPow, -0.5f, kInf, 0.0f},
+  };
+  JitRuntime rt;
+  for (const Edge& c : edges) {
+    ElementwiseKernel k(rt, isa, {.op = c.op});
+    float got = 0;
+    if (math_arity(c.op) == 2) {
+      k(&c.x, &c.y, &got, 1);
+    } else {
+      k(&c.x, &got, 1);
+    }
+    std::string what = std::string(math_name(c.op)) + "(" + fmt(c.x) +
+                       (math_arity(c.op) == 2 ? ", " + fmt(c.y) : "") + ") on " + isa_name(isa);
+    if (std::isnan(c.want)) {
+      EXPECT_TRUE(std::isnan(got)) << what << " = " << got;
+    } else if (std::isinf(c.want) || c.want == 0 || c.want == std::trunc(c.want) ||
+               std::abs(c.want) == FLT_MAX || std::abs(c.want) <= FLT_TRUE_MIN) {
+      EXPECT_EQ(bits(got), bits(c.want)) << what << " = " << fmt(got) << ", want " << fmt(c.want);
+    } else {  // not exactly representable: within the sweep's bar
+      EXPECT_NEAR(got, c.want, std::max(4e-6 * std::abs(c.want), 1.5e-45)) << what;
+    }
+  }
+}
+
+// Throughput of every op in its elementwise kernel, and of exp against a
+// std::exp loop; printed, not asserted.
+TEST_P(VecmathAccuracy, Throughput) {
   Isa isa = GetParam();
   if (!isa_supported(isa)) GTEST_SKIP() << "this CPU lacks " << isa_name(isa);
   JitRuntime rt;
-  ElementwiseKernel k(rt, isa, {.op = MathOp::kExp});
-  const int64_t n = 1 << 16;  // 256 KiB in, 256 KiB out: cache resident
-  std::vector<float> x(n), y(n);
-  for (int64_t i = 0; i < n; ++i) x[i] = -20.0f + 40.0f * float(i) / float(n);
+  const int64_t n = 1 << 16;  // 256 KiB per operand: cache resident
+  std::vector<float> x(n), y(n), out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = -20.0f + 40.0f * float(i) / float(n);
+    y[i] = 0.5f + float(i % 7);
+  }
   auto time = [&](auto&& fn) {
     double best = 1e30;
-    for (int rep = 0; rep < 30; ++rep) {
+    for (int rep = 0; rep < 20; ++rep) {
       auto t0 = std::chrono::steady_clock::now();
       fn();
       auto t1 = std::chrono::steady_clock::now();
@@ -451,15 +564,29 @@ TEST_P(VecmathAccuracy, ExpThroughput) {
     }
     return best / double(n);
   };
-  double jit = time([&] { k(x.data(), y.data(), n); });
+  std::string table;
+  double exp_ns = 0;
+  for (int opi = 1; opi < static_cast<int>(MathOp::kNumOps); ++opi) {
+    MathOp op = static_cast<MathOp>(opi);
+    MathParams params;
+    params.exponent = 1.7f;
+    ElementwiseKernel k(rt, isa, {.op = op, .params = params});
+    double ns = math_arity(op) == 2 ? time([&] { k(x.data(), y.data(), out.data(), n); })
+                                    : time([&] { k(x.data(), out.data(), n); });
+    if (op == MathOp::kExp) exp_ns = ns;
+    char b[64];
+    std::snprintf(b, sizeof b, " %s=%.2f", math_name(op), ns);
+    table += b;
+  }
   double libm = time([&] {
-    for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
   });
+  std::printf("[vecmath] %s ns/element:%s\n", isa_name(isa), table.c_str());
   std::printf(
       "[vecmath] %-7s exp throughput: jit %.3f ns/elem (%.2f Gelem/s), std::exp loop %.3f "
       "ns/elem: %.1fx\n",
-      isa_name(isa), jit, 1.0 / jit, libm, libm / jit);
-  EXPECT_GT(jit, 0.0);
+      isa_name(isa), exp_ns, 1.0 / exp_ns, libm, libm / exp_ns);
+  EXPECT_GT(exp_ns, 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, VecmathAccuracy, ::testing::Values(Isa::kAvx512, Isa::kAvx2),
