@@ -238,33 +238,36 @@ void Emitter::fixup(const Vec& d, const Vec& x, const FixupTable& t) {
   Scratch s(*this);
   Mask m = s.mask();
   const float kInf = std::numeric_limits<float>::infinity();
-  if (FixTo r = t.at(FixClass::kPosFinite); r != FixTo::kKeep) {
-    Mask m2 = s.mask();
-    cmp(m, x, u32c(0), Cmp::kGt);
-    cmp(m2, x, f32c(kInf), Cmp::kLt);
-    mask_and(m, m, m2);
-    if (t.at(FixClass::kPosOne) == FixTo::kKeep) {
-      cmp(m2, x, f32c(1.0f), Cmp::kNeq);
-      mask_and(m, m, m2);
-    }
-    blend(d, d, value(r), m);
-  }
-  if (FixTo r = t.at(FixClass::kNegFinite); r != FixTo::kKeep) {
-    cmp(m, x, u32c(0), Cmp::kLt);
-    if (t.at(FixClass::kNegInf) == FixTo::kKeep) {
+  // A wide class (x > 0, x < 0) also covers +1, +inf (resp. -inf): those are
+  // cut out of it only when they keep their value, and need no step of their
+  // own when they take the wide class's.
+  const FixTo pos = t.at(FixClass::kPosFinite), neg = t.at(FixClass::kNegFinite);
+  auto narrow = [&](FixClass c, const Mask& wide_mask, FixTo wide, float v) {
+    if (wide != FixTo::kKeep && t.at(c) == FixTo::kKeep) {
       Mask m2 = s.mask();
-      cmp(m2, x, f32c(-kInf), Cmp::kGt);
-      mask_and(m, m, m2);
+      cmp(m2, x, f32c(v), Cmp::kNeq);
+      mask_and(wide_mask, wide_mask, m2);
     }
-    blend(d, d, value(r), m);
+  };
+  if (pos != FixTo::kKeep) {
+    cmp(m, x, u32c(0), Cmp::kGt);
+    narrow(FixClass::kPosOne, m, pos, 1.0f);
+    narrow(FixClass::kPosInf, m, pos, kInf);
+    blend(d, d, value(pos), m);
+  }
+  if (neg != FixTo::kKeep) {
+    cmp(m, x, u32c(0), Cmp::kLt);
+    narrow(FixClass::kNegInf, m, neg, -kInf);
+    blend(d, d, value(neg), m);
   }
   struct Exact {
     FixClass c;
     float v;
+    FixTo wide;
   };
-  for (Exact e : {Exact{FixClass::kZero, 0.0f}, Exact{FixClass::kPosOne, 1.0f},
-                  Exact{FixClass::kNegInf, -kInf}, Exact{FixClass::kPosInf, kInf}}) {
-    if (FixTo r = t.at(e.c); r != FixTo::kKeep) {
+  for (Exact e : {Exact{FixClass::kZero, 0.0f, FixTo::kKeep}, Exact{FixClass::kPosOne, 1.0f, pos},
+                  Exact{FixClass::kNegInf, -kInf, neg}, Exact{FixClass::kPosInf, kInf, pos}}) {
+    if (FixTo r = t.at(e.c); r != FixTo::kKeep && r != e.wide) {
       cmp(m, x, f32c(e.v), Cmp::kEq);
       blend(d, d, value(r), m);
     }

@@ -2,6 +2,16 @@
 
 #include "kiln/error.h"
 
+// Measured accuracy (tests/jit/vecmath_test.cpp; identical on AVX-512 and
+// AVX2): max |y - ref| / max(|ref|, FLT_MIN) against double libm over >= 1M
+// float32 inputs per op, specials included.
+//   exp 9.9e-8    exp2 1.1e-7   expm1 1.5e-7  log 9.4e-8   log2 1.5e-7
+//   log10 1.6e-7  log1p 1.3e-7  sigmoid 1.8e-7 tanh 1.3e-7 silu 2.2e-7
+//   softplus 1.7e-7 erf 1.6e-7  erfc 5.1e-7   gelu 6.3e-7  sin 1.7e-7
+//   cos 1.4e-7    sqrt, rsqrt, reciprocal, pow, pow_scalar <= 6.0e-8
+//   gelu_tanh 1.3e-6 (absolute below 1e-5; 1.2e-5 relative there, from
+//   rounding its argument 2y ~ -60 in float32)
+
 namespace kiln::jit::cpu {
 
 namespace {

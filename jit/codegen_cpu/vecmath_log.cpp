@@ -46,8 +46,12 @@ void decompose(Emitter& e, const Vec& m, const Vec& k, const Vec& x) {
   e.cmp(den, x, e.f32c(FLT_MIN), Cmp::kLt);
   e.mul(m, x, e.f32c(0x1p23f));
   e.blend(m, x, m, den);
-  e.zero(k);
-  e.blend(k, k, e.f32c(23.0f), den);
+  if (e.avx512()) {
+    e.zero(k);
+    e.blend(k, k, e.f32c(23.0f), den);
+  } else {
+    e.and_(k, den.reg.as<Vec>(), e.f32c(23.0f));  // AVX2 masks are all-ones lanes
+  }
   {
     Scratch s2(e);
     Vec b = s2.vec();

@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "jit/codegen_cpu/elementwise_jit.h"
@@ -214,10 +216,11 @@ TEST(CpuCodegen, BroadcastLoadsAndStackSlots) {
       Emitter e(isa, "broadcast", 2, {.validate = true});
       Vec v = e.acquire_vec();
       e.load_broadcast(v, x86::ptr(e.arg(0)), t);
+      e.stack_slot(4, 4);  // offsets the next slot
       Mem slot = e.stack_slot(e.vec_bytes(), 64);
-      e.store(slot, v, kFloat32);
+      e.as().vmovaps(slot, v);  // faults unless the frame aligned the slot
       e.zero(v);
-      e.load(v, slot, kFloat32);
+      e.as().vmovaps(v, slot);
       e.store(x86::ptr(e.arg(1)), v, kFloat32);
       e.release(v);
       JitCode code(rt, e);
@@ -310,6 +313,29 @@ TEST(CpuCodegen, ListingAndLogging) {
             std::string::npos)
       << err;
   EXPECT_NE(err.find("vdivps"), std::string::npos);
+}
+
+// The listing of one canonical kernel per ISA is pinned: a change to the code
+// generator shows up as a diff here. KILN_UPDATE_GOLDEN=1 rewrites the files.
+TEST(CpuCodegen, GoldenListings) {
+  JitRuntime rt;
+  std::string dir = __FILE__;
+  dir = dir.substr(0, dir.rfind('/')) + "/golden/";
+  for (Isa isa : isas()) {
+    ElementwiseKernel k(rt, isa,
+                        {.op = MathOp::kSigmoid, .in = kBFloat16, .out = kFloat16, .unroll = 1},
+                        {.keep_listing = true});
+    std::string path = dir + "sigmoid_bf16_f16_" + isa_name(isa) + ".s";
+    if (std::getenv("KILN_UPDATE_GOLDEN") != nullptr) {
+      std::ofstream(path) << k.listing();
+      continue;
+    }
+    std::ifstream in(path);
+    ASSERT_TRUE(in.good()) << "missing " << path << " (run with KILN_UPDATE_GOLDEN=1)";
+    std::stringstream want;
+    want << in.rdbuf();
+    EXPECT_EQ(k.listing(), want.str()) << path;
+  }
 }
 
 TEST(CpuCodegen, BadSpecs) {

@@ -15,7 +15,7 @@ import sys
 import mpmath
 import numpy as np
 
-mpmath.mp.prec = 120
+mpmath.mp.prec = 400
 
 
 def lawson(basis, target, weight, iters=200):
@@ -208,7 +208,21 @@ def emit_all():
     out.append(cpp_array("kSinPoly", [1.0] + list(q), "sin(r)/r in r^2 on [0, pi/4]"))
     q = fit_cos(3)
     out.append(cpp_array("kCosPoly", [1.0, -0.5] + list(q), "cos(r) in r^2 on [0, pi/4]"))
+    out.append(two_over_pi_words())
     print("\n".join(out))
+
+
+def two_over_pi_words(count=10):
+    """Binary digits of 2/pi after the point, 32 per word (Payne-Hanek table)."""
+    v = 2 / mpmath.pi
+    words = []
+    for _ in range(count):
+        v *= 2**32
+        w = int(mpmath.floor(v))
+        words.append(w)
+        v -= w
+    body = ", ".join(f"0x{w:08x}" for w in words)
+    return f"constexpr uint32_t kTwoOverPiBits[] = {{{body}}};"
 
 
 FITS = {
