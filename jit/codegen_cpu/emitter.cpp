@@ -198,14 +198,8 @@ Mem Emitter::stack_slot(uint32_t bytes, uint32_t align) {
 
 // --- Constants --------------------------------------------------------------------------
 
-Label Emitter::const_label(const void* data, size_t size, size_t align) {
+Label Emitter::new_const(const void* data, size_t size, size_t align) {
   KILN_INTERNAL_ASSERT(!finished_, "constant after finish");
-  for (const PoolEntry& e : pool_) {
-    if (e.bytes.size() == size && e.align >= align &&
-        std::memcmp(e.bytes.data(), data, size) == 0) {
-      return e.label;
-    }
-  }
   PoolEntry e;
   e.bytes.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + size);
   e.align = align;
@@ -214,18 +208,64 @@ Label Emitter::const_label(const void* data, size_t size, size_t align) {
   return pool_.back().label;
 }
 
+Label Emitter::const_label(const void* data, size_t size, size_t align) {
+  for (const PoolEntry& e : pool_) {
+    if (e.bytes.size() == size && e.align >= align &&
+        std::memcmp(e.bytes.data(), data, size) == 0) {
+      return e.label;
+    }
+  }
+  return new_const(data, size, align);
+}
+
+// Open addressing over (bits, size): a long body asks for thousands of splats.
+Label* Emitter::SplatMap::find_or_insert(uint64_t bits, int size, bool* inserted) {
+  if ((used + 1) * 2 > slots.size()) {
+    std::vector<Slot> old = std::move(slots);
+    slots.assign(std::max<size_t>(64, old.size() * 2), Slot{});
+    used = 0;
+    for (const Slot& o : old) {
+      if (o.size == 0) continue;
+      bool ins = false;
+      *find_or_insert(o.bits, o.size, &ins) = o.label;
+    }
+  }
+  size_t mask = slots.size() - 1;
+  size_t h = static_cast<size_t>((bits ^ (uint64_t(size) << 60)) * 0x9e3779b97f4a7c15ull >> 32);
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    Slot& sl = slots[i];
+    if (sl.size == 0) {
+      sl.bits = bits;
+      sl.size = size;
+      ++used;
+      *inserted = true;
+      return &sl.label;
+    }
+    if (sl.bits == bits && sl.size == size) {
+      *inserted = false;
+      return &sl.label;
+    }
+  }
+}
+
 // A constant of `size` bytes splat across the vector: on AVX-512 stored once and
 // read with an {1toN} broadcast; on AVX2 (no embedded broadcast) stored as a
 // full 32-byte vector.
 Mem Emitter::const_mem(uint64_t bits, int size) {
-  if (avx512()) {
-    Label l = const_label(&bits, size, size);
-    Mem m = x86::ptr(l);
-    return size == 4 ? m._1to16() : m._1to8();
+  bool inserted = false;
+  Label* l = splats_.find_or_insert(bits, size, &inserted);
+  if (inserted) {
+    if (avx512()) {
+      *l = new_const(&bits, size, size);
+    } else {
+      uint8_t buf[32];
+      for (int i = 0; i < 32; i += size) std::memcpy(buf + i, &bits, size);
+      *l = new_const(buf, 32, 32);
+    }
   }
-  uint8_t buf[32];
-  for (int i = 0; i < 32; i += size) std::memcpy(buf + i, &bits, size);
-  return x86::ptr(const_label(buf, 32, 32));
+  Mem m = x86::ptr(*l);
+  if (avx512()) return size == 4 ? m._1to16() : m._1to8();
+  return m;
 }
 
 Mem Emitter::f32c(float v) {
@@ -250,7 +290,10 @@ void Emitter::set_f32(const Vec& dst, float v) {
   uint32_t bits = std::bit_cast<uint32_t>(v);
   if (bits == 0) return zero(dst);
   if (avx512()) {
-    as_.vbroadcastss(dst, x86::dword_ptr(const_label(&bits, 4, 4)));
+    Mem m = f32c(v);
+    m.resetBroadcast();
+    m.setSize(4);
+    as_.vbroadcastss(dst, m);
   } else {
     as_.vmovaps(dst, f32c(v));
   }
@@ -341,19 +384,22 @@ size_t Emitter::code_size() const {
 // --- Scratch -----------------------------------------------------------------------------
 
 Scratch::~Scratch() {
-  for (auto it = gps_.rbegin(); it != gps_.rend(); ++it) e_.release(*it);
-  for (auto it = masks_.rbegin(); it != masks_.rend(); ++it) e_.release(*it);
-  for (auto it = vecs_.rbegin(); it != vecs_.rend(); ++it) e_.release(*it);
+  while (num_gps_ > 0) e_.release(gps_[--num_gps_]);
+  while (num_masks_ > 0) e_.release(masks_[--num_masks_]);
+  while (num_vecs_ > 0) e_.release(vecs_[--num_vecs_]);
 }
 
 Vec Scratch::vec() {
-  return vecs_.emplace_back(e_.acquire_vec());
+  KILN_INTERNAL_ASSERT(num_vecs_ < kMax, "Scratch holds at most ", kMax, " vectors");
+  return vecs_[num_vecs_++] = e_.acquire_vec();
 }
 Mask Scratch::mask() {
-  return masks_.emplace_back(e_.acquire_mask());
+  KILN_INTERNAL_ASSERT(num_masks_ < kMax, "Scratch holds at most ", kMax, " masks");
+  return masks_[num_masks_++] = e_.acquire_mask();
 }
 Gp Scratch::gp() {
-  return gps_.emplace_back(e_.acquire_gp());
+  KILN_INTERNAL_ASSERT(num_gps_ < kMax, "Scratch holds at most ", kMax, " gp registers");
+  return gps_[num_gps_++] = e_.acquire_gp();
 }
 
 }  // namespace kiln::jit::cpu

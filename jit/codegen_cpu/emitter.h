@@ -250,6 +250,7 @@ class Emitter {
   struct ConstKey;
   Mem const_mem(uint64_t bits, int size);
   Label const_label(const void* data, size_t size, size_t align);
+  Label new_const(const void* data, size_t size, size_t align);
   void check_pool(bool ok, const char* what) const;
   void store_f16(const Mem& dst, const Vec& src, const TailMask* tail);
   void store_bf16(const Mem& dst, const Vec& src, const TailMask* tail);
@@ -292,6 +293,17 @@ class Emitter {
     Label label;
   };
   std::vector<PoolEntry> pool_;
+  struct SplatMap {
+    struct Slot {
+      uint64_t bits = 0;
+      int size = 0;  // 0: empty
+      Label label;
+    };
+    std::vector<Slot> slots;
+    size_t used = 0;
+    Label* find_or_insert(uint64_t bits, int size, bool* inserted);
+  };
+  SplatMap splats_;
   std::string listing_;
 };
 
@@ -308,10 +320,12 @@ class Scratch {
   Gp gp();
 
  private:
+  static constexpr int kMax = 16;
   Emitter& e_;
-  std::vector<Vec> vecs_;
-  std::vector<Mask> masks_;
-  std::vector<Gp> gps_;
+  Vec vecs_[kMax];
+  Mask masks_[kMax];
+  Gp gps_[kMax];
+  int num_vecs_ = 0, num_masks_ = 0, num_gps_ = 0;
 };
 
 }  // namespace kiln::jit::cpu

@@ -356,19 +356,20 @@ TEST(CpuCodegen, BadSpecs) {
 }
 
 // Compile time of a typical fused body: 30 ops (arithmetic, exp, tanh,
-// sigmoid, erf) in the elementwise loop, three copies of the body (unrolled,
-// remainder, tail). Printed, not asserted.
+// sigmoid) in an elementwise loop, the body emitted twice (vector loop and
+// masked tail), and of a 300-op body to show the cost grows linearly.
+// Printed, not asserted.
 TEST(CpuCodegen, CompileTime) {
   JitRuntime rt;
   for (Isa isa : isas()) {
-    auto build = [&]() {
-      Emitter e(isa, "body30", 3);
+    auto build = [&](int groups, size_t* bytes, size_t* insts) {
+      Emitter e(isa, "body", 3, {.keep_listing = insts != nullptr});
       Gp in = e.arg(0), out = e.arg(1), n = e.arg(2);
       auto body = [&](const TailMask* tail) {
         Scratch s(e);
         Vec x = s.vec(), y = s.vec(), z = s.vec();
         e.load(x, x86::ptr(in), kFloat32, tail);
-        for (int i = 0; i < 6; ++i) {
+        for (int i = 0; i < groups; ++i) {
           e.mul(y, x, e.f32c(1.5f + i));
           e.add(y, y, e.f32c(0.25f * i));
           e.fmadd(z, y, x, e.f32c(-0.5f));
@@ -404,20 +405,36 @@ TEST(CpuCodegen, CompileTime) {
       body(&t);
       e.release_tail(t);
       e.bind(done);
-      return JitCode(rt, e);
+      JitCode code(rt, e);
+      if (bytes != nullptr) *bytes = e.code_size();
+      if (insts != nullptr) {
+        *insts = 0;
+        for (const std::string& line : {e.listing()}) {
+          size_t pos = 0;
+          while ((pos = line.find('\n', pos)) != std::string::npos) ++pos, ++*insts;
+        }
+      }
+      return code;
     };
     std::vector<double> us;
-    for (int rep = 0; rep < 25; ++rep) {
-      auto t0 = std::chrono::steady_clock::now();
-      JitCode c = build();
-      auto t1 = std::chrono::steady_clock::now();
-      ASSERT_TRUE(c);
-      us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    // 5 ops per group: 6 groups = the 30-op body; 60 groups = 300 ops.
+    for (int groups : {6, 60}) {
+      us.clear();
+      for (int rep = 0; rep < 25; ++rep) {
+        auto t0 = std::chrono::steady_clock::now();
+        JitCode c = build(groups, nullptr, nullptr);
+        auto t1 = std::chrono::steady_clock::now();
+        ASSERT_TRUE(c);
+        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+      std::sort(us.begin(), us.end());
+      size_t bytes = 0, lines = 0;
+      build(groups, &bytes, &lines);
+      std::printf(
+          "[codegen_cpu] %s: %d-op elementwise body (~%zu listing lines, %zu bytes) "
+          "compiled in %.0f us (median of 25, min %.0f)\n",
+          isa_name(isa), groups * 5, lines, bytes, us[us.size() / 2], us[0]);
     }
-    std::sort(us.begin(), us.end());
-    std::printf(
-        "[codegen_cpu] %s: 30-op elementwise body compiled in %.0f us (median of 25, min %.0f)\n",
-        isa_name(isa), us[us.size() / 2], us[0]);
     // The exp kernel alone.
     us.clear();
     size_t size = 0;
