@@ -52,16 +52,25 @@ TEST(CpuCodegen, HostIsa) {
     EXPECT_KILN_ERROR(host_isa(), "AVX2");
     return;
   }
+  const char* user = std::getenv("KILN_CPU_ISA");
+  std::string saved = user != nullptr ? user : "";
+  unsetenv("KILN_CPU_ISA");
   Isa isa = host_isa();
   EXPECT_TRUE(isa_supported(isa));
-  if (isa_supported(Isa::kAvx512) && std::getenv("KILN_CPU_ISA") == nullptr) {
-    EXPECT_EQ(isa, Isa::kAvx512);
-  }
+  EXPECT_EQ(isa, isa_supported(Isa::kAvx512) ? Isa::kAvx512 : Isa::kAvx2);
   setenv("KILN_CPU_ISA", "avx2", 1);
   EXPECT_EQ(host_isa(), Isa::kAvx2);
   setenv("KILN_CPU_ISA", "sse2", 1);
   EXPECT_KILN_ERROR(host_isa(), "expected avx2 or avx512, got 'sse2'");
-  unsetenv("KILN_CPU_ISA");
+  if (!isa_supported(Isa::kAvx512)) {
+    setenv("KILN_CPU_ISA", "avx512", 1);
+    EXPECT_KILN_ERROR(host_isa(), "this CPU lacks it");
+  }
+  if (user != nullptr) {
+    setenv("KILN_CPU_ISA", saved.c_str(), 1);
+  } else {
+    unsetenv("KILN_CPU_ISA");
+  }
 }
 
 // f16 -> f32 over all 65536 patterns, and f32 -> f16 back from each value, its
@@ -234,6 +243,39 @@ TEST(CpuCodegen, BroadcastLoadsAndStackSlots) {
   }
 }
 
+// AVX-512 conversions and tails with every register from zmm16-31 and the
+// upper k registers: instructions there need EVEX forms.
+TEST(CpuCodegen, HighRegistersConvert) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "this CPU lacks AVX-512";
+  JitRuntime rt;
+  std::vector<uint16_t> h(64);
+  for (int i = 0; i < 64; ++i) h[i] = static_cast<uint16_t>(i * 1021 + 7);  // NaNs included
+  for (DType in_t : {kFloat16, kBFloat16}) {
+    for (DType out_t : {kFloat16, kBFloat16, kFloat32}) {
+      ElementwiseKernel ref(rt, Isa::kAvx512, {.in = in_t, .out = out_t, .unroll = 1});
+      Emitter e(Isa::kAvx512, "high", 3, {.validate = true});
+      std::vector<Vec> low;
+      for (int i = 0; i < 16; ++i) low.push_back(e.acquire_vec());
+      std::vector<Mask> ks;
+      for (int i = 0; i < 3; ++i) ks.push_back(e.acquire_mask());
+      Vec v = e.acquire_vec();
+      e.load(v, x86::ptr(e.arg(0)), in_t);
+      e.store(x86::ptr(e.arg(1)), v, out_t);
+      TailMask t = e.make_tail_mask(e.arg(2));
+      e.load(v, x86::ptr(e.arg(0), 32), in_t, &t);
+      e.store(x86::ptr(e.arg(1), 16 * static_cast<int>(itemsize(out_t))), v, out_t, &t);
+      JitCode code(rt, e);
+      for (int n = 1; n < 16; ++n) {
+        std::vector<uint8_t> got(32 * 4, 0), want(32 * 4, 0);
+        code.as<void (*)(const void*, void*, int64_t)>()(h.data(), got.data(), n);
+        ref(h.data(), want.data(), 16 + n);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), (16 + n) * itemsize(out_t)), 0)
+            << in_t << " -> " << out_t << " n=" << n;
+      }
+    }
+  }
+}
+
 TEST(CpuCodegen, RegisterPools) {
   for (Isa isa : isas()) {
     Emitter e(isa, "pools", 1);
@@ -293,6 +335,7 @@ TEST(CpuCodegen, CalleeSavedRegistersPreserved) {
 }
 
 TEST(CpuCodegen, ListingAndLogging) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2";
   JitRuntime rt;
   for (Isa isa : isas()) {
     ElementwiseKernel k(rt, isa, {.op = MathOp::kExp}, {.keep_listing = true});
@@ -339,6 +382,7 @@ TEST(CpuCodegen, GoldenListings) {
 }
 
 TEST(CpuCodegen, BadSpecs) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "this CPU lacks AVX2";
   JitRuntime rt;
   Isa isa = Isa::kAvx2;
   EXPECT_KILN_ERROR(ElementwiseKernel(rt, isa, {.in = kInt32}),

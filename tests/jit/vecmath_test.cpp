@@ -395,20 +395,28 @@ TEST_P(VecmathAccuracy, DestinationsAndScratch) {
       ref_kernel(x.data(), want.data(), n);
     }
     int scratch = 0;
-    // Destination: 0 distinct, 1 the first input, 2 the second input.
-    for (int variant = 0; variant <= (binary ? 2 : 1); ++variant) {
+    // Destination: 0 distinct, 1 the first input, 2 the second input; 3 as 0
+    // with zmm0-15 taken first, so the op runs in zmm16-31 (EVEX-only).
+    const int last = isa == Isa::kAvx512 ? 3 : (binary ? 2 : 1);
+    for (int variant = 0; variant <= last; ++variant) {
+      if (variant == 2 && !binary) continue;
       // f(const float* x, const float* y, float* out, float* echo): one vector
       // per call; echo receives the inputs left after the op.
       Emitter e(isa, "dst_test", 4, {.validate = true});
+      std::vector<Vec> low;
+      if (variant == 3) {
+        for (int i = 0; i < 16; ++i) low.push_back(e.acquire_vec());
+      }
       Vec a = e.acquire_vec(), b = e.acquire_vec();
-      Vec d = variant == 0 ? e.acquire_vec() : variant == 1 ? a : b;
+      Vec d = variant == 1 ? a : variant == 2 ? b : e.acquire_vec();
       e.load(a, x86::ptr(e.arg(0)), kFloat32);
       e.load(b, x86::ptr(e.arg(1)), kFloat32);
       emit_math(e, op, d, a, &b, params);
       e.store(x86::ptr(e.arg(2)), d, kFloat32);
       e.store(x86::ptr(e.arg(3)), a, kFloat32);
       e.store(x86::ptr(e.arg(3), lanes * 4), b, kFloat32);
-      scratch = std::max(scratch, e.peak_vecs() - (variant == 0 ? 3 : 2));
+      if (variant < 3) scratch = std::max(scratch, e.peak_vecs() - (variant == 0 ? 3 : 2));
+      for (const Vec& v : low) e.release(v);
       JitCode code(rt, e);
       auto fn = code.as<void (*)(const float*, const float*, float*, float*)>();
       std::vector<float> out(lanes), echo(2 * lanes);
