@@ -1,0 +1,226 @@
+// Emitter: loads, stores, f16/bf16 conversions and masked tails.
+
+#include <limits>
+
+#include "jit/codegen_cpu/emitter.h"
+#include "kiln/error.h"
+
+namespace kiln::jit::cpu {
+
+namespace x86 = asmjit::x86;
+namespace Inst = asmjit::x86::Inst;
+using asmjit::InstId;
+
+// --- Memory ---------------------------------------------------------------------------
+
+// Note [fp16 and bf16 conversions]
+// Loads and stores convert exactly as kiln's Half and BFloat16 (api/kiln/half.h),
+// so a fused kernel and an eager one agree bit for bit, NaNs included:
+// - f16 -> f32: vcvtph2ps, except that it quiets signaling NaNs and Half does
+//   not; NaN lanes get their quiet bit back from the half's own bit 9.
+// - f32 -> f16: vcvtps2ph with round-to-nearest-even, except that NaNs become
+//   sign | 0x7e00 as in Half (vcvtps2ph would keep payload bits).
+// - bf16 <-> f32: integer ops only (AVX2 has no bf16 instructions; AVX-512's
+//   vcvtneps2bf16 flushes denormals): x + 0x7fff + ((x >> 16) & 1), then >> 16;
+//   NaN -> (x >> 16) | 0x40.
+
+TailMask Emitter::make_tail_mask(const Gp& count) {
+  Mask m = acquire_mask();
+  if (avx512()) {
+    Scratch s(*this);
+    Gp g = s.gp();
+    as_.mov(g.r32(), -1);
+    as_.bzhi(g.r32(), g.r32(), count.r32());
+    as_.kmovw(m.reg.as<x86::KReg>(), g.r32());
+  } else {
+    Vec v = m.reg.as<Vec>();
+    static constexpr uint32_t kIota[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    as_.vmovd(v.xmm(), count.r32());
+    as_.vpbroadcastd(v, v.xmm());
+    as_.vpcmpgtd(v, v, vec_u32(kIota));
+  }
+  return TailMask{m, count};
+}
+
+Mem Emitter::avx2_tail_slot() {
+  if (!has_tail_slot_) {
+    tail_slot_ = stack_slot(32, 32);
+    has_tail_slot_ = true;
+  }
+  return tail_slot_;
+}
+
+// Copies `count` (>= 1) 16-bit elements; AVX2 has no 16-bit masked moves.
+void Emitter::avx2_tail_copy16(const Mem& dst, const Mem& src, const Gp& count) {
+  Scratch s(*this);
+  Gp ps = s.gp(), pd = s.gp(), i = s.gp(), v = s.gp();
+  as_.lea(ps, src);
+  as_.lea(pd, dst);
+  as_.xor_(i.r32(), i.r32());
+  Label loop = as_.newLabel();
+  as_.bind(loop);
+  as_.movzx(v.r32(), x86::word_ptr(ps, i, 1));
+  as_.mov(x86::word_ptr(pd, i, 1), v.r16());
+  as_.inc(i);
+  as_.cmp(i, count);
+  as_.jb(loop);
+}
+
+void Emitter::f16_to_f32(const Vec& dst, const Operand& src, const TailMask* tail) {
+  Scratch s(*this);
+  Vec h = s.vec();
+  Mask nan = s.mask();
+  if (tail != nullptr) {
+    auto k = tail->mask.reg.as<x86::KReg>();
+    as_.k(k).z().vcvtph2ps(dst, src.as<Mem>());
+    as_.k(k).z().vpmovzxwd(h, src.as<Mem>());
+  } else {
+    as_.emit(Inst::kIdVcvtph2ps, dst, src);
+    as_.emit(Inst::kIdVpmovzxwd, h, src);
+  }
+  cmp(nan, dst, dst, Cmp::kUnord);
+  as_.vpslld(h, h, 13);
+  if (avx512()) {
+    // NaN lanes: dst &= (h << 13) | ~quiet_bit, one ternary-logic op.
+    as_.k(nan.reg.as<x86::KReg>()).vpternlogd(dst, h, u32c(0xffbfffffu), 0xe0);
+  } else {
+    as_.vorps(h, h, u32c(0xffbfffffu));
+    as_.vandps(h, h, dst);
+    as_.vblendvps(dst, dst, h, nan.reg.as<Vec>());
+  }
+}
+
+void Emitter::load(const Vec& dst, const Mem& src, DType dt, const TailMask* tail) {
+  if (dt == DType::Float32) {
+    Mem m = src;
+    m.setSize(vec_bytes());
+    if (tail == nullptr) {
+      as_.vmovups(dst, m);
+    } else if (avx512()) {
+      as_.k(tail->mask.reg.as<x86::KReg>()).z().vmovups(dst, m);
+    } else {
+      as_.vmaskmovps(dst, tail->mask.reg.as<Vec>(), m);
+    }
+    return;
+  }
+  KILN_CHECK(dt == DType::Float16 || dt == DType::BFloat16,
+             "[codegen_cpu] load: expected float32, float16 or bfloat16, got ", dt);
+  Mem m = src;
+  if (tail != nullptr && !avx512()) {
+    Mem slot = avx2_tail_slot();
+    zero(dst);
+    as_.vmovdqu(slot, dst.xmm());  // dst is free scratch until written below
+    avx2_tail_copy16(slot, src, tail->count);
+    m = slot;
+    tail = nullptr;
+  }
+  m.setSize(vec_bytes() / 2);
+  if (dt == DType::Float16) return f16_to_f32(dst, m, tail);
+  if (tail != nullptr) {
+    as_.k(tail->mask.reg.as<x86::KReg>()).z().vpmovzxwd(dst, m);
+  } else {
+    as_.vpmovzxwd(dst, m);
+  }
+  as_.vpslld(dst, dst, 16);
+}
+
+void Emitter::store(const Mem& dst, const Vec& src, DType dt, const TailMask* tail) {
+  if (dt == DType::Float32) {
+    Mem m = dst;
+    m.setSize(vec_bytes());
+    if (tail == nullptr) {
+      as_.vmovups(m, src);
+    } else if (avx512()) {
+      as_.k(tail->mask.reg.as<x86::KReg>()).vmovups(m, src);
+    } else {
+      as_.vmaskmovps(m, tail->mask.reg.as<Vec>(), src);
+    }
+    return;
+  }
+  KILN_CHECK(dt == DType::Float16 || dt == DType::BFloat16,
+             "[codegen_cpu] store: expected float32, float16 or bfloat16, got ", dt);
+  if (tail != nullptr && !avx512()) {
+    Mem slot = avx2_tail_slot();
+    if (dt == DType::Float16)
+      store_f16(slot, src, nullptr);
+    else
+      store_bf16(slot, src, nullptr);
+    avx2_tail_copy16(dst, slot, tail->count);
+    return;
+  }
+  if (dt == DType::Float16)
+    store_f16(dst, src, tail);
+  else
+    store_bf16(dst, src, tail);
+}
+
+void Emitter::store_f16(const Mem& dst, const Vec& src, const TailMask* tail) {
+  Scratch s(*this);
+  Vec t = s.vec();
+  Mask nan = s.mask();
+  Mem m = dst;
+  m.setSize(vec_bytes() / 2);
+  cmp(nan, src, src, Cmp::kUnord);
+  if (avx512()) {
+    auto k = nan.reg.as<x86::KReg>();
+    as_.k(k).vblendmps(t, src, u32c(0x7fc00000u));
+    as_.k(k).vpternlogd(t, src, u32c(0x80000000u), 0xf8);  // t | (src & sign)
+  } else {
+    as_.vandps(t, src, u32c(0x80000000u));
+    as_.vorps(t, t, u32c(0x7fc00000u));
+    as_.vblendvps(t, src, t, nan.reg.as<Vec>());
+  }
+  if (tail != nullptr) {
+    as_.k(tail->mask.reg.as<x86::KReg>()).vcvtps2ph(m, t, 0);
+  } else {
+    as_.vcvtps2ph(m, t, 0);
+  }
+}
+
+void Emitter::store_bf16(const Mem& dst, const Vec& src, const TailMask* tail) {
+  Scratch s(*this);
+  Vec hi = s.vec(), r = s.vec();
+  Mask nan = s.mask();
+  Mem m = dst;
+  m.setSize(vec_bytes() / 2);
+  as_.vpsrld(hi, src, 16);
+  as_.vandps(r, hi, u32c(1));
+  as_.vpaddd(r, r, src);
+  as_.vpaddd(r, r, u32c(0x7fff));
+  as_.vpsrld(r, r, 16);
+  as_.vorps(hi, hi, u32c(0x40));
+  cmp(nan, src, src, Cmp::kUnord);
+  blend(r, r, hi, nan);
+  if (avx512()) {
+    if (tail != nullptr) {
+      as_.k(tail->mask.reg.as<x86::KReg>()).vpmovdw(m, r);
+    } else {
+      as_.vpmovdw(m, r);
+    }
+  } else {
+    as_.vextracti128(hi.xmm(), r, 1);
+    as_.vpackusdw(hi.xmm(), r.xmm(), hi.xmm());
+    as_.vmovdqu(m, hi.xmm());
+  }
+}
+
+void Emitter::load_broadcast(const Vec& dst, const Mem& src, DType dt) {
+  if (dt == DType::Float32) {
+    Mem m = src;
+    m.setSize(4);
+    as_.vbroadcastss(dst, m);
+    return;
+  }
+  KILN_CHECK(dt == DType::Float16 || dt == DType::BFloat16,
+             "[codegen_cpu] load_broadcast: expected float32, float16 or bfloat16, got ", dt);
+  Scratch s(*this);
+  Vec t = s.vec().half();
+  Mem m = src;
+  m.setSize(2);
+  as_.vpbroadcastw(t, m);
+  if (dt == DType::Float16) return f16_to_f32(dst, t, nullptr);
+  as_.vpmovzxwd(dst, t);
+  as_.vpslld(dst, dst, 16);
+}
+
+}  // namespace kiln::jit::cpu
