@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "jit/codegen_cpu/launch_cpu.h"
 #include "jit/executor.h"
 #include "jit/passes/dead_code.h"
 #include "jit/passes/fusion.h"
@@ -25,8 +26,14 @@ void clear_markers(const std::vector<Node>& nodes) {
   }
 }
 
-// Until a generated kernel runs the group, its members run one by one.
+// A group runs as one generated kernel where the device's generator takes it;
+// otherwise its members run one by one through their eager kernels.
 void run_fused(const std::vector<Node>& nodes, const FusedGroup& group, size_t* done) {
+  if (!group.outputs.empty() && group.outputs[0].device().is_cpu() &&
+      cpu::run_pointwise_cpu(group)) {
+    *done += group.members.size();
+    return;
+  }
   for (size_t m : group.members) {
     execute_node(nodes[m]);
     ++*done;

@@ -1,0 +1,369 @@
+#include "jit/codegen_cpu/pointwise_cpu.h"
+
+#include "jit/codegen_cpu/vecmath.h"
+#include "kiln/error.h"
+#include "kiln/logging.h"
+
+namespace kiln::jit::cpu {
+
+namespace x86 = asmjit::x86;
+
+namespace {
+
+bool memory_dtype_ok(DType t) {
+  return t == kFloat32 || t == kFloat16 || t == kBFloat16;
+}
+
+int shift_of(DType t) {
+  return itemsize(t) == 4 ? 2 : 1;
+}
+
+MathOp math_of(Prim p) {
+  switch (p) {
+    case Prim::Exp:
+      return MathOp::kExp;
+    case Prim::Log:
+      return MathOp::kLog;
+    case Prim::Sqrt:
+      return MathOp::kSqrt;
+    case Prim::Rsqrt:
+      return MathOp::kRsqrt;
+    case Prim::Reciprocal:
+      return MathOp::kReciprocal;
+    case Prim::Sin:
+      return MathOp::kSin;
+    case Prim::Cos:
+      return MathOp::kCos;
+    case Prim::Tanh:
+      return MathOp::kTanh;
+    case Prim::Sigmoid:
+      return MathOp::kSigmoid;
+    case Prim::Erf:
+      return MathOp::kErf;
+    case Prim::GeluErf:
+      return MathOp::kGelu;
+    case Prim::GeluTanh:
+      return MathOp::kGeluTanh;
+    case Prim::Silu:
+      return MathOp::kSilu;
+    case Prim::Expm1:
+      return MathOp::kExpm1;
+    case Prim::Log1p:
+      return MathOp::kLog1p;
+    default:
+      return MathOp::kNumOps;
+  }
+}
+
+// One body evaluation over a vector of lanes, registers freed at last use.
+class BodyEmitter {
+ public:
+  BodyEmitter(Emitter& e, const PointwiseKernel& k, const std::vector<RunLayout>& layouts,
+              const Gp& args, const Gp& index, const Gp& tmp)
+      : e_(e), k_(k), layouts_(layouts), args_(args), index_(index), tmp_(tmp) {
+    last_use_.assign(k.body.size(), -1);
+    for (size_t n = 0; n < k.body.size(); ++n) {
+      const Instr& in = k.body[n];
+      for (int32_t o : {in.a, in.b, in.c}) {
+        if (o >= 0) last_use_[o] = static_cast<int>(n);
+      }
+    }
+    for (int32_t s : k.stores) last_use_[s] = static_cast<int>(k.body.size());
+  }
+
+  void emit(const TailMask* tail) {
+    regs_.assign(k_.body.size(), Vec());
+    has_reg_.assign(k_.body.size(), false);
+    const int nout = static_cast<int>(k_.outputs.size());
+    for (size_t n = 0; n < k_.body.size(); ++n) {
+      const Instr& in = k_.body[n];
+      if (in.op == Prim::Const || last_use_[n] < 0) continue;  // consts fold into uses
+      Vec d = e_.acquire_vec();
+      instr(in, d, nout, tail);
+      regs_[n] = d;
+      has_reg_[n] = true;
+      for (int32_t o : {in.a, in.b, in.c}) {
+        if (o >= 0 && last_use_[o] == static_cast<int>(n)) free(o);
+      }
+    }
+    for (int o = 0; o < nout; ++o) {
+      pointer(o);
+      Vec v = reg(k_.stores[o]);
+      e_.store(x86::ptr(tmp_, index_, shift_of(k_.outputs[o])), v, k_.outputs[o], tail);
+      if (!has_reg_[k_.stores[o]]) e_.release(v);
+    }
+    for (int32_t s : k_.stores) {
+      if (has_reg_[s]) free(s);
+    }
+  }
+
+ private:
+  void free(int32_t v) {
+    if (has_reg_[v]) {
+      e_.release(regs_[v]);
+      has_reg_[v] = false;
+    }
+  }
+  // tmp = the operand's pointer.
+  void pointer(int operand) { e_.as().mov(tmp_, x86::qword_ptr(args_, 8 + 8 * operand)); }
+  // A register holding value v (a fresh one for constants: release it after use).
+  Vec reg(int32_t v) {
+    if (has_reg_[v]) return regs_[v];
+    KILN_INTERNAL_ASSERT(k_.body[v].op == Prim::Const, "value without a register");
+    Vec r = e_.acquire_vec();
+    e_.set_f32(r, static_cast<float>(k_.body[v].imm));
+    return r;
+  }
+  // A register or a constant-pool operand for the second source of an instruction.
+  Operand src(int32_t v) {
+    if (k_.body[v].op == Prim::Const) return e_.f32c(static_cast<float>(k_.body[v].imm));
+    return regs_[v];
+  }
+  void done_with(int32_t v, const Vec& r) {
+    if (!has_reg_[v]) e_.release(r);
+  }
+
+  void instr(const Instr& in, const Vec& d, int nout, const TailMask* tail) {
+    switch (in.op) {
+      case Prim::Load: {
+        int operand = nout + in.operand;
+        DType mem = k_.inputs[in.operand];
+        pointer(operand);
+        if (layouts_[operand] == RunLayout::Broadcast) {
+          e_.load_broadcast(d, x86::ptr(tmp_), mem);
+        } else {
+          e_.load(d, x86::ptr(tmp_, index_, shift_of(mem)), mem, tail);
+        }
+        return;
+      }
+      case Prim::Neg: {
+        Vec a = reg(in.a);
+        e_.xor_(d, a, e_.u32c(0x80000000u));
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::Abs: {
+        Vec a = reg(in.a);
+        e_.and_(d, a, e_.u32c(0x7fffffffu));
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::Relu: {
+        // max(0, x) keeps a NaN x: x86 max returns its second source on NaN.
+        Vec a = reg(in.a);
+        e_.zero(d);
+        e_.max(d, d, a);
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::Floor:
+      case Prim::Ceil:
+      case Prim::Trunc:
+      case Prim::Round: {
+        Vec a = reg(in.a);
+        Round m = in.op == Prim::Floor   ? Round::kFloor
+                  : in.op == Prim::Ceil  ? Round::kCeil
+                  : in.op == Prim::Trunc ? Round::kTrunc
+                                         : Round::kNearest;
+        e_.round(d, a, m);
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::Cast: {
+        // float32 <-> bool (0/1 lanes): to bool is `x != 0` (NaN is true).
+        Vec a = reg(in.a);
+        if (in.dtype == kBool && k_.body[in.a].dtype != kBool) {
+          to_bool(d, a, Cmp::kNeq);
+        } else {
+          e_.mov(d, a);
+        }
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::LogicalNot: {
+        Vec a = reg(in.a);
+        to_bool(d, a, Cmp::kEq);
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::Add:
+      case Prim::Sub:
+      case Prim::Mul:
+      case Prim::Div: {
+        Vec a = reg(in.a);
+        Operand b = src(in.b);
+        if (in.op == Prim::Add) e_.add(d, a, b);
+        if (in.op == Prim::Sub) e_.sub(d, a, b);
+        if (in.op == Prim::Mul) e_.mul(d, a, b);
+        if (in.op == Prim::Div) e_.div(d, a, b);
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::LogicalAnd:
+      case Prim::LogicalOr: {
+        // On 0/1 lanes: and = min, or = max.
+        Vec a = reg(in.a);
+        if (in.op == Prim::LogicalAnd) e_.min(d, a, src(in.b));
+        if (in.op == Prim::LogicalOr) e_.max(d, a, src(in.b));
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::Max:
+      case Prim::Min: {
+        // PyTorch's maximum/minimum propagate NaN from either side; x86
+        // max/min return the second source when either is NaN, so a NaN first
+        // source is blended back in.
+        Vec a = reg(in.a);
+        Operand b = src(in.b);
+        Scratch s(e_);
+        Vec t = s.vec();
+        if (in.op == Prim::Max) e_.max(t, a, b);
+        if (in.op == Prim::Min) e_.min(t, a, b);
+        Mask m = s.mask();
+        e_.cmp(m, a, a, Cmp::kUnord);
+        e_.blend(d, t, a, m);
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::Eq:
+      case Prim::Ne:
+      case Prim::Lt:
+      case Prim::Le:
+      case Prim::Gt:
+      case Prim::Ge: {
+        Vec a = reg(in.a);
+        Cmp p = in.op == Prim::Eq   ? Cmp::kEq
+                : in.op == Prim::Ne ? Cmp::kNeq
+                : in.op == Prim::Lt ? Cmp::kLt
+                : in.op == Prim::Le ? Cmp::kLe
+                : in.op == Prim::Gt ? Cmp::kGt
+                                    : Cmp::kGe;
+        Scratch s(e_);
+        Mask m = s.mask();
+        e_.cmp(m, a, src(in.b), p);
+        e_.zero(d);
+        e_.blend(d, d, e_.f32c(1.0f), m);
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::Where: {
+        Vec c = reg(in.a);
+        Vec a = reg(in.b);
+        Vec b = reg(in.c);
+        Scratch s(e_);
+        Mask m = s.mask();
+        Vec zero = s.vec();
+        e_.zero(zero);
+        e_.cmp(m, c, zero, Cmp::kNeq);
+        e_.blend(d, b, a, m);
+        done_with(in.a, c);
+        done_with(in.b, a);
+        done_with(in.c, b);
+        return;
+      }
+      case Prim::Pow: {
+        Vec a = reg(in.a);
+        if (k_.body[in.b].op == Prim::Const) {
+          emit_pow_scalar(e_, d, a, static_cast<float>(k_.body[in.b].imm));
+        } else {
+          Vec b = reg(in.b);
+          emit_pow(e_, d, a, b);
+          done_with(in.b, b);
+        }
+        done_with(in.a, a);
+        return;
+      }
+      default: {
+        MathOp op = math_of(in.op);
+        KILN_INTERNAL_ASSERT(op != MathOp::kNumOps, "no CPU code for ", prim_name(in.op));
+        Vec a = reg(in.a);
+        emit_math(e_, op, d, a);
+        done_with(in.a, a);
+      }
+    }
+  }
+
+  // d = (a pred 0) ? 1 : 0
+  void to_bool(const Vec& d, const Vec& a, Cmp pred) {
+    Scratch s(e_);
+    Mask m = s.mask();
+    Vec zero = s.vec();
+    e_.zero(zero);
+    e_.cmp(m, a, zero, pred);
+    e_.zero(d);
+    e_.blend(d, d, e_.f32c(1.0f), m);
+  }
+
+  Emitter& e_;
+  const PointwiseKernel& k_;
+  const std::vector<RunLayout>& layouts_;
+  Gp args_, index_, tmp_;
+  std::vector<int> last_use_;
+  std::vector<Vec> regs_;
+  std::vector<bool> has_reg_;
+};
+
+}  // namespace
+
+bool cpu_supports(const PointwiseKernel& kernel, std::string* why) {
+  for (DType t : kernel.inputs) {
+    if (!memory_dtype_ok(t)) return *why = std::string("input dtype ") + dtype_name(t), false;
+  }
+  for (DType t : kernel.outputs) {
+    if (!memory_dtype_ok(t)) return *why = std::string("output dtype ") + dtype_name(t), false;
+  }
+  if (kernel.inputs.size() + kernel.outputs.size() > static_cast<size_t>(kMaxRunOperands)) {
+    return *why = "too many operands", false;
+  }
+  for (const Instr& in : kernel.body) {
+    if (in.dtype != kFloat32 && in.dtype != kBool) {
+      return *why = std::string("compute dtype ") + dtype_name(in.dtype), false;
+    }
+    if (in.op == Prim::Cast && in.dtype != kBool && in.a >= 0 && kernel.body[in.a].dtype != kBool &&
+        kernel.body[in.a].dtype != kFloat32) {
+      return *why = "a cast between non-float types", false;
+    }
+  }
+  return true;
+}
+
+CpuPointwiseKernel::CpuPointwiseKernel(JitRuntime& rt, Isa isa, const PointwiseKernel& kernel,
+                                       const std::vector<RunLayout>& layouts) {
+  std::string why;
+  KILN_CHECK(cpu_supports(kernel, &why), "[codegen_cpu] fused kernel: unsupported ", why);
+  KILN_CHECK(layouts.size() == kernel.inputs.size() + kernel.outputs.size(),
+             "[codegen_cpu] fused kernel: expected one layout per operand");
+  char name[40];
+  std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(kernel.hash()));
+  Emitter e(isa, name, 1);
+  auto& as = e.as();
+  Gp args = e.arg(0);
+  Gp n = e.acquire_gp(), i = e.acquire_gp(), tmp = e.acquire_gp(), rem = e.acquire_gp();
+  as.mov(n, x86::qword_ptr(args));
+  as.xor_(i, i);
+  BodyEmitter body(e, kernel, layouts, args, i, tmp);
+  Label loop = e.new_label(), tail = e.new_label(), done = e.new_label();
+  e.bind(loop);
+  as.mov(rem, n);
+  as.sub(rem, i);
+  as.cmp(rem, e.lanes());
+  as.jl(tail);
+  body.emit(nullptr);
+  as.add(i, e.lanes());
+  as.jmp(loop);
+  e.bind(tail);
+  as.test(rem, rem);
+  as.jle(done);
+  {
+    TailMask t = e.make_tail_mask(rem);
+    body.emit(&t);
+    e.release_tail(t);
+  }
+  e.bind(done);
+  code_ = JitCode(rt, e);
+  listing_ = e.listing();
+  KILN_LOG(OutputCode, "fused CPU kernel ", name, " (", isa_name(isa), "):\n", kernel.str(),
+           listing_);
+}
+
+}  // namespace kiln::jit::cpu

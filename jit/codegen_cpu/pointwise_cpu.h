@@ -1,0 +1,51 @@
+#pragma once
+
+// Note [CPU fused kernels]
+// A fused pointwise group (Note [Kernel IR]) becomes one function
+//   void f(const CpuRun* run)
+// that applies the group's body to `run->n` elements: each operand (outputs
+// first, then inputs) is Dense (consecutive elements from its pointer) or
+// Broadcast (one element, read in every lane). The launcher (launch_cpu.h)
+// orders and merges dims so the innermost one is of that form, and calls the
+// function once per run, runs spread over TBB workers. Values live in float32
+// lanes (bool as 0/1); memory is float32, float16 or bfloat16. Registers are
+// allocated by last use over the straight-line body; a body that does not fit
+// the register file is refused (the group's nodes then run one by one).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/codegen_cpu/emitter.h"
+#include "jit/codegen_cpu/jit_runtime.h"
+#include "jit/kernel_ir.h"
+
+namespace kiln::jit::cpu {
+
+constexpr int kMaxRunOperands = 64;
+
+struct CpuRun {
+  int64_t n;
+  char* ptrs[kMaxRunOperands];
+};
+
+enum class RunLayout : uint8_t { Dense, Broadcast };
+
+class CpuPointwiseKernel {
+ public:
+  // Generates and loads the kernel; throws kiln::Error when the body uses a
+  // dtype or primitive this generator lacks, or does not fit the registers.
+  CpuPointwiseKernel(JitRuntime& rt, Isa isa, const PointwiseKernel& kernel,
+                     const std::vector<RunLayout>& layouts);
+  void run(const CpuRun& r) const { code_.as<void (*)(const CpuRun*)>()(&r); }
+  const std::string& listing() const { return listing_; }
+
+ private:
+  JitCode code_;
+  std::string listing_;
+};
+
+// True when the generator handles every dtype and primitive of `kernel`.
+bool cpu_supports(const PointwiseKernel& kernel, std::string* why);
+
+}  // namespace kiln::jit::cpu
