@@ -41,6 +41,7 @@ DimVector preserved_strides(const Tensor& t) {
 Tensor cast(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
   Tensor out = empty_strided_tensor(t.sizes(), preserved_strides(t), dtype, t.device());
+  if (t.device().is_meta()) return out;
   copy_into(out, t);
   if (t.impl()->is_wrapped_number()) out.impl()->set_wrapped_number(true);
   return out;
@@ -173,7 +174,7 @@ TensorIter& TensorIter::build() {
   } else {
     compute_dtype_ = compute_ == ComputeType::Given ? given_ : ops_[0].tensor.dtype();
   }
-  if (cast_inputs_ && !meta_) {
+  if (cast_inputs_) {  // meta inputs too, so the layouts below match the CPU's
     for (int i = num_outputs_; i < num_ops_; ++i) {
       if (!ops_[i].keep_dtype) ops_[i].tensor = cast(ops_[i].tensor, compute_dtype_);
     }

@@ -148,7 +148,8 @@ class TensorIter {
 // Gives an out= tensor the shape `shape` as PyTorch's resize_ does (contiguous
 // strides, storage grown when too small).
 void resize_output(const Tensor& out, IntArrayRef shape);
-// Returns `t` converted to `dtype` (a new tensor when the dtypes differ).
+// Returns `t` converted to `dtype`: a new tensor, laid out like `t` when that is
+// dense (PyTorch's preserve_format), when the dtypes differ; meta in, meta out.
 Tensor cast(const Tensor& t, DType dtype);
 // Throws unless `t` lives on the CPU (0-dim wrapped numbers count as CPU values).
 void check_cpu(const Tensor& t, const char* op, const char* name);
