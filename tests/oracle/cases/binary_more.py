@@ -306,7 +306,31 @@ def misc_cases(g):
                        {"out": g.tensor([3, 4], dst, "transposed")}, name=f"{name}.out {src}->{dst}")
 
 
+def layout_cases(g):
+    """Output layouts follow PyTorch's rules for broadcast and permuted inputs."""
+    combos = [("transposed", "contiguous"), ("contiguous", "transposed"), ("transposed", "transposed"),
+              ("expanded", "transposed"), ("strided", "offset")]
+    for op in ("remainder.Tensor", "atan2", "maximum", "logical_xor", "pow.Tensor_Tensor"):
+        for la, lb in combos:
+            a = g.tensor([3, 4], torch.float32, la, 0.5, 3)
+            b = g.tensor([3, 4], torch.float32, lb, 0.5, 3)
+            yield Case(op, [a, b], check_strides=True, name=f"{op} layout {la} {lb}")
+        a = g.tensor([4, 3], torch.float32, "contiguous", 0.5, 3).t()
+        yield Case(op, [a, g.tensor([4], torch.float32, "contiguous", 0.5, 3)], check_strides=True,
+                   name=f"{op} layout transposed with row")
+        yield Case(op, [g.tensor([3, 1], torch.float32, "contiguous", 0.5, 3), a], check_strides=True,
+                   name=f"{op} layout column with transposed")
+        yield Case(op, [g.tensor([], torch.float32, low=0.5, high=3), a], check_strides=True,
+                   name=f"{op} layout 0-dim with transposed")
+    a = g.tensor([2, 3, 4], torch.int64, "contiguous", 1, 9).permute(2, 0, 1)
+    yield Case("div.Tensor_mode", [a, g.tensor([], torch.int64, low=1, high=5)], {"rounding_mode": "floor"},
+               check_strides=True, name="div floor layout permuted")
+    yield Case("pow.Tensor_Scalar", [a, 2], check_strides=True, name="pow scalar layout permuted")
+    yield Case("pow.Tensor_Scalar", [a, 0], check_strides=True, name="pow scalar 0 layout permuted")
+
+
 def cases(g):
     yield from division_cases(g)
     yield from pow_cases(g)
     yield from misc_cases(g)
+    yield from layout_cases(g)

@@ -253,8 +253,25 @@ def clamp_cases(g):
                name="clamp.Tensor_out resize")
 
 
+def layout_cases(g):
+    t = g.tensor([4, 3], torch.float32, "contiguous").t()
+    for cond_layout in ("contiguous", "transposed", "expanded"):
+        cond = g.tensor([3, 4], torch.bool, cond_layout)
+        yield Case("where.self", [cond, t, g.tensor([3, 4])], check_strides=True,
+                   name=f"where layout cond {cond_layout}")
+        yield Case("where.self", [cond, g.tensor([4]), g.tensor([3, 1])], check_strides=True,
+                   name=f"where layout broadcast cond {cond_layout}")
+    yield Case("lerp.Scalar", [t, g.tensor([3, 4]), 0.3], check_strides=True, name="lerp layout")
+    yield Case("addcmul", [g.tensor([4]), t, g.tensor([3, 1])], check_strides=True, name="addcmul layout")
+    yield Case("clamp", [t, -1, 1], check_strides=True, name="clamp layout")
+    yield Case("clamp.Tensor", [g.tensor([3, 4]), t, None], check_strides=True, name="clamp.Tensor layout")
+    yield Case("clamp", [g.tensor([2, 3, 4], torch.int32, "contiguous").permute(1, 2, 0), 0.5, None],
+               check_strides=True, name="clamp promoted layout")
+
+
 def cases(g):
     yield from where_cases(g)
     yield from lerp_cases(g)
     yield from addc_cases(g)
     yield from clamp_cases(g)
+    yield from layout_cases(g)

@@ -299,8 +299,29 @@ def activation_cases(g):
     yield Case("softplus", [g.tensor([3], torch.float64), 1e300, 20], name="softplus beta double")
 
 
+def layout_cases(g):
+    """Outputs take the input's layout (dense permutations kept), as in PyTorch."""
+    for op in ("exp", "neg", "logical_not", "isnan", "floor", "sigmoid", "bitwise_not", "square"):
+        for dt in (torch.float32, torch.int32):
+            if op == "bitwise_not" and dt == torch.float32:
+                continue
+            for layout in ("transposed", "strided", "offset", "expanded"):
+                x = g.tensor([2, 3, 4], dt, layout)
+                yield Case(op, [x], check_strides=True, name=f"{op} {dt} layout {layout}")
+            x = g.tensor([2, 3, 4], dt, "contiguous").permute(1, 2, 0)
+            yield Case(op, [x], check_strides=True, name=f"{op} {dt} layout permuted")
+    x = g.tensor([4, 3], torch.float32, "contiguous").t()
+    yield Case("round.decimals", [x], {"decimals": 1}, check_strides=True,
+               name="round.decimals layout")
+    yield Case("exp.out", [g.tensor([4, 3], torch.int64, "contiguous").t()],
+               {"out": torch.empty(0)}, check_strides=True, name="exp.out resized like its input")
+    yield Case("neg.out", [g.tensor([2, 3, 4], torch.float32, "contiguous").permute(2, 0, 1)],
+               {"out": torch.empty(5)}, check_strides=True, name="neg.out resized like its input")
+
+
 def cases(g):
     yield from float_fn_cases(g)
     yield from keep_dtype_cases(g)
     yield from logic_cases(g)
     yield from activation_cases(g)
+    yield from layout_cases(g)
