@@ -3,9 +3,10 @@
 // %) and fmod (sign of the dividend, as C's fmod). Integers stay integers and
 // raise "ZeroDivisionError" on a zero divisor, as PyTorch does; bool is refused.
 //
-// Half and BFloat16 round the quotient to the type before truncating or
-// flooring, and floor division rounds each step of its formula, as PyTorch
-// 1.13 computes them; remainder and fmod compute in float and round once.
+// Half and BFloat16 (Note [16-bit floats in pointwise kernels]) round the
+// quotient to the type before truncating or flooring, and floor division
+// rounds each step of its formula, as PyTorch 1.13 computes them; remainder
+// and fmod compute in float and round once.
 
 #include <cmath>
 #include <optional>

@@ -173,6 +173,20 @@ Tensor pointwise(const char* op, Form form, const Tensor& self, const Tensor* ou
 
 // --- 16-bit floats -----------------------------------------------------------------
 
+// Note [16-bit floats in pointwise kernels]
+// Half and BFloat16 load into float (opmath_t), compute, and round once when
+// stored, except where PyTorch 1.13 rounds intermediate steps to the 16-bit
+// type on all of its code paths (add's alpha * y, silu, gelu's tanh form,
+// round.decimals, trunc and floor division, BFloat16 pow by 3 and -2): there
+// the kernels call round_to<T> after the same steps, so results agree bit for
+// bit. Where PyTorch's vectorized and scalar loops disagree with each other
+// (BFloat16 rsqrt and gelu's erf form), kiln follows the vectorized loop,
+// which is what dense tensors get. torch 1.13's CPU kernels lack Half for most
+// floating ops, a gap of that build rather than a rule (its CUDA kernels have
+// them): kiln admits Half wherever it admits BFloat16 and computes it by the
+// same rules; the oracle checks those cases against the float computation
+// rounded the same way.
+
 // `x` rounded to T and back: where PyTorch computes a step in Half or BFloat16
 // arithmetic, kernels round its result the same way. Identity for other types.
 template <class T>

@@ -6,7 +6,8 @@
 // addcmul and addcdiv promote their three inputs; out= and in-place targets
 // must have the common dtype (PyTorch 1.13 asserts so), and addcdiv refuses
 // two integer factors. Half and BFloat16 compute in float and round once, as
-// PyTorch 1.13 does for these ops; the Scalar weight and value enter in float.
+// PyTorch 1.13 does for these ops (Note [16-bit floats in pointwise kernels]);
+// the Scalar weight and value enter in float.
 
 #include <cmath>
 #include <type_traits>

@@ -3,9 +3,9 @@
 // float32 (ComputeType::Floating); out= and in-place targets take the result
 // when it can be cast to them. Registered for CPU and Meta like binary.cpp.
 //
-// Half and BFloat16 compute in float and round once, as PyTorch's vectorized
-// loops do. (Its scalar fallback for BFloat16 rounds sqrt before 1/x in rsqrt;
-// kiln follows the vectorized path, which is what dense tensors get.)
+// Half and BFloat16: see Note [16-bit floats in pointwise kernels] (rsqrt
+// rounds once, as PyTorch's vectorized loop does; its scalar fallback for
+// BFloat16 rounds sqrt before 1/x).
 
 #include <cmath>
 

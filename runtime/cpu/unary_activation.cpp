@@ -1,11 +1,11 @@
 // Activation functions on the CPU: silu, gelu (erf and tanh forms), softplus.
 // Floating inputs only; out= must have the input's dtype, as in PyTorch.
 //
-// Half and BFloat16: PyTorch 1.13 computes silu and the tanh form of gelu in
-// the 16-bit type, rounding every step, on all its paths; kiln rounds the
-// same steps. The erf form and softplus compute in float and round once (the
-// erf form's scalar fallback for BFloat16 rounds each step too; kiln follows
-// the vectorized loop, which dense tensors get).
+// Half and BFloat16 (Note [16-bit floats in pointwise kernels]): PyTorch 1.13
+// computes silu and the tanh form of gelu in the 16-bit type, rounding every
+// step, on all its paths; kiln rounds the same steps. The erf form and
+// softplus compute in float and round once (the erf form's scalar fallback for
+// BFloat16 rounds each step too; kiln follows the vectorized loop).
 
 #include <cmath>
 #include <string_view>

@@ -12,7 +12,9 @@ namespace {
 using kiln::Tensor;
 using kiln::TensorOptions;
 
-Tensor f32(std::vector<int64_t> sizes = {3}) { return kiln::ones(sizes); }
+Tensor f32(std::vector<int64_t> sizes = {3}) {
+  return kiln::ones(sizes);
+}
 Tensor of(kiln::DType dt, std::vector<int64_t> sizes = {3}) {
   return kiln::ones(sizes, TensorOptions(dt));
 }
@@ -53,7 +55,8 @@ TEST(PointwiseErrors, RefusedDtypes) {
 TEST(PointwiseErrors, ResultDtypeIntoTarget) {
   // A float result cannot go into an integer tensor in place or through out=.
   Tensor i = of(kiln::kInt64);
-  EXPECT_KILN_ERROR(kiln::exp_(i), "result type float32 can't be cast to the desired output type int64");
+  EXPECT_KILN_ERROR(kiln::exp_(i),
+                    "result type float32 can't be cast to the desired output type int64");
   EXPECT_KILN_ERROR(kiln::sigmoid_(i), "can't be cast");
   Tensor out_i = of(kiln::kInt64);
   EXPECT_KILN_ERROR(kiln::sqrt_out(out_i, f32()), "can't be cast");
@@ -65,7 +68,8 @@ TEST(PointwiseErrors, ResultDtypeIntoTarget) {
   Tensor out_f64 = of(kiln::kFloat64);
   EXPECT_KILN_ERROR(kiln::abs_out(out_f64, f32()), "[abs.out] expected an output of dtype float32");
   EXPECT_KILN_ERROR(kiln::floor_out(out_f64, f32()), "[floor.out]");
-  EXPECT_KILN_ERROR(kiln::call_op("gelu.out", {f32()}, {{"out", of(kiln::kFloat64)}}), "[gelu.out]");
+  EXPECT_KILN_ERROR(kiln::call_op("gelu.out", {f32()}, {{"out", of(kiln::kFloat64)}}),
+                    "[gelu.out]");
   EXPECT_KILN_ERROR(kiln::call_op("nan_to_num.out", {f32()}, {{"out", of(kiln::kFloat64)}}),
                     "[nan_to_num.out] expected out of dtype float32");
   EXPECT_KILN_ERROR(kiln::call_op("where.self_out", {of(kiln::kBool), f32(), f32()},
@@ -75,18 +79,24 @@ TEST(PointwiseErrors, ResultDtypeIntoTarget) {
 }
 
 TEST(PointwiseErrors, Arguments) {
-  EXPECT_KILN_ERROR(kiln::gelu(f32(), "sigmoid"), "[gelu] expected approximate to be \"none\" or \"tanh\"");
+  EXPECT_KILN_ERROR(kiln::gelu(f32(), "sigmoid"),
+                    "[gelu] expected approximate to be \"none\" or \"tanh\"");
   EXPECT_KILN_ERROR(kiln::div(f32(), f32(), "round"), "[div.Tensor_mode] expected rounding_mode");
-  EXPECT_KILN_ERROR(kiln::clamp(f32(), std::optional<kiln::Scalar>()), "expected at least one of 'min' and 'max'");
+  EXPECT_KILN_ERROR(kiln::clamp(f32(), std::optional<kiln::Scalar>()),
+                    "expected at least one of 'min' and 'max'");
   EXPECT_KILN_ERROR(kiln::clamp(f32(), std::optional<Tensor>(), std::optional<Tensor>()),
                     "expected at least one of 'min' and 'max'");
-  EXPECT_KILN_ERROR(kiln::pow(of(kiln::kInt64), -1), "[pow.Tensor_Scalar] expected a non-negative exponent");
+  EXPECT_KILN_ERROR(kiln::pow(of(kiln::kInt64), -1),
+                    "[pow.Tensor_Scalar] expected a non-negative exponent");
   EXPECT_KILN_ERROR(kiln::pow(of(kiln::kInt8), 300), "expected 'exponent' to fit in int8");
   EXPECT_KILN_ERROR(kiln::clamp(of(kiln::kUInt8), kiln::Scalar(0), kiln::Scalar(256)),
                     "[clamp] expected 'max' to fit in uint8");
-  EXPECT_KILN_ERROR(kiln::lerp(f32(), f32(), 1e300), "[lerp.Scalar] expected 'weight' to fit in float32");
-  EXPECT_KILN_ERROR(kiln::lerp(f32(), of(kiln::kFloat64), 0.5), "[lerp.Scalar] expected 'end' of dtype float32");
-  EXPECT_KILN_ERROR(kiln::lerp(f32(), f32(), of(kiln::kFloat64)), "expected 'weight' of dtype float32");
+  EXPECT_KILN_ERROR(kiln::lerp(f32(), f32(), 1e300),
+                    "[lerp.Scalar] expected 'weight' to fit in float32");
+  EXPECT_KILN_ERROR(kiln::lerp(f32(), of(kiln::kFloat64), 0.5),
+                    "[lerp.Scalar] expected 'end' of dtype float32");
+  EXPECT_KILN_ERROR(kiln::lerp(f32(), f32(), of(kiln::kFloat64)),
+                    "expected 'weight' of dtype float32");
   EXPECT_KILN_ERROR(kiln::addcdiv(f32(), of(kiln::kInt64), of(kiln::kInt32)),
                     "[addcdiv] expected a floating tensor1 or tensor2");
   EXPECT_KILN_ERROR(kiln::addcmul(of(kiln::kInt8), of(kiln::kInt8), of(kiln::kInt8), 1000),
@@ -104,13 +114,15 @@ TEST(PointwiseErrors, Shapes) {
   EXPECT_KILN_ERROR(kiln::exp_out(out, f32()), "elements do not share memory");
   EXPECT_KILN_ERROR(kiln::maximum_(small, f32({3, 4})), "doesn't match the broadcast shape");
   EXPECT_KILN_ERROR(kiln::atan2(f32({3, 4}), f32({5})), "cannot broadcast");
-  EXPECT_KILN_ERROR(kiln::where(kiln::ones({3, 4}, TensorOptions(kiln::kBool)), f32({3, 4}), f32({5})),
-                    "cannot broadcast");
+  EXPECT_KILN_ERROR(
+      kiln::where(kiln::ones({3, 4}, TensorOptions(kiln::kBool)), f32({3, 4}), f32({5})),
+      "cannot broadcast");
   EXPECT_KILN_ERROR(kiln::call_op("clamp_.Tensor", {f32({4}), f32({2, 4})}), "doesn't match");
-  EXPECT_KILN_ERROR(kiln::call_op("where.self_out", {kiln::ones({2, 4}, TensorOptions(kiln::kBool)),
-                                                     f32({4}), f32({4})},
-                                  {{"out", kiln::ones({1}).expand({2, 4})}}),
-                    "elements do not share memory");
+  EXPECT_KILN_ERROR(
+      kiln::call_op("where.self_out",
+                    {kiln::ones({2, 4}, TensorOptions(kiln::kBool)), f32({4}), f32({4})},
+                    {{"out", kiln::ones({1}).expand({2, 4})}}),
+      "elements do not share memory");
 }
 
 TEST(PointwiseErrors, IntegerDivisionByZero) {

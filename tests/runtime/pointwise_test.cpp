@@ -33,7 +33,9 @@ Tensor meta_twin(const Tensor& t) {
                              kiln::TensorOptions(t.dtype()).device(kiln::Device::meta()));
 }
 
-IValue twin(const IValue& v) { return v.is_tensor() ? IValue(meta_twin(v.to_tensor())) : v; }
+IValue twin(const IValue& v) {
+  return v.is_tensor() ? IValue(meta_twin(v.to_tensor())) : v;
+}
 
 struct Outcome {
   bool raised = false;
@@ -76,12 +78,12 @@ void expect_meta_matches_cpu(const std::string& op, const Stack& args, const Kwa
   Outcome cpu = run(op, args, kwargs);
   Outcome meta = run(op, margs, mkwargs);
   if (cpu.raised && cpu.error.find("ZeroDivisionError") != std::string::npos) return;
-  std::string where = op + " on " + (args.empty() || !args[0].is_tensor()
-                                         ? std::string("scalar")
-                                         : describe(args[0].to_tensor()));
+  std::string where = op + " on " +
+                      (args.empty() || !args[0].is_tensor() ? std::string("scalar")
+                                                            : describe(args[0].to_tensor()));
   ASSERT_EQ(cpu.raised, meta.raised)
-      << where << ": cpu " << (cpu.raised ? "raised " + cpu.error : "returned")
-      << ", meta " << (meta.raised ? "raised " + meta.error : "returned");
+      << where << ": cpu " << (cpu.raised ? "raised " + cpu.error : "returned") << ", meta "
+      << (meta.raised ? "raised " + meta.error : "returned");
   if (cpu.raised) return;
   ASSERT_EQ(cpu.tensors.size(), meta.tensors.size()) << where;
   for (size_t i = 0; i < cpu.tensors.size(); ++i) {
@@ -98,10 +100,11 @@ const DType kDtypes[] = {kiln::kFloat32, kiln::kFloat64, kiln::kFloat16, kiln::k
 const char* const kLayouts[] = {"contiguous", "transposed", "strided", "offset", "expanded"};
 
 const char* const kUnary[] = {
-    "neg",  "abs",  "sign",  "exp",  "exp2", "expm1", "log",     "log2",  "log10",
-    "log1p", "sqrt", "rsqrt", "reciprocal", "square", "sin", "cos", "tan", "asin",
-    "acos", "atan", "sinh",  "cosh", "tanh", "sigmoid", "relu", "silu",  "erf",
-    "erfc", "floor", "ceil", "round", "trunc", "frac", "logical_not", "bitwise_not"};
+    "neg",   "abs",   "sign",    "exp",   "exp2",  "expm1",       "log",
+    "log2",  "log10", "log1p",   "sqrt",  "rsqrt", "reciprocal",  "square",
+    "sin",   "cos",   "tan",     "asin",  "acos",  "atan",        "sinh",
+    "cosh",  "tanh",  "sigmoid", "relu",  "silu",  "erf",         "erfc",
+    "floor", "ceil",  "round",   "trunc", "frac",  "logical_not", "bitwise_not"};
 
 TEST(PointwiseMeta, UnaryForms) {
   uint64_t seed = 1;
@@ -135,7 +138,8 @@ TEST(PointwiseMeta, UnaryWithArguments) {
       expect_meta_matches_cpu("softplus", {x, IValue(2.0), IValue(int64_t{1})});
       expect_meta_matches_cpu("softplus", {x, IValue(1e300), IValue(int64_t{1})});
       expect_meta_matches_cpu("nan_to_num", {x, IValue(1.0), IValue(), IValue(-5.0)});
-      expect_meta_matches_cpu("nan_to_num.out", {x}, {{"out", kiln::empty({0}, kiln::TensorOptions(dt))}});
+      expect_meta_matches_cpu("nan_to_num.out", {x},
+                              {{"out", kiln::empty({0}, kiln::TensorOptions(dt))}});
       expect_meta_matches_cpu("nan_to_num.out", {x},
                               {{"out", kiln::empty({0}, kiln::TensorOptions(kiln::kFloat64))}});
       expect_meta_matches_cpu("clamp", {x, IValue(int64_t{-1}), IValue(2.5)});
@@ -153,8 +157,8 @@ TEST(PointwiseMeta, UnaryWithArguments) {
 TEST(PointwiseMeta, BinaryForms) {
   const char* const tensor_overloads[] = {"remainder", "fmod", "bitwise_and", "bitwise_or",
                                           "bitwise_xor"};
-  const char* const plain[] = {"atan2", "maximum", "minimum", "logical_and", "logical_or",
-                               "logical_xor"};
+  const char* const plain[] = {"atan2",       "maximum",    "minimum",
+                               "logical_and", "logical_or", "logical_xor"};
   uint64_t seed = 1000;
   const std::pair<std::vector<int64_t>, std::vector<int64_t>> shapes[] = {
       {{3, 4}, {3, 4}}, {{2, 3, 4}, {4}}, {{3, 1}, {1, 5}}, {{}, {2, 3}}, {{0, 3}, {3}}};
@@ -241,8 +245,7 @@ void check_int_min_by_minus_one(DType dt) {
   Tensor a = kiln::tensor<T>({lo, lo, T(7)}).to(dt);
   Tensor b = kiln::tensor<T>({T(-1), T(1), T(-1)}).to(dt);
   // PyTorch traps here (x86 idiv); kiln wraps as two's complement does.
-  EXPECT_EQ(kiln::div(a, b, "trunc").tolist<int64_t>(),
-            (std::vector<int64_t>{lo, lo, -7}));
+  EXPECT_EQ(kiln::div(a, b, "trunc").tolist<int64_t>(), (std::vector<int64_t>{lo, lo, -7}));
   EXPECT_EQ(kiln::div(a, b, "floor").tolist<int64_t>(), (std::vector<int64_t>{lo, lo, -7}));
   EXPECT_EQ(kiln::floor_divide(a, b).tolist<int64_t>(), (std::vector<int64_t>{lo, lo, -7}));
   EXPECT_EQ(kiln::remainder(a, b).tolist<int64_t>(), (std::vector<int64_t>{0, 0, 0}));
@@ -290,10 +293,10 @@ TEST(PointwiseLoops, ParallelMatchesSerial) {
   expect_parallel_matches_slices(xs, [](const Tensor& t) { return kiln::sigmoid(t); });
   expect_parallel_matches_slices(h, [](const Tensor& t) { return kiln::gelu(t, "tanh"); });
   expect_parallel_matches_slices(x, [](const Tensor& t) { return kiln::remainder(t, 0.7); });
-  expect_parallel_matches_slices(x, [](const Tensor& t) {
-    return kiln::where(kiln::gt(t, 0.0), t, kiln::mul(t, 0.1));
-  });
-  expect_parallel_matches_slices(x, [](const Tensor& t) { return kiln::lerp(t, kiln::neg(t), 0.3); });
+  expect_parallel_matches_slices(
+      x, [](const Tensor& t) { return kiln::where(kiln::gt(t, 0.0), t, kiln::mul(t, 0.1)); });
+  expect_parallel_matches_slices(x,
+                                 [](const Tensor& t) { return kiln::lerp(t, kiln::neg(t), 0.3); });
 }
 
 TEST(PointwiseLoops, BroadcastScalarPathMatchesDense) {
@@ -304,13 +307,13 @@ TEST(PointwiseLoops, BroadcastScalarPathMatchesDense) {
   Tensor dense_a = a.contiguous();
   EXPECT_TENSOR_CLOSE_TOL(kiln::atan2(a, b), kiln::atan2(dense_a, b), 0.0, 0.0);
   EXPECT_TENSOR_CLOSE_TOL(kiln::atan2(b, a), kiln::atan2(b, dense_a), 0.0, 0.0);
-  EXPECT_TENSOR_CLOSE_TOL(kiln::addcmul(b, a, a, 0.5), kiln::addcmul(b, dense_a, dense_a, 0.5),
-                          0.0, 0.0);
+  EXPECT_TENSOR_CLOSE_TOL(kiln::addcmul(b, a, a, 0.5), kiln::addcmul(b, dense_a, dense_a, 0.5), 0.0,
+                          0.0);
   Tensor s = kiln::scalar_tensor(2.5);
   EXPECT_TENSOR_CLOSE_TOL(kiln::pow(b, s), kiln::pow(b, kiln::full({50, 300}, 2.5)), 0.0, 0.0);
   Tensor cond = kiln::gt(b, 0.0);
-  EXPECT_TENSOR_CLOSE_TOL(kiln::where(cond, a, s), kiln::where(cond, dense_a, kiln::full({50, 300}, 2.5)),
-                          0.0, 0.0);
+  EXPECT_TENSOR_CLOSE_TOL(kiln::where(cond, a, s),
+                          kiln::where(cond, dense_a, kiln::full({50, 300}, 2.5)), 0.0, 0.0);
 }
 
 TEST(PointwiseLoops, OutMayAliasAnInput) {
