@@ -129,9 +129,9 @@ void TensorIter::allocate_or_check_output(DType result) {
     }
     if (!meta_) check_cpu(o.tensor, op_, "out");
     // As PyTorch, before any resize: an output computed from inputs may not
-    // have elements that share memory (a broadcast view); fill_, which has no
-    // inputs, may.
-    if (num_ops_ > num_outputs_) {
+    // have elements that share memory (a broadcast view) unless the kernel
+    // allows it; fill_, which has no inputs, may.
+    if (num_ops_ > num_outputs_ && !allow_output_overlap_) {
       IntArrayRef sz = o.tensor.sizes(), st = o.tensor.strides();
       for (size_t d = 0; d < sz.size(); ++d) {
         KILN_CHECK(sz[d] <= 1 || st[d] != 0, "[", op_,

@@ -67,6 +67,13 @@ class TensorIter {
     out_cast_ = c;
     return *this;
   }
+  // Admits outputs whose elements share memory (stride-0 dims), which build()
+  // otherwise refuses when there are inputs, as PyTorch does; for kernels that
+  // accumulate through a broadcast view of their output.
+  TensorIter& allow_output_overlap() {
+    allow_output_overlap_ = true;
+    return *this;
+  }
   // The output is written in place into an input, so it may not broadcast.
   TensorIter& in_place() {
     in_place_ = true;
@@ -137,6 +144,7 @@ class TensorIter {
   bool cast_inputs_ = true;
   bool in_place_ = false;
   OutCast out_cast_ = OutCast::Safe;
+  bool allow_output_overlap_ = false;
   bool has_declared_shape_ = false;
   bool meta_ = false;
   DimVector declared_shape_;
