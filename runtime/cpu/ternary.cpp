@@ -33,13 +33,10 @@ Tensor where_impl(const char* op, Form form, const Tensor& condition, const Tens
       [&](TensorIter& it) {
         visit_allowed<kAllMask>(it.dtype(), op, [&]<class T>() {
           using M = opmath_t<T>;
-          auto pick = [](auto c, M a, M b) { return c ? a : b; };
-          if (condition.dtype() == kBool) {
-            cpu_kernel_typed<T, bool, T, T>(it, [pick](bool c, M a, M b) { return pick(c, a, b); });
-          } else {
-            cpu_kernel_typed<T, uint8_t, T, T>(
-                it, [pick](uint8_t c, M a, M b) { return pick(c, a, b); });
-          }
+          // A bool condition is read as its byte, which keeps the select
+          // branch-free and vectorizable.
+          cpu_kernel_typed<T, uint8_t, T, T>(it,
+                                             [](uint8_t c, M a, M b) { return c != 0 ? a : b; });
         });
       });
 }
