@@ -38,6 +38,31 @@ DimVector preserved_strides(const Tensor& t) {
 
 }  // namespace
 
+namespace {
+
+bool non_overlapping_and_dense(const Tensor& t) {
+  return DimVector(t.strides()).ref() == preserved_strides(t).ref();
+}
+
+// PyTorch's get_overlap_status() == PARTIAL: two dense views of one storage
+// whose bytes overlap without being the same view.
+bool partially_overlap(const Tensor& a, const Tensor& b) {
+  if (a.impl() == b.impl() || a.numel() == 0 || b.numel() == 0) return false;
+  if (a.device().is_meta() || b.device().is_meta()) return false;
+  if (!a.impl()->has_storage() || a.impl()->storage().get() != b.impl()->storage().get()) {
+    return false;
+  }
+  if (!non_overlapping_and_dense(a) || !non_overlapping_and_dense(b)) return false;  // too hard
+  const char* a0 = static_cast<const char*>(a.data_ptr());
+  const char* b0 = static_cast<const char*>(b.data_ptr());
+  const char* a1 = a0 + a.numel() * static_cast<int64_t>(a.element_size());
+  const char* b1 = b0 + b.numel() * static_cast<int64_t>(b.element_size());
+  if (a0 == b0 && a1 == b1) return !(a.strides() == b.strides());
+  return a0 < b1 && b0 < a1;
+}
+
+}  // namespace
+
 Tensor cast(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
   Tensor out = empty_strided_tensor(t.sizes(), preserved_strides(t), dtype, t.device());
@@ -128,17 +153,6 @@ void TensorIter::allocate_or_check_output(DType result) {
       continue;  // allocated after the dims are ordered
     }
     if (!meta_) check_cpu(o.tensor, op_, "out");
-    // As PyTorch, before any resize: an output computed from inputs may not
-    // have elements that share memory (a broadcast view) unless the kernel
-    // allows it; fill_, which has no inputs, may.
-    if (num_ops_ > num_outputs_ && !allow_output_overlap_) {
-      IntArrayRef sz = o.tensor.sizes(), st = o.tensor.strides();
-      for (size_t d = 0; d < sz.size(); ++d) {
-        KILN_CHECK(sz[d] <= 1 || st[d] != 0, "[", op_,
-                   "] expected an output whose elements do not share memory, got sizes ", sz,
-                   " and strides ", st, "; clone() it first");
-      }
-    }
     if (!(o.tensor.sizes() == shape_.ref())) {
       KILN_CHECK(!in_place_, "[", op_, "] output with shape ", o.tensor.sizes(),
                  " doesn't match the broadcast shape ", shape_.ref());
@@ -157,8 +171,34 @@ void TensorIter::allocate_or_check_output(DType result) {
   }
 }
 
+void TensorIter::check_overlaps() const {
+  // As PyTorch: an output computed from inputs may not have elements that
+  // share memory (a broadcast view) unless the kernel allows it (fill_, which
+  // has no inputs, may), nor partly overlap an input.
+  if (num_ops_ == num_outputs_) return;
+  for (int i = 0; i < num_outputs_; ++i) {
+    const Tensor& out = ops_[i].tensor;
+    if (!out.defined()) continue;
+    if (!allow_output_overlap_) {
+      IntArrayRef sz = out.sizes(), st = out.strides();
+      for (size_t d = 0; d < sz.size(); ++d) {
+        KILN_CHECK(sz[d] <= 1 || st[d] != 0, "[", op_,
+                   "] expected an output whose elements do not share memory, got sizes ", sz,
+                   " and strides ", st, "; clone() it first");
+      }
+    }
+    for (int k = num_outputs_; k < num_ops_; ++k) {
+      KILN_CHECK(!partially_overlap(out, ops_[k].tensor), "[", op_,
+                 "] expected an output that is an input or shares no memory with it, got one "
+                 "that partly overlaps input ",
+                 k - num_outputs_, "; clone() it first");
+    }
+  }
+}
+
 TensorIter& TensorIter::build() {
   KILN_INTERNAL_ASSERT(num_outputs_ >= 1, "a TensorIter needs an output");
+  check_overlaps();
   compute_shape();
   numel_ = 1;
   for (int64_t s : shape_) numel_ *= s;

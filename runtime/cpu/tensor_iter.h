@@ -118,6 +118,7 @@ class TensorIter {
   using Thunk = void (*)(void* ctx, char** data, const int64_t* strides, int64_t n);
   void run(Thunk thunk, void* ctx, int64_t grain);
   void run_range(Thunk thunk, void* ctx, int64_t begin, int64_t end) const;
+  void check_overlaps() const;
   void compute_shape();
   void allocate_or_check_output(DType result);
   void reorder_and_coalesce();

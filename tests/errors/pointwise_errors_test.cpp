@@ -125,6 +125,19 @@ TEST(PointwiseErrors, Shapes) {
       "elements do not share memory");
 }
 
+TEST(PointwiseErrors, OutputPartlyOverlapsAnInput) {
+  // As PyTorch: an output may be an input, or share no memory with it.
+  Tensor base = kiln::testing::random_tensor({10}, kiln::kFloat32, "contiguous", 1);
+  Tensor out = base.narrow(0, 0, 9);
+  EXPECT_KILN_ERROR(kiln::exp_out(out, base.narrow(0, 1, 9)), "partly overlaps input 0");
+  Tensor sq = kiln::testing::random_tensor({3, 3}, kiln::kFloat32, "contiguous", 2);
+  EXPECT_KILN_ERROR(kiln::atan2_(sq, sq.t()), "partly overlaps input 1");
+  EXPECT_NO_THROW(kiln::where(kiln::gt(sq, 2.0), sq, sq.t()));  // inputs may overlap each other
+  Tensor same = sq;
+  EXPECT_NO_THROW(kiln::maximum_(same, sq));
+  EXPECT_NO_THROW(kiln::exp_out(out, base.narrow(0, 0, 9)));
+}
+
 TEST(PointwiseErrors, IntegerDivisionByZero) {
   Tensor a = kiln::tensor<int64_t>({5, 6, 7});
   Tensor z = kiln::tensor<int64_t>({1, 0, 2});
