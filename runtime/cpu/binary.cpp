@@ -13,8 +13,6 @@
 namespace kiln::cpu {
 namespace {
 
-enum class Form { Functional, InPlace, Out };
-
 // out = op(self, other) in one of the three forms; returns the result tensor.
 // `compute`: how the inputs' dtypes promote; `out_dtype`: a fixed output dtype
 // (bool for comparisons).
@@ -37,8 +35,8 @@ Tensor binary(const char* op, Form form, const Tensor& self, const Tensor& other
 void check_alpha(const char* op, DType t, const Scalar& alpha) {
   KILN_CHECK(is_floating(t) || alpha.is_integral() || alpha.is_bool(), "[", op,
              "] expected an integral alpha for integral inputs, got ", alpha);
-  KILN_CHECK(t != kBool || alpha.is_bool() || alpha.to_int() == 1 || alpha.to_int() == 0, "[",
-             op, "] expected a bool alpha for bool inputs, got ", alpha);
+  KILN_CHECK(t != kBool || alpha.is_bool() || alpha.to_int() == 1 || alpha.to_int() == 0, "[", op,
+             "] expected a bool alpha for bool inputs, got ", alpha);
 }
 
 template <bool kSub>
@@ -104,8 +102,12 @@ Tensor mul_impl(const char* op, Form form, const Tensor& s, const Tensor& o, con
     });
   });
 }
-Tensor mul(const Tensor& s, const Tensor& o) { return mul_impl("mul", Form::Functional, s, o, nullptr); }
-Tensor mul_(const Tensor& s, const Tensor& o) { return mul_impl("mul_", Form::InPlace, s, o, nullptr); }
+Tensor mul(const Tensor& s, const Tensor& o) {
+  return mul_impl("mul", Form::Functional, s, o, nullptr);
+}
+Tensor mul_(const Tensor& s, const Tensor& o) {
+  return mul_impl("mul_", Form::InPlace, s, o, nullptr);
+}
 Tensor mul_out(const Tensor& s, const Tensor& o, const Tensor& out) {
   return mul_impl("mul.out", Form::Out, s, o, &out);
 }
@@ -119,8 +121,12 @@ Tensor div_impl(const char* op, Form form, const Tensor& s, const Tensor& o, con
     });
   });
 }
-Tensor div(const Tensor& s, const Tensor& o) { return div_impl("div", Form::Functional, s, o, nullptr); }
-Tensor div_(const Tensor& s, const Tensor& o) { return div_impl("div_", Form::InPlace, s, o, nullptr); }
+Tensor div(const Tensor& s, const Tensor& o) {
+  return div_impl("div", Form::Functional, s, o, nullptr);
+}
+Tensor div_(const Tensor& s, const Tensor& o) {
+  return div_impl("div_", Form::InPlace, s, o, nullptr);
+}
 Tensor div_out(const Tensor& s, const Tensor& o, const Tensor& out) {
   return div_impl("div.out", Form::Out, s, o, &out);
 }
@@ -139,21 +145,21 @@ Tensor compare(const char* op, Form form, const Tensor& s, const Tensor& o, cons
   });
 }
 
-#define KILN_COMPARISON(name, expr)                                                         \
-  struct name##_cmp {                                                                       \
-    template <class M>                                                                      \
-    bool operator()(M x, M y) const {                                                       \
-      return expr;                                                                          \
-    }                                                                                       \
-  };                                                                                        \
-  Tensor name(const Tensor& s, const Tensor& o) {                                           \
-    return compare(#name, Form::Functional, s, o, nullptr, name##_cmp{});                   \
-  }                                                                                         \
-  Tensor name##_(const Tensor& s, const Tensor& o) {                                        \
-    return compare(#name "_", Form::InPlace, s, o, nullptr, name##_cmp{});                  \
-  }                                                                                         \
-  Tensor name##_out(const Tensor& s, const Tensor& o, const Tensor& out) {                  \
-    return compare(#name ".Tensor_out", Form::Out, s, o, &out, name##_cmp{});               \
+#define KILN_COMPARISON(name, expr)                                           \
+  struct name##_cmp {                                                         \
+    template <class M>                                                        \
+    bool operator()(M x, M y) const {                                         \
+      return expr;                                                            \
+    }                                                                         \
+  };                                                                          \
+  Tensor name(const Tensor& s, const Tensor& o) {                             \
+    return compare(#name, Form::Functional, s, o, nullptr, name##_cmp{});     \
+  }                                                                           \
+  Tensor name##_(const Tensor& s, const Tensor& o) {                          \
+    return compare(#name "_", Form::InPlace, s, o, nullptr, name##_cmp{});    \
+  }                                                                           \
+  Tensor name##_out(const Tensor& s, const Tensor& o, const Tensor& out) {    \
+    return compare(#name ".Tensor_out", Form::Out, s, o, &out, name##_cmp{}); \
   }
 KILN_COMPARISON(eq, x == y)
 KILN_COMPARISON(ne, x != y)
@@ -182,14 +188,14 @@ Tensor sub_scalar_(const Tensor& s, const Scalar& o, const Scalar& a) {
   return s;
 }
 
-#define KILN_SCALAR_OVERLOADS(name)                                            \
-  Tensor name##_scalar(const Tensor& s, const Scalar& o) {                     \
-    return kiln::name(s, wrap_scalar(o));                                      \
-  }                                                                            \
-  Tensor name##_scalar_(const Tensor& s, const Scalar& o) {                    \
-    Tensor self = s;                                                           \
-    kiln::name##_(self, wrap_scalar(o));                                       \
-    return s;                                                                  \
+#define KILN_SCALAR_OVERLOADS(name)                         \
+  Tensor name##_scalar(const Tensor& s, const Scalar& o) {  \
+    return kiln::name(s, wrap_scalar(o));                   \
+  }                                                         \
+  Tensor name##_scalar_(const Tensor& s, const Scalar& o) { \
+    Tensor self = s;                                        \
+    kiln::name##_(self, wrap_scalar(o));                    \
+    return s;                                               \
   }
 KILN_SCALAR_OVERLOADS(mul)
 KILN_SCALAR_OVERLOADS(eq)
@@ -199,7 +205,9 @@ KILN_SCALAR_OVERLOADS(le)
 KILN_SCALAR_OVERLOADS(gt)
 KILN_SCALAR_OVERLOADS(ge)
 #undef KILN_SCALAR_OVERLOADS
-Tensor div_scalar(const Tensor& s, const Scalar& o) { return kiln::div(s, wrap_scalar(o)); }
+Tensor div_scalar(const Tensor& s, const Scalar& o) {
+  return kiln::div(s, wrap_scalar(o));
+}
 Tensor div_scalar_(const Tensor& s, const Scalar& o) {
   Tensor self = s;
   kiln::div_(self, wrap_scalar(o));
@@ -219,9 +227,9 @@ void register_kernels(Library& m) {
   m.impl("div.Tensor", &div);
   m.impl("div_.Tensor", &div_);
   m.impl("div.out", &div_out);
-#define KILN_REGISTER_COMPARISON(name)          \
-  m.impl(#name ".Tensor", &name);               \
-  m.impl(#name "_.Tensor", &name##_);           \
+#define KILN_REGISTER_COMPARISON(name) \
+  m.impl(#name ".Tensor", &name);      \
+  m.impl(#name "_.Tensor", &name##_);  \
   m.impl(#name ".Tensor_out", &name##_out);
   KILN_REGISTER_COMPARISON(eq)
   KILN_REGISTER_COMPARISON(ne)
@@ -234,8 +242,12 @@ void register_kernels(Library& m) {
 
 }  // namespace
 
-KILN_LIBRARY_IMPL(kiln, CPU, m) { register_kernels(m); }
-KILN_LIBRARY_IMPL(kiln, Meta, m) { register_kernels(m); }
+KILN_LIBRARY_IMPL(kiln, CPU, m) {
+  register_kernels(m);
+}
+KILN_LIBRARY_IMPL(kiln, Meta, m) {
+  register_kernels(m);
+}
 
 KILN_LIBRARY_IMPL(kiln, Composite, m) {
   m.impl("add.Scalar", &add_scalar);
@@ -244,8 +256,8 @@ KILN_LIBRARY_IMPL(kiln, Composite, m) {
   m.impl("sub_.Scalar", &sub_scalar_);
   m.impl("div.Scalar", &div_scalar);
   m.impl("div_.Scalar", &div_scalar_);
-#define KILN_REGISTER_SCALAR(name)             \
-  m.impl(#name ".Scalar", &name##_scalar);     \
+#define KILN_REGISTER_SCALAR(name)         \
+  m.impl(#name ".Scalar", &name##_scalar); \
   m.impl(#name "_.Scalar", &name##_scalar_);
   KILN_REGISTER_SCALAR(mul)
   KILN_REGISTER_SCALAR(eq)

@@ -4,8 +4,18 @@
 //   cpu_kernel<T>(it, [](float x, float y) { return x + y; });
 // The functor takes and returns opmath values (float for Half/BFloat16);
 // inputs are read as T, the result is written as Out (default T). A run whose
-// operands are all dense takes a plain indexed loop the compiler vectorizes.
+// operands are all dense takes a plain indexed loop the compiler vectorizes;
+// so does a run where some inputs are broadcast scalars (stride 0), which are
+// first copied into a small dense block.
+//
+// Also here, shared by the pointwise kernel files: the three forms of an op
+// (functional, in place, out=), rounding to the 16-bit float types and
+// PyTorch's checked conversion of Scalar arguments.
 
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
 #include <tuple>
 #include <utility>
 
@@ -26,18 +36,52 @@ inline opmath_t<T> load(const char* p) {
   return static_cast<opmath_t<T>>(*reinterpret_cast<const T*>(p));
 }
 
-template <class Out, class In, class F, size_t... I>
-inline void elementwise_run(char** data, const int64_t* strides, int64_t n, F& f,
-                            std::index_sequence<I...>) {
-  constexpr int64_t kIn = sizeof(In);
-  bool dense = strides[0] == static_cast<int64_t>(sizeof(Out)) && ((strides[I + 1] == kIn) && ...);
-  if (dense) {
+constexpr uint32_t kBoolMask = 1u;
+constexpr uint32_t kNoBoolMask = kAllMask & ~kBoolMask;
+constexpr uint32_t kIntegralOrBoolMask = kIntegralMask | kBoolMask;
+
+namespace detail {
+
+template <class T>
+inline constexpr bool kIsReduced = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// Elements per block on the broadcast-scalar path.
+constexpr int64_t kScalarBlock = 256;
+
+template <class Out, class... In, class F, size_t... I>
+inline void typed_run(char** data, const int64_t* strides, int64_t n, F& f,
+                      std::index_sequence<I...>) {
+  constexpr int64_t kOut = sizeof(Out);
+  const bool out_dense = strides[0] == kOut;
+  if (out_dense && ((strides[I + 1] == static_cast<int64_t>(sizeof(In))) && ...)) {
     Out* out = reinterpret_cast<Out*>(data[0]);
-    const In* in[sizeof...(I) + 1] = {reinterpret_cast<const In*>(data[I + 1])...};
+    std::tuple<const In*...> in{reinterpret_cast<const In*>(data[I + 1])...};
     for (int64_t i = 0; i < n; ++i) {
-      out[i] = static_cast<Out>(f(static_cast<opmath_t<In>>(in[I][i])...));
+      out[i] = static_cast<Out>(f(static_cast<opmath_t<In>>(std::get<I>(in)[i])...));
     }
     return;
+  }
+  if constexpr (sizeof...(In) > 0) {
+    if (out_dense && n >= 16 &&
+        ((strides[I + 1] == static_cast<int64_t>(sizeof(In)) || strides[I + 1] == 0) && ...)) {
+      // Broadcast inputs are copied into a dense block so the loop below stays
+      // unit-stride (and vectorizable) in every operand.
+      std::tuple<std::array<In, kScalarBlock>...> blocks;
+      const bool scalar[] = {strides[I + 1] == 0 ...};
+      ((scalar[I] ? std::get<I>(blocks).fill(*reinterpret_cast<const In*>(data[I + 1])) : void()),
+       ...);
+      Out* out = reinterpret_cast<Out*>(data[0]);
+      for (int64_t b = 0; b < n; b += kScalarBlock) {
+        const int64_t len = std::min(kScalarBlock, n - b);
+        std::tuple<const In*...> in{scalar[I] ? std::get<I>(blocks).data()
+                                              : reinterpret_cast<const In*>(data[I + 1]) + b...};
+        Out* o = out + b;
+        for (int64_t i = 0; i < len; ++i) {
+          o[i] = static_cast<Out>(f(static_cast<opmath_t<In>>(std::get<I>(in)[i])...));
+        }
+      }
+      return;
+    }
   }
   for (int64_t i = 0; i < n; ++i) {
     *reinterpret_cast<Out*>(data[0] + i * strides[0]) =
@@ -45,14 +89,178 @@ inline void elementwise_run(char** data, const int64_t* strides, int64_t n, F& f
   }
 }
 
+template <class In, size_t>
+using Repeat = In;
+
+template <class Out, class In, class F, size_t... I>
+void uniform_kernel(TensorIter& it, F& f, std::index_sequence<I...>) {
+  it.for_each([&f](char** data, const int64_t* strides, int64_t n) {
+    typed_run<Out, Repeat<In, I>...>(data, strides, n, f, std::index_sequence<I...>());
+  });
+}
+
+}  // namespace detail
+
 // All inputs of type In (the iterator cast them to its compute dtype).
 template <class In, class Out = In, class F>
 void cpu_kernel(TensorIter& it, F f) {
   constexpr size_t arity = FunctionTraits<F>::arity;
+  detail::uniform_kernel<Out, In>(it, f, std::make_index_sequence<arity>());
+  it.finish();
+}
+
+// Input k read as In_k (for inputs of their own dtype, see input_keep_dtype).
+template <class Out, class... In, class F>
+void cpu_kernel_typed(TensorIter& it, F f) {
+  static_assert(FunctionTraits<F>::arity == sizeof...(In), "one functor argument per input");
   it.for_each([&f](char** data, const int64_t* strides, int64_t n) {
-    elementwise_run<Out, In>(data, strides, n, f, std::make_index_sequence<arity>());
+    detail::typed_run<Out, In...>(data, strides, n, f, std::index_sequence_for<In...>());
   });
   it.finish();
+}
+
+// --- Dtype dispatch limited to what an op admits ------------------------------------
+
+// As visit_dtype, but instantiates `f` only for the dtypes in kAllowed (a mask
+// over DType), keeping each kernel's code to the types it admits.
+template <uint32_t kAllowed, class F>
+void visit_allowed(DType t, const char* op, F&& f) {
+  if (KILN_UNLIKELY(!(kAllowed & dtype_bit(t)))) fail_dtype(t, kAllowed, op);
+#define KILN_VISIT_CASE(D, T)                               \
+  case D:                                                   \
+    if constexpr ((kAllowed >> static_cast<int>(D)) & 1u) { \
+      f.template operator()<T>();                           \
+    }                                                       \
+    return;
+  switch (t) {
+    KILN_VISIT_CASE(kBool, bool)
+    KILN_VISIT_CASE(kUInt8, uint8_t)
+    KILN_VISIT_CASE(kInt8, int8_t)
+    KILN_VISIT_CASE(kInt16, int16_t)
+    KILN_VISIT_CASE(kInt32, int32_t)
+    KILN_VISIT_CASE(kInt64, int64_t)
+    KILN_VISIT_CASE(kFloat16, Half)
+    KILN_VISIT_CASE(kBFloat16, BFloat16)
+    KILN_VISIT_CASE(kFloat32, float)
+    KILN_VISIT_CASE(kFloat64, double)
+  }
+#undef KILN_VISIT_CASE
+}
+
+// --- Forms of an op ------------------------------------------------------------------
+
+enum class Form { Functional, InPlace, Out };
+
+// Runs one form of a pointwise op: `setup` adds the inputs (the first being
+// `self`) and options to the iterator; the output is a new tensor
+// (Functional), `self` (InPlace) or `*out` (Out). After build() the compute
+// dtype must be in `allowed`; then `body` checks its arguments and runs the
+// loops, which do nothing for meta operands, so Meta raises the same errors.
+// Returns the tensor the op returns.
+template <class Setup, class Body>
+Tensor pointwise(const char* op, Form form, const Tensor& self, const Tensor* out, uint32_t allowed,
+                 Setup&& setup, Body&& body) {
+  Tensor result = form == Form::InPlace ? self : form == Form::Out ? *out : Tensor();
+  TensorIter it(op);
+  it.output(result);
+  setup(it);
+  if (form == Form::InPlace) it.in_place();
+  it.build();
+  if (KILN_UNLIKELY(!(allowed & dtype_bit(it.dtype())))) fail_dtype(it.dtype(), allowed, op);
+  body(it);
+  return result;
+}
+
+// --- 16-bit floats -----------------------------------------------------------------
+
+// Note [16-bit floats in pointwise kernels]
+// Half and BFloat16 load into float (opmath_t), compute, and round once when
+// stored, except where PyTorch 1.13 rounds intermediate steps to the 16-bit
+// type on all of its code paths (add's alpha * y, silu, gelu's tanh form,
+// round.decimals, trunc and floor division, BFloat16 pow by 3 and -2): there
+// the kernels call round_to<T> after the same steps, so results agree bit for
+// bit. Where PyTorch's vectorized and scalar loops disagree with each other
+// (BFloat16 rsqrt and gelu's erf form), kiln follows the vectorized loop,
+// which is what dense tensors get. torch 1.13's CPU kernels lack Half for most
+// floating ops, a gap of that build rather than a rule (its CUDA kernels have
+// them): kiln admits Half wherever it admits BFloat16 and computes it by the
+// same rules; the oracle checks those cases against the float computation
+// rounded the same way.
+
+// `x` rounded to T and back: where PyTorch computes a step in Half or BFloat16
+// arithmetic, kernels round its result the same way. Identity for other types.
+template <class T>
+inline opmath_t<T> round_to(opmath_t<T> x) {
+  if constexpr (detail::kIsReduced<T>) {
+    return static_cast<float>(T(x));
+  } else {
+    return x;
+  }
+}
+
+// --- Scalar arguments ------------------------------------------------------------------
+
+// The largest finite value of T, and the lowest.
+template <class T>
+inline double max_value() {
+  if constexpr (std::is_same_v<T, Half>) {
+    return 65504.0;
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return 3.3895313892515355e38;
+  } else {
+    return static_cast<double>(std::numeric_limits<T>::max());
+  }
+}
+template <class T>
+inline double lowest_value() {
+  if constexpr (detail::kIsReduced<T>) {
+    return -max_value<T>();
+  } else {
+    return static_cast<double>(std::numeric_limits<T>::lowest());
+  }
+}
+
+// `s` as the opmath type of T, refusing values T cannot hold as PyTorch's
+// Scalar::to<T>() does: integers out of range (negative integers may wrap into
+// unsigned types), finite floats beyond T's range, NaN into integers. Bool
+// never overflows.
+template <class T>
+opmath_t<T> scalar_to(const Scalar& s, const char* op, const char* name) {
+  using M = opmath_t<T>;
+  if constexpr (std::is_same_v<T, bool>) {
+    return s.to_bool();
+  } else {
+    bool overflow = false;
+    if (s.is_integral()) {
+      int64_t v = s.to_int();
+      if constexpr (std::is_integral_v<T>) {
+        if constexpr (std::is_unsigned_v<T>) {
+          overflow = v > static_cast<int64_t>(std::numeric_limits<T>::max()) ||
+                     (v < 0 && -static_cast<uint64_t>(v) > std::numeric_limits<T>::max());
+        } else {
+          overflow = v < static_cast<int64_t>(std::numeric_limits<T>::lowest()) ||
+                     v > static_cast<int64_t>(std::numeric_limits<T>::max());
+        }
+      }
+    } else if (s.is_floating_point()) {
+      double v = s.to_double();
+      if constexpr (std::is_integral_v<T>) {
+        // 2^63 is where int64 ends, though max_value rounds to it.
+        overflow = std::isnan(v) || v < lowest_value<T>() || v > max_value<T>() ||
+                   v >= 9223372036854775808.0;
+      } else {
+        overflow = !std::isinf(v) && (v < lowest_value<T>() || v > max_value<T>());
+      }
+    }
+    KILN_CHECK(!overflow, "[", op, "] expected '", name, "' to fit in ", dtype_of<T>, ", got ", s);
+    if constexpr (std::is_integral_v<T>) {
+      // Integers convert through int64 (wrapping into narrower types), floats truncate.
+      return static_cast<M>(s.is_floating_point() ? static_cast<int64_t>(s.to_double())
+                                                  : s.to_int());
+    } else {
+      return static_cast<M>(round_to<T>(static_cast<M>(s.to_double())));
+    }
+  }
 }
 
 }  // namespace kiln::cpu

@@ -16,9 +16,57 @@ void check_cpu(const Tensor& t, const char* op, const char* name) {
              "] expected '", name, "' on cpu, got ", t.device());
 }
 
+namespace {
+
+// Strides for a copy of `t` that keep its layout when it is dense and
+// non-overlapping (as PyTorch's preserve_format does), else row-major ones.
+DimVector preserved_strides(const Tensor& t) {
+  IntArrayRef sizes = t.sizes(), strides = t.strides();
+  const int64_t nd = t.dim();
+  DimVector perm(nd);
+  for (int64_t i = 0; i < nd; ++i) perm[i] = i;
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] < strides[b]; });
+  int64_t expected = 1;
+  for (int64_t d : perm) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return contiguous_strides(sizes);
+    expected *= sizes[d];
+  }
+  return DimVector(strides);
+}
+
+}  // namespace
+
+namespace {
+
+bool non_overlapping_and_dense(const Tensor& t) {
+  return DimVector(t.strides()).ref() == preserved_strides(t).ref();
+}
+
+// PyTorch's get_overlap_status() == PARTIAL: two dense views of one storage
+// whose bytes overlap without being the same view.
+bool partially_overlap(const Tensor& a, const Tensor& b) {
+  if (a.impl() == b.impl() || a.numel() == 0 || b.numel() == 0) return false;
+  if (a.device().is_meta() || b.device().is_meta()) return false;
+  if (!a.impl()->has_storage() || a.impl()->storage().get() != b.impl()->storage().get()) {
+    return false;
+  }
+  if (!non_overlapping_and_dense(a) || !non_overlapping_and_dense(b)) return false;  // too hard
+  const char* a0 = static_cast<const char*>(a.data_ptr());
+  const char* b0 = static_cast<const char*>(b.data_ptr());
+  const char* a1 = a0 + a.numel() * static_cast<int64_t>(a.element_size());
+  const char* b1 = b0 + b.numel() * static_cast<int64_t>(b.element_size());
+  if (a0 == b0 && a1 == b1) return !(a.strides() == b.strides());
+  return a0 < b1 && b0 < a1;
+}
+
+}  // namespace
+
 Tensor cast(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
-  Tensor out = empty_tensor(t.sizes(), dtype, t.device());
+  Tensor out = empty_strided_tensor(t.sizes(), preserved_strides(t), dtype, t.device());
+  if (t.device().is_meta()) return out;
   copy_into(out, t);
   if (t.impl()->is_wrapped_number()) out.impl()->set_wrapped_number(true);
   return out;
@@ -47,6 +95,12 @@ TensorIter& TensorIter::input(const Tensor& t) {
   return *this;
 }
 
+TensorIter& TensorIter::input_keep_dtype(const Tensor& t) {
+  input(t);
+  ops_[num_ops_ - 1].keep_dtype = true;
+  return *this;
+}
+
 void TensorIter::compute_shape() {
   bool first = true;
   if (has_declared_shape_) {
@@ -65,9 +119,8 @@ void TensorIter::compute_shape() {
   if (in_place_) {
     // An in-place output fixes the shape: inputs may broadcast to it, not it to them.
     IntArrayRef self = ops_[0].tensor.sizes();
-    KILN_CHECK(shape_.ref() == self || broadcast_shapes(shape_, self, op_).ref() == self, "[",
-               op_, "] output with shape ", self, " doesn't match the broadcast shape ",
-               shape_.ref());
+    KILN_CHECK(shape_.ref() == self || broadcast_shapes(shape_, self, op_).ref() == self, "[", op_,
+               "] output with shape ", self, " doesn't match the broadcast shape ", shape_.ref());
     shape_ = self;
   }
   if (has_declared_shape_) {
@@ -104,18 +157,48 @@ void TensorIter::allocate_or_check_output(DType result) {
       KILN_CHECK(!in_place_, "[", op_, "] output with shape ", o.tensor.sizes(),
                  " doesn't match the broadcast shape ", shape_.ref());
       resize_output(o.tensor, shape_);
+      o.resized = true;  // restrided like an allocated output once dims are ordered
     }
     if (o.tensor.dtype() != result) {
-      KILN_CHECK(can_cast(result, o.tensor.dtype()), "[", op_, "] result type ", result,
-                 " can't be cast to the desired output type ", o.tensor.dtype());
+      KILN_CHECK(out_cast_ != OutCast::Same, "[", op_, "] expected an output of dtype ", result,
+                 ", got ", o.tensor.dtype());
+      KILN_CHECK(out_cast_ == OutCast::Any || can_cast(result, o.tensor.dtype()), "[", op_,
+                 "] result type ", result, " can't be cast to the desired output type ",
+                 o.tensor.dtype());
       o.needs_copy_back = !meta_;
       if (!meta_) o.tensor = empty_tensor(shape_, result, Device::cpu());
     }
   }
 }
 
+void TensorIter::check_overlaps() const {
+  // As PyTorch: an output computed from inputs may not have elements that
+  // share memory (a broadcast view) unless the kernel allows it (fill_, which
+  // has no inputs, may), nor partly overlap an input.
+  if (num_ops_ == num_outputs_) return;
+  for (int i = 0; i < num_outputs_; ++i) {
+    const Tensor& out = ops_[i].tensor;
+    if (!out.defined()) continue;
+    if (!allow_output_overlap_) {
+      IntArrayRef sz = out.sizes(), st = out.strides();
+      for (size_t d = 0; d < sz.size(); ++d) {
+        KILN_CHECK(sz[d] <= 1 || st[d] != 0, "[", op_,
+                   "] expected an output whose elements do not share memory, got sizes ", sz,
+                   " and strides ", st, "; clone() it first");
+      }
+    }
+    for (int k = num_outputs_; k < num_ops_; ++k) {
+      KILN_CHECK(!partially_overlap(out, ops_[k].tensor), "[", op_,
+                 "] expected an output that is an input or shares no memory with it, got one "
+                 "that partly overlaps input ",
+                 k - num_outputs_, "; clone() it first");
+    }
+  }
+}
+
 TensorIter& TensorIter::build() {
   KILN_INTERNAL_ASSERT(num_outputs_ >= 1, "a TensorIter needs an output");
+  check_overlaps();
   compute_shape();
   numel_ = 1;
   for (int64_t s : shape_) numel_ *= s;
@@ -123,15 +206,17 @@ TensorIter& TensorIter::build() {
   // Dtypes.
   if (num_ops_ > num_outputs_ && compute_ != ComputeType::Given) {
     ResultType rt;
-    for (int i = num_outputs_; i < num_ops_; ++i) rt.add(ops_[i].tensor);
+    for (int i = num_outputs_; i < num_ops_; ++i) {
+      if (!ops_[i].keep_dtype) rt.add(ops_[i].tensor);
+    }
     DType common = rt.result(op_);
     compute_dtype_ = compute_ == ComputeType::Floating ? to_floating(common) : common;
   } else {
     compute_dtype_ = compute_ == ComputeType::Given ? given_ : ops_[0].tensor.dtype();
   }
-  if (cast_inputs_ && !meta_) {
+  if (cast_inputs_) {  // meta inputs too, so the layouts below match the CPU's
     for (int i = num_outputs_; i < num_ops_; ++i) {
-      ops_[i].tensor = cast(ops_[i].tensor, compute_dtype_);
+      if (!ops_[i].keep_dtype) ops_[i].tensor = cast(ops_[i].tensor, compute_dtype_);
     }
   }
   DType result = has_out_dtype_ ? out_dtype_ : compute_dtype_;
@@ -159,7 +244,7 @@ void TensorIter::reorder_and_coalesce() {
   for (int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
   auto should_swap = [&](int64_t d0, int64_t d1) {
     for (int k = 0; k < num_ops_; ++k) {
-      if (!ops_[k].tensor.defined()) continue;
+      if (!ops_[k].tensor.defined() || ops_[k].resized) continue;  // outputs still to lay out
       int64_t s0 = ops_[k].strides[d0], s1 = ops_[k].strides[d1];
       if (s0 == 0 || s1 == 0) continue;
       if (s0 < s1) return -1;
@@ -180,20 +265,27 @@ void TensorIter::reorder_and_coalesce() {
       }
     }
   }
-  // Allocate missing outputs dense in that order.
+  // Allocate missing outputs dense in that order. Resized out= tensors get the
+  // same strides, as PyTorch restrides an output it resized.
+  DimVector dense(nd);
+  int64_t step = 1;
+  for (int64_t i = 0; i < nd; ++i) {
+    dense[perm[i]] = step;
+    step *= std::max<int64_t>(shape_[perm[i]], 1);
+  }
   for (int k = 0; k < num_outputs_; ++k) {
     Operand& o = ops_[k];
+    if (o.resized) {
+      TensorImpl* target = o.target->impl();
+      target->set_geometry(shape_, dense, target->storage_offset());
+      if (!o.needs_copy_back) o.tensor = *o.target;
+      for (int64_t d = 0; d < nd; ++d) o.strides[d] = o.tensor.strides()[d];
+    }
     if (o.tensor.defined()) continue;
     DType t = has_out_dtype_ ? out_dtype_ : compute_dtype_;
-    DimVector strides(nd);
-    int64_t s = 1;
-    for (int64_t i = 0; i < nd; ++i) {
-      strides[perm[i]] = s;
-      s *= std::max<int64_t>(shape_[perm[i]], 1);
-    }
-    o.tensor = empty_strided_tensor(shape_, strides, t, meta_ ? Device::meta() : Device::cpu());
+    o.tensor = empty_strided_tensor(shape_, dense, t, meta_ ? Device::meta() : Device::cpu());
     *o.target = o.tensor;
-    for (int64_t d = 0; d < nd; ++d) o.strides[d] = strides[d];
+    for (int64_t d = 0; d < nd; ++d) o.strides[d] = dense[d];
   }
   // Permute to innermost-first and convert to bytes.
   iter_sizes_.resize(nd);
@@ -272,20 +364,20 @@ void TensorIter::run_range(Thunk thunk, void* ctx, int64_t begin, int64_t end) c
 }
 
 void TensorIter::run(Thunk thunk, void* ctx, int64_t grain) {
-  KILN_INTERNAL_ASSERT(!meta_, op_, ": loops over meta tensors");
-  if (numel_ == 0) return;
-  KILN_CHECK(iter_sizes_.size() <= 64, "[", op_, "] expected at most 64 dims, got ", iter_sizes_.size());
+  if (meta_ || numel_ == 0) return;  // meta tensors have no data to loop over
+  KILN_CHECK(iter_sizes_.size() <= 64, "[", op_, "] expected at most 64 dims, got ",
+             iter_sizes_.size());
   if (numel_ < 2 * grain) {
     run_range(thunk, ctx, 0, numel_);
     return;
   }
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, numel_, grain),
-                    [&](const tbb::blocked_range<int64_t>& r) {
-                      run_range(thunk, ctx, r.begin(), r.end());
-                    });
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, numel_, grain),
+      [&](const tbb::blocked_range<int64_t>& r) { run_range(thunk, ctx, r.begin(), r.end()); });
 }
 
 void TensorIter::finish() {
+  if (meta_) return;
   for (int k = 0; k < num_outputs_; ++k) {
     Operand& o = ops_[k];
     if (o.needs_copy_back) {

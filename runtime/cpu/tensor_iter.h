@@ -22,6 +22,13 @@ enum class ComputeType : uint8_t {
   Given,     // set by compute_dtype()
 };
 
+// What a given out= (or in-place) tensor of another dtype than the result gets.
+enum class OutCast : uint8_t {
+  Safe,  // the result is converted when can_cast(result, out) allows (default)
+  Same,  // no conversion: out must have the result's dtype
+  Any,   // any conversion, as copy_ does
+};
+
 class TensorIter {
  public:
   static constexpr int kMaxOperands = 8;
@@ -33,6 +40,9 @@ class TensorIter {
   // written (their shape must be the broadcast shape, or empty to be resized).
   TensorIter& output(Tensor& out);
   TensorIter& input(const Tensor& t);
+  // An input that takes no part in type promotion and is never cast (where's
+  // condition): the kernel reads it in its own dtype.
+  TensorIter& input_keep_dtype(const Tensor& t);
   TensorIter& compute(ComputeType c) {
     compute_ = c;
     return *this;
@@ -53,6 +63,17 @@ class TensorIter {
     cast_inputs_ = false;
     return *this;
   }
+  TensorIter& out_cast(OutCast c) {
+    out_cast_ = c;
+    return *this;
+  }
+  // Admits outputs whose elements share memory (stride-0 dims), which build()
+  // otherwise refuses when there are inputs, as PyTorch does; for kernels that
+  // accumulate through a broadcast view of their output.
+  TensorIter& allow_output_overlap() {
+    allow_output_overlap_ = true;
+    return *this;
+  }
   // The output is written in place into an input, so it may not broadcast.
   TensorIter& in_place() {
     in_place_ = true;
@@ -71,6 +92,8 @@ class TensorIter {
   bool is_meta() const { return meta_; }
   DType dtype() const { return compute_dtype_; }
   DType input_dtype(int i) const { return ops_[num_outputs_ + i].tensor.dtype(); }
+  // Input i as the loops read it (after casting; meta tensors stay meta).
+  const Tensor& input_tensor(int i) const { return ops_[num_outputs_ + i].tensor; }
   DType output_dtype() const { return ops_[0].tensor.dtype(); }
   int64_t numel() const { return numel_; }
   IntArrayRef shape() const { return shape_; }
@@ -78,6 +101,8 @@ class TensorIter {
 
   // Calls loop(data, strides, n) over 1-D runs: data[k] points at operand k's
   // element (output first), strides[k] is its byte stride along the run.
+  // Does nothing for meta operands, so kernels may run their dtype and
+  // argument checks for Meta too and call the loops unconditionally.
   template <class F>
   void for_each(F&& loop, int64_t grain = kGrain) {
     auto thunk = [](void* ctx, char** data, const int64_t* strides, int64_t n) {
@@ -93,14 +118,17 @@ class TensorIter {
   using Thunk = void (*)(void* ctx, char** data, const int64_t* strides, int64_t n);
   void run(Thunk thunk, void* ctx, int64_t grain);
   void run_range(Thunk thunk, void* ctx, int64_t begin, int64_t end) const;
+  void check_overlaps() const;
   void compute_shape();
   void allocate_or_check_output(DType result);
   void reorder_and_coalesce();
 
   struct Operand {
-    Tensor tensor;     // what the loops read or write
+    Tensor tensor;             // what the loops read or write
     Tensor* target = nullptr;  // the caller's output, for outputs
     bool needs_copy_back = false;
+    bool keep_dtype = false;  // inputs: excluded from promotion and casting
+    bool resized = false;     // outputs: an out= tensor build() resized
     char* data = nullptr;
     DimVector strides;  // bytes, per iteration dim (innermost first after build)
   };
@@ -116,6 +144,8 @@ class TensorIter {
   bool has_out_dtype_ = false;
   bool cast_inputs_ = true;
   bool in_place_ = false;
+  OutCast out_cast_ = OutCast::Safe;
+  bool allow_output_overlap_ = false;
   bool has_declared_shape_ = false;
   bool meta_ = false;
   DimVector declared_shape_;
@@ -127,7 +157,8 @@ class TensorIter {
 // Gives an out= tensor the shape `shape` as PyTorch's resize_ does (contiguous
 // strides, storage grown when too small).
 void resize_output(const Tensor& out, IntArrayRef shape);
-// Returns `t` converted to `dtype` (a new tensor when the dtypes differ).
+// Returns `t` converted to `dtype`: a new tensor, laid out like `t` when that is
+// dense (PyTorch's preserve_format), when the dtypes differ; meta in, meta out.
 Tensor cast(const Tensor& t, DType dtype);
 // Throws unless `t` lives on the CPU (0-dim wrapped numbers count as CPU values).
 void check_cpu(const Tensor& t, const char* op, const char* name);

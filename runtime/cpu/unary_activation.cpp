@@ -1,0 +1,130 @@
+// Activation functions on the CPU: silu, gelu (erf and tanh forms), softplus.
+// Floating inputs only; out= must have the input's dtype, as in PyTorch.
+//
+// Half and BFloat16 (Note [16-bit floats in pointwise kernels]): PyTorch 1.13
+// computes silu and the tanh form of gelu in the 16-bit type, rounding every
+// step, on all its paths; kiln rounds the same steps. The erf form and
+// softplus compute in float and round once (the erf form's scalar fallback for
+// BFloat16 rounds each step too; kiln follows the vectorized loop).
+
+#include <cmath>
+#include <string_view>
+
+#include "kiln/dispatch.h"
+#include "runtime/cpu/loops.h"
+
+namespace kiln::cpu {
+namespace {
+
+Tensor silu_impl(const char* op, Form form, const Tensor& self, const Tensor* out) {
+  return pointwise(
+      op, form, self, out, kFloatingMask,
+      [&](TensorIter& it) { it.input(self).out_cast(OutCast::Same); },
+      [&](TensorIter& it) {
+        visit_allowed<kFloatingMask>(it.dtype(), op, [&]<class T>() {
+          using M = opmath_t<T>;
+          cpu_kernel<T>(it, [](M x) { return x / round_to<T>(M(1) + round_to<T>(std::exp(-x))); });
+        });
+      });
+}
+
+// "none" -> false, "tanh" -> true.
+bool gelu_tanh(std::string_view approximate, const char* op) {
+  KILN_CHECK(approximate == "none" || approximate == "tanh", "[", op,
+             "] expected approximate to be \"none\" or \"tanh\", got \"", approximate, "\"");
+  return approximate == "tanh";
+}
+
+Tensor gelu_impl(const char* op, Form form, const Tensor& self, std::string_view approximate,
+                 const Tensor* out) {
+  const bool tanh_form = gelu_tanh(approximate, op);
+  return pointwise(
+      op, form, self, out, kFloatingMask,
+      [&](TensorIter& it) { it.input(self).out_cast(OutCast::Same); },
+      [&](TensorIter& it) {
+        visit_allowed<kFloatingMask>(it.dtype(), op, [&]<class T>() {
+          using M = opmath_t<T>;
+          if (tanh_form) {
+            // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+            const M beta = round_to<T>(static_cast<M>(M_SQRT2 * M_2_SQRTPI * 0.5));
+            const M kappa = round_to<T>(static_cast<M>(0.044715));
+            cpu_kernel<T>(it, [beta, kappa](M x) {
+              const M cube = round_to<T>(round_to<T>(x * x) * x);
+              const M inner = round_to<T>(beta * round_to<T>(x + round_to<T>(kappa * cube)));
+              return round_to<T>(M(0.5) * x) * round_to<T>(M(1) + round_to<T>(std::tanh(inner)));
+            });
+          } else {
+            const M alpha = static_cast<M>(M_SQRT1_2);
+            cpu_kernel<T>(it, [alpha](M x) { return x * M(0.5) * (M(1) + std::erf(x * alpha)); });
+          }
+        });
+      });
+}
+
+// x where beta * x > threshold (where log1p(exp(.)) is x to working precision),
+// else log1p(exp(beta * x)) / beta.
+Tensor softplus_impl(const char* op, Form form, const Tensor& self, const Scalar& beta,
+                     const Scalar& threshold, const Tensor* out) {
+  return pointwise(
+      op, form, self, out, kFloatingMask,
+      [&](TensorIter& it) { it.input(self).out_cast(OutCast::Same); },
+      [&](TensorIter& it) {
+        visit_allowed<kFloatingMask>(it.dtype(), op, [&]<class T>() {
+          using M = opmath_t<T>;
+          scalar_to<T>(beta, op, "beta");
+          scalar_to<T>(threshold, op, "threshold");
+          const M b = static_cast<M>(beta.to_double());
+          const M th = static_cast<M>(threshold.to_double());
+          cpu_kernel<T>(it,
+                        [b, th](M x) { return x * b > th ? x : std::log1p(std::exp(x * b)) / b; });
+        });
+      });
+}
+
+Tensor silu(const Tensor& s) {
+  return silu_impl("silu", Form::Functional, s, nullptr);
+}
+Tensor silu_(const Tensor& s) {
+  return silu_impl("silu_", Form::InPlace, s, nullptr);
+}
+Tensor silu_out(const Tensor& s, const Tensor& out) {
+  return silu_impl("silu.out", Form::Out, s, &out);
+}
+Tensor gelu(const Tensor& s, std::string_view a) {
+  return gelu_impl("gelu", Form::Functional, s, a, nullptr);
+}
+Tensor gelu_(const Tensor& s, std::string_view a) {
+  return gelu_impl("gelu_", Form::InPlace, s, a, nullptr);
+}
+Tensor gelu_out(const Tensor& s, std::string_view a, const Tensor& out) {
+  return gelu_impl("gelu.out", Form::Out, s, a, &out);
+}
+Tensor softplus(const Tensor& s, const Scalar& beta, const Scalar& threshold) {
+  return softplus_impl("softplus", Form::Functional, s, beta, threshold, nullptr);
+}
+Tensor softplus_out(const Tensor& s, const Scalar& beta, const Scalar& threshold,
+                    const Tensor& out) {
+  return softplus_impl("softplus.out", Form::Out, s, beta, threshold, &out);
+}
+
+void register_kernels(Library& m) {
+  m.impl("silu", &silu);
+  m.impl("silu_", &silu_);
+  m.impl("silu.out", &silu_out);
+  m.impl("gelu", &gelu);
+  m.impl("gelu_", &gelu_);
+  m.impl("gelu.out", &gelu_out);
+  m.impl("softplus", &softplus);
+  m.impl("softplus.out", &softplus_out);
+}
+
+}  // namespace
+
+KILN_LIBRARY_IMPL(kiln, CPU, m) {
+  register_kernels(m);
+}
+KILN_LIBRARY_IMPL(kiln, Meta, m) {
+  register_kernels(m);
+}
+
+}  // namespace kiln::cpu

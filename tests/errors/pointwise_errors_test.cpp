@@ -1,0 +1,154 @@
+// Must-fail cases of the pointwise ops: each raises kiln::Error naming the op
+// and what was wrong, on the CPU and (for everything not decided by the data)
+// on meta tensors alike.
+
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Tensor;
+using kiln::TensorOptions;
+
+Tensor f32(std::vector<int64_t> sizes = {3}) {
+  return kiln::ones(sizes);
+}
+Tensor of(kiln::DType dt, std::vector<int64_t> sizes = {3}) {
+  return kiln::ones(sizes, TensorOptions(dt));
+}
+Tensor meta(kiln::DType dt, std::vector<int64_t> sizes = {3}) {
+  return kiln::empty(sizes, TensorOptions(dt).device(kiln::Device::meta()));
+}
+
+TEST(PointwiseErrors, RefusedDtypes) {
+  for (bool on_meta : {false, true}) {
+    auto make = [&](kiln::DType dt) { return on_meta ? meta(dt) : of(dt); };
+    EXPECT_KILN_ERROR(kiln::neg(make(kiln::kBool)), "[neg] expected a non-bool tensor");
+    EXPECT_KILN_ERROR(kiln::abs(make(kiln::kBool)), "[abs] expected a dtype among");
+    EXPECT_KILN_ERROR(kiln::relu(make(kiln::kBool)), "[relu] expected a non-bool input");
+    EXPECT_KILN_ERROR(kiln::floor(make(kiln::kBool)), "[floor]");
+    EXPECT_KILN_ERROR(kiln::frac(make(kiln::kInt64)), "[frac] expected a dtype among");
+    EXPECT_KILN_ERROR(kiln::round(make(kiln::kInt32), 2), "[round.decimals]");
+    EXPECT_KILN_ERROR(kiln::bitwise_not(make(kiln::kFloat32)), "[bitwise_not]");
+    EXPECT_KILN_ERROR(kiln::silu(make(kiln::kInt64)), "[silu]");
+    EXPECT_KILN_ERROR(kiln::gelu(make(kiln::kInt64)), "[gelu]");
+    EXPECT_KILN_ERROR(kiln::softplus(make(kiln::kInt64)), "[softplus]");
+    EXPECT_KILN_ERROR(kiln::bitwise_and(make(kiln::kFloat32), make(kiln::kInt32)),
+                      "[bitwise_and.Tensor]");
+    EXPECT_KILN_ERROR(kiln::bitwise_xor(make(kiln::kInt32), 2.5), "[bitwise_xor.Tensor]");
+    EXPECT_KILN_ERROR(kiln::remainder(make(kiln::kBool), make(kiln::kBool)), "[remainder.Tensor]");
+    EXPECT_KILN_ERROR(kiln::floor_divide(make(kiln::kBool), make(kiln::kBool)), "[floor_divide]");
+    EXPECT_KILN_ERROR(kiln::div(make(kiln::kBool), make(kiln::kBool), "trunc"),
+                      "[div.Tensor_mode]");
+    EXPECT_KILN_ERROR(kiln::pow(make(kiln::kBool), make(kiln::kBool)), "[pow.Tensor_Tensor]");
+    EXPECT_KILN_ERROR(kiln::lerp(make(kiln::kInt64), make(kiln::kInt64), 0.5), "[lerp.Scalar]");
+    EXPECT_KILN_ERROR(kiln::addcmul(make(kiln::kBool), make(kiln::kBool), make(kiln::kBool)),
+                      "[addcmul]");
+    EXPECT_KILN_ERROR(kiln::clamp(make(kiln::kBool), std::optional<Tensor>(make(kiln::kBool)),
+                                  std::optional<Tensor>(make(kiln::kBool))),
+                      "[clamp.Tensor]");
+  }
+}
+
+TEST(PointwiseErrors, ResultDtypeIntoTarget) {
+  // A float result cannot go into an integer tensor in place or through out=.
+  Tensor i = of(kiln::kInt64);
+  EXPECT_KILN_ERROR(kiln::exp_(i),
+                    "result type float32 can't be cast to the desired output type int64");
+  EXPECT_KILN_ERROR(kiln::sigmoid_(i), "can't be cast");
+  Tensor out_i = of(kiln::kInt64);
+  EXPECT_KILN_ERROR(kiln::sqrt_out(out_i, f32()), "can't be cast");
+  Tensor self_i = of(kiln::kInt64);
+  EXPECT_KILN_ERROR(kiln::clamp_(self_i, kiln::Scalar(0.5)), "[clamp_] result type float32");
+  Tensor b = of(kiln::kBool);
+  EXPECT_KILN_ERROR(kiln::square_(b), "[square_]");
+  // Ops whose out= must have the result's dtype.
+  Tensor out_f64 = of(kiln::kFloat64);
+  EXPECT_KILN_ERROR(kiln::abs_out(out_f64, f32()), "[abs.out] expected an output of dtype float32");
+  EXPECT_KILN_ERROR(kiln::floor_out(out_f64, f32()), "[floor.out]");
+  EXPECT_KILN_ERROR(kiln::call_op("gelu.out", {f32()}, {{"out", of(kiln::kFloat64)}}),
+                    "[gelu.out]");
+  EXPECT_KILN_ERROR(kiln::call_op("nan_to_num.out", {f32()}, {{"out", of(kiln::kFloat64)}}),
+                    "[nan_to_num.out] expected out of dtype float32");
+  EXPECT_KILN_ERROR(kiln::call_op("where.self_out", {of(kiln::kBool), f32(), f32()},
+                                  {{"out", of(kiln::kFloat64)}}),
+                    "[where.self_out]");
+  EXPECT_KILN_ERROR(kiln::call_op("addcmul_", {f32(), of(kiln::kFloat64), f32()}), "[addcmul_]");
+}
+
+TEST(PointwiseErrors, Arguments) {
+  EXPECT_KILN_ERROR(kiln::gelu(f32(), "sigmoid"),
+                    "[gelu] expected approximate to be \"none\" or \"tanh\"");
+  EXPECT_KILN_ERROR(kiln::div(f32(), f32(), "round"), "[div.Tensor_mode] expected rounding_mode");
+  EXPECT_KILN_ERROR(kiln::clamp(f32(), std::optional<kiln::Scalar>()),
+                    "expected at least one of 'min' and 'max'");
+  EXPECT_KILN_ERROR(kiln::clamp(f32(), std::optional<Tensor>(), std::optional<Tensor>()),
+                    "expected at least one of 'min' and 'max'");
+  EXPECT_KILN_ERROR(kiln::pow(of(kiln::kInt64), -1),
+                    "[pow.Tensor_Scalar] expected a non-negative exponent");
+  EXPECT_KILN_ERROR(kiln::pow(of(kiln::kInt8), 300), "expected 'exponent' to fit in int8");
+  EXPECT_KILN_ERROR(kiln::clamp(of(kiln::kUInt8), kiln::Scalar(0), kiln::Scalar(256)),
+                    "[clamp] expected 'max' to fit in uint8");
+  EXPECT_KILN_ERROR(kiln::lerp(f32(), f32(), 1e300),
+                    "[lerp.Scalar] expected 'weight' to fit in float32");
+  EXPECT_KILN_ERROR(kiln::lerp(f32(), of(kiln::kFloat64), 0.5),
+                    "[lerp.Scalar] expected 'end' of dtype float32");
+  EXPECT_KILN_ERROR(kiln::lerp(f32(), f32(), of(kiln::kFloat64)),
+                    "expected 'weight' of dtype float32");
+  EXPECT_KILN_ERROR(kiln::addcdiv(f32(), of(kiln::kInt64), of(kiln::kInt32)),
+                    "[addcdiv] expected a floating tensor1 or tensor2");
+  EXPECT_KILN_ERROR(kiln::addcmul(of(kiln::kInt8), of(kiln::kInt8), of(kiln::kInt8), 1000),
+                    "expected 'value' to fit in int8");
+  EXPECT_KILN_ERROR(kiln::where(of(kiln::kInt64), f32(), f32()),
+                    "[where.self] expected a bool condition, got int64");
+  EXPECT_KILN_ERROR(kiln::where(f32(), f32(), f32()), "expected a bool condition, got float32");
+}
+
+TEST(PointwiseErrors, Shapes) {
+  Tensor small = f32({4});
+  Tensor expanded = small.expand({3, 4});
+  EXPECT_KILN_ERROR(kiln::exp_(expanded), "elements do not share memory");
+  Tensor out = kiln::ones({1}).expand({3});
+  EXPECT_KILN_ERROR(kiln::exp_out(out, f32()), "elements do not share memory");
+  EXPECT_KILN_ERROR(kiln::maximum_(small, f32({3, 4})), "doesn't match the broadcast shape");
+  EXPECT_KILN_ERROR(kiln::atan2(f32({3, 4}), f32({5})), "cannot broadcast");
+  EXPECT_KILN_ERROR(
+      kiln::where(kiln::ones({3, 4}, TensorOptions(kiln::kBool)), f32({3, 4}), f32({5})),
+      "cannot broadcast");
+  EXPECT_KILN_ERROR(kiln::call_op("clamp_.Tensor", {f32({4}), f32({2, 4})}), "doesn't match");
+  EXPECT_KILN_ERROR(
+      kiln::call_op("where.self_out",
+                    {kiln::ones({2, 4}, TensorOptions(kiln::kBool)), f32({4}), f32({4})},
+                    {{"out", kiln::ones({1}).expand({2, 4})}}),
+      "elements do not share memory");
+}
+
+TEST(PointwiseErrors, OutputPartlyOverlapsAnInput) {
+  // As PyTorch: an output may be an input, or share no memory with it.
+  Tensor base = kiln::testing::random_tensor({10}, kiln::kFloat32, "contiguous", 1);
+  Tensor out = base.narrow(0, 0, 9);
+  EXPECT_KILN_ERROR(kiln::exp_out(out, base.narrow(0, 1, 9)), "partly overlaps input 0");
+  Tensor sq = kiln::testing::random_tensor({3, 3}, kiln::kFloat32, "contiguous", 2);
+  EXPECT_KILN_ERROR(kiln::atan2_(sq, sq.t()), "partly overlaps input 1");
+  EXPECT_NO_THROW(kiln::where(kiln::gt(sq, 2.0), sq, sq.t()));  // inputs may overlap each other
+  Tensor same = sq;
+  EXPECT_NO_THROW(kiln::maximum_(same, sq));
+  EXPECT_NO_THROW(kiln::exp_out(out, base.narrow(0, 0, 9)));
+}
+
+TEST(PointwiseErrors, IntegerDivisionByZero) {
+  Tensor a = kiln::tensor<int64_t>({5, 6, 7});
+  Tensor z = kiln::tensor<int64_t>({1, 0, 2});
+  EXPECT_KILN_ERROR(kiln::div(a, z, "trunc"), "ZeroDivisionError");
+  EXPECT_KILN_ERROR(kiln::div(a, z, "floor"), "ZeroDivisionError");
+  EXPECT_KILN_ERROR(kiln::floor_divide(a, 0), "ZeroDivisionError");
+  EXPECT_KILN_ERROR(kiln::remainder(a, z), "ZeroDivisionError");
+  EXPECT_KILN_ERROR(kiln::fmod(a.to(kiln::kUInt8), z.to(kiln::kUInt8)), "ZeroDivisionError");
+  // Floating division by zero is IEEE's, not an error.
+  EXPECT_EQ(kiln::isnan(kiln::fmod(a.to(kiln::kFloat32), z.to(kiln::kFloat32))).tolist<bool>(),
+            (std::vector<bool>{false, true, false}));
+}
+
+}  // namespace
