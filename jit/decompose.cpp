@@ -51,6 +51,18 @@ int32_t KernelBuilder::cast(int32_t v, DType t) {
   return op(Prim::Cast, t, v);
 }
 
+int32_t KernelBuilder::round_to(int32_t v, DType t) {
+  if (!is_reduced_float(t) || dtype(v) != kFloat32) return v;
+  const Instr& in = kernel_.body[v];
+  if (in.op == Prim::Load && kernel_.inputs[in.operand] == t) return v;  // already on the grid
+  if (in.op == Prim::Const) {
+    float f = static_cast<float>(in.imm);
+    return constant(t == kFloat16 ? static_cast<float>(Half(f)) : static_cast<float>(BFloat16(f)),
+                    kFloat32);
+  }
+  return op(t == kFloat16 ? Prim::RoundF16 : Prim::RoundBF16, kFloat32, v);
+}
+
 namespace {
 
 // The tensor and number arguments of a node, by schema position.
@@ -147,17 +159,24 @@ int32_t d_pow_scalar(KernelBuilder& b, const Node& n, const std::vector<int32_t>
   int32_t x = b.cast(v[0], t);
   if (e == 2.0) return b.op(Prim::Mul, t, x, x);
   if (e == 1.0) return x;
-  if (e == 0.5) return b.op(Prim::Sqrt, t, x);
-  if (e == -1.0) return b.op(Prim::Reciprocal, t, x);
+  // PyTorch takes sqrt/rsqrt for +-0.5 only for float32/float64 (so -inf ** 0.5
+  // is NaN there, +inf through C pow for 16-bit types): follow the eager kernel.
+  if (!is_reduced_float(out_dtype(n))) {
+    if (e == 0.5) return b.op(Prim::Sqrt, t, x);
+    if (e == -0.5) return b.op(Prim::Rsqrt, t, x);
+  }
   return b.op(Prim::Pow, t, x, b.constant(e, t));
 }
 
 int32_t d_clamp(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   DType t = out_compute(n);
   int32_t x = b.cast(v[0], t);
-  // PyTorch: min first, then max; NaN in x propagates.
-  if (!arg(n, 1).is_none()) x = b.op(Prim::Max, t, x, b.constant(number(n, 1), t));
-  if (!arg(n, 2).is_none()) x = b.op(Prim::Min, t, x, b.constant(number(n, 2), t));
+  // As PyTorch: min first, then max, NaN in x propagating. With both bounds a
+  // NaN bound makes the result NaN; a lone NaN bound is ignored.
+  bool lo = !arg(n, 1).is_none(), hi = !arg(n, 2).is_none();
+  bool both = lo && hi;
+  if (lo && (both || !std::isnan(number(n, 1)))) x = b.op(Prim::Max, t, x, b.constant(number(n, 1), t));
+  if (hi && (both || !std::isnan(number(n, 2)))) x = b.op(Prim::Min, t, x, b.constant(number(n, 2), t));
   return x;
 }
 

@@ -19,6 +19,8 @@ class KernelBuilder {
   int32_t op(Prim p, DType t, int32_t a, int32_t b = -1, int32_t c = -1);
   // `v` converted to `t` (no instruction when it already is).
   int32_t cast(int32_t v, DType t);
+  // `v` rounded to the grid of storage dtype `t` when that is a 16-bit float.
+  int32_t round_to(int32_t v, DType t);
   DType dtype(int32_t v) const { return kernel_.body[v].dtype; }
   PointwiseKernel& kernel() { return kernel_; }
 

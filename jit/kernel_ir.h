@@ -7,7 +7,10 @@
 // strides are not part of it (they are launch arguments), so one compiled
 // kernel serves every shape with the same structure and layout class.
 // Arithmetic happens in the value's compute dtype (float32 for 16-bit floats);
-// loads and stores convert from and to the memory dtypes.
+// loads and stores convert from and to the memory dtypes. A node whose result
+// is a 16-bit float rounds it to that grid (RoundF16/RoundBF16), as the eager
+// kernel's store would: fused results then track eager ones closely, also
+// through discontinuous ops (floor, round, comparisons) downstream.
 
 #include <cstdint>
 #include <string>
@@ -45,6 +48,9 @@ enum class Prim : uint8_t {
   Log1p,
   LogicalNot,
   Cast,
+  // a float32 value rounded to the float16 / bfloat16 grid (it stays float32)
+  RoundF16,
+  RoundBF16,
   // binary
   Add,
   Sub,

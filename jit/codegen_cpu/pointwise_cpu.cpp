@@ -180,6 +180,36 @@ class BodyEmitter {
         done_with(in.a, a);
         return;
       }
+      case Prim::RoundF16: {
+        // Through the hardware's round-to-nearest-even conversion and back.
+        Vec a = reg(in.a);
+        auto& as = e_.as();
+        if (e_.avx512()) {
+          as.vcvtps2ph(d.ymm(), a.zmm(), 0);
+          as.vcvtph2ps(d.zmm(), d.ymm());
+        } else {
+          as.vcvtps2ph(d.xmm(), a.ymm(), 0);
+          as.vcvtph2ps(d.ymm(), d.xmm());
+        }
+        done_with(in.a, a);
+        return;
+      }
+      case Prim::RoundBF16: {
+        // bits + 0x7fff + lsb, low half cleared; NaN lanes keep the input.
+        Vec a = reg(in.a);
+        Scratch s(e_);
+        Vec lsb = s.vec();
+        e_.shr_u32(lsb, a, 16);
+        e_.and_(lsb, lsb, e_.u32c(1));
+        e_.add_i32(lsb, lsb, e_.u32c(0x7fff));
+        e_.add_i32(d, a, lsb);
+        e_.and_(d, d, e_.u32c(0xffff0000u));
+        Mask nan = s.mask();
+        e_.cmp(nan, a, a, Cmp::kUnord);
+        e_.blend(d, d, a, nan);
+        done_with(in.a, a);
+        return;
+      }
       case Prim::LogicalNot: {
         Vec a = reg(in.a);
         to_bool(d, a, Cmp::kEq);
@@ -263,8 +293,12 @@ class BodyEmitter {
       }
       case Prim::Pow: {
         Vec a = reg(in.a);
-        if (k_.body[in.b].op == Prim::Const) {
-          emit_pow_scalar(e_, d, a, static_cast<float>(k_.body[in.b].imm));
+        const double y = k_.body[in.b].op == Prim::Const ? k_.body[in.b].imm : 0.5;
+        // Exponents whose short forms agree with C pow at every special value;
+        // others (0.5 included: C pow(-inf, 0.5) is +inf) take the general path.
+        if (k_.body[in.b].op == Prim::Const &&
+            (y == 0 || y == 1 || y == 2 || y == 3 || y == -1 || y == -2)) {
+          emit_pow_scalar(e_, d, a, static_cast<float>(y));
         } else {
           Vec b = reg(in.b);
           emit_pow(e_, d, a, b);

@@ -167,6 +167,10 @@ std::string instr_expr(const PointwiseKernel& k, const Instr& in) {
     case Prim::Log1p:
       return fn("log1p", t) + "(" + a + ")";
     case Prim::LogicalNot:
+    case Prim::RoundF16:
+      return "kiln_h2f(kiln_f2h(" + a + "))";
+    case Prim::RoundBF16:
+      return "kiln_bf2f(kiln_f2bf(" + a + "))";
       return "!" + a;
     case Prim::Cast:
       if (t == kBool) return "(" + a + " != 0)";

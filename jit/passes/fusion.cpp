@@ -72,6 +72,7 @@ class GroupBuilder {
       return false;
     }
     int32_t r = d(builder_, n, values);
+    if (r >= 0) r = builder_.round_to(r, out.dtype());
     if (r < 0) {
       *why = "its arguments are not covered by its decomposition";
       builder_.kernel() = saved;

@@ -96,11 +96,15 @@ kiln::testing::Tolerance tolerance_for(const json& c, kiln::DType t, kiln::oracl
   kiln::testing::Tolerance tol = kiln::testing::default_tolerance(t);
   if (c.contains("rtol")) tol.rtol = c["rtol"].get<double>();
   if (c.contains("atol")) tol.atol = c["atol"].get<double>();
-  // Fused kernels keep float32 intermediates where eager 16-bit kernels round
-  // inside an op (PyTorch's f16 add rounds alpha * y before adding): under
-  // cancellation that moves a tiny result by a few of its ulps.
+  // Note [16-bit results of fused kernels]
+  // PyTorch 1.13's eager kernels round some intermediates to the 16-bit type
+  // inside an op (f16 add rounds alpha * y; f16/bf16 gelu(tanh) rounds its
+  // inner terms). Fused kernels compute each op in float32 and round only its
+  // result, as the eager store does: closer to the exact value, and within
+  // about one 16-bit ulp of PyTorch's.
   if (mode == kiln::oracle::Mode::Lazy && kiln::is_reduced_float(t)) {
-    tol.atol = std::max(tol.atol, t == kiln::kFloat16 ? 1e-4 : 1e-3);
+    tol.rtol = std::max(tol.rtol, t == kiln::kFloat16 ? 2e-3 : 1.6e-2);
+    tol.atol = std::max(tol.atol, t == kiln::kFloat16 ? 1e-3 : 4e-3);
   }
   return tol;
 }
