@@ -2,12 +2,20 @@
 
 // Note [TensorIter]
 // Elementwise kernels describe their operands to a TensorIter; build() does
-// what every such kernel needs: broadcasting, type promotion and casting of
-// inputs to the compute dtype, allocation of the output (laid out like the
-// inputs, as PyTorch does) or checks of a given one, and a reordering of dims
-// so the innermost loop runs over the smallest strides, with mergeable dims
-// coalesced. for_each() then calls the kernel's inner loop over 1-D runs,
-// splitting the range across TBB workers above a grain size.
+// what every such kernel needs, in PyTorch's order and by its rules:
+//   - overlap checks: a given output may not have elements sharing memory nor
+//     partly overlap an input;
+//   - broadcasting; type promotion (0-dim tensors and wrapped numbers ranking
+//     below dimensioned tensors) and casting of inputs to the compute dtype,
+//     the copies keeping a dense input's layout;
+//   - the output: allocated laid out like the inputs, or a given one checked
+//     (dtype per OutCast; resized, then restrided like an allocated one, when
+//     its shape differs);
+//   - a reordering of dims so the innermost loop runs over the smallest
+//     strides, with mergeable dims coalesced.
+// for_each() then calls the kernel's inner loop over 1-D runs, splitting the
+// range across TBB workers above a grain size. Meta operands get the same
+// shapes, strides and dtypes, and no loops.
 
 #include <cstdint>
 

@@ -329,8 +329,31 @@ def layout_cases(g):
     yield Case("pow.Tensor_Scalar", [a, 0], check_strides=True, name="pow scalar 0 layout permuted")
 
 
+def exact_cases(g):
+    """Bit-exact agreement (rtol = atol = 0) on tensors long enough for torch's
+    vectorized loops, where kiln rounds the steps torch rounds."""
+    for dt in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        a = g.tensor([203], dt, "contiguous", -300, 300)
+        b = nonzero(g, [203], dt, "contiguous", -4, 4)
+        for op, kw in (("div.Tensor_mode", {"rounding_mode": "trunc"}),
+                       ("div.Tensor_mode", {"rounding_mode": "floor"}), ("floor_divide", {}),
+                       ("remainder.Tensor", {}), ("fmod.Tensor", {}), ("maximum", {}),
+                       ("minimum", {})):
+            yield Case(op, [a, b], kw, rtol=0.0, atol=0.0, name=f"{op} {kw} {dt} exact")
+        for e in (2, 3, -2, 0, 1):
+            yield Case("pow.Tensor_Scalar", [g.tensor([203], dt, "contiguous", -4, 4), e],
+                       rtol=0.0, atol=0.0, name=f"pow {dt} ** {e} exact")
+    for dt in INTS:
+        a = g.tensor([203], dt, "contiguous", -120, 120)
+        b = nonzero(g, [203], dt, "contiguous", -9, 9)
+        for op, kw in (("div.Tensor_mode", {"rounding_mode": "floor"}), ("remainder.Tensor", {}),
+                       ("pow.Tensor_Tensor", {}), ("bitwise_xor.Tensor", {})):
+            yield Case(op, [a, b], kw, name=f"{op} {kw} {dt} long")
+
+
 def cases(g):
     yield from division_cases(g)
     yield from pow_cases(g)
     yield from misc_cases(g)
     yield from layout_cases(g)
+    yield from exact_cases(g)

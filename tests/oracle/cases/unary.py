@@ -319,9 +319,27 @@ def layout_cases(g):
                {"out": torch.empty(5)}, check_strides=True, name="neg.out resized like its input")
 
 
+def exact_cases(g):
+    """Bit-exact agreement (rtol = atol = 0) where kiln rounds the steps torch rounds,
+    on tensors long enough for torch's vectorized loops."""
+    for dt in (torch.bfloat16, torch.float32, torch.float64):
+        x = g.tensor([203], dt, "contiguous", -6, 6)
+        if dt == torch.bfloat16:
+            yield Case("silu", [x], rtol=0.0, atol=0.0, name=f"silu {dt} exact")
+            yield Case("gelu", [x], {"approximate": "tanh"}, rtol=0.0, atol=0.0,
+                       name=f"gelu tanh {dt} exact")
+        for d in (0, 1, 2, 4, -1):
+            yield Case("round.decimals", [g.tensor([203], dt, "contiguous", -300, 300)],
+                       {"decimals": d}, rtol=0.0, atol=0.0, name=f"round.decimals {dt} {d} exact")
+        for op in ("neg", "abs", "sign", "relu", "floor", "ceil", "round", "trunc", "frac"):
+            yield Case(op, [g.tensor([203], dt, "contiguous", -300, 300)], rtol=0.0, atol=0.0,
+                       name=f"{op} {dt} exact")
+
+
 def cases(g):
     yield from float_fn_cases(g)
     yield from keep_dtype_cases(g)
     yield from logic_cases(g)
     yield from activation_cases(g)
     yield from layout_cases(g)
+    yield from exact_cases(g)
