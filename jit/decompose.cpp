@@ -159,9 +159,9 @@ int32_t d_pow_scalar(KernelBuilder& b, const Node& n, const std::vector<int32_t>
   int32_t x = b.cast(v[0], t);
   if (e == 2.0) return b.op(Prim::Mul, t, x, x);
   if (e == 1.0) return x;
-  // PyTorch takes sqrt/rsqrt for +-0.5 only for float32/float64 (so -inf ** 0.5
-  // is NaN there, +inf through C pow for 16-bit types): follow the eager kernel.
-  if (!is_reduced_float(out_dtype(n))) {
+  // The eager kernel (as PyTorch) takes sqrt/rsqrt for +-0.5 except for float16,
+  // which goes through C pow: -inf ** 0.5 is NaN in one, +inf in the other.
+  if (out_dtype(n) != kFloat16) {
     if (e == 0.5) return b.op(Prim::Sqrt, t, x);
     if (e == -0.5) return b.op(Prim::Rsqrt, t, x);
   }

@@ -107,6 +107,7 @@ const char* const kUnary[] = {
     "floor", "ceil",  "round",   "trunc", "frac",  "logical_not", "bitwise_not"};
 
 TEST(PointwiseMeta, UnaryForms) {
+  kiln::EagerGuard eager;  // these check the eager kernels themselves
   uint64_t seed = 1;
   for (const char* name : kUnary) {
     const std::string op = name;
@@ -127,6 +128,7 @@ TEST(PointwiseMeta, UnaryForms) {
 }
 
 TEST(PointwiseMeta, UnaryWithArguments) {
+  kiln::EagerGuard eager;  // these check the eager kernels themselves
   uint64_t seed = 100;
   for (DType dt : kDtypes) {
     for (const char* layout : kLayouts) {
@@ -155,6 +157,7 @@ TEST(PointwiseMeta, UnaryWithArguments) {
 }
 
 TEST(PointwiseMeta, BinaryForms) {
+  kiln::EagerGuard eager;  // these check the eager kernels themselves
   const char* const tensor_overloads[] = {"remainder", "fmod", "bitwise_and", "bitwise_or",
                                           "bitwise_xor"};
   const char* const plain[] = {"atan2",       "maximum",    "minimum",
@@ -205,6 +208,7 @@ TEST(PointwiseMeta, BinaryForms) {
 }
 
 TEST(PointwiseMeta, TernaryForms) {
+  kiln::EagerGuard eager;  // these check the eager kernels themselves
   uint64_t seed = 5000;
   const std::vector<std::vector<int64_t>> shapes[] = {
       {{3, 4}, {3, 4}, {3, 4}}, {{2, 3, 4}, {4}, {3, 1}}, {{3, 1}, {1, 5}, {}}, {{0, 3}, {3}, {1}}};
@@ -285,6 +289,7 @@ void expect_parallel_matches_slices(const Tensor& x, Op op) {
 }
 
 TEST(PointwiseLoops, ParallelMatchesSerial) {
+  kiln::EagerGuard eager;  // these check the eager kernels themselves
   const int64_t n = 150001;
   Tensor x = random_tensor({n}, kiln::kFloat32, "contiguous", 7);
   Tensor xs = random_tensor({n}, kiln::kFloat32, "strided", 8);
@@ -300,6 +305,7 @@ TEST(PointwiseLoops, ParallelMatchesSerial) {
 }
 
 TEST(PointwiseLoops, BroadcastScalarPathMatchesDense) {
+  kiln::EagerGuard eager;  // these check the eager kernels themselves
   // Inputs broadcast along the innermost dim take the block-copy path; the
   // same values laid out densely take the plain path.
   Tensor a = random_tensor({50, 1}, kiln::kFloat32, "contiguous", 11).expand({50, 300});
@@ -317,6 +323,7 @@ TEST(PointwiseLoops, BroadcastScalarPathMatchesDense) {
 }
 
 TEST(PointwiseLoops, OutMayAliasAnInput) {
+  kiln::EagerGuard eager;  // these check the eager kernels themselves
   Tensor a = random_tensor({4, 33}, kiln::kFloat32, "transposed", 13);
   Tensor expected = kiln::exp(a);
   kiln::exp_out(a, a);
@@ -324,6 +331,7 @@ TEST(PointwiseLoops, OutMayAliasAnInput) {
 }
 
 TEST(PointwiseLoops, ErrorsInParallelLoopsReachTheCaller) {
+  kiln::EagerGuard eager;  // these check the eager kernels themselves
   Tensor a = kiln::ones({200000}, kiln::TensorOptions(kiln::kInt64));
   Tensor b = kiln::ones({200000}, kiln::TensorOptions(kiln::kInt64));
   b.narrow(0, 123456, 1).fill_(0);
