@@ -21,6 +21,30 @@ int prim_arity(Prim p) {
   return 1;
 }
 
+void PointwiseKernel::compact() {
+  std::vector<char> used(body.size(), 0);
+  for (int32_t s : stores) used[s] = 1;
+  for (size_t i = body.size(); i-- > 0;) {
+    if (!used[i]) continue;
+    for (int32_t o : {body[i].a, body[i].b, body[i].c}) {
+      if (o >= 0) used[o] = 1;
+    }
+  }
+  std::vector<int32_t> remap(body.size(), -1);
+  std::vector<Instr> kept;
+  for (size_t i = 0; i < body.size(); ++i) {
+    if (!used[i]) continue;
+    Instr in = body[i];
+    for (int32_t* o : {&in.a, &in.b, &in.c}) {
+      if (*o >= 0) *o = remap[*o];
+    }
+    remap[i] = static_cast<int32_t>(kept.size());
+    kept.push_back(in);
+  }
+  for (int32_t& s : stores) s = remap[s];
+  body = std::move(kept);
+}
+
 uint64_t PointwiseKernel::hash() const {
   // FNV-1a over the structure.
   uint64_t h = 1469598103934665603ull;

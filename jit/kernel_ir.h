@@ -90,6 +90,8 @@ struct PointwiseKernel {
   std::vector<int32_t> stores;  // per output, the instruction whose value it stores
   std::vector<Instr> body;
 
+  // Drops instructions no store depends on and renumbers the rest (in order).
+  void compact();
   // A hash of the structure (ops, dtypes, wiring); equal kernels hash equal.
   uint64_t hash() const;
   // One line per instruction: "%3 = mul f32 %1, %2".

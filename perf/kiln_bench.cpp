@@ -1,9 +1,201 @@
-// kiln-bench: the reference workloads (see README). Grows with the runtime.
+// kiln-bench: the reference workloads (../BENCHMARKS.md) on the best device
+// present, in each execution mode, as a table or one JSON object per line.
+//
+//   kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|all]
+//              [--mode eager|lazy|all] [--iters N] [--json]
+//
+// Latency: wall time of one call including kiln::sync() (which runs a lazy
+// trace and waits for the device), median of N calls after 5 warm-up calls.
+// First call: the first call in this process, compile included.
+
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "kiln/kiln.h"
+#include "perf/workloads.h"
 
-int main() {
-  std::printf("%s", kiln::build_info().c_str());
+namespace {
+
+using kiln::Tensor;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string device = "auto", workload = "all", mode = "all";
+  int iters = 0;  // 0: per-workload default
+  bool json = false;
+};
+
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+struct Result {
+  double first_call_ms = 0, latency_p50_us = 0, latency_p90_us = 0;
+  int64_t executed_nodes = 0;  // nodes run per call (lazy)
+  int64_t kernels = 0;         // fused kernels compiled in this process
+};
+
+// Times `step` (which must leave its result materialized by kiln::sync()).
+Result measure(const std::function<Tensor()>& step, int iters) {
+  Result r;
+  auto t0 = Clock::now();
+  Tensor out = step();
+  kiln::sync();
+  r.first_call_ms = us_since(t0) / 1000;
+  for (int i = 0; i < 5; ++i) {
+    out = step();
+    kiln::sync();
+  }
+  auto s0 = kiln::jit::trace_stats();
+  std::vector<double> samples;
+  for (int i = 0; i < iters; ++i) {
+    auto t = Clock::now();
+    out = step();
+    kiln::sync();
+    samples.push_back(us_since(t));
+  }
+  auto s1 = kiln::jit::trace_stats();
+  std::sort(samples.begin(), samples.end());
+  r.latency_p50_us = samples[samples.size() / 2];
+  r.latency_p90_us = samples[samples.size() * 9 / 10];
+  r.executed_nodes = (s1.executed_nodes - s0.executed_nodes) / std::max(iters, 1);
+  return r;
+}
+
+// chain16: x = x*1.0001 + 0.5; sigmoid; -0.25; tanh, four times.
+Tensor chain16(const Tensor& x0) {
+  Tensor x = x0;
+  for (int i = 0; i < 4; ++i) {
+    x = x * 1.0001 + 0.5;
+    x = kiln::sigmoid(x);
+    x = x - 0.25;
+    x = kiln::tanh(x);
+  }
+  return x;
+}
+
+std::function<Tensor()> build(const kiln::perf::Case& c, kiln::Device dev, kiln::DType dt,
+                              std::vector<Tensor>* keep) {
+  kiln::manual_seed(0);
+  kiln::EagerGuard setup;  // weights are plain tensors
+  if (c.workload == "chain16") {
+    Tensor x = kiln::randn({c.a}).to(dev, dt);
+    keep->push_back(x);
+    return [x] { return chain16(x); };
+  }
+  if (c.workload == "mlp") {
+    Tensor x = kiln::randn({c.a, c.b}).to(dev, dt);
+    auto lin = [&](int64_t in, int64_t out) {
+      return kiln::nn::Linear{(kiln::randn({out, in}) * 0.02).to(dev, dt),
+                              (kiln::randn({out}) * 0.02).to(dev, dt)};
+    };
+    auto l1 = std::make_shared<kiln::nn::Linear>(lin(1024, 4096));
+    auto l2 = std::make_shared<kiln::nn::Linear>(lin(4096, 1024));
+    keep->push_back(x);
+    return [x, l1, l2] { return l2->forward(kiln::relu(l1->forward(x))); };
+  }
+  // gpt2: 12 blocks + final LayerNorm over hidden states [B, T, 768].
+  kiln::nn::GPT2Config cfg;
+  auto model = std::make_shared<kiln::nn::GPT2>(kiln::nn::GPT2::random(cfg, dt, dev, 0));
+  Tensor h = (kiln::randn({c.a, c.b, cfg.d_model}) * 0.5).to(dev, dt);
+  keep->push_back(h);
+  return [model, h] { return model->forward_hidden(h); };
+}
+
+void print_row(const Options& o, const kiln::perf::Case& c, const char* device, const char* dtype,
+               const char* mode, const Result& r) {
+  if (o.json) {
+    std::printf("{\"workload\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"device\":\"%s\","
+                "\"mode\":\"%s\",\"latency_us_p50\":%.2f,\"latency_us_p90\":%.2f,"
+                "\"first_call_ms\":%.3f,\"nodes_per_call\":%lld}\n",
+                c.workload.c_str(), c.shape.c_str(), dtype, device, mode, r.latency_p50_us,
+                r.latency_p90_us, r.first_call_ms, static_cast<long long>(r.executed_nodes));
+  } else {
+    std::printf("%-8s %-8s %-5s %-5s %-6s %12.1f %12.1f %12.2f %8lld\n", c.workload.c_str(),
+                c.shape.c_str(), dtype, device, mode, r.latency_p50_us, r.latency_p90_us,
+                r.first_call_ms, static_cast<long long>(r.executed_nodes));
+  }
+  std::fflush(stdout);
+}
+
+int run(const Options& o) {
+  bool gpu = o.device == "cuda" || (o.device == "auto" && kiln::cuda::is_available());
+  KILN_CHECK(!gpu || kiln::cuda::is_available(),
+             "[kiln-bench] expected a CUDA device for --device cuda, got none (",
+             kiln::cuda::built() ? "no GPU or driver" : "kiln was built without CUDA", ")");
+  kiln::Device dev = gpu ? kiln::Device::cuda() : kiln::Device::cpu();
+  const char* device = gpu ? "cuda" : "cpu";
+  std::vector<std::string> modes;
+  if (o.mode == "all" || o.mode == "eager") modes.push_back("eager");
+  if (o.mode == "all" || o.mode == "lazy") modes.push_back("lazy");
+  if (!o.json) {
+    std::printf("kiln-bench on %s (%s); latency per call incl. sync, median of N after 5 warm-ups\n",
+                gpu ? kiln::cuda::device_name().c_str() : "cpu", kiln::cpu_isa());
+    std::printf("%-8s %-8s %-5s %-5s %-6s %12s %12s %12s %8s\n", "workload", "shape", "dtype",
+                "dev", "mode", "p50 us", "p90 us", "first ms", "nodes");
+  }
+  for (const kiln::perf::Case& c : kiln::perf::cases_for(gpu, o.workload)) {
+    kiln::DType dt = gpu && c.workload != "chain16" ? (c.workload == "mlp" ? kiln::kBFloat16 : kiln::kFloat16)
+                                                    : kiln::kFloat32;
+    for (const std::string& mode : modes) {
+      std::vector<Tensor> keep;
+      auto step = build(c, dev, dt, &keep);
+      int iters = o.iters ? o.iters : (c.workload == "gpt2" && c.b > 1 && !gpu ? 10 : (c.a > 1000000 ? 20 : 200));
+      Result r;
+      if (mode == "eager") {
+        kiln::EagerGuard eager;
+        r = measure(step, iters);
+      } else {
+        r = measure(step, iters);
+      }
+      print_row(o, c, device, kiln::dtype_name(dt), mode.c_str(), r);
+    }
+  }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw kiln::Error("[kiln-bench] expected a value after " + a);
+      return argv[++i];
+    };
+    try {
+      if (a == "--device") {
+        o.device = value();
+      } else if (a == "--workload") {
+        o.workload = value();
+      } else if (a == "--mode") {
+        o.mode = value();
+      } else if (a == "--iters") {
+        o.iters = std::stoi(value());
+      } else if (a == "--json") {
+        o.json = true;
+      } else {
+        std::fprintf(stderr,
+                     "usage: kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|all]\n"
+                     "                  [--mode eager|lazy|all] [--iters N] [--json]\n");
+        return 2;
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kiln-bench: %s\n", e.what());
+      return 2;
+    }
+  }
+  try {
+    return run(o);
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln-bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -17,6 +17,8 @@ namespace kiln::cuda {
 // False without a toolkit at build time, a driver, or a device at run time;
 // kiln then runs on the CPU alone.
 KILN_API bool is_available();
+// True when this build has the CUDA backend (the toolkit was there at build time).
+KILN_API bool built();
 KILN_API int device_count();
 // "NVIDIA H100 80GB HBM3 (sm_90)"; throws when the device does not exist.
 KILN_API std::string device_name(int index = 0);

@@ -117,6 +117,7 @@ class GroupBuilder {
       builder_.kernel().stores.push_back(produced_[i].value);
     }
     g.kernel = std::move(builder_.kernel());
+    g.kernel.compact();
     return g;
   }
 

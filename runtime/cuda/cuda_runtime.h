@@ -14,8 +14,6 @@
 
 namespace kiln::cuda {
 
-// True when this build has the CUDA backend (the toolkit was there at build time).
-bool built();
 // Throws "[op] expected a cuda device index below N, got cuda:K" unless `d` exists.
 void check_device(Device d, const char* op);
 

@@ -1,0 +1,36 @@
+#pragma once
+
+// The reference workloads of the benchmarks (BENCHMARKS.md), written once as a
+// template over a tensor library facade, so kiln-bench and the libtorch twin
+// run exactly the same computation.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::perf {
+
+struct Case {
+  std::string workload;  // chain16, mlp, gpt2, gpt2-decode
+  std::string shape;     // "4096", "32x1024", "1x128"
+  int64_t a = 0, b = 0;  // sizes: elements, or (batch, tokens)
+};
+
+// The cases a device runs: the GPU sizes or the CPU sizes of BENCHMARKS.md.
+inline std::vector<Case> cases_for(bool gpu, const std::string& only) {
+  std::vector<Case> all = {
+      {"chain16", "4096", 4096, 0},
+      {"chain16", gpu ? "64Mi" : "16Mi", gpu ? (int64_t{64} << 20) : (int64_t{16} << 20), 0},
+      {"mlp", "32x1024", 32, 1024},
+      {"gpt2", "1x1", 1, 1},
+      {"gpt2", "1x128", 1, 128},
+  };
+  if (gpu) all.push_back({"gpt2", "8x128", 8, 128});
+  std::vector<Case> out;
+  for (const Case& c : all) {
+    if (only == "all" || only == c.workload) out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace kiln::perf
