@@ -379,7 +379,8 @@ IValue coerce(const FunctionSchema& schema, const Argument& a, size_t index, IVa
         return IValue(std::vector<int64_t>(a.fixed_size > 0 ? a.fixed_size : 1, v.to_int()));
       }
       if (!v.is_int_list()) fail();
-      if (a.fixed_size > 0 && static_cast<int64_t>(v.to_int_list().size()) != a.fixed_size) {
+      // "int[1]" is ATen's dim list: a bare int becomes one dim, a list may have any length.
+      if (a.fixed_size > 1 && static_cast<int64_t>(v.to_int_list().size()) != a.fixed_size) {
         KILN_FAIL("[", schema.full_name(), "] argument '", a.name, "' expected ",
                   a.fixed_size, " ints, got ", v.to_int_list().size());
       }
