@@ -34,6 +34,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "kiln/tensor.h"
@@ -96,6 +97,10 @@ concept HasContig = requires(const Ops& o, typename Ops::acc_t a, const typename
 template <class F>
 void for_each_run(const ReducePlan& p, const char* base, int64_t begin, int64_t end, F&& run) {
   const int nd = static_cast<int>(p.rsize.size());
+  if (nd == 1) {
+    if (begin < end) run(base + begin * p.rstride[0], p.rstride[0], end - begin, begin);
+    return;
+  }
   int64_t idx[kMaxReduceDims];
   int64_t rem = begin;
   const char* ptr = base;
@@ -188,20 +193,22 @@ void reduce_outputs(const Ops& ops, const ReducePlan& p, int64_t begin, int64_t 
   }
 }
 
-// Outer reductions: blocks of up to kBlock outputs adjacent in the input
-// accumulate together. Work unit u covers one block of the innermost output dim.
+// Outer reductions: `width` outputs adjacent in the input accumulate
+// together, so the innermost loop streams over a dense row segment. Work unit
+// u covers one segment of the innermost output dim.
 template <class Ops>
-void reduce_output_blocks(const Ops& ops, const ReducePlan& p, int64_t ubegin, int64_t uend) {
+void reduce_output_blocks(const Ops& ops, const ReducePlan& p, int64_t width, int64_t ubegin,
+                          int64_t uend) {
   using In = typename Ops::in_t;
   using Acc = typename Ops::acc_t;
-  constexpr int64_t kBlock = 32;
   const int64_t n0 = p.osize[0];
-  const int64_t blocks = (n0 + kBlock - 1) / kBlock;
+  const int64_t blocks = (n0 + width - 1) / width;
+  std::unique_ptr<Acc[]> buf(new Acc[width]);  // not vector: Acc may be bool
+  Acc* acc = buf.get();
   for (int64_t u = ubegin; u < uend; ++u) {
-    int64_t outer = u / blocks, j0 = (u % blocks) * kBlock;
-    int64_t nb = std::min(kBlock, n0 - j0);
+    const int64_t outer = u / blocks, j0 = (u % blocks) * width;
+    const int64_t nb = std::min(width, n0 - j0);
     OutputCursor c(p, outer * n0 + j0);
-    Acc acc[kBlock];
     for (int64_t j = 0; j < nb; ++j) acc[j] = ops.identity();
     for_each_run(p, p.in_data + c.in_, 0, p.reduce_size,
                  [&](const char* ptr, int64_t stride, int64_t n, int64_t pos) {
@@ -237,11 +244,17 @@ void reduce(const ReducePlan& p, const Ops& ops) {
     const bool blocked = p.osize[0] > 1 && p.ostride_in[0] == static_cast<int64_t>(sizeof(In)) &&
                          p.rstride[0] != static_cast<int64_t>(sizeof(In));
     if (blocked) {
-      const int64_t blocks = (p.osize[0] + 31) / 32;
-      const int64_t units = M / p.osize[0] * blocks;
+      // Segments of up to 512 outputs (a few KB per row visit), narrower when
+      // that leaves too few units for the threads.
+      const int64_t n0 = p.osize[0], outer = M / n0;
+      int64_t width = std::min<int64_t>(512, n0);
+      if (width > 32 && outer * ((n0 + width - 1) / width) < 2 * threads) {
+        width = std::clamp<int64_t>((n0 * outer + 2 * threads - 1) / (2 * threads), 32, width);
+      }
+      const int64_t units = outer * ((n0 + width - 1) / width);
       parallel_range(
-          units, [&](int64_t b, int64_t e) { detail::reduce_output_blocks(ops, p, b, e); },
-          std::max<int64_t>(1, grain / 32));
+          units, [&](int64_t b, int64_t e) { detail::reduce_output_blocks(ops, p, width, b, e); },
+          std::max<int64_t>(1, grain / width));
     } else {
       parallel_range(
           M, [&](int64_t b, int64_t e) { detail::reduce_outputs(ops, p, b, e); }, grain);

@@ -13,10 +13,7 @@
 namespace kiln::cpu {
 namespace {
 
-// The type values compare in: float for the 16-bit floats, else T.
-template <class T>
-using cmp_t = std::conditional_t<kIsReducedFloat<T>, float, T>;
-
+// x beats a: larger (smaller), or NaN over a number.
 template <bool kMax, class V>
 inline bool better(V x, V a) {
   if constexpr (kMax) {
@@ -30,7 +27,7 @@ inline bool better(V x, V a) {
 template <class T, bool kMax>
 struct ExtremeOps {
   using in_t = T;
-  using acc_t = cmp_t<T>;
+  using acc_t = compare_t<T>;
 
   acc_t identity() const {
     if constexpr (std::is_same_v<T, bool>) {
@@ -42,41 +39,48 @@ struct ExtremeOps {
       return kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
     }
   }
-  static acc_t pick(acc_t a, acc_t x) { return better<kMax>(x, a) ? x : a; }
-  acc_t step(acc_t a, T x, int64_t) const { return pick(a, static_cast<acc_t>(x)); }
-  acc_t combine(acc_t a, acc_t b) const { return pick(a, b); }
+  acc_t step(acc_t a, T x, int64_t) const { return pick<kMax>(a, static_cast<acc_t>(x)); }
+  acc_t combine(acc_t a, acc_t b) const { return pick<kMax>(a, b); }
   acc_t contig(acc_t a, const T* p, int64_t n, int64_t) const {
-    acc_t s[8];
-    for (acc_t& v : s) v = a;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      for (int j = 0; j < 8; ++j) s[j] = pick(s[j], static_cast<acc_t>(p[i + j]));
-    }
-    for (; i < n; ++i) s[0] = pick(s[0], static_cast<acc_t>(p[i]));
-    for (int j = 1; j < 8; ++j) s[0] = pick(s[0], s[j]);
-    return s[0];
+    return n > 0 ? pick<kMax>(a, run_extreme<kMax>(p, n)) : a;
   }
   void write(char* const* out, acc_t a) const { *reinterpret_cast<T*>(out[0]) = T(a); }
 };
 
-// max.dim, min.dim (values and indices), argmax, argmin (indices).
+// max.dim, min.dim (values and indices), argmax, argmin (indices). Positions
+// increase along the walk, so keeping the earlier of equals returns the first.
 template <class T, bool kMax, bool kValues>
 struct ArgOps {
   using in_t = T;
+  using V = compare_t<T>;
   struct acc_t {
-    cmp_t<T> v{};
+    V v{};
     int64_t i = -1;
   };
 
   acc_t identity() const { return acc_t{}; }
   acc_t step(acc_t a, T x, int64_t pos) const {
-    auto v = static_cast<cmp_t<T>>(x);
+    auto v = static_cast<V>(x);
     return a.i < 0 || better<kMax>(v, a.v) ? acc_t{v, pos} : a;
   }
   acc_t combine(acc_t a, acc_t b) const {
     if (a.i < 0) return b;
     if (b.i < 0) return a;
     return better<kMax>(b.v, a.v) ? b : a;
+  }
+  // Dense runs: the extreme in a vectorized pass, then its first position.
+  acc_t contig(acc_t a, const T* p, int64_t n, int64_t pos) const {
+    if (n == 0) return a;
+    V m = run_extreme<kMax>(p, n);
+    if (a.i >= 0 && !better<kMax>(m, a.v)) return a;
+    int64_t i = 0;
+    if (is_nan(m)) {
+      while (!is_nan(static_cast<V>(p[i]))) ++i;
+    } else {
+      while (static_cast<V>(p[i]) != m) ++i;
+    }
+    // The element itself, not m: -0.0 and 0.0 compare equal.
+    return acc_t{static_cast<V>(p[i]), pos + i};
   }
   void write(char* const* out, acc_t a) const {
     if constexpr (kValues) {

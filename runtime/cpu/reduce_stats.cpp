@@ -154,23 +154,27 @@ struct LogSumExpOps {
     return a;
   }
   LogSumExp combine(LogSumExp a, LogSumExp b) const { return merge(a, b); }
+  // Dense runs, per block: the NaN-propagating max in one vectorized pass, then
+  // the sum of exp(x - max) in another (float math for float and bfloat16).
   LogSumExp contig(LogSumExp a, const T* p, int64_t n, int64_t) const {
-    constexpr int64_t kBlockLen = 512;
+    constexpr int64_t kBlockLen = 1024;
     for (int64_t b = 0; b < n; b += kBlockLen) {
-      const int64_t e = std::min(n, b + kBlockLen);
+      const int64_t len = std::min(n - b, kBlockLen);
+      const double m = static_cast<double>(run_extreme<true>(p + b, len));
       LogSumExp blk;
-      for (int64_t i = b; i < e; ++i) {
-        double v = to_double(p[i]);
-        if (std::isfinite(v)) {
-          blk.m = std::max(blk.m, v);
+      if (std::isnan(m)) {
+        blk.nan = true;
+      } else if (m == kInf) {
+        blk.pos_inf = true;
+      } else if (m != -kInf) {
+        blk.m = m;
+        if constexpr (std::is_same_v<T, double>) {
+          blk.s = reduce_contig_sum<double>(p + b, len, [m](double x) { return std::exp(x - m); });
         } else {
-          flag(blk, v);
-        }
-      }
-      if (blk.m != -kInf) {
-        for (int64_t i = b; i < e; ++i) {
-          double v = to_double(p[i]);
-          if (std::isfinite(v)) blk.s += std::exp(v - blk.m);
+          const float mf = static_cast<float>(m);
+          blk.s = reduce_contig_sum<double>(p + b, len, [mf](T x) {
+            return static_cast<double>(exp_nonpositive(static_cast<float>(x) - mf));
+          });
         }
       }
       a = merge(a, blk);

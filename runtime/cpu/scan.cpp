@@ -34,7 +34,7 @@ void scan_kernel(const Tensor& in, const Tensor& out, int64_t dim) {
       len > 1) {
     // Neighbouring lines are adjacent in memory: scan a block of them together,
     // so each step reads and writes a dense row.
-    constexpr int64_t kBlock = 64;
+    constexpr int64_t kBlock = 256;
     const int64_t inner = lines.inner_size();
     const int64_t blocks = (inner + kBlock - 1) / kBlock;
     const int64_t units = lines.num_lines() / inner * blocks;
