@@ -15,8 +15,9 @@
 //    innermost reduced dim; a dense run takes the op's `contig` loop when it
 //    has one (written with independent accumulators so it vectorizes);
 //  - outer reductions (the innermost output dim is dense in the input, e.g.
-//    summing dim 0 of a row-major matrix): a block of neighbouring outputs
-//    accumulates together, so the innermost loop reads dense memory;
+//    summing dim 0 of a row-major matrix): a segment of up to 512
+//    neighbouring outputs accumulates together, so the innermost loop reads
+//    dense memory and each row visit reads a few KB;
 //  - few outputs and a long reduction: the reduced space is cut into chunks
 //    that are reduced in parallel, and the partial results are combined in
 //    chunk order, so a result never depends on thread scheduling.
@@ -83,6 +84,7 @@ struct ReducePlan {
   DimVector rsize, rstride;
 };
 
+// The threads reduce() may use: the current TBB arena's concurrency.
 int reduce_threads();
 
 namespace detail {

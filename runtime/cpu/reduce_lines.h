@@ -16,7 +16,6 @@ namespace kiln::cpu {
 class DimLines {
  public:
   static constexpr int kMaxTensors = 3;
-  static constexpr int kMaxDims = 64;
 
   // `dim` is wrapped; a 0-dim tensor has one line of length 1.
   DimLines(IntArrayRef sizes, int64_t dim, ArrayRef<Tensor> ts) : n_(static_cast<int>(ts.size())) {
@@ -73,7 +72,7 @@ class DimLines {
   template <class F>
   void for_lines(int64_t begin, int64_t end, F&& f) const {
     const int nd = static_cast<int>(sizes_.size());
-    int64_t idx[kMaxDims];
+    DimVector idx(static_cast<size_t>(nd));
     int64_t off[kMaxTensors] = {};
     int64_t rem = begin;
     for (int d = 0; d < nd; ++d) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "runtime/cpu/reduce_math.h"
 #include "tests/support/testing.h"
 
 namespace kiln {
@@ -83,6 +84,21 @@ TEST(ReduceAccuracy, LongVarianceAndCumsum) {
   expect_rel(std(x, {}, 0).item<double>(), std::sqrt(m2 / static_cast<double>(n)), 1e-6, "std");
   std::vector<float> c = cumsum(x, 0).tolist<float>();
   expect_rel(c.back(), reference_sum(v.data(), n), 1.2e-7, "cumsum last");
+}
+
+TEST(ReduceAccuracy, LogsumexpExpIsAccurate) {
+  double worst = 0;
+  for (int i = 0; i <= 1'000'000; ++i) {
+    float x = -90.0f * static_cast<float>(i) / 1e6f;
+    double ref = std::exp(static_cast<double>(x));
+    double got = cpu::exp_nonpositive(x);
+    if (x >= -87.0f) worst = std::max(worst, std::fabs(got - ref) / ref);
+    EXPECT_LE(got, 1.7e-38 + ref * (1 + 1e-6)) << "x = " << x;
+  }
+  EXPECT_LE(worst, 3e-7);
+  EXPECT_EQ(cpu::exp_nonpositive(0.0f), 1.0f);
+  EXPECT_EQ(cpu::exp_nonpositive(-0.0f), 1.0f);
+  EXPECT_LT(cpu::exp_nonpositive(-std::numeric_limits<float>::infinity()), 1e-37f);
 }
 
 // Runs `f` in an arena of `threads` workers.
