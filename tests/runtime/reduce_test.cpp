@@ -1,0 +1,268 @@
+// The reduction engine beyond what the PyTorch oracle covers: accuracy of long
+// float sums against a double reference, the parallel schedules (split
+// reductions, outer-reduction blocks) against a single-thread run, and Meta
+// kernels giving the CPU kernels' sizes and dtypes.
+
+#include <tbb/task_arena.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "runtime/cpu/reduce_math.h"
+#include "tests/support/testing.h"
+
+namespace kiln {
+namespace {
+
+std::vector<float> uniform(int64_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+Tensor from_vector(const std::vector<float>& v, IntArrayRef sizes) {
+  return from_data(v.data(), sizes, kFloat32);
+}
+
+// Exact-enough reference: Kahan-Babuska summation in double.
+double reference_sum(const float* p, int64_t n, int64_t stride = 1) {
+  double s = 0, c = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double x = p[i * stride];
+    double t = s + x;
+    c += std::fabs(s) >= std::fabs(x) ? (s - t) + x : (x - t) + s;
+    s = t;
+  }
+  return s + c;
+}
+
+void expect_rel(double actual, double expected, double rtol, const char* what) {
+  EXPECT_LE(std::fabs(actual - expected), rtol * std::fabs(expected))
+      << what << ": expected " << expected << ", got " << actual;
+}
+
+TEST(ReduceAccuracy, SixteenMillionFloatsMatchDoubleReference) {
+  const int64_t n = int64_t{1} << 24;
+  // All positive: a float accumulator would lose every digit past 2^24.
+  std::vector<float> v = uniform(n, 0.0f, 1.0f, 1);
+  Tensor x = from_vector(v, {n});
+  double ref = reference_sum(v.data(), n);
+  expect_rel(sum(x).item<double>(), ref, 1.2e-7, "sum");
+  expect_rel(mean(x).item<double>(), ref / static_cast<double>(n), 1.2e-7, "mean");
+  // Split rows (2 outputs) and columns (outputs interleaved in memory).
+  Tensor rows = sum(x.view({2, n / 2}), {1});
+  expect_rel(rows.tolist<float>()[0], reference_sum(v.data(), n / 2), 1.2e-7, "row 0");
+  expect_rel(rows.tolist<float>()[1], reference_sum(v.data() + n / 2, n / 2), 1.2e-7, "row 1");
+  Tensor cols = sum(x.view({n / 2, 2}), {0});
+  expect_rel(cols.tolist<float>()[1], reference_sum(v.data() + 1, n / 2, 2), 1.2e-7, "col 1");
+  // A strided view: every fourth element.
+  Tensor strided = x.as_strided({n / 4}, {4}, 3);
+  expect_rel(sum(strided).item<double>(), reference_sum(v.data() + 3, n / 4, 4), 1.2e-7, "strided");
+}
+
+TEST(ReduceAccuracy, LongHalfMeanAccumulatesInFloat) {
+  const int64_t n = int64_t{1} << 22;
+  std::vector<float> v = uniform(n, 0.0f, 1.0f, 2);
+  Tensor x = from_vector(v, {n}).to(kFloat16);
+  std::vector<float> rounded = x.to(kFloat32).tolist<float>();
+  double ref = reference_sum(rounded.data(), n) / static_cast<double>(n);
+  expect_rel(mean(x).item<double>(), ref, 1e-3, "float16 mean");
+  expect_rel(mean(x.to(kBFloat16)).item<double>(), ref, 8e-3, "bfloat16 mean");
+}
+
+TEST(ReduceAccuracy, LongVarianceAndCumsum) {
+  const int64_t n = 3'000'000;
+  std::vector<float> v = uniform(n, 1000.0f, 1001.0f, 3);  // large mean: catastrophic if naive
+  Tensor x = from_vector(v, {n});
+  double mu = reference_sum(v.data(), n) / static_cast<double>(n), m2 = 0;
+  for (float f : v) m2 += (f - mu) * (f - mu);
+  expect_rel(var(x).item<double>(), m2 / static_cast<double>(n - 1), 1e-6, "var");
+  expect_rel(std(x, {}, 0).item<double>(), std::sqrt(m2 / static_cast<double>(n)), 1e-6, "std");
+  std::vector<float> c = cumsum(x, 0).tolist<float>();
+  expect_rel(c.back(), reference_sum(v.data(), n), 1.2e-7, "cumsum last");
+}
+
+TEST(ReduceAccuracy, LogsumexpExpIsAccurate) {
+  double worst = 0;
+  for (int i = 0; i <= 1'000'000; ++i) {
+    float x = -90.0f * static_cast<float>(i) / 1e6f;
+    double ref = std::exp(static_cast<double>(x));
+    double got = cpu::exp_nonpositive(x);
+    if (x >= -87.0f) worst = std::max(worst, std::fabs(got - ref) / ref);
+    EXPECT_LE(got, 1.7e-38 + ref * (1 + 1e-6)) << "x = " << x;
+  }
+  EXPECT_LE(worst, 3e-7);
+  EXPECT_EQ(cpu::exp_nonpositive(0.0f), 1.0f);
+  EXPECT_EQ(cpu::exp_nonpositive(-0.0f), 1.0f);
+  EXPECT_LT(cpu::exp_nonpositive(-std::numeric_limits<float>::infinity()), 1e-37f);
+}
+
+// Runs `f` in an arena of `threads` workers.
+template <class F>
+auto in_arena(int threads, F f) {
+  tbb::task_arena arena(threads);
+  return arena.execute(f);
+}
+
+TEST(ReduceParallel, SplitReductionMatchesSingleThread) {
+  const int64_t n = 5'000'003;
+  std::vector<float> v = uniform(n, -1.0f, 1.0f, 4);
+  v[17] = v[3'000'000] = v[4'999'999] = 5.0f;  // ties in different chunks: first wins
+  v[123] = v[2'500'000] = -7.0f;
+  Tensor x = from_vector(v, {n});
+  using Op = std::function<std::vector<Tensor>(const Tensor&)>;
+  std::vector<std::pair<const char*, Op>> ops = {
+      {"sum", [](const Tensor& t) { return std::vector<Tensor>{sum(t)}; }},
+      {"amax", [](const Tensor& t) { return std::vector<Tensor>{amax(t)}; }},
+      {"argmax", [](const Tensor& t) { return std::vector<Tensor>{argmax(t)}; }},
+      {"argmin", [](const Tensor& t) { return std::vector<Tensor>{argmin(t)}; }},
+      {"max.dim",
+       [](const Tensor& t) {
+         auto [v, i] = max(t, 0);
+         return std::vector<Tensor>{v, i};
+       }},
+      {"var", [](const Tensor& t) { return std::vector<Tensor>{var(t)}; }},
+      {"logsumexp", [](const Tensor& t) { return std::vector<Tensor>{logsumexp(t, {0})}; }},
+      {"norm", [](const Tensor& t) { return std::vector<Tensor>{norm(t, 3)}; }},
+      {"any", [](const Tensor& t) { return std::vector<Tensor>{any(gt(t, 4.5))}; }},
+      {"all", [](const Tensor& t) { return std::vector<Tensor>{all(lt(t, 4.5))}; }},
+      {"rows",
+       [](const Tensor& t) {
+         return std::vector<Tensor>{sum(t.narrow(0, 0, n - 3).view({4, -1}), {1})};
+       }},
+  };
+  for (auto& [name, op] : ops) {
+    std::vector<Tensor> one = in_arena(1, [&] { return op(x); });
+    std::vector<Tensor> many = in_arena(4, [&] { return op(x); });
+    ASSERT_EQ(one.size(), many.size());
+    for (size_t k = 0; k < one.size(); ++k) {
+      std::string msg = testing::compare(many[k], one[k], {1e-6, 1e-6});
+      EXPECT_TRUE(msg.empty()) << name << ": " << msg;
+    }
+  }
+  EXPECT_EQ(argmax(x).item<int64_t>(), 17);
+  EXPECT_EQ(argmin(x).item<int64_t>(), 123);
+  EXPECT_EQ(std::get<1>(max(x, 0)).item<int64_t>(), 17);
+  EXPECT_FALSE(all(lt(x, 4.5)).item<bool>());
+  // NaN: the first one wins, whichever chunk reduces it.
+  v[4'000'000] = v[2'000'001] = std::nanf("");
+  Tensor y = from_vector(v, {n});
+  EXPECT_EQ(in_arena(4, [&] { return argmax(y); }).item<int64_t>(), 2'000'001);
+  EXPECT_EQ(in_arena(4, [&] { return argmin(y); }).item<int64_t>(), 2'000'001);
+  EXPECT_TRUE(std::isnan(in_arena(4, [&] { return amax(y); }).item<double>()));
+  EXPECT_TRUE(std::isnan(in_arena(4, [&] { return sum(y); }).item<double>()));
+}
+
+TEST(ReduceParallel, OuterReductionBlocksMatchReference) {
+  // Summing dim 0 of a row-major matrix takes the blocked schedule; 37 and
+  // 70 columns leave partial blocks.
+  for (int64_t cols : {37, 70, 1}) {
+    const int64_t rows = 3001;
+    std::vector<float> v = uniform(rows * cols, -2.0f, 2.0f, 5);
+    Tensor x = from_vector(v, {rows, cols});
+    std::vector<float> got = in_arena(4, [&] { return sum(x, {0}); }).tolist<float>();
+    std::vector<int64_t> arg = in_arena(4, [&] { return argmax(x, 0); }).tolist<int64_t>();
+    for (int64_t j = 0; j < cols; ++j) {
+      expect_rel(got[j], reference_sum(v.data() + j, rows, cols), 1e-5, "column sum");
+      int64_t best = 0;
+      for (int64_t i = 1; i < rows; ++i) {
+        if (v[i * cols + j] > v[best * cols + j]) best = i;
+      }
+      EXPECT_EQ(arg[j], best) << "column " << j;
+    }
+  }
+}
+
+TEST(ReduceSort, UnstableSortOfTiesIsAPermutationInOrder) {
+  std::vector<float> v = uniform(5000, 0.0f, 4.0f, 6);
+  for (float& f : v) f = std::floor(f);
+  Tensor x = from_vector(v, {5000});
+  auto [values, indices] = sort(x, 0, true);
+  std::vector<float> sv = values.tolist<float>();
+  std::vector<int64_t> si = indices.tolist<int64_t>();
+  std::vector<bool> seen(v.size(), false);
+  for (size_t i = 0; i < sv.size(); ++i) {
+    ASSERT_GE(si[i], 0);
+    ASSERT_LT(si[i], 5000);
+    EXPECT_FALSE(seen[si[i]]) << "index " << si[i] << " repeats";
+    seen[si[i]] = true;
+    EXPECT_EQ(v[si[i]], sv[i]) << "at " << i;
+    if (i > 0) {
+      EXPECT_GE(sv[i - 1], sv[i]) << "at " << i;
+    }
+  }
+}
+
+// Meta kernels give the CPU kernels' sizes and dtypes.
+TEST(ReduceMeta, MetaMatchesCpu) {
+  using Op = std::function<std::vector<Tensor>(const Tensor&)>;
+  auto one = [](Tensor t) { return std::vector<Tensor>{t}; };
+  auto two = [](TensorPair p) { return std::vector<Tensor>{std::get<0>(p), std::get<1>(p)}; };
+  std::vector<std::pair<const char*, Op>> ops = {
+      {"sum", [&](const Tensor& t) { return one(sum(t)); }},
+      {"sum dims",
+       [&](const Tensor& t) {
+         return one(sum(t, {0, -1}, true));
+       }},
+      {"sum dtype", [&](const Tensor& t) { return one(sum(t, {1}, false, kFloat64)); }},
+      {"mean", [&](const Tensor& t) { return one(mean(t.to(kFloat32), {-1})); }},
+      {"prod", [&](const Tensor& t) { return one(prod(t, 1, true)); }},
+      {"amax", [&](const Tensor& t) { return one(amax(t, {2})); }},
+      {"amin", [&](const Tensor& t) { return one(amin(t, {}, true)); }},
+      {"max", [&](const Tensor& t) { return one(max(t)); }},
+      {"max.dim", [&](const Tensor& t) { return two(max(t, 1, true)); }},
+      {"min.dim", [&](const Tensor& t) { return two(min(t, -1)); }},
+      {"argmax", [&](const Tensor& t) { return one(argmax(t, std::nullopt, true)); }},
+      {"argmin", [&](const Tensor& t) { return one(argmin(t, 0)); }},
+      {"var", [&](const Tensor& t) { return one(var(t.to(kFloat64), {1}, 0, true)); }},
+      {"std", [&](const Tensor& t) { return one(std(t.to(kFloat32))); }},
+      {"logsumexp",
+       [&](const Tensor& t) {
+         return one(logsumexp(t, {0, 2}));
+       }},
+      {"all", [&](const Tensor& t) { return one(all(t)); }},
+      {"any.dim", [&](const Tensor& t) { return one(any(t, 1, true)); }},
+      {"norm", [&](const Tensor& t) { return one(norm(t.to(kBFloat16), 0.5)); }},
+      {"norm.dim", [&](const Tensor& t) { return one(norm(t.to(kFloat32), std::nullopt, {1})); }},
+      {"cumsum", [&](const Tensor& t) { return one(cumsum(t, 1)); }},
+      {"cumprod", [&](const Tensor& t) { return one(cumprod(t, 0, kFloat64)); }},
+      {"sort", [&](const Tensor& t) { return two(sort(t, 1, true)); }},
+      {"argsort", [&](const Tensor& t) { return one(argsort(t, 0)); }},
+      {"topk", [&](const Tensor& t) { return two(topk(t, 2, -1, false)); }},
+  };
+  for (DType dt : {kFloat32, kInt32, kUInt8, kBFloat16}) {
+    std::vector<float> v = uniform(60, 0.0f, 5.0f, 7);
+    Tensor cpu = from_vector(v, {5, 4, 3}).to(dt).permute({2, 1, 0});
+    Tensor meta = empty({3, 4, 5}, TensorOptions(dt).device(Device::meta()));
+    for (auto& [name, op] : ops) {
+      std::vector<Tensor> a, b;
+      std::string cpu_error, meta_error;
+      try {
+        a = op(cpu);
+      } catch (const Error& e) {
+        cpu_error = e.what();
+      }
+      try {
+        b = op(meta);
+      } catch (const Error& e) {
+        meta_error = e.what();
+      }
+      EXPECT_EQ(cpu_error.empty(), meta_error.empty())
+          << name << " " << dt << ": cpu error '" << cpu_error << "', meta error '" << meta_error
+          << "'";
+      ASSERT_EQ(a.size(), b.size()) << name;
+      for (size_t k = 0; k < a.size(); ++k) {
+        EXPECT_TRUE(b[k].is_meta()) << name;
+        EXPECT_EQ(a[k].sizes(), b[k].sizes()) << name << " " << dt << " output " << k;
+        EXPECT_EQ(a[k].dtype(), b[k].dtype()) << name << " " << dt << " output " << k;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
