@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "jit/codegen_cpu/launch_cpu.h"
+#include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/executor.h"
 #include "jit/passes/dead_code.h"
 #include "jit/passes/fusion.h"
@@ -29,10 +30,14 @@ void clear_markers(const std::vector<Node>& nodes) {
 // A group runs as one generated kernel where the device's generator takes it;
 // otherwise its members run one by one through their eager kernels.
 void run_fused(const std::vector<Node>& nodes, const FusedGroup& group, size_t* done) {
-  if (!group.outputs.empty() && group.outputs[0].device().is_cpu() &&
-      cpu::run_pointwise_cpu(group)) {
-    *done += group.members.size();
-    return;
+  if (!group.outputs.empty()) {
+    const Device d = group.outputs[0].device();
+    bool ran = d.is_cpu() ? cpu::run_pointwise_cpu(group)
+                          : d.is_cuda() && cuda::run_pointwise_cuda(group);
+    if (ran) {
+      *done += group.members.size();
+      return;
+    }
   }
   for (size_t m : group.members) {
     execute_node(nodes[m]);

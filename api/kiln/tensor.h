@@ -123,6 +123,7 @@ class KILN_API Tensor {
   Tensor to(Device device) const;
   Tensor to(Device device, DType dtype) const;
   Tensor cpu() const { return to(Device::cpu()); }
+  Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
 
   // In place (return *this).
   Tensor& copy_(const Tensor& src);

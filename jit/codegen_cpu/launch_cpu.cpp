@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "jit/codegen_cpu/pointwise_cpu.h"
+#include "jit/iteration.h"
 #include "kiln/logging.h"
 
 namespace kiln::jit::cpu {
@@ -53,13 +54,6 @@ const CpuPointwiseKernel* get_kernel(const PointwiseKernel& k,
   }
 }
 
-void give_memory(const Tensor& t) {
-  StorageImpl* s = t.impl()->storage().get();
-  if (s->data() == nullptr && s->nbytes() > 0) {
-    auto fresh = StorageImpl::allocate(s->nbytes(), s->device());
-    s->adopt_data(*fresh);
-  }
-}
 
 }  // namespace
 
@@ -80,45 +74,10 @@ bool run_pointwise_cpu(const FusedGroup& g) {
   }
   const int nops = static_cast<int>(ops.size());
   const int nout = static_cast<int>(g.outputs.size());
-  const int64_t nd = static_cast<int64_t>(g.shape.size());
-  int64_t numel = 1;
-  for (int64_t s : g.shape) numel *= s;
-
-  // Element strides over the iteration shape; 0 where an operand broadcasts.
-  std::vector<DimVector> st(nops, DimVector(nd, 0));
-  for (int k = 0; k < nops; ++k) {
-    IntArrayRef s = ops[k].sizes(), t = ops[k].strides();
-    int64_t off = nd - static_cast<int64_t>(s.size());
-    for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
-      st[k][off + d] = s[d] == 1 && g.shape[off + d] != 1 ? 0 : t[d];
-    }
-  }
-  // Order dims outermost first by the first output's strides, then merge
-  // neighbours that step as one for every operand.
-  std::vector<int64_t> order(nd);
-  for (int64_t d = 0; d < nd; ++d) order[d] = d;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return st[0][a] > st[0][b]; });
-  DimVector sizes;
-  std::vector<DimVector> strides(nops);
-  for (int64_t d : order) {
-    if (g.shape[d] == 1) continue;
-    bool merge = !sizes.empty();
-    for (int k = 0; k < nops && merge; ++k) {
-      merge = strides[k].back() == st[k][d] * g.shape[d];
-    }
-    if (merge) {
-      sizes.back() *= g.shape[d];
-      for (int k = 0; k < nops; ++k) strides[k].back() = st[k][d];
-    } else {
-      sizes.push_back(g.shape[d]);
-      for (int k = 0; k < nops; ++k) strides[k].push_back(st[k][d]);
-    }
-  }
-  if (sizes.empty()) {  // 0-dim or all size-1 dims: one element
-    sizes.push_back(1);
-    for (int k = 0; k < nops; ++k) strides[k].push_back(k < nout ? 1 : 0);
-  }
+  Iteration iter = coalesce(g.shape, ops, nout);
+  const DimVector& sizes = iter.sizes;
+  const std::vector<DimVector>& strides = iter.strides;
+  const int64_t numel = iter.numel;
   // The innermost dim must be dense (or broadcast, for inputs) for every operand.
   std::vector<RunLayout> layouts(nops);
   for (int k = 0; k < nops; ++k) {
@@ -134,7 +93,7 @@ bool run_pointwise_cpu(const FusedGroup& g) {
   const CpuPointwiseKernel* kernel = get_kernel(g.kernel, layouts);
   if (!kernel) return false;
 
-  for (const Tensor& t : g.outputs) give_memory(t);
+  for (const Tensor& t : g.outputs) ensure_memory(t);
   if (numel == 0) return true;
   char* base[kMaxRunOperands];
   int64_t item[kMaxRunOperands];
@@ -143,7 +102,6 @@ bool run_pointwise_cpu(const FusedGroup& g) {
     item[k] = static_cast<int64_t>(ops[k].element_size());
   }
   const int64_t inner = sizes.back();
-  const int64_t rows = numel / inner;
   const int outer_dims = static_cast<int>(sizes.size()) - 1;
   // Calls the kernel on elements [begin, end) of the flattened iteration space.
   auto run_range = [&](int64_t begin, int64_t end) {
@@ -164,7 +122,6 @@ bool run_pointwise_cpu(const FusedGroup& g) {
       begin += n;
     }
   };
-  (void)rows;
   if (numel < 2 * kGrain) {
     run_range(0, numel);
   } else {

@@ -1,5 +1,6 @@
 // Stubs for builds without the CUDA toolkit.
 
+#include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/codegen_cuda/nvrtc.h"
 #include "jit/codegen_cuda/pointwise_source.h"
 #include "kiln/error.h"

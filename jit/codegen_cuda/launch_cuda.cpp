@@ -1,0 +1,156 @@
+#include "jit/codegen_cuda/launch_cuda.h"
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "jit/codegen_cuda/nvrtc.h"
+#include "jit/codegen_cuda/pointwise_source.h"
+#include "jit/iteration.h"
+#include "jit/kernel_cache.h"
+#include "kiln/logging.h"
+#include "runtime/cuda/device_guard.h"
+
+namespace kiln::jit::cuda {
+namespace {
+
+constexpr int kBlock = 256;
+
+struct Loaded {
+  cudaLibrary_t library = nullptr;
+  cudaKernel_t kernel = nullptr;
+};
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<std::string, Loaded> kernels;  // "<device>|<name>"
+  CudaKernelStats stats;
+};
+
+Cache& cache() {
+  static auto* c = new Cache();  // leaked: libraries stay loaded for the process
+  return *c;
+}
+
+bool dtype_ok(DType t) {
+  return t == kFloat32 || t == kFloat64 || t == kFloat16 || t == kBFloat16 || t == kBool;
+}
+
+// The kernel named by `spec` on `device`, compiled or read from disk once.
+cudaKernel_t get_kernel(const PointwiseSpec& spec, int device) {
+  const std::string name = pointwise_name(spec);
+  const cudaDeviceProp& prop = kiln::cuda::device_properties(device);
+  const int arch = prop.major * 10 + prop.minor;
+  const std::string key = std::to_string(device) + "|" + name;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.kernels.find(key);
+  if (it != c.kernels.end()) return it->second.kernel;
+  // The disk key names everything the binary depends on (Note [Kernel disk cache]).
+  const std::string source = pointwise_source(spec);
+  const std::string disk_key = "cuda|sm_" + std::to_string(arch) + "|nvrtc " +
+                               std::to_string(nvrtc_version()) + "|kiln " KILN_VERSION "|" +
+                               source;
+  std::vector<char> image;
+  if (auto hit = DiskCache::instance().load(disk_key)) {
+    image = std::move(*hit);
+    c.stats.disk_hits++;
+  } else {
+    CompiledKernel ck = nvrtc_compile(source, name, arch);
+    c.stats.compiled++;
+    c.stats.compile_ms += ck.compile_ms;
+    KILN_LOG(OutputCode, "CUDA kernel ", name, " (sm_", arch, ", ", ck.compile_ms, " ms):\n",
+             source);
+    image = std::move(ck.image);
+    if (!ck.is_ptx) image.push_back('\0');  // PTX is text; keep both terminated alike
+    DiskCache::instance().store(disk_key, image);
+  }
+  kiln::cuda::DeviceGuard guard(device);
+  Loaded l;
+  KILN_CUDA_CHECK_DEVICE(
+      cudaLibraryLoadData(&l.library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+      device);
+  KILN_CUDA_CHECK_DEVICE(cudaLibraryGetKernel(&l.kernel, l.library, name.c_str()), device);
+  c.kernels.emplace(key, l);
+  return l.kernel;
+}
+
+}  // namespace
+
+CudaKernelStats cuda_kernel_stats() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  return cache().stats;
+}
+
+bool run_pointwise_cuda(const FusedGroup& g) {
+  const PointwiseKernel& k = g.kernel;
+  std::vector<Tensor> ops = g.outputs;
+  ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());
+  const Device device = g.outputs.at(0).device();
+  for (const Tensor& t : ops) {
+    if (!(t.device() == device) || !dtype_ok(t.dtype())) return false;
+  }
+  const int nout = static_cast<int>(g.outputs.size());
+  Iteration it = coalesce(g.shape, ops, nout);
+  if (it.sizes.size() > static_cast<size_t>(kMaxDims)) {
+    KILN_LOG(Fusion, "CUDA group runs node by node: ", it.sizes.size(), " dims after merging");
+    return false;
+  }
+  const int nd = static_cast<int>(it.sizes.size());
+  PointwiseSpec spec{&k};
+  int64_t max_offset = it.numel;
+  for (size_t o = 0; o < ops.size(); ++o) {
+    // Dense: the operand's elements in iteration order; Scalar: one element.
+    bool dense = true, scalar = true;
+    int64_t expect = 1;
+    for (int d = nd - 1; d >= 0; --d) {
+      dense = dense && it.strides[o][d] == expect;
+      scalar = scalar && it.strides[o][d] == 0;
+      expect *= it.sizes[d];
+      max_offset = std::max(max_offset, it.strides[o][d] * it.sizes[d]);
+    }
+    spec.layouts.push_back(scalar && o >= static_cast<size_t>(nout) ? Layout::Scalar
+                           : dense                                  ? Layout::Dense
+                                                                    : Layout::Strided);
+  }
+  spec.ndim = nd;
+  spec.index32 = max_offset < (int64_t{1} << 31);
+  for (const Tensor& t : g.outputs) ensure_memory(t);
+  if (it.numel == 0) return true;
+  cudaKernel_t kernel = get_kernel(spec, device.index());
+
+  // The argument struct, laid out as the generated KilnArgs (all 8-byte fields).
+  std::vector<int64_t> args;
+  args.push_back(it.numel);
+  for (int d = 0; d < kMaxDims; ++d) args.push_back(d < nd ? it.sizes[d] : 1);
+  for (size_t o = 0; o < ops.size(); ++o) {
+    void* p = ops[o].data_ptr();
+    int64_t bits;
+    std::memcpy(&bits, &p, sizeof p);
+    args.push_back(bits);
+    if (spec.layouts[o] == Layout::Strided) {
+      for (int d = 0; d < kMaxDims; ++d) args.push_back(d < nd ? it.strides[o][d] : 0);
+    }
+  }
+  void* params[] = {args.data()};
+  const cudaDeviceProp& prop = kiln::cuda::device_properties(device.index());
+  int64_t blocks = std::min<int64_t>((it.numel + kBlock - 1) / kBlock,
+                                     static_cast<int64_t>(prop.multiProcessorCount) * 8);
+  kiln::cuda::DeviceGuard guard(device.index());
+  cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
+  KILN_CUDA_CHECK_DEVICE(cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
+                                          dim3(static_cast<unsigned>(blocks)), dim3(kBlock),
+                                          params, 0, stream),
+                         device.index());
+  {
+    std::lock_guard<std::mutex> lock(cache().mu);
+    cache().stats.launches++;
+  }
+  for (const Tensor& t : g.outputs) t.impl()->bump_version();
+  return true;
+}
+
+}  // namespace kiln::jit::cuda
