@@ -174,6 +174,25 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   stack = std::move(results);
 }
 
+// Note [Eager CUDA ops]
+// An op without a CUDA kernel of its own runs on CUDA as a one-node trace: it
+// is recorded and flushed at once, so it becomes a single-op group compiled by
+// NVRTC (the same path fused groups take). An op that the generator cannot
+// express comes back here while that trace runs, and is refused clearly.
+thread_local int t_cuda_fallback_depth = 0;
+
+void cuda_fallback(const OperatorEntry& op, Stack& stack) {
+  KILN_CHECK(t_cuda_fallback_depth == 0, "[", op.name(),
+             "] has no CUDA kernel yet: expected a pointwise op, copy or fill on CUDA tensors, "
+             "got one that needs its own kernel");
+  ++t_cuda_fallback_depth;
+  struct Restore {
+    ~Restore() { --t_cuda_fallback_depth; }
+  } restore;
+  lazy_fallback(op, stack);
+  TraceBuffer::current().flush();
+}
+
 void sync_all() {
   TraceBuffer::current().flush();
 }
@@ -206,5 +225,6 @@ void flush() {
 KILN_LIBRARY_IMPL(_, Lazy, m) {
   m.fallback(&jit::lazy_fallback);
 }
+KILN_LIBRARY_IMPL(_, CUDA, m) { m.fallback(&jit::cuda_fallback); }
 
 }  // namespace kiln

@@ -17,6 +17,7 @@ Tensor device_bytes(int64_t n) {
 }
 
 TEST(CudaAllocator, StatsAndEmptyCache) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   empty_cache();
   MemoryStats before = memory_stats();
@@ -48,6 +49,7 @@ TEST(CudaAllocator, StatsAndEmptyCache) {
 }
 
 TEST(CudaAllocator, FractionCapRaisesOomAndRecovers) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   empty_cache();
   const int64_t total = device_total_memory(0);
@@ -82,6 +84,7 @@ TEST(CudaAllocator, FractionCapRaisesOomAndRecovers) {
 }
 
 TEST(CudaAllocator, RealOutOfMemoryRecovers) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   const int64_t total = device_total_memory(0);
   EXPECT_KILN_ERROR(device_bytes(2 * total), "out of memory on cuda:0");
@@ -91,6 +94,7 @@ TEST(CudaAllocator, RealOutOfMemoryRecovers) {
 }
 
 TEST(CudaAllocator, CrossStreamUseDelaysReuse) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   empty_cache();  // no cached block of another test competes for best fit
   Stream side = Stream::from_pool();

@@ -23,6 +23,7 @@ std::vector<std::vector<int64_t>> shapes() {
 #define EXPECT_SAME(actual, expected) EXPECT_TENSOR_CLOSE_TOL(actual, expected, 0, 0)
 
 TEST(CudaCopy, RoundTripEveryDtypeAndLayout) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   int cases = 0;
   uint64_t seed = 1;
@@ -49,6 +50,7 @@ TEST(CudaCopy, RoundTripEveryDtypeAndLayout) {
 
 // Views taken on the device come back as the same views of the host tensor.
 TEST(CudaCopy, DeviceViewsToHost) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   for (DType t : {kFloat32, kFloat16, kInt64, kBool, kUInt8}) {
     Tensor x = random_tensor({6, 7, 8}, t, "contiguous", 11);
@@ -70,6 +72,7 @@ TEST(CudaCopy, DeviceViewsToHost) {
 
 // Host values written into device views, with dtype conversion and broadcasting.
 TEST(CudaCopy, HostIntoDeviceViews) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   for (DType t : {kFloat32, kBFloat16, kInt32, kInt8}) {
     Tensor ref = random_tensor({5, 6, 7}, t, "contiguous", 21);
@@ -91,6 +94,7 @@ TEST(CudaCopy, HostIntoDeviceViews) {
 }
 
 TEST(CudaCopy, ConvertingCopiesGoThroughTheHost) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   Tensor x = random_tensor({8, 9}, kFloat32, "transposed", 31);
   Tensor h = x.to(Device::cuda(), kFloat16);
@@ -105,6 +109,7 @@ TEST(CudaCopy, ConvertingCopiesGoThroughTheHost) {
 }
 
 TEST(CudaCopy, DeviceToDevice) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   for (DType t : {kFloat32, kFloat16, kInt64, kBool}) {
     Tensor x = random_tensor({64, 48}, t, "contiguous", 41);
@@ -133,6 +138,7 @@ TEST(CudaCopy, DeviceToDevice) {
 }
 
 TEST(CudaCopy, DeviceToDeviceWithoutKernelsRaises) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   Tensor d = random_tensor({8, 8}, kFloat32, "contiguous", 51).to(Device::cuda());
   Tensor h = empty({8, 8}, TensorOptions(kFloat16).device(Device::cuda()));
@@ -145,6 +151,7 @@ TEST(CudaCopy, DeviceToDeviceWithoutKernelsRaises) {
 }
 
 TEST(CudaFill, EveryDtypeAndLayout) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   for (DType t : kAllDTypes) {
     for (double v : {0.0, 1.0, -2.5, 3.0, -0.0}) {
@@ -174,6 +181,7 @@ TEST(CudaFill, EveryDtypeAndLayout) {
 }
 
 TEST(CudaCopy, PinnedAsyncRoundTrip) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   Tensor x = random_tensor({1024, 257}, kFloat32, "contiguous", 71);
   EXPECT_FALSE(cuda::is_pinned(x));
@@ -197,6 +205,7 @@ TEST(CudaCopy, PinnedAsyncRoundTrip) {
 }
 
 TEST(CudaCopy, AcrossDevices) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA_DEVICES(2);
   for (const char* layout : kLayouts) {
     Tensor x = random_tensor({37, 45}, kFloat32, layout, 81);

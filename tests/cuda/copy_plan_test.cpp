@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kiln/jit.h"
+
 #include <cstring>
 #include <random>
 
@@ -32,6 +34,7 @@ int64_t offset(const std::vector<int64_t>& idx, IntArrayRef strides) {
 
 // Random layouts: permuted, sliced, with gaps, broadcast sources.
 TEST(CudaCopyPlan, RandomLayoutsMatchElementwiseCopy) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   std::mt19937_64 rng(7);
   int planned = 0, multi = 0;
   for (int iter = 0; iter < 3000; ++iter) {
@@ -85,6 +88,7 @@ TEST(CudaCopyPlan, RandomLayoutsMatchElementwiseCopy) {
 }
 
 TEST(CudaCopyPlan, ContiguousAndDenseLayoutsAreOneCopy) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   std::vector<Copy2D> plan;
   ASSERT_TRUE(plan_strided_copy({4, 5, 6}, {30, 6, 1}, {30, 6, 1}, 4, 8, kMaxPitch, &plan));
   ASSERT_EQ(plan.size(), 1u);
@@ -114,6 +118,7 @@ TEST(CudaCopyPlan, ContiguousAndDenseLayoutsAreOneCopy) {
 }
 
 TEST(CudaCopyPlan, RefusesTooManyCopiesAndNegativeStrides) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   std::vector<Copy2D> plan;
   // A full transpose is one element per row: 64 x 64 copies of one element.
   EXPECT_FALSE(

@@ -45,6 +45,7 @@ TEST(CudaFused, LazyChainMatchesEagerCpu) {
       EXPECT_TRUE(got.is_pending());
       EXPECT_TRUE(got.is_cuda());
       Tensor host = got.cpu();
+      kiln::sync();  // runs the trace
       auto after = kiln::jit::cuda::cuda_kernel_stats();
       EXPECT_GE(after.launches - before.launches, 1) << "the chain ran as generated kernels";
       std::string msg = kiln::testing::compare(host, expected, tol(dt));
@@ -68,6 +69,7 @@ TEST(CudaFused, KernelsAreCompiledOncePerStructure) {
   KILN_REQUIRE_CUDA();
   Tensor x = kiln::ones({256}).cuda();
   Tensor first = (x * 3.0 + 1.0).cpu();  // compiles (or loads from disk)
+  kiln::sync();
   auto before = kiln::jit::cuda::cuda_kernel_stats();
   for (int i = 0; i < 5; ++i) {
     Tensor y = (x * 3.0 + 1.0).cpu();

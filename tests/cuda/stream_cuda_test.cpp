@@ -13,6 +13,7 @@ namespace kiln::cuda {
 namespace {
 
 TEST(CudaStream, DefaultCurrentAndGuard) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   Stream def = Stream::default_stream();
   EXPECT_EQ(Stream::current(), def);
@@ -42,6 +43,7 @@ TEST(CudaStream, DefaultCurrentAndGuard) {
 
 // Work on a side stream ordered after the default stream through an event.
 TEST(CudaStream, EventsOrderStreams) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   const int64_t n = int64_t{64} << 20;  // 256 MiB of float32: a fill takes a while
   Tensor a = empty({n}, TensorOptions(kFloat32).device(Device::cuda()));
@@ -68,6 +70,7 @@ TEST(CudaStream, EventsOrderStreams) {
 }
 
 TEST(CudaStream, TimingEvents) {
+  kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
   Event start(true), stop(true), plain;
   EXPECT_TRUE(plain.query());  // never recorded
