@@ -352,27 +352,11 @@ void DeviceCachingAllocator::free_block(Block* b) {
 }
 
 void DeviceCachingAllocator::process_events() {
-  size_t kept = 0;
-  for (size_t i = 0; i < pending_.size(); ++i) {
-    auto [event, block] = pending_[i];
-    if (!memory_->query_event(event)) {
-      pending_[kept++] = pending_[i];
-      continue;
-    }
-    memory_->release_event(event);
-    if (--block->event_count == 0) free_block(block);
-  }
-  pending_.resize(kept);
+  drain_events(*memory_, pending_, /*wait=*/false, [&](Block* b) { free_block(b); });
 }
 
 void DeviceCachingAllocator::synchronize_and_free_events() {
-  std::vector<std::pair<EventId, Block*>> pending;
-  pending.swap(pending_);
-  for (auto [event, block] : pending) {
-    memory_->synchronize_event(event);
-    memory_->release_event(event);
-    if (--block->event_count == 0) free_block(block);
-  }
+  drain_events(*memory_, pending_, /*wait=*/true, [&](Block* b) { free_block(b); });
 }
 
 void DeviceCachingAllocator::release_segment(Block* b) {

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln::alloc {
 
@@ -46,5 +48,26 @@ class DeviceMemory {
   // Where the memory lives, for messages: "cuda:0", "pinned host".
   virtual std::string name() const = 0;
 };
+
+// Releases the completed events among `pending` (every event, after waiting
+// for it, when `wait`), and calls ready(block) once a block's last event is
+// done. Blocks count their outstanding events in `event_count`.
+template <class Block, class Ready>
+void drain_events(DeviceMemory& memory, std::vector<std::pair<EventId, Block*>>& pending, bool wait,
+                  Ready ready) {
+  size_t kept = 0;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    auto [event, block] = pending[i];
+    if (wait) {
+      memory.synchronize_event(event);
+    } else if (!memory.query_event(event)) {
+      pending[kept++] = pending[i];
+      continue;
+    }
+    memory.release_event(event);
+    if (--block->event_count == 0) ready(block);
+  }
+  pending.resize(kept);
+}
 
 }  // namespace kiln::alloc

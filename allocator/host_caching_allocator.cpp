@@ -136,27 +136,11 @@ bool HostCachingAllocator::owns(const void* ptr) const {
 }
 
 void HostCachingAllocator::process_events() {
-  size_t kept = 0;
-  for (size_t i = 0; i < pending_.size(); ++i) {
-    auto [event, block] = pending_[i];
-    if (!memory_->query_event(event)) {
-      pending_[kept++] = pending_[i];
-      continue;
-    }
-    memory_->release_event(event);
-    if (--block->event_count == 0) make_free(block);
-  }
-  pending_.resize(kept);
+  drain_events(*memory_, pending_, /*wait=*/false, [&](Block* b) { make_free(b); });
 }
 
 void HostCachingAllocator::synchronize_and_free_events() {
-  std::vector<std::pair<EventId, Block*>> pending;
-  pending.swap(pending_);
-  for (auto [event, block] : pending) {
-    memory_->synchronize_event(event);
-    memory_->release_event(event);
-    if (--block->event_count == 0) make_free(block);
-  }
+  drain_events(*memory_, pending_, /*wait=*/true, [&](Block* b) { make_free(b); });
 }
 
 void HostCachingAllocator::release_free_blocks() {

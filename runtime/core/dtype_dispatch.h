@@ -39,6 +39,32 @@ decltype(auto) visit_dtype(DType t, uint32_t allowed, const char* op, F&& f) {
   fail_dtype(t, allowed, op);
 }
 
+// As visit_dtype, but instantiates `f` only for the dtypes in kAllowed (a mask
+// over DType), keeping each kernel's code to the types it admits.
+template <uint32_t kAllowed, class F>
+void visit_allowed(DType t, const char* op, F&& f) {
+  if (KILN_UNLIKELY(!(kAllowed & dtype_bit(t)))) fail_dtype(t, kAllowed, op);
+#define KILN_VISIT_CASE(D, T)                               \
+  case D:                                                   \
+    if constexpr ((kAllowed >> static_cast<int>(D)) & 1u) { \
+      f.template operator()<T>();                           \
+    }                                                       \
+    return;
+  switch (t) {
+    KILN_VISIT_CASE(kBool, bool)
+    KILN_VISIT_CASE(kUInt8, uint8_t)
+    KILN_VISIT_CASE(kInt8, int8_t)
+    KILN_VISIT_CASE(kInt16, int16_t)
+    KILN_VISIT_CASE(kInt32, int32_t)
+    KILN_VISIT_CASE(kInt64, int64_t)
+    KILN_VISIT_CASE(kFloat16, Half)
+    KILN_VISIT_CASE(kBFloat16, BFloat16)
+    KILN_VISIT_CASE(kFloat32, float)
+    KILN_VISIT_CASE(kFloat64, double)
+  }
+#undef KILN_VISIT_CASE
+}
+
 // The type arithmetic happens in: float for the 16-bit floats, else T itself.
 template <class T>
 struct OpMath {

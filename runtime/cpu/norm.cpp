@@ -15,24 +15,6 @@
 namespace kiln::cpu {
 namespace {
 
-// Runs f.template operator()<T>() for a floating dtype only (visit_dtype would
-// instantiate the body for every dtype).
-template <class F>
-void visit_floating(DType t, const char* op, F&& f) {
-  switch (t) {
-    case kFloat16:
-      return f.template operator()<Half>();
-    case kBFloat16:
-      return f.template operator()<BFloat16>();
-    case kFloat32:
-      return f.template operator()<float>();
-    case kFloat64:
-      return f.template operator()<double>();
-    default:
-      fail_dtype(t, kFloatingMask, op);
-  }
-}
-
 // Checks normalized_shape against the input and an affine parameter; returns
 // the row length (the product of normalized_shape).
 int64_t check_normalized(const char* op, const Tensor& input, IntArrayRef shape) {
@@ -110,7 +92,7 @@ Tensor layer_norm(const Tensor& input, IntArrayRef shape, const std::optional<Te
   Tensor x = input.contiguous();
   Tensor w = weight && weight->defined() ? weight->contiguous() : Tensor();
   Tensor b = bias && bias->defined() ? bias->contiguous() : Tensor();
-  visit_floating(input.dtype(), op, [&]<class T>() {
+  visit_allowed<kFloatingMask>(input.dtype(), op, [&]<class T>() {
     layer_norm_rows<T>(x.data_ptr<T>(), data_or_null<T>(w), data_or_null<T>(b), out.data_ptr<T>(),
                        out.numel() / n, n, eps);
   });
@@ -164,7 +146,7 @@ Tensor rms_norm(const Tensor& input, IntArrayRef shape, const std::optional<Tens
   if (!input.is_meta() && normed.numel() > 0) {
     Tensor x = input.contiguous();
     const double e = eps.value_or(default_eps(input.dtype()));
-    visit_floating(input.dtype(), op, [&]<class T>() {
+    visit_allowed<kFloatingMask>(input.dtype(), op, [&]<class T>() {
       rms_norm_rows<T>(x.data_ptr<T>(), normed.data_ptr<T>(), normed.numel() / n, n, e);
     });
   }

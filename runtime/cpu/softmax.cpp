@@ -16,24 +16,6 @@
 namespace kiln::cpu {
 namespace {
 
-// Runs f.template operator()<T>() for a floating dtype only (visit_dtype would
-// instantiate the body for every dtype).
-template <class F>
-void visit_floating(DType t, const char* op, F&& f) {
-  switch (t) {
-    case kFloat16:
-      return f.template operator()<Half>();
-    case kBFloat16:
-      return f.template operator()<BFloat16>();
-    case kFloat32:
-      return f.template operator()<float>();
-    case kFloat64:
-      return f.template operator()<double>();
-    default:
-      fail_dtype(t, kFloatingMask, op);
-  }
-}
-
 // Rows of `n` contiguous elements: the common case (softmax over the last dim).
 template <class T, bool kLog>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t n) {
@@ -121,7 +103,7 @@ Tensor softmax_impl(const char* op, const Tensor& self, int64_t dim, std::option
   for (int64_t i = 0; i < self.dim(); ++i) {
     (i < d ? outer : i == d ? n : inner) *= self.size(i);
   }
-  visit_floating(t, op, [&]<class T>() {
+  visit_allowed<kFloatingMask>(t, op, [&]<class T>() {
     const T* xp = x.data_ptr<T>();
     T* yp = out.data_ptr<T>();
     if (inner == 1) {
