@@ -1,14 +1,27 @@
 #include "jit/trace_buffer.h"
 
 #include "jit/pipeline.h"
+#include "kiln/logging.h"
 
 namespace kiln::jit {
 
 TraceBuffer& TraceBuffer::current() {
   // Held by the thread and by every LazyStorage it marked, so a trace that
-  // another thread needs stays alive after its thread exits.
-  static thread_local IntrusivePtr<TraceBuffer> trace = IntrusivePtr<TraceBuffer>::make();
-  return *trace;
+  // another thread needs stays alive after its thread exits. Nodes hold their
+  // outputs, whose markers hold the trace: the thread flushes on exit to break
+  // that cycle (running what someone still references, dropping the rest).
+  struct Holder {
+    IntrusivePtr<TraceBuffer> trace = IntrusivePtr<TraceBuffer>::make();
+    ~Holder() {
+      try {
+        trace->flush();
+      } catch (const Error& e) {
+        KILN_LOG(Perf, "a trace left by an exiting thread failed: ", e.what());
+      }
+    }
+  };
+  static thread_local Holder holder;
+  return *holder.trace;
 }
 
 void TraceBuffer::append(Node node) {
