@@ -1,6 +1,7 @@
 // Parser for PyTorch-style schema strings.
 
 #include <cctype>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -356,6 +357,13 @@ void write_arg(std::ostream& os, const Argument& a) {
       os << (v.to_bool() ? "True" : "False");
     } else if (v.is_string()) {
       os << '"' << v.to_string() << '"';
+    } else if (v.is_double()) {
+      // PyTorch's spelling: "2." for an integral float, else the shortest exact form.
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.17g", v.to_double());
+      std::string t = buf;
+      if (t.find_first_of(".ein") == std::string::npos) t += '.';
+      os << t;
     } else if (v.is_scalar() && v.to_scalar().is_bool()) {
       os << (v.to_scalar().to_bool() ? "True" : "False");
     } else {
