@@ -221,8 +221,38 @@ TensorIter& TensorIter::build() {
   }
   DType result = has_out_dtype_ ? out_dtype_ : compute_dtype_;
   allocate_or_check_output(result);
-  reorder_and_coalesce();
+  if (!dense_layout()) reorder_and_coalesce();
   return *this;
+}
+
+// The common eager case: every operand is contiguous with exactly the
+// iteration shape. The general ordering and merging would give one dense run
+// of numel elements; lay that out directly (the per-op overhead budget lives here).
+bool TensorIter::dense_layout() {
+  for (int k = 0; k < num_ops_; ++k) {
+    const Operand& o = ops_[k];
+    if (o.resized) return false;
+    if (!o.tensor.defined()) {
+      if (k >= num_outputs_) return false;
+      continue;
+    }
+    if (!o.tensor.is_contiguous() || !(o.tensor.sizes() == shape_.ref())) return false;
+  }
+  for (int k = 0; k < num_outputs_; ++k) {
+    Operand& o = ops_[k];
+    if (o.tensor.defined()) continue;
+    DType t = has_out_dtype_ ? out_dtype_ : compute_dtype_;
+    o.tensor = empty_tensor(shape_, t, meta_ ? Device::meta() : Device::cpu());
+    *o.target = o.tensor;
+  }
+  iter_sizes_.assign(1, numel_ > 0 ? numel_ : 0);
+  if (shape_.empty()) iter_sizes_[0] = 1;
+  for (int k = 0; k < num_ops_; ++k) {
+    Operand& o = ops_[k];
+    o.strides.assign(1, static_cast<int64_t>(itemsize(o.tensor.dtype())));
+    o.data = numel_ && !meta_ ? static_cast<char*>(o.tensor.data_ptr()) : nullptr;
+  }
+  return true;
 }
 
 void TensorIter::reorder_and_coalesce() {

@@ -130,6 +130,7 @@ class TensorIter {
   void compute_shape();
   void allocate_or_check_output(DType result);
   void reorder_and_coalesce();
+  bool dense_layout();
 
   struct Operand {
     Tensor tensor;             // what the loops read or write
