@@ -286,7 +286,9 @@ CpuCachingAllocator& instance() {
   return *a;
 }
 
-ThreadCache::ThreadCache() : counters(new ThreadCounters()) { instance().register_thread(counters); }
+ThreadCache::ThreadCache() : counters(new ThreadCounters()) {
+  instance().register_thread(counters);
+}
 
 ThreadCache::~ThreadCache() {
   instance().retire_thread(*this);
@@ -300,6 +302,8 @@ void CpuCachingAllocator::free_block(void* ctx, void* p) {
 
 }  // namespace
 
-Allocator& cpu_allocator() { return instance(); }
+Allocator& cpu_allocator() {
+  return instance();
+}
 
 }  // namespace kiln::alloc

@@ -175,8 +175,10 @@ int32_t d_clamp(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) 
   // NaN bound makes the result NaN; a lone NaN bound is ignored.
   bool lo = !arg(n, 1).is_none(), hi = !arg(n, 2).is_none();
   bool both = lo && hi;
-  if (lo && (both || !std::isnan(number(n, 1)))) x = b.op(Prim::Max, t, x, b.constant(number(n, 1), t));
-  if (hi && (both || !std::isnan(number(n, 2)))) x = b.op(Prim::Min, t, x, b.constant(number(n, 2), t));
+  if (lo && (both || !std::isnan(number(n, 1))))
+    x = b.op(Prim::Max, t, x, b.constant(number(n, 1), t));
+  if (hi && (both || !std::isnan(number(n, 2))))
+    x = b.op(Prim::Min, t, x, b.constant(number(n, 2), t));
   return x;
 }
 

@@ -6,11 +6,12 @@ namespace kiln::jit {
 
 const char* prim_name(Prim p) {
   static const char* const names[] = {
-      "load",  "const",    "neg",       "abs",     "exp",   "log",   "sqrt",  "rsqrt", "recip",
-      "sin",   "cos",      "tanh",      "sigmoid", "relu",  "erf",   "floor", "ceil",  "trunc",
-      "round", "gelu_erf", "gelu_tanh", "silu",    "expm1", "log1p", "not",   "cast",  "round_f16", "round_bf16", "add",
-      "sub",   "mul",      "div",       "max",     "min",   "pow",   "eq",    "ne",    "lt",
-      "le",    "gt",       "ge",        "and",     "or",    "where"};
+      "load",  "const", "neg",       "abs",        "exp",       "log",  "sqrt",  "rsqrt",
+      "recip", "sin",   "cos",       "tanh",       "sigmoid",   "relu", "erf",   "floor",
+      "ceil",  "trunc", "round",     "gelu_erf",   "gelu_tanh", "silu", "expm1", "log1p",
+      "not",   "cast",  "round_f16", "round_bf16", "add",       "sub",  "mul",   "div",
+      "max",   "min",   "pow",       "eq",         "ne",        "lt",   "le",    "gt",
+      "ge",    "and",   "or",        "where"};
   return names[static_cast<int>(p)];
 }
 

@@ -225,6 +225,8 @@ void flush() {
 KILN_LIBRARY_IMPL(_, Lazy, m) {
   m.fallback(&jit::lazy_fallback);
 }
-KILN_LIBRARY_IMPL(_, CUDA, m) { m.fallback(&jit::cuda_fallback); }
+KILN_LIBRARY_IMPL(_, CUDA, m) {
+  m.fallback(&jit::cuda_fallback);
+}
 
 }  // namespace kiln

@@ -32,8 +32,8 @@ void clear_markers(const std::vector<Node>& nodes) {
 void run_fused(const std::vector<Node>& nodes, const FusedGroup& group, size_t* done) {
   if (!group.outputs.empty()) {
     const Device d = group.outputs[0].device();
-    bool ran = d.is_cpu() ? cpu::run_pointwise_cpu(group)
-                          : d.is_cuda() && cuda::run_pointwise_cuda(group);
+    bool ran =
+        d.is_cpu() ? cpu::run_pointwise_cpu(group) : d.is_cuda() && cuda::run_pointwise_cuda(group);
     if (ran) {
       *done += group.members.size();
       return;

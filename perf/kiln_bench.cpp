@@ -111,11 +111,12 @@ std::function<Tensor()> build(const kiln::perf::Case& c, kiln::Device dev, kiln:
 void print_row(const Options& o, const kiln::perf::Case& c, const char* device, const char* dtype,
                const char* mode, const Result& r) {
   if (o.json) {
-    std::printf("{\"workload\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"device\":\"%s\","
-                "\"mode\":\"%s\",\"latency_us_p50\":%.2f,\"latency_us_p90\":%.2f,"
-                "\"first_call_ms\":%.3f,\"nodes_per_call\":%lld}\n",
-                c.workload.c_str(), c.shape.c_str(), dtype, device, mode, r.latency_p50_us,
-                r.latency_p90_us, r.first_call_ms, static_cast<long long>(r.executed_nodes));
+    std::printf(
+        "{\"workload\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"device\":\"%s\","
+        "\"mode\":\"%s\",\"latency_us_p50\":%.2f,\"latency_us_p90\":%.2f,"
+        "\"first_call_ms\":%.3f,\"nodes_per_call\":%lld}\n",
+        c.workload.c_str(), c.shape.c_str(), dtype, device, mode, r.latency_p50_us,
+        r.latency_p90_us, r.first_call_ms, static_cast<long long>(r.executed_nodes));
   } else {
     std::printf("%-8s %-8s %-5s %-5s %-6s %12.1f %12.1f %12.2f %8lld\n", c.workload.c_str(),
                 c.shape.c_str(), dtype, device, mode, r.latency_p50_us, r.latency_p90_us,
@@ -135,18 +136,22 @@ int run(const Options& o) {
   if (o.mode == "all" || o.mode == "eager") modes.push_back("eager");
   if (o.mode == "all" || o.mode == "lazy") modes.push_back("lazy");
   if (!o.json) {
-    std::printf("kiln-bench on %s (%s); latency per call incl. sync, median of N after 5 warm-ups\n",
-                gpu ? kiln::cuda::device_name().c_str() : "cpu", kiln::cpu_isa());
+    std::printf(
+        "kiln-bench on %s (%s); latency per call incl. sync, median of N after 5 warm-ups\n",
+        gpu ? kiln::cuda::device_name().c_str() : "cpu", kiln::cpu_isa());
     std::printf("%-8s %-8s %-5s %-5s %-6s %12s %12s %12s %8s\n", "workload", "shape", "dtype",
                 "dev", "mode", "p50 us", "p90 us", "first ms", "nodes");
   }
   for (const kiln::perf::Case& c : kiln::perf::cases_for(gpu, o.workload)) {
-    kiln::DType dt = gpu && c.workload != "chain16" ? (c.workload == "mlp" ? kiln::kBFloat16 : kiln::kFloat16)
-                                                    : kiln::kFloat32;
+    kiln::DType dt = gpu && c.workload != "chain16"
+                         ? (c.workload == "mlp" ? kiln::kBFloat16 : kiln::kFloat16)
+                         : kiln::kFloat32;
     for (const std::string& mode : modes) {
       std::vector<Tensor> keep;
       auto step = build(c, dev, dt, &keep);
-      int iters = o.iters ? o.iters : (c.workload == "gpt2" && c.b > 1 && !gpu ? 10 : (c.a > 1000000 ? 20 : 200));
+      int iters = o.iters
+                      ? o.iters
+                      : (c.workload == "gpt2" && c.b > 1 && !gpu ? 10 : (c.a > 1000000 ? 20 : 200));
       Result r;
       if (mode == "eager") {
         kiln::EagerGuard eager;

@@ -70,9 +70,10 @@ int main(int argc, char** argv) {
     ksum += kiln::add(ka, kb).data_ptr<float>()[0];
     tsum += torch::add(ta, tb).data_ptr<float>()[0];
   }
-  rows.push_back({"add 1-elem (functional)",
-                  median_ns_per_call(iters, reps, [&] { ksum += kiln::add(ka, kb).data_ptr<float>()[0]; }),
-                  median_ns_per_call(iters, reps, [&] { tsum += torch::add(ta, tb).data_ptr<float>()[0]; })});
+  rows.push_back(
+      {"add 1-elem (functional)",
+       median_ns_per_call(iters, reps, [&] { ksum += kiln::add(ka, kb).data_ptr<float>()[0]; }),
+       median_ns_per_call(iters, reps, [&] { tsum += torch::add(ta, tb).data_ptr<float>()[0]; })});
   rows.push_back({"add_ 1-elem (in place)",
                   median_ns_per_call(iters, reps, [&] { kiln::add_(ka, kb); }),
                   median_ns_per_call(iters, reps, [&] { ta.add_(tb); })});
@@ -82,16 +83,22 @@ int main(int argc, char** argv) {
                   median_ns_per_call(iters, reps, [&] { kiln::add_out(kout, ka, kb); }),
                   median_ns_per_call(iters, reps, [&] { torch::add_out(tout, ta, tb); })});
   rows.push_back({"view [1] -> [1, 1]",
-                  median_ns_per_call(iters, reps, [&] { ksum += ka.view({1, 1}).dim(); }),
-                  median_ns_per_call(iters, reps, [&] { tsum += ta.view({1, 1}).dim(); })});
+                  median_ns_per_call(iters, reps,
+                                     [&] {
+                                       ksum += ka.view({1, 1}).dim();
+                                     }),
+                  median_ns_per_call(iters, reps, [&] {
+                    tsum += ta.view({1, 1}).dim();
+                  })});
   ksum += ka.data_ptr<float>()[0] + kout.data_ptr<float>()[0];
   tsum += ta.data_ptr<float>()[0] + tout.data_ptr<float>()[0];
 
   if (json) {
     for (const Row& r : rows) {
-      std::printf("{\"bench\":\"overhead\",\"case\":\"%s\",\"kiln_ns\":%.1f,\"libtorch_ns\":%.1f,"
-                  "\"ratio\":%.3f}\n",
-                  r.name, r.kiln_ns, r.torch_ns, r.kiln_ns / r.torch_ns);
+      std::printf(
+          "{\"bench\":\"overhead\",\"case\":\"%s\",\"kiln_ns\":%.1f,\"libtorch_ns\":%.1f,"
+          "\"ratio\":%.3f}\n",
+          r.name, r.kiln_ns, r.torch_ns, r.kiln_ns / r.torch_ns);
     }
   } else {
     std::printf("per-op eager overhead, median of %d x %d calls, 1 thread (libtorch %s)\n", reps,

@@ -116,11 +116,11 @@ int main(int argc, char** argv) {
       us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
     }
     std::sort(us.begin(), us.end());
-    std::printf("{\"workload\":\"%s\",\"shape\":\"%s\",\"dtype\":\"float32\",\"device\":\"cpu\","
-                "\"mode\":\"libtorch\",\"latency_us_p50\":%.2f,\"latency_us_p90\":%.2f,"
-                "\"first_call_ms\":%.3f}\n",
-                c.workload.c_str(), c.shape.c_str(), us[us.size() / 2], us[us.size() * 9 / 10],
-                first_ms);
+    std::printf(
+        "{\"workload\":\"%s\",\"shape\":\"%s\",\"dtype\":\"float32\",\"device\":\"cpu\","
+        "\"mode\":\"libtorch\",\"latency_us_p50\":%.2f,\"latency_us_p90\":%.2f,"
+        "\"first_call_ms\":%.3f}\n",
+        c.workload.c_str(), c.shape.c_str(), us[us.size() / 2], us[us.size() * 9 / 10], first_ms);
     std::fflush(stdout);
   }
   return 0;

@@ -29,23 +29,45 @@ class ArrayRef {
   constexpr ArrayRef(const std::array<T, N>& a) : data_(a.data()), size_(N) {}  // NOLINT
   // Any container with data() and size() of T (SmallVector).
   template <class C>
-    requires requires(const C& c) {
-      { c.data() } -> std::convertible_to<const T*>;
-      { c.size() } -> std::convertible_to<size_t>;
-    }
+  requires requires(const C& c) {
+    { c.data() } -> std::convertible_to<const T*>;
+    { c.size() } -> std::convertible_to<size_t>;
+  }
   ArrayRef(const C& c) : data_(c.data()), size_(c.size()) {}  // NOLINT(implicit)
 
-  constexpr const T* data() const { return data_; }
-  constexpr size_t size() const { return size_; }
-  constexpr bool empty() const { return size_ == 0; }
-  constexpr const T* begin() const { return data_; }
-  constexpr const T* end() const { return data_ + size_; }
-  constexpr const T& operator[](size_t i) const { return data_[i]; }
-  constexpr const T& front() const { return data_[0]; }
-  constexpr const T& back() const { return data_[size_ - 1]; }
-  ArrayRef slice(size_t start, size_t n) const { return ArrayRef(data_ + start, n); }
-  ArrayRef slice(size_t start) const { return ArrayRef(data_ + start, size_ - start); }
-  std::vector<T> vec() const { return std::vector<T>(begin(), end()); }
+  constexpr const T* data() const {
+    return data_;
+  }
+  constexpr size_t size() const {
+    return size_;
+  }
+  constexpr bool empty() const {
+    return size_ == 0;
+  }
+  constexpr const T* begin() const {
+    return data_;
+  }
+  constexpr const T* end() const {
+    return data_ + size_;
+  }
+  constexpr const T& operator[](size_t i) const {
+    return data_[i];
+  }
+  constexpr const T& front() const {
+    return data_[0];
+  }
+  constexpr const T& back() const {
+    return data_[size_ - 1];
+  }
+  ArrayRef slice(size_t start, size_t n) const {
+    return ArrayRef(data_ + start, n);
+  }
+  ArrayRef slice(size_t start) const {
+    return ArrayRef(data_ + start, size_ - start);
+  }
+  std::vector<T> vec() const {
+    return std::vector<T>(begin(), end());
+  }
 
   bool operator==(ArrayRef other) const {
     if (size_ != other.size_) return false;

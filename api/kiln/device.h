@@ -37,6 +37,8 @@ class KILN_API Device {
   int8_t index_ = 0;
 };
 
-inline std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
+inline std::ostream& operator<<(std::ostream& os, Device d) {
+  return os << d.str();
+}
 
 }  // namespace kiln

@@ -36,7 +36,9 @@ enum class DispatchKey : uint8_t {
 constexpr int kNumDispatchKeys = static_cast<int>(DispatchKey::kCount);
 
 KILN_API const char* dispatch_key_name(DispatchKey k);
-constexpr uint64_t key_bit(DispatchKey k) { return uint64_t{1} << static_cast<int>(k); }
+constexpr uint64_t key_bit(DispatchKey k) {
+  return uint64_t{1} << static_cast<int>(k);
+}
 constexpr DispatchKey backend_key(Device d) {
   return d.is_cuda() ? DispatchKey::CUDA : d.is_meta() ? DispatchKey::Meta : DispatchKey::CPU;
 }
@@ -52,7 +54,9 @@ namespace detail {
 // segment-relative load (initial-exec model): no TLS wrapper call on the hot path.
 KILN_API extern __thread LocalDispatchKeySet tls_local_keys
     __attribute__((tls_model("initial-exec")));
-inline LocalDispatchKeySet& local_keys() { return tls_local_keys; }
+inline LocalDispatchKeySet& local_keys() {
+  return tls_local_keys;
+}
 // Keys every thread includes unless it excludes them: Lazy, unless KILN_EAGER=1.
 KILN_API extern uint64_t g_default_keys;
 }  // namespace detail
@@ -139,31 +143,41 @@ class KILN_API OperatorEntry {
 
 namespace detail {
 
-inline uint64_t keys_of(const Tensor& t) { return t.defined() ? t.impl()->key_bits() : 0; }
-inline uint64_t keys_of(const std::optional<Tensor>& t) { return t ? keys_of(*t) : 0; }
+inline uint64_t keys_of(const Tensor& t) {
+  return t.defined() ? t.impl()->key_bits() : 0;
+}
+inline uint64_t keys_of(const std::optional<Tensor>& t) {
+  return t ? keys_of(*t) : 0;
+}
 inline uint64_t keys_of(TensorList l) {
   uint64_t k = 0;
   for (const Tensor& t : l) k |= keys_of(t);
   return k;
 }
-inline uint64_t keys_of(Device d) { return key_bit(backend_key(d)); }
-inline uint64_t keys_of(std::optional<Device> d) { return d ? keys_of(*d) : 0; }
+inline uint64_t keys_of(Device d) {
+  return key_bit(backend_key(d));
+}
+inline uint64_t keys_of(std::optional<Device> d) {
+  return d ? keys_of(*d) : 0;
+}
 template <class T>
 inline uint64_t keys_of(const T&) {
   return 0;
 }
 // Calls with no tensor and no device (factories with defaults) run on the CPU.
-inline uint64_t default_keys(uint64_t k) { return k ? k : key_bit(DispatchKey::CPU); }
+inline uint64_t default_keys(uint64_t k) {
+  return k ? k : key_bit(DispatchKey::CPU);
+}
 
 KILN_API uint64_t keys_of_stack(const Stack& stack);
 
 template <class T>
 struct ArgTraits;
-#define KILN_ARG_TRAITS(CppType, SchemaType, Opt)                    \
-  template <>                                                       \
-  struct ArgTraits<CppType> {                                       \
-    static constexpr ArgType type = ArgType::SchemaType;            \
-    static constexpr bool optional = Opt;                           \
+#define KILN_ARG_TRAITS(CppType, SchemaType, Opt)        \
+  template <>                                            \
+  struct ArgTraits<CppType> {                            \
+    static constexpr ArgType type = ArgType::SchemaType; \
+    static constexpr bool optional = Opt;                \
   };
 KILN_ARG_TRAITS(Tensor, Tensor, false)
 KILN_ARG_TRAITS(std::optional<Tensor>, Tensor, true)
@@ -191,17 +205,39 @@ template <class T>
 using Bare = std::remove_cvref_t<T>;
 
 // Argument -> IValue.
-inline IValue box(const Tensor& t) { return IValue(t); }
-inline IValue box(TensorList l) { return IValue(l.vec()); }
-inline IValue box(IntArrayRef l) { return IValue(l.vec()); }
-inline IValue box(ArrayRef<double> l) { return IValue(l.vec()); }
-inline IValue box(std::string_view s) { return IValue(std::string(s)); }
-inline IValue box(int64_t v) { return IValue(v); }
-inline IValue box(double v) { return IValue(v); }
-inline IValue box(bool v) { return IValue(v); }
-inline IValue box(const Scalar& v) { return IValue(v); }
-inline IValue box(DType v) { return IValue(v); }
-inline IValue box(Device v) { return IValue(v); }
+inline IValue box(const Tensor& t) {
+  return IValue(t);
+}
+inline IValue box(TensorList l) {
+  return IValue(l.vec());
+}
+inline IValue box(IntArrayRef l) {
+  return IValue(l.vec());
+}
+inline IValue box(ArrayRef<double> l) {
+  return IValue(l.vec());
+}
+inline IValue box(std::string_view s) {
+  return IValue(std::string(s));
+}
+inline IValue box(int64_t v) {
+  return IValue(v);
+}
+inline IValue box(double v) {
+  return IValue(v);
+}
+inline IValue box(bool v) {
+  return IValue(v);
+}
+inline IValue box(const Scalar& v) {
+  return IValue(v);
+}
+inline IValue box(DType v) {
+  return IValue(v);
+}
+inline IValue box(Device v) {
+  return IValue(v);
+}
 template <class T>
 IValue box(const std::optional<T>& v) {
   return v ? box(*v) : IValue();
@@ -263,8 +299,12 @@ struct Unbox<std::optional<T>> {
 };
 
 // Results -> stack and back.
-inline void push_result(Stack& s, Tensor t) { s.emplace_back(std::move(t)); }
-inline void push_result(Stack& s, std::vector<Tensor> v) { s.emplace_back(std::move(v)); }
+inline void push_result(Stack& s, Tensor t) {
+  s.emplace_back(std::move(t));
+}
+inline void push_result(Stack& s, std::vector<Tensor> v) {
+  s.emplace_back(std::move(v));
+}
 template <class... Ts>
 void push_result(Stack& s, std::tuple<Ts...> t) {
   std::apply([&](auto&... e) { (s.emplace_back(std::move(e)), ...); }, t);
@@ -281,9 +321,7 @@ struct PopResult<std::vector<Tensor>> {
 };
 template <class... Ts>
 struct PopResult<std::tuple<Ts...>> {
-  static std::tuple<Ts...> get(Stack& s) {
-    return get(s, std::index_sequence_for<Ts...>());
-  }
+  static std::tuple<Ts...> get(Stack& s) { return get(s, std::index_sequence_for<Ts...>()); }
   template <size_t... I>
   static std::tuple<Ts...> get(Stack& s, std::index_sequence<I...>) {
     return std::tuple<Ts...>(std::move(s.at(I).to_tensor())...);
@@ -294,9 +332,7 @@ struct PopResult<std::tuple<Ts...>> {
 // then replaces the stack with its results.
 template <class R, class... Args>
 struct UnboxedCall {
-  static void call(void* fn, Stack& stack) {
-    call(fn, stack, std::index_sequence_for<Args...>());
-  }
+  static void call(void* fn, Stack& stack) { call(fn, stack, std::index_sequence_for<Args...>()); }
   template <size_t... I>
   static void call(void* fn, Stack& stack, std::index_sequence<I...>) {
     auto* f = reinterpret_cast<R (*)(Args...)>(fn);
@@ -447,8 +483,7 @@ class KILN_API Library {
   template <class R, class... Args>
   Library& impl(std::string_view name, R (*fn)(Args...)) {
     impl_typed(name, reinterpret_cast<void*>(fn), &typeid(R(Args...)),
-               &detail::UnboxedCall<R, Args...>::call,
-               &detail::check_kernel<R, Args...>);
+               &detail::UnboxedCall<R, Args...>::call, &detail::check_kernel<R, Args...>);
     return *this;
   }
   // Registers a kernel that takes and returns a stack.
@@ -460,8 +495,8 @@ class KILN_API Library {
 
  private:
   using SignatureCheck = void (*)(const FunctionSchema&, const char*);
-  void impl_typed(std::string_view name, void* fn, const std::type_info* sig,
-                  UnboxedCaller caller, SignatureCheck check);
+  void impl_typed(std::string_view name, void* fn, const std::type_info* sig, UnboxedCaller caller,
+                  SignatureCheck check);
   std::string qualify(std::string_view name) const;
 
   Kind kind_;
@@ -484,12 +519,12 @@ struct KILN_API LibraryRegistrar {
 
 // Declares ops of namespace `ns`:
 //   KILN_LIBRARY(myns, m) { m.def("myop(Tensor x, float alpha) -> Tensor"); }
-#define KILN_LIBRARY(ns, m)                                                          \
-  static void KILN_CONCAT(kiln_library_def_##ns##_, __LINE__)(::kiln::Library&);     \
-  static const ::kiln::detail::LibraryRegistrar KILN_CONCAT(                          \
-      kiln_library_def_registrar_##ns##_, __LINE__)(                                \
-      ::kiln::Library::Kind::Def, #ns, std::nullopt,                                 \
-      &KILN_CONCAT(kiln_library_def_##ns##_, __LINE__), __FILE__, __LINE__);          \
+#define KILN_LIBRARY(ns, m)                                                                     \
+  static void KILN_CONCAT(kiln_library_def_##ns##_, __LINE__)(::kiln::Library&);                \
+  static const ::kiln::detail::LibraryRegistrar KILN_CONCAT(kiln_library_def_registrar_##ns##_, \
+                                                            __LINE__)(                          \
+      ::kiln::Library::Kind::Def, #ns, std::nullopt,                                            \
+      &KILN_CONCAT(kiln_library_def_##ns##_, __LINE__), __FILE__, __LINE__);                    \
   static void KILN_CONCAT(kiln_library_def_##ns##_, __LINE__)(::kiln::Library & m)
 
 // Registers kernels of namespace `ns` (use `_` for every namespace, with fallback())
@@ -498,8 +533,8 @@ struct KILN_API LibraryRegistrar {
 //   KILN_LIBRARY_IMPL(myns, Meta, m) { m.impl("myop", &myop_meta); }
 #define KILN_LIBRARY_IMPL(ns, key, m)                                                     \
   static void KILN_CONCAT(kiln_library_impl_##ns##_##key##_, __LINE__)(::kiln::Library&); \
-  static const ::kiln::detail::LibraryRegistrar KILN_CONCAT(                               \
+  static const ::kiln::detail::LibraryRegistrar KILN_CONCAT(                              \
       kiln_library_impl_registrar_##ns##_##key##_, __LINE__)(                             \
       ::kiln::Library::Kind::Impl, #ns, ::kiln::DispatchKey::key,                         \
-      &KILN_CONCAT(kiln_library_impl_##ns##_##key##_, __LINE__), __FILE__, __LINE__);      \
+      &KILN_CONCAT(kiln_library_impl_##ns##_##key##_, __LINE__), __FILE__, __LINE__);     \
   static void KILN_CONCAT(kiln_library_impl_##ns##_##key##_, __LINE__)(::kiln::Library & m)

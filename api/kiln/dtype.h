@@ -40,12 +40,18 @@ constexpr size_t itemsize(DType t) {
   constexpr size_t sizes[kNumDTypes] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
   return sizes[static_cast<int>(t)];
 }
-constexpr bool is_floating(DType t) { return t >= DType::Float16; }
+constexpr bool is_floating(DType t) {
+  return t >= DType::Float16;
+}
 constexpr bool is_integral(DType t, bool include_bool) {
   return t == DType::Bool ? include_bool : t <= DType::Int64;
 }
-constexpr bool is_reduced_float(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
-constexpr bool is_signed(DType t) { return t != DType::Bool && t != DType::UInt8; }
+constexpr bool is_reduced_float(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16;
+}
+constexpr bool is_signed(DType t) {
+  return t != DType::Bool && t != DType::UInt8;
+}
 
 // "float32", "int64", ... as PyTorch spells them without the "torch." prefix.
 KILN_API const char* dtype_name(DType t);
@@ -55,16 +61,20 @@ KILN_API DType parse_dtype(std::string_view name);
 KILN_API DType promote_types(DType a, DType b);
 // The dtype a floating op computes in for an input of dtype t
 // (integers and bool go to the default float dtype, float32).
-constexpr DType to_floating(DType t) { return is_floating(t) ? t : DType::Float32; }
+constexpr DType to_floating(DType t) {
+  return is_floating(t) ? t : DType::Float32;
+}
 
-inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+inline std::ostream& operator<<(std::ostream& os, DType t) {
+  return os << dtype_name(t);
+}
 
 // C++ type <-> DType.
 template <class T>
 struct DTypeOf;
-#define KILN_DTYPE_OF(T, D) \
-  template <>               \
-  struct DTypeOf<T> {       \
+#define KILN_DTYPE_OF(T, D)                  \
+  template <>                                \
+  struct DTypeOf<T> {                        \
     static constexpr DType value = DType::D; \
   };
 KILN_DTYPE_OF(bool, Bool)

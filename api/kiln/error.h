@@ -37,20 +37,19 @@ std::string str(const Args&... args) {
 
 // A user's mistake: throws kiln::Error with the message built from the
 // arguments, which are only evaluated when the check fails.
-#define KILN_CHECK(cond, ...)                                              \
-  do {                                                                     \
-    if (KILN_UNLIKELY(!(cond))) {                                          \
-      ::kiln::detail::throw_error(::kiln::detail::str(__VA_ARGS__));       \
-    }                                                                      \
+#define KILN_CHECK(cond, ...)                                        \
+  do {                                                               \
+    if (KILN_UNLIKELY(!(cond))) {                                    \
+      ::kiln::detail::throw_error(::kiln::detail::str(__VA_ARGS__)); \
+    }                                                                \
   } while (0)
 
 #define KILN_FAIL(...) ::kiln::detail::throw_error(::kiln::detail::str(__VA_ARGS__))
 
 // A kiln bug: throws kiln::Error naming the condition, file and line.
-#define KILN_INTERNAL_ASSERT(cond, ...)                                        \
-  do {                                                                         \
-    if (KILN_UNLIKELY(!(cond))) {                                              \
-      ::kiln::detail::throw_internal(#cond, __FILE__, __LINE__,                \
-                                     ::kiln::detail::str(__VA_ARGS__));        \
-    }                                                                          \
+#define KILN_INTERNAL_ASSERT(cond, ...)                                                            \
+  do {                                                                                             \
+    if (KILN_UNLIKELY(!(cond))) {                                                                  \
+      ::kiln::detail::throw_internal(#cond, __FILE__, __LINE__, ::kiln::detail::str(__VA_ARGS__)); \
+    }                                                                                              \
   } while (0)

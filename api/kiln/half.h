@@ -94,7 +94,9 @@ struct BFloat16 {
   operator float() const { return detail::bfloat16_bits_to_float(bits); }  // NOLINT
 };
 
-inline std::ostream& operator<<(std::ostream& os, Half h) { return os << static_cast<float>(h); }
+inline std::ostream& operator<<(std::ostream& os, Half h) {
+  return os << static_cast<float>(h);
+}
 inline std::ostream& operator<<(std::ostream& os, BFloat16 h) {
   return os << static_cast<float>(h);
 }

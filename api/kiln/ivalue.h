@@ -29,20 +29,20 @@ class KILN_API IValue {
   };
 
   IValue() = default;
-  IValue(std::nullopt_t) {}                         // NOLINT(implicit)
-  IValue(kiln::Tensor t) : v_(std::move(t)) {}      // NOLINT(implicit)
-  IValue(int64_t v) : v_(v) {}                      // NOLINT(implicit)
-  IValue(int v) : v_(int64_t{v}) {}                 // NOLINT(implicit)
-  IValue(double v) : v_(v) {}                       // NOLINT(implicit)
-  IValue(bool v) : v_(v) {}                         // NOLINT(implicit)
-  IValue(kiln::Scalar v) : v_(v) {}                 // NOLINT(implicit)
-  IValue(std::string v) : v_(std::move(v)) {}       // NOLINT(implicit)
-  IValue(const char* v) : v_(std::string(v)) {}     // NOLINT(implicit)
-  IValue(std::vector<int64_t> v) : v_(std::move(v)) {}      // NOLINT(implicit)
-  IValue(std::vector<double> v) : v_(std::move(v)) {}       // NOLINT(implicit)
+  IValue(std::nullopt_t) {}                                  // NOLINT(implicit)
+  IValue(kiln::Tensor t) : v_(std::move(t)) {}               // NOLINT(implicit)
+  IValue(int64_t v) : v_(v) {}                               // NOLINT(implicit)
+  IValue(int v) : v_(int64_t{v}) {}                          // NOLINT(implicit)
+  IValue(double v) : v_(v) {}                                // NOLINT(implicit)
+  IValue(bool v) : v_(v) {}                                  // NOLINT(implicit)
+  IValue(kiln::Scalar v) : v_(v) {}                          // NOLINT(implicit)
+  IValue(std::string v) : v_(std::move(v)) {}                // NOLINT(implicit)
+  IValue(const char* v) : v_(std::string(v)) {}              // NOLINT(implicit)
+  IValue(std::vector<int64_t> v) : v_(std::move(v)) {}       // NOLINT(implicit)
+  IValue(std::vector<double> v) : v_(std::move(v)) {}        // NOLINT(implicit)
   IValue(std::vector<kiln::Tensor> v) : v_(std::move(v)) {}  // NOLINT(implicit)
-  IValue(kiln::DType v) : v_(v) {}                   // NOLINT(implicit)
-  IValue(kiln::Device v) : v_(v) {}                  // NOLINT(implicit)
+  IValue(kiln::DType v) : v_(v) {}                           // NOLINT(implicit)
+  IValue(kiln::Device v) : v_(v) {}                          // NOLINT(implicit)
   template <class T>
   IValue(const std::optional<T>& v) {  // NOLINT(implicit)
     if (v) *this = IValue(*v);
@@ -72,9 +72,7 @@ class KILN_API IValue {
   kiln::Scalar to_scalar() const;
   const std::string& to_string() const { return std::get<std::string>(v_); }
   const std::vector<int64_t>& to_int_list() const { return std::get<std::vector<int64_t>>(v_); }
-  const std::vector<double>& to_double_list() const {
-    return std::get<std::vector<double>>(v_);
-  }
+  const std::vector<double>& to_double_list() const { return std::get<std::vector<double>>(v_); }
   const std::vector<kiln::Tensor>& to_tensor_list() const {
     return std::get<std::vector<kiln::Tensor>>(v_);
   }

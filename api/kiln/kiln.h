@@ -4,9 +4,9 @@
 
 #include "kiln/api.h"
 #include "kiln/autocast.h"
+#include "kiln/cuda.h"
 #include "kiln/dispatch.h"
 #include "kiln/dtype.h"
-#include "kiln/cuda.h"
 #include "kiln/error.h"
 #include "kiln/info.h"
 #include "kiln/jit.h"

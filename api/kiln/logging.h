@@ -39,10 +39,9 @@ KILN_API const char* log_channel_name(LogChannel c);
 
 // Prints "[kiln <channel>] <message>" to stderr when the channel is on; the
 // message arguments are evaluated only then.
-#define KILN_LOG(channel, ...)                                                  \
-  do {                                                                          \
-    if (KILN_UNLIKELY(::kiln::log_enabled(::kiln::LogChannel::channel))) {      \
-      ::kiln::detail::log_line(::kiln::LogChannel::channel,                     \
-                               ::kiln::detail::str(__VA_ARGS__));               \
-    }                                                                           \
+#define KILN_LOG(channel, ...)                                                                 \
+  do {                                                                                         \
+    if (KILN_UNLIKELY(::kiln::log_enabled(::kiln::LogChannel::channel))) {                     \
+      ::kiln::detail::log_line(::kiln::LogChannel::channel, ::kiln::detail::str(__VA_ARGS__)); \
+    }                                                                                          \
   } while (0)

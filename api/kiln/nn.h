@@ -92,6 +92,7 @@ class KILN_API GPT2 {
 // Reads every tensor of a safetensors file onto the CPU, by name.
 KILN_API std::map<std::string, Tensor> load_safetensors(const std::string& path);
 // Writes tensors to a safetensors file (contiguous copies of each).
-KILN_API void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
+KILN_API void save_safetensors(const std::string& path,
+                               const std::map<std::string, Tensor>& tensors);
 
 }  // namespace kiln::nn

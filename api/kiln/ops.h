@@ -72,8 +72,8 @@ Tensor tensor(std::initializer_list<std::initializer_list<T>> rows, TensorOption
   std::vector<T> flat;
   int64_t cols = rows.size() ? static_cast<int64_t>(rows.begin()->size()) : 0;
   for (const auto& r : rows) {
-    KILN_CHECK(static_cast<int64_t>(r.size()) == cols,
-               "[tensor] expected rows of equal length ", cols, ", got one of ", r.size());
+    KILN_CHECK(static_cast<int64_t>(r.size()) == cols, "[tensor] expected rows of equal length ",
+               cols, ", got one of ", r.size());
     flat.insert(flat.end(), r.begin(), r.end());
   }
   int64_t sizes[2] = {static_cast<int64_t>(rows.size()), cols};
@@ -87,9 +87,9 @@ Tensor tensor(const std::vector<T>& values, IntArrayRef sizes, TensorOptions opt
 
 // --- Unary pointwise ---------------------------------------------------------------
 // name(x), name_(x) in place, name_out(out, x).
-#define KILN_DECLARE_UNARY(name)                  \
-  KILN_API Tensor name(const Tensor& self);       \
-  KILN_API Tensor& name##_(Tensor& self);         \
+#define KILN_DECLARE_UNARY(name)            \
+  KILN_API Tensor name(const Tensor& self); \
+  KILN_API Tensor& name##_(Tensor& self);   \
   KILN_API Tensor& name##_out(Tensor& out, const Tensor& self);
 KILN_DECLARE_UNARY(neg)
 KILN_DECLARE_UNARY(abs)
@@ -173,10 +173,10 @@ KILN_API Tensor& div_out(Tensor& out, const Tensor& self, const Tensor& other,
                          std::optional<std::string_view> rounding_mode = std::nullopt);
 
 // name(a, b), name(a, scalar), name_(a, b), name_out(out, a, b).
-#define KILN_DECLARE_BINARY(name)                                               \
-  KILN_API Tensor name(const Tensor& self, const Tensor& other);                \
-  KILN_API Tensor name(const Tensor& self, const Scalar& other);                \
-  KILN_API Tensor& name##_(Tensor& self, const Tensor& other);                  \
+#define KILN_DECLARE_BINARY(name)                                \
+  KILN_API Tensor name(const Tensor& self, const Tensor& other); \
+  KILN_API Tensor name(const Tensor& self, const Scalar& other); \
+  KILN_API Tensor& name##_(Tensor& self, const Tensor& other);   \
   KILN_API Tensor& name##_out(Tensor& out, const Tensor& self, const Tensor& other);
 KILN_DECLARE_BINARY(mul)
 KILN_DECLARE_BINARY(remainder)
@@ -254,8 +254,7 @@ KILN_API Tensor norm(const Tensor& self, const Scalar& p = 2);
 KILN_API Tensor norm(const Tensor& self, const std::optional<Scalar>& p, IntArrayRef dim,
                      bool keepdim = false);
 KILN_API Tensor cumsum(const Tensor& self, int64_t dim, std::optional<DType> dtype = std::nullopt);
-KILN_API Tensor cumprod(const Tensor& self, int64_t dim,
-                        std::optional<DType> dtype = std::nullopt);
+KILN_API Tensor cumprod(const Tensor& self, int64_t dim, std::optional<DType> dtype = std::nullopt);
 
 // --- Neural-network functions ----------------------------------------------------
 KILN_API Tensor softmax(const Tensor& self, int64_t dim, std::optional<DType> dtype = std::nullopt);
@@ -307,8 +306,7 @@ KILN_API Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index
 KILN_API Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 KILN_API Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index,
                            const Tensor& source);
-KILN_API Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index,
-                             const Tensor& source);
+KILN_API Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);
 KILN_API Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Scalar& value);

@@ -18,8 +18,7 @@ class KILN_API Scalar {
   Scalar() : Scalar(int64_t{0}) {}
   Scalar(bool v) : kind_(Kind::Bool) { v_.i = v; }  // NOLINT(implicit)
   template <std::integral T>
-    requires(!std::same_as<T, bool>)
-  Scalar(T v) : kind_(Kind::Int) {  // NOLINT(implicit)
+  requires(!std::same_as<T, bool>) Scalar(T v) : kind_(Kind::Int) {  // NOLINT(implicit)
     v_.i = static_cast<int64_t>(v);
   }
   template <std::floating_point T>

@@ -8,17 +8,17 @@
 namespace kiln {
 
 // Declares a static typed handle for `name` and calls it.
-#define KILN_CALL(name, Sig, ...)                        \
-  do {                                                   \
-    static const ::kiln::TypedOp<Sig> kiln_op_(name);    \
-    return kiln_op_(__VA_ARGS__);                        \
+#define KILN_CALL(name, Sig, ...)                     \
+  do {                                                \
+    static const ::kiln::TypedOp<Sig> kiln_op_(name); \
+    return kiln_op_(__VA_ARGS__);                     \
   } while (0)
 // The same for in-place and out= forms, which return their first argument.
-#define KILN_CALL_INPLACE(target, name, Sig, ...)        \
-  do {                                                   \
-    static const ::kiln::TypedOp<Sig> kiln_op_(name);    \
-    kiln_op_(__VA_ARGS__);                               \
-    return target;                                       \
+#define KILN_CALL_INPLACE(target, name, Sig, ...)     \
+  do {                                                \
+    static const ::kiln::TypedOp<Sig> kiln_op_(name); \
+    kiln_op_(__VA_ARGS__);                            \
+    return target;                                    \
   } while (0)
 
 using T = const Tensor&;
@@ -38,8 +38,8 @@ Tensor empty(IntArrayRef size, TensorOptions o) {
   KILN_CALL("empty", Tensor(IntArrayRef, OptD, OptDev), size, o.dtype_, o.device_);
 }
 Tensor empty_strided(IntArrayRef size, IntArrayRef stride, TensorOptions o) {
-  KILN_CALL("empty_strided", Tensor(IntArrayRef, IntArrayRef, OptD, OptDev), size, stride,
-            o.dtype_, o.device_);
+  KILN_CALL("empty_strided", Tensor(IntArrayRef, IntArrayRef, OptD, OptDev), size, stride, o.dtype_,
+            o.device_);
 }
 Tensor zeros(IntArrayRef size, TensorOptions o) {
   KILN_CALL("zeros", Tensor(IntArrayRef, OptD, OptDev), size, o.dtype_, o.device_);
@@ -63,8 +63,7 @@ Tensor ones_like(const Tensor& self, std::optional<DType> dtype) {
   return ones(self.sizes(), TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
 }
 Tensor full_like(const Tensor& self, const Scalar& v, std::optional<DType> dtype) {
-  return full(self.sizes(), v,
-              TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
+  return full(self.sizes(), v, TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
 }
 Tensor arange(const Scalar& end, TensorOptions o) {
   KILN_CALL("arange", Tensor(S, OptD, OptDev), end, o.dtype_, o.device_);
@@ -90,21 +89,24 @@ Tensor randn(IntArrayRef size, TensorOptions o) {
   KILN_CALL("randn", Tensor(IntArrayRef, OptD, OptDev), size, o.dtype_, o.device_);
 }
 Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions o) {
-  KILN_CALL("randint.low", Tensor(int64_t, int64_t, IntArrayRef, OptD, OptDev), low, high,
-            size, o.dtype_, o.device_);
+  KILN_CALL("randint.low", Tensor(int64_t, int64_t, IntArrayRef, OptD, OptDev), low, high, size,
+            o.dtype_, o.device_);
 }
 Tensor randint(int64_t high, IntArrayRef size, TensorOptions o) {
-  KILN_CALL("randint", Tensor(int64_t, IntArrayRef, OptD, OptDev), high, size, o.dtype_,
-            o.device_);
+  KILN_CALL("randint", Tensor(int64_t, IntArrayRef, OptD, OptDev), high, size, o.dtype_, o.device_);
 }
 
 // --- Unary -----------------------------------------------------------------------
 
-#define KILN_DEFINE_UNARY(name)                                                        \
-  Tensor name(const Tensor& self) { KILN_CALL(#name, Tensor(T), self); }               \
-  Tensor& name##_(Tensor& self) { KILN_CALL_INPLACE(self, #name "_", Tensor(T), self); } \
-  Tensor& name##_out(Tensor& out, const Tensor& self) {                                \
-    KILN_CALL_INPLACE(out, #name ".out", Tensor(T, T), self, out);                     \
+#define KILN_DEFINE_UNARY(name)                                    \
+  Tensor name(const Tensor& self) {                                \
+    KILN_CALL(#name, Tensor(T), self);                             \
+  }                                                                \
+  Tensor& name##_(Tensor& self) {                                  \
+    KILN_CALL_INPLACE(self, #name "_", Tensor(T), self);           \
+  }                                                                \
+  Tensor& name##_out(Tensor& out, const Tensor& self) {            \
+    KILN_CALL_INPLACE(out, #name ".out", Tensor(T, T), self, out); \
   }
 KILN_DEFINE_UNARY(neg)
 KILN_DEFINE_UNARY(abs)
@@ -146,9 +148,15 @@ KILN_DEFINE_UNARY(bitwise_not)
 Tensor round(const Tensor& self, int64_t decimals) {
   KILN_CALL("round.decimals", Tensor(T, int64_t), self, decimals);
 }
-Tensor isnan(const Tensor& self) { KILN_CALL("isnan", Tensor(T), self); }
-Tensor isinf(const Tensor& self) { KILN_CALL("isinf", Tensor(T), self); }
-Tensor isfinite(const Tensor& self) { KILN_CALL("isfinite", Tensor(T), self); }
+Tensor isnan(const Tensor& self) {
+  KILN_CALL("isnan", Tensor(T), self);
+}
+Tensor isinf(const Tensor& self) {
+  KILN_CALL("isinf", Tensor(T), self);
+}
+Tensor isfinite(const Tensor& self) {
+  KILN_CALL("isfinite", Tensor(T), self);
+}
 Tensor gelu(const Tensor& self, std::string_view approximate) {
   KILN_CALL("gelu", Tensor(T, std::string_view), self, approximate);
 }
@@ -162,8 +170,7 @@ Tensor nan_to_num(const Tensor& self, OptF nan, OptF posinf, OptF neginf) {
   KILN_CALL("nan_to_num", Tensor(T, OptF, OptF, OptF), self, nan, posinf, neginf);
 }
 Tensor& nan_to_num_(Tensor& self, OptF nan, OptF posinf, OptF neginf) {
-  KILN_CALL_INPLACE(self, "nan_to_num_", Tensor(T, OptF, OptF, OptF), self, nan, posinf,
-                    neginf);
+  KILN_CALL_INPLACE(self, "nan_to_num_", Tensor(T, OptF, OptF, OptF), self, nan, posinf, neginf);
 }
 Tensor clamp(const Tensor& self, const std::optional<Scalar>& min,
              const std::optional<Scalar>& max) {
@@ -308,7 +315,8 @@ Tensor where(const Tensor& condition, const Scalar& self, const Tensor& other) {
   return where(condition, s, other);
 }
 Tensor where(const Tensor& condition, const Tensor& self, const Scalar& other) {
-  Tensor o = scalar_tensor(other, TensorOptions(other.dtype() == kFloat64 ? kFloat32 : other.dtype()));
+  Tensor o =
+      scalar_tensor(other, TensorOptions(other.dtype() == kFloat64 ? kFloat32 : other.dtype()));
   o.impl()->set_wrapped_number(true);
   return where(condition, self, o);
 }
@@ -327,15 +335,21 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sca
 
 // --- Reductions ------------------------------------------------------------------
 
-Tensor sum(const Tensor& self, OptD dtype) { KILN_CALL("sum", Tensor(T, OptD), self, dtype); }
+Tensor sum(const Tensor& self, OptD dtype) {
+  KILN_CALL("sum", Tensor(T, OptD), self, dtype);
+}
 Tensor sum(const Tensor& self, IntArrayRef dim, bool keepdim, OptD dtype) {
   KILN_CALL("sum.dim_IntList", Tensor(T, OptIL, bool, OptD), self, OptIL(dim), keepdim, dtype);
 }
-Tensor mean(const Tensor& self, OptD dtype) { KILN_CALL("mean", Tensor(T, OptD), self, dtype); }
+Tensor mean(const Tensor& self, OptD dtype) {
+  KILN_CALL("mean", Tensor(T, OptD), self, dtype);
+}
 Tensor mean(const Tensor& self, IntArrayRef dim, bool keepdim, OptD dtype) {
   KILN_CALL("mean.dim", Tensor(T, OptIL, bool, OptD), self, OptIL(dim), keepdim, dtype);
 }
-Tensor prod(const Tensor& self, OptD dtype) { KILN_CALL("prod", Tensor(T, OptD), self, dtype); }
+Tensor prod(const Tensor& self, OptD dtype) {
+  KILN_CALL("prod", Tensor(T, OptD), self, dtype);
+}
 Tensor prod(const Tensor& self, int64_t dim, bool keepdim, OptD dtype) {
   KILN_CALL("prod.dim_int", Tensor(T, int64_t, bool, OptD), self, dim, keepdim, dtype);
 }
@@ -345,8 +359,12 @@ Tensor amax(const Tensor& self, IntArrayRef dim, bool keepdim) {
 Tensor amin(const Tensor& self, IntArrayRef dim, bool keepdim) {
   KILN_CALL("amin", Tensor(T, IntArrayRef, bool), self, dim, keepdim);
 }
-Tensor max(const Tensor& self) { KILN_CALL("max", Tensor(T), self); }
-Tensor min(const Tensor& self) { KILN_CALL("min", Tensor(T), self); }
+Tensor max(const Tensor& self) {
+  KILN_CALL("max", Tensor(T), self);
+}
+Tensor min(const Tensor& self) {
+  KILN_CALL("min", Tensor(T), self);
+}
 TensorPair max(const Tensor& self, int64_t dim, bool keepdim) {
   KILN_CALL("max.dim", TensorPair(T, int64_t, bool), self, dim, keepdim);
 }
@@ -360,21 +378,23 @@ Tensor argmin(const Tensor& self, OptI dim, bool keepdim) {
   KILN_CALL("argmin", Tensor(T, OptI, bool), self, dim, keepdim);
 }
 Tensor var(const Tensor& self, IntArrayRef dim, OptI correction, bool keepdim) {
-  KILN_CALL("var.correction", Tensor(T, OptIL, OptI, bool), self, OptIL(dim), correction,
-            keepdim);
+  KILN_CALL("var.correction", Tensor(T, OptIL, OptI, bool), self, OptIL(dim), correction, keepdim);
 }
 Tensor std(const Tensor& self, IntArrayRef dim, OptI correction, bool keepdim) {
-  KILN_CALL("std.correction", Tensor(T, OptIL, OptI, bool), self, OptIL(dim), correction,
-            keepdim);
+  KILN_CALL("std.correction", Tensor(T, OptIL, OptI, bool), self, OptIL(dim), correction, keepdim);
 }
 Tensor logsumexp(const Tensor& self, IntArrayRef dim, bool keepdim) {
   KILN_CALL("logsumexp", Tensor(T, IntArrayRef, bool), self, dim, keepdim);
 }
-Tensor all(const Tensor& self) { KILN_CALL("all", Tensor(T), self); }
+Tensor all(const Tensor& self) {
+  KILN_CALL("all", Tensor(T), self);
+}
 Tensor all(const Tensor& self, int64_t dim, bool keepdim) {
   KILN_CALL("all.dim", Tensor(T, int64_t, bool), self, dim, keepdim);
 }
-Tensor any(const Tensor& self) { KILN_CALL("any", Tensor(T), self); }
+Tensor any(const Tensor& self) {
+  KILN_CALL("any", Tensor(T), self);
+}
 Tensor any(const Tensor& self, int64_t dim, bool keepdim) {
   KILN_CALL("any.dim", Tensor(T, int64_t, bool), self, dim, keepdim);
 }
@@ -427,9 +447,15 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
 Tensor& matmul_out(Tensor& out, const Tensor& self, const Tensor& other) {
   KILN_CALL_INPLACE(out, "matmul.out", Tensor(T, T, T), self, other, out);
 }
-Tensor mm(const Tensor& self, const Tensor& mat2) { KILN_CALL("mm", Tensor(T, T), self, mat2); }
-Tensor bmm(const Tensor& self, const Tensor& mat2) { KILN_CALL("bmm", Tensor(T, T), self, mat2); }
-Tensor mv(const Tensor& self, const Tensor& vec) { KILN_CALL("mv", Tensor(T, T), self, vec); }
+Tensor mm(const Tensor& self, const Tensor& mat2) {
+  KILN_CALL("mm", Tensor(T, T), self, mat2);
+}
+Tensor bmm(const Tensor& self, const Tensor& mat2) {
+  KILN_CALL("bmm", Tensor(T, T), self, mat2);
+}
+Tensor mv(const Tensor& self, const Tensor& vec) {
+  KILN_CALL("mv", Tensor(T, T), self, vec);
+}
 Tensor addmm(const Tensor& self, const Tensor& m1, const Tensor& m2, const Scalar& beta,
              const Scalar& alpha) {
   KILN_CALL("addmm", Tensor(T, T, T, S, S), self, m1, m2, beta, alpha);
@@ -526,13 +552,17 @@ Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode, OptF valu
 
 // --- Copies ----------------------------------------------------------------------------
 
-Tensor clone(const Tensor& self) { KILN_CALL("clone", Tensor(T), self); }
+Tensor clone(const Tensor& self) {
+  KILN_CALL("clone", Tensor(T), self);
+}
 Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   KILN_CALL_INPLACE(self, "copy_", Tensor(T, T, bool), self, src, non_blocking);
 }
 Tensor& fill_(Tensor& self, const Scalar& value) {
   KILN_CALL_INPLACE(self, "fill_.Scalar", Tensor(T, S), self, value);
 }
-Tensor& zero_(Tensor& self) { KILN_CALL_INPLACE(self, "zero_", Tensor(T), self); }
+Tensor& zero_(Tensor& self) {
+  KILN_CALL_INPLACE(self, "zero_", Tensor(T), self);
+}
 
 }  // namespace kiln

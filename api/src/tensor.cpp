@@ -16,8 +16,12 @@ namespace kiln {
 
 using T = const Tensor&;
 
-int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  return sizes()[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return strides()[wrap_dim(d, dim(), "stride")];
+}
 
 void Tensor::check_dtype(DType expected, const char* what) const {
   KILN_CHECK(dtype() == expected, "[", what, "] expected a tensor of dtype ", expected, ", got ",
@@ -32,7 +36,9 @@ Scalar Tensor::item() const {
   return load_scalar(c.data_ptr(), c.dtype(), 0);
 }
 
-Tensor Tensor::view(IntArrayRef s) const { KILN_CALL("view", Tensor(T, IntArrayRef), *this, s); }
+Tensor Tensor::view(IntArrayRef s) const {
+  KILN_CALL("view", Tensor(T, IntArrayRef), *this, s);
+}
 Tensor Tensor::reshape(IntArrayRef s) const {
   KILN_CALL("reshape", Tensor(T, IntArrayRef), *this, s);
 }
@@ -42,7 +48,9 @@ Tensor Tensor::permute(IntArrayRef dims) const {
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   KILN_CALL("transpose.int", Tensor(T, int64_t, int64_t), *this, d0, d1);
 }
-Tensor Tensor::t() const { KILN_CALL("t", Tensor(T), *this); }
+Tensor Tensor::t() const {
+  KILN_CALL("t", Tensor(T), *this);
+}
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   KILN_CALL("narrow", Tensor(T, int64_t, int64_t, int64_t), *this, d, start, length);
 }
@@ -57,8 +65,12 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 Tensor Tensor::expand(IntArrayRef s) const {
   KILN_CALL("expand", Tensor(T, IntArrayRef, bool), *this, s, false);
 }
-Tensor Tensor::squeeze() const { KILN_CALL("squeeze", Tensor(T), *this); }
-Tensor Tensor::squeeze(int64_t d) const { KILN_CALL("squeeze.dim", Tensor(T, int64_t), *this, d); }
+Tensor Tensor::squeeze() const {
+  KILN_CALL("squeeze", Tensor(T), *this);
+}
+Tensor Tensor::squeeze(int64_t d) const {
+  KILN_CALL("squeeze.dim", Tensor(T, int64_t), *this, d);
+}
 Tensor Tensor::unsqueeze(int64_t d) const {
   KILN_CALL("unsqueeze", Tensor(T, int64_t), *this, d);
 }
@@ -69,8 +81,8 @@ Tensor Tensor::unflatten(int64_t d, IntArrayRef s) const {
   KILN_CALL("unflatten.int", Tensor(T, int64_t, IntArrayRef), *this, d, s);
 }
 Tensor Tensor::as_strided(IntArrayRef s, IntArrayRef st, std::optional<int64_t> offset) const {
-  KILN_CALL("as_strided", Tensor(T, IntArrayRef, IntArrayRef, std::optional<int64_t>), *this, s,
-            st, offset);
+  KILN_CALL("as_strided", Tensor(T, IntArrayRef, IntArrayRef, std::optional<int64_t>), *this, s, st,
+            offset);
 }
 Tensor Tensor::diagonal(int64_t offset, int64_t d1, int64_t d2) const {
   KILN_CALL("diagonal", Tensor(T, int64_t, int64_t, int64_t), *this, offset, d1, d2);
@@ -80,9 +92,15 @@ Tensor Tensor::contiguous() const {
   KILN_CALL("contiguous", Tensor(T), *this);
 }
 
-Tensor Tensor::clone() const { return kiln::clone(*this); }
-Tensor Tensor::to(DType t) const { return to(device(), t); }
-Tensor Tensor::to(Device d) const { return to(d, dtype()); }
+Tensor Tensor::clone() const {
+  return kiln::clone(*this);
+}
+Tensor Tensor::to(DType t) const {
+  return to(device(), t);
+}
+Tensor Tensor::to(Device d) const {
+  return to(d, dtype());
+}
 Tensor Tensor::to(Device d, DType t) const {
   if (d == device() && t == dtype()) return *this;
   using OD = std::optional<DType>;
@@ -118,60 +136,156 @@ Tensor& Tensor::div_(const Tensor& o) {
   kiln::div_(*this, o);
   return *this;
 }
-Tensor& Tensor::add_(const Scalar& o) { return add_(wrap_scalar(o)); }
-Tensor& Tensor::mul_(const Scalar& o) { return mul_(wrap_scalar(o)); }
+Tensor& Tensor::add_(const Scalar& o) {
+  return add_(wrap_scalar(o));
+}
+Tensor& Tensor::mul_(const Scalar& o) {
+  return mul_(wrap_scalar(o));
+}
 
-Tensor Tensor::sum() const { return kiln::sum(*this); }
-Tensor Tensor::sum(IntArrayRef dims, bool keepdim) const { return kiln::sum(*this, dims, keepdim); }
+Tensor Tensor::sum() const {
+  return kiln::sum(*this);
+}
+Tensor Tensor::sum(IntArrayRef dims, bool keepdim) const {
+  return kiln::sum(*this, dims, keepdim);
+}
 Tensor Tensor::mean(IntArrayRef dims, bool keepdim) const {
   return kiln::mean(*this, dims, keepdim);
 }
-Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
-Tensor Tensor::softmax(int64_t d) const { return kiln::softmax(*this, d); }
-Tensor Tensor::exp() const { return kiln::exp(*this); }
-Tensor Tensor::abs() const { return kiln::abs(*this); }
-Tensor Tensor::neg() const { return kiln::neg(*this); }
-Tensor Tensor::sqrt() const { return kiln::sqrt(*this); }
+Tensor Tensor::matmul(const Tensor& o) const {
+  return kiln::matmul(*this, o);
+}
+Tensor Tensor::softmax(int64_t d) const {
+  return kiln::softmax(*this, d);
+}
+Tensor Tensor::exp() const {
+  return kiln::exp(*this);
+}
+Tensor Tensor::abs() const {
+  return kiln::abs(*this);
+}
+Tensor Tensor::neg() const {
+  return kiln::neg(*this);
+}
+Tensor Tensor::sqrt() const {
+  return kiln::sqrt(*this);
+}
 
 // --- Operators -----------------------------------------------------------------------
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
-Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, wrap_scalar(b)); }
-Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, wrap_scalar(b)); }
-Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, wrap_scalar(b)); }
-Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, wrap_scalar(b)); }
-Tensor operator+(const Scalar& a, const Tensor& b) { return add(wrap_scalar(a), b); }
-Tensor operator-(const Scalar& a, const Tensor& b) { return sub(wrap_scalar(a), b); }
-Tensor operator*(const Scalar& a, const Tensor& b) { return mul(wrap_scalar(a), b); }
-Tensor operator/(const Scalar& a, const Tensor& b) { return div(wrap_scalar(a), b); }
-Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator~(const Tensor& a) { return bitwise_not(a); }
-Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
-Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
-Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
-Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, wrap_scalar(b)); }
-Tensor operator!=(const Tensor& a, const Scalar& b) { return ne(a, wrap_scalar(b)); }
-Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, wrap_scalar(b)); }
-Tensor operator<=(const Tensor& a, const Scalar& b) { return le(a, wrap_scalar(b)); }
-Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, wrap_scalar(b)); }
-Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, wrap_scalar(b)); }
-Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
-Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
-Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
-Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
-Tensor& operator+=(Tensor& a, const Scalar& b) { return a.add_(wrap_scalar(b)); }
-Tensor& operator-=(Tensor& a, const Scalar& b) { return a.sub_(wrap_scalar(b)); }
-Tensor& operator*=(Tensor& a, const Scalar& b) { return a.mul_(wrap_scalar(b)); }
-Tensor& operator/=(Tensor& a, const Scalar& b) { return a.div_(wrap_scalar(b)); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator%(const Tensor& a, const Tensor& b) {
+  return remainder(a, b);
+}
+Tensor operator+(const Tensor& a, const Scalar& b) {
+  return add(a, wrap_scalar(b));
+}
+Tensor operator-(const Tensor& a, const Scalar& b) {
+  return sub(a, wrap_scalar(b));
+}
+Tensor operator*(const Tensor& a, const Scalar& b) {
+  return mul(a, wrap_scalar(b));
+}
+Tensor operator/(const Tensor& a, const Scalar& b) {
+  return div(a, wrap_scalar(b));
+}
+Tensor operator+(const Scalar& a, const Tensor& b) {
+  return add(wrap_scalar(a), b);
+}
+Tensor operator-(const Scalar& a, const Tensor& b) {
+  return sub(wrap_scalar(a), b);
+}
+Tensor operator*(const Scalar& a, const Tensor& b) {
+  return mul(wrap_scalar(a), b);
+}
+Tensor operator/(const Scalar& a, const Tensor& b) {
+  return div(wrap_scalar(a), b);
+}
+Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
+Tensor operator~(const Tensor& a) {
+  return bitwise_not(a);
+}
+Tensor operator&(const Tensor& a, const Tensor& b) {
+  return bitwise_and(a, b);
+}
+Tensor operator|(const Tensor& a, const Tensor& b) {
+  return bitwise_or(a, b);
+}
+Tensor operator^(const Tensor& a, const Tensor& b) {
+  return bitwise_xor(a, b);
+}
+Tensor operator==(const Tensor& a, const Tensor& b) {
+  return eq(a, b);
+}
+Tensor operator!=(const Tensor& a, const Tensor& b) {
+  return ne(a, b);
+}
+Tensor operator<(const Tensor& a, const Tensor& b) {
+  return lt(a, b);
+}
+Tensor operator<=(const Tensor& a, const Tensor& b) {
+  return le(a, b);
+}
+Tensor operator>(const Tensor& a, const Tensor& b) {
+  return gt(a, b);
+}
+Tensor operator>=(const Tensor& a, const Tensor& b) {
+  return ge(a, b);
+}
+Tensor operator==(const Tensor& a, const Scalar& b) {
+  return eq(a, wrap_scalar(b));
+}
+Tensor operator!=(const Tensor& a, const Scalar& b) {
+  return ne(a, wrap_scalar(b));
+}
+Tensor operator<(const Tensor& a, const Scalar& b) {
+  return lt(a, wrap_scalar(b));
+}
+Tensor operator<=(const Tensor& a, const Scalar& b) {
+  return le(a, wrap_scalar(b));
+}
+Tensor operator>(const Tensor& a, const Scalar& b) {
+  return gt(a, wrap_scalar(b));
+}
+Tensor operator>=(const Tensor& a, const Scalar& b) {
+  return ge(a, wrap_scalar(b));
+}
+Tensor& operator+=(Tensor& a, const Tensor& b) {
+  return a.add_(b);
+}
+Tensor& operator-=(Tensor& a, const Tensor& b) {
+  return a.sub_(b);
+}
+Tensor& operator*=(Tensor& a, const Tensor& b) {
+  return a.mul_(b);
+}
+Tensor& operator/=(Tensor& a, const Tensor& b) {
+  return a.div_(b);
+}
+Tensor& operator+=(Tensor& a, const Scalar& b) {
+  return a.add_(wrap_scalar(b));
+}
+Tensor& operator-=(Tensor& a, const Scalar& b) {
+  return a.sub_(wrap_scalar(b));
+}
+Tensor& operator*=(Tensor& a, const Scalar& b) {
+  return a.mul_(wrap_scalar(b));
+}
+Tensor& operator/=(Tensor& a, const Scalar& b) {
+  return a.div_(wrap_scalar(b));
+}
 
 }  // namespace kiln

@@ -54,7 +54,6 @@ const CpuPointwiseKernel* get_kernel(const PointwiseKernel& k,
   }
 }
 
-
 }  // namespace
 
 int64_t cpu_kernels_compiled() {

@@ -52,8 +52,7 @@ cudaKernel_t get_kernel(const PointwiseSpec& spec, int device) {
   // The disk key names everything the binary depends on (Note [Kernel disk cache]).
   const std::string source = pointwise_source(spec);
   const std::string disk_key = "cuda|sm_" + std::to_string(arch) + "|nvrtc " +
-                               std::to_string(nvrtc_version()) + "|kiln " KILN_VERSION "|" +
-                               source;
+                               std::to_string(nvrtc_version()) + "|kiln " KILN_VERSION "|" + source;
   std::vector<char> image;
   if (auto hit = DiskCache::instance().load(disk_key)) {
     image = std::move(*hit);
@@ -141,10 +140,10 @@ bool run_pointwise_cuda(const FusedGroup& g) {
                                      static_cast<int64_t>(prop.multiProcessorCount) * 8);
   kiln::cuda::DeviceGuard guard(device.index());
   cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
-  KILN_CUDA_CHECK_DEVICE(cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
-                                          dim3(static_cast<unsigned>(blocks)), dim3(kBlock),
-                                          params, 0, stream),
-                         device.index());
+  KILN_CUDA_CHECK_DEVICE(
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
+                       dim3(kBlock), params, 0, stream),
+      device.index());
   {
     std::lock_guard<std::mutex> lock(cache().mu);
     cache().stats.launches++;

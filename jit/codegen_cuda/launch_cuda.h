@@ -15,10 +15,10 @@ namespace kiln::jit::cuda {
 bool run_pointwise_cuda(const FusedGroup& group);
 
 struct CudaKernelStats {
-  int64_t compiled = 0;         // NVRTC compiles
-  int64_t disk_hits = 0;        // loaded from the disk cache
+  int64_t compiled = 0;   // NVRTC compiles
+  int64_t disk_hits = 0;  // loaded from the disk cache
   int64_t launches = 0;
-  double compile_ms = 0;        // total NVRTC time
+  double compile_ms = 0;  // total NVRTC time
 };
 CudaKernelStats cuda_kernel_stats();
 

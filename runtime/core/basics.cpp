@@ -16,7 +16,9 @@ namespace kiln {
 
 namespace detail {
 
-void throw_error(std::string message) { throw Error(std::move(message)); }
+void throw_error(std::string message) {
+  throw Error(std::move(message));
+}
 
 void throw_internal(const char* condition, const char* file, int line, std::string message) {
   std::string text = str("internal assert failed: ", condition, " at ", file, ":", line);
@@ -31,8 +33,8 @@ void throw_internal(const char* condition, const char* file, int line, std::stri
 // DType
 
 const char* dtype_name(DType t) {
-  static const char* const names[kNumDTypes] = {"bool",    "uint8",    "int8",    "int16",
-                                                "int32",   "int64",    "float16", "bfloat16",
+  static const char* const names[kNumDTypes] = {"bool",    "uint8",  "int8",    "int16",
+                                                "int32",   "int64",  "float16", "bfloat16",
                                                 "float32", "float64"};
   int i = static_cast<int>(t);
   return (i >= 0 && i < kNumDTypes) ? names[i] : "invalid dtype";
@@ -45,10 +47,10 @@ DType parse_dtype(std::string_view name) {
     DType t;
   };
   static const Alias aliases[] = {
-      {"bool", kBool},       {"uint8", kUInt8},     {"int8", kInt8},         {"int16", kInt16},
-      {"short", kInt16},     {"int32", kInt32},     {"int", kInt32},         {"int64", kInt64},
-      {"long", kInt64},      {"float16", kFloat16}, {"half", kFloat16},      {"bfloat16", kBFloat16},
-      {"float32", kFloat32}, {"float", kFloat32},   {"float64", kFloat64},   {"double", kFloat64},
+      {"bool", kBool},       {"uint8", kUInt8},     {"int8", kInt8},       {"int16", kInt16},
+      {"short", kInt16},     {"int32", kInt32},     {"int", kInt32},       {"int64", kInt64},
+      {"long", kInt64},      {"float16", kFloat16}, {"half", kFloat16},    {"bfloat16", kBFloat16},
+      {"float32", kFloat32}, {"float", kFloat32},   {"float64", kFloat64}, {"double", kFloat64},
   };
   for (const Alias& a : aliases) {
     if (name == a.name) return a.t;
@@ -144,8 +146,8 @@ std::ostream& operator<<(std::ostream& os, const Scalar& s) {
 
 namespace {
 
-constexpr const char* kChannelNames[] = {"recompiles", "guards", "fusion", "output_code",
-                                         "graphs",     "dispatch", "alloc", "perf"};
+constexpr const char* kChannelNames[] = {"recompiles", "guards",   "fusion", "output_code",
+                                         "graphs",     "dispatch", "alloc",  "perf"};
 static_assert(sizeof(kChannelNames) / sizeof(kChannelNames[0]) ==
               static_cast<size_t>(LogChannel::kCount));
 
@@ -203,6 +205,8 @@ void set_logs(std::string_view channels) {
   detail::g_log_mask = parse_channels(channels, /*strict=*/true);
 }
 
-const char* log_channel_name(LogChannel c) { return kChannelNames[static_cast<int>(c)]; }
+const char* log_channel_name(LogChannel c) {
+  return kChannelNames[static_cast<int>(c)];
+}
 
 }  // namespace kiln

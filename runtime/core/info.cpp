@@ -1,8 +1,9 @@
+#include "kiln/info.h"
+
 #include <atomic>
 #include <sstream>
 
 #include "kiln/cuda.h"
-#include "kiln/info.h"
 #include "kiln/ops.h"
 #include "runtime/core/hooks.h"
 #include "runtime/cuda/cuda_runtime.h"
@@ -13,7 +14,9 @@ namespace {
 std::atomic<SyncHook> g_sync_hook{nullptr};
 }  // namespace
 
-void set_sync_hook(SyncHook hook) { g_sync_hook.store(hook); }
+void set_sync_hook(SyncHook hook) {
+  g_sync_hook.store(hook);
+}
 
 void sync() {
   if (SyncHook hook = g_sync_hook.load()) hook();

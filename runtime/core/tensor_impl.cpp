@@ -1,8 +1,9 @@
+#include "kiln/impl/tensor_impl.h"
+
 #include <atomic>
 
 #include "allocator/allocator.h"
 #include "kiln/dispatch.h"
-#include "kiln/impl/tensor_impl.h"
 #include "runtime/core/hooks.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/cuda_runtime.h"
@@ -13,7 +14,9 @@ namespace {
 std::atomic<MaterializeHook> g_materialize{nullptr};
 }  // namespace
 
-void set_materialize_hook(MaterializeHook hook) { g_materialize.store(hook); }
+void set_materialize_hook(MaterializeHook hook) {
+  g_materialize.store(hook);
+}
 
 // ---------------------------------------------------------------------------
 // StorageImpl
@@ -98,7 +101,6 @@ void TensorImpl::set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t st
   storage_offset_ = storage_offset;
   refresh();
 }
-
 
 void TensorImpl::refresh() {
   KILN_INTERNAL_ASSERT(sizes_.size() == strides_.size(), "sizes and strides differ in rank");

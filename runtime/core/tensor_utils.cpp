@@ -20,7 +20,8 @@ int64_t checked_numel(IntArrayRef sizes, const char* op) {
   int64_t n = 1;
   for (int64_t s : sizes) {
     KILN_CHECK(s >= 0, "[", op, "] expected non-negative sizes, got ", sizes);
-    KILN_CHECK(!__builtin_mul_overflow(n, s, &n), "[", op, "] expected a size whose element count fits int64, got ", sizes);
+    KILN_CHECK(!__builtin_mul_overflow(n, s, &n), "[", op,
+               "] expected a size whose element count fits int64, got ", sizes);
   }
   return n;
 }
@@ -39,7 +40,8 @@ uint64_t dim_mask(IntArrayRef dims, int64_t ndim, const char* op, bool empty_is_
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, ndim, op);
     if (ndim == 0) continue;
-    KILN_CHECK(!((mask >> w) & 1), "[", op, "] dim ", w, " appears multiple times in the list of dims ", dims);
+    KILN_CHECK(!((mask >> w) & 1), "[", op, "] dim ", w,
+               " appears multiple times in the list of dims ", dims);
     mask |= uint64_t{1} << w;
   }
   return mask;
@@ -70,7 +72,8 @@ Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype,
     }
     storage = StorageImpl::allocate(static_cast<size_t>(extent) * itemsize(dtype), device);
   }
-  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides, 0));
+  return Tensor(
+      IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides, 0));
 }
 
 Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device) {
@@ -84,8 +87,8 @@ Tensor empty_like_tensor(const Tensor& t) {
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides,
                  int64_t storage_offset) {
   TensorImpl* b = base.impl();
-  auto impl = IntrusivePtr<TensorImpl>::make(b->storage(), b->dtype(), b->device(), sizes,
-                                             strides, storage_offset);
+  auto impl = IntrusivePtr<TensorImpl>::make(b->storage(), b->dtype(), b->device(), sizes, strides,
+                                             storage_offset);
   return Tensor(std::move(impl));
 }
 
@@ -106,7 +109,9 @@ void check_defined(const Tensor& t, const char* op, const char* name) {
              "' to be a defined tensor, got an undefined one");
 }
 
-uint32_t dtype_bit(DType t) { return 1u << static_cast<int>(t); }
+uint32_t dtype_bit(DType t) {
+  return 1u << static_cast<int>(t);
+}
 
 namespace {
 std::string dtype_list(uint32_t allowed) {
@@ -123,8 +128,7 @@ std::string dtype_list(uint32_t allowed) {
 
 void check_dtype_in(const Tensor& t, uint32_t allowed, const char* op, const char* name) {
   if (KILN_LIKELY(allowed & dtype_bit(t.dtype()))) return;
-  KILN_FAIL("[", op, "] expected '", name, "' of dtype ", dtype_list(allowed), ", got ",
-            t.dtype());
+  KILN_FAIL("[", op, "] expected '", name, "' of dtype ", dtype_list(allowed), ", got ", t.dtype());
 }
 
 void fail_dtype(DType t, uint32_t allowed, const char* op) {

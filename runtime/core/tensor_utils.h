@@ -48,5 +48,4 @@ Scalar load_scalar(const void* base, DType t, int64_t index);
 // Writes `s` converted to dtype `t` at `dst`.
 void store_scalar(void* dst, DType t, const Scalar& s);
 
-
 }  // namespace kiln

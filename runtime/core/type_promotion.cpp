@@ -68,8 +68,8 @@ DimVector broadcast_shapes(IntArrayRef a, IntArrayRef b, const char* op) {
     // Align from the right.
     int64_t da = i + a.size() >= n ? a[i + a.size() - n] : 1;
     int64_t db = i + b.size() >= n ? b[i + b.size() - n] : 1;
-    KILN_CHECK(da == db || da == 1 || db == 1, "[", op, "] cannot broadcast sizes ", a, " and ",
-               b, " at dim ", i);
+    KILN_CHECK(da == db || da == 1 || db == 1, "[", op, "] cannot broadcast sizes ", a, " and ", b,
+               " at dim ", i);
     out[i] = da == 1 ? db : da;
   }
   return out;

@@ -31,9 +31,10 @@ void parallel_memcpy(char* dst, const char* src, size_t n) {
     std::memcpy(dst, src, n);
     return;
   }
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, kChunk), [&](const tbb::blocked_range<size_t>& r) {
-    std::memcpy(dst + r.begin(), src + r.begin(), r.end() - r.begin());
-  });
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, kChunk),
+                    [&](const tbb::blocked_range<size_t>& r) {
+                      std::memcpy(dst + r.begin(), src + r.begin(), r.end() - r.begin());
+                    });
 }
 
 }  // namespace

@@ -50,7 +50,9 @@ Tensor copy_kernel(const Tensor& self, const Tensor& src, bool non_blocking) {
   return self;
 }
 
-Tensor meta_inplace(const Tensor& self, const Scalar&) { return self; }
+Tensor meta_inplace(const Tensor& self, const Scalar&) {
+  return self;
+}
 Tensor meta_copy(const Tensor& self, const Tensor& src, bool) {
   check_defined(src, "copy_", "src");
   return self;

@@ -58,14 +58,18 @@ uint64_t g_default_keys = 0;
 IncludeKeyGuard::IncludeKeyGuard(DispatchKey k) : saved_(detail::local_keys().included) {
   detail::local_keys().included |= key_bit(k);
 }
-IncludeKeyGuard::~IncludeKeyGuard() { detail::local_keys().included = saved_; }
+IncludeKeyGuard::~IncludeKeyGuard() {
+  detail::local_keys().included = saved_;
+}
 
 ExcludeKeyGuard::ExcludeKeyGuard(DispatchKey k, bool and_above)
     : saved_(detail::local_keys().excluded) {
   uint64_t bits = and_above ? ~(key_bit(k) - 1) : key_bit(k);
   detail::local_keys().excluded |= bits;
 }
-ExcludeKeyGuard::~ExcludeKeyGuard() { detail::local_keys().excluded = saved_; }
+ExcludeKeyGuard::~ExcludeKeyGuard() {
+  detail::local_keys().excluded = saved_;
+}
 
 // ---------------------------------------------------------------------------
 // OperatorEntry
@@ -74,8 +78,7 @@ OperatorEntry::OperatorEntry(FunctionSchema schema)
     : schema_(std::move(schema)), name_(schema_.full_name()) {}
 
 void OperatorEntry::fail_no_kernel(uint64_t keys) const {
-  KILN_FAIL("[", name_, "] no kernel for ", key_list(keys), " (kernels: ", key_list(mask_),
-            ")");
+  KILN_FAIL("[", name_, "] no kernel for ", key_list(keys), " (kernels: ", key_list(mask_), ")");
 }
 
 void OperatorEntry::log_dispatch(uint64_t ks, int key) const {
@@ -98,8 +101,7 @@ class Dispatcher {
   void def(FunctionSchema schema) {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     std::string name = schema.full_name();
-    KILN_CHECK(ops_.find(name) == ops_.end(), "[KILN_LIBRARY] op '", name,
-               "' is defined twice");
+    KILN_CHECK(ops_.find(name) == ops_.end(), "[KILN_LIBRARY] op '", name, "' is defined twice");
     auto entry = std::make_unique<OperatorEntry>(std::move(schema));
     OperatorEntry* e = entry.get();
     ops_[name] = std::move(entry);
@@ -260,13 +262,15 @@ Library& Library::impl_boxed(std::string_view name, BoxedKernel fn) {
 }
 
 Library& Library::fallback(BoxedKernel fn) {
-  KILN_CHECK(kind_ == Kind::Impl && key_, "[KILN_LIBRARY] fallback: expected a KILN_LIBRARY_IMPL block");
+  KILN_CHECK(kind_ == Kind::Impl && key_,
+             "[KILN_LIBRARY] fallback: expected a KILN_LIBRARY_IMPL block");
   Dispatcher::get().fallback(*key_, fn);
   return *this;
 }
 
 Library& Library::fallthrough() {
-  KILN_CHECK(kind_ == Kind::Impl && key_, "[KILN_LIBRARY] fallthrough: expected a KILN_LIBRARY_IMPL block");
+  KILN_CHECK(kind_ == Kind::Impl && key_,
+             "[KILN_LIBRARY] fallthrough: expected a KILN_LIBRARY_IMPL block");
   Dispatcher::get().fallback(*key_, nullptr);
   return *this;
 }
@@ -297,13 +301,14 @@ OpHandle find_op(std::string_view name) {
   if (!e) {
     KILN_CHECK(!Dispatcher::get().has_pending(name), "[find_op] op '", name,
                "' has kernels registered but no schema: expected a KILN_LIBRARY def for it");
-    KILN_FAIL("[find_op] expected a registered op name such as 'add.Tensor', got '", name,
-              "'");
+    KILN_FAIL("[find_op] expected a registered op name such as 'add.Tensor', got '", name, "'");
   }
   return OpHandle(e);
 }
 
-std::vector<OpHandle> all_ops() { return Dispatcher::get().all(); }
+std::vector<OpHandle> all_ops() {
+  return Dispatcher::get().all();
+}
 
 namespace detail {
 
@@ -330,16 +335,16 @@ Stack call_boxed_kernel(const OperatorEntry& op, int key, Stack stack) {
 
 void check_signature(const FunctionSchema& schema, const ArgType* types, const bool* optional,
                      size_t n, const char* what) {
-  KILN_CHECK(n == schema.arguments.size(), "[KILN_LIBRARY_IMPL] ", schema.full_name(), " (",
-             what, "): expected a kernel of ", schema.arguments.size(),
+  KILN_CHECK(n == schema.arguments.size(), "[KILN_LIBRARY_IMPL] ", schema.full_name(), " (", what,
+             "): expected a kernel of ", schema.arguments.size(),
              " arguments as the schema says, got ", n);
   for (size_t i = 0; i < n; ++i) {
     const Argument& a = schema.arguments[i];
     // A fixed-size int list such as int[2] is still an IntArrayRef.
     KILN_CHECK(a.type == types[i] && a.optional == optional[i], "[KILN_LIBRARY_IMPL] ",
-               schema.full_name(), " (", what, "): argument ", i, " '", a.name, "' expected C++ type for ",
-               arg_type_name(a.type), a.optional ? "?" : "", ", got one for ",
-               arg_type_name(types[i]), optional[i] ? "?" : "");
+               schema.full_name(), " (", what, "): argument ", i, " '", a.name,
+               "' expected C++ type for ", arg_type_name(a.type), a.optional ? "?" : "",
+               ", got one for ", arg_type_name(types[i]), optional[i] ? "?" : "");
   }
 }
 
@@ -350,9 +355,8 @@ namespace {
 // Converts `v` to what argument `a` takes, or throws naming both.
 IValue coerce(const FunctionSchema& schema, const Argument& a, size_t index, IValue v) {
   auto fail = [&]() {
-    KILN_FAIL("[", schema.full_name(), "] argument '", a.name, "' (position ", index,
-              ") expected ", arg_type_name(a.type), a.optional ? "?" : "", ", got ",
-              v.type_name());
+    KILN_FAIL("[", schema.full_name(), "] argument '", a.name, "' (position ", index, ") expected ",
+              arg_type_name(a.type), a.optional ? "?" : "", ", got ", v.type_name());
   };
   if (v.is_none()) {
     if (!a.optional) fail();
@@ -420,8 +424,8 @@ Stack normalize_arguments(const FunctionSchema& schema, Stack args,
   const auto& params = schema.arguments;
   size_t positional = 0;
   while (positional < params.size() && !params[positional].kwarg_only) ++positional;
-  KILN_CHECK(args.size() <= positional, "[", schema.full_name(), "] expected at most ",
-             positional, " positional arguments, got ", args.size());
+  KILN_CHECK(args.size() <= positional, "[", schema.full_name(), "] expected at most ", positional,
+             " positional arguments, got ", args.size());
   std::vector<bool> given(params.size(), false);
   Stack out(params.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -430,8 +434,8 @@ Stack normalize_arguments(const FunctionSchema& schema, Stack args,
   }
   for (const auto& [name, value] : kwargs) {
     int idx = schema.argument_index(name);
-    KILN_CHECK(idx >= 0, "[", schema.full_name(), "] expected an argument named in '",
-               schema.str(), "', got unknown keyword '", name, "'");
+    KILN_CHECK(idx >= 0, "[", schema.full_name(), "] expected an argument named in '", schema.str(),
+               "', got unknown keyword '", name, "'");
     KILN_CHECK(!given[idx], "[", schema.full_name(), "] argument '", name,
                "' given twice (by position and by keyword)");
     out[idx] = coerce(schema, params[idx], idx, value);
@@ -439,9 +443,8 @@ Stack normalize_arguments(const FunctionSchema& schema, Stack args,
   }
   for (size_t i = 0; i < params.size(); ++i) {
     if (given[i]) continue;
-    KILN_CHECK(params[i].default_value.has_value() || params[i].optional, "[",
-               schema.full_name(), "] missing argument '", params[i].name, "' (position ", i,
-               ")");
+    KILN_CHECK(params[i].default_value.has_value() || params[i].optional, "[", schema.full_name(),
+               "] missing argument '", params[i].name, "' (position ", i, ")");
     if (params[i].default_value) out[i] = *params[i].default_value;
   }
   return out;
@@ -472,8 +475,9 @@ void check_returns(const FunctionSchema& schema, int count, bool list, const cha
   for (const Argument& r : schema.returns) {
     ok = ok && (r.type == ArgType::Tensor || r.type == ArgType::TensorList);
   }
-  KILN_CHECK(ok, "[KILN_LIBRARY_IMPL] ", schema.full_name(), " (", what, "): expected a C++ return type for ",
-             schema.returns.size(), schema_list ? " Tensor[]" : " Tensor(s)", ", got one for ", count,
+  KILN_CHECK(ok, "[KILN_LIBRARY_IMPL] ", schema.full_name(), " (", what,
+             "): expected a C++ return type for ", schema.returns.size(),
+             schema_list ? " Tensor[]" : " Tensor(s)", ", got one for ", count,
              list ? " Tensor[]" : " Tensor(s)");
 }
 

@@ -1,13 +1,13 @@
 // Parser for PyTorch-style schema strings.
 
+#include "kiln/schema.h"
+
 #include <cctype>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <sstream>
-
-#include "kiln/schema.h"
 
 namespace kiln {
 namespace {

@@ -20,9 +20,10 @@ Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, DType dtype
     KILN_CHECK(strides[i] >= 0, "[from_blob] expected non-negative strides, got ", strides);
     extent += (sizes[i] - 1) * strides[i];
   }
-  auto storage = StorageImpl::from_blob(data, static_cast<size_t>(extent) * itemsize(dtype),
-                                        device, std::move(deleter));
-  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides, 0));
+  auto storage = StorageImpl::from_blob(data, static_cast<size_t>(extent) * itemsize(dtype), device,
+                                        std::move(deleter));
+  return Tensor(
+      IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides, 0));
 }
 
 Tensor from_blob(void* data, IntArrayRef sizes, DType dtype, std::function<void(void*)> deleter,

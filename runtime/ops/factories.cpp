@@ -11,7 +11,9 @@ namespace {
 using OptD = std::optional<DType>;
 using OptDev = std::optional<Device>;
 
-Device device_or_cpu(OptDev d) { return d.value_or(Device::cpu()); }
+Device device_or_cpu(OptDev d) {
+  return d.value_or(Device::cpu());
+}
 
 Tensor empty_kernel(IntArrayRef size, OptD dtype, OptDev device) {
   checked_numel(size, "empty");
@@ -76,7 +78,8 @@ Tensor empty_like_preserve(const Tensor& self, DType dtype, Device device) {
 }
 
 Tensor to_copy_kernel(const Tensor& self, OptD dtype, OptDev device, bool non_blocking) {
-  Tensor out = empty_like_preserve(self, dtype.value_or(self.dtype()), device.value_or(self.device()));
+  Tensor out =
+      empty_like_preserve(self, dtype.value_or(self.dtype()), device.value_or(self.device()));
   copy_(out, self);
   return out;
 }
@@ -95,8 +98,8 @@ Tensor contiguous_kernel(const Tensor& self) {
 }
 
 Tensor fill_tensor_kernel(const Tensor& self, const Tensor& value) {
-  KILN_CHECK(value.dim() == 0, "[fill_] expected a 0-dim value tensor, got one with ",
-             value.dim(), " dims");
+  KILN_CHECK(value.dim() == 0, "[fill_] expected a 0-dim value tensor, got one with ", value.dim(),
+             " dims");
   Tensor s = self;
   fill_(s, value.item());
   return self;
@@ -122,7 +125,9 @@ Tensor full_meta(IntArrayRef size, const Scalar& value, OptD dtype, OptDev) {
   DType t = dtype ? *dtype : value.is_floating_point() ? kFloat32 : value.dtype();
   return empty_meta(size, t, std::nullopt);
 }
-Tensor zeros_meta(IntArrayRef size, OptD dtype, OptDev) { return empty_meta(size, dtype, std::nullopt); }
+Tensor zeros_meta(IntArrayRef size, OptD dtype, OptDev) {
+  return empty_meta(size, dtype, std::nullopt);
+}
 Tensor scalar_tensor_meta(const Scalar& s, OptD dtype, OptDev) {
   return empty_meta({}, dtype.value_or(s.is_floating_point() ? kFloat32 : s.dtype()), std::nullopt);
 }
@@ -143,7 +148,9 @@ KILN_LIBRARY_IMPL(kiln, Meta, m) {
 }
 
 // contiguous may return its argument itself, so it never becomes a trace node.
-KILN_LIBRARY_IMPL(kiln, Composite, m) { m.impl("contiguous", &contiguous_kernel); }
+KILN_LIBRARY_IMPL(kiln, Composite, m) {
+  m.impl("contiguous", &contiguous_kernel);
+}
 
 KILN_LIBRARY_IMPL(kiln, AllBackends, m) {
   m.impl("empty", &empty_kernel);

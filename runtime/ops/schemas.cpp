@@ -12,10 +12,11 @@ namespace {
 
 // Unary pointwise ops: functional, in-place and out= forms.
 const char* const kUnary[] = {
-    "neg",  "abs",   "sign",  "exp",   "exp2",     "expm1",   "log",  "log2",  "log10",
-    "log1p", "sqrt", "rsqrt", "reciprocal", "square", "sin",  "cos",  "tan",   "asin",
-    "acos", "atan",  "sinh",  "cosh",  "tanh",     "sigmoid", "relu", "silu",  "erf",
-    "erfc", "floor", "ceil",  "round", "trunc",    "frac",    "logical_not", "bitwise_not",
+    "neg",   "abs",   "sign",    "exp",   "exp2",  "expm1",       "log",
+    "log2",  "log10", "log1p",   "sqrt",  "rsqrt", "reciprocal",  "square",
+    "sin",   "cos",   "tan",     "asin",  "acos",  "atan",        "sinh",
+    "cosh",  "tanh",  "sigmoid", "relu",  "silu",  "erf",         "erfc",
+    "floor", "ceil",  "round",   "trunc", "frac",  "logical_not", "bitwise_not",
 };
 
 // Binary ops with a Tensor and a Scalar overload, in-place and out= forms.
@@ -44,8 +45,8 @@ const Binary kBinary[] = {
 };
 
 // Binary ops on two tensors only.
-const char* const kBinaryTensorOnly[] = {"atan2", "maximum", "minimum", "logical_and",
-                                         "logical_or", "logical_xor"};
+const char* const kBinaryTensorOnly[] = {"atan2",       "maximum",    "minimum",
+                                         "logical_and", "logical_or", "logical_xor"};
 
 void def_unary(Library& m, const std::string& n) {
   m.def(n + "(Tensor self) -> Tensor");
@@ -63,7 +64,8 @@ void def_binary(Library& m, const Binary& b) {
   m.def(n + "_.Tensor(Tensor(a!) self, Tensor other" + b.extra + ") -> Tensor(a!)");
   m.def(n + "_.Scalar(Tensor(a!) self, Scalar other" + scalar_extra + ") -> Tensor(a!)");
   std::string kw = std::string(b.extra).empty() ? ", *" : b.extra;
-  m.def(n + "." + b.out_name + "(Tensor self, Tensor other" + kw + ", Tensor(a!) out) -> Tensor(a!)");
+  m.def(n + "." + b.out_name + "(Tensor self, Tensor other" + kw +
+        ", Tensor(a!) out) -> Tensor(a!)");
 }
 
 void def_binary_tensor_only(Library& m, const std::string& n) {
@@ -85,23 +87,36 @@ KILN_LIBRARY(kiln, m) {
   m.def("gelu_(Tensor(a!) self, *, str approximate=\"none\") -> Tensor(a!)");
   m.def("gelu.out(Tensor self, *, str approximate=\"none\", Tensor(a!) out) -> Tensor(a!)");
   m.def("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor");
-  m.def("softplus.out(Tensor self, Scalar beta=1, Scalar threshold=20, *, Tensor(a!) out) -> Tensor(a!)");
-  m.def("nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor");
-  m.def("nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)");
-  m.def("nan_to_num.out(Tensor self, float? nan=None, float? posinf=None, float? neginf=None, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "softplus.out(Tensor self, Scalar beta=1, Scalar threshold=20, *, Tensor(a!) out) -> "
+      "Tensor(a!)");
+  m.def(
+      "nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor");
+  m.def(
+      "nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> "
+      "Tensor(a!)");
+  m.def(
+      "nan_to_num.out(Tensor self, float? nan=None, float? posinf=None, float? neginf=None, *, "
+      "Tensor(a!) out) -> Tensor(a!)");
   m.def("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor");
   m.def("clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor");
   m.def("clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)");
   m.def("clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)");
-  m.def("clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out) -> Tensor(a!)");
-  m.def("clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out) -> "
+      "Tensor(a!)");
+  m.def(
+      "clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out) -> "
+      "Tensor(a!)");
 
   for (const Binary& b : kBinary) def_binary(m, b);
   for (const char* n : kBinaryTensorOnly) def_binary_tensor_only(m, n);
   m.def("div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor");
   m.def("div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor");
   m.def("div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)");
-  m.def("div.out_mode(Tensor self, Tensor other, *, str? rounding_mode, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "div.out_mode(Tensor self, Tensor other, *, str? rounding_mode, Tensor(a!) out) -> "
+      "Tensor(a!)");
   m.def("floor_divide(Tensor self, Tensor other) -> Tensor");
   m.def("floor_divide.Scalar(Tensor self, Scalar other) -> Tensor");
   m.def("floor_divide_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)");
@@ -114,7 +129,9 @@ KILN_LIBRARY(kiln, m) {
   m.def("pow.Tensor_Tensor_out(Tensor self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)");
 
   m.def("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor");
-  m.def("where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> "
+      "Tensor(a!)");
   m.def("lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor");
   m.def("lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor");
   m.def("lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)");
@@ -123,31 +140,50 @@ KILN_LIBRARY(kiln, m) {
   for (const char* n : {"addcmul", "addcdiv"}) {
     std::string s = n;
     m.def(s + "(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor");
-    m.def(s + "_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)");
-    m.def(s + ".out(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1, Tensor(a!) out) -> Tensor(a!)");
+    m.def(s +
+          "_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)");
+    m.def(s +
+          ".out(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1, Tensor(a!) out) -> "
+          "Tensor(a!)");
   }
 
   // --- Reductions --------------------------------------------------------------
   m.def("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor");
-  m.def("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
-  m.def("sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> "
+      "Tensor");
+  m.def(
+      "sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, "
+      "Tensor(a!) out) -> Tensor(a!)");
   m.def("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor");
-  m.def("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
-  m.def("mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> "
+      "Tensor");
+  m.def(
+      "mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, "
+      "Tensor(a!) out) -> Tensor(a!)");
   m.def("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor");
-  m.def("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
+  m.def(
+      "prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> "
+      "Tensor");
   m.def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor");
   m.def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor");
-  m.def("amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)");
-  m.def("amin.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "amin.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("max(Tensor self) -> Tensor");
   m.def("min(Tensor self) -> Tensor");
   m.def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
   m.def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
   m.def("argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor");
   m.def("argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor");
-  m.def("var.correction(Tensor self, int[1]? dim=None, *, int? correction=None, bool keepdim=False) -> Tensor");
-  m.def("std.correction(Tensor self, int[1]? dim=None, *, int? correction=None, bool keepdim=False) -> Tensor");
+  m.def(
+      "var.correction(Tensor self, int[1]? dim=None, *, int? correction=None, bool keepdim=False) "
+      "-> Tensor");
+  m.def(
+      "std.correction(Tensor self, int[1]? dim=None, *, int? correction=None, bool keepdim=False) "
+      "-> Tensor");
   m.def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor");
   m.def("all(Tensor self) -> Tensor");
   m.def("all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor");
@@ -157,17 +193,27 @@ KILN_LIBRARY(kiln, m) {
   m.def("norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor");
   m.def("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor");
   m.def("cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor");
-  m.def("cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)");
-  m.def("cumprod.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "cumprod.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)");
 
   // --- Neural-network ops ------------------------------------------------------
   m.def("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor");
   m.def("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor");
-  m.def("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor");
-  m.def("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor");
-  m.def("embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor");
+  m.def(
+      "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+      "float eps=1e-05, bool cudnn_enable=True) -> Tensor");
+  m.def(
+      "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> "
+      "Tensor");
+  m.def(
+      "embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, "
+      "bool sparse=False) -> Tensor");
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
-  m.def("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None) -> Tensor");
+  m.def(
+      "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? "
+      "attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None) -> Tensor");
 
   // --- Matrix products ---------------------------------------------------------
   m.def("matmul(Tensor self, Tensor other) -> Tensor");
@@ -178,9 +224,15 @@ KILN_LIBRARY(kiln, m) {
   m.def("bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("mv(Tensor self, Tensor vec) -> Tensor");
   m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
-  m.def("addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)");
-  m.def("addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)");
-  m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
+  m.def(
+      "addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> "
+      "Tensor(a!)");
+  m.def(
+      "addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, "
+      "Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> "
+      "Tensor");
   m.def("outer(Tensor self, Tensor vec2) -> Tensor");
 
   // --- Shape and indexing ------------------------------------------------------
@@ -194,7 +246,9 @@ KILN_LIBRARY(kiln, m) {
   m.def("index_select(Tensor self, int dim, Tensor index) -> Tensor");
   m.def("index_select.out(Tensor self, int dim, Tensor index, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor");
-  m.def("gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out) -> Tensor(a!)");
+  m.def(
+      "gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out) "
+      "-> Tensor(a!)");
   m.def("scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor");
   m.def("scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor");
   m.def("scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)");
@@ -211,9 +265,13 @@ KILN_LIBRARY(kiln, m) {
   m.def("triu(Tensor self, int diagonal=0) -> Tensor");
   m.def("tril_(Tensor(a!) self, int diagonal=0) -> Tensor(a!)");
   m.def("triu_(Tensor(a!) self, int diagonal=0) -> Tensor(a!)");
-  m.def("topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)");
+  m.def(
+      "topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor "
+      "values, Tensor indices)");
   m.def("sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)");
-  m.def("sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)");
+  m.def(
+      "sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor "
+      "values, Tensor indices)");
   m.def("argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor");
   m.def("repeat(Tensor self, int[] repeats) -> Tensor");
   m.def("roll(Tensor self, int[1] shifts, int[1] dims=[]) -> Tensor");
@@ -232,7 +290,9 @@ KILN_LIBRARY(kiln, m) {
   m.def("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)");
   m.def("t(Tensor(a) self) -> Tensor(a)");
   m.def("narrow(Tensor(a) self, int dim, int start, int length) -> Tensor(a)");
-  m.def("slice.Tensor(Tensor(a) self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor(a)");
+  m.def(
+      "slice.Tensor(Tensor(a) self, int dim=0, int? start=None, int? end=None, int step=1) -> "
+      "Tensor(a)");
   m.def("select.int(Tensor(a) self, int dim, int index) -> Tensor(a)");
   m.def("expand(Tensor(a) self, int[] size, *, bool implicit=False) -> Tensor(a)");
   m.def("squeeze(Tensor(a) self) -> Tensor(a)");
@@ -240,28 +300,42 @@ KILN_LIBRARY(kiln, m) {
   m.def("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)");
   m.def("flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)");
   m.def("unflatten.int(Tensor(a) self, int dim, int[] sizes) -> Tensor(a)");
-  m.def("as_strided(Tensor(a) self, int[] size, int[] stride, int? storage_offset=None) -> Tensor(a)");
+  m.def(
+      "as_strided(Tensor(a) self, int[] size, int[] stride, int? storage_offset=None) -> "
+      "Tensor(a)");
   m.def("diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)");
   m.def("contiguous(Tensor(a) self) -> Tensor(a)");
 
   // --- Copies and factories ----------------------------------------------------
   m.def("clone(Tensor self) -> Tensor");
-  m.def("_to_copy(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool non_blocking=False) -> Tensor");
+  m.def(
+      "_to_copy(Tensor self, *, ScalarType? dtype=None, Device? device=None, bool "
+      "non_blocking=False) -> Tensor");
   m.def("empty(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
-  m.def("empty_strided(int[] size, int[] stride, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
+  m.def(
+      "empty_strided(int[] size, int[] stride, *, ScalarType? dtype=None, Device? device=None) -> "
+      "Tensor");
   m.def("zeros(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
   m.def("ones(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
-  m.def("full(int[] size, Scalar fill_value, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
+  m.def(
+      "full(int[] size, Scalar fill_value, *, ScalarType? dtype=None, Device? device=None) -> "
+      "Tensor");
   m.def("scalar_tensor(Scalar s, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
   m.def("arange(Scalar end, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
-  m.def("arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
-  m.def("linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
+  m.def(
+      "arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, "
+      "Device? device=None) -> Tensor");
+  m.def(
+      "linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, Device? "
+      "device=None) -> Tensor");
   m.def("eye(int n, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
   m.def("eye.m(int n, int m, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
   m.def("rand(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
   m.def("randn(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
   m.def("randint(int high, int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
-  m.def("randint.low(int low, int high, int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
+  m.def(
+      "randint.low(int low, int high, int[] size, *, ScalarType? dtype=None, Device? device=None) "
+      "-> Tensor");
 }
 
 }  // namespace kiln

@@ -62,8 +62,8 @@ std::optional<DimVector> view_strides(IntArrayRef old_sizes, IntArrayRef old_str
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
     tensor_numel *= old_sizes[d];
-    bool chunk_end = d == 0 || (old_sizes[d - 1] != 1 &&
-                                old_strides[d - 1] != tensor_numel * chunk_stride);
+    bool chunk_end =
+        d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_stride);
     if (!chunk_end) continue;
     while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
       strides[view_d] = view_numel * chunk_stride;
@@ -107,8 +107,8 @@ Tensor permute_kernel(const Tensor& self, IntArrayRef dims) {
   uint64_t seen = 0;
   for (int64_t i = 0; i < nd; ++i) {
     int64_t d = wrap_dim(dims[i], nd, "permute");
-    KILN_CHECK(!((seen >> d) & 1), "[permute] expected a permutation of the dims, got repeated dim ",
-               d, " in ", dims);
+    KILN_CHECK(!((seen >> d) & 1),
+               "[permute] expected a permutation of the dims, got repeated dim ", d, " in ", dims);
     seen |= uint64_t{1} << d;
     sizes[i] = self.sizes()[d];
     strides[i] = self.strides()[d];
@@ -157,8 +157,8 @@ Tensor narrow_kernel(const Tensor& self, int64_t dim, int64_t start, int64_t len
   KILN_CHECK(start >= -n && start <= n, "[narrow] start out of range: expected a start in [", -n,
              ", ", n, "], got ", start);
   if (start < 0) start += n;
-  KILN_CHECK(length >= 0 && start + length <= n, "[narrow] expected start (", start,
-             ") + length (", length, ") to be at most the size of dim ", dim, " (", n, ")");
+  KILN_CHECK(length >= 0 && start + length <= n, "[narrow] expected start (", start, ") + length (",
+             length, ") to be at most the size of dim ", dim, " (", n, ")");
   return slice_kernel(self, dim, start, start + length, 1);
 }
 
@@ -166,8 +166,8 @@ Tensor select_kernel(const Tensor& self, int64_t dim, int64_t index) {
   KILN_CHECK(self.dim() > 0, "[select] expected a tensor with at least 1 dim, got a 0-dim tensor");
   dim = wrap_dim(dim, self.dim(), "select");
   const int64_t n = self.sizes()[dim];
-  KILN_CHECK(index >= -n && index < n, "[select] index ", index, " out of range for tensor of size ",
-             self.sizes(), " at dimension ", dim);
+  KILN_CHECK(index >= -n && index < n, "[select] index ", index,
+             " out of range for tensor of size ", self.sizes(), " at dimension ", dim);
   if (index < 0) index += n;
   DimVector sizes(self.sizes()), strides(self.strides());
   int64_t offset = self.storage_offset() + index * strides[dim];
@@ -243,8 +243,8 @@ Tensor flatten_kernel(const Tensor& self, int64_t start, int64_t end) {
   if (self.dim() == 0) return reshape_kernel(self, {1});
   start = wrap_dim(start, self.dim(), "flatten");
   end = wrap_dim(end, self.dim(), "flatten");
-  KILN_CHECK(start <= end, "[flatten] expected start_dim (", start,
-             ") to come before end_dim (", end, ")");
+  KILN_CHECK(start <= end, "[flatten] expected start_dim (", start, ") to come before end_dim (",
+             end, ")");
   if (start == end) return make_view(self, self.sizes(), self.strides(), self.storage_offset());
   DimVector shape;
   for (int64_t d = 0; d < start; ++d) shape.push_back(self.sizes()[d]);
@@ -256,7 +256,8 @@ Tensor flatten_kernel(const Tensor& self, int64_t start, int64_t end) {
 }
 
 Tensor unflatten_kernel(const Tensor& self, int64_t dim, IntArrayRef sizes) {
-  KILN_CHECK(self.dim() > 0, "[unflatten] expected a tensor with at least 1 dim, got a 0-dim tensor");
+  KILN_CHECK(self.dim() > 0,
+             "[unflatten] expected a tensor with at least 1 dim, got a 0-dim tensor");
   dim = wrap_dim(dim, self.dim(), "unflatten");
   KILN_CHECK(!sizes.empty(), "[unflatten] expected a non-empty list of sizes, got []");
   DimVector inner = infer_size(sizes, self.sizes()[dim], "unflatten");
@@ -282,8 +283,8 @@ Tensor as_strided_kernel(const Tensor& self, IntArrayRef size, IntArrayRef strid
   if (storage && numel > 0) {
     int64_t capacity = static_cast<int64_t>(storage->nbytes() / self.element_size());
     KILN_CHECK(extent <= capacity, "[as_strided] sizes ", size, ", strides ", stride,
-               " and storage offset ", off, " need a storage of ", extent,
-               " elements, got one of ", capacity);
+               " and storage offset ", off, " need a storage of ", extent, " elements, got one of ",
+               capacity);
   }
   return make_view(self, size, stride, off);
 }

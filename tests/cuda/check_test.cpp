@@ -5,11 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include "kiln/jit.h"
-
 #include <string>
 
 #include "kiln/error.h"
+#include "kiln/jit.h"
 #include "runtime/cuda/cuda_runtime.h"
 
 namespace {
@@ -28,7 +27,7 @@ std::string message_of(void (*f)()) {
 }
 
 TEST(CudaCheck, NamesCallFileLineAndStatus) {
-  kiln::EagerGuard eager;  // runtime behaviour, run at once
+  kiln::EagerGuard eager;         // runtime behaviour, run at once
   KILN_CUDA_CHECK(fake_call(0));  // success passes
   std::string m = message_of([] { KILN_CUDA_CHECK_DEVICE(fake_call(2), 3); });
   EXPECT_NE(m.find("[cuda] fake_call(2) failed at "), std::string::npos) << m;

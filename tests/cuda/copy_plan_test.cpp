@@ -6,10 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include "kiln/jit.h"
-
 #include <cstring>
 #include <random>
+
+#include "kiln/jit.h"
 
 namespace kiln::cuda {
 namespace {

@@ -8,7 +8,9 @@ Mode parse_mode(const std::string& s) {
   throw Error("[oracle] expected mode eager or lazy, got '" + s + "'");
 }
 
-const char* mode_name(Mode m) { return m == Mode::Eager ? "eager" : "lazy"; }
+const char* mode_name(Mode m) {
+  return m == Mode::Eager ? "eager" : "lazy";
+}
 
 Stack call(Mode mode, const std::string& op, const Stack& args,
            const std::vector<std::pair<std::string, IValue>>& kwargs) {

@@ -22,7 +22,9 @@ Tensor scale_plus_one_meta(const Tensor& x, double) {
 
 }  // namespace
 
-Tensor identity_cpu(const Tensor& x) { return x; }
+Tensor identity_cpu(const Tensor& x) {
+  return x;
+}
 
 KILN_LIBRARY(testns, m) {
   m.def("scale_plus_one(Tensor x, float alpha=2.0) -> Tensor");
@@ -32,7 +34,9 @@ KILN_LIBRARY_IMPL(testns, CPU, m) {
   m.impl("scale_plus_one", &scale_plus_one_cpu);
   m.impl("cpu_only", &identity_cpu);
 }
-KILN_LIBRARY_IMPL(testns, Meta, m) { m.impl("scale_plus_one", &scale_plus_one_meta); }
+KILN_LIBRARY_IMPL(testns, Meta, m) {
+  m.impl("scale_plus_one", &scale_plus_one_meta);
+}
 
 namespace {
 
@@ -43,7 +47,8 @@ Tensor arange_f(int64_t n) {
 
 TEST(Schema, ParsesAndPrintsBack) {
   const char* text =
-      "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
+      "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> "
+      "Tensor";
   kiln::FunctionSchema s = kiln::parse_schema(text);
   EXPECT_EQ(s.full_name(), "sum.dim_IntList");
   ASSERT_EQ(s.arguments.size(), 4u);
@@ -52,7 +57,8 @@ TEST(Schema, ParsesAndPrintsBack) {
   EXPECT_EQ(s.arguments[1].fixed_size, 1);
   EXPECT_TRUE(s.arguments[3].kwarg_only);
   EXPECT_EQ(s.str(), text);
-  kiln::FunctionSchema w = kiln::parse_schema("add_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)");
+  kiln::FunctionSchema w =
+      kiln::parse_schema("add_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)");
   EXPECT_TRUE(w.is_mutable());
   EXPECT_KILN_ERROR(kiln::parse_schema("bad(Tensor x -> Tensor"), "[schema] expected");
   EXPECT_KILN_ERROR(kiln::parse_schema("f(Blob x) -> Tensor"), "expected a type");
@@ -91,8 +97,9 @@ TEST(DispatcherErrors, WrongBoxedArgumentsNameTheOpAndArgument) {
 TEST(DispatcherErrors, TypedCallsWithTheWrongSignatureAreRefused) {
   EXPECT_KILN_ERROR(kiln::TypedOp<Tensor(const Tensor&)>("add.Tensor"),
                     "expected a kernel of 3 arguments");
-  EXPECT_KILN_ERROR((kiln::TypedOp<Tensor(const Tensor&, int64_t, const kiln::Scalar&)>("add.Tensor")),
-                    "argument 1 'other' expected C++ type for Tensor");
+  EXPECT_KILN_ERROR(
+      (kiln::TypedOp<Tensor(const Tensor&, int64_t, const kiln::Scalar&)>("add.Tensor")),
+      "argument 1 'other' expected C++ type for Tensor");
 }
 
 TEST(DispatcherErrors, MissingKernelsAreNamed) {

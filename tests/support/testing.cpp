@@ -32,8 +32,7 @@ std::string index_string(int64_t flat, IntArrayRef sizes) {
   return os.str();
 }
 
-std::string compare(const Tensor& actual, const Tensor& expected, Tolerance tol,
-                    bool check_dtype) {
+std::string compare(const Tensor& actual, const Tensor& expected, Tolerance tol, bool check_dtype) {
   std::ostringstream os;
   if (!actual.defined() || !expected.defined()) {
     if (actual.defined() != expected.defined()) {
@@ -73,14 +72,14 @@ std::string compare(const Tensor& actual, const Tensor& expected, Tolerance tol,
   if (bad == 0) return "";
   os.precision(9);
   os << bad << " of " << a.numel() << " elements differ; first at index "
-     << index_string(first, actual.sizes()) << ": expected " << pe[first] << ", got "
-     << pa[first] << " (shape " << actual.sizes() << ", dtype " << actual.dtype()
-     << ", rtol " << tol.rtol << ", atol " << tol.atol << ")";
+     << index_string(first, actual.sizes()) << ": expected " << pe[first] << ", got " << pa[first]
+     << " (shape " << actual.sizes() << ", dtype " << actual.dtype() << ", rtol " << tol.rtol
+     << ", atol " << tol.atol << ")";
   return os.str();
 }
 
-Tensor random_tensor(IntArrayRef sizes, DType dtype, const char* layout, uint64_t seed,
-                     double low, double high) {
+Tensor random_tensor(IntArrayRef sizes, DType dtype, const char* layout, uint64_t seed, double low,
+                     double high) {
   // Values come from kiln's own generator in float64, then take the layout.
   std::string l = layout;
   DimVector shape(sizes);

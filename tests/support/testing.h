@@ -38,28 +38,28 @@ std::string index_string(int64_t flat, IntArrayRef sizes);
 
 }  // namespace kiln::testing
 
-#define EXPECT_TENSOR_CLOSE(actual, expected)                                        \
-  do {                                                                               \
-    std::string kiln_msg_ = ::kiln::testing::compare((actual), (expected));          \
-    EXPECT_TRUE(kiln_msg_.empty()) << kiln_msg_;                                     \
+#define EXPECT_TENSOR_CLOSE(actual, expected)                               \
+  do {                                                                      \
+    std::string kiln_msg_ = ::kiln::testing::compare((actual), (expected)); \
+    EXPECT_TRUE(kiln_msg_.empty()) << kiln_msg_;                            \
   } while (0)
 
-#define EXPECT_TENSOR_CLOSE_TOL(actual, expected, rtol, atol)                        \
-  do {                                                                               \
-    std::string kiln_msg_ =                                                          \
+#define EXPECT_TENSOR_CLOSE_TOL(actual, expected, rtol, atol)                                   \
+  do {                                                                                          \
+    std::string kiln_msg_ =                                                                     \
         ::kiln::testing::compare((actual), (expected), ::kiln::testing::Tolerance{rtol, atol}); \
-    EXPECT_TRUE(kiln_msg_.empty()) << kiln_msg_;                                     \
+    EXPECT_TRUE(kiln_msg_.empty()) << kiln_msg_;                                                \
   } while (0)
 
 // Expects a kiln::Error whose message contains `substring`.
-#define EXPECT_KILN_ERROR(stmt, substring)                                            \
-  do {                                                                                \
-    try {                                                                             \
-      stmt;                                                                           \
-      ADD_FAILURE() << "expected kiln::Error containing '" << (substring)             \
-                    << "', got no error from: " #stmt;                                \
-    } catch (const ::kiln::Error& kiln_e_) {                                          \
-      EXPECT_NE(std::string(kiln_e_.what()).find(substring), std::string::npos)       \
-          << "error message: " << kiln_e_.what();                                     \
-    }                                                                                 \
+#define EXPECT_KILN_ERROR(stmt, substring)                                      \
+  do {                                                                          \
+    try {                                                                       \
+      stmt;                                                                     \
+      ADD_FAILURE() << "expected kiln::Error containing '" << (substring)       \
+                    << "', got no error from: " #stmt;                          \
+    } catch (const ::kiln::Error& kiln_e_) {                                    \
+      EXPECT_NE(std::string(kiln_e_.what()).find(substring), std::string::npos) \
+          << "error message: " << kiln_e_.what();                               \
+    }                                                                           \
   } while (0)

@@ -5,13 +5,17 @@
 
 namespace kiln::nn {
 
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+  return linear(x, weight, bias);
+}
 
 Tensor LayerNorm::forward(const Tensor& x) const {
   return layer_norm(x, {weight.size(0)}, weight, bias, eps);
 }
 
-Tensor Embedding::forward(const Tensor& indices) const { return embedding(weight, indices); }
+Tensor Embedding::forward(const Tensor& indices) const {
+  return embedding(weight, indices);
+}
 
 namespace {
 
@@ -39,8 +43,8 @@ Tensor GPT2Block::forward(const Tensor& x, int64_t n_head) const {
   return h + mlp_proj.forward(gelu(c_fc.forward(ln_2.forward(h)), "tanh"));
 }
 
-Tensor GPT2Block::forward_decode(const Tensor& x, int64_t n_head, Tensor& k_cache,
-                                 Tensor& v_cache, const Tensor& pos) const {
+Tensor GPT2Block::forward_decode(const Tensor& x, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
+                                 const Tensor& pos) const {
   const int64_t d = x.size(-1);
   std::vector<Tensor> qkv = split(c_attn.forward(ln_1.forward(x)), d, -1);
   index_copy_(k_cache, 2, pos, split_heads(qkv[1], n_head));
@@ -167,7 +171,9 @@ Tensor GPT2::forward(const Tensor& ids) const {
   return forward_hidden(embedding(wte, ids) + embedding(wpe, pos));
 }
 
-Tensor GPT2::lm_head(const Tensor& hidden) const { return matmul(hidden, wte.t()); }
+Tensor GPT2::lm_head(const Tensor& hidden) const {
+  return matmul(hidden, wte.t());
+}
 
 GPT2::Cache GPT2::make_cache(int64_t batch, int64_t length) const {
   Cache c;
@@ -180,8 +186,8 @@ GPT2::Cache GPT2::make_cache(int64_t batch, int64_t length) const {
 }
 
 Tensor GPT2::decode_step(const Tensor& ids, const Tensor& pos, Cache& cache) const {
-  KILN_CHECK(ids.dim() == 2 && ids.size(1) == 1, "[GPT2::decode_step] expected ids [batch, 1], got ",
-             ids.sizes());
+  KILN_CHECK(ids.dim() == 2 && ids.size(1) == 1,
+             "[GPT2::decode_step] expected ids [batch, 1], got ", ids.sizes());
   KILN_CHECK(pos.numel() == 1 && pos.dtype() == kInt64,
              "[GPT2::decode_step] expected pos as one int64 element, got ", pos.sizes(), " ",
              pos.dtype());

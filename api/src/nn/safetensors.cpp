@@ -6,8 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "kiln/nn.h"
 #include "kiln/jit.h"
+#include "kiln/nn.h"
 #include "kiln/ops.h"
 
 namespace kiln::nn {
@@ -18,16 +18,18 @@ using json = nlohmann::json;
 const struct {
   const char* name;
   DType dtype;
-} kDTypes[] = {{"BOOL", kBool}, {"U8", kUInt8},   {"I8", kInt8},     {"I16", kInt16},
-               {"I32", kInt32}, {"I64", kInt64},  {"F16", kFloat16}, {"BF16", kBFloat16},
+} kDTypes[] = {{"BOOL", kBool},   {"U8", kUInt8},   {"I8", kInt8},     {"I16", kInt16},
+               {"I32", kInt32},   {"I64", kInt64},  {"F16", kFloat16}, {"BF16", kBFloat16},
                {"F32", kFloat32}, {"F64", kFloat64}};
 
 DType parse(const std::string& name, const std::string& path) {
   for (const auto& d : kDTypes) {
     if (name == d.name) return d.dtype;
   }
-  KILN_FAIL("[load_safetensors] expected a dtype among BOOL, U8, I8, I16, I32, I64, F16, BF16, "
-            "F32, F64 in ", path, ", got '", name, "'");
+  KILN_FAIL(
+      "[load_safetensors] expected a dtype among BOOL, U8, I8, I16, I32, I64, F16, BF16, "
+      "F32, F64 in ",
+      path, ", got '", name, "'");
 }
 
 const char* name_of(DType t) {
@@ -46,8 +48,8 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
   f.seekg(0);
   uint8_t len_bytes[8];
   KILN_CHECK(file_size >= 8 && f.read(reinterpret_cast<char*>(len_bytes), 8),
-             "[load_safetensors] expected an 8-byte header length in ", path, ", got a ",
-             file_size, "-byte file");
+             "[load_safetensors] expected an 8-byte header length in ", path, ", got a ", file_size,
+             "-byte file");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
   KILN_CHECK(header_len <= file_size - 8 && header_len < (uint64_t{100} << 20),
@@ -66,10 +68,9 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
   for (auto it = h.begin(); it != h.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     const json& e = it.value();
-    KILN_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") &&
-                   e.contains("data_offsets"),
-               "[load_safetensors] expected dtype, shape and data_offsets for '", it.key(),
-               "' in ", path);
+    KILN_CHECK(
+        e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"),
+        "[load_safetensors] expected dtype, shape and data_offsets for '", it.key(), "' in ", path);
     DType dt = parse(e["dtype"].get<std::string>(), path);
     std::vector<int64_t> shape = e["shape"].get<std::vector<int64_t>>();
     auto off = e["data_offsets"].get<std::vector<uint64_t>>();
@@ -79,11 +80,11 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
       numel *= s;
     }
     uint64_t nbytes = static_cast<uint64_t>(numel) * itemsize(dt);
-    KILN_CHECK(off.size() == 2 && off[0] <= off[1] && off[1] <= data_size &&
-                   off[1] - off[0] == nbytes,
-               "[load_safetensors] expected '", it.key(), "' to span ", nbytes,
-               " bytes inside the data section, got offsets [", off.size() > 0 ? off[0] : 0,
-               ", ", off.size() > 1 ? off[1] : 0, "] of ", data_size);
+    KILN_CHECK(
+        off.size() == 2 && off[0] <= off[1] && off[1] <= data_size && off[1] - off[0] == nbytes,
+        "[load_safetensors] expected '", it.key(), "' to span ", nbytes,
+        " bytes inside the data section, got offsets [", off.size() > 0 ? off[0] : 0, ", ",
+        off.size() > 1 ? off[1] : 0, "] of ", data_size);
     Tensor t;
     {
       // Read straight into the tensor's memory, whatever mode the caller is in.
@@ -121,7 +122,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     for (int i = 0; i < 8; ++i) f.put(static_cast<char>((len >> (8 * i)) & 0xff));
     f.write(header.data(), static_cast<std::streamsize>(header.size()));
     for (const Tensor& c : host) {
-      if (c.nbytes()) f.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+      if (c.nbytes())
+        f.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
     }
     KILN_CHECK(f.good(), "[save_safetensors] failed writing ", tmp);
   }
