@@ -10,6 +10,17 @@ quick=0
 
 scripts/deps.sh
 
+# Formatting (.clang-format) is part of the build's contract.
+if command -v clang-format >/dev/null; then
+  unformatted=$(git ls-files '*.h' '*.cpp' | xargs clang-format --dry-run 2>&1 | grep -c 'warning:' || true)
+  if [ "$unformatted" != 0 ]; then
+    echo "scripts/test.sh: $unformatted places differ from .clang-format; run: git ls-files '*.h' '*.cpp' | xargs clang-format -i" >&2
+    exit 1
+  fi
+else
+  echo "scripts/test.sh: clang-format not found; skipping the formatting check" >&2
+fi
+
 jobs=$(nproc)
 run_suite() {  # build dir, extra cmake args...
   local dir=$1
