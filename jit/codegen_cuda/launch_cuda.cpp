@@ -35,10 +35,6 @@ Cache& cache() {
   return *c;
 }
 
-bool dtype_ok(DType t) {
-  return t == kFloat32 || t == kFloat64 || t == kFloat16 || t == kBFloat16 || t == kBool;
-}
-
 // The kernel named by `spec` on `device`, compiled or read from disk once.
 cudaKernel_t get_kernel(const PointwiseSpec& spec, int device) {
   const std::string name = pointwise_name(spec);
@@ -90,7 +86,7 @@ bool run_pointwise_cuda(const FusedGroup& g) {
   ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());
   const Device device = g.outputs.at(0).device();
   for (const Tensor& t : ops) {
-    if (!(t.device() == device) || !dtype_ok(t.dtype())) return false;
+    if (!(t.device() == device)) return false;
   }
   const int nout = static_cast<int>(g.outputs.size());
   Iteration it = coalesce(g.shape, ops, nout);
@@ -116,9 +112,22 @@ bool run_pointwise_cuda(const FusedGroup& g) {
                                                                     : Layout::Strided);
   }
   spec.ndim = nd;
-  spec.index32 = max_offset < (int64_t{1} << 31);
+  // Room for one grid stride past the last offset (Note [CUDA pointwise ABI]).
+  spec.index32 = max_offset < (int64_t{1} << 31) - (int64_t{1} << 26);
+  // Vector accesses when every operand is Dense or Scalar and dense pointers align.
+  const int width = vector_width(k);
+  bool vectorize = width > 1;
+  for (size_t o = 0; o < ops.size() && vectorize; ++o) {
+    if (spec.layouts[o] == Layout::Strided) vectorize = false;
+  }
   for (const Tensor& t : g.outputs) ensure_memory(t);
   if (it.numel == 0) return true;
+  for (size_t o = 0; o < ops.size() && vectorize; ++o) {
+    const auto address = reinterpret_cast<uintptr_t>(ops[o].data_ptr());
+    const size_t bytes = static_cast<size_t>(width) * itemsize(ops[o].dtype());
+    if (spec.layouts[o] == Layout::Dense && address % bytes != 0) vectorize = false;
+  }
+  spec.vec = vectorize ? width : 1;
   cudaKernel_t kernel = get_kernel(spec, device.index());
 
   // The argument struct, laid out as the generated KilnArgs (all 8-byte fields).
@@ -136,7 +145,8 @@ bool run_pointwise_cuda(const FusedGroup& g) {
   }
   void* params[] = {args.data()};
   const cudaDeviceProp& prop = kiln::cuda::device_properties(device.index());
-  int64_t blocks = std::min<int64_t>((it.numel + kBlock - 1) / kBlock,
+  const int64_t work = std::max<int64_t>(1, it.numel / spec.vec);
+  int64_t blocks = std::min<int64_t>((work + kBlock - 1) / kBlock,
                                      static_cast<int64_t>(prop.multiProcessorCount) * 8);
   kiln::cuda::DeviceGuard guard(device.index());
   cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
