@@ -398,6 +398,32 @@ TEST(CudaOps, ScaledDotProductAttention) {
   }
 }
 
+TEST(CudaOps, CumsumCumprodTrilTriu) {
+  KILN_REQUIRE_CUDA();
+  int seed = 600;
+  for (kiln::DType dt : {kiln::kFloat32, kiln::kFloat64, kiln::kInt32, kiln::kInt64}) {
+    for (const char* layout : kLayouts) {
+      for (std::vector<int64_t> s : {std::vector<int64_t>{6, 45}, {3, 4, 5}, {0, 3}}) {
+        Pair x = make(s, dt, layout, ++seed, -2, 2);
+        const std::string what = std::string(kiln::dtype_name(dt)) + " " + layout;
+        Tolerance t = kiln::is_floating(dt) ? Tolerance{1e-4, 1e-5} : Tolerance{0, 0};
+        for (int64_t dim : {0, -1}) {
+          check(
+              "cumsum " + what, [&](bool g) { return kiln::cumsum(g ? x.cuda : x.cpu, dim); }, t);
+          check(
+              "cumprod " + what, [&](bool g) { return kiln::cumprod(g ? x.cuda : x.cpu, dim); }, t);
+        }
+        for (int64_t diag : {-1, 0, 2}) {
+          check("tril " + what, [&](bool g) { return kiln::tril(g ? x.cuda : x.cpu, diag); },
+                {0, 0});
+          check("triu " + what, [&](bool g) { return kiln::triu(g ? x.cuda : x.cpu, diag); },
+                {0, 0});
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaOps, KernelsCompileOncePerSpec) {
   KILN_REQUIRE_CUDA();
   kiln::EagerGuard eager;

@@ -219,11 +219,19 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   l.idx_st = {1, 0};
   l.kstride = weight.stride(0);
   l.bound = weight.size(0);
-  // Indices are checked even when the rows are empty (a weight of shape [rows, 0]).
-  if (dcols == 0) l.iter[1] = 1;
-  Tensor target = dcols == 0 ? empty_tensor({n, 1}, weight.dtype(), weight.device()) : out;
-  if (dcols == 0) l.src_st[1] = 0;
-  run_index("embedding", Mode::Gather, target, weight, idx, l);
+  if (dcols == 0) {
+    // Indices are checked even when the rows are empty (a weight of shape [rows, 0]): a
+    // pass that reads one element of a scratch tensor per index instead of weight rows.
+    Tensor scratch = empty_tensor({n, 1}, weight.dtype(), weight.device());
+    scratch.zero_();
+    l.iter = {n, 1};
+    l.src_st = {0, 0};
+    l.dst_st = {1, 0};
+    l.kstride = 0;
+    run_index("embedding", Mode::Gather, scratch, scratch, idx, l);
+    return out;
+  }
+  run_index("embedding", Mode::Gather, out, weight, idx, l);
   return out;
 }
 

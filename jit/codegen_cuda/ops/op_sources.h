@@ -17,5 +17,6 @@ NamedSources op_source_samples();
 NamedSources norm_source_samples();
 NamedSources reduce_source_samples();
 NamedSources index_source_samples();
+NamedSources scan_source_samples();
 
 }  // namespace kiln::jit::cuda

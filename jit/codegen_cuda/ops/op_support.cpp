@@ -185,12 +185,9 @@ void launch(cudaKernel_t kernel, Device device, dim3 grid, dim3 block, size_t sh
   const int index = device.index();
   kiln::cuda::DeviceGuard guard(index);
   cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
-  if (shared_bytes > 48 * 1024) {
-    KILN_CUDA_CHECK_DEVICE(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                static_cast<int>(shared_bytes)),
-                           index);
-  }
+  // Dynamic shared memory past 48 KiB would need an opt-in per kernel; rows cached in
+  // shared memory are capped below that.
+  KILN_INTERNAL_ASSERT(shared_bytes <= 48 * 1024, "kernel asks for too much shared memory");
   KILN_CUDA_CHECK_DEVICE(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block,
                                           args.data(), shared_bytes, stream),
                          index);
