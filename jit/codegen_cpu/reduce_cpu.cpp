@@ -58,12 +58,6 @@ float combine_lanes_extreme(const float* lanes, int n, bool max) {
   return r;
 }
 
-double sum_lanes(const float* lanes, int n) {
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += lanes[i];
-  return s;
-}
-
 struct Operand {
   char* base = nullptr;
   int64_t item = 0;
@@ -297,17 +291,38 @@ class ReductionRun {
     return epi_slots_[0];
   }
 
-  void pass(Pass p, const float* x, float* y, int64_t n, float c0, float c1, float* lanes,
+  void pass(Pass p, const float* x, void* y, int64_t n, float c0, float c1, void* lanes,
             const float* z = nullptr) const {
     PassArgs a;
     a.x = x;
-    a.y = y;
+    a.y = static_cast<float*>(y);
     a.z = z;
     a.n = n;
     a.c0 = c0;
     a.c1 = c1;
     a.lanes = lanes;
     passes_[static_cast<int>(p)]->run(a);
+  }
+
+  // A float64 sum pass (Note [Row passes]): full vectors generated, the tail here.
+  double wide(Pass p, const float* x, float* y, int64_t n, float c0) const {
+    double lanes[16] = {};
+    const int64_t full = n / lanes_ * lanes_;
+    pass(p, x, y, full, c0, 0, lanes);
+    double s = 0;
+    for (int i = 0; i < lanes_; ++i) s += lanes[i];
+    for (int64_t i = full; i < n; ++i) {
+      float v = x[i];
+      if (p == Pass::kSqDev) {
+        v -= c0;
+        v *= v;
+      } else if (p == Pass::kExpSum || p == Pass::kExpSumStore) {
+        v = std::exp(v - c0);
+        if (p == Pass::kExpSumStore) y[i] = v;
+      }
+      s += v;
+    }
+    return s;
   }
 
   void load_passes() {
@@ -370,26 +385,21 @@ class ReductionRun {
         reset(-std::numeric_limits<float>::infinity());
         pass(Pass::kMax, src, nullptr, n, 0, 0, lanes);
         const float mx = combine_lanes_extreme(lanes, lanes_, true);
-        reset(0);
         if (r_.op == RowOp::Softmax) {
-          pass(Pass::kExpSumStore, src, dst, n, mx, 0, lanes);
-          const float inv = static_cast<float>(1.0 / sum_lanes(lanes, lanes_));
+          const double sum = wide(Pass::kExpSumStore, src, dst, n, mx);
+          const float inv = static_cast<float>(1.0 / sum);
           pass(Pass::kAffine, dst, dst, n, inv, 0, nullptr);
         } else {
-          pass(Pass::kExpSum, src, nullptr, n, mx, 0, lanes);
-          const float ls = static_cast<float>(std::log(sum_lanes(lanes, lanes_)));
+          const float ls = static_cast<float>(std::log(wide(Pass::kExpSum, src, nullptr, n, mx)));
           pass(Pass::kSubSub, src, dst, n, mx, ls, nullptr);
         }
         break;
       }
       case RowOp::LayerNorm: {
-        reset(0);
-        pass(Pass::kSum, src, nullptr, n, 0, 0, lanes);
-        const double mean = sum_lanes(lanes, lanes_) / static_cast<double>(n);
+        const double mean = wide(Pass::kSum, src, nullptr, n, 0) / static_cast<double>(n);
         const float c = static_cast<float>(mean);
-        reset(0);
-        pass(Pass::kSqDev, src, nullptr, n, c, 0, lanes);
-        double sq = sum_lanes(lanes, lanes_) - static_cast<double>(n) * (mean - c) * (mean - c);
+        double sq = wide(Pass::kSqDev, src, nullptr, n, c) -
+                    static_cast<double>(n) * (mean - c) * (mean - c);
         const float rstd = static_cast<float>(
             1.0 / std::sqrt(std::max(sq, 0.0) / static_cast<double>(n) + r_.eps));
         const float shift = -(rstd * c);
@@ -397,10 +407,9 @@ class ReductionRun {
         break;
       }
       case RowOp::RmsNorm: {
-        reset(0);
-        pass(Pass::kSqDev, src, nullptr, n, 0, 0, lanes);
         const float scale = static_cast<float>(
-            1.0 / std::sqrt(sum_lanes(lanes, lanes_) / static_cast<double>(n) + r_.eps));
+            1.0 /
+            std::sqrt(wide(Pass::kSqDev, src, nullptr, n, 0) / static_cast<double>(n) + r_.eps));
         pass(Pass::kAffine, src, dst, n, scale, 0, nullptr);
         break;
       }
@@ -441,10 +450,7 @@ class ReductionRun {
           pass(r_.op == RowOp::Max ? Pass::kMax : Pass::kMin, x, nullptr, len, 0, 0, lanes);
           continue;
         }
-        float part[16];
-        std::fill(part, part + lanes_, 0.0f);
-        pass(Pass::kSum, x, nullptr, len, 0, 0, part);
-        const double s = sum_lanes(part, lanes_);
+        const double s = wide(Pass::kSum, x, nullptr, len, 0);
         if (r_.op != RowOp::Var) {
           sum += s;
           continue;
@@ -452,10 +458,8 @@ class ReductionRun {
         // Chan et al.: merge this chunk's mean and squared deviations.
         const double cmean = s / static_cast<double>(len);
         const float c = static_cast<float>(cmean);
-        std::fill(part, part + lanes_, 0.0f);
-        pass(Pass::kSqDev, x, nullptr, len, c, 0, part);
-        const double cm2 =
-            sum_lanes(part, lanes_) - static_cast<double>(len) * (cmean - c) * (cmean - c);
+        const double cm2 = wide(Pass::kSqDev, x, nullptr, len, c) -
+                           static_cast<double>(len) * (cmean - c) * (cmean - c);
         const double total = static_cast<double>(count + len);
         const double delta = cmean - mean;
         mean += delta * static_cast<double>(len) / total;
@@ -508,7 +512,8 @@ class ReductionRun {
                                                 : 0.0f;
           std::fill(acc.begin(), acc.end(), id);
           std::fill(total.begin(), total.end(), 0.0);
-          const bool flush = p == Pass::kAccSum || p == Pass::kAccSqDev;
+          const bool sums = p == Pass::kAccSum || p == Pass::kAccSqDev;
+          const int64_t full = sums ? w / lanes_ * lanes_ : w;
           for (int64_t pos = 0; pos < n; ++pos) {
             int64_t rem = pos;
             for (size_t k = 0; k < ops_.size(); ++k) roff[k] = koff[k];
@@ -525,10 +530,19 @@ class ReductionRun {
               run.ptrs[1 + i] = o.base + roff[pro_slots_[i]] * o.item;
             }
             prologue_->run(run);
-            pass(p, scratch.data(), acc.data(), w, 0, 0, nullptr, z);
-            if (flush && ((pos + 1) % kOuterFlush == 0 || pos + 1 == n)) {
-              for (int64_t j = 0; j < w; ++j) total[j] += acc[j];
-              std::fill(acc.begin(), acc.end(), 0.0f);
+            if (!sums) {
+              pass(p, scratch.data(), acc.data(), w, 0, 0, nullptr, z);
+              continue;
+            }
+            // Sums accumulate in float64 (`total`); the tail past full vectors here.
+            pass(p, scratch.data(), total.data(), full, 0, 0, nullptr, z);
+            for (int64_t j = full; j < w; ++j) {
+              float v = scratch[j];
+              if (p == Pass::kAccSqDev) {
+                v -= z[j];
+                v *= v;
+              }
+              total[j] += v;
             }
           }
         };

@@ -55,13 +55,24 @@ class PassEmitter {
     e_.load_broadcast(c0_, x86::dword_ptr(args, offsetof(PassArgs, c0)), kFloat32);
     e_.load_broadcast(c1_, x86::dword_ptr(args, offsetof(PassArgs, c1)), kFloat32);
     const bool acc = is_accumulating(p_);
-    const int unroll = acc ? 4 : 1;
+    wide_ = is_wide(p_);
+    // Wide accumulators are pairs (low and high halves of the float lanes).
+    const int unroll = acc ? (wide_ ? 2 : 4) : 1;
     if (acc) {
       lanes_ = e_.acquire_gp();
       as.mov(lanes_, x86::qword_ptr(args, offsetof(PassArgs, lanes)));
       for (int u = 0; u < unroll; ++u) {
         acc_[u] = e_.acquire_vec();
-        if (u == 0) {
+        if (wide_) {
+          acc_hi_[u] = e_.acquire_vec();
+          if (u == 0) {
+            as.vmovupd(acc_[0], x86::ptr(lanes_));
+            as.vmovupd(acc_hi_[0], x86::ptr(lanes_, e_.vec_bytes()));
+          } else {
+            e_.zero(acc_[u]);
+            e_.zero(acc_hi_[u]);
+          }
+        } else if (u == 0) {
           e_.load(acc_[0], x86::ptr(lanes_), kFloat32);
         } else {
           e_.set_f32(acc_[u], identity_of(p_));
@@ -92,15 +103,22 @@ class PassEmitter {
       as.jge(loop);
     }
     e_.bind(tail);
-    as.test(n_, n_);
-    as.jle(done);
-    {
+    if (!wide_) {
+      as.test(n_, n_);
+      as.jle(done);
       TailMask t = e_.make_tail_mask(n_);
       step(0, 0, &t);
       e_.release_tail(t);
     }
     e_.bind(done);
-    if (acc) {
+    if (acc && wide_) {
+      for (int u = 1; u < unroll; ++u) {
+        as.vaddpd(acc_[0], acc_[0], acc_[u]);
+        as.vaddpd(acc_hi_[0], acc_hi_[0], acc_hi_[u]);
+      }
+      as.vmovupd(x86::ptr(lanes_), acc_[0]);
+      as.vmovupd(x86::ptr(lanes_, e_.vec_bytes()), acc_hi_[0]);
+    } else if (acc) {
       for (int u = 1; u < unroll; ++u) combine(acc_[0], acc_[u]);
       e_.store(x86::ptr(lanes_), acc_[0], kFloat32);
     }
@@ -110,9 +128,23 @@ class PassEmitter {
   void advance(int elems) {
     auto& as = e_.as();
     as.add(x_, elems * 4);
-    as.add(y_, elems * 4);
+    as.add(y_, elems * (p_ == Pass::kAccSum || p_ == Pass::kAccSqDev ? 8 : 4));
     as.add(z_, elems * 4);
     as.sub(n_, elems);
+  }
+
+  // lo, hi = the low and high halves of v's float lanes, as doubles.
+  void widen(const Vec& lo, const Vec& hi, const Vec& v) {
+    auto& as = e_.as();
+    if (e_.avx512()) {
+      as.vcvtps2pd(lo, v.ymm());
+      as.vextractf32x8(hi.ymm(), v, 1);
+      as.vcvtps2pd(hi, hi.ymm());
+    } else {
+      as.vcvtps2pd(lo, v.xmm());
+      as.vextractf128(hi.xmm(), v, 1);
+      as.vcvtps2pd(hi, hi.xmm());
+    }
   }
 
   // acc = acc op v, NaN sticking for max/min.
@@ -166,9 +198,25 @@ class PassEmitter {
         e_.store(x86::ptr(y_, off), v, kFloat32, tail);
         return;
       case Pass::kAccSum:
-      case Pass::kAccMax:
-      case Pass::kAccMin:
       case Pass::kAccSqDev: {
+        if (p_ == Pass::kAccSqDev) {
+          Vec m = s.vec();
+          e_.load(m, x86::ptr(z_, off), kFloat32, tail);
+          e_.sub(v, v, m);
+          e_.mul(v, v, v);
+        }
+        Vec lo = s.vec(), hi = s.vec();
+        widen(lo, hi, v);
+        auto& as = e_.as();
+        // y is float64: twice the float offsets.
+        as.vaddpd(lo, lo, x86::ptr(y_, 2 * off));
+        as.vaddpd(hi, hi, x86::ptr(y_, 2 * off + e_.vec_bytes()));
+        as.vmovupd(x86::ptr(y_, 2 * off), lo);
+        as.vmovupd(x86::ptr(y_, 2 * off + e_.vec_bytes()), hi);
+        return;
+      }
+      case Pass::kAccMax:
+      case Pass::kAccMin: {
         Vec a = s.vec();
         e_.load(a, x86::ptr(y_, off), kFloat32, tail);
         if (p_ == Pass::kAccSqDev) {
@@ -184,6 +232,13 @@ class PassEmitter {
       default:
         KILN_INTERNAL_ASSERT(false, "unknown row pass");
     }
+    if (wide_) {
+      Vec lo = s.vec(), hi = s.vec();
+      widen(lo, hi, v);
+      e_.as().vaddpd(acc_[u], acc_[u], lo);
+      e_.as().vaddpd(acc_hi_[u], acc_hi_[u], hi);
+      return;
+    }
     if (tail) {
       // Lanes past the row's end hold the identity.
       Vec id = s.vec();
@@ -197,7 +252,8 @@ class PassEmitter {
   Pass p_;
   Gp x_, y_, z_, n_, lanes_;
   Vec c0_, c1_;
-  Vec acc_[4];
+  Vec acc_[4], acc_hi_[4];
+  bool wide_ = false;
 };
 
 struct PassCache {

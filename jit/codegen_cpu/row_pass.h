@@ -4,7 +4,11 @@
 // The fixed loops of reduction groups (Note [Reduction kernels]) over float32
 // rows in cache: accumulating passes leave lanes() partial results in
 // `lanes` (read and written, so a row can come in chunks) and the caller
-// combines them in a fixed order; elementwise passes write `y`. The group's
+// combines them in a fixed order; elementwise passes write `y`. Sums
+// accumulate in float64 (float32 values widened), as the eager kernels do,
+// so long rows with cancellation agree with them; those passes (kSum,
+// kSqDev, kExpSum*, kAccSum, kAccSqDev) stop at the last full vector and
+// leave the n % lanes() tail to the caller. The group's
 // prologue and epilogue are ordinary fused pointwise kernels run on the same
 // rows (reduce_cpu.h), so these passes are generated once per ISA.
 //
@@ -24,7 +28,7 @@ struct PassArgs {
   const float* z = nullptr;
   int64_t n = 0;
   float c0 = 0, c1 = 0;
-  float* lanes = nullptr;  // lanes() floats
+  void* lanes = nullptr;  // lanes() floats (max, min) or doubles (sums)
 };
 
 enum class Pass : uint8_t {
@@ -38,16 +42,21 @@ enum class Pass : uint8_t {
   // elementwise
   kAffine,  // y = x * c0 + c1 (two roundings, as eager)
   kSubSub,  // y = (x - c0) - c1
-  kAccSum,  // y += x
+  kAccSum,  // y += x, y float64
   kAccMax,  // y = max(y, x); NaN sticks
   kAccMin,
-  kAccSqDev,  // y += (x - z)^2
+  kAccSqDev,  // y += (x - z)^2, y float64
   kNumPasses,
 };
 
 const char* pass_name(Pass p);
 constexpr bool is_accumulating(Pass p) {
   return p <= Pass::kExpSumStore;
+}
+// Float64 accumulation, no tail (see above).
+constexpr bool is_wide(Pass p) {
+  return p == Pass::kSum || p == Pass::kSqDev || p == Pass::kExpSum || p == Pass::kExpSumStore ||
+         p == Pass::kAccSum || p == Pass::kAccSqDev;
 }
 
 class RowPassKernel {

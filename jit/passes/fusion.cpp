@@ -35,6 +35,19 @@ struct OpenReduction {
   size_t node = 0;
 };
 
+bool touches_float64(const Node& n) {
+  for (const Tensor& t : n.outputs) {
+    if (t.dtype() == kFloat64) return true;
+  }
+  for (const IValue& v : n.args) {
+    if (v.is_tensor() && v.to_tensor().defined() && v.to_tensor().dtype() == kFloat64 &&
+        !v.to_tensor().impl()->is_wrapped_number()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 class Fuser {
  public:
   Fuser(const std::vector<Node>& nodes, const std::vector<size_t>& live,
@@ -58,8 +71,14 @@ class Fuser {
         continue;
       }
       std::string why;
-      if (group_->try_add(idx, d, &why)) continue;
-      close(pos, why);
+      if (red_ && touches_float64(nodes_[idx])) {
+        // Epilogues compute in float32 (Note [Reduction kernels]).
+        close(pos, "the next node has float64 data");
+      } else if (group_->try_add(idx, d, &why)) {
+        continue;
+      } else {
+        close(pos, why);
+      }
       if (!group_->try_add(idx, d, &why)) {
         // Not even alone (its own arguments conflict): run it as an extern.
         KILN_LOG(Fusion, nodes_[idx].op->name(), " runs unfused: ", why);
