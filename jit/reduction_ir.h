@@ -17,6 +17,9 @@
 //    and bias, residual adds, casts).
 // Math is float32 (16-bit inputs convert on load, as in Note [Kernel IR]);
 // statistics that need a row's count (mean, var, the norms) take it at launch.
+// Cache keys: hash() covers the op, its parameters and both bodies; the CPU
+// generator caches prologue and epilogue as pointwise kernels (body + operand
+// layouts) and the row passes once per ISA, so no size enters a key.
 
 #include <cstdint>
 #include <string>
