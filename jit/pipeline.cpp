@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "jit/codegen_cpu/launch_cpu.h"
+#include "jit/codegen_cpu/reduce_cpu.h"
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/executor.h"
 #include "jit/passes/dead_code.h"
@@ -38,6 +39,20 @@ void run_fused(const std::vector<Node>& nodes, const FusedGroup& group, size_t* 
       *done += group.members.size();
       return;
     }
+  }
+  for (size_t m : group.members) {
+    execute_node(nodes[m]);
+    ++*done;
+  }
+}
+
+// A reduction group runs as generated code on the CPU; elsewhere (the CUDA
+// generator does not take reduction groups yet) node by node.
+void run_reduction(const std::vector<Node>& nodes, const ReductionGroup& group, size_t* done) {
+  const Tensor& out = nodes[group.node].outputs[0];
+  if (out.device().is_cpu() && cpu::run_reduction_cpu(group)) {
+    *done += group.members.size();
+    return;
   }
   for (size_t m : group.members) {
     execute_node(nodes[m]);
@@ -85,8 +100,10 @@ void run_trace(std::vector<Node> nodes) {
       if (step.kind == Step::Kind::Extern) {
         execute_node(nodes[step.node]);
         ++done;
-      } else {
+      } else if (step.kind == Step::Kind::Fused) {
         run_fused(nodes, step.group, &done);
+      } else {
+        run_reduction(nodes, step.reduction, &done);
       }
     }
     g_executed.fetch_add(static_cast<int64_t>(done), std::memory_order_relaxed);
