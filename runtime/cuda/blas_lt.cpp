@@ -215,9 +215,18 @@ struct Problem {
   std::vector<std::array<int64_t, 3>> offsets{{0, 0, 0}};
 };
 
+// Note [cuBLASLt under graph capture]
+// A call is safe to capture: alpha and beta are host values (read when the
+// call is made, so baked into the captured kernels), the heuristic is a host
+// query whose answer is cached before capture usually begins, and the
+// workspace comes from the caching allocator on the current stream, which
+// during capture hands out blocks of the graph's private pool.
+
 // Runs `p`; false (nothing queued) when cuBLASLt has no algorithm for it.
 bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, double alpha,
                  double beta, Activation act, const void* bias, int device) {
+  // The heuristic reads the current device's properties; the kernels launch on it.
+  DeviceGuard guard(device);
   const Types t = types_for(dtype);
   const auto isz = static_cast<int64_t>(itemsize(dtype));
   const cublasLtEpilogue_t epilogue = epilogue_for(act, bias != nullptr);
@@ -323,7 +332,6 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
   }
   void* ws = entry.workspace > 0 ? workspace.data_ptr() : nullptr;
   const Stream stream = Stream::current(dev);
-  DeviceGuard guard(device);
   for (const auto& o : p.offsets) {
     char* pa = a + o[0] * isz;
     char* pb = b + o[1] * isz;

@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
+#include "jit/trace_buffer.h"
 #include "kiln/kiln.h"
 #include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/check.h"
@@ -37,6 +39,14 @@ testing::Tolerance tol(DType t) {
     default:
       return {1e-4, 1e-4};
   }
+}
+
+// cuBLASLt's GELU may use a fast tanh (relative error up to ~2^-11), applied
+// to the float32 accumulator: a few 1e-4 from eager gelu(tanh) at most.
+testing::Tolerance act_tol(DType t, const std::string& act) {
+  testing::Tolerance r = tol(t);
+  if (act == "gelu_tanh") r = {std::max(r.rtol, 2e-3), std::max(r.atol, 2e-3)};
+  return r;
 }
 
 #define EXPECT_CLOSE_FOR(actual, expected, dtype)                                           \
@@ -304,7 +314,9 @@ TEST_F(MatmulCuda, AddmmActEpiloguesMatchEager) {
           Tensor b = random_tensor({40, 24}, t, layout, seed++, -1, 1);
           Tensor bias = random_tensor(bs, t, "contiguous", seed++);
           Tensor expected = addmm_act(bias, a, b, act);  // CPU: addmm, then act
-          EXPECT_CLOSE_FOR(addmm_act(to_cuda(bias), to_cuda(a), to_cuda(b), act), expected, t);
+          Tensor got = addmm_act(to_cuda(bias), to_cuda(a), to_cuda(b), act);
+          std::string msg = testing::compare(got.cpu(), expected, act_tol(t, act));
+          EXPECT_TRUE(msg.empty()) << msg;
           ++cases;
         }
       }
@@ -313,22 +325,25 @@ TEST_F(MatmulCuda, AddmmActEpiloguesMatchEager) {
   EXPECT_EQ(cases, 4 * 3 * 3 * 4);
 }
 
-// The epilogue's GELU is the tanh form: it matches eager gelu(approximate="tanh")
-// and differs from the exact erf form where the two part.
+// The epilogue's GELU is the tanh form: on inputs where the tanh and erf forms
+// part most (x near 2.7, up to 4.7e-4 apart), it is on average far closer to
+// eager gelu(approximate="tanh") than to the exact form.
 TEST_F(MatmulCuda, GeluEpilogueIsTheTanhForm) {
   EagerGuard eager;
   KILN_REQUIRE_CUDA();
-  Tensor a = random_tensor({32, 64}, kFloat32, "contiguous", 1, -1, 1);
-  Tensor b = random_tensor({64, 32}, kFloat32, "contiguous", 2, -1, 1);
-  Tensor bias = random_tensor({32}, kFloat32, "contiguous", 3);
+  Tensor a = random_tensor({64, 32}, kFloat32, "contiguous", 1, -0.01, 0.01);
+  Tensor b = random_tensor({32, 256}, kFloat32, "contiguous", 2, -0.01, 0.01);
+  Tensor bias = random_tensor({256}, kFloat32, "contiguous", 3, 2.2, 3.2);
   Tensor got = addmm_act(to_cuda(bias), to_cuda(a), to_cuda(b), "gelu_tanh").cpu();
   Tensor sum = addmm(bias, a, b);
-  EXPECT_TENSOR_CLOSE_TOL(got, gelu(sum, "tanh"), 1e-5, 1e-5);
-  EXPECT_FALSE(testing::compare(got, gelu(sum), {1e-7, 1e-7}).empty());
+  const double to_tanh = mean(abs(got - gelu(sum, "tanh"))).item().to<double>();
+  const double to_erf = mean(abs(got - gelu(sum))).item().to<double>();
+  EXPECT_LT(to_tanh, 0.25 * to_erf) << "tanh form " << to_tanh << ", erf form " << to_erf;
+  EXPECT_TENSOR_CLOSE_TOL(got, gelu(sum, "tanh"), 2e-3, 2e-3);
 }
 
-// Lazy mode: linear + relu on CUDA becomes addmm_act (one cuBLASLt call).
-TEST_F(MatmulCuda, LazyLinearReluUsesTheEpilogue) {
+// Lazy mode: linear + gelu(tanh) on CUDA becomes addmm_act (one cuBLASLt call).
+TEST_F(MatmulCuda, LazyLinearGeluUsesTheEpilogue) {
   KILN_REQUIRE_CUDA();
   Tensor x = random_tensor({8, 16}, kFloat16, "contiguous", 1);
   Tensor w = random_tensor({12, 16}, kFloat16, "contiguous", 2);
@@ -341,6 +356,7 @@ TEST_F(MatmulCuda, LazyLinearReluUsesTheEpilogue) {
   Tensor dx = to_cuda(x), dw = to_cuda(w), db = to_cuda(bias);
   jit::flush();
   Tensor y = gelu(linear(dx, dw, db), "tanh");
+  EXPECT_EQ(jit::TraceBuffer::current().describe_pending(), "extern[addmm_act]");
   EXPECT_CLOSE_FOR(y, expected, kFloat16);
 }
 
