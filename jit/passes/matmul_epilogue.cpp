@@ -1,5 +1,6 @@
 #include "jit/passes/matmul_epilogue.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -54,6 +55,13 @@ bool product_operands(const Node& n, Tensor* bias, Tensor* a, Tensor* b) {
 
 size_t fuse_matmul_epilogues(std::vector<Node>& nodes) {
   static const OperatorEntry* addmm_act = &find_op("addmm_act").entry();
+  static const OperatorEntry* addmm = &find_op("addmm").entry();
+  static const OperatorEntry* linear = &find_op("linear").entry();
+  // Most traces hold no product: leave them before any bookkeeping.
+  if (std::none_of(nodes.begin(), nodes.end(),
+                   [](const Node& n) { return n.op == addmm || n.op == linear; })) {
+    return 0;
+  }
   const std::unordered_set<const StorageImpl*> external = external_storages(nodes);
   // Who touches each storage: readers (by node) and writers.
   std::unordered_map<const StorageImpl*, std::vector<size_t>> readers;
