@@ -8,6 +8,7 @@
 #include "jit/executor.h"
 #include "jit/passes/dead_code.h"
 #include "jit/passes/fusion.h"
+#include "jit/passes/matmul_epilogue.h"
 #include "kiln/jit.h"
 #include "kiln/logging.h"
 
@@ -62,7 +63,8 @@ void run_reduction(const std::vector<Node>& nodes, const ReductionGroup& group, 
 
 }  // namespace
 
-std::string describe_plan(const std::vector<Node>& nodes) {
+std::string describe_plan(std::vector<Node>& nodes) {
+  fuse_matmul_epilogues(nodes);
   std::vector<size_t> live = live_nodes(nodes);
   return describe(nodes, fuse(nodes, live));
 }
@@ -86,6 +88,7 @@ TraceStats trace_stats() {
 
 void run_trace(std::vector<Node> nodes) {
   g_flushes.fetch_add(1, std::memory_order_relaxed);
+  fuse_matmul_epilogues(nodes);
   std::vector<size_t> live = live_nodes(nodes);
   KILN_LOG(Fusion, "trace: ", nodes.size(), " nodes, ", live.size(),
            " live after dead-code elimination");

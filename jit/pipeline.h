@@ -12,8 +12,9 @@ namespace kiln::jit {
 // under KILN_LOGS=fusion.
 void run_trace(std::vector<Node> nodes);
 
-// The steps run_trace would take for `nodes` ("fused[...] extern[...]"), for tests.
-std::string describe_plan(const std::vector<Node>& nodes);
+// The steps run_trace would take for `nodes` ("fused[...] extern[...]"), for
+// tests. Applies run_trace's rewriting passes to `nodes` first, as it would.
+std::string describe_plan(std::vector<Node>& nodes);
 
 // Process-wide counters (jit::trace_stats()).
 void count_recorded();

@@ -55,11 +55,14 @@ while IFS= read -r f; do
 done < <(find "$build/perf" -maxdepth 1 -type f -executable 2>/dev/null | sort)
 [ "$oracle" = 1 ] && exes+=("$build/tests/kiln_oracle_tests")
 
-# Libraries every Linux with a CUDA toolkit has, and the toolkit's own.
+# Libraries every Linux with a CUDA toolkit has, and the toolkit's own (cuBLASLt
+# and cuBLAS by name too, wherever this machine keeps them: the GPU machine's
+# toolkit brings its own, found through the RUNPATH set below).
 is_provided() {
   case "$(basename "$1")" in
     linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | \
-      librt.so* | libstdc++.so* | libgcc_s.so* | libcuda.so*) return 0 ;;
+      librt.so* | libstdc++.so* | libgcc_s.so* | libcuda.so* | libcublasLt.so* | \
+      libcublas.so*) return 0 ;;
   esac
   case "$1" in
     /usr/local/cuda*) return 0 ;;
