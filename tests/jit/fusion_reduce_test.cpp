@@ -68,10 +68,18 @@ TEST_F(FusionReduce, PointwiseAfterANormIsItsEpilogue) {
   EXPECT_EQ(plan(), "reduce[rms_norm > mul.Tensor add.Tensor -> 1 out]");
 }
 
-TEST_F(FusionReduce, GeluOfAMatmulIsItsOwnGroupBetweenMatmuls) {
+// The GELU-MLP: gelu(tanh) after a biased linear is the matmul's epilogue
+// (jit/passes/matmul_epilogue.h); any other pointwise tail is its own group.
+TEST_F(FusionReduce, GeluOfAMatmulIsItsEpilogue) {
   Tensor x = rnd({4, 16}), w1 = rnd({32, 16}), w2 = rnd({16, 32}), b1 = rnd({32});
   Tensor y = kiln::linear(kiln::gelu(kiln::linear(x, w1, b1), "tanh"), w2);
-  EXPECT_EQ(plan(), "extern[linear] fused[gelu -> 1 out] extern[linear]");
+  EXPECT_EQ(plan(), "extern[addmm_act] extern[linear]");
+}
+
+TEST_F(FusionReduce, OtherPointwiseAfterAMatmulIsItsOwnGroup) {
+  Tensor x = rnd({4, 16}), w1 = rnd({32, 16}), w2 = rnd({16, 32}), b1 = rnd({32});
+  Tensor y = kiln::linear(kiln::gelu(kiln::linear(x, w1, b1)) * 2.0, w2);
+  EXPECT_EQ(plan(), "extern[linear] fused[gelu mul.Tensor -> 1 out] extern[linear]");
 }
 
 TEST_F(FusionReduce, MeanOfSquaresIsPrologueReductionEpilogue) {
