@@ -239,7 +239,18 @@ const std::unordered_map<std::string, Decomposition>& table() {
       {"_to_copy", d_to_copy},
       {"clone", d_identity},
   };
-  return t;
+  // The in-place forms of the unary ops ("relu_") read and write `self`;
+  // fusion stores in-place members into their target (Note [Fusion groups]).
+  static const std::unordered_map<std::string, Decomposition> with_inplace = [] {
+    std::unordered_map<std::string, Decomposition> all = t;
+    for (const auto& [name, d] : t) {
+      if (name.find('.') == std::string::npos && name.front() != '_' && name != "clone") {
+        all.emplace(name + "_", d);
+      }
+    }
+    return all;
+  }();
+  return with_inplace;
 }
 
 bool fusible_dtype(DType t) {

@@ -191,8 +191,11 @@ TEST(CudaOps, Reductions) {
                   "var " + what, [&](bool g) { return kiln::var(in(g), d, 1, keep); }, t);
               check(
                   "std " + what, [&](bool g) { return kiln::std(in(g), d, 0, keep); }, t);
-              check(
-                  "logsumexp " + what, [&](bool g) { return kiln::logsumexp(in(g), d, keep); }, t);
+              if (!d.empty() || keep) {  // PyTorch 1.13 refuses an empty dim list without keepdim
+                check(
+                    "logsumexp " + what, [&](bool g) { return kiln::logsumexp(in(g), d, keep); },
+                    t);
+              }
               for (double p : {0.0, 1.0, 2.0, 3.0, double(INFINITY)}) {
                 check(
                     "norm p=" + std::to_string(p) + " " + what,

@@ -73,8 +73,8 @@ std::string softmax_source(const SoftmaxSpec& s) {
   }
   if (s.causal) src += "    const i64 qi = r % qlen;\n";
   // The value of element j after scale, mask and causal masking.
-  std::string value = "    " + A + " v = " + load_expr(s.dtype, "x[base + j * inner]") +
-                      (s.mask != MaskKind::None || s.causal ? " * scale" : "") + ";\n";
+  std::string value =
+      "    " + A + " v = " + load_expr(s.dtype, "x[base + j * inner]") + " * scale;\n";
   if (s.mask == MaskKind::Bool) {
     value += "    if (!mask[mbase + j * mask_col_stride]) v = -kiln_inf(v);\n";
   } else if (s.mask == MaskKind::Additive) {
