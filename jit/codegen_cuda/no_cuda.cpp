@@ -25,5 +25,14 @@ CompiledKernel nvrtc_compile(const std::string&, const std::string&, int) {
 int nvrtc_version() {
   no_cuda("nvrtc");
 }
+int vector_width(const PointwiseKernel&) {
+  no_cuda("cuda codegen");
+}
+bool run_pointwise_cuda(const FusedGroup&) {
+  return false;
+}
+CudaKernelStats cuda_kernel_stats() {
+  return {};
+}
 
 }  // namespace kiln::jit::cuda

@@ -102,10 +102,21 @@ void run_plan(char* dst, const char* src, const std::vector<Copy2D>& plan, cudaM
 
 std::atomic<DeviceCopyKernel> g_copy_kernel{nullptr};
 
-bool plan_fits(IntArrayRef sizes, IntArrayRef dst_strides, IntArrayRef src_strides, DType dtype) {
+// Whether the copy engines do a device-to-device copy well: one call, whole
+// (a single run) or with rows of at least kMinEngineRow bytes. Narrow rows
+// (a head dim of 64 halfs is 128 bytes) run far below bandwidth on the copy
+// engines; a generated kernel moves them at full speed
+// (Note [Device copies through generated kernels]).
+constexpr int64_t kMinEngineRow = 2048;
+
+bool engine_copy_fits(IntArrayRef sizes, IntArrayRef dst_strides, IntArrayRef src_strides,
+                      DType dtype) {
   std::vector<Copy2D> plan;
-  return plan_strided_copy(sizes, dst_strides, src_strides, static_cast<int64_t>(itemsize(dtype)),
-                           kMaxCopies, kMaxPitch, &plan);
+  if (!plan_strided_copy(sizes, dst_strides, src_strides, static_cast<int64_t>(itemsize(dtype)),
+                         kMaxCopies, kMaxPitch, &plan)) {
+    return false;
+  }
+  return plan.size() <= 1 && (plan.empty() || plan[0].height <= 1 || plan[0].width >= kMinEngineRow);
 }
 
 // Copies between two layouts of the same elements (same dtype, sizes of dst);
@@ -224,9 +235,9 @@ void copy_d2d_same_device(const Tensor& self, const Tensor& src) {
     copy_d2d_same_device(from, src);
   }
   const DimVector src_strides = broadcast_strides(from, self.sizes(), "copy_");
+  DeviceCopyKernel kernel = g_copy_kernel.load();
   if (self.dtype() != from.dtype() ||
-      !plan_fits(self.sizes(), self.strides(), src_strides, self.dtype())) {
-    DeviceCopyKernel kernel = g_copy_kernel.load();
+      (kernel && !engine_copy_fits(self.sizes(), self.strides(), src_strides, self.dtype()))) {
     KILN_CHECK(kernel, "[copy_] copying ", from.dtype(), " ", src.sizes(), " into ", self.dtype(),
                " ", self.sizes(), " on ", self.device(),
                " needs a generated kernel, and kiln's CUDA code generator is not linked in");
