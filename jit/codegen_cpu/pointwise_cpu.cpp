@@ -1,5 +1,7 @@
 #include "jit/codegen_cpu/pointwise_cpu.h"
 
+#include <algorithm>
+
 #include "jit/codegen_cpu/vecmath.h"
 #include "kiln/error.h"
 #include "kiln/logging.h"
@@ -55,6 +57,17 @@ MathOp math_of(Prim p) {
   }
 }
 
+// Note [Unrolled body]
+// The vector math of one value is a long dependent chain (a sigmoid is ~20
+// instructions in sequence, ~70 cycles of latency); one vector per loop trip
+// leaves the core waiting on it, since the reorder window spans little more
+// than one trip of a chain16 body. The main loop therefore evaluates the body
+// for up to kMaxCopies consecutive vectors, interleaved op by op, so that the
+// copies' chains overlap; a one-vector loop and the masked tail finish the run.
+// The copy count is the largest that fits the register file (live values per
+// copy times copies, plus the largest scratch need of one op).
+constexpr int kMaxCopies = 4;
+
 // One body evaluation over a vector of lanes, registers freed at last use.
 class BodyEmitter {
  public:
@@ -71,44 +84,76 @@ class BodyEmitter {
     for (int32_t s : k.stores) last_use_[s] = static_cast<int>(k.body.size());
   }
 
-  void emit(const TailMask* tail) {
-    regs_.assign(k_.body.size(), Vec());
-    has_reg_.assign(k_.body.size(), false);
+  // Emits the body for `copies` consecutive vectors (Note [Unrolled body]);
+  // copy c reads and writes lanes [c * lanes, (c + 1) * lanes) from the index.
+  void emit(const TailMask* tail, int copies = 1) {
+    KILN_INTERNAL_ASSERT(copies >= 1 && (tail == nullptr || copies == 1), "body copies");
+    copies_ = copies;
+    for (int c = 0; c < copies; ++c) {
+      regs_[c].assign(k_.body.size(), Vec());
+      has_reg_[c].assign(k_.body.size(), false);
+    }
     const int nout = static_cast<int>(k_.outputs.size());
     for (size_t n = 0; n < k_.body.size(); ++n) {
       const Instr& in = k_.body[n];
       if (in.op == Prim::Const || last_use_[n] < 0) continue;  // consts fold into uses
-      Vec d = e_.acquire_vec();
-      instr(in, d, nout, tail);
-      regs_[n] = d;
-      has_reg_[n] = true;
-      for (int32_t o : {in.a, in.b, in.c}) {
-        if (o >= 0 && last_use_[o] == static_cast<int>(n)) free(o);
+      for (copy_ = 0; copy_ < copies; ++copy_) {
+        Vec d = e_.acquire_vec();
+        instr(in, d, nout, tail);
+        regs_[copy_][n] = d;
+        has_reg_[copy_][n] = true;
+        for (int32_t o : {in.a, in.b, in.c}) {
+          if (o >= 0 && last_use_[o] == static_cast<int>(n)) free(o);
+        }
       }
     }
     for (int o = 0; o < nout; ++o) {
-      pointer(o);
-      Vec v = reg(k_.stores[o]);
-      e_.store(x86::ptr(tmp_, index_, shift_of(k_.outputs[o])), v, k_.outputs[o], tail);
-      if (!has_reg_[k_.stores[o]]) e_.release(v);
+      for (copy_ = 0; copy_ < copies; ++copy_) {
+        pointer(o);
+        Vec v = reg(k_.stores[o]);
+        e_.store(x86::ptr(tmp_, index_, shift_of(k_.outputs[o]), disp(k_.outputs[o])), v,
+                 k_.outputs[o], tail);
+        if (!has_reg_[copy_][k_.stores[o]]) e_.release(v);
+      }
     }
-    for (int32_t s : k_.stores) {
-      if (has_reg_[s]) free(s);
+    for (copy_ = 0; copy_ < copies; ++copy_) {
+      for (int32_t s : k_.stores) {
+        if (has_reg_[copy_][s]) free(s);
+      }
     }
+    copy_ = 0;
+  }
+
+  // Vector registers one body copy holds at once at most (live values, the
+  // destination being written and the largest scratch need), for choosing
+  // how many copies fit the register file.
+  int live_values() const {
+    int live = 0, peak = 0;
+    std::vector<int> ends(k_.body.size() + 1, 0);
+    for (size_t n = 0; n < k_.body.size(); ++n) {
+      if (k_.body[n].op == Prim::Const || last_use_[n] < 0) continue;
+      ++live;
+      peak = std::max(peak, live);
+      ++ends[last_use_[n]];
+      live -= ends[n];
+    }
+    return peak;
   }
 
  private:
   void free(int32_t v) {
-    if (has_reg_[v]) {
-      e_.release(regs_[v]);
-      has_reg_[v] = false;
+    if (has_reg_[copy_][v]) {
+      e_.release(regs_[copy_][v]);
+      has_reg_[copy_][v] = false;
     }
   }
+  // Byte offset of the current copy's lanes for an operand of dtype t.
+  int32_t disp(DType t) const { return copy_ * e_.lanes() * static_cast<int32_t>(itemsize(t)); }
   // tmp = the operand's pointer.
   void pointer(int operand) { e_.as().mov(tmp_, x86::qword_ptr(args_, 8 + 8 * operand)); }
   // A register holding value v (a fresh one for constants: release it after use).
   Vec reg(int32_t v) {
-    if (has_reg_[v]) return regs_[v];
+    if (has_reg_[copy_][v]) return regs_[copy_][v];
     KILN_INTERNAL_ASSERT(k_.body[v].op == Prim::Const, "value without a register");
     Vec r = e_.acquire_vec();
     e_.set_f32(r, static_cast<float>(k_.body[v].imm));
@@ -117,10 +162,10 @@ class BodyEmitter {
   // A register or a constant-pool operand for the second source of an instruction.
   Operand src(int32_t v) {
     if (k_.body[v].op == Prim::Const) return e_.f32c(static_cast<float>(k_.body[v].imm));
-    return regs_[v];
+    return regs_[copy_][v];
   }
   void done_with(int32_t v, const Vec& r) {
-    if (!has_reg_[v]) e_.release(r);
+    if (!has_reg_[copy_][v]) e_.release(r);
   }
 
   void instr(const Instr& in, const Vec& d, int nout, const TailMask* tail) {
@@ -132,7 +177,7 @@ class BodyEmitter {
         if (layouts_[operand] == RunLayout::Broadcast) {
           e_.load_broadcast(d, x86::ptr(tmp_), mem);
         } else {
-          e_.load(d, x86::ptr(tmp_, index_, shift_of(mem)), mem, tail);
+          e_.load(d, x86::ptr(tmp_, index_, shift_of(mem), disp(mem)), mem, tail);
         }
         return;
       }
@@ -333,9 +378,30 @@ class BodyEmitter {
   const std::vector<RunLayout>& layouts_;
   Gp args_, index_, tmp_;
   std::vector<int> last_use_;
-  std::vector<Vec> regs_;
-  std::vector<bool> has_reg_;
+  std::vector<Vec> regs_[kMaxCopies];
+  std::vector<bool> has_reg_[kMaxCopies];
+  int copy_ = 0, copies_ = 1;
 };
+
+// How many body copies the unrolled loop evaluates (Note [Unrolled body]).
+int body_copies(const PointwiseKernel& k, int live, Isa isa) {
+  int scratch = 0;
+  for (const Instr& in : k.body) {
+    if (in.op == Prim::Pow) {
+      scratch = std::max({scratch, math_scratch_vecs(MathOp::kPow, isa),
+                          math_scratch_vecs(MathOp::kPowScalar, isa)});
+      continue;
+    }
+    MathOp op = math_of(in.op);
+    scratch = std::max(scratch, op == MathOp::kNumOps ? 2 : math_scratch_vecs(op, isa));
+  }
+  // Besides the live values: the op's scratch, a constant operand's register
+  // and, on AVX2, a vector mask.
+  const int budget = (isa == Isa::kAvx512 ? 32 : 16) - scratch - 3;
+  int copies = kMaxCopies;
+  while (copies > 1 && copies * live > budget) copies /= 2;
+  return copies;
+}
 
 }  // namespace
 
@@ -376,15 +442,27 @@ CpuPointwiseKernel::CpuPointwiseKernel(JitRuntime& rt, Isa isa, const PointwiseK
   as.mov(n, x86::qword_ptr(args));
   as.xor_(i, i);
   BodyEmitter body(e, kernel, layouts, args, i, tmp);
-  Label loop = e.new_label(), tail = e.new_label(), done = e.new_label();
-  e.bind(loop);
+  const int copies = body_copies(kernel, body.live_values(), isa);
+  Label one = e.new_label(), tail = e.new_label(), done = e.new_label();
+  if (copies > 1) {
+    Label loop = e.new_label();
+    e.bind(loop);
+    as.mov(rem, n);
+    as.sub(rem, i);
+    as.cmp(rem, copies * e.lanes());
+    as.jl(one);
+    body.emit(nullptr, copies);
+    as.add(i, copies * e.lanes());
+    as.jmp(loop);
+  }
+  e.bind(one);
   as.mov(rem, n);
   as.sub(rem, i);
   as.cmp(rem, e.lanes());
   as.jl(tail);
   body.emit(nullptr);
   as.add(i, e.lanes());
-  as.jmp(loop);
+  as.jmp(one);
   e.bind(tail);
   as.test(rem, rem);
   as.jle(done);
