@@ -26,7 +26,7 @@ struct OpInfo {
 constexpr OpInfo kOps[] = {
     {"identity", 1, 0, 0},   {"exp", 1, 3, 4},   {"exp2", 1, 3, 4},         {"expm1", 1, 4, 5},
     {"log", 1, 5, 6},        {"log2", 1, 5, 6},  {"log10", 1, 5, 6},        {"log1p", 1, 8, 9},
-    {"sigmoid", 1, 4, 7},    {"tanh", 1, 4, 6},  {"silu", 1, 5, 7},         {"softplus", 1, 9, 11},
+    {"sigmoid", 1, 4, 6},    {"tanh", 1, 5, 5},  {"silu", 1, 5, 7},         {"softplus", 1, 9, 11},
     {"erf", 1, 8, 10},       {"erfc", 1, 8, 10}, {"gelu", 1, 9, 11},        {"gelu_tanh", 1, 7, 9},
     {"sin", 1, 11, 12},      {"cos", 1, 11, 12}, {"sqrt", 1, 0, 0},         {"rsqrt", 1, 1, 1},
     {"reciprocal", 1, 1, 1}, {"pow", 2, 9, 10},  {"pow_scalar", 1, 10, 11},

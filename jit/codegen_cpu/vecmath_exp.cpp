@@ -111,28 +111,14 @@ void fast_reciprocal(Emitter& e, const Vec& dst, const Vec& a) {
   e.fmadd(dst, dst, a, dst);          // r + r (1 - a r)
 }
 
-void clamp_abs(Emitter& e, const Vec& dst, const Vec& x, float c, bool negate) {
-  if (e.avx512()) {
-    // vrangeps: the operand of smaller magnitude (imm bits 1:0 = 10), with
-    // x's sign (bits 3:2 = 00) or the sign set (11). A NaN x gives ±c here
-    // (the NaN is not propagated from the first source): callers patch it.
-    e.as().vrangeps(dst, x, e.f32c(c), negate ? 0xe : 0x2);
-    return;
-  }
+void clamp(Emitter& e, const Vec& dst, const Vec& x, float lo, float hi) {
   Scratch s(e);
-  Vec a = s.vec(), lim = s.vec();
+  Vec lim = s.vec();
   // x86 min/max return their second source when either is NaN: x goes second.
-  if (negate) {
-    e.or_(a, x, e.u32c(0x80000000u));
-    e.set_f32(lim, -c);
-    e.max(dst, lim, a);
-    return;
-  }
-  e.and_(a, x, e.u32c(0x7fffffffu));
-  e.set_f32(lim, c);
-  e.min(a, lim, a);
-  e.and_(lim, x, e.u32c(0x80000000u));
-  e.or_(dst, a, lim);
+  e.set_f32(lim, hi);
+  e.min(dst, lim, x);
+  e.set_f32(lim, lo);
+  e.max(dst, lim, dst);
 }
 
 void scale_to(Emitter& e, const Vec& dst, const Vec& src, const Vec& n) {
@@ -230,35 +216,37 @@ void emit_expm1(Emitter& e, const Vec& dst, const Vec& x) {
 }
 
 // Note [Fast sigmoid]
-// sigmoid(|x|) = 1/(1 + z) and sigmoid(-|x|) = z/(1 + z), z = e^-|x| = 2^n p.
-// z/(1 + z) is formed as 2^n (p/(1 + z)) so that a denormal result is rounded
-// once, from a normal p/(1 + z), without the 2^32 detour of sigmoid_core.
-// The reduction uses one ln 2 constant: its 1.9e-9 error times |n| <= 151
-// stays under 3e-7 relative. The reciprocal is the hardware estimate and one
-// Newton step. NaN lanes flow through on AVX2 and are patched on AVX-512
-// (clamp_abs).
+// sigmoid(|x|) = 1/(1 + z) and sigmoid(-|x|) = z/(1 + z), z = e^-|x| <= 1, so
+// e^ never overflows. The reduction uses one ln 2 constant: its 1.9e-9 error
+// times |n| <= 151 stays under 3e-7 relative. The reciprocal is the hardware
+// estimate and one Newton step. Below x = -87.3, z is denormal and z/(1 + z)
+// = z is exact, so unlike sigmoid_core (whose product with x can be normal
+// again) no scaled tail is needed. A NaN flows through every step, and the
+// two branches are selected by x's sign bit with integer/bitwise ops: on
+// AVX-512 cores that run 512-bit FMAs at one per cycle, multiplies, compares
+// and fixups share those pipes and bound the fused kernels, while min/max,
+// integer shifts and ternary logic run beside them.
 void emit_sigmoid(Emitter& e, const Vec& dst, const Vec& x) {
   Scratch s(e);
   Vec r = result_reg(s, dst, {x});
-  Vec t = s.vec(), n = s.vec(), p = s.vec();
-  Mask neg = s.mask();
-  detail::clamp_abs(e, t, x, -kExpMin, /*negate=*/true);  // -min(|x|, 104.5)
+  Vec t = s.vec(), n = s.vec(), z = s.vec();
+  e.or_(t, x, e.u32c(0x80000000u));  // -|x|
+  e.set_f32(n, kExpMin);
+  e.max(t, n, t);  // NaN stays
   e.mul(n, t, e.f32c(kLog2e));
   e.round(n, n, Round::kNearest);
   e.fnmadd(t, n, e.f32c(kLn2), t);
-  horner(e, p, t, kExpPoly5);
-  detail::scale_to(e, t, p, n);  // z
-  e.add(t, t, e.f32c(1.0f));
+  horner(e, z, t, kExpPoly5);
+  detail::scale_to(e, z, z, n);  // z, rounded once into denormals
+  e.add(t, z, e.f32c(1.0f));
   detail::fast_reciprocal(e, r, t);  // sigmoid(|x|)
-  e.mul(p, p, r);
-  e.cmp(neg, x, e.u32c(0), Cmp::kLt);
+  e.mul(z, z, r);                    // sigmoid(-|x|)
+  e.shr_i32(n, x, 31);               // all ones where x's sign is set
   if (e.avx512()) {
-    e.as().k(neg.reg.as<asmjit::x86::KReg>()).vscalefps(r, p, n);
+    e.as().vpternlogd(r, n, z, 0xb8);  // n ? z : r
   } else {
-    detail::scale_by_pow2(e, p, n);
-    e.blend(r, r, p, neg);
+    e.blend(r, r, z, Mask{n});
   }
-  if (e.avx512()) keep_nan(e, r, x);
   e.mov(dst, r);
 }
 
@@ -273,12 +261,13 @@ void emit_silu(Emitter& e, const Vec& dst, const Vec& x) {
 // tanh(x) = x P(x^2) / Q(x^2) with x clamped to ±7.5 and the result to ±1
 // (fitted by tools/fit_vecmath.py, rel err <= 2e-6): two short Horner chains
 // that run side by side, and a reciprocal estimate with one Newton step in
-// place of a division. ±0 keep their sign; NaN as in emit_sigmoid.
+// place of a division. ±0 keep their sign; NaN flows through (Note [Fast
+// sigmoid] on the choice of instructions).
 void emit_tanh(Emitter& e, const Vec& dst, const Vec& x) {
   Scratch s(e);
   Vec r = result_reg(s, dst, {x});
   Vec c = s.vec(), t = s.vec(), q = s.vec();
-  detail::clamp_abs(e, c, x, kTanhClamp, /*negate=*/false);
+  detail::clamp(e, c, x, -kTanhClamp, kTanhClamp);
   e.mul(t, c, c);
   horner(e, r, t, kTanhP);
   e.add(q, t, e.f32c(kTanhQ[2]));
@@ -287,8 +276,7 @@ void emit_tanh(Emitter& e, const Vec& dst, const Vec& x) {
   e.mul(r, r, c);
   detail::fast_reciprocal(e, t, q);
   e.mul(r, r, t);
-  detail::clamp_abs(e, r, r, 1.0f, /*negate=*/false);
-  if (e.avx512()) keep_nan(e, r, x);
+  detail::clamp(e, r, r, -1.0f, 1.0f);
   e.mov(dst, r);
 }
 

@@ -45,9 +45,8 @@ void sigmoid_core(Emitter& e, const Vec& dst, const Vec& x, const Vec* factor = 
 // hardware estimate refined by one Newton step (exact for powers of two), on
 // AVX2 a division. a is clobbered; dst must not alias it.
 void fast_reciprocal(Emitter& e, const Vec& dst, const Vec& a);
-// dst = copysign(min(|x|, c), x), or -min(|x|, c) with `negate`; c > 0. NaN
-// lanes stay NaN on AVX2 but become ±c on AVX-512. dst may alias x.
-void clamp_abs(Emitter& e, const Vec& dst, const Vec& x, float c, bool negate);
+// dst = min(max(x, lo), hi) with NaN lanes kept. dst may alias x.
+void clamp(Emitter& e, const Vec& dst, const Vec& x, float lo, float hi);
 // dst = src 2^n for integral n in [-151, 128] (float lanes), rounded once;
 // n is kept. dst may alias src.
 void scale_to(Emitter& e, const Vec& dst, const Vec& src, const Vec& n);

@@ -6,9 +6,9 @@ jl L4
 L6:
 vpmovzxwd ymm0, xmmword ptr [rdi]
 vpslld ymm0, ymm0, 16
-vorps ymm6, ymm0, [L7]
-vmovaps ymm7, [L8]
-vmaxps ymm2, ymm7, ymm6
+vorps ymm2, ymm0, [L7]
+vmovaps ymm3, [L8]
+vmaxps ymm2, ymm3, ymm2
 vmulps ymm3, ymm2, [L9]
 vroundps ymm3, ymm3, 8
 vfnmadd231ps ymm2, ymm3, [L10]
@@ -18,36 +18,26 @@ vfmadd213ps ymm4, ymm2, [L13]
 vfmadd213ps ymm4, ymm2, [L14]
 vfmadd213ps ymm4, ymm2, [L15]
 vfmadd213ps ymm4, ymm2, [L15]
-vmovaps ymm6, ymm3
-vmovaps ymm2, ymm4
-vcvtps2dq ymm6, ymm6
-vpsrad ymm7, ymm6, 1
-vpsubd ymm6, ymm6, ymm7
-vpaddd ymm7, ymm7, [L16]
-vpslld ymm7, ymm7, 23
-vmulps ymm2, ymm2, ymm7
-vpaddd ymm6, ymm6, [L16]
-vpslld ymm6, ymm6, 23
-vmulps ymm2, ymm2, ymm6
-vaddps ymm2, ymm2, [L15]
-vmovaps ymm1, [L15]
-vdivps ymm1, ymm1, ymm2
-vmulps ymm4, ymm4, ymm1
-vcmpps ymm5, ymm0, [L17], 17
-vcvtps2dq ymm3, ymm3
-vpsrad ymm6, ymm3, 1
-vpsubd ymm3, ymm3, ymm6
+vmovaps ymm5, ymm3
+vcvtps2dq ymm5, ymm5
+vpsrad ymm6, ymm5, 1
+vpsubd ymm5, ymm5, ymm6
 vpaddd ymm6, ymm6, [L16]
 vpslld ymm6, ymm6, 23
 vmulps ymm4, ymm4, ymm6
-vpaddd ymm3, ymm3, [L16]
-vpslld ymm3, ymm3, 23
-vmulps ymm4, ymm4, ymm3
-vblendvps ymm1, ymm1, ymm4, ymm5
+vpaddd ymm5, ymm5, [L16]
+vpslld ymm5, ymm5, 23
+vmulps ymm4, ymm4, ymm5
+vaddps ymm2, ymm4, [L15]
+vmovaps ymm1, [L15]
+vdivps ymm1, ymm1, ymm2
+vmulps ymm4, ymm4, ymm1
+vpsrad ymm3, ymm0, 31
+vblendvps ymm1, ymm1, ymm4, ymm3
 vmovaps ymm0, ymm1
 vcmpps ymm2, ymm0, ymm0, 3
 vandps ymm1, ymm0, [L7]
-vorps ymm1, ymm1, [L18]
+vorps ymm1, ymm1, [L17]
 vblendvps ymm1, ymm0, ymm1, ymm2
 vcvtps2ph xmmword ptr [rsi], ymm1, 0
 add rdi, 16
@@ -60,23 +50,23 @@ test rdx, rdx
 jle L5
 vmovd xmm0, edx
 vpbroadcastd ymm0, xmm0
-vpcmpgtd ymm0, ymm0, [L19]
+vpcmpgtd ymm0, ymm0, [L18]
 vxorps ymm1, ymm1, ymm1
 vmovdqu [rsp], xmm1
 lea rax, [rdi]
 lea rcx, [rsp]
 xor r8d, r8d
-L20:
+L19:
 movzx r9d, word ptr [rax+r8*2]
 mov word ptr [rcx+r8*2], r9w
 inc r8
 cmp r8, rdx
-short jb L20
+short jb L19
 vpmovzxwd ymm1, xmmword ptr [rsp]
 vpslld ymm1, ymm1, 16
-vorps ymm7, ymm1, [L7]
-vmovaps ymm8, [L8]
-vmaxps ymm3, ymm8, ymm7
+vorps ymm3, ymm1, [L7]
+vmovaps ymm4, [L8]
+vmaxps ymm3, ymm4, ymm3
 vmulps ymm4, ymm3, [L9]
 vroundps ymm4, ymm4, 8
 vfnmadd231ps ymm3, ymm4, [L10]
@@ -86,47 +76,37 @@ vfmadd213ps ymm5, ymm3, [L13]
 vfmadd213ps ymm5, ymm3, [L14]
 vfmadd213ps ymm5, ymm3, [L15]
 vfmadd213ps ymm5, ymm3, [L15]
-vmovaps ymm7, ymm4
-vmovaps ymm3, ymm5
-vcvtps2dq ymm7, ymm7
-vpsrad ymm8, ymm7, 1
-vpsubd ymm7, ymm7, ymm8
-vpaddd ymm8, ymm8, [L16]
-vpslld ymm8, ymm8, 23
-vmulps ymm3, ymm3, ymm8
-vpaddd ymm7, ymm7, [L16]
-vpslld ymm7, ymm7, 23
-vmulps ymm3, ymm3, ymm7
-vaddps ymm3, ymm3, [L15]
-vmovaps ymm2, [L15]
-vdivps ymm2, ymm2, ymm3
-vmulps ymm5, ymm5, ymm2
-vcmpps ymm6, ymm1, [L17], 17
-vcvtps2dq ymm4, ymm4
-vpsrad ymm7, ymm4, 1
-vpsubd ymm4, ymm4, ymm7
+vmovaps ymm6, ymm4
+vcvtps2dq ymm6, ymm6
+vpsrad ymm7, ymm6, 1
+vpsubd ymm6, ymm6, ymm7
 vpaddd ymm7, ymm7, [L16]
 vpslld ymm7, ymm7, 23
 vmulps ymm5, ymm5, ymm7
-vpaddd ymm4, ymm4, [L16]
-vpslld ymm4, ymm4, 23
-vmulps ymm5, ymm5, ymm4
-vblendvps ymm2, ymm2, ymm5, ymm6
+vpaddd ymm6, ymm6, [L16]
+vpslld ymm6, ymm6, 23
+vmulps ymm5, ymm5, ymm6
+vaddps ymm3, ymm5, [L15]
+vmovaps ymm2, [L15]
+vdivps ymm2, ymm2, ymm3
+vmulps ymm5, ymm5, ymm2
+vpsrad ymm4, ymm1, 31
+vblendvps ymm2, ymm2, ymm5, ymm4
 vmovaps ymm1, ymm2
 vcmpps ymm3, ymm1, ymm1, 3
 vandps ymm2, ymm1, [L7]
-vorps ymm2, ymm2, [L18]
+vorps ymm2, ymm2, [L17]
 vblendvps ymm2, ymm1, ymm2, ymm3
 vcvtps2ph xmmword ptr [rsp], ymm2, 0
 lea rax, [rsp]
 lea rcx, [rsi]
 xor r8d, r8d
-L21:
+L20:
 movzx r9d, word ptr [rax+r8*2]
 mov word ptr [rcx+r8*2], r9w
 inc r8
 cmp r8, rdx
-short jb L21
+short jb L20
 L5:
 L2:
 vzeroupper
@@ -173,10 +153,7 @@ L16:
 .db 0x7F, 0x00, 0x00, 0x00, 0x7F, 0x00, 0x00, 0x00, 0x7F, 0x00, 0x00, 0x00, 0x7F, 0x00, 0x00, 0x00, 0x7F, 0x00, 0x00, 0x00, 0x7F, 0x00, 0x00, 0x00, 0x7F, 0x00, 0x00, 0x00, 0x7F, 0x00, 0x00, 0x00
 align 32
 L17:
-.db 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00
-align 32
-L18:
 .db 0x00, 0x00, 0xC0, 0x7F, 0x00, 0x00, 0xC0, 0x7F, 0x00, 0x00, 0xC0, 0x7F, 0x00, 0x00, 0xC0, 0x7F, 0x00, 0x00, 0xC0, 0x7F, 0x00, 0x00, 0xC0, 0x7F, 0x00, 0x00, 0xC0, 0x7F, 0x00, 0x00, 0xC0, 0x7F
 align 32
-L19:
+L18:
 .db 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00
