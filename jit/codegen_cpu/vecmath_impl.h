@@ -42,8 +42,8 @@ void log1p_core(Emitter& e, const Vec& dst, const Vec& x);
 void sigmoid_core(Emitter& e, const Vec& dst, const Vec& x, const Vec* factor = nullptr);
 
 // dst ~ 1/a within ~1 ulp for normal a (not 0 or inf): on AVX-512 the
-// hardware estimate refined by one Newton step (exact for powers of two), on
-// AVX2 a division. a is clobbered; dst must not alias it.
+// hardware estimate refined by one Newton step (1/1 comes out as 1 exactly),
+// on AVX2 a division. a may be clobbered; dst must not alias it.
 void fast_reciprocal(Emitter& e, const Vec& dst, const Vec& a);
 // dst = min(max(x, lo), hi) with NaN lanes kept. dst may alias x.
 void clamp(Emitter& e, const Vec& dst, const Vec& x, float lo, float hi);
