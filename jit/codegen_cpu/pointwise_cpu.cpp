@@ -65,10 +65,12 @@ MathOp math_of(Prim p) {
 // for up to kMaxCopies consecutive vectors, interleaved op by op, so that the
 // copies' chains overlap; a one-vector loop and the masked tail finish the run.
 // chain16 (AVX-512, one core): 1 copy 138 ms, 2: 61, 4: 41, 6 and 8: 36 (the
-// FMA pipe is then ~80% busy). The copy count is the largest that fits the
-// register file (live values per copy times copies, plus the largest scratch
-// need of one op) and keeps the unrolled code within ~kMaxUnrolledInstrs, so
-// long bodies do not spill out of the instruction cache.
+// FMA pipe is then ~80% busy); AVX2 (16 registers) fits 8 copies of chain16
+// too. The copy count is estimated from the values each copy keeps between
+// ops and the largest need of one op (body_copies), capped so the unrolled
+// code stays within ~kMaxUnrolledInstrs and long bodies do not spill out of
+// the instruction cache; if the estimate still runs out of registers, the
+// kernel is generated again with one copy fewer.
 constexpr int kMaxCopies = 8;
 constexpr int kMaxUnrolledInstrs = 3000;
 
@@ -127,20 +129,25 @@ class BodyEmitter {
     copy_ = 0;
   }
 
-  // Vector registers one body copy holds at once at most (live values, the
-  // destination being written and the largest scratch need), for choosing
-  // how many copies fit the register file.
-  int live_values() const {
-    int live = 0, peak = 0;
+  // Vector registers one body copy holds: `resident` between two ops (values
+  // still to be used), `peak` while an op runs (its operands and destination
+  // besides), for choosing how many copies fit the register file.
+  struct Live {
+    int resident = 0, peak = 0;
+  };
+  Live live_values() const {
+    Live l;
+    int live = 0;
     std::vector<int> ends(k_.body.size() + 1, 0);
     for (size_t n = 0; n < k_.body.size(); ++n) {
       if (k_.body[n].op == Prim::Const || last_use_[n] < 0) continue;
       ++live;
-      peak = std::max(peak, live);
+      l.peak = std::max(l.peak, live);
       ++ends[last_use_[n]];
       live -= ends[n];
+      l.resident = std::max(l.resident, live);
     }
-    return peak;
+    return l;
   }
 
  private:
@@ -387,7 +394,8 @@ class BodyEmitter {
 };
 
 // How many body copies the unrolled loop evaluates (Note [Unrolled body]).
-int body_copies(const PointwiseKernel& k, int live, Isa isa) {
+// While copy c runs an op, the other copies hold their resident values.
+int body_copies(const PointwiseKernel& k, BodyEmitter::Live live, Isa isa) {
   int scratch = 0, instrs = 0;
   for (const Instr& in : k.body) {
     if (in.op == Prim::Const) continue;
@@ -401,13 +409,55 @@ int body_copies(const PointwiseKernel& k, int live, Isa isa) {
     scratch = std::max(scratch, op == MathOp::kNumOps ? 2 : math_scratch_vecs(op, isa));
     instrs += op == MathOp::kNumOps ? 3 : 30;  // rough: vecmath ops are 15-45
   }
-  // Besides the live values: the op's scratch, a constant operand's register
-  // and, on AVX2, a vector mask.
-  const int budget = (isa == Isa::kAvx512 ? 32 : 16) - scratch - 3;
-  int copies = kMaxCopies;
-  while (copies > 1 && (copies * live > budget || copies * instrs > kMaxUnrolledInstrs))
-    copies /= 2;
-  return copies;
+  const int regs = isa == Isa::kAvx512 ? 32 : 16;
+  const int resident = std::max(live.resident, 1);
+  // Besides: a constant operand's register; the stores' conversion scratch.
+  int copies = (regs - live.peak - scratch - 1) / resident + 1;
+  copies = std::min(copies, (regs - 3) / resident);
+  copies = std::min({copies, kMaxCopies, kMaxUnrolledInstrs / std::max(instrs, 1)});
+  return std::max(copies, 1);
+}
+
+// Emits the kernel's loops into e with `copies` body copies in the unrolled
+// loop; a negative count is first set to body_copies' estimate.
+void generate(Emitter& e, const PointwiseKernel& kernel, const std::vector<RunLayout>& layouts,
+              int& copies) {
+  auto& as = e.as();
+  Gp args = e.arg(0);
+  Gp n = e.acquire_gp(), i = e.acquire_gp(), tmp = e.acquire_gp(), rem = e.acquire_gp();
+  as.mov(n, x86::qword_ptr(args));
+  as.xor_(i, i);
+  BodyEmitter body(e, kernel, layouts, args, i, tmp);
+  if (copies < 0) copies = body_copies(kernel, body.live_values(), e.isa());
+  Label one = e.new_label(), tail = e.new_label(), done = e.new_label();
+  if (copies > 1) {
+    Label loop = e.new_label();
+    e.bind(loop);
+    as.mov(rem, n);
+    as.sub(rem, i);
+    as.cmp(rem, copies * e.lanes());
+    as.jl(one);
+    body.emit(nullptr, copies);
+    as.add(i, copies * e.lanes());
+    as.jmp(loop);
+  }
+  e.bind(one);
+  as.mov(rem, n);
+  as.sub(rem, i);
+  as.cmp(rem, e.lanes());
+  as.jl(tail);
+  body.emit(nullptr);
+  as.add(i, e.lanes());
+  as.jmp(one);
+  e.bind(tail);
+  as.test(rem, rem);
+  as.jle(done);
+  {
+    TailMask t = e.make_tail_mask(rem);
+    body.emit(&t);
+    e.release_tail(t);
+  }
+  e.bind(done);
 }
 
 }  // namespace
@@ -442,47 +492,24 @@ CpuPointwiseKernel::CpuPointwiseKernel(JitRuntime& rt, Isa isa, const PointwiseK
              "[codegen_cpu] fused kernel: expected one layout per operand");
   char name[40];
   std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(kernel.hash()));
-  Emitter e(isa, name, 1);
-  auto& as = e.as();
-  Gp args = e.arg(0);
-  Gp n = e.acquire_gp(), i = e.acquire_gp(), tmp = e.acquire_gp(), rem = e.acquire_gp();
-  as.mov(n, x86::qword_ptr(args));
-  as.xor_(i, i);
-  BodyEmitter body(e, kernel, layouts, args, i, tmp);
-  const int copies = body_copies(kernel, body.live_values(), isa);
-  Label one = e.new_label(), tail = e.new_label(), done = e.new_label();
-  if (copies > 1) {
-    Label loop = e.new_label();
-    e.bind(loop);
-    as.mov(rem, n);
-    as.sub(rem, i);
-    as.cmp(rem, copies * e.lanes());
-    as.jl(one);
-    body.emit(nullptr, copies);
-    as.add(i, copies * e.lanes());
-    as.jmp(loop);
+  // The copy count is an estimate; should the unrolled body still run out of
+  // registers, fewer copies are tried (one copy fits whenever the body does).
+  int copies = -1;
+  for (;;) {
+    Emitter e(isa, name, 1);
+    try {
+      generate(e, kernel, layouts, copies);
+    } catch (const Error&) {
+      if (copies <= 1) throw;
+      --copies;
+      continue;
+    }
+    code_ = JitCode(rt, e);
+    listing_ = e.listing();
+    break;
   }
-  e.bind(one);
-  as.mov(rem, n);
-  as.sub(rem, i);
-  as.cmp(rem, e.lanes());
-  as.jl(tail);
-  body.emit(nullptr);
-  as.add(i, e.lanes());
-  as.jmp(one);
-  e.bind(tail);
-  as.test(rem, rem);
-  as.jle(done);
-  {
-    TailMask t = e.make_tail_mask(rem);
-    body.emit(&t);
-    e.release_tail(t);
-  }
-  e.bind(done);
-  code_ = JitCode(rt, e);
-  listing_ = e.listing();
-  KILN_LOG(OutputCode, "fused CPU kernel ", name, " (", isa_name(isa), "):\n", kernel.str(),
-           listing_);
+  KILN_LOG(OutputCode, "fused CPU kernel ", name, " (", isa_name(isa), ", ", copies,
+           " vectors per unrolled trip):\n", kernel.str(), listing_);
 }
 
 }  // namespace kiln::jit::cpu
