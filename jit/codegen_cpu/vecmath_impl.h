@@ -41,6 +41,16 @@ void log1p_core(Emitter& e, const Vec& dst, const Vec& x);
 // alias x or *factor.
 void sigmoid_core(Emitter& e, const Vec& dst, const Vec& x, const Vec* factor = nullptr);
 
+// dst ~ 1/a within ~1 ulp for normal a (not 0 or inf): on AVX-512 the
+// hardware estimate refined by one Newton step (1/1 comes out as 1 exactly),
+// on AVX2 a division. a may be clobbered; dst must not alias it.
+void fast_reciprocal(Emitter& e, const Vec& dst, const Vec& a);
+// dst = min(max(x, lo), hi) with NaN lanes kept. dst may alias x.
+void clamp(Emitter& e, const Vec& dst, const Vec& x, float lo, float hi);
+// dst = src 2^n for integral n in [-151, 128] (float lanes), rounded once;
+// n is kept. dst may alias src.
+void scale_to(Emitter& e, const Vec& dst, const Vec& src, const Vec& n);
+
 // Patches NaN lanes of dst with x's NaN.
 void keep_nan(Emitter& e, const Vec& dst, const Vec& x);
 

@@ -103,6 +103,33 @@ def fit_tanh(hi=0.625, deg=6):
     return q
 
 
+def fit_tanh_rational(k=3, m=3, hi=7.5, outer=30):
+    """tanh(x) = x P(x^2) / Q(x^2) on (0, hi], Q monic; relative error.
+
+    Loeb's linearization: minimizes |x P - tanh(x) Q| / (tanh(x) Q_prev) with
+    Lawson's weights, Q_prev the previous iterate's denominator.
+    """
+    x = np.concatenate([np.linspace(1e-4, 1, 8000), np.linspace(1, hi, 12000)])
+    y = np.tanh(x)
+    t = x * x
+    a = np.concatenate([np.stack([x * t**i for i in range(k + 1)], axis=1),
+                        np.stack([-y * t**j for j in range(1, m + 1)], axis=1)], axis=1)
+    qprev = np.ones_like(x)
+    best = None
+    for _ in range(outer):
+        c, _ = lawson(a, y, 1 / (y * qprev), iters=100)
+        p, q = c[:k + 1], np.concatenate([[1.0], c[k + 1:]])
+        qv = sum(q[j] * t**j for j in range(m + 1))
+        err = np.max(np.abs(x * sum(p[i] * t**i for i in range(k + 1)) / qv / y - 1))
+        if best is None or err < best[0]:
+            best = (err, p / q[-1], q / q[-1])
+        qprev = qv
+    err, p, q = best
+    report(f"tanh x P/Q, P deg {k}, Q deg {m} monic, on [0,{hi}]", p, err)
+    report("  Q (without its leading 1)", q[:-1], err)
+    return p, q[:-1]
+
+
 def fit_erf_small(hi=1.0, deg=6):
     # erf(x) = x p(x^2), x in [0, hi]; relative.
     x = np.linspace(1e-5, hi, 20001)
@@ -193,6 +220,15 @@ def emit_all():
     val = np.float32(f2 * inner + f)
     err = np.max(np.abs(val / np.log1p(f) - 1))
     out.append(cpp_array("kLogPoly", q, f"log1p(f) = f + f^2 (f Q - 1/2), eval rel err {err:.2e}"))
+    # exp of degree 5 for sigmoid (its bar is 4e-6).
+    q = fit_exp(5)
+    c = [1.0, 1.0] + list(q)
+    err = np.max(np.abs(horner_eval(c, r) / np.exp(r.astype(np.float64)) - 1))
+    out.append(cpp_array("kExpPoly5", c, f"e^r on [-ln2/2, ln2/2], degree 5, eval rel err {err:.2e}"))
+    # tanh = x P(x^2) / Q(x^2) on [0, 7.5], Q monic.
+    p, q = fit_tanh_rational(3, 3, 7.5)
+    out.append(cpp_array("kTanhP", p, "tanh(x) = x P(x^2) / Q(x^2) on [0, 7.5]"))
+    out.append(cpp_array("kTanhQ", q, "Q without its leading 1"))
     # tanh small: x (1 + x^2 P(x^2)) on [0, 0.625].
     q = fit_tanh(0.625, 5)
     c = [1.0] + list(q)
@@ -230,6 +266,7 @@ FITS = {
     "expm1": fit_expm1,
     "log": fit_log,
     "tanh": fit_tanh,
+    "tanh_rational": fit_tanh_rational,
     "erf": fit_erf_small,
     "erfc": fit_erfc_large,
     "sin": fit_sin,
