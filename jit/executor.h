@@ -8,4 +8,8 @@ namespace kiln::jit {
 // and gives the node's fresh output storages the memory of the results.
 void execute_node(const Node& node);
 
+// Runs a node with one fresh output through `out_op`, its out= overload,
+// writing straight into the memory the output already has (Note [Memory plan]).
+void execute_node_into(const Node& node, const OperatorEntry& out_op);
+
 }  // namespace kiln::jit

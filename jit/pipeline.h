@@ -7,12 +7,15 @@
 
 namespace kiln::jit {
 
-// Runs a trace: drops dead nodes, then executes the rest in record order, and
-// clears the pending markers of every storage the trace wrote. Logs each step
-// under KILN_LOGS=fusion.
+// Runs a trace: drops dead nodes, merges common subexpressions (Note [Common
+// subexpressions]), fuses, lays intermediates out in one arena per device
+// (Note [Memory plan]), then executes the steps in record order, and clears
+// the pending markers of every storage the trace wrote. Logs each step under
+// KILN_LOGS=fusion.
 void run_trace(std::vector<Node> nodes);
 
-// The steps run_trace would take for `nodes` ("fused[...] extern[...]"), for tests.
+// The steps run_trace would take for `nodes` ("fused[...] extern[...]"), for
+// tests; before CSE, which rewrites the nodes it merges.
 std::string describe_plan(const std::vector<Node>& nodes);
 
 // Process-wide counters (jit::trace_stats()).

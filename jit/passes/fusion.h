@@ -46,3 +46,22 @@ std::vector<Step> fuse(const std::vector<Node>& nodes, const std::vector<size_t>
 std::string describe(const std::vector<Node>& nodes, const std::vector<Step>& steps);
 
 }  // namespace kiln::jit
+
+// Note [View folding]
+// Views never reach the trace: view ops (t, transpose, narrow, slice, expand,
+// view, permute...) are Composite kernels that run at record time and make a
+// TensorImpl over the same storage, so a chain of views collapses into one
+// (sizes, strides, offset) before any pass sees it. Fusion then folds that
+// geometry into index arithmetic: a load keeps its tensor's strides and
+// offset, coalesce() (jit/iteration.h) turns them into per-operand element
+// strides over the group's iteration space, and broadcast dims become stride
+// 0. So a view of a weight, of an input, or of an intermediate that an
+// earlier step stored costs no copy kernel; reshape of a tensor strides cannot
+// express becomes a fused clone that loads through the view.
+// What is not folded: reading a value produced in the same group through
+// another geometry (`(x * 2).t() + 1`). The group is cut there, the value is
+// stored (a planned arena buffer, Note [Memory plan]) and the next group loads
+// it through the view. Folding it would mean re-emitting the producing members
+// with their loads composed with the view, which is affine only when the
+// producer's output is dense and the view maps onto its dims without carries;
+// it trades one store and load for recomputation.
