@@ -83,15 +83,16 @@ void run_trace(std::vector<Node> nodes) {
   KILN_LOG(Fusion, "trace: ", nodes.size(), " nodes, ", live.size(),
            " live after dead-code elimination");
   g_dead.fetch_add(static_cast<int64_t>(nodes.size() - live.size()), std::memory_order_relaxed);
-  CseResult cse = eliminate_common_subexpressions(nodes, live);
+  // Held outside the trace: CSE rewrites only handles inside it, and fusion
+  // (whose steps hold handles of their own) is not run yet.
+  const std::unordered_set<const StorageImpl*> external = external_storages(nodes);
+  CseResult cse = eliminate_common_subexpressions(nodes, live, external);
   if (cse.merged > 0) {
     g_cse.fetch_add(static_cast<int64_t>(cse.merged), std::memory_order_relaxed);
     live = live_nodes(nodes);
     KILN_LOG(Fusion, "cse: ", cse.merged, " node(s) merged (", cse.copies, " as copies), ",
              live.size(), " live");
   }
-  // Before fusion: the steps hold handles of their own, which would count as outside ones.
-  const std::unordered_set<const StorageImpl*> external = external_storages(nodes);
   // Storages are computed from here on; eager kernels below must see plain memory.
   std::vector<Step> steps = fuse(nodes, live);
   KILN_LOG(Fusion, "plan: ", describe(nodes, steps));

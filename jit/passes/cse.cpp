@@ -148,11 +148,10 @@ Tensor rebase(const Tensor& t, const Tensor& target) {
 
 }  // namespace
 
-CseResult eliminate_common_subexpressions(std::vector<Node>& nodes,
-                                          const std::vector<size_t>& live) {
+CseResult eliminate_common_subexpressions(std::vector<Node>& nodes, const std::vector<size_t>& live,
+                                          const std::unordered_set<const StorageImpl*>& external) {
   CseResult result;
   if (live.size() < 2) return result;
-  const std::unordered_set<const StorageImpl*> external = external_storages(nodes);
   // Storages some live node writes through an argument: their outputs never merge.
   std::unordered_set<const StorageImpl*> written;
   for (size_t i : live) {

@@ -24,6 +24,7 @@
 //     which costs one memory pass instead of recomputing.
 
 #include <cstddef>
+#include <unordered_set>
 #include <vector>
 
 #include "jit/trace_buffer.h"
@@ -37,8 +38,10 @@ struct CseResult {
 
 // Merges the duplicates among `live` (node indices in record order): rewrites
 // the arguments of their consumers in `nodes`, and turns user-held extern
-// duplicates into copies. Run live_nodes() again afterwards to drop the dead.
-CseResult eliminate_common_subexpressions(std::vector<Node>& nodes,
-                                          const std::vector<size_t>& live);
+// duplicates into copies. `external`: the storages held outside the trace
+// (external_storages(), which CSE leaves unchanged). Run live_nodes() again
+// afterwards to drop the dead.
+CseResult eliminate_common_subexpressions(std::vector<Node>& nodes, const std::vector<size_t>& live,
+                                          const std::unordered_set<const StorageImpl*>& external);
 
 }  // namespace kiln::jit

@@ -38,7 +38,12 @@ const OperatorEntry* find_out_variant(const OperatorEntry& op) {
   const FunctionSchema& s = op.schema();
   std::string base = s.ns == "kiln" ? s.name : s.ns + "::" + s.name;
   std::vector<std::string> names;
-  if (!s.overload.empty()) names.push_back(base + "." + s.overload + "_out");
+  // ATen's spellings: add.Tensor -> add.out, sum.dim_IntList -> sum.IntList_out.
+  if (!s.overload.empty()) {
+    names.push_back(base + "." + s.overload + "_out");
+    size_t cut = s.overload.rfind('_');
+    if (cut != std::string::npos) names.push_back(base + "." + s.overload.substr(cut + 1) + "_out");
+  }
   names.push_back(base + ".out");
   const OperatorEntry* found = nullptr;
   bool single_tensor_return = s.returns.size() == 1 && s.returns[0].type == ArgType::Tensor;
@@ -205,7 +210,11 @@ MemoryPlan plan_memory(const std::vector<Node>& nodes, const std::vector<Step>& 
     KILN_LOG(Fusion, "memory plan: ", plan.buffers.size(), " buffers, planned ", plan.planned_bytes,
              " bytes (arena) vs ", plan.naive_bytes, " bytes one buffer per node");
   }
-  t_last_plan = plan;
+  // What tests look at, without the per-node table.
+  t_last_plan.buffers = plan.buffers;
+  t_last_plan.arenas = plan.arenas;
+  t_last_plan.planned_bytes = plan.planned_bytes;
+  t_last_plan.naive_bytes = plan.naive_bytes;
   return plan;
 }
 

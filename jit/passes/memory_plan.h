@@ -62,7 +62,7 @@ MemoryPlan plan_memory(const std::vector<Node>& nodes, const std::vector<Step>& 
 // step ranges overlap share a byte; returns the arena size.
 size_t assign_offsets(std::vector<PlannedBuffer>& buffers, size_t alignment);
 
-// The plan of this thread's last run (for tests).
+// The plan of this thread's last run, less out_variants (for tests).
 const MemoryPlan& last_memory_plan();
 
 }  // namespace kiln::jit

@@ -188,6 +188,22 @@ TEST_F(MemoryPlanRun, HeldIntermediatesKeepTheirOwnMemory) {
   for (size_t i = 0; i < lazy.size(); ++i) EXPECT_TENSOR_CLOSE(lazy[i], eager[i]);
 }
 
+TEST_F(MemoryPlanRun, ExternsWriteThroughTheirOutOverloads) {
+  // mm -> mm.out, sum.dim_IntList -> sum.IntList_out: both results are slices.
+  Tensor a = input({5, 7}, "strided", 5), b = input({7, 6}, "transposed", 6);
+  auto f = [&] { return kiln::sum(kiln::mm(a, b), {1}, true) * 2.0f + a.narrow(1, 0, 1); };
+  Tensor lazy = f();
+  Tensor eager;
+  {
+    kiln::EagerGuard g;
+    eager = f();
+  }
+  kiln::jit::flush();
+  EXPECT_EQ(kiln::jit::last_memory_plan().buffers.size(), 2u);
+  expect_plan_valid({lazy});
+  EXPECT_TENSOR_CLOSE(lazy, eager);
+}
+
 TEST_F(MemoryPlanRun, PlannedMemoryOutlivesTheRunThroughViews) {
   // A view the user takes after the run keeps nothing planned alive by
   // accident: planned buffers are internal, so the user's results own theirs.
