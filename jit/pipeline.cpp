@@ -79,13 +79,13 @@ TraceStats trace_stats() {
 
 void run_trace(std::vector<Node> nodes) {
   g_flushes.fetch_add(1, std::memory_order_relaxed);
-  std::vector<size_t> live = live_nodes(nodes);
+  // Held outside the trace: CSE rewrites only handles inside it, and fusion
+  // (whose steps hold handles of their own) is not run yet.
+  std::unordered_set<const StorageImpl*> external;
+  std::vector<size_t> live = live_nodes(nodes, &external);
   KILN_LOG(Fusion, "trace: ", nodes.size(), " nodes, ", live.size(),
            " live after dead-code elimination");
   g_dead.fetch_add(static_cast<int64_t>(nodes.size() - live.size()), std::memory_order_relaxed);
-  // Held outside the trace: CSE rewrites only handles inside it, and fusion
-  // (whose steps hold handles of their own) is not run yet.
-  const std::unordered_set<const StorageImpl*> external = external_storages(nodes);
   CseResult cse = eliminate_common_subexpressions(nodes, live, external);
   if (cse.merged > 0) {
     g_cse.fetch_add(static_cast<int64_t>(cse.merged), std::memory_order_relaxed);

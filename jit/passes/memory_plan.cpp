@@ -144,6 +144,7 @@ MemoryPlan plan_memory(const std::vector<Node>& nodes, const std::vector<Step>& 
   };
 
   MemoryPlan plan;
+  std::vector<const StorageImpl*> inputs;
   for (size_t k = 0; k < steps.size(); ++k) {
     const Step& step = steps[k];
     if (step.kind == Step::Kind::Fused) {
@@ -152,20 +153,23 @@ MemoryPlan plan_memory(const std::vector<Node>& nodes, const std::vector<Step>& 
       continue;
     }
     const Node& n = nodes[step.node];
-    std::unordered_set<const StorageImpl*> inputs;
+    inputs.clear();
     for_each_input(n, [&](const Tensor& t) {
       touch(storage(t), k, false, true);
-      if (storage(t)) inputs.insert(storage(t));
+      if (storage(t)) inputs.push_back(storage(t));
     });
+    auto is_input = [&](const StorageImpl* s) {
+      return std::find(inputs.begin(), inputs.end(), s) != inputs.end();
+    };
     // A fresh output is plannable when the node can write it where told.
     const OperatorEntry* out_op = nullptr;
     if (n.outputs.size() == 1 && n.written.empty() && n.device.is_cpu() &&
-        !inputs.count(storage(n.outputs[0]))) {
+        !is_input(storage(n.outputs[0]))) {
       out_op = find_out_variant(*n.op);
     }
     for (const Tensor& t : n.outputs) {
       StorageImpl* s = storage(t);
-      touch(s, k, !inputs.count(s), out_op != nullptr);
+      touch(s, k, !is_input(s), out_op != nullptr);
     }
     if (out_op) plan.out_variants.emplace(step.node, out_op);
   }
