@@ -56,9 +56,14 @@ void execute_node_into(const Node& node, const OperatorEntry& out_op) {
                                             lazy.sizes(), lazy.strides(), lazy.storage_offset()));
   Stack args = node.args;
   args.emplace_back(out);
-  {
+  try {
     ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
     call_normalized(out_op, std::move(args));
+  } catch (const Error&) {
+    // Errors name the op the user called (index_select, not index_select.out):
+    // run that one, which raises its own message (or, should it pass, is copied in).
+    execute_node(node);
+    return;
   }
   KILN_INTERNAL_ASSERT(out.impl()->storage().get() == lazy.impl()->storage().get() &&
                            out.sizes() == lazy.sizes() && out.strides() == lazy.strides() &&
