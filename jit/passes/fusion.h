@@ -58,10 +58,16 @@ std::string describe(const std::vector<Node>& nodes, const std::vector<Step>& st
 // 0. So a view of a weight, of an input, or of an intermediate that an
 // earlier step stored costs no copy kernel; reshape of a tensor strides cannot
 // express becomes a fused clone that loads through the view.
-// What is not folded: reading a value produced in the same group through
-// another geometry (`(x * 2).t() + 1`). The group is cut there, the value is
-// stored (a planned arena buffer, Note [Memory plan]) and the next group loads
-// it through the view. Folding it would mean re-emitting the producing members
-// with their loads composed with the view, which is affine only when the
-// producer's output is dense and the view maps onto its dims without carries;
-// it trades one store and load for recomputation.
+// A value produced in the same group and read through another geometry
+// (`(x * 2).transpose(0, 1) + 1`) is recomputed at the viewed elements
+// (GroupBuilder::fold_view): when the producer's output is dense and the view
+// walks its dims by an affine map without carries (permutes, transposes,
+// strided or narrowed walks within a dim, broadcasts), every load of the
+// producing members is re-viewed through the same map (ViewIndexMap) and the
+// members are re-emitted; the kernel builder shares what repeats. Not folded,
+// so the group is cut, the value stored (a planned arena buffer, Note [Memory
+// plan]) and loaded through the view by the next group: producers that are
+// in-place or read memory the group writes (other elements may already be
+// overwritten), views with carries, views of views of group values, and on
+// the CPU views that would make a load strided in the innermost dim (the
+// asmjit generator would then run the whole group node by node).
