@@ -112,7 +112,7 @@ void run_trace(std::vector<Node> nodes) {
         }
         auto out = memory.out_variants.find(step.node);
         if (out != memory.out_variants.end()) {
-          execute_node_into(n, *out->second);
+          if (out->second) execute_node_into(n, *out->second);  // else: its slice is its result
         } else {
           execute_node(n);
         }

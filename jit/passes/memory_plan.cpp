@@ -70,6 +70,13 @@ const OperatorEntry* find_out_variant(const OperatorEntry& op) {
   return found;
 }
 
+// empty and empty_strided: their result is uninitialized memory of the
+// output's geometry, which a slice already is.
+bool only_allocates(const OperatorEntry& op) {
+  const FunctionSchema& s = op.schema();
+  return s.ns == "kiln" && (s.name == "empty" || s.name == "empty_strided");
+}
+
 void release_arena(void* ctx, void* /*data*/) {
   static_cast<StorageImpl*>(ctx)->release();
 }
@@ -161,17 +168,22 @@ MemoryPlan plan_memory(const std::vector<Node>& nodes, const std::vector<Step>& 
     auto is_input = [&](const StorageImpl* s) {
       return std::find(inputs.begin(), inputs.end(), s) != inputs.end();
     };
-    // A fresh output is plannable when the node can write it where told.
+    // A fresh output is plannable when the node can write it where told, or
+    // when allocating it is all the node does.
     const OperatorEntry* out_op = nullptr;
-    if (n.outputs.size() == 1 && n.written.empty() && n.device.is_cpu() &&
-        !is_input(storage(n.outputs[0]))) {
-      out_op = find_out_variant(*n.op);
+    bool plannable = false;
+    if (n.outputs.size() == 1 && n.written.empty() && !is_input(storage(n.outputs[0]))) {
+      plannable = only_allocates(*n.op);
+      if (!plannable && n.device.is_cpu()) {
+        out_op = find_out_variant(*n.op);
+        plannable = out_op != nullptr;
+      }
     }
     for (const Tensor& t : n.outputs) {
       StorageImpl* s = storage(t);
-      touch(s, k, !is_input(s), out_op != nullptr);
+      touch(s, k, !is_input(s), plannable);
     }
-    if (out_op) plan.out_variants.emplace(step.node, out_op);
+    if (plannable) plan.out_variants.emplace(step.node, out_op);
   }
 
   // One arena per device.
@@ -204,7 +216,7 @@ MemoryPlan plan_memory(const std::vector<Node>& nodes, const std::vector<Step>& 
     plan.naive_bytes += naive;
     plan.buffers.insert(plan.buffers.end(), bufs.begin(), bufs.end());
   }
-  // Keep only the out= variants whose output got a slice: the rest run as usual.
+  // Keep only the nodes whose output got a slice: the rest run as usual.
   for (auto it = plan.out_variants.begin(); it != plan.out_variants.end();) {
     auto r = index.find(storage(nodes[it->first].outputs[0]));
     bool planned = r != index.end() && ranges[r->second].plannable;

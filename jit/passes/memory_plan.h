@@ -18,9 +18,10 @@
 // comes from the caching allocator on the current stream, where the steps run
 // in order: slices reused by buffers whose lifetimes do not overlap are safe.
 // Storages held outside keep their own allocation. Extern nodes write into
-// their slice through their op's out= overload (mm.out for mm); an extern
-// without one, with several outputs, or on CUDA keeps the memory its kernel
-// returns and is not planned.
+// their slice through their op's out= overload (mm.out for mm); empty and
+// empty_strided do not run at all, their slice being their result; any other
+// extern (no out= overload, several outputs, or on CUDA) keeps the memory its
+// kernel returns and is not planned.
 
 #include <cstddef>
 #include <unordered_map>
@@ -41,7 +42,8 @@ struct PlannedBuffer {
 
 struct MemoryPlan {
   std::vector<PlannedBuffer> buffers;
-  // Extern steps (by node index) that run through their out= overload.
+  // Extern steps (by node index) whose output is a slice: they run through
+  // their op's out= overload, or, where it is null, do not run at all (empty).
   std::unordered_map<size_t, const OperatorEntry*> out_variants;
   struct Arena {
     Device device;

@@ -219,6 +219,35 @@ TEST_F(MemoryPlanRun, PlannedMemoryOutlivesTheRunThroughViews) {
   EXPECT_TENSOR_CLOSE(lazy, eager);
 }
 
+TEST_F(MemoryPlanRun, SmallGpt2MatchesEager) {
+  kiln::nn::GPT2Config config;
+  config.n_layer = 2;
+  config.d_model = 64;
+  config.n_head = 4;
+  config.vocab = 97;
+  config.n_positions = 32;
+  kiln::nn::GPT2 model = [&] {
+    kiln::EagerGuard g;
+    return kiln::nn::GPT2::random(config, kiln::kFloat32, kiln::Device::cpu(), 3);
+  }();
+  Tensor ids = [] {
+    kiln::EagerGuard g;
+    return kiln::testing::random_tensor({2, 12}, kiln::kInt64, "contiguous", 4, 0, 97);
+  }();
+  Tensor eager;
+  {
+    kiln::EagerGuard g;
+    eager = model.lm_head(model.forward(ids));
+  }
+  Tensor lazy = model.lm_head(model.forward(ids));
+  kiln::jit::flush();
+  const MemoryPlan& plan = kiln::jit::last_memory_plan();
+  EXPECT_GT(plan.buffers.size(), 10u);
+  EXPECT_LT(plan.planned_bytes, plan.naive_bytes);
+  expect_plan_valid({lazy});
+  EXPECT_TENSOR_CLOSE_TOL(lazy, eager, 1e-4, 1e-5);
+}
+
 // Random programs of externs (mm, sum, softmax), pointwise ops and views on
 // non-contiguous inputs: the plan is valid and values equal eager.
 TEST_F(MemoryPlanRun, RandomProgramsMatchEager) {
