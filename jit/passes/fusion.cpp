@@ -241,6 +241,9 @@ class GroupBuilder {
       while (j-- > 0 && !same_view(produced_[j].view, t)) {
       }
       if (j < k) {
+        for (size_t i = j + 1; i < k; ++i) {
+          if (storage_of(produced_[i].view) == storage_of(t)) return -1;  // rewritten since
+        }
         v = emit_at(j, map);
       } else if (writes_.count(storage_of(t))) {
         return -1;  // the kernel writes it: reading other elements would race

@@ -72,6 +72,27 @@ TEST_F(Fusion, ReadingAGroupResultThroughAnOuterViewRecomputesIt) {
   EXPECT_EQ(plan(), "fused[mul.Tensor add.Tensor mul.Tensor mul.Tensor -> 3 out]");
 }
 
+TEST_F(Fusion, AViewThatCarriesAcrossDimsCutsTheGroup) {
+  // Row i of the view starts 3 elements further: it runs into the next row of p.
+  Tensor x;
+  {
+    kiln::EagerGuard g;
+    x = kiln::testing::random_tensor({3, 2, 6}, kiln::kFloat32, "contiguous", 9);
+  }
+  auto run = [&] {
+    Tensor p = x * 2.0f;
+    return p.as_strided({3, 2, 6}, {12, 3, 1}, 0) + x;
+  };
+  Tensor lazy = run();
+  EXPECT_EQ(plan(), "fused[mul.Tensor -> 1 out] fused[add.Tensor -> 1 out]");
+  Tensor eager;
+  {
+    kiln::EagerGuard g;
+    eager = run();
+  }
+  EXPECT_TENSOR_CLOSE(lazy, eager);
+}
+
 TEST_F(Fusion, ReadingAnInPlaceResultThroughAnotherViewCutsTheGroup) {
   Tensor x = real({8, 8});
   Tensor a = x * 2.0f;
