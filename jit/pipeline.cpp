@@ -4,12 +4,14 @@
 #include <unordered_set>
 
 #include "jit/codegen_cpu/launch_cpu.h"
+#include "jit/codegen_cpu/reduce_cpu.h"
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/executor.h"
 #include "jit/iteration.h"
 #include "jit/passes/cse.h"
 #include "jit/passes/dead_code.h"
 #include "jit/passes/fusion.h"
+#include "jit/passes/matmul_epilogue.h"
 #include "jit/passes/memory_plan.h"
 #include "kiln/jit.h"
 #include "kiln/logging.h"
@@ -50,9 +52,24 @@ void run_fused(const std::vector<Node>& nodes, const FusedGroup& group, size_t* 
   }
 }
 
+// A reduction group runs as generated code on the CPU; elsewhere (the CUDA
+// generator does not take reduction groups yet) node by node.
+void run_reduction(const std::vector<Node>& nodes, const ReductionGroup& group, size_t* done) {
+  const Tensor& out = nodes[group.node].outputs[0];
+  if (out.device().is_cpu() && cpu::run_reduction_cpu(group)) {
+    *done += group.members.size();
+    return;
+  }
+  for (size_t m : group.members) {
+    execute_node(nodes[m]);
+    ++*done;
+  }
+}
+
 }  // namespace
 
-std::string describe_plan(const std::vector<Node>& nodes) {
+std::string describe_plan(std::vector<Node>& nodes) {
+  fuse_matmul_epilogues(nodes);
   std::vector<size_t> live = live_nodes(nodes);
   return describe(nodes, fuse(nodes, live));
 }
@@ -79,6 +96,7 @@ TraceStats trace_stats() {
 
 void run_trace(std::vector<Node> nodes) {
   g_flushes.fetch_add(1, std::memory_order_relaxed);
+  fuse_matmul_epilogues(nodes);
   // Held outside the trace: CSE rewrites only handles inside it, and fusion
   // (whose steps hold handles of their own) is not run yet.
   std::unordered_set<const StorageImpl*> external;
@@ -117,8 +135,10 @@ void run_trace(std::vector<Node> nodes) {
           execute_node(n);
         }
         ++done;
-      } else {
+      } else if (step.kind == Step::Kind::Fused) {
         run_fused(nodes, step.group, &done);
+      } else {
+        run_reduction(nodes, step.reduction, &done);
       }
     }
     g_executed.fetch_add(static_cast<int64_t>(done), std::memory_order_relaxed);

@@ -7,7 +7,8 @@
 
 namespace kiln::jit {
 
-// Runs a trace: drops dead nodes, merges common subexpressions (Note [Common
+// Runs a trace: folds activations into matrix products (Note [Matmul
+// epilogues]), drops dead nodes, merges common subexpressions (Note [Common
 // subexpressions]), fuses, lays intermediates out in one arena per device
 // (Note [Memory plan]), then executes the steps in record order, and clears
 // the pending markers of every storage the trace wrote. Logs each step under
@@ -15,8 +16,9 @@ namespace kiln::jit {
 void run_trace(std::vector<Node> nodes);
 
 // The steps run_trace would take for `nodes` ("fused[...] extern[...]"), for
-// tests; before CSE, which rewrites the nodes it merges.
-std::string describe_plan(const std::vector<Node>& nodes);
+// tests. Applies run_trace's rewriting passes to `nodes` first, as it would,
+// except CSE: the plan shown is that of the trace before merging.
+std::string describe_plan(std::vector<Node>& nodes);
 
 // Process-wide counters (jit::trace_stats()).
 void count_recorded();

@@ -6,7 +6,9 @@
 #     --oracle   also bundle kiln_oracle_tests and golden files (needs python3-torch here)
 # The bundle (default .gpu/) holds the binaries, the shared libraries they need
 # beyond glibc, libstdc++ and the toolkit (RUNPATH $ORIGIN), and run.sh:
-#   .gpu/run.sh [GTEST_FILTER]      # on the GPU machine; logs go to $OUT when set
+#   .gpu/run.sh [--filter F] [--no-tests] [--no-oracle] [--no-bench] [--no-torch]
+#   (on the GPU machine: tests, the op oracle on CUDA, benchmarks beside PyTorch;
+#   logs go to $OUT when set)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -53,11 +55,14 @@ while IFS= read -r f; do
 done < <(find "$build/perf" -maxdepth 1 -type f -executable 2>/dev/null | sort)
 [ "$oracle" = 1 ] && exes+=("$build/tests/kiln_oracle_tests")
 
-# Libraries every Linux with a CUDA toolkit has, and the toolkit's own.
+# Libraries every Linux with a CUDA toolkit has, and the toolkit's own (cuBLASLt
+# and cuBLAS by name too, wherever this machine keeps them: the GPU machine's
+# toolkit brings its own, found through the RUNPATH set below).
 is_provided() {
   case "$(basename "$1")" in
     linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | \
-      librt.so* | libstdc++.so* | libgcc_s.so* | libcuda.so*) return 0 ;;
+      librt.so* | libstdc++.so* | libgcc_s.so* | libcuda.so* | libcublasLt.so* | \
+      libcublas.so*) return 0 ;;
   esac
   case "$1" in
     /usr/local/cuda*) return 0 ;;
@@ -94,16 +99,30 @@ if [ "$oracle" = 1 ]; then
     /usr/bin/python3 generate.py --out "$bundle/oracle")
 fi
 
+cp perf/torch_gpu.py "$bundle/"
+
 cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs kiln's tests (GPU suites included) and benchmarks from this bundle.
-#   run.sh [GTEST_FILTER]     default: every test
+# Runs kiln's tests (GPU suites included), the op oracle on the GPU, and the
+# benchmarks beside PyTorch, from this bundle:
+#   run.sh [--filter GTEST_FILTER] [--no-tests] [--no-oracle] [--no-bench] [--no-torch]
 # Logs: $OUT when set, else ./gpu-logs. Exit status: nonzero when a test failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$(pwd)/gpu-logs}
 mkdir -p "$out"
-filter=${1:-*}
+filter='*' tests=1 oracle=1 bench=1 torch=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --filter) filter=$2; shift ;;
+    --no-tests) tests=0 ;;
+    --no-oracle) oracle=0 ;;
+    --no-bench) bench=0 ;;
+    --no-torch) torch=0 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
 if [ -n "${CUDA_HOME:-}" ]; then
   export LD_LIBRARY_PATH="$CUDA_HOME/lib64:$CUDA_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
@@ -113,28 +132,40 @@ status=0
 "$here/kiln-info" > "$out/kiln-info.txt" 2>&1 || status=1
 cat "$out/kiln-info.txt"
 
-echo "== kiln_tests (filter: $filter)"
-"$here/kiln_tests" --gtest_filter="$filter" --gtest_output="xml:$out/kiln_tests.xml" \
-  > "$out/kiln_tests.log" 2>&1
-rc=$?
-[ $rc -ne 0 ] && status=1
-grep -A12 "Failure$" "$out/kiln_tests.log" | head -200
-sed -n '/^\[==========\] .* ran\./,$p' "$out/kiln_tests.log"
-
-if [ -d "$here/oracle" ] && [ -x "$here/kiln_oracle_tests" ]; then
-  echo "== kiln_oracle_tests"
-  "$here/kiln_oracle_tests" --golden "$here/oracle" > "$out/kiln_oracle_tests.log" 2>&1 || status=1
-  tail -5 "$out/kiln_oracle_tests.log"
+if [ $tests = 1 ]; then
+  echo "== kiln_tests (filter: $filter)"
+  "$here/kiln_tests" --gtest_filter="$filter" --gtest_output="xml:$out/kiln_tests.xml" \
+    > "$out/kiln_tests.log" 2>&1 || status=1
+  grep -A12 "Failure$" "$out/kiln_tests.log" | head -200
+  sed -n '/^\[==========\] .* ran\./,$p' "$out/kiln_tests.log"
 fi
 
-for bench in "$here"/kiln-bench "$here"/*bench*; do
-  [ -x "$bench" ] && [ -f "$bench" ] || continue
-  name=$(basename "$bench")
-  [ -f "$out/$name.log" ] && continue
-  echo "== $name"
-  "$bench" > "$out/$name.log" 2>&1 || status=1
-  tail -20 "$out/$name.log"
-done
+if [ $oracle = 1 ] && [ -d "$here/oracle" ] && [ -x "$here/kiln_oracle_tests" ]; then
+  for mode in eager lazy; do
+    echo "== kiln_oracle_tests --device cuda --mode $mode"
+    "$here/kiln_oracle_tests" --golden "$here/oracle" --device cuda --mode $mode \
+      > "$out/oracle-cuda-$mode.log" 2>&1 || status=1
+    sed -n '/^oracle (/,$p' "$out/oracle-cuda-$mode.log" | head -60
+  done
+fi
+
+if [ $bench = 1 ]; then
+  echo "== kiln-bandwidth"
+  "$here/kiln-bandwidth" --device cuda 2>&1 | tee "$out/kiln-bandwidth.log" || status=1
+  echo "== kiln-bench (cold kernel cache, then warm in a new process)"
+  rm -rf "$KILN_CACHE_DIR"
+  "$here/kiln-bench" --device cuda --mode all --json > "$out/kiln-bench.jsonl" \
+    2> "$out/kiln-bench.err" || status=1
+  "$here/kiln-bench" --device cuda --mode lazy --json > "$out/kiln-bench-warm.jsonl" \
+    2>> "$out/kiln-bench.err" || status=1
+  cat "$out/kiln-bench.jsonl" "$out/kiln-bench-warm.jsonl"; tail -5 "$out/kiln-bench.err"
+fi
+
+if [ $torch = 1 ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  echo "== PyTorch (same machine, same run)"
+  python3 "$here/torch_gpu.py" > "$out/torch.jsonl" 2> "$out/torch.err" || status=1
+  cat "$out/torch.jsonl"; tail -3 "$out/torch.err"
+fi
 echo "kiln gpu run: $([ $status = 0 ] && echo ok || echo FAILED) (logs in $out)"
 exit $status
 RUN
@@ -158,7 +189,10 @@ for f in "$bundle"/*; do
 done
 (cd / && env -u LD_LIBRARY_PATH "$bundle/kiln-info" >/dev/null)
 (cd / && env -u LD_LIBRARY_PATH "$bundle/kiln_tests" --gtest_list_tests >/dev/null)
+# One compressed file to carry as well (copying to a machine may cap the size):
+#   mkdir -p /tmp/kiln && tar -xJf .gpu.tar.xz -C /tmp/kiln && /tmp/kiln/run.sh
+tar -C "$bundle" -cf - . | xz -T"$jobs" -6 > "$bundle.tar.xz"
 size=$(du -sm "$bundle" | cut -f1)
-echo "gpu.sh: bundle $bundle: $(ls "$bundle" | wc -l) files, ${size} MiB"
-[ "$size" -le 60 ] || echo "gpu.sh: warning: the bundle is over 60 MiB" >&2
+packed=$(du -sm "$bundle.tar.xz" | cut -f1)
+echo "gpu.sh: bundle $bundle: $(ls "$bundle" | wc -l) files, ${size} MiB (${packed} MiB as $bundle.tar.xz)"
 echo "gpu.sh: on the GPU machine run: ${bundle#"$root"/}/run.sh"

@@ -28,6 +28,11 @@ KILN_API void device_capability(int index, int* major, int* minor);
 KILN_API int64_t device_total_memory(int index = 0);
 // Waits for all work queued on `device`, on every stream.
 KILN_API void synchronize(Device device = Device::cuda());
+// float32 matrix products may use TF32 tensor cores (10-bit mantissa inputs,
+// float32 accumulate): faster, less exact. Process-wide; off by default. Also
+// settable in a build without CUDA, where it changes nothing.
+KILN_API void set_allow_tf32(bool allow);
+KILN_API bool allow_tf32();
 
 class Event;
 

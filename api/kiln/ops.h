@@ -288,6 +288,10 @@ KILN_API Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2
                       const Scalar& beta = 1, const Scalar& alpha = 1);
 KILN_API Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
                         const Scalar& beta = 1, const Scalar& alpha = 1);
+// act(bias + mat1 @ mat2), act in {"none", "relu", "gelu_tanh"}: addmm with an
+// activation, one cuBLASLt call with a fused epilogue on CUDA.
+KILN_API Tensor addmm_act(const Tensor& bias, const Tensor& mat1, const Tensor& mat2,
+                          std::string_view act = "none");
 KILN_API Tensor outer(const Tensor& self, const Tensor& vec2);
 
 // --- Shape and indexing ----------------------------------------------------------

@@ -464,6 +464,9 @@ Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, const Sca
                const Scalar& alpha) {
   KILN_CALL("baddbmm", Tensor(T, T, T, S, S), self, b1, b2, beta, alpha);
 }
+Tensor addmm_act(const Tensor& bias, const Tensor& m1, const Tensor& m2, std::string_view act) {
+  KILN_CALL("addmm_act", Tensor(T, T, T, std::string_view), bias, m1, m2, act);
+}
 Tensor outer(const Tensor& self, const Tensor& vec2) {
   KILN_CALL("outer", Tensor(T, T), self, vec2);
 }

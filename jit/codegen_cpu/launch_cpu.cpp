@@ -32,10 +32,10 @@ Cache& cache() {
   return *c;
 }
 
-// Returns the kernel for this structure and layout, compiling it once; null
-// when the generator refused it (remembered, so it is not retried).
-const CpuPointwiseKernel* get_kernel(const PointwiseKernel& k,
-                                     const std::vector<RunLayout>& layouts) {
+}  // namespace
+
+const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& k,
+                                               const std::vector<RunLayout>& layouts) {
   std::string key = k.str();
   for (RunLayout l : layouts) key += l == RunLayout::Dense ? 'd' : 'b';
   Cache& c = cache();
@@ -54,29 +54,30 @@ const CpuPointwiseKernel* get_kernel(const PointwiseKernel& k,
   }
 }
 
-}  // namespace
-
 int64_t cpu_kernels_compiled() {
   return g_compiled.load();
 }
 
-bool run_pointwise_cpu(const FusedGroup& g) {
+namespace {
+
+// Checks a group against what the generator handles and finds its kernel;
+// null (logged) when it cannot run fused.
+const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
   std::string why;
   if (!cpu_supports(g.kernel, &why)) {
     KILN_LOG(Fusion, "group runs node by node on the CPU: unsupported ", why);
-    return false;
+    return nullptr;
   }
   std::vector<Tensor> ops = g.outputs;
   ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());
   for (const Tensor& t : ops) {
-    if (!t.device().is_cpu()) return false;
+    if (!t.device().is_cpu()) return nullptr;
   }
   const int nops = static_cast<int>(ops.size());
   const int nout = static_cast<int>(g.outputs.size());
-  Iteration iter = coalesce(g.shape, ops, nout);
-  const DimVector& sizes = iter.sizes;
-  const std::vector<DimVector>& strides = iter.strides;
-  const int64_t numel = iter.numel;
+  *iter = coalesce(g.shape, ops, nout);
+  const DimVector& sizes = iter->sizes;
+  const std::vector<DimVector>& strides = iter->strides;
   // The innermost dim must be dense (or broadcast, for inputs) for every operand.
   std::vector<RunLayout> layouts(nops);
   for (int k = 0; k < nops; ++k) {
@@ -85,12 +86,30 @@ bool run_pointwise_cpu(const FusedGroup& g) {
     if (!ok) {
       KILN_LOG(Fusion, "group runs node by node on the CPU: operand ", k,
                " is strided in the innermost dim");
-      return false;
+      return nullptr;
     }
     layouts[k] = s == 0 && k >= nout ? RunLayout::Broadcast : RunLayout::Dense;
   }
-  const CpuPointwiseKernel* kernel = get_kernel(g.kernel, layouts);
+  return cpu_pointwise_kernel(g.kernel, layouts);
+}
+
+}  // namespace
+
+bool pointwise_cpu_ready(const FusedGroup& g) {
+  Iteration iter;
+  return prepare(g, &iter) != nullptr;
+}
+
+bool run_pointwise_cpu(const FusedGroup& g) {
+  Iteration iter;
+  const CpuPointwiseKernel* kernel = prepare(g, &iter);
   if (!kernel) return false;
+  std::vector<Tensor> ops = g.outputs;
+  ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());
+  const int nops = static_cast<int>(ops.size());
+  const DimVector& sizes = iter.sizes;
+  const std::vector<DimVector>& strides = iter.strides;
+  const int64_t numel = iter.numel;
 
   for (const Tensor& t : g.outputs) ensure_memory(t);
   if (numel == 0) return true;

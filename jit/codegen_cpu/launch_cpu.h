@@ -1,5 +1,8 @@
 #pragma once
 
+#include <vector>
+
+#include "jit/codegen_cpu/pointwise_cpu.h"
 #include "jit/passes/fusion.h"
 
 namespace kiln::jit::cpu {
@@ -10,6 +13,14 @@ namespace kiln::jit::cpu {
 // nothing, when the group's dtypes, primitives or layouts are outside what the
 // generator handles; the caller then runs the group's nodes one by one.
 bool run_pointwise_cpu(const FusedGroup& group);
+
+// Whether run_pointwise_cpu would run `group` fused (compiling its kernel now).
+bool pointwise_cpu_ready(const FusedGroup& group);
+
+// The kernel for this body and operand layout, compiled once per process;
+// null when the generator refuses it (logged once, remembered).
+const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& kernel,
+                                               const std::vector<RunLayout>& layouts);
 
 // Kernels compiled so far in this process (for tests and logs).
 int64_t cpu_kernels_compiled();

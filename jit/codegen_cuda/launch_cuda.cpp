@@ -7,10 +7,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "jit/codegen_cuda/nvrtc.h"
+#include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/pointwise_source.h"
 #include "jit/iteration.h"
-#include "jit/kernel_cache.h"
 #include "kiln/logging.h"
 #include "runtime/cuda/device_guard.h"
 
@@ -19,14 +18,9 @@ namespace {
 
 constexpr int kBlock = 256;
 
-struct Loaded {
-  cudaLibrary_t library = nullptr;
-  cudaKernel_t kernel = nullptr;
-};
-
+// Launch counts of pointwise kernels; compiles and loads are the loader's (Note [Kernel loader]).
 struct Cache {
   std::mutex mu;
-  std::unordered_map<std::string, Loaded> kernels;  // "<device>|<name>"
   CudaKernelStats stats;
 };
 
@@ -35,53 +29,23 @@ Cache& cache() {
   return *c;
 }
 
-bool dtype_ok(DType t) {
-  return t == kFloat32 || t == kFloat64 || t == kFloat16 || t == kBFloat16 || t == kBool;
-}
-
 // The kernel named by `spec` on `device`, compiled or read from disk once.
 cudaKernel_t get_kernel(const PointwiseSpec& spec, int device) {
-  const std::string name = pointwise_name(spec);
-  const cudaDeviceProp& prop = kiln::cuda::device_properties(device);
-  const int arch = prop.major * 10 + prop.minor;
-  const std::string key = std::to_string(device) + "|" + name;
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  auto it = c.kernels.find(key);
-  if (it != c.kernels.end()) return it->second.kernel;
-  // The disk key names everything the binary depends on (Note [Kernel disk cache]).
-  const std::string source = pointwise_source(spec);
-  const std::string disk_key = "cuda|sm_" + std::to_string(arch) + "|nvrtc " +
-                               std::to_string(nvrtc_version()) + "|kiln " KILN_VERSION "|" + source;
-  std::vector<char> image;
-  if (auto hit = DiskCache::instance().load(disk_key)) {
-    image = std::move(*hit);
-    c.stats.disk_hits++;
-  } else {
-    CompiledKernel ck = nvrtc_compile(source, name, arch);
-    c.stats.compiled++;
-    c.stats.compile_ms += ck.compile_ms;
-    KILN_LOG(OutputCode, "CUDA kernel ", name, " (sm_", arch, ", ", ck.compile_ms, " ms):\n",
-             source);
-    image = std::move(ck.image);
-    if (!ck.is_ptx) image.push_back('\0');  // PTX is text; keep both terminated alike
-    DiskCache::instance().store(disk_key, image);
-  }
-  kiln::cuda::DeviceGuard guard(device);
-  Loaded l;
-  KILN_CUDA_CHECK_DEVICE(
-      cudaLibraryLoadData(&l.library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-      device);
-  KILN_CUDA_CHECK_DEVICE(cudaLibraryGetKernel(&l.kernel, l.library, name.c_str()), device);
-  c.kernels.emplace(key, l);
-  return l.kernel;
+  return load_kernel(
+      pointwise_name(spec), [&] { return pointwise_source(spec); }, device);
 }
 
 }  // namespace
 
 CudaKernelStats cuda_kernel_stats() {
+  const KernelLoaderStats l = kernel_loader_stats();
   std::lock_guard<std::mutex> lock(cache().mu);
-  return cache().stats;
+  CudaKernelStats s = cache().stats;
+  s.compiled = l.compiled;
+  s.disk_hits = l.disk_hits;
+  s.compile_ms = l.compile_ms;
+  s.launches += l.launches;
+  return s;
 }
 
 bool run_pointwise_cuda(const FusedGroup& g) {
@@ -90,7 +54,7 @@ bool run_pointwise_cuda(const FusedGroup& g) {
   ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());
   const Device device = g.outputs.at(0).device();
   for (const Tensor& t : ops) {
-    if (!(t.device() == device) || !dtype_ok(t.dtype())) return false;
+    if (!(t.device() == device)) return false;
   }
   const int nout = static_cast<int>(g.outputs.size());
   Iteration it = coalesce(g.shape, ops, nout);
@@ -116,9 +80,22 @@ bool run_pointwise_cuda(const FusedGroup& g) {
                                                                     : Layout::Strided);
   }
   spec.ndim = nd;
-  spec.index32 = max_offset < (int64_t{1} << 31);
+  // Room for one grid stride past the last offset (Note [CUDA pointwise ABI]).
+  spec.index32 = max_offset < (int64_t{1} << 31) - (int64_t{1} << 26);
+  // Vector accesses when every operand is Dense or Scalar and dense pointers align.
+  const int width = vector_width(k);
+  bool vectorize = width > 1;
+  for (size_t o = 0; o < ops.size() && vectorize; ++o) {
+    if (spec.layouts[o] == Layout::Strided) vectorize = false;
+  }
   for (const Tensor& t : g.outputs) ensure_memory(t);
   if (it.numel == 0) return true;
+  for (size_t o = 0; o < ops.size() && vectorize; ++o) {
+    const auto address = reinterpret_cast<uintptr_t>(ops[o].data_ptr());
+    const size_t bytes = static_cast<size_t>(width) * itemsize(ops[o].dtype());
+    if (spec.layouts[o] == Layout::Dense && address % bytes != 0) vectorize = false;
+  }
+  spec.vec = vectorize ? width : 1;
   cudaKernel_t kernel = get_kernel(spec, device.index());
 
   // The argument struct, laid out as the generated KilnArgs (all 8-byte fields).
@@ -136,7 +113,8 @@ bool run_pointwise_cuda(const FusedGroup& g) {
   }
   void* params[] = {args.data()};
   const cudaDeviceProp& prop = kiln::cuda::device_properties(device.index());
-  int64_t blocks = std::min<int64_t>((it.numel + kBlock - 1) / kBlock,
+  const int64_t work = std::max<int64_t>(1, it.numel / spec.vec);
+  int64_t blocks = std::min<int64_t>((work + kBlock - 1) / kBlock,
                                      static_cast<int64_t>(prop.multiProcessorCount) * 8);
   kiln::cuda::DeviceGuard guard(device.index());
   cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));

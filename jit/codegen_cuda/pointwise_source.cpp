@@ -1,5 +1,6 @@
 #include "jit/codegen_cuda/pointwise_source.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -14,12 +15,23 @@
 namespace kiln::jit::cuda {
 namespace {
 
+// The C++ type a compute dtype's values have in the kernel.
 const char* ctype(DType t) {
   switch (t) {
     case kFloat64:
       return "double";
     case kBool:
       return "bool";
+    case kUInt8:
+      return "unsigned char";
+    case kInt8:
+      return "signed char";
+    case kInt16:
+      return "short";
+    case kInt32:
+      return "int";
+    case kInt64:
+      return "i64";
     default:
       return "float";
   }
@@ -36,7 +48,16 @@ const char* mtype(DType t) {
     case kBFloat16:
       return "unsigned short";
     case kBool:
+    case kUInt8:
       return "unsigned char";
+    case kInt8:
+      return "signed char";
+    case kInt16:
+      return "short";
+    case kInt32:
+      return "int";
+    case kInt64:
+      return "i64";
     default:
       KILN_FAIL("[cuda codegen] expected a fusible memory dtype, got ", t);
   }
@@ -45,6 +66,10 @@ const char* mtype(DType t) {
 std::string literal(double v, DType t) {
   char buf[64];
   if (t == kBool) return v != 0 ? "true" : "false";
+  if (is_integral(t, false)) {
+    std::snprintf(buf, sizeof buf, "((%s)%lldll)", ctype(t), static_cast<long long>(v));
+    return buf;
+  }
   if (v != v)
     return t == kFloat64 ? "__longlong_as_double(0x7ff8000000000000ll)"
                          : "__int_as_float(0x7fc00000)";
@@ -66,6 +91,26 @@ std::string fn(const char* name, DType t) {
   return t == kFloat64 ? std::string(name) : std::string(name) + "f";
 }
 
+// Note [CUDA vector math]
+// exp, log, erf and friends are NVRTC's built-in single-precision functions
+// (a few ulp). Division stays IEEE. sigmoid, silu, tanh and gelu(tanh) are
+// kiln's own: a pointwise chain of them is bound by the special-function unit
+// (MUFU: 16 results per SM per clock, an eighth of the FMA rate), and the
+// library forms spend two or three MUFU ops and a dozen FMAs each where two
+// MUFU ops suffice (perf/RESULTS.md counts chain16). Both take
+// e = 2^(-|x| log2 e) from ex2.approx (2^-22 relative; rounding |x| log2 e
+// adds |x| * 6e-8) and a reciprocal from rcp.approx (1 ulp) of 1 + e, in
+// [1, 2], so nothing overflows or meets a denormal:
+//   sigmoid(x) = 1/(1+e) for x >= 0, e/(1+e) below: relative error under 1e-6
+//     wherever the result is above 1e-5 (|x| < 11.5), absolute below;
+//   tanh(x) = sign(x) (1-e)/(1+e) with e = exp(-2|x|) from |x| = 0.1, where
+//     1 - e loses at most a factor 5 of e's error; below 0.1 the odd Taylor
+//     series through x^7 (error < 1e-7 relative);
+//   gelu_tanh(x) = x * sigmoid(2u), which is 0.5 x (1 + tanh(u)) without the
+//     cancellation where tanh(u) nears -1.
+// DESIGN.md's bars are 4e-6 (sigmoid) and 4e-5 (tanh, gelu);
+// tests/cuda/fused_cuda_test.cpp sweeps all four against float64, with 0,
+// +-inf and NaN.
 const char kPrelude[] = R"(typedef long long i64;
 __device__ __forceinline__ float kiln_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short kiln_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
@@ -78,10 +123,27 @@ __device__ __forceinline__ unsigned short kiln_f2bf(float f) {
 }
 template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 template <class T> __device__ __forceinline__ T kiln_min(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+template <class T, int N> struct alignas(sizeof(T) * N) KilnVec { T v[N]; };
+__device__ __forceinline__ float kiln_rcpf(float x) { float r; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+__device__ __forceinline__ float kiln_ex2f(float x) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+__device__ __forceinline__ float kiln_sigmoidf(float x) {
+  const float e = kiln_ex2f(fabsf(x) * -1.4426950408889634f);
+  const float r = kiln_rcpf(1.0f + e);
+  return x >= 0.0f ? r : e * r;
+}
+__device__ __forceinline__ float kiln_tanhf(float x) {
+  const float ax = fabsf(x), x2 = x * x;
+  float q = fmaf(x2, -0.053968253968253968f, 0.13333333333333333f);
+  q = fmaf(q, x2, -0.33333333333333333f);
+  const float small = fmaf(x * x2, q, x);
+  const float e = kiln_ex2f(ax * -2.8853900817779268f);
+  const float big = copysignf((1.0f - e) * kiln_rcpf(1.0f + e), x);
+  return ax < 0.1f ? small : big;
+}
 )";
 
-std::string load_expr(DType mem, const std::string& ptr, const std::string& off) {
-  std::string e = "((const " + std::string(mtype(mem)) + "*)" + ptr + ")[" + off + "]";
+// A value of memory dtype `mem`, as read (`e`), in its compute type.
+std::string from_memory(DType mem, const std::string& e) {
   switch (mem) {
     case kFloat16:
       return "kiln_h2f(" + e + ")";
@@ -94,6 +156,10 @@ std::string load_expr(DType mem, const std::string& ptr, const std::string& off)
   }
 }
 
+std::string load_expr(DType mem, const std::string& ptr, const std::string& off) {
+  return from_memory(mem, "((const " + std::string(mtype(mem)) + "*)" + ptr + ")[" + off + "]");
+}
+
 std::string store_value(DType mem, DType value_type, const std::string& v) {
   switch (mem) {
     case kFloat16:
@@ -102,10 +168,8 @@ std::string store_value(DType mem, DType value_type, const std::string& v) {
       return "kiln_f2bf((float)(" + v + "))";
     case kBool:
       return "(unsigned char)((" + v + ") != 0)";
-    case kFloat32:
-      return "(float)(" + v + ")";
     default:
-      return "(double)(" + v + ")";
+      return "(" + std::string(mtype(mem)) + ")(" + v + ")";
   }
 }
 
@@ -122,6 +186,7 @@ std::string instr_expr(const PointwiseKernel& k, const Instr& in) {
     case Prim::Neg:
       return "-" + a;
     case Prim::Abs:
+      if (!is_floating(t)) return "(" + a + " < 0 ? -" + a + " : " + a + ")";
       return fn("fabs", t) + "(" + a + ")";
     case Prim::Exp:
       return fn("exp", t) + "(" + a + ")";
@@ -138,42 +203,57 @@ std::string instr_expr(const PointwiseKernel& k, const Instr& in) {
     case Prim::Cos:
       return fn("cos", t) + "(" + a + ")";
     case Prim::Tanh:
-      return fn("tanh", t) + "(" + a + ")";
+      return (t == kFloat32 ? "kiln_tanhf(" : "tanh(") + a + ")";
     case Prim::Sigmoid:
-      return one + " / (" + one + " + " + fn("exp", t) + "(-" + a + "))";
+      if (t == kFloat32) return "kiln_sigmoidf(" + a + ")";
+      return one + " / (" + one + " + exp(-" + a + "))";
     case Prim::Relu:
       return "(" + a + " != " + a + " ? " + a + " : (" + a + " > 0 ? " + a + " : 0))";
     case Prim::Erf:
       return fn("erf", t) + "(" + a + ")";
     case Prim::Floor:
+      if (!is_floating(t)) return a;
       return fn("floor", t) + "(" + a + ")";
     case Prim::Ceil:
+      if (!is_floating(t)) return a;
       return fn("ceil", t) + "(" + a + ")";
     case Prim::Trunc:
+      if (!is_floating(t)) return a;
       return fn("trunc", t) + "(" + a + ")";
     case Prim::Round:
+      if (!is_floating(t)) return a;
       return fn("rint", t) + "(" + a + ")";
     case Prim::GeluErf:
       return half + " * " + a + " * (" + one + " + " + fn("erf", t) + "(" + a + " * " +
              literal(0.70710678118654752440, t) + "))";
     case Prim::GeluTanh:
-      return half + " * " + a + " * (" + one + " + " + fn("tanh", t) + "(" +
-             literal(0.79788456080286535588, t) + " * (" + a + " + " + literal(0.044715, t) +
-             " * " + a + " * " + a + " * " + a + ")))";
+      // x * sigmoid(2u) is 0.5 * x * (1 + tanh(u)) without the cancellation
+      // where tanh(u) is near -1.
+      if (t == kFloat32) {
+        return a + " * kiln_sigmoidf(1.5957691216057308f * (" + a + " + 0.044715f * " + a + " * " +
+               a + " * " + a + "))";
+      }
+      return half + " * " + a + " * (" + one + " + tanh(" + literal(0.79788456080286535588, t) +
+             " * (" + a + " + " + literal(0.044715, t) + " * " + a + " * " + a + " * " + a + ")))";
     case Prim::Silu:
-      return a + " / (" + one + " + " + fn("exp", t) + "(-" + a + "))";
+      if (t == kFloat32) return a + " * kiln_sigmoidf(" + a + ")";
+      return a + " / (1.0 + exp(-" + a + "))";
     case Prim::Expm1:
       return fn("expm1", t) + "(" + a + ")";
     case Prim::Log1p:
       return fn("log1p", t) + "(" + a + ")";
     case Prim::LogicalNot:
+      return "!" + a;
     case Prim::RoundF16:
       return "kiln_h2f(kiln_f2h(" + a + "))";
     case Prim::RoundBF16:
       return "kiln_bf2f(kiln_f2bf(" + a + "))";
-      return "!" + a;
     case Prim::Cast:
       if (t == kBool) return "(" + a + " != 0)";
+      // Floats reach narrow integers through int64, as the CPU conversion does.
+      if (is_integral(t, false) && is_floating(k.body[in.a].dtype)) {
+        return "(" + std::string(ctype(t)) + ")(i64)" + a;
+      }
       return "(" + std::string(ctype(t)) + ")" + a;
     case Prim::Add:
       return a + " + " + b;
@@ -216,6 +296,7 @@ uint64_t spec_hash(const PointwiseSpec& s) {
   for (Layout l : s.layouts) h = (h ^ static_cast<uint64_t>(l)) * 1099511628211ull;
   h = (h ^ static_cast<uint64_t>(s.ndim)) * 1099511628211ull;
   h = (h ^ static_cast<uint64_t>(s.index32)) * 1099511628211ull;
+  h = (h ^ static_cast<uint64_t>(s.vec)) * 1099511628211ull;
   return h;
 }
 
@@ -228,6 +309,21 @@ std::string pointwise_name(const PointwiseSpec& spec) {
   return buf;
 }
 
+int vector_width(const PointwiseKernel& k) {
+  size_t widest = 1;
+  for (DType t : k.inputs) widest = std::max(widest, itemsize(t));
+  for (DType t : k.outputs) widest = std::max(widest, itemsize(t));
+  return static_cast<int>(std::min<size_t>(8, 16 / widest));
+}
+
+// Note [CUDA pointwise kernel shape]
+// A grid-stride loop over the elements (the launch caps the grid at a few
+// blocks per SM, so each thread does many). When every operand is Dense or
+// Scalar and the dense pointers are aligned, each step moves `vec` elements
+// per operand with one vector access (16 bytes for the widest dtype): fewer
+// memory instructions per byte, which is what gets a memory-bound group near
+// copy bandwidth. The last numel % vec elements take a scalar loop. Scalar
+// operands are read once per thread, before the loop.
 std::string pointwise_source(const PointwiseSpec& spec) {
   const PointwiseKernel& k = *spec.kernel;
   const size_t nout = k.outputs.size(), nops = nout + k.inputs.size();
@@ -235,6 +331,11 @@ std::string pointwise_source(const PointwiseSpec& spec) {
              spec.layouts.size());
   KILN_CHECK(spec.ndim >= 1 && spec.ndim <= kMaxDims, "[cuda codegen] expected 1..", kMaxDims,
              " iteration dims, got ", spec.ndim);
+  bool strided = false;
+  for (Layout l : spec.layouts) strided = strided || l == Layout::Strided;
+  KILN_CHECK(spec.vec == 1 || (!strided && spec.vec == vector_width(k)),
+             "[cuda codegen] expected vector width 1 or ", vector_width(k),
+             " over dense operands, got ", spec.vec);
   const std::string idx = spec.index32 ? "int" : "i64";
   std::ostringstream os;
   os << kPrelude;
@@ -247,17 +348,13 @@ std::string pointwise_source(const PointwiseSpec& spec) {
   os << "extern \"C\" __global__ void __launch_bounds__(256) " << pointwise_name(spec)
      << "(const __grid_constant__ KilnArgs a) {\n";
   os << "  const " << idx << " n = (" << idx << ")a.numel;\n";
-  os << "  for (" << idx << " i = (" << idx << ")blockIdx.x * 256 + threadIdx.x; i < n; i += ("
-     << idx << ")gridDim.x * 256) {\n";
-  bool strided = false;
-  for (Layout l : spec.layouts) strided = strided || l == Layout::Strided;
-  if (strided) {
-    // N-d index, innermost dim last.
-    os << "    " << idx << " rem = i;\n";
-    for (int d = spec.ndim - 1; d >= 0; --d) {
-      os << "    const " << idx << " i" << d << " = rem % (" << idx << ")a.sizes[" << d
-         << "]; rem /= (" << idx << ")a.sizes[" << d << "];\n";
-    }
+  os << "  const " << idx << " step = (" << idx << ")gridDim.x * 256;\n";
+  os << "  const " << idx << " first = (" << idx << ")blockIdx.x * 256 + threadIdx.x;\n";
+  for (size_t o = nout; o < nops; ++o) {
+    if (spec.layouts[o] != Layout::Scalar) continue;
+    DType mem = k.inputs[o - nout];
+    os << "  const " << ctype(compute_dtype(mem)) << " c" << o << " = "
+       << load_expr(mem, "a.p" + std::to_string(o), "0") << ";\n";
   }
   auto offset = [&](size_t o) -> std::string {
     switch (spec.layouts[o]) {
@@ -277,25 +374,85 @@ std::string pointwise_source(const PointwiseSpec& spec) {
     }
     return "0";
   };
-  for (size_t n = 0; n < k.body.size(); ++n) {
-    const Instr& in = k.body[n];
-    os << "    const " << ctype(in.dtype) << " v" << n << " = ";
-    if (in.op == Prim::Load) {
-      size_t o = nout + static_cast<size_t>(in.operand);
-      os << "(" << ctype(in.dtype) << ")"
-         << load_expr(k.inputs[in.operand], "a.p" + std::to_string(o), offset(o));
-    } else if (in.op == Prim::Const) {
-      os << literal(in.imm, in.dtype);
-    } else {
-      os << instr_expr(k, in);
+  // The body over one element: `load(o)` reads input operand o, `store(o, v)`
+  // writes output o.
+  auto body = [&](const std::string& pad, auto&& load, auto&& store) {
+    for (size_t n = 0; n < k.body.size(); ++n) {
+      const Instr& in = k.body[n];
+      os << pad << "const " << ctype(in.dtype) << " v" << n << " = ";
+      if (in.op == Prim::Load) {
+        const size_t o = nout + static_cast<size_t>(in.operand);
+        os << "(" << ctype(in.dtype) << ")"
+           << (spec.layouts[o] == Layout::Scalar ? "c" + std::to_string(o) : load(o));
+      } else if (in.op == Prim::Const) {
+        os << literal(in.imm, in.dtype);
+      } else {
+        os << instr_expr(k, in);
+      }
+      os << ";\n";
     }
-    os << ";\n";
+    for (size_t o = 0; o < nout; ++o) {
+      os << pad
+         << store(o, store_value(k.outputs[o], k.body[k.stores[o]].dtype,
+                                 "v" + std::to_string(k.stores[o])))
+         << ";\n";
+    }
+  };
+  auto scalar_load = [&](size_t o) {
+    return load_expr(k.inputs[o - nout], "a.p" + std::to_string(o), offset(o));
+  };
+  auto scalar_store = [&](size_t o, const std::string& v) {
+    return "((" + std::string(mtype(k.outputs[o])) + "*)a.p" + std::to_string(o) + ")[" +
+           offset(o) + "] = " + v;
+  };
+  std::string tail_start = "first";
+  if (spec.vec > 1) {
+    const std::string w = std::to_string(spec.vec);
+    auto vtype = [&](DType mem) { return "KilnVec<" + std::string(mtype(mem)) + ", " + w + ">"; };
+    // Restrict-qualified pointers let the compiler hoist the next
+    // iterations' loads above this one's stores when it unrolls: more bytes
+    // in flight per thread. An output may be an input (in-place ops), but
+    // only with the same geometry (Note [Fusion groups]), so no iteration
+    // reads what another writes.
+    for (size_t o = 0; o < nops; ++o) {
+      if (spec.layouts[o] != Layout::Dense) continue;
+      const bool in = o >= nout;
+      const std::string t = vtype(in ? k.inputs[o - nout] : k.outputs[o]);
+      os << "  " << (in ? "const " : "") << t << "* __restrict__ q" << o << " = ("
+         << (in ? "const " : "") << t << "*)a.p" << o << ";\n";
+    }
+    os << "  const " << idx << " nv = n / " << w << ";\n";
+    os << "#pragma unroll 4\n";
+    os << "  for (" << idx << " j = first; j < nv; j += step) {\n";
+    for (size_t o = nout; o < nops; ++o) {
+      if (spec.layouts[o] != Layout::Dense) continue;
+      os << "    const " << vtype(k.inputs[o - nout]) << " l" << o << " = q" << o << "[j];\n";
+    }
+    for (size_t o = 0; o < nout; ++o) os << "    " << vtype(k.outputs[o]) << " s" << o << ";\n";
+    os << "#pragma unroll\n    for (int e = 0; e < " << w << "; ++e) {\n";
+    body(
+        "      ",
+        [&](size_t o) {
+          return from_memory(k.inputs[o - nout], "l" + std::to_string(o) + ".v[e]");
+        },
+        [&](size_t o, const std::string& v) { return "s" + std::to_string(o) + ".v[e] = " + v; });
+    os << "    }\n";
+    for (size_t o = 0; o < nout; ++o) {
+      os << "    q" << o << "[j] = s" << o << ";\n";
+    }
+    os << "  }\n";
+    tail_start = "nv * " + w + " + first";
   }
-  for (size_t o = 0; o < nout; ++o) {
-    os << "    ((" << mtype(k.outputs[o]) << "*)a.p" << o << ")[" << offset(o) << "] = "
-       << store_value(k.outputs[o], k.body[k.stores[o]].dtype, "v" + std::to_string(k.stores[o]))
-       << ";\n";
+  os << "  for (" << idx << " i = " << tail_start << "; i < n; i += step) {\n";
+  if (strided) {
+    // N-d index, innermost dim last.
+    os << "    " << idx << " rem = i;\n";
+    for (int d = spec.ndim - 1; d >= 0; --d) {
+      os << "    const " << idx << " i" << d << " = rem % (" << idx << ")a.sizes[" << d
+         << "]; rem /= (" << idx << ")a.sizes[" << d << "];\n";
+    }
   }
+  body("    ", scalar_load, scalar_store);
   os << "  }\n}\n";
   return os.str();
 }

@@ -17,7 +17,8 @@ namespace kiln::jit::cuda {
 // element, offset 0) or Strided (offset from the N-d index and its strides).
 // The kernel takes one struct by value: the element count, the iteration
 // sizes (innermost last, at most kMaxDims), and per operand a pointer and,
-// for Strided ones, strides in elements.
+// for Strided ones, strides in elements. Offsets are 32-bit when every one,
+// plus a grid's stride, stays below 2^31.
 constexpr int kMaxDims = 8;
 enum class Layout : uint8_t { Dense, Scalar, Strided };
 
@@ -26,7 +27,12 @@ struct PointwiseSpec {
   std::vector<Layout> layouts;  // outputs then inputs
   int ndim = 1;                 // iteration dims (for Strided operands)
   bool index32 = true;          // every offset fits in 32 bits
+  int vec = 1;                  // elements per vector access (Dense/Scalar operands only)
 };
+
+// The vector width for `kernel` when its operands allow one: 16 bytes of the
+// widest memory dtype, at most 8 elements (Note [CUDA pointwise kernel shape]).
+int vector_width(const PointwiseKernel& kernel);
 
 // The kernel's name: "kiln_pw_<hash>" (the hash covers layouts and index width).
 std::string pointwise_name(const PointwiseSpec& spec);

@@ -9,11 +9,19 @@
 // the reason is logged under KILN_LOGS=fusion. Members' results are stored
 // only when someone outside the group needs them (a later node, or a tensor
 // the user holds); in-place members always store into their target.
+//
+// A reduction or row normalization (decompose_reduce.h) starts a reduction
+// group (Note [Reduction kernels]): the open pointwise group becomes its
+// prologue when it has the reduction's input shape (else it is closed), and
+// the pointwise nodes that follow join its epilogue while they have the
+// epilogue's shape. The epilogue may read what the prologue wrote only
+// through the same view (both run row by row, interleaved).
 
 #include <string>
 #include <vector>
 
 #include "jit/kernel_ir.h"
+#include "jit/reduction_ir.h"
 #include "jit/trace_buffer.h"
 
 namespace kiln::jit {
@@ -26,10 +34,29 @@ struct FusedGroup {
   std::vector<size_t> members;  // node indices, in record order
 };
 
+// A reduction group: prologue and epilogue are pointwise groups whose input
+// 0 (epilogue) and output 0 (prologue) are undefined tensors standing for the
+// reduction's float32 input and result.
+struct ReductionGroup {
+  RowOp op = RowOp::Sum;
+  int64_t correction = 0;
+  double eps = 0;
+  DimVector in_shape;           // the prologue's shape (the reduced tensor's)
+  std::vector<bool> reduced;    // per dim of in_shape
+  FusedGroup prologue;          // over in_shape
+  FusedGroup epilogue;          // over the result's shape
+  std::vector<size_t> members;  // every node index, in record order
+  size_t node = 0;              // the reduction's node
+
+  // The kernel both generators take (prologue and epilogue bodies, op).
+  ReductionKernel kernel() const;
+};
+
 struct Step {
-  enum class Kind { Extern, Fused } kind;
-  size_t node = 0;   // Extern: the node's index
-  FusedGroup group;  // Fused
+  enum class Kind { Extern, Fused, Reduction } kind;
+  size_t node = 0;           // Extern: the node's index
+  FusedGroup group;          // Fused
+  ReductionGroup reduction;  // Reduction
 };
 
 struct FusionOptions {
@@ -60,14 +87,16 @@ std::string describe(const std::vector<Node>& nodes, const std::vector<Step>& st
 // express becomes a fused clone that loads through the view.
 // A value produced in the same group and read through another geometry
 // (`(x * 2).transpose(0, 1) + 1`) is recomputed at the viewed elements
-// (GroupBuilder::fold_view): when the producer's output is dense and the view
-// walks its dims by an affine map without carries (permutes, transposes,
-// strided or narrowed walks within a dim, broadcasts), every load of the
-// producing members is re-viewed through the same map (ViewIndexMap) and the
-// members are re-emitted; the kernel builder shares what repeats. Not folded,
-// so the group is cut, the value stored (a planned arena buffer, Note [Memory
-// plan]) and loaded through the view by the next group: producers that are
-// in-place or read memory the group writes (other elements may already be
-// overwritten), views with carries, views of views of group values, and on
-// the CPU views that would make a load strided in the innermost dim (the
-// asmjit generator would then run the whole group node by node).
+// (GroupBuilder::fold_view in jit/passes/group_builder.cpp, so pointwise groups
+// and reduction prologues and epilogues alike): when the producer's output is
+// dense and the view walks its dims by an affine map without carries (permutes,
+// transposes, strided or narrowed walks within a dim, broadcasts), every load
+// of the producing members is re-viewed through the same map (ViewIndexMap) and
+// the members are re-emitted; the kernel builder shares what repeats. Not
+// folded, so the group is cut, the value stored (a planned arena buffer, Note
+// [Memory plan]) and loaded through the view by the next group: producers that
+// are in-place or read memory the group writes (other elements may already be
+// overwritten), a reduction's result in its epilogue (it holds one value per
+// row), views with carries, views of views of group values, and on the CPU
+// views that would make a load strided in the innermost dim (the asmjit
+// generator would then run the whole group node by node).

@@ -154,9 +154,21 @@ MemoryPlan plan_memory(const std::vector<Node>& nodes, const std::vector<Step>& 
   std::vector<const StorageImpl*> inputs;
   for (size_t k = 0; k < steps.size(); ++k) {
     const Step& step = steps[k];
+    // A group's undefined inputs and outputs (a reduction's float32 input and
+    // result) live in registers and have no storage.
+    auto touch_group = [&](const FusedGroup& g) {
+      for (const Tensor& t : g.inputs) touch(storage(t), k, false, true);
+      for (const Tensor& t : g.outputs) touch(storage(t), k, true, true);
+    };
     if (step.kind == Step::Kind::Fused) {
-      for (const Tensor& t : step.group.inputs) touch(storage(t), k, false, true);
-      for (const Tensor& t : step.group.outputs) touch(storage(t), k, true, true);
+      touch_group(step.group);
+      continue;
+    }
+    if (step.kind == Step::Kind::Reduction) {
+      // The epilogue runs after the prologue, row by row: what it reads of the
+      // prologue's stores was written first in this step.
+      touch_group(step.reduction.prologue);
+      touch_group(step.reduction.epilogue);
       continue;
     }
     const Node& n = nodes[step.node];

@@ -2,9 +2,10 @@
 
 // Note [Memory plan]
 // After fusion, every storage that the plan writes fresh and that nothing
-// outside the trace holds (group outputs read by later steps, outputs of
-// extern nodes that can write into given memory) gets a slice of one arena
-// per device, allocated once per run. Liveness is counted in steps: a buffer
+// outside the trace holds (outputs of fused groups and of reduction groups'
+// prologues and epilogues read by later steps, outputs of extern nodes that
+// can write into given memory) gets a slice of one arena per device,
+// allocated once per run. Liveness is counted in steps: a buffer
 // lives from the first step that touches it (its write) to the last step that
 // reads or writes it, both ends included, so a group never reads and writes
 // one slice (broadcast loads and views would make such aliasing unsafe).

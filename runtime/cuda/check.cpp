@@ -28,9 +28,11 @@ void fail_nvrtc(int status, const char* call, const char* file, int line) {
             "): ", nvrtcGetErrorString(static_cast<nvrtcResult>(status)));
 }
 
-void fail_cublas(int status, const char* call, const char* file, int line) {
-  int device = -1;
-  if (cudaGetDevice(&device) != cudaSuccess) (void)cudaGetLastError();
+void fail_cublas(int status, const char* call, const char* file, int line, int device) {
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    device = -1;
+  }
   const auto st = static_cast<cublasStatus_t>(status);
   KILN_FAIL("[cublasLt] ", call, " failed at ", file, ":", line, " on cuda:", device, ": ",
             cublasLtGetStatusName(st), " (", cublasLtGetStatusString(st), ")");

@@ -9,6 +9,7 @@
 //   KILN_CUDA_CHECK_DEVICE(cudaSetDevice(i), i);   // when the device is known
 //   KILN_NVRTC_CHECK(nvrtcCompileProgram(prog, n, opts));
 //   KILN_CUBLAS_CHECK(cublasLtMatmul(...));
+//   KILN_CUBLAS_CHECK_DEVICE(cublasLtMatmul(...), i);  // when the device is known
 
 #include "kiln/api.h"
 
@@ -17,7 +18,8 @@ namespace kiln::cuda::detail {
 // `device` < 0: ask the runtime which device is current.
 [[noreturn]] void fail_cuda(int status, const char* call, const char* file, int line, int device);
 [[noreturn]] void fail_nvrtc(int status, const char* call, const char* file, int line);
-[[noreturn]] void fail_cublas(int status, const char* call, const char* file, int line);
+// `device` < 0: ask the runtime which device is current.
+[[noreturn]] void fail_cublas(int status, const char* call, const char* file, int line, int device);
 
 }  // namespace kiln::cuda::detail
 
@@ -39,10 +41,12 @@ namespace kiln::cuda::detail {
     }                                                                            \
   } while (0)
 
-#define KILN_CUBLAS_CHECK(call)                                                   \
-  do {                                                                            \
-    const int kiln_status_ = static_cast<int>(call);                              \
-    if (KILN_UNLIKELY(kiln_status_ != 0)) {                                       \
-      ::kiln::cuda::detail::fail_cublas(kiln_status_, #call, __FILE__, __LINE__); \
-    }                                                                             \
+#define KILN_CUBLAS_CHECK_DEVICE(call, device)                                              \
+  do {                                                                                      \
+    const int kiln_status_ = static_cast<int>(call);                                        \
+    if (KILN_UNLIKELY(kiln_status_ != 0)) {                                                 \
+      ::kiln::cuda::detail::fail_cublas(kiln_status_, #call, __FILE__, __LINE__, (device)); \
+    }                                                                                       \
   } while (0)
+
+#define KILN_CUBLAS_CHECK(call) KILN_CUBLAS_CHECK_DEVICE(call, -1)

@@ -3,6 +3,7 @@
 
 #include "runtime/cpu/copy.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "kiln/dispatch.h"
@@ -15,8 +16,7 @@
 namespace kiln::cuda {
 
 // Note [Copies without kernels]
-// Until NVRTC code generation exists, copies touching a device use only the
-// copy engines:
+// Copies touching a device use the copy engines where they can:
 //   - the host side does all the work it can: dtype conversion, broadcasting
 //     and layout changes happen on the CPU (runtime/cpu/copy.h), into or out of
 //     a pinned staging buffer laid out like the device tensor where that is
@@ -25,8 +25,8 @@ namespace kiln::cuda {
 //     `width` contiguous bytes per row and pitches for one more dim, looping
 //     over the dims left (copy_plan.h), up to kMaxCopies calls;
 //   - device to device: the same 2D plan when the dtypes agree; a dtype change,
-//     or a layout needing more than kMaxCopies calls, raises an error until
-//     the generated copy kernel lands;
+//     or a layout needing more than kMaxCopies calls, runs a generated kernel
+//     (Note [Device copies through generated kernels]);
 //   - fill_: cudaMemsetAsync when all bytes of the value are equal (0, any
 //     1-byte dtype), else one H2D copy of a 64 KiB pattern doubled by D2D
 //     copies (log2 calls); a tensor with gaps is filled through a dense
@@ -98,6 +98,14 @@ void run_plan(char* dst, const char* src, const std::vector<Copy2D>& plan, cudaM
                              device);
     }
   }
+}
+
+std::atomic<DeviceCopyKernel> g_copy_kernel{nullptr};
+
+bool plan_fits(IntArrayRef sizes, IntArrayRef dst_strides, IntArrayRef src_strides, DType dtype) {
+  std::vector<Copy2D> plan;
+  return plan_strided_copy(sizes, dst_strides, src_strides, static_cast<int64_t>(itemsize(dtype)),
+                           kMaxCopies, kMaxPitch, &plan);
 }
 
 // Copies between two layouts of the same elements (same dtype, sizes of dst);
@@ -213,22 +221,33 @@ void copy_d2d_same_device(const Tensor& self, const Tensor& src) {
   if (may_overlap(self, src)) {
     if (same_view(self, src)) return;
     from = empty_tensor(src.sizes(), src.dtype(), src.device());
-    strided_copy(byte_ptr(from), src.sizes(), from.strides(), byte_ptr(src), src.strides(),
-                 src.dtype(), cudaMemcpyDeviceToDevice, stream, "copy_");
+    copy_d2d_same_device(from, src);
   }
   const DimVector src_strides = broadcast_strides(from, self.sizes(), "copy_");
+  if (self.dtype() != from.dtype() ||
+      !plan_fits(self.sizes(), self.strides(), src_strides, self.dtype())) {
+    DeviceCopyKernel kernel = g_copy_kernel.load();
+    KILN_CHECK(kernel, "[copy_] copying ", from.dtype(), " ", src.sizes(), " into ", self.dtype(),
+               " ", self.sizes(), " on ", self.device(),
+               " needs a generated kernel, and kiln's CUDA code generator is not linked in");
+    kernel(self, from);
+    return;
+  }
   strided_copy(byte_ptr(self), self.sizes(), self.strides(), byte_ptr(from), src_strides,
                self.dtype(), cudaMemcpyDeviceToDevice, stream, "copy_");
 }
 
 void copy_d2d(const Tensor& self, const Tensor& src) {
   check_no_overlap(self, "copy_");
-  KILN_CHECK(self.dtype() == src.dtype(), "[copy_] expected cuda tensors of one dtype, got ",
-             src.dtype(), " into ", self.dtype(),
-             ": converting on the device needs a generated kernel, which kiln does not have "
-             "yet; convert on the host, or copy first and convert on the CPU");
   if (self.device() == src.device()) {
     copy_d2d_same_device(self, src);
+    return;
+  }
+  if (self.dtype() != src.dtype()) {
+    // Move first, then convert on the destination device.
+    Tensor moved = empty_tensor(src.sizes(), src.dtype(), self.device());
+    copy_d2d(moved, src);
+    copy_d2d_same_device(self, moved);
     return;
   }
   // Across devices: dense row-major on both ends, one peer copy on the
@@ -336,6 +355,10 @@ Tensor fill_kernel(const Tensor& self, const Scalar& value) {
 }
 
 }  // namespace
+
+void set_device_copy_kernel(DeviceCopyKernel kernel) {
+  g_copy_kernel.store(kernel);
+}
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (nbytes == 0) return;

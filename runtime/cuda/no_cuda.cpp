@@ -1,7 +1,10 @@
 // Stub CUDA glue for builds without the CUDA toolkit: queries say "no CUDA",
 // everything that needs a device throws "kiln was built without CUDA".
 
+#include <atomic>
+
 #include "kiln/error.h"
+#include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_runtime.h"
 
@@ -36,6 +39,20 @@ int64_t device_total_memory(int) {
 }
 void synchronize(Device) {
   no_cuda("cuda synchronize");
+}
+
+// The flag alone: no product in this build reads it.
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+}
+LtCacheStats lt_cache_stats() {
+  return {};
+}
+void set_allow_tf32(bool allow) {
+  g_allow_tf32.store(allow);
+}
+bool allow_tf32() {
+  return g_allow_tf32.load();
 }
 
 Stream Stream::current(Device) {
@@ -136,8 +153,9 @@ void fail_cuda(int status, const char* call, const char* file, int line, int dev
 void fail_nvrtc(int status, const char* call, const char* file, int line) {
   KILN_FAIL("[nvrtc] ", call, " failed at ", file, ":", line, ": status ", status);
 }
-void fail_cublas(int status, const char* call, const char* file, int line) {
-  KILN_FAIL("[cublasLt] ", call, " failed at ", file, ":", line, ": status ", status);
+void fail_cublas(int status, const char* call, const char* file, int line, int device) {
+  KILN_FAIL("[cublasLt] ", call, " failed at ", file, ":", line, " on cuda:", device, ": status ",
+            status);
 }
 }  // namespace detail
 

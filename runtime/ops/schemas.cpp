@@ -234,6 +234,8 @@ KILN_LIBRARY(kiln, m) {
       "baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> "
       "Tensor");
   m.def("outer(Tensor self, Tensor vec2) -> Tensor");
+  // kiln's own: act(bias + mat1 @ mat2) (Note [Matmul epilogues]).
+  m.def("addmm_act(Tensor bias, Tensor mat1, Tensor mat2, str act=\"none\") -> Tensor");
 
   // --- Shape and indexing ------------------------------------------------------
   m.def("cat(Tensor[] tensors, int dim=0) -> Tensor");

@@ -137,17 +137,36 @@ TEST(CudaCopy, DeviceToDevice) {
   }
 }
 
-TEST(CudaCopy, DeviceToDeviceWithoutKernelsRaises) {
+// Dtype changes and layouts beyond the 2-D copy plan run the generated copy
+// kernel (Note [Device copies through generated kernels]).
+TEST(CudaCopy, DeviceToDeviceConversionsAndLayouts) {
   kiln::EagerGuard eager;  // runtime behaviour, run at once
   KILN_REQUIRE_CUDA();
-  Tensor d = random_tensor({8, 8}, kFloat32, "contiguous", 51).to(Device::cuda());
-  Tensor h = empty({8, 8}, TensorOptions(kFloat16).device(Device::cuda()));
-  EXPECT_KILN_ERROR(h.copy_(d), "needs a generated kernel");
-  EXPECT_KILN_ERROR(d.to(kFloat16), "needs a generated kernel");
-  Tensor cube = random_tensor({64, 64, 64}, kFloat32, "contiguous", 52).to(Device::cuda());
-  EXPECT_KILN_ERROR(cube.permute({2, 1, 0}).contiguous(), "needs a generated copy kernel");
-  // The failures left the device usable.
-  EXPECT_SAME(d.clone().cpu(), d.cpu());
+  const DType all[] = {kFloat32, kFloat16, kBFloat16, kFloat64, kInt64,
+                       kInt32,   kInt16,   kInt8,     kUInt8,   kBool};
+  for (DType from : all) {
+    Tensor x = random_tensor({12, 10}, from, "strided", 51);
+    Tensor dx = x.to(Device::cuda());
+    for (DType to : all) {
+      SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + dtype_name(to));
+      Tensor expected = empty({10, 12}, to);
+      expected.copy_(x.t());
+      Tensor got = empty({10, 12}, TensorOptions(to).device(Device::cuda()));
+      got.copy_(dx.t());
+      EXPECT_SAME(got.cpu(), expected);
+      EXPECT_SAME(dx.to(to).cpu(), x.to(to));
+    }
+  }
+  Tensor cube = random_tensor({64, 64, 64}, kFloat32, "contiguous", 52);
+  Tensor dcube = cube.to(Device::cuda());
+  EXPECT_SAME(dcube.permute({2, 1, 0}).contiguous().cpu(), cube.permute({2, 1, 0}).contiguous());
+  // Across devices with a conversion, where there are two.
+  if (kiln::cuda::device_count() > 1) {
+    Tensor x = random_tensor({12, 10}, kFloat32, "strided", 53);
+    Tensor other = empty({12, 10}, TensorOptions(kFloat16).device(Device::cuda(1)));
+    other.copy_(x.to(Device::cuda()));
+    EXPECT_SAME(other.cpu(), x.to(kFloat16));
+  }
 }
 
 TEST(CudaFill, EveryDtypeAndLayout) {

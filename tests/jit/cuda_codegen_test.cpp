@@ -76,6 +76,7 @@ TEST_F(CudaCodegen, EveryPrimitiveAndDtypeCompilesForHopperAndAmpere) {
                                     : std::vector<L>{L::Strided, L::Dense, L::Strided, L::Strided};
         spec.ndim = variant == 0 ? 1 : 4;
         spec.index32 = variant == 0;
+        spec.vec = variant == 0 ? kc::vector_width(k) : 1;
         std::string src = kc::pointwise_source(spec);
         for (int arch : {90, 80}) {
           kc::CompiledKernel ck;
@@ -92,6 +93,46 @@ TEST_F(CudaCodegen, EveryPrimitiveAndDtypeCompilesForHopperAndAmpere) {
   EXPECT_EQ(compiled, 5 * 2 * 2 * 2);
 }
 
+TEST_F(CudaCodegen, IntegerKernelsCompile) {
+  using L = kc::Layout;
+  int compiled = 0;
+  for (kiln::DType t : {kiln::kUInt8, kiln::kInt8, kiln::kInt16, kiln::kInt32, kiln::kInt64}) {
+    KernelBuilder b;
+    int32_t x = b.load(0, t), y = b.load(1, t);
+    int32_t v = b.op(Prim::Add, t, b.op(Prim::Mul, t, x, y), b.constant(-3, t));
+    v = b.op(Prim::Max, t, b.op(Prim::Abs, t, v), b.op(Prim::Neg, t, y));
+    v = b.op(Prim::Where, t, b.op(Prim::Lt, kiln::kBool, x, y), v, b.op(Prim::Relu, t, x));
+    PointwiseKernel k = b.kernel();
+    k.inputs = {t, t};
+    k.outputs = {t, kiln::kFloat32};
+    k.stores = {v, b.cast(v, kiln::kFloat32)};
+    k.body = b.kernel().body;
+    for (int width : {1, kc::vector_width(k)}) {
+      kc::PointwiseSpec spec{&k, {L::Dense, L::Dense, L::Dense, L::Scalar}};
+      spec.vec = width;
+      std::string src = kc::pointwise_source(spec);
+      ASSERT_NO_THROW(kc::nvrtc_compile(src, kc::pointwise_name(spec), 90)) << src;
+      ++compiled;
+    }
+  }
+  EXPECT_EQ(compiled, 10);
+}
+
+TEST_F(CudaCodegen, VectorWidthIsSixteenBytesOfTheWidestDtype) {
+  PointwiseKernel f32 = all_prims(kiln::kFloat32, kiln::kFloat32, kiln::kFloat32);
+  EXPECT_EQ(kc::vector_width(f32), 4);
+  PointwiseKernel f64 = all_prims(kiln::kFloat64, kiln::kFloat64, kiln::kFloat64);
+  EXPECT_EQ(kc::vector_width(f64), 2);
+  PointwiseKernel f16 = all_prims(kiln::kFloat16, kiln::kFloat16, kiln::kFloat32);
+  f16.inputs = {kiln::kFloat16, kiln::kFloat16};
+  f16.outputs = {kiln::kFloat16, kiln::kBool};
+  EXPECT_EQ(kc::vector_width(f16), 8);
+  kc::PointwiseSpec spec{
+      &f32, {kc::Layout::Strided, kc::Layout::Dense, kc::Layout::Dense, kc::Layout::Dense}};
+  spec.vec = 4;
+  EXPECT_THROW(kc::pointwise_source(spec), kiln::Error) << "strided operands take no vectors";
+}
+
 TEST_F(CudaCodegen, NamesDependOnStructureAndLayout) {
   PointwiseKernel k = all_prims(kiln::kFloat32, kiln::kFloat32, kiln::kFloat32);
   kc::PointwiseSpec a{&k,
@@ -99,6 +140,9 @@ TEST_F(CudaCodegen, NamesDependOnStructureAndLayout) {
   kc::PointwiseSpec b = a;
   b.layouts[2] = kc::Layout::Scalar;
   EXPECT_NE(kc::pointwise_name(a), kc::pointwise_name(b));
+  kc::PointwiseSpec c = a;
+  c.vec = 4;
+  EXPECT_NE(kc::pointwise_name(a), kc::pointwise_name(c));
   EXPECT_EQ(kc::pointwise_name(a), kc::pointwise_name(a));
 }
 

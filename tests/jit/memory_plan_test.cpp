@@ -9,6 +9,7 @@
 #include <functional>
 #include <random>
 
+#include "jit/trace_buffer.h"
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
 
@@ -189,19 +190,69 @@ TEST_F(MemoryPlanRun, HeldIntermediatesKeepTheirOwnMemory) {
 }
 
 TEST_F(MemoryPlanRun, ExternsWriteThroughTheirOutOverloads) {
-  // mm -> mm.out, sum.dim_IntList -> sum.IntList_out: both results are slices.
+  // mm -> mm.out, sum.dim_IntList -> sum.IntList_out (a sum of bools: float
+  // sums are reduction groups), mul.Tensor -> mul.out, and the comparison's
+  // group store: all slices.
   Tensor a = input({5, 7}, "strided", 5), b = input({7, 6}, "transposed", 6);
-  auto f = [&] { return kiln::sum(kiln::mm(a, b), {1}, true) * 2.0f + a.narrow(1, 0, 1); };
+  auto f = [&] { return kiln::sum(kiln::mm(a, b) > 0.1f, {1}, true) * 2.0f + a.narrow(1, 0, 1); };
   Tensor lazy = f();
   Tensor eager;
   {
     kiln::EagerGuard g;
     eager = f();
   }
+  EXPECT_EQ(kiln::jit::TraceBuffer::current().describe_pending(),
+            "extern[mm] fused[gt.Tensor -> 1 out] extern[sum.dim_IntList] extern[mul.Tensor] "
+            "fused[add.Tensor -> 1 out]");
   kiln::jit::flush();
-  EXPECT_EQ(kiln::jit::last_memory_plan().buffers.size(), 2u);
+  EXPECT_EQ(kiln::jit::last_memory_plan().buffers.size(), 4u);
   expect_plan_valid({lazy});
   EXPECT_TENSOR_CLOSE(lazy, eager);
+}
+
+// A reduction group's prologue and epilogue stores that only later steps read
+// are slices of the arena like a fused group's, written in the group's step.
+TEST_F(MemoryPlanRun, ReductionGroupOutputsAreArenaSlices) {
+  Tensor x = input({6, 16}, "transposed", 7), w = input({16, 5}, "strided", 8);
+  Tensor g = input({16}, "contiguous", 9), bias = input({16}, "offset", 10);
+  auto f = [&] {
+    Tensor h = x * 0.5f + 1.0f;       // the prologue; its store is read by the second mm
+    Tensor s = kiln::softmax(h, -1);  // the epilogue's store, read by the first mm
+    Tensor n = kiln::layer_norm(x - 0.25f, {16}, g, bias);  // x - 0.25 joins the epilogue
+    Tensor p0 = kiln::mm(s, w), p1 = kiln::mm(h, w), p2 = kiln::mm(n, w);
+    return p0 + p1 - p2;
+  };
+  Tensor eager;
+  {
+    kiln::EagerGuard eg;
+    eager = f();
+  }
+  Tensor lazy = f();
+  EXPECT_EQ(kiln::jit::TraceBuffer::current().describe_pending(),
+            "reduce[mul.Tensor add.Tensor > softmax.int > sub.Tensor -> 3 out] "
+            "reduce[layer_norm -> 1 out] "
+            "extern[mm] extern[mm] extern[mm] fused[add.Tensor sub.Tensor -> 1 out]");
+  kiln::jit::flush();
+  const MemoryPlan& plan = kiln::jit::last_memory_plan();
+  // h (the prologue's store), s and x - 0.25 (the epilogue's) in step 0, n in
+  // step 1, and the three products.
+  ASSERT_EQ(plan.buffers.size(), 7u);
+  size_t from_step0 = 0, from_step1 = 0;
+  for (const PlannedBuffer& b : plan.buffers) {
+    if (b.first == 0) {
+      ++from_step0;
+      EXPECT_EQ(b.bytes, 6u * 16 * sizeof(float));
+      EXPECT_GE(b.last, 1u);  // read by a later step
+    }
+    if (b.first == 1) {
+      ++from_step1;
+      EXPECT_EQ(b.last, 4u);  // read by the third mm
+    }
+  }
+  EXPECT_EQ(from_step0, 3u);
+  EXPECT_EQ(from_step1, 1u);
+  expect_plan_valid({lazy});
+  EXPECT_TENSOR_CLOSE_TOL(lazy, eager, 1e-5, 1e-5);
 }
 
 TEST_F(MemoryPlanRun, PlannedMemoryOutlivesTheRunThroughViews) {

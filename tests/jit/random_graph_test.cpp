@@ -1,4 +1,5 @@
-// Random fused graphs: random programs of pointwise ops over broadcast,
+// Random fused graphs: random programs of pointwise ops, reductions and row
+// normalizations over broadcast,
 // non-contiguous, mixed-dtype inputs, run eagerly and lazily (traced, fused,
 // compiled) and compared. A failure prints the seed and the program.
 //   KILN_RANDOM_GRAPHS=N   runs N graphs (default 1000)
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "jit/codegen_cpu/launch_cpu.h"
+#include "jit/codegen_cpu/reduce_cpu.h"
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
 
@@ -68,7 +70,7 @@ class Program {
       size_t ia = &a - &pool[0], ib = &b - &pool[0], ic = &c - &pool[0];
       Tensor out;
       std::string what;
-      switch (choose(24)) {
+      switch (choose(32)) {
         case 0:
           out = a + b;
           what = "add";
@@ -173,6 +175,40 @@ class Program {
           what = "mul_";
           break;
         }
+        case 24:
+          out = kiln::softmax(a * 2.0, -1);
+          what = "softmax(a*2, -1)";
+          break;
+        case 25: {
+          Tensor s = a + b;
+          out = kiln::layer_norm(s, {s.size(-1)});
+          what = "layer_norm(a+b)";
+          break;
+        }
+        case 26:
+          out = kiln::rms_norm(a, {a.size(-1)}) * 1.5;
+          what = "rms_norm*1.5";
+          break;
+        case 27:
+          out = kiln::sum(a * a, {-1}, true) / 4.0;
+          what = "sum(a*a, -1, keepdim)/4";
+          break;
+        case 28:
+          out = kiln::amax(a, {0}, true) - a;
+          what = "amax(a, 0, keepdim)-a";
+          break;
+        case 29:
+          out = kiln::var(a, {-1}, 1, true) + 0.5;
+          what = "var(a, -1, keepdim)+0.5";
+          break;
+        case 30:
+          out = kiln::mean(kiln::exp(kiln::clamp(a, -3.0, 3.0))) + b;
+          what = "mean(exp(clamp(a)))+b";
+          break;
+        case 31:
+          out = kiln::log_softmax(a, 0);
+          what = "log_softmax(a, 0)";
+          break;
         default:
           out = a.dim() >= 2 ? (a.transpose(0, 1) * 1.5).transpose(0, 1) : a * 1.5;
           what = "transpose*1.5";
@@ -226,6 +262,7 @@ TEST(RandomGraphs, LazyFusedMatchesEager) {
     count = 1;
   }
   int64_t compiled_before = kiln::jit::cpu::cpu_kernels_compiled();
+  int64_t reductions_before = kiln::jit::cpu::cpu_reductions_run();
   int failures = 0;
   for (uint64_t seed = first; seed < first + static_cast<uint64_t>(count); ++seed) {
     Program p(seed);
@@ -255,9 +292,13 @@ TEST(RandomGraphs, LazyFusedMatchesEager) {
   }
   // The graphs really went through generated kernels.
   int64_t compiled = kiln::jit::cpu::cpu_kernels_compiled() - compiled_before;
-  std::printf("%d random graphs; %lld CPU kernels compiled\n", count,
-              static_cast<long long>(compiled));
+  int64_t reductions = kiln::jit::cpu::cpu_reductions_run() - reductions_before;
+  std::printf("%d random graphs; %lld CPU kernels compiled; %lld reduction groups ran fused\n",
+              count, static_cast<long long>(compiled), static_cast<long long>(reductions));
   EXPECT_GT(compiled, count / 10);
+  if (count >= 100) {
+    EXPECT_GT(reductions, count / 4);
+  }
 }
 
 }  // namespace

@@ -92,6 +92,26 @@ Tensor whole_storage(const Tensor& t) {
   return t.as_strided({n}, {1}, 0);
 }
 
+// --device cuda: every tensor argument moves to the GPU with its storage
+// layout (the whole storage is copied, then viewed alike), device arguments
+// name the GPU, and results come back to the host to be compared.
+bool g_on_cuda = false;
+
+Tensor to_cuda_alike(const Tensor& t) {
+  return whole_storage(t).cuda().as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
+IValue to_cuda_value(const IValue& v) {
+  if (v.is_tensor() && v.to_tensor().defined()) return to_cuda_alike(v.to_tensor());
+  if (v.is_tensor_list()) {
+    std::vector<Tensor> ts;
+    for (const Tensor& t : v.to_tensor_list()) ts.push_back(to_cuda_alike(t));
+    return IValue(std::move(ts));
+  }
+  if (v.is_device()) return IValue(kiln::Device::cuda());
+  return v;
+}
+
 kiln::testing::Tolerance tolerance_for(const json& c, kiln::DType t, kiln::oracle::Mode mode) {
   kiln::testing::Tolerance tol = kiln::testing::default_tolerance(t);
   if (c.contains("rtol")) tol.rtol = c["rtol"].get<double>();
@@ -102,7 +122,8 @@ kiln::testing::Tolerance tolerance_for(const json& c, kiln::DType t, kiln::oracl
   // inner terms). Fused kernels compute each op in float32 and round only its
   // result, as the eager store does: closer to the exact value, and within
   // about one 16-bit ulp of PyTorch's.
-  if (mode == kiln::oracle::Mode::Lazy && kiln::is_reduced_float(t)) {
+  // Generated CUDA kernels compute 16-bit ops in float32 too, eager or not.
+  if ((mode == kiln::oracle::Mode::Lazy || g_on_cuda) && kiln::is_reduced_float(t)) {
     tol.rtol = std::max(tol.rtol, t == kiln::kFloat16 ? 2e-3 : 1.6e-2);
     tol.atol = std::max(tol.atol, t == kiln::kFloat16 ? 1e-3 : 4e-3);
   }
@@ -117,6 +138,10 @@ std::string run_case(const json& c, const Golden& g, kiln::oracle::Mode mode) {
   std::vector<std::pair<std::string, IValue>> kwargs;
   for (auto it = c["kwargs"].begin(); it != c["kwargs"].end(); ++it) {
     kwargs.emplace_back(it.key(), make_value(it.value(), g));
+  }
+  if (g_on_cuda) {
+    for (IValue& a : args) a = to_cuda_value(a);
+    for (auto& kv : kwargs) kv.second = to_cuda_value(kv.second);
   }
   std::vector<Tensor> inputs;
   for (const IValue& a : args) collect_tensors(a, &inputs);
@@ -141,7 +166,10 @@ std::string run_case(const json& c, const Golden& g, kiln::oracle::Mode mode) {
   }
   for (size_t i = 0; i < actual.size(); ++i) {
     Tensor e = make_tensor(expected[i], g);
-    std::string msg = kiln::testing::compare(actual[i], e, tolerance_for(c, e.dtype(), mode));
+    if (g_on_cuda && !actual[i].is_cuda() && actual[i].numel() > 0) {
+      return "output " + std::to_string(i) + " is not on the GPU";
+    }
+    std::string msg = kiln::testing::compare(actual[i].cpu(), e, tolerance_for(c, e.dtype(), mode));
     if (!msg.empty()) return "output " + std::to_string(i) + ": " + msg;
     if (c["check_strides"].get<bool>() && !(actual[i].strides() == e.strides())) {
       std::ostringstream os;
@@ -156,7 +184,7 @@ std::string run_case(const json& c, const Golden& g, kiln::oracle::Mode mode) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       Tensor e = make_tensor(after[i], g);
       Tensor whole_e = whole_storage(e);
-      std::string msg = kiln::testing::compare(whole_storage(inputs[i]), whole_e,
+      std::string msg = kiln::testing::compare(whole_storage(inputs[i]).cpu(), whole_e,
                                                tolerance_for(c, e.dtype(), mode));
       if (!msg.empty()) return "argument " + std::to_string(i) + " after the call: " + msg;
     }
@@ -178,13 +206,27 @@ int main(int argc, char** argv) {
       mode = kiln::oracle::parse_mode(argv[++i]);
     } else if (a == "--filter" && i + 1 < argc) {
       filter = argv[++i];
+    } else if (a == "--device" && i + 1 < argc) {
+      std::string d = argv[++i];
+      if (d != "cpu" && d != "cuda") {
+        std::fprintf(stderr, "kiln_oracle_tests: expected --device cpu or cuda, got %s\n",
+                     d.c_str());
+        return 2;
+      }
+      g_on_cuda = d == "cuda";
     } else if (a == "--verbose") {
       verbose = true;
     } else {
-      std::fprintf(stderr, "usage: %s --golden DIR [--mode eager|lazy] [--filter S] [--verbose]\n",
+      std::fprintf(stderr,
+                   "usage: %s --golden DIR [--mode eager|lazy] [--device cpu|cuda] [--filter S] "
+                   "[--verbose]\n",
                    argv[0]);
       return 2;
     }
+  }
+  if (g_on_cuda && !kiln::cuda::is_available()) {
+    std::printf("oracle: --device cuda needs a CUDA device; none is present\n");
+    return 2;
   }
   Golden g;
   try {
@@ -217,7 +259,8 @@ int main(int argc, char** argv) {
       std::printf("ok   %s [%s]\n", op.c_str(), name.c_str());
     }
   }
-  std::printf("oracle (%s): %d cases, %d failed\n", kiln::oracle::mode_name(mode), total, failed);
+  std::printf("oracle (%s, %s): %d cases, %d failed\n", kiln::oracle::mode_name(mode),
+              g_on_cuda ? "cuda" : "cpu", total, failed);
   for (const auto& [op, n] : failures_by_op) std::printf("  %-32s %d failed\n", op.c_str(), n);
   return failed == 0 && total > 0 ? 0 : 1;
 }

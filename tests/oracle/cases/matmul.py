@@ -23,7 +23,7 @@ NUMERIC = REAL + [F16] + INTS
 # (largest over the output elements, computed from its own operands) as its
 # absolute tolerance. Float16 cases, which run the same conversion code, are
 # held to the default tolerance against float32 references.
-PRODUCTS_WITH_SELF = ("addmm", "addmm_", "addmm.out", "baddbmm")
+PRODUCTS_WITH_SELF = ("addmm", "addmm_", "addmm.out", "baddbmm", "addmm_act")
 
 
 def bf16_atol(op, args, kwargs):
@@ -317,6 +317,46 @@ def autocast_cases(g):
             name="autocast baddbmm")
 
 
+def _act(r, act):
+    if act == "relu":
+        return torch.relu(r)
+    if act == "gelu_tanh":
+        return torch.nn.functional.gelu(r, approximate="tanh")
+    if act != "none":
+        raise ValueError(f"unknown act {act}")
+    return r
+
+
+def addmm_act_ref(bias, a, b, act="none"):
+    """kiln's addmm_act: act(bias + a @ b); torch has no such op."""
+    return _act(torch.addmm(bias, a, b), act)
+
+
+def addmm_act_ref_f16(bias, a, b, act="none"):
+    """As eager kiln: the product rounded to float16, then the activation in float32."""
+    r = torch.addmm(bias.float(), a.float(), b.float()).to(F16)
+    return _act(r.float(), act).to(F16)
+
+
+def addmm_act_cases(g):
+    for dt in REAL + [F16]:
+        ref = addmm_act_ref_f16 if dt == F16 else addmm_act_ref
+        for act in ("none", "relu", "gelu_tanh"):
+            for bias_shape in ([5], [1, 5], [3, 1], [3, 5], []):
+                # float16 gelu far in its negative tail (products reach -30) is
+                # off by up to ~4e-4 absolute in kiln's eager gelu itself.
+                kw = {"atol": 1e-3} if dt == F16 and act == "gelu_tanh" else {}
+                yield C("addmm_act", [g.tensor(bias_shape, dt), g.tensor([3, 4], dt, "any"),
+                                      g.tensor([4, 5], dt, "any")], {"act": act}, ref=ref,
+                        name=f"addmm_act {dt} {act} bias {bias_shape}", **kw)
+        yield C("addmm_act", [g.tensor([5], dt), g.tensor([3, 0], dt), g.tensor([0, 5], dt)],
+                {"act": "relu"}, ref=ref, name=f"addmm_act {dt} K=0")
+    yield C("addmm_act", [g.tensor([5]), g.tensor([3, 4]), g.tensor([4, 5])], {"act": "gelu"},
+            ref=addmm_act_ref, name="addmm_act unknown act")
+    yield C("addmm_act", [g.tensor([4]), g.tensor([3, 4]), g.tensor([4, 5])], {"act": "relu"},
+            ref=addmm_act_ref, name="addmm_act bias shape")
+
+
 def cases(g):
     yield from mm_cases(g)
     yield from bmm_cases(g)
@@ -326,3 +366,4 @@ def cases(g):
     yield from matmul_cases(g)
     yield from outer_cases(g)
     yield from autocast_cases(g)
+    yield from addmm_act_cases(g)

@@ -1,0 +1,617 @@
+#include "jit/codegen_cpu/reduce_cpu.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "jit/codegen_cpu/launch_cpu.h"
+#include "jit/codegen_cpu/row_pass.h"
+#include "jit/iteration.h"
+#include "kiln/logging.h"
+#include "runtime/core/tensor_utils.h"
+
+namespace kiln::jit::cpu {
+namespace {
+
+// Note [Reduction schedules]
+// The reduced dims (ordered by the first loaded input's strides, merged where
+// every operand steps as one) must end in a run that is dense or broadcast
+// for every operand: rows are then reduced with the run innermost ("inner"),
+// a statistic's long row in chunks whose partial results combine in double.
+// Otherwise a statistic whose last kept dim is dense is reduced "outer":
+// blocks of up to kOuterWidth neighbouring results accumulate together, row
+// by row of the reduced space. Anything else runs node by node.
+constexpr int64_t kChunk = 4096;      // elements per prologue call of an inner statistic
+constexpr int64_t kGrain = 16384;     // elements per task
+constexpr int64_t kOuterWidth = 512;  // results per block of an outer statistic
+constexpr int64_t kOuterFlush = 64;   // reduced rows between float -> double flushes
+
+std::atomic<int64_t> g_runs{0};
+
+bool refuse(const char* why) {
+  KILN_LOG(Fusion, "reduction group runs node by node on the CPU: ", why);
+  return false;
+}
+
+// Element strides of `t` broadcast into `shape` (0 where it broadcasts).
+std::vector<int64_t> strides_in(IntArrayRef shape, const Tensor& t) {
+  const size_t nd = shape.size();
+  std::vector<int64_t> st(nd, 0);
+  IntArrayRef s = t.sizes(), tt = t.strides();
+  const size_t off = nd - s.size();
+  for (size_t d = 0; d < s.size(); ++d) st[off + d] = s[d] == 1 && shape[off + d] != 1 ? 0 : tt[d];
+  return st;
+}
+
+float combine_lanes_extreme(const float* lanes, int n, bool max) {
+  float r = lanes[0];
+  for (int i = 1; i < n; ++i) {
+    if (std::isnan(r)) break;
+    float v = lanes[i];
+    if (std::isnan(v) || (max ? v > r : v < r)) r = v;
+  }
+  return r;
+}
+
+struct Operand {
+  char* base = nullptr;
+  int64_t item = 0;
+  std::vector<int64_t> strides;  // over in_shape, elements
+  bool output = false;
+};
+
+class ReductionRun {
+ public:
+  explicit ReductionRun(const ReductionGroup& r) : r_(r), lanes_(isa_lanes(host_isa())) {}
+
+  bool run() {
+    const bool norm = is_row_normalization(r_.op);
+    std::string why;
+    if (!cpu_supports(r_.prologue.kernel, &why) || !cpu_supports(r_.epilogue.kernel, &why)) {
+      KILN_LOG(Fusion, "reduction group runs node by node on the CPU: unsupported ", why);
+      return false;
+    }
+    // Operands: prologue outputs (after the reduced value) and inputs; a
+    // normalization's epilogue outputs and inputs (after the result).
+    for (size_t k = 1; k < r_.prologue.outputs.size(); ++k) {
+      pro_slots_.push_back(add(r_.prologue.outputs[k], true));
+    }
+    for (const Tensor& t : r_.prologue.inputs) pro_slots_.push_back(add(t, false));
+    if (norm) {
+      for (const Tensor& t : r_.epilogue.outputs) epi_slots_.push_back(add(t, true));
+      for (size_t k = 1; k < r_.epilogue.inputs.size(); ++k) {
+        epi_slots_.push_back(add(r_.epilogue.inputs[k], false));
+      }
+    }
+    for (const Tensor& t : tensors_) {
+      if (!t.device().is_cpu()) return false;
+    }
+    if (static_cast<int>(pro_slots_.size()) + 1 > kMaxRunOperands ||
+        static_cast<int>(epi_slots_.size()) + 1 > kMaxRunOperands) {
+      return refuse("too many operands");
+    }
+    split_dims();
+    bool inner = inner_ok();
+    bool outer = !inner && !norm && outer_ok();
+    if (!inner && !outer) return refuse("no dense run over the reduced or the last kept dims");
+    // Kernels (compiled or found) before anything is written.
+    std::vector<RunLayout> layouts{RunLayout::Dense};
+    for (int s : pro_slots_) layouts.push_back(layout(s, inner));
+    prologue_ = cpu_pointwise_kernel(r_.prologue.kernel, layouts);
+    if (!prologue_) return false;
+    if (norm) {
+      layouts.clear();
+      for (size_t k = 0; k < r_.epilogue.outputs.size(); ++k)
+        layouts.push_back(layout(epi_slots_[k], true));
+      layouts.push_back(RunLayout::Dense);
+      for (size_t k = r_.epilogue.outputs.size(); k < epi_slots_.size(); ++k) {
+        layouts.push_back(layout(epi_slots_[k], true));
+      }
+      epilogue_ = cpu_pointwise_kernel(r_.epilogue.kernel, layouts);
+      if (!epilogue_) return false;
+    } else {
+      stats_ = empty_tensor(r_.epilogue.shape.ref(), kFloat32, Device::cpu());
+      epi_group_ = r_.epilogue;
+      epi_group_.inputs[0] = stats_;
+      if (!pointwise_cpu_ready(epi_group_)) return false;
+    }
+    for (size_t k = 1; k < r_.prologue.outputs.size(); ++k) ensure_memory(r_.prologue.outputs[k]);
+    for (const Tensor& t : r_.epilogue.outputs) ensure_memory(t);
+    for (size_t k = 0; k < tensors_.size(); ++k) {
+      ops_[k].base = static_cast<char*>(tensors_[k].data_ptr());
+      ops_[k].item = static_cast<int64_t>(tensors_[k].element_size());
+    }
+    if (inner) {
+      run_inner();
+    } else {
+      run_outer();
+    }
+    if (!norm) {
+      KILN_INTERNAL_ASSERT(run_pointwise_cpu(epi_group_), "a checked epilogue did not run");
+    }
+    for (size_t k = 1; k < r_.prologue.outputs.size(); ++k) {
+      r_.prologue.outputs[k].impl()->bump_version();
+    }
+    if (norm) {
+      for (const Tensor& t : r_.epilogue.outputs) t.impl()->bump_version();
+    }
+    g_runs.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+ private:
+  int add(const Tensor& t, bool output) {
+    Operand o;
+    o.strides = strides_in(r_.in_shape, t);
+    o.output = output;
+    tensors_.push_back(t);
+    ops_.push_back(std::move(o));
+    return static_cast<int>(ops_.size() - 1);
+  }
+
+  // Kept dims in logical order; reduced dims ordered by the first loaded
+  // input's strides and merged where every operand steps as one.
+  void split_dims() {
+    const IntArrayRef shape = r_.in_shape;
+    std::vector<int64_t> red;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (r_.reduced[d]) {
+        row_len_ *= shape[d];
+        if (shape[d] != 1) red.push_back(static_cast<int64_t>(d));
+      } else {
+        rows_ *= shape[d];
+        if (shape[d] != 1) kept_.push_back(static_cast<int64_t>(d));
+      }
+    }
+    int primary = -1;
+    for (size_t k = 0; k < ops_.size() && primary < 0; ++k) {
+      if (!ops_[k].output) primary = static_cast<int>(k);
+    }
+    if (primary >= 0) {
+      const auto& st = ops_[primary].strides;
+      std::stable_sort(red.begin(), red.end(), [&](int64_t a, int64_t b) { return st[a] > st[b]; });
+    }
+    red_strides_.assign(ops_.size(), {});
+    for (int64_t d : red) {
+      bool merge = !red_sizes_.empty();
+      for (size_t k = 0; k < ops_.size() && merge; ++k) {
+        merge = red_strides_[k].back() == ops_[k].strides[d] * shape[d];
+      }
+      if (merge) {
+        red_sizes_.back() *= shape[d];
+        for (size_t k = 0; k < ops_.size(); ++k) red_strides_[k].back() = ops_[k].strides[d];
+      } else {
+        red_sizes_.push_back(shape[d]);
+        for (size_t k = 0; k < ops_.size(); ++k) red_strides_[k].push_back(ops_[k].strides[d]);
+      }
+    }
+    if (red_sizes_.empty()) {
+      red_sizes_.push_back(1);
+      for (size_t k = 0; k < ops_.size(); ++k) red_strides_[k].push_back(0);
+    }
+  }
+
+  bool inner_ok() const {
+    if (red_sizes_.back() == 1) return true;
+    for (size_t k = 0; k < ops_.size(); ++k) {
+      int64_t s = red_strides_[k].back();
+      if (!(s == 1 || (s == 0 && !ops_[k].output))) return false;
+    }
+    return true;
+  }
+
+  bool outer_ok() {
+    if (kept_.empty()) return false;
+    // Var re-runs the prologue: its stores would repeat (in-place ones wrongly).
+    if (r_.op == RowOp::Var && r_.prologue.outputs.size() > 1) return false;
+    const int64_t d = kept_.back();
+    for (const Operand& o : ops_) {
+      if (!(o.strides[d] == 1 || (o.strides[d] == 0 && !o.output))) return false;
+    }
+    return true;
+  }
+
+  RunLayout layout(int slot, bool inner) const {
+    const Operand& o = ops_[slot];
+    int64_t s = inner ? red_strides_[slot].back() : o.strides[kept_.back()];
+    return s == 0 && !o.output ? RunLayout::Broadcast : RunLayout::Dense;
+  }
+
+  // Element offsets of every operand at kept position `row` (row-major over
+  // the kept dims, size-1 ones left out).
+  void kept_offsets(int64_t row, int64_t* off, size_t skip_last = 0) const {
+    for (size_t k = 0; k < ops_.size(); ++k) off[k] = 0;
+    for (size_t i = kept_.size() - skip_last; i-- > 0;) {
+      const int64_t d = kept_[i];
+      const int64_t size = r_.in_shape[d];
+      const int64_t idx = row % size;
+      row /= size;
+      for (size_t k = 0; k < ops_.size(); ++k) off[k] += idx * ops_[k].strides[d];
+    }
+  }
+
+  // Offsets of run `j` of the reduced space (outer reduced dims only).
+  void run_offsets(int64_t j, const int64_t* base, int64_t* off) const {
+    for (size_t k = 0; k < ops_.size(); ++k) off[k] = base[k];
+    for (size_t i = red_sizes_.size() - 1; i-- > 0;) {
+      const int64_t idx = j % red_sizes_[i];
+      j /= red_sizes_[i];
+      for (size_t k = 0; k < ops_.size(); ++k) off[k] += idx * red_strides_[k][i];
+    }
+  }
+
+  char* ptr(int slot, const int64_t* off, int64_t extra = 0) const {
+    const Operand& o = ops_[slot];
+    return o.base + (off[slot] + extra * red_strides_[slot].back()) * o.item;
+  }
+
+  // The prologue over `n` elements of the run at `off`, from element `at`, into `dst`.
+  void prologue(const int64_t* off, int64_t at, int64_t n, float* dst) const {
+    CpuRun run;
+    run.n = n;
+    run.ptrs[0] = reinterpret_cast<char*>(dst);
+    for (size_t i = 0; i < pro_slots_.size(); ++i) run.ptrs[1 + i] = ptr(pro_slots_[i], off, at);
+    prologue_->run(run);
+  }
+
+  void epilogue(const int64_t* off, int64_t n, float* src) const {
+    CpuRun run;
+    run.n = n;
+    const size_t nout = r_.epilogue.outputs.size();
+    for (size_t i = 0; i < nout; ++i) run.ptrs[i] = ptr(epi_slots_[i], off);
+    run.ptrs[nout] = reinterpret_cast<char*>(src);
+    for (size_t i = nout; i < epi_slots_.size(); ++i) run.ptrs[i + 1] = ptr(epi_slots_[i], off);
+    epilogue_->run(run);
+  }
+
+  // The prologue's body is `load in0` of a float32 input dense along the run:
+  // passes then read the input itself.
+  int direct_input() const {
+    const PointwiseKernel& k = r_.prologue.kernel;
+    if (red_sizes_.size() != 1 || k.outputs.size() != 1 || k.body.size() != 1 ||
+        k.body[0].op != Prim::Load || k.inputs[k.body[0].operand] != kFloat32) {
+      return -1;
+    }
+    int slot = pro_slots_[k.body[0].operand];
+    return red_strides_[slot].back() == 1 || red_sizes_.back() == 1 ? slot : -1;
+  }
+
+  // The epilogue stores the result unchanged as float32: passes write the output.
+  int direct_output() const {
+    const PointwiseKernel& k = r_.epilogue.kernel;
+    if (red_sizes_.size() != 1 || k.outputs.size() != 1 || k.outputs[0] != kFloat32 ||
+        k.body.size() != 1 || k.body[0].op != Prim::Load || k.body[0].operand != 0) {
+      return -1;
+    }
+    return epi_slots_[0];
+  }
+
+  void pass(Pass p, const float* x, void* y, int64_t n, float c0, float c1, void* lanes,
+            const float* z = nullptr) const {
+    PassArgs a;
+    a.x = x;
+    a.y = static_cast<float*>(y);
+    a.z = z;
+    a.n = n;
+    a.c0 = c0;
+    a.c1 = c1;
+    a.lanes = lanes;
+    passes_[static_cast<int>(p)]->run(a);
+  }
+
+  // A float64 sum pass (Note [Row passes]): full vectors generated, the tail here.
+  double wide(Pass p, const float* x, float* y, int64_t n, float c0) const {
+    double lanes[16] = {};
+    const int64_t full = n / lanes_ * lanes_;
+    pass(p, x, y, full, c0, 0, lanes);
+    double s = 0;
+    for (int i = 0; i < lanes_; ++i) s += lanes[i];
+    for (int64_t i = full; i < n; ++i) {
+      float v = x[i];
+      if (p == Pass::kSqDev) {
+        v -= c0;
+        v *= v;
+      } else if (p == Pass::kExpSum || p == Pass::kExpSumStore) {
+        v = std::exp(v - c0);
+        if (p == Pass::kExpSumStore) y[i] = v;
+      }
+      s += v;
+    }
+    return s;
+  }
+
+  void load_passes() {
+    for (int p = 0; p < static_cast<int>(Pass::kNumPasses); ++p) {
+      passes_[p] = &row_pass(static_cast<Pass>(p));
+    }
+  }
+
+  void run_inner() {
+    load_passes();
+    const int64_t numel = rows_ * row_len_;
+    if (numel == 0 && is_row_normalization(r_.op)) return;
+    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(row_len_, 1));
+    auto body = [&](int64_t b, int64_t e) {
+      std::vector<int64_t> koff(ops_.size()), roff(ops_.size());
+      std::vector<float> scratch;
+      for (int64_t row = b; row < e; ++row) {
+        kept_offsets(row, koff.data());
+        if (is_row_normalization(r_.op)) {
+          normalize_row(koff.data(), roff.data(), &scratch);
+        } else {
+          stats_.data_ptr<float>()[row] = static_row(koff.data(), roff.data(), &scratch);
+        }
+      }
+    };
+    if (rows_ <= grain || rows_ * row_len_ < 2 * kGrain) {
+      body(0, rows_);
+    } else {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows_, grain),
+                        [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+    }
+  }
+
+  void normalize_row(const int64_t* koff, int64_t* roff, std::vector<float>* scratch) const {
+    const int64_t n = row_len_, run = red_sizes_.back(), runs = run > 0 ? n / run : 0;
+    const int in = direct_input(), out = direct_output();
+    const float* src;
+    if (in >= 0) {
+      src = reinterpret_cast<const float*>(ptr(in, koff));
+    } else {
+      scratch->resize(static_cast<size_t>(n));
+      for (int64_t j = 0; j < runs; ++j) {
+        run_offsets(j, koff, roff);
+        prologue(roff, 0, run, scratch->data() + j * run);
+      }
+      src = scratch->data();
+    }
+    float* dst;
+    if (out >= 0) {
+      dst = reinterpret_cast<float*>(ptr(out, koff));
+    } else {
+      scratch->resize(static_cast<size_t>(n));
+      dst = scratch->data();
+    }
+    float lanes[16];
+    auto reset = [&](float v) { std::fill(lanes, lanes + lanes_, v); };
+    switch (r_.op) {
+      case RowOp::Softmax:
+      case RowOp::LogSoftmax: {
+        reset(-std::numeric_limits<float>::infinity());
+        pass(Pass::kMax, src, nullptr, n, 0, 0, lanes);
+        const float mx = combine_lanes_extreme(lanes, lanes_, true);
+        if (r_.op == RowOp::Softmax) {
+          const double sum = wide(Pass::kExpSumStore, src, dst, n, mx);
+          const float inv = static_cast<float>(1.0 / sum);
+          pass(Pass::kAffine, dst, dst, n, inv, 0, nullptr);
+        } else {
+          const float ls = static_cast<float>(std::log(wide(Pass::kExpSum, src, nullptr, n, mx)));
+          pass(Pass::kSubSub, src, dst, n, mx, ls, nullptr);
+        }
+        break;
+      }
+      case RowOp::LayerNorm: {
+        const double mean = wide(Pass::kSum, src, nullptr, n, 0) / static_cast<double>(n);
+        const float c = static_cast<float>(mean);
+        double sq = wide(Pass::kSqDev, src, nullptr, n, c) -
+                    static_cast<double>(n) * (mean - c) * (mean - c);
+        const float rstd = static_cast<float>(
+            1.0 / std::sqrt(std::max(sq, 0.0) / static_cast<double>(n) + r_.eps));
+        const float shift = -(rstd * c);
+        pass(Pass::kAffine, src, dst, n, rstd, shift, nullptr);
+        break;
+      }
+      case RowOp::RmsNorm: {
+        const float scale = static_cast<float>(
+            1.0 /
+            std::sqrt(wide(Pass::kSqDev, src, nullptr, n, 0) / static_cast<double>(n) + r_.eps));
+        pass(Pass::kAffine, src, dst, n, scale, 0, nullptr);
+        break;
+      }
+      default:
+        KILN_INTERNAL_ASSERT(false, "not a row normalization");
+    }
+    if (out >= 0) return;
+    for (int64_t j = 0; j < runs; ++j) {
+      run_offsets(j, koff, roff);
+      epilogue(roff, run, dst + j * run);
+    }
+  }
+
+  float static_row(const int64_t* koff, int64_t* roff, std::vector<float>* scratch) const {
+    const int64_t n = row_len_, run = red_sizes_.back(), runs = run > 0 ? n / run : 0;
+    const int in = direct_input();
+    const bool extreme = r_.op == RowOp::Max || r_.op == RowOp::Min;
+    float lanes[16];
+    std::fill(lanes, lanes + lanes_,
+              r_.op == RowOp::Max   ? -std::numeric_limits<float>::infinity()
+              : r_.op == RowOp::Min ? std::numeric_limits<float>::infinity()
+                                    : 0.0f);
+    double sum = 0, mean = 0, m2 = 0;
+    int64_t count = 0;
+    if (in < 0) scratch->resize(static_cast<size_t>(std::min(run, kChunk)));
+    for (int64_t j = 0; j < runs; ++j) {
+      run_offsets(j, koff, roff);
+      for (int64_t at = 0; at < run; at += kChunk) {
+        const int64_t len = std::min(kChunk, run - at);
+        const float* x;
+        if (in >= 0) {
+          x = reinterpret_cast<const float*>(ptr(in, roff, at));
+        } else {
+          prologue(roff, at, len, scratch->data());
+          x = scratch->data();
+        }
+        if (extreme) {
+          pass(r_.op == RowOp::Max ? Pass::kMax : Pass::kMin, x, nullptr, len, 0, 0, lanes);
+          continue;
+        }
+        const double s = wide(Pass::kSum, x, nullptr, len, 0);
+        if (r_.op != RowOp::Var) {
+          sum += s;
+          continue;
+        }
+        // Chan et al.: merge this chunk's mean and squared deviations.
+        const double cmean = s / static_cast<double>(len);
+        const float c = static_cast<float>(cmean);
+        const double cm2 = wide(Pass::kSqDev, x, nullptr, len, c) -
+                           static_cast<double>(len) * (cmean - c) * (cmean - c);
+        const double total = static_cast<double>(count + len);
+        const double delta = cmean - mean;
+        mean += delta * static_cast<double>(len) / total;
+        m2 += cm2 + delta * delta * static_cast<double>(count) * static_cast<double>(len) / total;
+        count += len;
+      }
+    }
+    switch (r_.op) {
+      case RowOp::Max:
+        return combine_lanes_extreme(lanes, lanes_, true);
+      case RowOp::Min:
+        return combine_lanes_extreme(lanes, lanes_, false);
+      case RowOp::Sum:
+        return static_cast<float>(sum);
+      case RowOp::Mean:
+        return static_cast<float>(sum / static_cast<double>(n));
+      default:
+        return static_cast<float>(std::max(m2, 0.0) /
+                                  std::max(0.0, static_cast<double>(n - r_.correction)));
+    }
+  }
+
+  // Outer statistics (Note [Reduction schedules]).
+  void run_outer() {
+    load_passes();
+    const int64_t kd = kept_.back();
+    const int64_t width_all = r_.in_shape[kd];
+    const int64_t outer_rows = rows_ / width_all;
+    const int64_t width = std::min(kOuterWidth, width_all);
+    const int64_t blocks = (width_all + width - 1) / width;
+    // Every reduced position, in logical order.
+    std::vector<int64_t> red;
+    for (size_t d = 0; d < r_.in_shape.size(); ++d) {
+      if (r_.reduced[d] && r_.in_shape[d] != 1) red.push_back(static_cast<int64_t>(d));
+    }
+    const int64_t n = row_len_;
+    auto body = [&](int64_t ub, int64_t ue) {
+      std::vector<int64_t> koff(ops_.size()), roff(ops_.size());
+      std::vector<float> scratch(width), acc(width), meanf(width);
+      std::vector<double> total(width), mean(width);
+      for (int64_t u = ub; u < ue; ++u) {
+        const int64_t orow = u / blocks, j0 = (u % blocks) * width;
+        const int64_t w = std::min(width, width_all - j0);
+        kept_offsets(orow, koff.data(), 1);
+        for (size_t k = 0; k < ops_.size(); ++k) koff[k] += j0 * ops_[k].strides[kd];
+        // One sweep over the reduced space: acc op= prologue(x), flushed to `total`.
+        auto sweep = [&](Pass p, const float* z) {
+          const float id = p == Pass::kAccMax   ? -std::numeric_limits<float>::infinity()
+                           : p == Pass::kAccMin ? std::numeric_limits<float>::infinity()
+                                                : 0.0f;
+          std::fill(acc.begin(), acc.end(), id);
+          std::fill(total.begin(), total.end(), 0.0);
+          const bool sums = p == Pass::kAccSum || p == Pass::kAccSqDev;
+          const int64_t full = sums ? w / lanes_ * lanes_ : w;
+          for (int64_t pos = 0; pos < n; ++pos) {
+            int64_t rem = pos;
+            for (size_t k = 0; k < ops_.size(); ++k) roff[k] = koff[k];
+            for (size_t i = red.size(); i-- > 0;) {
+              const int64_t idx = rem % r_.in_shape[red[i]];
+              rem /= r_.in_shape[red[i]];
+              for (size_t k = 0; k < ops_.size(); ++k) roff[k] += idx * ops_[k].strides[red[i]];
+            }
+            CpuRun run;
+            run.n = w;
+            run.ptrs[0] = reinterpret_cast<char*>(scratch.data());
+            for (size_t i = 0; i < pro_slots_.size(); ++i) {
+              const Operand& o = ops_[pro_slots_[i]];
+              run.ptrs[1 + i] = o.base + roff[pro_slots_[i]] * o.item;
+            }
+            prologue_->run(run);
+            if (!sums) {
+              pass(p, scratch.data(), acc.data(), w, 0, 0, nullptr, z);
+              continue;
+            }
+            // Sums accumulate in float64 (`total`); the tail past full vectors here.
+            pass(p, scratch.data(), total.data(), full, 0, 0, nullptr, z);
+            for (int64_t j = full; j < w; ++j) {
+              float v = scratch[j];
+              if (p == Pass::kAccSqDev) {
+                v -= z[j];
+                v *= v;
+              }
+              total[j] += v;
+            }
+          }
+        };
+        float* out = stats_.data_ptr<float>() + orow * width_all + j0;
+        switch (r_.op) {
+          case RowOp::Max:
+          case RowOp::Min:
+            sweep(r_.op == RowOp::Max ? Pass::kAccMax : Pass::kAccMin, nullptr);
+            std::copy(acc.begin(), acc.begin() + w, out);
+            break;
+          case RowOp::Sum:
+          case RowOp::Mean:
+            sweep(Pass::kAccSum, nullptr);
+            for (int64_t j = 0; j < w; ++j) {
+              out[j] = static_cast<float>(r_.op == RowOp::Sum ? total[j]
+                                                              : total[j] / static_cast<double>(n));
+            }
+            break;
+          default: {  // Var: sum, then squared deviations from the mean
+            sweep(Pass::kAccSum, nullptr);
+            for (int64_t j = 0; j < w; ++j) {
+              mean[j] = total[j] / static_cast<double>(n);
+              meanf[j] = static_cast<float>(mean[j]);
+            }
+            sweep(Pass::kAccSqDev, meanf.data());
+            const double div = std::max(0.0, static_cast<double>(n - r_.correction));
+            for (int64_t j = 0; j < w; ++j) {
+              const double d = mean[j] - meanf[j];
+              out[j] = static_cast<float>(std::max(total[j] - static_cast<double>(n) * d * d, 0.0) /
+                                          div);
+            }
+          }
+        }
+      }
+    };
+    const int64_t units = outer_rows * blocks;
+    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(n * width, 1));
+    if (units <= grain) {
+      body(0, units);
+    } else {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, units, grain),
+                        [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+    }
+  }
+
+  const ReductionGroup& r_;
+  const int lanes_;
+  std::vector<Tensor> tensors_;
+  std::vector<Operand> ops_;
+  std::vector<int> pro_slots_, epi_slots_;
+  std::vector<int64_t> kept_;
+  int64_t rows_ = 1, row_len_ = 1;
+  std::vector<int64_t> red_sizes_;
+  std::vector<std::vector<int64_t>> red_strides_;
+  const CpuPointwiseKernel* prologue_ = nullptr;
+  const CpuPointwiseKernel* epilogue_ = nullptr;
+  const RowPassKernel* passes_[static_cast<int>(Pass::kNumPasses)] = {};
+  Tensor stats_;
+  FusedGroup epi_group_;
+};
+
+}  // namespace
+
+bool run_reduction_cpu(const ReductionGroup& group) {
+  return ReductionRun(group).run();
+}
+
+int64_t cpu_reductions_run() {
+  return g_runs.load();
+}
+
+}  // namespace kiln::jit::cpu

@@ -1,0 +1,104 @@
+#include "jit/codegen_cuda/kernel_loader.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "jit/codegen_cuda/nvrtc.h"
+#include "jit/kernel_cache.h"
+#include "kiln/logging.h"
+#include "runtime/cuda/device_guard.h"
+
+namespace kiln::jit::cuda {
+namespace {
+
+// One kernel on one device. `kernel` is published (release) once loaded, so a
+// hit reads it without taking `mu`.
+struct Entry {
+  std::mutex mu;
+  std::atomic<cudaKernel_t> kernel{nullptr};
+  cudaLibrary_t library = nullptr;
+};
+
+struct Loader {
+  std::mutex mu;                                                    // guards `entries` and `stats`
+  std::unordered_map<std::string, std::unique_ptr<Entry>> entries;  // "<device>|<name>"
+  KernelLoaderStats stats;
+};
+
+Loader& loader() {
+  static auto* l = new Loader();  // leaked: libraries stay loaded for the process
+  return *l;
+}
+
+Entry& entry_for(const std::string& key) {
+  Loader& l = loader();
+  std::lock_guard<std::mutex> lock(l.mu);
+  std::unique_ptr<Entry>& e = l.entries[key];
+  if (!e) e = std::make_unique<Entry>();
+  return *e;
+}
+
+// The binary for `source`, from the disk cache or NVRTC.
+std::vector<char> build(const std::string& name, const std::string& source, int arch) {
+  // The disk key names everything the binary depends on (Note [Kernel disk cache]).
+  const std::string disk_key = "cuda|sm_" + std::to_string(arch) + "|nvrtc " +
+                               std::to_string(nvrtc_version()) + "|kiln " KILN_VERSION "|" + source;
+  if (auto hit = DiskCache::instance().load(disk_key)) {
+    std::lock_guard<std::mutex> lock(loader().mu);
+    loader().stats.disk_hits++;
+    return std::move(*hit);
+  }
+  CompiledKernel ck = nvrtc_compile(source, name, arch);
+  {
+    std::lock_guard<std::mutex> lock(loader().mu);
+    loader().stats.compiled++;
+    loader().stats.compile_ms += ck.compile_ms;
+  }
+  KILN_LOG(OutputCode, "CUDA kernel ", name, " (sm_", arch, ", ", ck.compile_ms, " ms):\n", source);
+  std::vector<char> image = std::move(ck.image);
+  if (!ck.is_ptx) image.push_back('\0');  // PTX is text; keep both terminated alike
+  DiskCache::instance().store(disk_key, image);
+  return image;
+}
+
+}  // namespace
+
+cudaKernel_t load_kernel(const std::string& name, const std::function<std::string()>& make_source,
+                         int device) {
+  Entry& e = entry_for(std::to_string(device) + "|" + name);
+  if (cudaKernel_t k = e.kernel.load(std::memory_order_acquire)) return k;
+  std::lock_guard<std::mutex> lock(e.mu);
+  if (cudaKernel_t k = e.kernel.load(std::memory_order_relaxed)) return k;  // another thread won
+  const cudaDeviceProp& prop = kiln::cuda::device_properties(device);
+  const int arch = prop.major * 10 + prop.minor;
+  std::vector<char> image = build(name, make_source(), arch);
+  kiln::cuda::DeviceGuard guard(device);
+  cudaLibrary_t library = nullptr;
+  KILN_CUDA_CHECK_DEVICE(
+      cudaLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+      device);
+  cudaKernel_t kernel = nullptr;
+  const cudaError_t got = cudaLibraryGetKernel(&kernel, library, name.c_str());
+  if (got != cudaSuccess) {
+    (void)cudaLibraryUnload(library);
+    KILN_CUDA_CHECK_DEVICE(got, device);
+  }
+  e.library = library;
+  e.kernel.store(kernel, std::memory_order_release);
+  return kernel;
+}
+
+KernelLoaderStats kernel_loader_stats() {
+  std::lock_guard<std::mutex> lock(loader().mu);
+  return loader().stats;
+}
+
+void record_launch() {
+  std::lock_guard<std::mutex> lock(loader().mu);
+  loader().stats.launches++;
+}
+
+}  // namespace kiln::jit::cuda

@@ -1,0 +1,61 @@
+#pragma once
+
+// Matrix products on CUDA tensors through cuBLASLt (this header needs no CUDA
+// header; blas_lt.cpp holds the library calls).
+//
+// Note [cuBLASLt layouts]
+// cuBLASLt reads column-major matrices. A kiln matrix [r, c] with strides
+// (rs, cs) is passed as it is when rs == 1 (column-major, ld = cs) and as the
+// transpose of a column-major [c, r] when cs == 1 (row-major, ld = rs), so
+// t(), transpose() and row slices never cost a copy. The output cannot be
+// transposed: a row-major output D [m, n] is computed as D^T = B^T A^T, which
+// swaps the operands and turns each one's orientation around. Batches are one
+// strided batch (stride 0 for a broadcast operand); batch dims that do not
+// collapse into one evenly strided dim loop over their outer part. Only
+// layouts cuBLASLt cannot express (two non-unit strides, an output that
+// overlaps an input) go through a contiguous scratch tensor.
+//
+// Note [Matmul epilogues]
+// addmm_act(bias, a, b, act) = act(bias + a @ b), act in {none, relu,
+// gelu_tanh}. When the bias is a [n] (or [1, n]) vector, dense, and the output
+// row-major, it runs as one cuBLASLt call with the BIAS, RELU_BIAS or
+// GELU_BIAS epilogue (cuBLASLt's GELU is the tanh form); the activation is then
+// applied to the float32 accumulator before the one rounding to the output
+// dtype, where the eager form rounds the product first. Any other bias is added
+// through C (beta = 1) and the activation runs as its own kernel, as does
+// everything when cuBLASLt finds no algorithm for the epilogue.
+// jit/passes/matmul_epilogue.h turns addmm/linear + relu/gelu(tanh) into addmm_act.
+
+#include <cstdint>
+
+#include "kiln/scalar.h"
+#include "kiln/tensor.h"
+
+namespace kiln::cuda {
+
+enum class Activation { None, Relu, GeluTanh };
+
+// Parses addmm_act's `act` argument; throws "[op] expected act to be one of
+// 'none', 'relu', 'gelu_tanh', got 'x'".
+Activation parse_activation(std::string_view act, const char* op);
+
+// out[..., m, n] = act(beta * out + alpha * a[..., m, k] @ b[..., k, n] + bias)
+// on CUDA tensors of one device and one dtype (float32, float16, bfloat16,
+// float64; half types accumulate in float32, float32 uses TF32 only when
+// allow_tf32()). out, a and b have the same rank (>= 2) and batch sizes; a
+// and b may be expanded (stride-0) views. A zero beta writes out without
+// reading it. `bias` (optional) is a [n] vector of out's dtype. Runs on the
+// current stream of the tensors' device; may share storage with a or b.
+void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta = 0,
+               const Scalar& alpha = 1, Activation act = Activation::None,
+               const Tensor* bias = nullptr);
+
+// Heuristic cache statistics (tests): lookups that found a cached algorithm,
+// and those that asked cuBLASLt.
+struct LtCacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+};
+LtCacheStats lt_cache_stats();
+
+}  // namespace kiln::cuda

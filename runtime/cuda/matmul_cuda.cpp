@@ -1,0 +1,296 @@
+// Matrix products on CUDA through cuBLASLt: mm, bmm, mv, addmm, baddbmm,
+// matmul, linear and kiln's addmm_act. Each kernel first runs the op's Meta
+// kernel on meta twins of its arguments, so shapes, dtypes and the error text
+// of every user mistake are the CPU kernels' own; then it checks devices and
+// dtypes CUDA admits, makes its output and calls lt_matmul (Note [cuBLASLt
+// layouts], Note [Matmul epilogues]).
+
+#include <limits>
+
+#include "kiln/dispatch.h"
+#include "kiln/ops.h"
+#include "runtime/core/tensor_utils.h"
+#include "runtime/cpu/blas.h"
+#include "runtime/cpu/blas_tensor.h"
+#include "runtime/cuda/blas_lt.h"
+#include "runtime/cuda/cuda_runtime.h"
+
+namespace kiln::cuda {
+namespace {
+
+using T = const Tensor&;
+using S = const Scalar&;
+
+Tensor meta(const Tensor& t) {
+  if (!t.defined()) return t;
+  return Tensor(IntrusivePtr<TensorImpl>::make(t.dtype(), Device::meta(), t.sizes(), t.strides(),
+                                               t.storage_offset()));
+}
+
+struct Arg {
+  const Tensor* t;
+  const char* name;
+};
+
+// Every defined argument on the first one's CUDA device, of a dtype cuBLASLt takes.
+Device check_operands(const char* op, std::initializer_list<Arg> args) {
+  Device dev = Device::cuda();
+  bool found = false;
+  for (const Arg& a : args) {
+    if (a.t->defined() && a.t->is_cuda()) {
+      dev = a.t->device();
+      found = true;
+      break;
+    }
+  }
+  KILN_INTERNAL_ASSERT(found, "[", op, "] CUDA kernel called without a CUDA tensor");
+  check_device(dev, op);
+  for (const Arg& a : args) {
+    if (!a.t->defined()) continue;
+    KILN_CHECK(a.t->device() == dev, "[", op, "] expected all tensors on ", dev, ", got ", a.name,
+               " on ", a.t->device());
+  }
+  const DType dt = args.begin()->t->dtype();
+  KILN_CHECK(dt == kFloat32 || dt == kFloat16 || dt == kBFloat16 || dt == kFloat64, "[", op,
+             "] expected float32, float16, bfloat16 or float64 operands on CUDA, got ", dt);
+  return dev;
+}
+
+// `out` resized to `shape` as PyTorch's resize_ does (contiguous strides, the
+// same offset); its old contents are not kept, as every caller overwrites them.
+void resize_out(const Tensor& out, IntArrayRef shape) {
+  if (out.sizes() == shape) return;
+  TensorImpl* impl = out.impl();
+  const int64_t needed = (checked_numel(shape, "resize") + out.storage_offset()) *
+                         static_cast<int64_t>(out.element_size());
+  const auto& storage = impl->storage();
+  if (!storage || static_cast<int64_t>(storage->nbytes()) < needed) {
+    impl->set_storage(StorageImpl::allocate(static_cast<size_t>(needed), out.device()));
+  }
+  impl->set_geometry(shape, contiguous_strides(shape), out.storage_offset());
+}
+
+// [n] -> [n, 1]
+Tensor as_column(const Tensor& v) {
+  return make_view(v, {v.size(0), 1}, {v.stride(0), 1}, v.storage_offset());
+}
+
+// A bias whose leading dims are all 1, as the [n] vector the epilogue takes.
+Tensor as_row_vector(const Tensor& bias) {
+  if (bias.dim() <= 1) return bias;
+  for (int64_t d = 0; d + 1 < bias.dim(); ++d) {
+    if (bias.size(d) != 1) return bias;
+  }
+  return make_view(bias, {bias.size(-1)}, {bias.stride(-1)}, bias.storage_offset());
+}
+
+// --- mm / bmm / mv ----------------------------------------------------------------------
+
+template <const char* kName>
+Tensor product(T a, T b) {
+  static const TypedOp<Tensor(T, T)> op(kName);
+  Tensor shape = op(meta(a), meta(b));
+  Device dev = check_operands(kName, {{&a, "self"}, {&b, "mat2"}});
+  Tensor r = empty_tensor(shape.sizes(), a.dtype(), dev);
+  lt_matmul(r, a, b);
+  return r;
+}
+
+template <const char* kOut>
+Tensor product_out(T a, T b, T out) {
+  static const TypedOp<Tensor(T, T, T)> op(kOut);
+  Tensor shape = op(meta(a), meta(b), meta(out));
+  check_operands(kOut, {{&a, "self"}, {&b, "mat2"}, {&out, "out"}});
+  resize_out(out, shape.sizes());
+  lt_matmul(out, a, b);
+  out.impl()->bump_version();
+  return out;
+}
+
+constexpr char kMm[] = "mm";
+constexpr char kMmOut[] = "mm.out";
+constexpr char kBmm[] = "bmm";
+constexpr char kBmmOut[] = "bmm.out";
+
+Tensor mv(T a, T v) {
+  static const TypedOp<Tensor(T, T)> op("mv");
+  op(meta(a), meta(v));
+  Device dev = check_operands("mv", {{&a, "self"}, {&v, "vec"}});
+  Tensor r = empty_tensor({a.size(0)}, a.dtype(), dev);
+  lt_matmul(as_column(r), a, as_column(v));
+  return r;
+}
+
+// --- addmm / baddbmm --------------------------------------------------------------------
+
+// r = beta * self + alpha * (m1 @ m2), r fresh, `out` or self (in place).
+void add_product(const Tensor& r, const Tensor& self_in, const Tensor& m1, const Tensor& m2, S beta,
+                 S alpha) {
+  if (r.numel() == 0) return;
+  const DType dtype = r.dtype();
+  Tensor self = self_in.dtype() == dtype ? self_in : self_in.to(dtype);
+  if (cpu::scalar_is_zero(beta, dtype)) {
+    lt_matmul(r, m1, m2, 0, alpha);
+  } else if (r.is_same(self)) {
+    lt_matmul(r, m1, m2, beta, alpha);  // C is the output itself
+  } else if (self.sizes() == r.sizes()) {
+    Tensor dst = r;
+    dst.copy_(self);
+    lt_matmul(r, m1, m2, beta, alpha);
+  } else if (beta.to<double>() == 1.0) {
+    Tensor bias = as_row_vector(self);
+    lt_matmul(r, m1, m2, 0, alpha, Activation::None, &bias);
+  } else {
+    lt_matmul(r, m1, m2, 0, alpha);
+    Tensor dst = r;
+    dst.add_(self, beta);
+  }
+}
+
+Tensor addmm(T self, T m1, T m2, S beta, S alpha) {
+  static const TypedOp<Tensor(T, T, T, S, S)> op("addmm");
+  Tensor shape = op(meta(self), meta(m1), meta(m2), beta, alpha);
+  Device dev = check_operands("addmm", {{&m1, "mat1"}, {&m2, "mat2"}, {&self, "self"}});
+  Tensor r = empty_tensor(shape.sizes(), m1.dtype(), dev);
+  add_product(r, self, m1, m2, beta, alpha);
+  return r;
+}
+
+Tensor addmm_(T self, T m1, T m2, S beta, S alpha) {
+  static const TypedOp<Tensor(T, T, T, S, S)> op("addmm_");
+  op(meta(self), meta(m1), meta(m2), beta, alpha);
+  check_operands("addmm_", {{&m1, "mat1"}, {&m2, "mat2"}, {&self, "self"}});
+  add_product(self, self, m1, m2, beta, alpha);
+  self.impl()->bump_version();
+  return self;
+}
+
+Tensor addmm_out(T self, T m1, T m2, S beta, S alpha, T out) {
+  static const TypedOp<Tensor(T, T, T, S, S, T)> op("addmm.out");
+  Tensor shape = op(meta(self), meta(m1), meta(m2), beta, alpha, meta(out));
+  check_operands("addmm.out", {{&m1, "mat1"}, {&m2, "mat2"}, {&self, "self"}, {&out, "out"}});
+  resize_out(out, shape.sizes());
+  add_product(out, self, m1, m2, beta, alpha);
+  out.impl()->bump_version();
+  return out;
+}
+
+Tensor baddbmm(T self, T b1, T b2, S beta, S alpha) {
+  static const TypedOp<Tensor(T, T, T, S, S)> op("baddbmm");
+  Tensor shape = op(meta(self), meta(b1), meta(b2), beta, alpha);
+  Device dev = check_operands("baddbmm", {{&b1, "batch1"}, {&b2, "batch2"}, {&self, "self"}});
+  Tensor r = empty_tensor(shape.sizes(), b1.dtype(), dev);
+  add_product(r, self, b1, b2, beta, alpha);
+  return r;
+}
+
+// --- matmul -----------------------------------------------------------------------------
+
+// The product into `r` (of matmul's result shape), as the CPU kernel lays it out.
+void matmul_into_result(const Tensor& r, const Tensor& a, const Tensor& b) {
+  const int64_t da = a.dim(), db = b.dim();
+  const int64_t k = a.size(-1);
+  const int64_t n = da >= 2 ? a.size(-2) : 1, p = db >= 2 ? b.size(-1) : 1;
+  const int64_t nb = r.dim() - (da >= 2 ? 1 : 0) - (db >= 2 ? 1 : 0);
+  DimVector batch(r.sizes().slice(0, static_cast<size_t>(nb)));
+  DimVector full_sizes = batch, full_strides;
+  for (int64_t i = 0; i < nb; ++i) full_strides.push_back(r.stride(i));
+  full_sizes.push_back(n);
+  full_sizes.push_back(p);
+  full_strides.push_back(da >= 2 ? r.stride(nb) : 0);
+  full_strides.push_back(db >= 2 ? r.stride(-1) : 0);
+  Tensor full = make_view(r, full_sizes, full_strides, r.storage_offset());
+  Tensor a2 = da == 1 ? make_view(a, {1, k}, {0, a.stride(0)}, a.storage_offset()) : a;
+  Tensor b2 = db == 1 ? as_column(b) : b;
+  lt_matmul(full, cpu::expand_batch(a2, batch, 2), cpu::expand_batch(b2, batch, 2));
+}
+
+Tensor matmul(T a, T b) {
+  static const TypedOp<Tensor(T, T)> op("matmul");
+  Tensor shape = op(meta(a), meta(b));
+  Device dev = check_operands("matmul", {{&a, "self"}, {&b, "other"}});
+  Tensor r = empty_tensor(shape.sizes(), a.dtype(), dev);
+  if (r.numel() > 0) matmul_into_result(r, a, b);
+  return r;
+}
+
+Tensor matmul_out(T a, T b, T out) {
+  static const TypedOp<Tensor(T, T, T)> op("matmul.out");
+  Tensor shape = op(meta(a), meta(b), meta(out));
+  check_operands("matmul.out", {{&a, "self"}, {&b, "other"}, {&out, "out"}});
+  resize_out(out, shape.sizes());
+  if (out.numel() > 0) matmul_into_result(out, a, b);
+  out.impl()->bump_version();
+  return out;
+}
+
+// --- linear / addmm_act -----------------------------------------------------------------
+
+Tensor linear(T input, T weight, const std::optional<Tensor>& bias) {
+  static const TypedOp<Tensor(T, T, const std::optional<Tensor>&)> op("linear");
+  const bool has_bias = bias && bias->defined();
+  Tensor shape =
+      op(meta(input), meta(weight), has_bias ? std::optional<Tensor>(meta(*bias)) : bias);
+  const Tensor none;
+  Device dev = check_operands(
+      "linear", {{&input, "input"}, {&weight, "weight"}, {has_bias ? &*bias : &none, "bias"}});
+  Tensor out = empty_tensor(shape.sizes(), input.dtype(), dev);
+  if (out.numel() == 0) return out;
+  const int64_t in_features = weight.size(-1);
+  const int64_t out_features = weight.dim() == 2 ? weight.size(0) : 1;
+  const int64_t rows = out.numel() / out_features;
+  Tensor out2 = make_view(out, {rows, out_features}, {out_features, 1}, out.storage_offset());
+  Tensor w2 =
+      weight.dim() == 2
+          ? make_view(weight, {in_features, out_features}, {weight.stride(1), weight.stride(0)},
+                      weight.storage_offset())
+          : make_view(weight, {in_features, 1}, {weight.stride(0), 1}, weight.storage_offset());
+  Tensor in2 = cpu::as_matrix(input);
+  if (!has_bias) {
+    lt_matmul(out2, in2, w2);
+    return out;
+  }
+  Tensor vec = as_row_vector(*bias);
+  if (vec.dim() <= 1) {
+    lt_matmul(out2, in2, w2, 0, 1, Activation::None, &vec);
+  } else if (bias->sizes() == out.sizes()) {
+    out.copy_(*bias);
+    lt_matmul(out2, in2, w2, 1, 1);
+  } else {
+    lt_matmul(out2, in2, w2);
+    out.add_(*bias);
+  }
+  return out;
+}
+
+Tensor addmm_act(T bias, T a, T b, std::string_view act) {
+  static const TypedOp<Tensor(T, T, T, std::string_view)> op("addmm_act");
+  Tensor shape = op(meta(bias), meta(a), meta(b), act);
+  const Activation activation = parse_activation(act, "addmm_act");
+  Device dev = check_operands("addmm_act", {{&a, "mat1"}, {&b, "mat2"}, {&bias, "bias"}});
+  Tensor r = empty_tensor(shape.sizes(), a.dtype(), dev);
+  if (r.numel() == 0) return r;
+  Tensor vec = as_row_vector(bias);
+  lt_matmul(r, a, b, 0, 1, activation, &vec);
+  return r;
+}
+
+}  // namespace
+
+KILN_LIBRARY_IMPL(kiln, CUDA, m) {
+  m.impl("mm", &product<kMm>);
+  m.impl("mm.out", &product_out<kMmOut>);
+  m.impl("bmm", &product<kBmm>);
+  m.impl("bmm.out", &product_out<kBmmOut>);
+  m.impl("mv", &mv);
+  m.impl("addmm", &addmm);
+  m.impl("addmm_", &addmm_);
+  m.impl("addmm.out", &addmm_out);
+  m.impl("baddbmm", &baddbmm);
+  m.impl("matmul", &matmul);
+  m.impl("matmul.out", &matmul_out);
+  m.impl("linear", &linear);
+  m.impl("addmm_act", &addmm_act);
+}
+
+}  // namespace kiln::cuda
