@@ -47,4 +47,28 @@ void execute_node(const Node& node) {
   for (size_t i = 0; i < results.size(); ++i) bind_output(node.outputs[i], results[i]);
 }
 
+void execute_node_into(const Node& node, const OperatorEntry& out_op) {
+  const Tensor& lazy = node.outputs[0];
+  KILN_INTERNAL_ASSERT(lazy.impl()->storage()->data() != nullptr, node.op->name(),
+                       ": its output has no memory to write into");
+  // An alias of the output: other nodes hold the lazy handle itself.
+  Tensor out(IntrusivePtr<TensorImpl>::make(lazy.impl()->storage(), lazy.dtype(), lazy.device(),
+                                            lazy.sizes(), lazy.strides(), lazy.storage_offset()));
+  Stack args = node.args;
+  args.emplace_back(out);
+  try {
+    ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+    call_normalized(out_op, std::move(args));
+  } catch (const Error&) {
+    // Errors name the op the user called (index_select, not index_select.out):
+    // run that one, which raises its own message (or, should it pass, is copied in).
+    execute_node(node);
+    return;
+  }
+  KILN_INTERNAL_ASSERT(out.impl()->storage().get() == lazy.impl()->storage().get() &&
+                           out.sizes() == lazy.sizes() && out.strides() == lazy.strides() &&
+                           out.storage_offset() == lazy.storage_offset(),
+                       out_op.name(), " moved or restrided an output of the right size");
+}
+
 }  // namespace kiln::jit

@@ -1,21 +1,26 @@
 #include "jit/pipeline.h"
 
 #include <atomic>
+#include <unordered_set>
 
 #include "jit/codegen_cpu/launch_cpu.h"
 #include "jit/codegen_cpu/reduce_cpu.h"
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/executor.h"
+#include "jit/iteration.h"
+#include "jit/passes/cse.h"
 #include "jit/passes/dead_code.h"
 #include "jit/passes/fusion.h"
 #include "jit/passes/matmul_epilogue.h"
+#include "jit/passes/memory_plan.h"
 #include "kiln/jit.h"
 #include "kiln/logging.h"
 
 namespace kiln::jit {
 namespace {
 
-std::atomic<int64_t> g_recorded{0}, g_flushes{0}, g_executed{0}, g_dead{0}, g_fallbacks{0};
+std::atomic<int64_t> g_recorded{0}, g_flushes{0}, g_executed{0}, g_dead{0}, g_fallbacks{0},
+    g_cse{0}, g_planned{0}, g_naive{0};
 
 void clear_markers(const std::vector<Node>& nodes) {
   auto clear = [](const Tensor& t) {
@@ -83,25 +88,52 @@ TraceStats trace_stats() {
   s.executed_nodes = g_executed.load();
   s.dead_nodes = g_dead.load();
   s.eager_fallbacks = g_fallbacks.load();
+  s.cse_merged = g_cse.load();
+  s.planned_bytes = g_planned.load();
+  s.naive_bytes = g_naive.load();
   return s;
 }
 
 void run_trace(std::vector<Node> nodes) {
   g_flushes.fetch_add(1, std::memory_order_relaxed);
   fuse_matmul_epilogues(nodes);
-  std::vector<size_t> live = live_nodes(nodes);
+  // Held outside the trace: CSE rewrites only handles inside it, and fusion
+  // (whose steps hold handles of their own) is not run yet.
+  std::unordered_set<const StorageImpl*> external;
+  std::vector<size_t> live = live_nodes(nodes, &external);
   KILN_LOG(Fusion, "trace: ", nodes.size(), " nodes, ", live.size(),
            " live after dead-code elimination");
   g_dead.fetch_add(static_cast<int64_t>(nodes.size() - live.size()), std::memory_order_relaxed);
+  CseResult cse = eliminate_common_subexpressions(nodes, live, external);
+  if (cse.merged > 0) {
+    g_cse.fetch_add(static_cast<int64_t>(cse.merged), std::memory_order_relaxed);
+    live = live_nodes(nodes);
+    KILN_LOG(Fusion, "cse: ", cse.merged, " node(s) merged (", cse.copies, " as copies), ",
+             live.size(), " live");
+  }
   // Storages are computed from here on; eager kernels below must see plain memory.
   std::vector<Step> steps = fuse(nodes, live);
   KILN_LOG(Fusion, "plan: ", describe(nodes, steps));
   clear_markers(nodes);
   size_t done = 0;  // live nodes run so far
   try {
+    MemoryPlan memory = plan_memory(nodes, steps, external);
+    g_planned.store(static_cast<int64_t>(memory.planned_bytes), std::memory_order_relaxed);
+    g_naive.store(static_cast<int64_t>(memory.naive_bytes), std::memory_order_relaxed);
     for (const Step& step : steps) {
       if (step.kind == Step::Kind::Extern) {
-        execute_node(nodes[step.node]);
+        const Node& n = nodes[step.node];
+        // A copy standing in for a merged node (Note [Common subexpressions])
+        // writes a fresh storage in place: give it memory first.
+        for (int w : n.written) {
+          if (n.args[w].is_tensor()) ensure_memory(n.args[w].to_tensor());
+        }
+        auto out = memory.out_variants.find(step.node);
+        if (out != memory.out_variants.end()) {
+          if (out->second) execute_node_into(n, *out->second);  // else: its slice is its result
+        } else {
+          execute_node(n);
+        }
         ++done;
       } else if (step.kind == Step::Kind::Fused) {
         run_fused(nodes, step.group, &done);

@@ -37,6 +37,9 @@ struct TraceStats {
   int64_t executed_nodes = 0;   // nodes that ran
   int64_t dead_nodes = 0;       // nodes dropped because nothing needed them
   int64_t eager_fallbacks = 0;  // ops run eagerly because they could not be traced
+  int64_t cse_merged = 0;       // nodes whose consumers read an identical earlier node's output
+  int64_t planned_bytes = 0;    // last run: the memory plan's arenas (Note [Memory plan])
+  int64_t naive_bytes = 0;      // last run: the same buffers allocated one by one
 };
 KILN_API TraceStats trace_stats();
 

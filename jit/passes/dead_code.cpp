@@ -31,7 +31,13 @@ std::unordered_set<const StorageImpl*> external_storages(const std::vector<Node>
 }
 
 std::vector<size_t> live_nodes(const std::vector<Node>& nodes) {
+  return live_nodes(nodes, nullptr);
+}
+
+std::vector<size_t> live_nodes(const std::vector<Node>& nodes,
+                               std::unordered_set<const StorageImpl*>* external) {
   std::unordered_set<const StorageImpl*> live = external_storages(nodes);
+  if (external) *external = live;
 
   std::vector<size_t> keep;
   for (size_t i = nodes.size(); i-- > 0;) {

@@ -14,6 +14,9 @@ std::unordered_set<const StorageImpl*> external_storages(const std::vector<Node>
 // it writes a storage that a tensor outside the trace references, or one that a
 // live node reads. Returns the live nodes' indices in record order.
 std::vector<size_t> live_nodes(const std::vector<Node>& nodes);
+// The same, also handing back external_storages(nodes), computed on the way.
+std::vector<size_t> live_nodes(const std::vector<Node>& nodes,
+                               std::unordered_set<const StorageImpl*>* external);
 
 // Calls f(const Tensor&) for every tensor argument of `node` (lists included).
 template <class F>

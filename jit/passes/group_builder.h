@@ -13,6 +13,8 @@
 
 namespace kiln::jit {
 
+struct ViewIndexMap;  // Note [View folding]
+
 class GroupBuilder {
  public:
   GroupBuilder(const std::vector<Node>& nodes, const FusionOptions& options)
@@ -37,8 +39,9 @@ class GroupBuilder {
   // Loads an input that has no tensor (a reduction's result); the group's
   // `inputs` hold an undefined tensor in its place.
   int32_t placeholder_input(DType memory_dtype);
-  // Makes node `idx` a member whose result (written to `target`) is `value`.
-  void add_member(size_t idx, const Tensor& target, int32_t value);
+  // Makes node `idx` a member whose result (written to `target`) is `value`;
+  // `d`, when given, lets fold_view recompute it at other elements.
+  void add_member(size_t idx, const Tensor& target, int32_t value, Decomposition d = nullptr);
   // Members may not read or write memory that `other` (built first, run
   // interleaved with this group) writes or reads, except through the same view.
   void set_neighbour(const GroupBuilder* other) { neighbour_ = other; }
@@ -54,6 +57,9 @@ class GroupBuilder {
 
  private:
   bool neighbour_conflict(const Tensor& t, bool write) const;
+  int32_t fold_view(const Tensor& t);
+  int32_t emit_at(size_t k, const ViewIndexMap& map);
+  int32_t load(const Tensor& t);
 
   struct Produced {
     Tensor view;
@@ -67,6 +73,7 @@ class GroupBuilder {
   DimVector shape_;
   bool has_shape_ = false;
   std::vector<size_t> members_;
+  std::vector<Decomposition> decomps_;  // per member; null where none rebuilds it
   std::vector<Tensor> loads_;
   std::vector<Produced> produced_;
   std::unordered_set<const StorageImpl*> writes_;

@@ -54,10 +54,74 @@ TEST_F(Fusion, AShapeChangeCutsTheGroup) {
 }
 
 TEST_F(Fusion, ReadingAGroupResultThroughAnotherViewCutsTheGroup) {
+  // On the CPU a transposed read of the innermost dim would make the whole
+  // group run node by node: it stays a cut (Note [View folding]).
   Tensor x = real({8, 8});
   Tensor a = x * 2.0f;
   Tensor b = a.t() + 1.0f;  // needs `a` stored, transposed
   EXPECT_EQ(plan(), "fused[mul.Tensor -> 1 out] fused[add.Tensor -> 1 out]");
+}
+
+TEST_F(Fusion, ReadingAGroupResultThroughAnOuterViewRecomputesIt) {
+  // Note [View folding]: the value is recomputed at the viewed elements.
+  Tensor x = real({4, 4, 8});
+  Tensor b = (x * 2.0f).transpose(0, 1) + 1.0f;
+  EXPECT_EQ(plan(), "fused[mul.Tensor add.Tensor -> 1 out]");
+  Tensor a = x * 2.0f;  // held: stored as well
+  Tensor c = a.permute({1, 0, 2}) * a;
+  EXPECT_EQ(plan(), "fused[mul.Tensor add.Tensor mul.Tensor mul.Tensor -> 3 out]");
+}
+
+TEST_F(Fusion, AViewThatCarriesAcrossDimsCutsTheGroup) {
+  // Row i of the view starts 3 elements further: it runs into the next row of p.
+  Tensor x;
+  {
+    kiln::EagerGuard g;
+    x = kiln::testing::random_tensor({3, 2, 6}, kiln::kFloat32, "contiguous", 9);
+  }
+  auto run = [&] {
+    Tensor p = x * 2.0f;
+    return p.as_strided({3, 2, 6}, {12, 3, 1}, 0) + x;
+  };
+  Tensor lazy = run();
+  EXPECT_EQ(plan(), "fused[mul.Tensor -> 1 out] fused[add.Tensor -> 1 out]");
+  Tensor eager;
+  {
+    kiln::EagerGuard g;
+    eager = run();
+  }
+  EXPECT_TENSOR_CLOSE(lazy, eager);
+}
+
+TEST_F(Fusion, ReadingAnInPlaceResultThroughAnotherViewCutsTheGroup) {
+  Tensor x = real({8, 8});
+  Tensor a = x * 2.0f;
+  a.add_(1.0f);
+  Tensor b = a.t() + 1.0f;  // a's value depends on memory the group writes
+  EXPECT_EQ(plan(), "fused[mul.Tensor add_.Tensor -> 1 out] fused[add.Tensor -> 1 out]");
+}
+
+TEST_F(Fusion, FoldedViewsMatchEager) {
+  auto run = [] {
+    Tensor x = kiln::testing::random_tensor({5, 7}, kiln::kFloat32, "transposed", 5);
+    Tensor y = kiln::testing::random_tensor({7, 5}, kiln::kFloat16, "strided", 6);
+    Tensor r = kiln::testing::random_tensor({7}, kiln::kBFloat16, "contiguous", 7);
+    Tensor p = kiln::tanh(x * 2.0f + 0.5f);  // [5, 7]
+    Tensor q = p.t() * y + r.unsqueeze(1);   // [7, 5], reads p transposed
+    Tensor s = kiln::testing::random_tensor({4, 4, 6}, kiln::kFloat32, "contiguous", 8);
+    Tensor u = kiln::exp(s * 0.5f);
+    Tensor w = u.permute({2, 0, 1}).permute({1, 2, 0}) + u;       // a chain of views, back to u
+    Tensor z = kiln::sigmoid(u - 0.5f).transpose(0, 1) * u;       // recomputed, transposed
+    Tensor h = (u * 3.0f).narrow(2, 0, 1).expand({4, 4, 6}) + u;  // one column, broadcast
+    return std::vector<Tensor>{q, w, z, h};
+  };
+  std::vector<Tensor> eager;
+  {
+    kiln::EagerGuard g;
+    eager = run();
+  }
+  std::vector<Tensor> lazy = run();
+  for (size_t i = 0; i < lazy.size(); ++i) EXPECT_TENSOR_CLOSE(lazy[i], eager[i]);
 }
 
 TEST_F(Fusion, InPlaceWritesStoreIntoTheirTarget) {
