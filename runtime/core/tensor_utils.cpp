@@ -77,7 +77,16 @@ Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype,
 }
 
 Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device) {
-  return empty_strided_tensor(sizes, contiguous_strides(sizes), dtype, device);
+  // Row-major strides reach exactly numel elements: no stride checks or extent
+  // walk (this allocates every eager op's output).
+  DimVector strides = contiguous_strides(sizes);
+  int64_t numel = checked_numel(sizes, "empty");
+  IntrusivePtr<StorageImpl> storage;
+  if (!device.is_meta()) {
+    storage = StorageImpl::allocate(static_cast<size_t>(numel) * itemsize(dtype), device);
+  }
+  return Tensor(
+      IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides, 0));
 }
 
 Tensor empty_like_tensor(const Tensor& t) {

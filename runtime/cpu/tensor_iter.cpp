@@ -273,16 +273,16 @@ bool TensorIter::fast_build() {
     }
   }
   compute_dtype_ = compute;
-  shape_ = shape;
+  shape_.assign(shape.data(), shape.size());
   numel_ = first->numel();
   const Device device = meta_ ? Device::meta() : Device::cpu();
   for (int k = 0; k < num_outputs_; ++k) {
     if (!ops_[k].target->defined()) *ops_[k].target = empty_tensor(shape, result, device);
   }
-  iter_sizes_.assign(1, numel_);
+  one_run_ = true;
   for (int k = 0; k < num_ops_; ++k) {
     Operand& o = ops_[k];
-    o.strides.assign(1, static_cast<int64_t>(itemsize(o.tensor->dtype())));
+    run_strides_[k] = static_cast<int64_t>(itemsize(o.tensor->dtype()));
     o.data = meta_ ? nullptr : static_cast<char*>(o.tensor->data_ptr());
   }
   return true;
@@ -455,10 +455,21 @@ void TensorIter::run_range(Thunk thunk, void* ctx, int64_t begin, int64_t end) c
 
 void TensorIter::run(Thunk thunk, void* ctx, int64_t grain) {
   if (meta_ || numel_ == 0) return;  // meta tensors have no data to loop over
+  if (one_run_) {
+    char* ptrs[kMaxOperands];
+    for (int k = 0; k < num_ops_; ++k) ptrs[k] = ops_[k].data;
+    if (numel_ < 2 * grain) {
+      thunk(ctx, ptrs, run_strides_, numel_);
+      return;
+    }
+    // Large: the general loop below splits the run across workers.
+    iter_sizes_.assign(1, numel_);
+    for (int k = 0; k < num_ops_; ++k) ops_[k].strides.assign(1, run_strides_[k]);
+  }
   KILN_CHECK(iter_sizes_.size() <= 64, "[", op_, "] expected at most 64 dims, got ",
              iter_sizes_.size());
   if (iter_sizes_.size() == 1 && numel_ < 2 * grain) {
-    // One run (every dense call): no counters to step.
+    // One run: no counters to step.
     char* ptrs[kMaxOperands];
     int64_t strides[kMaxOperands];
     for (int k = 0; k < num_ops_; ++k) {

@@ -173,6 +173,8 @@ class TensorIter {
   bool allow_output_overlap_ = false;
   bool has_declared_shape_ = false;
   bool meta_ = false;
+  bool one_run_ = false;                    // fast_build(): one dense run, strides below
+  int64_t run_strides_[kMaxOperands] = {};  // bytes, per operand, for one_run_
   DimVector declared_shape_;
   DimVector shape_;       // the broadcast shape, outermost first
   DimVector iter_sizes_;  // iteration sizes, innermost first
