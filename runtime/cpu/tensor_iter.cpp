@@ -72,7 +72,7 @@ Tensor cast(const Tensor& t, DType dtype) {
   return out;
 }
 
-TensorIter& TensorIter::output(Tensor& out) {
+void TensorIter::add_output_slow(Tensor& out) {
   KILN_INTERNAL_ASSERT(num_ops_ == num_outputs_ && num_ops_ < kMaxOperands,
                        "outputs must be added before inputs");
   ops_[num_ops_].tensor = &out;
@@ -80,10 +80,9 @@ TensorIter& TensorIter::output(Tensor& out) {
   if (out.defined() && out.device().is_meta()) meta_ = true;
   ++num_ops_;
   ++num_outputs_;
-  return *this;
 }
 
-TensorIter& TensorIter::input(const Tensor& t) {
+void TensorIter::add_input_slow(const Tensor& t) {
   KILN_INTERNAL_ASSERT(num_ops_ < kMaxOperands, "too many operands");
   check_defined(t, op_, "input");
   if (t.device().is_meta()) {
@@ -92,7 +91,6 @@ TensorIter& TensorIter::input(const Tensor& t) {
     check_cpu(t, op_, "input");
   }
   ops_[num_ops_++].tensor = &t;
-  return *this;
 }
 
 TensorIter& TensorIter::input_keep_dtype(const Tensor& t) {

@@ -51,13 +51,32 @@ class TensorIter {
   // The output: undefined tensors are allocated by build() (into `out`);
   // defined ones are written (their shape must be the broadcast shape, or
   // empty to be resized).
-  TensorIter& output(Tensor& out);
+  TensorIter& output(Tensor& out) {
+    if (KILN_LIKELY(num_ops_ == num_outputs_ && num_ops_ < kMaxOperands &&
+                    (!out.defined() || out.device().is_cpu()))) {
+      ops_[num_ops_].tensor = &out;
+      ops_[num_ops_].target = &out;
+      ++num_ops_;
+      ++num_outputs_;
+    } else {
+      add_output_slow(out);
+    }
+    return *this;
+  }
   // A defined output (in place, out=): written, never replaced.
   TensorIter& output_into(const Tensor& out) {
     KILN_INTERNAL_ASSERT(out.defined(), "output_into expects a defined tensor");
     return output(const_cast<Tensor&>(out));
   }
-  TensorIter& input(const Tensor& t);
+  TensorIter& input(const Tensor& t) {
+    // Inline for the common CPU tensor; checks and meta operands out of line.
+    if (KILN_LIKELY(num_ops_ < kMaxOperands && t.defined() && t.device().is_cpu())) {
+      ops_[num_ops_++].tensor = &t;
+    } else {
+      add_input_slow(t);
+    }
+    return *this;
+  }
   // An input that takes no part in type promotion and is never cast (where's
   // condition): the kernel reads it in its own dtype.
   TensorIter& input_keep_dtype(const Tensor& t);
@@ -142,6 +161,8 @@ class TensorIter {
   void reorder_and_coalesce();
   bool dense_layout();
   bool fast_build();
+  void add_output_slow(Tensor& out);
+  void add_input_slow(const Tensor& t);
   void set_owned(int k, Tensor t) {
     ops_[k].owned = std::move(t);
     ops_[k].tensor = &ops_[k].owned;
