@@ -1,6 +1,10 @@
 // The Lazy dispatch key: a boxed fallback that records every op into the
 // thread's trace (Note [Lazy trace]), with output geometry from the op's Meta
-// kernel. Also the hooks runtime/ calls to materialize, EagerGuard, KILN_EAGER.
+// kernel (the common pointwise ops have typed kernels that skip it: Note
+// [Typed lazy recording]). Also the hooks runtime/ calls to materialize,
+// EagerGuard, KILN_EAGER.
+
+#include "jit/lazy_kernel.h"
 
 #include <cstdlib>
 #include <unordered_map>
@@ -57,18 +61,9 @@ void run_eagerly(const OperatorEntry& op, Stack& stack, const char* why) {
   stack = call_normalized(op, std::move(stack));
 }
 
-// A lazy output: `meta`'s geometry over a fresh storage with no memory yet.
-Tensor fresh_output(const Tensor& meta, Device device) {
-  int64_t extent = 0;
-  if (meta.numel() > 0) {
-    extent = meta.storage_offset() + 1;
-    for (int64_t d = 0; d < meta.dim(); ++d) extent += (meta.sizes()[d] - 1) * meta.strides()[d];
-  }
-  auto storage = IntrusivePtr<StorageImpl>::make(
-      nullptr, static_cast<size_t>(extent) * meta.element_size(), device, nullptr, nullptr);
-  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), meta.dtype(), device,
-                                               meta.sizes(), meta.strides(),
-                                               meta.storage_offset()));
+// A lazy output with `meta`'s geometry.
+Tensor fresh_output_like(const Tensor& meta, Device device) {
+  return fresh_output(meta.sizes(), meta.strides(), meta.storage_offset(), meta.dtype(), device);
 }
 
 bool has_meta_tensor(const Stack& stack) {
@@ -81,6 +76,23 @@ bool has_meta_tensor(const Stack& stack) {
     }
   }
   return false;
+}
+
+}  // namespace
+
+Tensor fresh_output(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset, DType dtype,
+                    Device device) {
+  int64_t extent = 0;
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  if (numel > 0) {
+    extent = storage_offset + 1;
+    for (size_t d = 0; d < sizes.size(); ++d) extent += (sizes[d] - 1) * strides[d];
+  }
+  auto storage = IntrusivePtr<StorageImpl>::make(
+      nullptr, static_cast<size_t>(extent) * itemsize(dtype), device, nullptr, nullptr);
+  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides,
+                                               storage_offset));
 }
 
 void lazy_fallback(const OperatorEntry& op, Stack& stack) {
@@ -144,7 +156,7 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   auto map_output = [&](const Tensor& m) -> Tensor {
     auto it = twin_of.find(m.impl());
     if (it != twin_of.end()) return stack[it->second].to_tensor();  // a written argument
-    Tensor out = fresh_output(m, node.device);
+    Tensor out = fresh_output_like(m, node.device);
     TraceBuffer::current().mark_written(out.impl()->storage().get());
     return out;
   };
@@ -173,6 +185,8 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   count_recorded();
   stack = std::move(results);
 }
+
+namespace {
 
 // Note [Eager CUDA ops]
 // An op without a CUDA kernel of its own runs on CUDA as a one-node trace: it

@@ -18,6 +18,7 @@ TraceBuffer& TraceBuffer::current() {
       } catch (const Error& e) {
         KILN_LOG(Perf, "a trace left by an exiting thread failed: ", e.what());
       }
+      trace->marker_.reset();  // the marker's reference to the trace
     }
   };
   static thread_local Holder holder;
@@ -40,7 +41,8 @@ void TraceBuffer::mark_written(StorageImpl* storage) {
     // or left by a failed trace (raise its error).
     materialize(storage);
   }
-  storage->set_pending(IntrusivePtr<LazyStorage>::make(IntrusivePtr<TraceBuffer>::retain(this)));
+  if (!marker_) marker_ = IntrusivePtr<LazyStorage>::make(IntrusivePtr<TraceBuffer>::retain(this));
+  storage->set_pending(marker_);
 }
 
 void TraceBuffer::flush() {

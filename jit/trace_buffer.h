@@ -75,6 +75,10 @@ class TraceBuffer final : public RefCounted {
  private:
   std::recursive_mutex mu_;
   std::vector<Node> nodes_;
+  // The marker mark_written() gives storages: one per trace, not one per
+  // output. Only the owning thread touches it (mark_written is called on
+  // current()); its reference to this trace is dropped when the thread exits.
+  IntrusivePtr<LazyStorage> marker_;
   uint32_t next_id_ = 0;
 };
 

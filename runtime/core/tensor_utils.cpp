@@ -77,7 +77,29 @@ Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype,
 }
 
 Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device) {
-  return empty_strided_tensor(sizes, contiguous_strides(sizes), dtype, device);
+  // Row-major strides reach exactly numel elements: no stride checks or extent
+  // walk, strides and count in one pass (this allocates every eager op's output).
+  constexpr size_t kInline = 8;
+  if (sizes.size() > kInline) {
+    return empty_strided_tensor(sizes, contiguous_strides(sizes), dtype, device);
+  }
+  int64_t strides_buf[kInline];
+  int64_t numel = 1, step = 1;
+  bool ok = true;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    const int64_t s = sizes[i];
+    strides_buf[i] = step;
+    step *= s > 1 ? s : 1;
+    ok &= s >= 0 && !__builtin_mul_overflow(numel, s, &numel);
+  }
+  if (KILN_UNLIKELY(!ok)) checked_numel(sizes, "empty");  // throws the precise error
+  IntArrayRef strides(strides_buf, sizes.size());
+  IntrusivePtr<StorageImpl> storage;
+  if (!device.is_meta()) {
+    storage = StorageImpl::allocate(static_cast<size_t>(numel) * itemsize(dtype), device);
+  }
+  return Tensor(
+      IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides, 0));
 }
 
 Tensor empty_like_tensor(const Tensor& t) {

@@ -20,14 +20,20 @@ template <class Body>
 Tensor binary(const char* op, Form form, const Tensor& self, const Tensor& other,
               const Tensor* out_arg, ComputeType compute, std::optional<DType> out_dtype,
               Body body) {
-  Tensor out = form == Form::InPlace ? self : form == Form::Out ? *out_arg : Tensor();
+  Tensor out;
   TensorIter it(op);
-  it.output(out).input(self).input(other).compute(compute);
+  if (form == Form::Functional) {
+    it.output(out);
+  } else {
+    it.output_into(form == Form::InPlace ? self : *out_arg);
+  }
+  it.input(self).input(other).compute(compute);
   if (out_dtype) it.output_dtype(*out_dtype);
   if (form == Form::InPlace) it.in_place();
   it.build();
   if (!it.is_meta()) body(it);
-  return form == Form::InPlace ? self : out;
+  if (form == Form::Functional) return out;
+  return form == Form::InPlace ? self : *out_arg;
 }
 
 // --- add / sub -------------------------------------------------------------------

@@ -132,15 +132,20 @@ enum class Form { Functional, InPlace, Out };
 template <class Setup, class Body>
 Tensor pointwise(const char* op, Form form, const Tensor& self, const Tensor* out, uint32_t allowed,
                  Setup&& setup, Body&& body) {
-  Tensor result = form == Form::InPlace ? self : form == Form::Out ? *out : Tensor();
+  Tensor result;
   TensorIter it(op);
-  it.output(result);
+  if (form == Form::Functional) {
+    it.output(result);
+  } else {
+    it.output_into(form == Form::InPlace ? self : *out);
+  }
   setup(it);
   if (form == Form::InPlace) it.in_place();
   it.build();
   if (KILN_UNLIKELY(!(allowed & dtype_bit(it.dtype())))) fail_dtype(it.dtype(), allowed, op);
   body(it);
-  return result;
+  if (form == Form::Functional) return result;
+  return form == Form::InPlace ? self : *out;
 }
 
 // --- 16-bit floats -----------------------------------------------------------------

@@ -72,18 +72,17 @@ Tensor cast(const Tensor& t, DType dtype) {
   return out;
 }
 
-TensorIter& TensorIter::output(Tensor& out) {
+void TensorIter::add_output_slow(Tensor& out) {
   KILN_INTERNAL_ASSERT(num_ops_ == num_outputs_ && num_ops_ < kMaxOperands,
                        "outputs must be added before inputs");
-  ops_[num_ops_].tensor = out;
+  ops_[num_ops_].tensor = &out;
   ops_[num_ops_].target = &out;
   if (out.defined() && out.device().is_meta()) meta_ = true;
   ++num_ops_;
   ++num_outputs_;
-  return *this;
 }
 
-TensorIter& TensorIter::input(const Tensor& t) {
+void TensorIter::add_input_slow(const Tensor& t) {
   KILN_INTERNAL_ASSERT(num_ops_ < kMaxOperands, "too many operands");
   check_defined(t, op_, "input");
   if (t.device().is_meta()) {
@@ -91,8 +90,7 @@ TensorIter& TensorIter::input(const Tensor& t) {
   } else {
     check_cpu(t, op_, "input");
   }
-  ops_[num_ops_++].tensor = t;
-  return *this;
+  ops_[num_ops_++].tensor = &t;
 }
 
 TensorIter& TensorIter::input_keep_dtype(const Tensor& t) {
@@ -108,7 +106,7 @@ void TensorIter::compute_shape() {
     first = false;
   }
   for (int i = num_outputs_; i < num_ops_; ++i) {
-    IntArrayRef s = ops_[i].tensor.sizes();
+    IntArrayRef s = ops_[i].tensor->sizes();
     if (first) {
       shape_ = s;
       first = false;
@@ -118,7 +116,7 @@ void TensorIter::compute_shape() {
   }
   if (in_place_) {
     // An in-place output fixes the shape: inputs may broadcast to it, not it to them.
-    IntArrayRef self = ops_[0].tensor.sizes();
+    IntArrayRef self = ops_[0].tensor->sizes();
     KILN_CHECK(shape_.ref() == self || broadcast_shapes(shape_, self, op_).ref() == self, "[", op_,
                "] output with shape ", self, " doesn't match the broadcast shape ", shape_.ref());
     shape_ = self;
@@ -149,24 +147,25 @@ void resize_output(const Tensor& out, IntArrayRef shape) {
 void TensorIter::allocate_or_check_output(DType result) {
   for (int i = 0; i < num_outputs_; ++i) {
     Operand& o = ops_[i];
-    if (!o.tensor.defined()) {
+    if (!o.tensor->defined()) {
       continue;  // allocated after the dims are ordered
     }
-    if (!meta_) check_cpu(o.tensor, op_, "out");
-    if (!(o.tensor.sizes() == shape_.ref())) {
-      KILN_CHECK(!in_place_, "[", op_, "] output with shape ", o.tensor.sizes(),
+    const Tensor& out = *o.tensor;
+    if (!meta_) check_cpu(out, op_, "out");
+    if (!(out.sizes() == shape_.ref())) {
+      KILN_CHECK(!in_place_, "[", op_, "] output with shape ", out.sizes(),
                  " doesn't match the broadcast shape ", shape_.ref());
-      resize_output(o.tensor, shape_);
+      resize_output(out, shape_);
       o.resized = true;  // restrided like an allocated output once dims are ordered
     }
-    if (o.tensor.dtype() != result) {
+    if (out.dtype() != result) {
       KILN_CHECK(out_cast_ != OutCast::Same, "[", op_, "] expected an output of dtype ", result,
-                 ", got ", o.tensor.dtype());
-      KILN_CHECK(out_cast_ == OutCast::Any || can_cast(result, o.tensor.dtype()), "[", op_,
+                 ", got ", out.dtype());
+      KILN_CHECK(out_cast_ == OutCast::Any || can_cast(result, out.dtype()), "[", op_,
                  "] result type ", result, " can't be cast to the desired output type ",
-                 o.tensor.dtype());
+                 out.dtype());
       o.needs_copy_back = !meta_;
-      if (!meta_) o.tensor = empty_tensor(shape_, result, Device::cpu());
+      if (!meta_) set_owned(i, empty_tensor(shape_, result, Device::cpu()));
     }
   }
 }
@@ -177,7 +176,7 @@ void TensorIter::check_overlaps() const {
   // has no inputs, may), nor partly overlap an input.
   if (num_ops_ == num_outputs_) return;
   for (int i = 0; i < num_outputs_; ++i) {
-    const Tensor& out = ops_[i].tensor;
+    const Tensor& out = *ops_[i].tensor;
     if (!out.defined()) continue;
     if (!allow_output_overlap_) {
       IntArrayRef sz = out.sizes(), st = out.strides();
@@ -188,7 +187,7 @@ void TensorIter::check_overlaps() const {
       }
     }
     for (int k = num_outputs_; k < num_ops_; ++k) {
-      KILN_CHECK(!partially_overlap(out, ops_[k].tensor), "[", op_,
+      KILN_CHECK(!partially_overlap(out, *ops_[k].tensor), "[", op_,
                  "] expected an output that is an input or shares no memory with it, got one "
                  "that partly overlaps input ",
                  k - num_outputs_, "; clone() it first");
@@ -198,6 +197,7 @@ void TensorIter::check_overlaps() const {
 
 TensorIter& TensorIter::build() {
   KILN_INTERNAL_ASSERT(num_outputs_ >= 1, "a TensorIter needs an output");
+  if (fast_build()) return *this;
   check_overlaps();
   compute_shape();
   numel_ = 1;
@@ -207,22 +207,83 @@ TensorIter& TensorIter::build() {
   if (num_ops_ > num_outputs_ && compute_ != ComputeType::Given) {
     ResultType rt;
     for (int i = num_outputs_; i < num_ops_; ++i) {
-      if (!ops_[i].keep_dtype) rt.add(ops_[i].tensor);
+      if (!ops_[i].keep_dtype) rt.add(*ops_[i].tensor);
     }
     DType common = rt.result(op_);
     compute_dtype_ = compute_ == ComputeType::Floating ? to_floating(common) : common;
   } else {
-    compute_dtype_ = compute_ == ComputeType::Given ? given_ : ops_[0].tensor.dtype();
+    compute_dtype_ = compute_ == ComputeType::Given ? given_ : ops_[0].tensor->dtype();
   }
   if (cast_inputs_) {  // meta inputs too, so the layouts below match the CPU's
     for (int i = num_outputs_; i < num_ops_; ++i) {
-      if (!ops_[i].keep_dtype) ops_[i].tensor = cast(ops_[i].tensor, compute_dtype_);
+      const Tensor& t = *ops_[i].tensor;
+      if (!ops_[i].keep_dtype && t.dtype() != compute_dtype_) set_owned(i, cast(t, compute_dtype_));
     }
   }
   DType result = has_out_dtype_ ? out_dtype_ : compute_dtype_;
   allocate_or_check_output(result);
   if (!dense_layout()) reorder_and_coalesce();
   return *this;
+}
+
+// Note [TensorIter fast build]
+// Most eager calls give inputs of one dtype and one shape, contiguous, and
+// outputs that are absent or contiguous with that shape and the result's
+// dtype (no wrapped numbers: they promote by kind). For them every step of the general build is
+// known in advance: the broadcast shape is the inputs' shape, no input is cast, no output resized
+// or converted, the elements of a contiguous non-empty output cannot share
+// memory, and the layout is one dense run. What is left to check is overlap
+// between an output and an input of another view of the same storage, which
+// sends the call to the general path (as does anything else: empty tensors,
+// declared shapes, mixed dtypes or shapes), so both paths raise the same
+// errors. This path is the per-op overhead budget (perf/overhead.cpp).
+bool TensorIter::fast_build() {
+  if (has_declared_shape_ || num_ops_ == num_outputs_) return false;
+  const Operand& in0 = ops_[num_outputs_];
+  const TensorImpl* first = in0.tensor->impl();
+  if (in0.keep_dtype || first->numel() == 0 || !first->is_contiguous() ||
+      first->is_wrapped_number()) {
+    return false;
+  }
+  const DType dtype = first->dtype();
+  const IntArrayRef shape = first->sizes();
+  for (int k = num_outputs_ + 1; k < num_ops_; ++k) {
+    const TensorImpl* t = ops_[k].tensor->impl();
+    if (ops_[k].keep_dtype || t->dtype() != dtype || !t->is_contiguous() ||
+        t->is_wrapped_number() || !(t->sizes() == shape)) {
+      return false;
+    }
+  }
+  DType compute = dtype;
+  if (compute_ == ComputeType::Floating) compute = to_floating(dtype);
+  if (compute_ == ComputeType::Given) compute = given_;
+  if (cast_inputs_ && compute != dtype) return false;
+  const DType result = has_out_dtype_ ? out_dtype_ : compute;
+  for (int k = 0; k < num_outputs_; ++k) {
+    const Tensor& out = *ops_[k].target;
+    if (!out.defined()) continue;
+    const TensorImpl* o = out.impl();
+    if (!o->is_contiguous() || o->dtype() != result || !(o->sizes() == shape)) return false;
+    if (!meta_ && !o->device().is_cpu()) return false;
+    for (int i = num_outputs_; i < num_ops_; ++i) {
+      const TensorImpl* t = ops_[i].tensor->impl();
+      if (t != o && o->has_storage() && t->storage().get() == o->storage().get()) return false;
+    }
+  }
+  compute_dtype_ = compute;
+  shape_.assign(shape.data(), shape.size());
+  numel_ = first->numel();
+  const Device device = meta_ ? Device::meta() : Device::cpu();
+  for (int k = 0; k < num_outputs_; ++k) {
+    if (!ops_[k].target->defined()) *ops_[k].target = empty_tensor(shape, result, device);
+  }
+  one_run_ = true;
+  for (int k = 0; k < num_ops_; ++k) {
+    Operand& o = ops_[k];
+    run_strides_[k] = static_cast<int64_t>(itemsize(o.tensor->dtype()));
+    o.data = meta_ ? nullptr : static_cast<char*>(o.tensor->data_ptr());
+  }
+  return true;
 }
 
 // The common eager case: every operand is contiguous with exactly the
@@ -232,25 +293,24 @@ bool TensorIter::dense_layout() {
   for (int k = 0; k < num_ops_; ++k) {
     const Operand& o = ops_[k];
     if (o.resized) return false;
-    if (!o.tensor.defined()) {
+    if (!o.tensor->defined()) {
       if (k >= num_outputs_) return false;
       continue;
     }
-    if (!o.tensor.is_contiguous() || !(o.tensor.sizes() == shape_.ref())) return false;
+    if (!o.tensor->is_contiguous() || !(o.tensor->sizes() == shape_.ref())) return false;
   }
   for (int k = 0; k < num_outputs_; ++k) {
     Operand& o = ops_[k];
-    if (o.tensor.defined()) continue;
+    if (o.tensor->defined()) continue;
     DType t = has_out_dtype_ ? out_dtype_ : compute_dtype_;
-    o.tensor = empty_tensor(shape_, t, meta_ ? Device::meta() : Device::cpu());
-    *o.target = o.tensor;
+    *o.target = empty_tensor(shape_, t, meta_ ? Device::meta() : Device::cpu());
   }
   iter_sizes_.assign(1, numel_ > 0 ? numel_ : 0);
   if (shape_.empty()) iter_sizes_[0] = 1;
   for (int k = 0; k < num_ops_; ++k) {
     Operand& o = ops_[k];
-    o.strides.assign(1, static_cast<int64_t>(itemsize(o.tensor.dtype())));
-    o.data = numel_ && !meta_ ? static_cast<char*>(o.tensor.data_ptr()) : nullptr;
+    o.strides.assign(1, static_cast<int64_t>(itemsize(o.tensor->dtype())));
+    o.data = numel_ && !meta_ ? static_cast<char*>(o.tensor->data_ptr()) : nullptr;
   }
   return true;
 }
@@ -261,8 +321,8 @@ void TensorIter::reorder_and_coalesce() {
   for (int k = 0; k < num_ops_; ++k) {
     Operand& o = ops_[k];
     o.strides.assign(nd, 0);
-    if (!o.tensor.defined()) continue;
-    IntArrayRef s = o.tensor.sizes(), st = o.tensor.strides();
+    if (!o.tensor->defined()) continue;
+    IntArrayRef s = o.tensor->sizes(), st = o.tensor->strides();
     int64_t off = nd - static_cast<int64_t>(s.size());
     for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
       o.strides[off + d] = (s[d] == 1 && shape_[off + d] != 1) ? 0 : st[d];
@@ -274,7 +334,7 @@ void TensorIter::reorder_and_coalesce() {
   for (int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
   auto should_swap = [&](int64_t d0, int64_t d1) {
     for (int k = 0; k < num_ops_; ++k) {
-      if (!ops_[k].tensor.defined() || ops_[k].resized) continue;  // outputs still to lay out
+      if (!ops_[k].tensor->defined() || ops_[k].resized) continue;  // outputs still to lay out
       int64_t s0 = ops_[k].strides[d0], s1 = ops_[k].strides[d1];
       if (s0 == 0 || s1 == 0) continue;
       if (s0 < s1) return -1;
@@ -308,13 +368,11 @@ void TensorIter::reorder_and_coalesce() {
     if (o.resized) {
       TensorImpl* target = o.target->impl();
       target->set_geometry(shape_, dense, target->storage_offset());
-      if (!o.needs_copy_back) o.tensor = *o.target;
-      for (int64_t d = 0; d < nd; ++d) o.strides[d] = o.tensor.strides()[d];
+      for (int64_t d = 0; d < nd; ++d) o.strides[d] = o.tensor->strides()[d];
     }
-    if (o.tensor.defined()) continue;
+    if (o.tensor->defined()) continue;
     DType t = has_out_dtype_ ? out_dtype_ : compute_dtype_;
-    o.tensor = empty_strided_tensor(shape_, dense, t, meta_ ? Device::meta() : Device::cpu());
-    *o.target = o.tensor;
+    *o.target = empty_strided_tensor(shape_, dense, t, meta_ ? Device::meta() : Device::cpu());
     for (int64_t d = 0; d < nd; ++d) o.strides[d] = dense[d];
   }
   // Permute to innermost-first and convert to bytes.
@@ -323,10 +381,10 @@ void TensorIter::reorder_and_coalesce() {
   for (int k = 0; k < num_ops_; ++k) {
     Operand& o = ops_[k];
     DimVector bytes(nd);
-    int64_t item = static_cast<int64_t>(itemsize(o.tensor.dtype()));
+    int64_t item = static_cast<int64_t>(itemsize(o.tensor->dtype()));
     for (int64_t i = 0; i < nd; ++i) bytes[i] = o.strides[perm[i]] * item;
     o.strides = bytes;
-    o.data = numel_ && !meta_ ? static_cast<char*>(o.tensor.data_ptr()) : nullptr;
+    o.data = numel_ && !meta_ ? static_cast<char*>(o.tensor->data_ptr()) : nullptr;
   }
   // Coalesce neighbours that step as one.
   if (nd == 0) {
@@ -395,8 +453,30 @@ void TensorIter::run_range(Thunk thunk, void* ctx, int64_t begin, int64_t end) c
 
 void TensorIter::run(Thunk thunk, void* ctx, int64_t grain) {
   if (meta_ || numel_ == 0) return;  // meta tensors have no data to loop over
+  if (one_run_) {
+    char* ptrs[kMaxOperands];
+    for (int k = 0; k < num_ops_; ++k) ptrs[k] = ops_[k].data;
+    if (numel_ < 2 * grain) {
+      thunk(ctx, ptrs, run_strides_, numel_);
+      return;
+    }
+    // Large: the general loop below splits the run across workers.
+    iter_sizes_.assign(1, numel_);
+    for (int k = 0; k < num_ops_; ++k) ops_[k].strides.assign(1, run_strides_[k]);
+  }
   KILN_CHECK(iter_sizes_.size() <= 64, "[", op_, "] expected at most 64 dims, got ",
              iter_sizes_.size());
+  if (iter_sizes_.size() == 1 && numel_ < 2 * grain) {
+    // One run: no counters to step.
+    char* ptrs[kMaxOperands];
+    int64_t strides[kMaxOperands];
+    for (int k = 0; k < num_ops_; ++k) {
+      ptrs[k] = ops_[k].data;
+      strides[k] = ops_[k].strides[0];
+    }
+    thunk(ctx, ptrs, strides, numel_);
+    return;
+  }
   if (numel_ < 2 * grain) {
     run_range(thunk, ctx, 0, numel_);
     return;
@@ -411,7 +491,7 @@ void TensorIter::finish() {
   for (int k = 0; k < num_outputs_; ++k) {
     Operand& o = ops_[k];
     if (o.needs_copy_back) {
-      copy_into(*o.target, o.tensor);
+      copy_into(*o.target, *o.tensor);
       o.needs_copy_back = false;
     }
     if (o.target && o.target->defined()) o.target->impl()->bump_version();

@@ -13,6 +13,10 @@
 //     its shape differs);
 //   - a reordering of dims so the innermost loop runs over the smallest
 //     strides, with mergeable dims coalesced.
+// The common eager call (inputs of one dtype and shape, row-major, outputs
+// absent or alike) skips all of that: see Note [TensorIter fast build].
+// The iterator refers to the tensors it is given (no copies, no refcount
+// traffic): they must outlive it.
 // for_each() then calls the kernel's inner loop over 1-D runs, splitting the
 // range across TBB workers above a grain size. Meta operands get the same
 // shapes, strides and dtypes, and no loops.
@@ -44,10 +48,35 @@ class TensorIter {
 
   explicit TensorIter(const char* op) : op_(op) {}
 
-  // The output: undefined tensors are allocated by build(); defined ones are
-  // written (their shape must be the broadcast shape, or empty to be resized).
-  TensorIter& output(Tensor& out);
-  TensorIter& input(const Tensor& t);
+  // The output: undefined tensors are allocated by build() (into `out`);
+  // defined ones are written (their shape must be the broadcast shape, or
+  // empty to be resized).
+  TensorIter& output(Tensor& out) {
+    if (KILN_LIKELY(num_ops_ == num_outputs_ && num_ops_ < kMaxOperands &&
+                    (!out.defined() || out.device().is_cpu()))) {
+      ops_[num_ops_].tensor = &out;
+      ops_[num_ops_].target = &out;
+      ++num_ops_;
+      ++num_outputs_;
+    } else {
+      add_output_slow(out);
+    }
+    return *this;
+  }
+  // A defined output (in place, out=): written, never replaced.
+  TensorIter& output_into(const Tensor& out) {
+    KILN_INTERNAL_ASSERT(out.defined(), "output_into expects a defined tensor");
+    return output(const_cast<Tensor&>(out));
+  }
+  TensorIter& input(const Tensor& t) {
+    // Inline for the common CPU tensor; checks and meta operands out of line.
+    if (KILN_LIKELY(num_ops_ < kMaxOperands && t.defined() && t.device().is_cpu())) {
+      ops_[num_ops_++].tensor = &t;
+    } else {
+      add_input_slow(t);
+    }
+    return *this;
+  }
   // An input that takes no part in type promotion and is never cast (where's
   // condition): the kernel reads it in its own dtype.
   TensorIter& input_keep_dtype(const Tensor& t);
@@ -99,10 +128,10 @@ class TensorIter {
   // geometry and dtype only (Meta kernels share the CPU kernels' rules this way).
   bool is_meta() const { return meta_; }
   DType dtype() const { return compute_dtype_; }
-  DType input_dtype(int i) const { return ops_[num_outputs_ + i].tensor.dtype(); }
+  DType input_dtype(int i) const { return ops_[num_outputs_ + i].tensor->dtype(); }
   // Input i as the loops read it (after casting; meta tensors stay meta).
-  const Tensor& input_tensor(int i) const { return ops_[num_outputs_ + i].tensor; }
-  DType output_dtype() const { return ops_[0].tensor.dtype(); }
+  const Tensor& input_tensor(int i) const { return *ops_[num_outputs_ + i].tensor; }
+  DType output_dtype() const { return ops_[0].tensor->dtype(); }
   int64_t numel() const { return numel_; }
   IntArrayRef shape() const { return shape_; }
   int ntensors() const { return num_ops_; }
@@ -131,10 +160,18 @@ class TensorIter {
   void allocate_or_check_output(DType result);
   void reorder_and_coalesce();
   bool dense_layout();
+  bool fast_build();
+  void add_output_slow(Tensor& out);
+  void add_input_slow(const Tensor& t);
+  void set_owned(int k, Tensor t) {
+    ops_[k].owned = std::move(t);
+    ops_[k].tensor = &ops_[k].owned;
+  }
 
   struct Operand {
-    Tensor tensor;             // what the loops read or write
-    Tensor* target = nullptr;  // the caller's output, for outputs
+    const Tensor* tensor = nullptr;  // what the loops read or write: the caller's or `owned`
+    Tensor owned;                    // a cast input, or an output's temporary
+    Tensor* target = nullptr;        // the caller's output, for outputs
     bool needs_copy_back = false;
     bool keep_dtype = false;  // inputs: excluded from promotion and casting
     bool resized = false;     // outputs: an out= tensor build() resized
@@ -157,6 +194,8 @@ class TensorIter {
   bool allow_output_overlap_ = false;
   bool has_declared_shape_ = false;
   bool meta_ = false;
+  bool one_run_ = false;                    // fast_build(): one dense run, strides below
+  int64_t run_strides_[kMaxOperands] = {};  // bytes, per operand, for one_run_
   DimVector declared_shape_;
   DimVector shape_;       // the broadcast shape, outermost first
   DimVector iter_sizes_;  // iteration sizes, innermost first
