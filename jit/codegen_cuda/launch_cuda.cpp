@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -33,6 +34,19 @@ Cache& cache() {
 cudaKernel_t get_kernel(const PointwiseSpec& spec, int device) {
   return load_kernel(
       pointwise_name(spec), [&] { return pointwise_source(spec); }, device);
+}
+
+// Blocks per SM the grid is capped at, each thread then looping over several
+// vectors; 0, the default, launches one thread per vector (measured on an
+// H200, 64Mi fp32 axpy8: capped at 8 blocks/SM 85.4% of copy bandwidth, 32:
+// 89.0%, uncapped: 92.7%, perf/RESULTS.md). KILN_CUDA_POINTWISE_BLOCKS_PER_SM
+// overrides it for tuning.
+int blocks_per_sm() {
+  static const int n = [] {
+    const char* v = std::getenv("KILN_CUDA_POINTWISE_BLOCKS_PER_SM");
+    return v ? std::atoi(v) : 0;
+  }();
+  return n;
 }
 
 }  // namespace
@@ -80,8 +94,9 @@ bool run_pointwise_cuda(const FusedGroup& g) {
                                                                     : Layout::Strided);
   }
   spec.ndim = nd;
-  // Room for one grid stride past the last offset (Note [CUDA pointwise ABI]).
-  spec.index32 = max_offset < (int64_t{1} << 31) - (int64_t{1} << 26);
+  // Room for one grid stride past the last offset (Note [CUDA pointwise ABI]):
+  // an uncapped grid's stride is about the element count itself.
+  spec.index32 = max_offset < (int64_t{1} << 30) - (int64_t{1} << 20);
   // Vector accesses when every operand is Dense or Scalar and dense pointers align.
   const int width = vector_width(k);
   bool vectorize = width > 1;
@@ -114,8 +129,11 @@ bool run_pointwise_cuda(const FusedGroup& g) {
   void* params[] = {args.data()};
   const cudaDeviceProp& prop = kiln::cuda::device_properties(device.index());
   const int64_t work = std::max<int64_t>(1, it.numel / spec.vec);
-  int64_t blocks = std::min<int64_t>((work + kBlock - 1) / kBlock,
-                                     static_cast<int64_t>(prop.multiProcessorCount) * 8);
+  int64_t blocks = std::min<int64_t>((work + kBlock - 1) / kBlock, int64_t{1} << 30);
+  if (blocks_per_sm() > 0) {
+    blocks =
+        std::min<int64_t>(blocks, static_cast<int64_t>(prop.multiProcessorCount) * blocks_per_sm());
+  }
   kiln::cuda::DeviceGuard guard(device.index());
   cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
   KILN_CUDA_CHECK_DEVICE(

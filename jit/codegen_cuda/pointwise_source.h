@@ -18,7 +18,7 @@ namespace kiln::jit::cuda {
 // The kernel takes one struct by value: the element count, the iteration
 // sizes (innermost last, at most kMaxDims), and per operand a pointer and,
 // for Strided ones, strides in elements. Offsets are 32-bit when every one,
-// plus a grid's stride, stays below 2^31.
+// plus a grid's stride (up to the element count), stays below 2^31.
 constexpr int kMaxDims = 8;
 enum class Layout : uint8_t { Dense, Scalar, Strided };
 
