@@ -317,8 +317,8 @@ int vector_width(const PointwiseKernel& k) {
 }
 
 // Note [CUDA pointwise kernel shape]
-// A grid-stride loop over the elements (the launch caps the grid at a few
-// blocks per SM, so each thread does many). When every operand is Dense or
+// A grid-stride loop over the elements; the launch gives each thread one
+// vector (or a capped grid loops, for tuning: launch_cuda.cpp). When every operand is Dense or
 // Scalar and the dense pointers are aligned, each step moves `vec` elements
 // per operand with one vector access (16 bytes for the widest dtype): fewer
 // memory instructions per byte, which is what gets a memory-bound group near
