@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "jit/codegen_cuda/device_prelude.h"
 #include "kiln/error.h"
 
 // GCC 12 reports false stringop-overflow warnings for std::string
@@ -111,19 +112,8 @@ std::string fn(const char* name, DType t) {
 // DESIGN.md's bars are 4e-6 (sigmoid) and 4e-5 (tanh, gelu);
 // tests/cuda/fused_cuda_test.cpp sweeps all four against float64, with 0,
 // +-inf and NaN.
-const char kPrelude[] = R"(typedef long long i64;
-__device__ __forceinline__ float kiln_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
-__device__ __forceinline__ unsigned short kiln_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
-__device__ __forceinline__ float kiln_bf2f(unsigned short b) { return __uint_as_float(((unsigned)b) << 16); }
-__device__ __forceinline__ unsigned short kiln_f2bf(float f) {
-  unsigned u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
-template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-template <class T> __device__ __forceinline__ T kiln_min(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-template <class T, int N> struct alignas(sizeof(T) * N) KilnVec { T v[N]; };
+const char kPreludeRest[] =
+    R"(template <class T, int N> struct alignas(sizeof(T) * N) KilnVec { T v[N]; };
 __device__ __forceinline__ float kiln_rcpf(float x) { float r; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 __device__ __forceinline__ float kiln_ex2f(float x) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 __device__ __forceinline__ float kiln_sigmoidf(float x) {
@@ -338,7 +328,7 @@ std::string pointwise_source(const PointwiseSpec& spec) {
              " over dense operands, got ", spec.vec);
   const std::string idx = spec.index32 ? "int" : "i64";
   std::ostringstream os;
-  os << kPrelude;
+  os << kDevicePrelude << kPreludeRest;
   os << "struct KilnArgs {\n  i64 numel;\n  i64 sizes[" << kMaxDims << "];\n";
   for (size_t o = 0; o < nops; ++o) {
     os << "  void* p" << o << ";\n";

@@ -1,6 +1,7 @@
 #include "runtime/core/tensor_utils.h"
 
 #include <cstring>
+#include <limits>
 
 #include "kiln/dispatch.h"
 
@@ -222,6 +223,19 @@ void store_scalar(void* dst, DType t, const Scalar& s) {
     case kFloat64:
       *static_cast<double*>(dst) = s.to_double();
       break;
+  }
+}
+
+double machine_epsilon(DType t) {
+  switch (t) {
+    case kFloat16:
+      return 0.0009765625;  // 2^-10
+    case kBFloat16:
+      return 0.0078125;  // 2^-7
+    case kFloat32:
+      return std::numeric_limits<float>::epsilon();
+    default:
+      return std::numeric_limits<double>::epsilon();
   }
 }
 

@@ -47,5 +47,7 @@ double load_as_double(const void* base, DType t, int64_t index);
 Scalar load_scalar(const void* base, DType t, int64_t index);
 // Writes `s` converted to dtype `t` at `dst`.
 void store_scalar(void* dst, DType t, const Scalar& s);
+// The dtype's machine epsilon (what rms_norm uses when eps is unset, as PyTorch).
+double machine_epsilon(DType t);
 
 }  // namespace kiln

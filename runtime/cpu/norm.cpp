@@ -99,20 +99,6 @@ Tensor layer_norm(const Tensor& input, IntArrayRef shape, const std::optional<Te
   return out;
 }
 
-// As PyTorch's: the dtype's machine epsilon when eps is unset.
-double default_eps(DType t) {
-  switch (t) {
-    case kFloat16:
-      return 0.0009765625;  // 2^-10
-    case kBFloat16:
-      return 0.0078125;  // 2^-7
-    case kFloat32:
-      return std::numeric_limits<float>::epsilon();
-    default:
-      return std::numeric_limits<double>::epsilon();
-  }
-}
-
 template <class T>
 void rms_norm_rows(const T* x, T* y, int64_t rows, int64_t n, double eps) {
   using M = opmath_t<T>;
@@ -145,7 +131,7 @@ Tensor rms_norm(const Tensor& input, IntArrayRef shape, const std::optional<Tens
   Tensor normed = empty_tensor(input.sizes(), input.dtype(), input.device());
   if (!input.is_meta() && normed.numel() > 0) {
     Tensor x = input.contiguous();
-    const double e = eps.value_or(default_eps(input.dtype()));
+    const double e = eps.value_or(machine_epsilon(input.dtype()));
     visit_allowed<kFloatingMask>(input.dtype(), op, [&]<class T>() {
       rms_norm_rows<T>(x.data_ptr<T>(), normed.data_ptr<T>(), normed.numel() / n, n, e);
     });

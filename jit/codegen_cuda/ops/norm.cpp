@@ -128,20 +128,6 @@ Tensor layer_norm(const Tensor& input, IntArrayRef shape, const std::optional<Te
   return y;
 }
 
-// As PyTorch's: the dtype's machine epsilon when eps is unset.
-double default_eps(DType t) {
-  switch (t) {
-    case kFloat16:
-      return 0.0009765625;  // 2^-10
-    case kBFloat16:
-      return 0.0078125;  // 2^-7
-    case kFloat32:
-      return std::numeric_limits<float>::epsilon();
-    default:
-      return std::numeric_limits<double>::epsilon();
-  }
-}
-
 Tensor rms_norm(const Tensor& input, IntArrayRef shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps) {
   Tensor meta = kiln::rms_norm(meta_of(input), shape, meta_of(weight), eps);
@@ -156,7 +142,7 @@ Tensor rms_norm(const Tensor& input, IntArrayRef shape, const std::optional<Tens
   spec.weight = w.defined() ? w.dtype() : input.dtype();
   // The weight broadcasts against the row (meta checked its shape).
   run_norm(spec, y, dense(input), w.defined() ? dense(w) : w, Tensor(), row_length(shape),
-           eps.value_or(default_eps(input.dtype())));
+           eps.value_or(machine_epsilon(input.dtype())));
   return y;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "jit/codegen_cuda/device_prelude.h"
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/iteration.h"
 #include "kiln/error.h"
@@ -16,19 +17,8 @@
 namespace kiln::jit::cuda {
 namespace {
 
-const char kPrelude[] = R"(typedef long long i64;
-__device__ __forceinline__ float kiln_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
-__device__ __forceinline__ unsigned short kiln_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
-__device__ __forceinline__ float kiln_bf2f(unsigned short b) { return __uint_as_float(((unsigned)b) << 16); }
-__device__ __forceinline__ unsigned short kiln_f2bf(float f) {
-  unsigned u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
-template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-template <class T> __device__ __forceinline__ T kiln_min(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-__device__ __forceinline__ float kiln_inf(float) { return __int_as_float(0x7f800000); }
+const char kPreludeRest[] =
+    R"(__device__ __forceinline__ float kiln_inf(float) { return __int_as_float(0x7f800000); }
 __device__ __forceinline__ double kiln_inf(double) { return __longlong_as_double(0x7ff0000000000000ll); }
 __device__ __forceinline__ float kiln_nan(float) { return __int_as_float(0x7fc00000); }
 __device__ __forceinline__ double kiln_nan(double) { return __longlong_as_double(0x7ff8000000000000ll); }
@@ -66,7 +56,7 @@ template <class T, int B> __device__ __forceinline__ T kiln_block_sum(T v, T* sc
 }  // namespace
 
 const std::string& op_prelude() {
-  static const std::string s = kPrelude;
+  static const std::string s = std::string(kDevicePrelude) + kPreludeRest;
   return s;
 }
 
