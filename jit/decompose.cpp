@@ -261,8 +261,16 @@ bool fusible_dtype(DType t) {
 
 Decomposition find_decomposition(const Node& node) {
   if (node.outputs.size() != 1 || node.written.size() > 1) return nullptr;
-  auto it = table().find(node.op->name());
-  if (it == table().end()) return nullptr;
+  // Looked up by name once per op and thread: hashing the name per node per
+  // flush showed in the per-call cost of lazy mode.
+  thread_local std::unordered_map<const OperatorEntry*, Decomposition> by_op;
+  auto cached = by_op.find(node.op);
+  if (cached == by_op.end()) {
+    auto named = table().find(node.op->name());
+    cached = by_op.emplace(node.op, named == table().end() ? nullptr : named->second).first;
+  }
+  if (!cached->second) return nullptr;
+  const Decomposition found = cached->second;
   // Generators handle floating arithmetic and bool results; integer math
   // (wrapping, integer division) stays with the eager kernels.
   if (!fusible_dtype(node.outputs[0].dtype())) return nullptr;
@@ -274,13 +282,13 @@ Decomposition find_decomposition(const Node& node) {
     if (v.is_tensor_list()) return nullptr;
   }
   DType out = node.outputs[0].dtype();
-  if (out == kBool && it->second != d_compare<Prim::Eq> && it->second != d_compare<Prim::Ne> &&
-      it->second != d_compare<Prim::Lt> && it->second != d_compare<Prim::Le> &&
-      it->second != d_compare<Prim::Gt> && it->second != d_compare<Prim::Ge> &&
-      it->second != d_identity && it->second != d_to_copy && it->second != d_where) {
+  if (out == kBool && found != d_compare<Prim::Eq> && found != d_compare<Prim::Ne> &&
+      found != d_compare<Prim::Lt> && found != d_compare<Prim::Le> &&
+      found != d_compare<Prim::Gt> && found != d_compare<Prim::Ge> && found != d_identity &&
+      found != d_to_copy && found != d_where) {
     return nullptr;
   }
-  return it->second;
+  return found;
 }
 
 }  // namespace kiln::jit

@@ -96,4 +96,27 @@ std::string PointwiseKernel::str() const {
   return os.str();
 }
 
+std::string PointwiseKernel::key() const {
+  std::string key;
+  key.reserve(8 + inputs.size() + outputs.size() * 5 + body.size() * 24);
+  auto put = [&key](const auto& v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(static_cast<uint32_t>(inputs.size()));
+  put(static_cast<uint32_t>(outputs.size()));
+  for (DType d : inputs) put(d);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    put(outputs[i]);
+    put(stores[i]);
+  }
+  for (const Instr& i : body) {
+    put(i.op);
+    put(i.dtype);
+    put(i.a);
+    put(i.b);
+    put(i.c);
+    if (i.op == Prim::Load) put(i.operand);
+    if (i.op == Prim::Const) put(i.imm);
+  }
+  return key;
+}
+
 }  // namespace kiln::jit

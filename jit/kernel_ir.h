@@ -96,6 +96,9 @@ struct PointwiseKernel {
   uint64_t hash() const;
   // One line per instruction: "%3 = mul f32 %1, %2".
   std::string str() const;
+  // The structure and constants as bytes: a cache key that is cheap to build
+  // (no formatting) and exact (str() rounds constants to 6 digits).
+  std::string key() const;
 };
 
 // The dtype arithmetic happens in for values stored as `t`.

@@ -112,7 +112,7 @@ void run_trace(std::vector<Node> nodes) {
              live.size(), " live");
   }
   // Storages are computed from here on; eager kernels below must see plain memory.
-  std::vector<Step> steps = fuse(nodes, live);
+  std::vector<Step> steps = fuse(nodes, live, external);  // CSE leaves `external` as it is
   KILN_LOG(Fusion, "plan: ", describe(nodes, steps));
   clear_markers(nodes);
   size_t done = 0;  // live nodes run so far

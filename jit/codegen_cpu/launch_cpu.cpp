@@ -36,7 +36,7 @@ Cache& cache() {
 
 const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& k,
                                                const std::vector<RunLayout>& layouts) {
-  std::string key = k.str();
+  std::string key = k.key();
   for (RunLayout l : layouts) key += l == RunLayout::Dense ? 'd' : 'b';
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);

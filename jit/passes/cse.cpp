@@ -212,7 +212,8 @@ CseResult eliminate_common_subexpressions(std::vector<Node>& nodes, const std::v
   std::unordered_map<const StorageImpl*, Tensor> redirect;  // merged output -> kept output
   std::unordered_map<uint64_t, std::vector<size_t>> seen;   // call hash -> positions in `live`
   seen.reserve(live.size());
-  std::unordered_map<const OperatorEntry*, OpInfo> ops;
+  // Per op, kept across runs: the registry outlives every trace.
+  thread_local std::unordered_map<const OperatorEntry*, OpInfo> ops;
   const OperatorEntry* copy_op = nullptr;
 
   auto redirected = [&](const Tensor& t, Tensor* out) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <sstream>
+#include <string_view>
 #include <unordered_set>
 
 #include "jit/decompose.h"
@@ -51,8 +52,8 @@ bool touches_float64(const Node& n) {
 class Fuser {
  public:
   Fuser(const std::vector<Node>& nodes, const std::vector<size_t>& live,
-        const FusionOptions& options)
-      : nodes_(nodes), live_(live), options_(options), external_(external_storages(nodes)) {
+        const std::unordered_set<const StorageImpl*>& external, const FusionOptions& options)
+      : nodes_(nodes), live_(live), options_(options), external_(external), reads_(nodes, live) {
     group_ = fresh();
   }
 
@@ -98,7 +99,8 @@ class Fuser {
     return next_pos < live_.size() ? nodes_[live_[next_pos]].op->name() : std::string("the end");
   }
 
-  void close(size_t next_pos, const std::string& why) {
+  // `why` is only logged: callers pass literals, not strings built per node.
+  void close(size_t next_pos, std::string_view why) {
     if (red_) {
       KILN_LOG(Fusion, row_op_name(red_->spec.op), " group closed before ", next_name(next_pos),
                ": ", why);
@@ -111,8 +113,8 @@ class Fuser {
       r.in_shape = nodes_[red_->node].args[0].to_tensor().sizes();
       r.reduced = red_->spec.reduced;
       r.prologue =
-          red_->prologue->finish(red_->pos + 1, live_, external_, red_->reduced_value, red_->node);
-      r.epilogue = group_->finish(next_pos, live_, external_);
+          red_->prologue->finish(red_->pos + 1, reads_, external_, red_->reduced_value, red_->node);
+      r.epilogue = group_->finish(next_pos, reads_, external_);
       r.members = r.prologue.members;  // the epilogue's include the reduction
       r.members.insert(r.members.end(), r.epilogue.members.begin(), r.epilogue.members.end());
       std::sort(r.members.begin(), r.members.end());
@@ -125,7 +127,7 @@ class Fuser {
     KILN_LOG(Fusion, "group of ", group_->size(), " node(s) closed before ", next_name(next_pos),
              ": ", why);
     Step s{Step::Kind::Fused};
-    s.group = group_->finish(next_pos, live_, external_);
+    s.group = group_->finish(next_pos, reads_, external_);
     steps_.push_back(std::move(s));
     group_ = fresh();
   }
@@ -133,14 +135,14 @@ class Fuser {
   void start_reduction(size_t pos, size_t idx, const ReductionSpec& spec) {
     const Node& n = nodes_[idx];
     const Tensor& x = n.args[0].to_tensor();
-    if (red_) close(pos, std::string("another reduction (") + n.op->name() + ") starts");
+    if (red_) close(pos, "another reduction starts");
     if (!group_->empty() && !(group_->shape().ref() == x.sizes())) {
-      close(pos, std::string("the input of ") + n.op->name() + " has another shape");
+      close(pos, "the reduction's input has another shape");
     }
     std::string why;
     int32_t xv = group_->resolve(x, &why);
     if (xv < 0 && !group_->empty()) {
-      close(pos, std::string(n.op->name()) + " cannot join as the group's reduction: " + why);
+      close(pos, why);
       xv = group_->resolve(x, &why);
     }
     if (xv < 0) {
@@ -178,7 +180,8 @@ class Fuser {
   const std::vector<Node>& nodes_;
   const std::vector<size_t>& live_;
   const FusionOptions& options_;
-  std::unordered_set<const StorageImpl*> external_;
+  const std::unordered_set<const StorageImpl*>& external_;
+  const LaterReads reads_;
   std::vector<Step> steps_;
   std::unique_ptr<GroupBuilder> group_;  // the pointwise group, or the open reduction's epilogue
   std::unique_ptr<OpenReduction> red_;
@@ -195,7 +198,14 @@ void describe_members(std::ostream& os, const std::vector<Node>& nodes,
 
 std::vector<Step> fuse(const std::vector<Node>& nodes, const std::vector<size_t>& live,
                        const FusionOptions& options) {
-  return Fuser(nodes, live, options).run();
+  const std::unordered_set<const StorageImpl*> external = external_storages(nodes);
+  return Fuser(nodes, live, external, options).run();
+}
+
+std::vector<Step> fuse(const std::vector<Node>& nodes, const std::vector<size_t>& live,
+                       const std::unordered_set<const StorageImpl*>& external,
+                       const FusionOptions& options) {
+  return Fuser(nodes, live, external, options).run();
 }
 
 std::string describe(const std::vector<Node>& nodes, const std::vector<Step>& steps) {

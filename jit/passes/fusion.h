@@ -18,6 +18,7 @@
 // through the same view (both run row by row, interleaved).
 
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "jit/kernel_ir.h"
@@ -67,6 +68,11 @@ struct FusionOptions {
 // `live` are node indices in record order; `external` the storages a tensor
 // outside the trace references (see live_nodes()).
 std::vector<Step> fuse(const std::vector<Node>& nodes, const std::vector<size_t>& live,
+                       const FusionOptions& options = {});
+// The same with external_storages(nodes) already at hand (live_nodes() hands it
+// back), so that a flush does not count every handle again.
+std::vector<Step> fuse(const std::vector<Node>& nodes, const std::vector<size_t>& live,
+                       const std::unordered_set<const StorageImpl*>& external,
                        const FusionOptions& options = {});
 
 // "fused[add.Tensor mul.Tensor] extern[mm]" — for logs and golden tests.

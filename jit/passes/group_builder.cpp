@@ -276,16 +276,30 @@ int32_t GroupBuilder::load(const Tensor& t) {
   return builder_.load(static_cast<int32_t>(loads_.size() - 1), t.dtype());
 }
 
-FusedGroup GroupBuilder::finish(size_t next_live_pos, const std::vector<size_t>& live,
-                                const std::unordered_set<const StorageImpl*>& external,
-                                int32_t first_store, size_t skip) {
-  std::unordered_set<const StorageImpl*> read_later;
-  for (size_t k = next_live_pos; k < live.size(); ++k) {
-    if (live[k] == skip) continue;
-    for_each_input(nodes_[live[k]], [&](const Tensor& t) {
-      if (t.defined()) read_later.insert(storage_of(t));
+LaterReads::LaterReads(const std::vector<Node>& nodes, const std::vector<size_t>& live)
+    : live_(live) {
+  readers_.reserve(live.size() * 2);
+  for (size_t k = 0; k < live.size(); ++k) {
+    for_each_input(nodes[live[k]], [&](const Tensor& t) {
+      if (!t.defined()) return;
+      std::vector<size_t>& r = readers_[storage_of(t)];
+      if (r.empty() || r.back() != k) r.push_back(k);
     });
   }
+}
+
+bool LaterReads::any(const StorageImpl* s, size_t pos, size_t skip) const {
+  auto it = readers_.find(s);
+  if (it == readers_.end()) return false;
+  for (auto k = it->second.rbegin(); k != it->second.rend() && *k >= pos; ++k) {
+    if (live_[*k] != skip) return true;
+  }
+  return false;
+}
+
+FusedGroup GroupBuilder::finish(size_t next_live_pos, const LaterReads& reads,
+                                const std::unordered_set<const StorageImpl*>& external,
+                                int32_t first_store, size_t skip) {
   FusedGroup g;
   g.shape = shape_;
   g.members = members_;
@@ -299,8 +313,8 @@ FusedGroup GroupBuilder::finish(size_t next_live_pos, const std::vector<size_t>&
   for (size_t i = produced_.size(); i-- > 0;) {
     const Tensor& t = produced_[i].view;
     const Node& n = nodes_[members_[i]];
-    bool needed =
-        !n.written.empty() || external.count(storage_of(t)) || read_later.count(storage_of(t));
+    bool needed = !n.written.empty() || external.count(storage_of(t)) ||
+                  reads.any(storage_of(t), next_live_pos, skip);
     if (!needed) continue;
     bool dup = false;
     for (const Tensor& o : g.outputs) dup = dup || same_view(o, t);

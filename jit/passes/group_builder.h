@@ -5,6 +5,7 @@
 // [Reduction kernels]), are each built by one GroupBuilder.
 
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -14,6 +15,20 @@
 namespace kiln::jit {
 
 struct ViewIndexMap;  // Note [View folding]
+
+// Which nodes of a trace read each storage, by position in `live`: built once
+// per fuse() so that closing a group does not scan the rest of the trace
+// (which made fusion quadratic in the trace's length).
+class LaterReads {
+ public:
+  LaterReads(const std::vector<Node>& nodes, const std::vector<size_t>& live);
+  // True when a node at `live[pos]` or later, other than node `skip`, reads `s`.
+  bool any(const StorageImpl* s, size_t pos, size_t skip) const;
+
+ private:
+  const std::vector<size_t>& live_;
+  std::unordered_map<const StorageImpl*, std::vector<size_t>> readers_;  // ascending positions
+};
 
 class GroupBuilder {
  public:
@@ -51,7 +66,7 @@ class GroupBuilder {
   // Finishes the group: stores what nodes from `live[next_live_pos]` on (except
   // node `skip`) or outside tensors need. `first_store`, when >= 0, becomes
   // output 0 (float32, no tensor).
-  FusedGroup finish(size_t next_live_pos, const std::vector<size_t>& live,
+  FusedGroup finish(size_t next_live_pos, const LaterReads& reads,
                     const std::unordered_set<const StorageImpl*>& external,
                     int32_t first_store = -1, size_t skip = SIZE_MAX);
 
