@@ -117,7 +117,104 @@ KILN_UNARY(d_round, Round)
 KILN_UNARY(d_silu, Silu)
 KILN_UNARY(d_expm1, Expm1)
 KILN_UNARY(d_log1p, Log1p)
+KILN_UNARY(d_asin, Asin)
+KILN_UNARY(d_acos, Acos)
+KILN_UNARY(d_atan, Atan)
+KILN_UNARY(d_sinh, Sinh)
+KILN_UNARY(d_cosh, Cosh)
+KILN_UNARY(d_tan, Tan)
+KILN_UNARY(d_exp2, Exp2)
+KILN_UNARY(d_log2, Log2)
+KILN_UNARY(d_log10, Log10)
+KILN_UNARY(d_sign, Sign)
+KILN_UNARY(d_frac, Frac)
 #undef KILN_UNARY
+
+int32_t d_square(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  int32_t x = b.cast(v[0], t);
+  return b.op(Prim::Mul, t, x, x);
+}
+
+// isnan/isinf/isfinite test the input in its own compute dtype.
+template <Prim P>
+int32_t d_predicate(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  return b.cast(b.op(P, kBool, v[0]), out_compute(n));
+}
+
+int32_t d_logical_not(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  return b.cast(b.op(Prim::LogicalNot, kBool, b.cast(v[0], kBool)), out_compute(n));
+}
+
+// logical_xor is `!=` of the operands' truth values.
+template <Prim P>
+int32_t d_logical(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  return b.cast(b.op(P, kBool, b.cast(v[0], kBool), b.cast(v[1], kBool)), out_compute(n));
+}
+
+// Bit ops exist for integers and bool only (eager rejects floating operands).
+int32_t d_bitwise_not(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (is_floating(t)) return -1;
+  return b.op(Prim::BitNot, t, b.cast(v[0], t));
+}
+
+template <Prim P>
+int32_t d_bitwise(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (is_floating(t)) return -1;
+  return b.op(P, t, b.cast(v[0], t), b.cast(v[1], t));
+}
+
+// floor_divide/remainder/fmod: integers exactly (Note on FloorDiv in
+// kernel_ir.h); floats in float32/float64 only, since the eager kernel rounds
+// every step of floor_divide to a 16-bit grid (and remainder/fmod round
+// once: those fuse for 16-bit floats too, computed in float32).
+template <Prim P>
+int32_t d_divmod(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (t == kBool) return -1;
+  if (P == Prim::FloorDiv && is_reduced_float(out_dtype(n))) return -1;
+  return b.op(P, t, b.cast(v[0], t), b.cast(v[1], t));
+}
+
+// self + value * t1 * t2 (or / t2), in that order, as the eager kernel.
+// Integers (wrapping through uint64) stay eager.
+template <Prim P>
+int32_t d_addc(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (!is_floating(t)) return -1;
+  int32_t x = b.op(Prim::Mul, t, b.constant(number(n, 3), t), b.cast(v[1], t));
+  x = b.op(P, t, x, b.cast(v[2], t));
+  return b.op(Prim::Add, t, b.cast(v[0], t), x);
+}
+
+// self + w (end - self) for |w| < 0.5, else end - (end - self)(1 - w).
+int32_t lerp_value(KernelBuilder& b, DType t, int32_t s, int32_t e, int32_t w, int which) {
+  int32_t d = b.op(Prim::Sub, t, e, s);
+  int32_t lo = b.op(Prim::Add, t, s, b.op(Prim::Mul, t, w, d));
+  int32_t hi =
+      b.op(Prim::Sub, t, e, b.op(Prim::Mul, t, d, b.op(Prim::Sub, t, b.constant(1, t), w)));
+  if (which == 0) return lo;
+  if (which == 1) return hi;
+  int32_t small = b.op(Prim::Lt, kBool, b.op(Prim::Abs, t, w), b.constant(0.5, t));
+  return b.op(Prim::Where, t, small, lo, hi);
+}
+
+int32_t d_lerp_scalar(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (!is_floating(t)) return -1;
+  double w = number(n, 2);
+  if (std::isnan(w)) return -1;
+  return lerp_value(b, t, b.cast(v[0], t), b.cast(v[1], t), b.constant(w, t),
+                    (t == kFloat64 ? std::abs(w) : std::abs(static_cast<float>(w))) < 0.5 ? 0 : 1);
+}
+
+int32_t d_lerp_tensor(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (!is_floating(t)) return -1;
+  return lerp_value(b, t, b.cast(v[0], t), b.cast(v[1], t), b.cast(v[2], t), 2);
+}
 
 int32_t d_gelu(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   const std::string& mode = arg(n, 1).to_string();
@@ -138,13 +235,14 @@ int32_t d_add(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
 template <Prim P>
 int32_t d_binary(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   DType t = out_compute(n);
+  // Integer pow is exact repeated multiplication eagerly; the Prim is C pow.
+  if (P == Prim::Pow && !is_floating(t)) return -1;
   return b.op(P, t, b.cast(v[0], t), b.cast(v[1], t));
 }
 
 template <Prim P>
 int32_t d_compare(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   DType t = promoted(n);
-  if (!is_floating(t)) return -1;
   return b.op(P, kBool, b.cast(v[0], t), b.cast(v[1], t));
 }
 
@@ -155,6 +253,7 @@ int32_t d_where(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) 
 
 int32_t d_pow_scalar(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   DType t = out_compute(n);
+  if (!is_floating(t)) return -1;
   double e = number(n, 1);
   int32_t x = b.cast(v[0], t);
   if (e == 2.0) return b.op(Prim::Mul, t, x, x);
@@ -216,6 +315,45 @@ const std::unordered_map<std::string, Decomposition>& table() {
       {"expm1", d_expm1},
       {"log1p", d_log1p},
       {"gelu", d_gelu},
+      {"asin", d_asin},
+      {"acos", d_acos},
+      {"atan", d_atan},
+      {"sinh", d_sinh},
+      {"cosh", d_cosh},
+      {"tan", d_tan},
+      {"exp2", d_exp2},
+      {"log2", d_log2},
+      {"log10", d_log10},
+      {"sign", d_sign},
+      {"frac", d_frac},
+      {"square", d_square},
+      {"isnan", d_predicate<Prim::IsNan>},
+      {"isinf", d_predicate<Prim::IsInf>},
+      {"isfinite", d_predicate<Prim::IsFinite>},
+      {"logical_not", d_logical_not},
+      {"bitwise_not", d_bitwise_not},
+      {"atan2", d_binary<Prim::Atan2>},
+      {"logical_and", d_logical<Prim::LogicalAnd>},
+      {"logical_or", d_logical<Prim::LogicalOr>},
+      {"logical_xor", d_logical<Prim::Ne>},
+      {"bitwise_and.Tensor", d_bitwise<Prim::BitAnd>},
+      {"bitwise_or.Tensor", d_bitwise<Prim::BitOr>},
+      {"bitwise_xor.Tensor", d_bitwise<Prim::BitXor>},
+      {"bitwise_and_.Tensor", d_bitwise<Prim::BitAnd>},
+      {"bitwise_or_.Tensor", d_bitwise<Prim::BitOr>},
+      {"bitwise_xor_.Tensor", d_bitwise<Prim::BitXor>},
+      {"addcmul", d_addc<Prim::Mul>},
+      {"addcdiv", d_addc<Prim::Div>},
+      {"lerp.Scalar", d_lerp_scalar},
+      {"lerp_.Scalar", d_lerp_scalar},
+      {"lerp.Tensor", d_lerp_tensor},
+      {"lerp_.Tensor", d_lerp_tensor},
+      {"floor_divide", d_divmod<Prim::FloorDiv>},
+      {"floor_divide_.Tensor", d_divmod<Prim::FloorDiv>},
+      {"remainder.Tensor", d_divmod<Prim::Remainder>},
+      {"remainder_.Tensor", d_divmod<Prim::Remainder>},
+      {"fmod.Tensor", d_divmod<Prim::Fmod>},
+      {"fmod_.Tensor", d_divmod<Prim::Fmod>},
       {"add.Tensor", d_add<false>},
       {"sub.Tensor", d_add<true>},
       {"add_.Tensor", d_add<false>},
@@ -253,8 +391,39 @@ const std::unordered_map<std::string, Decomposition>& table() {
   return with_inplace;
 }
 
+// Every kiln dtype has a compute type in the CUDA generator; what a
+// decomposition cannot express in one it refuses itself (pow, bit ops on
+// floats), and the CPU generator refuses non-float kernels (cpu_supports).
 bool fusible_dtype(DType t) {
-  return is_floating(t) || t == kBool;
+  return is_floating(t) || is_integral(t, true);
+}
+
+// The decompositions whose result may be bool (others would compute in bool).
+bool bool_result_ok(Decomposition d) {
+  static const Decomposition ok[] = {d_compare<Prim::Eq>,
+                                     d_compare<Prim::Ne>,
+                                     d_compare<Prim::Lt>,
+                                     d_compare<Prim::Le>,
+                                     d_compare<Prim::Gt>,
+                                     d_compare<Prim::Ge>,
+                                     d_identity,
+                                     d_to_copy,
+                                     d_where,
+                                     d_predicate<Prim::IsNan>,
+                                     d_predicate<Prim::IsInf>,
+                                     d_predicate<Prim::IsFinite>,
+                                     d_logical_not,
+                                     d_logical<Prim::LogicalAnd>,
+                                     d_logical<Prim::LogicalOr>,
+                                     d_logical<Prim::Ne>,
+                                     d_bitwise_not,
+                                     d_bitwise<Prim::BitAnd>,
+                                     d_bitwise<Prim::BitOr>,
+                                     d_bitwise<Prim::BitXor>};
+  for (Decomposition o : ok) {
+    if (o == d) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -271,8 +440,6 @@ Decomposition find_decomposition(const Node& node) {
   }
   if (!cached->second) return nullptr;
   const Decomposition found = cached->second;
-  // Generators handle floating arithmetic and bool results; integer math
-  // (wrapping, integer division) stays with the eager kernels.
   if (!fusible_dtype(node.outputs[0].dtype())) return nullptr;
   for (const IValue& v : node.args) {
     if (v.is_tensor() && v.to_tensor().defined() && !fusible_dtype(v.to_tensor().dtype()) &&
@@ -281,13 +448,7 @@ Decomposition find_decomposition(const Node& node) {
     }
     if (v.is_tensor_list()) return nullptr;
   }
-  DType out = node.outputs[0].dtype();
-  if (out == kBool && found != d_compare<Prim::Eq> && found != d_compare<Prim::Ne> &&
-      found != d_compare<Prim::Lt> && found != d_compare<Prim::Le> &&
-      found != d_compare<Prim::Gt> && found != d_compare<Prim::Ge> && found != d_identity &&
-      found != d_to_copy && found != d_where) {
-    return nullptr;
-  }
+  if (node.outputs[0].dtype() == kBool && !bool_result_ok(found)) return nullptr;
   return found;
 }
 

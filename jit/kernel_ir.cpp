@@ -6,12 +6,16 @@ namespace kiln::jit {
 
 const char* prim_name(Prim p) {
   static const char* const names[] = {
-      "load",  "const", "neg",       "abs",        "exp",       "log",  "sqrt",  "rsqrt",
-      "recip", "sin",   "cos",       "tanh",       "sigmoid",   "relu", "erf",   "floor",
-      "ceil",  "trunc", "round",     "gelu_erf",   "gelu_tanh", "silu", "expm1", "log1p",
-      "not",   "cast",  "round_f16", "round_bf16", "add",       "sub",  "mul",   "div",
-      "max",   "min",   "pow",       "eq",         "ne",        "lt",   "le",    "gt",
-      "ge",    "and",   "or",        "where"};
+      "load",   "const",    "neg",       "abs",        "exp",       "log",  "sqrt",   "rsqrt",
+      "recip",  "sin",      "cos",       "tanh",       "sigmoid",   "relu", "erf",    "floor",
+      "ceil",   "trunc",    "round",     "gelu_erf",   "gelu_tanh", "silu", "expm1",  "log1p",
+      "not",    "cast",     "round_f16", "round_bf16", "asin",      "acos", "atan",   "sinh",
+      "cosh",   "tan",      "exp2",      "log2",       "log10",     "sign", "frac",   "isnan",
+      "isinf",  "isfinite", "bitnot",    "add",        "sub",       "mul",  "div",    "max",
+      "min",    "pow",      "atan2",     "floordiv",   "remainder", "fmod", "bitand", "bitor",
+      "bitxor", "eq",       "ne",        "lt",         "le",        "gt",   "ge",     "and",
+      "or",     "where"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Prim::Where) + 1);
   return names[static_cast<int>(p)];
 }
 

@@ -51,6 +51,24 @@ enum class Prim : uint8_t {
   // a float32 value rounded to the float16 / bfloat16 grid (it stays float32)
   RoundF16,
   RoundBF16,
+  // Note [Prims without CPU code]: from Asin to BitNot and from Atan2 to
+  // BitXor only the CUDA generator has code; cpu_supports refuses them, so a
+  // CPU group holding one runs node by node through the eager kernels.
+  Asin,
+  Acos,
+  Atan,
+  Sinh,
+  Cosh,
+  Tan,
+  Exp2,
+  Log2,
+  Log10,
+  Sign,      // (0 < x) - (x < 0): NaN gives 0
+  Frac,      // x - trunc(x)
+  IsNan,     // bool result; false for integers
+  IsInf,     // bool result; false for integers
+  IsFinite,  // bool result; true for integers
+  BitNot,    // integers and bool (logical not)
   // binary
   Add,
   Sub,
@@ -59,6 +77,17 @@ enum class Prim : uint8_t {
   Max,
   Min,
   Pow,
+  Atan2,
+  // Integer FloorDiv/Remainder/Fmod follow PyTorch (floor; the divisor's sign;
+  // the dividend's sign; INT_MIN / -1 wraps); a zero divisor, which the eager
+  // kernels reject, gives 0 (a kernel cannot raise). Floating FloorDiv is
+  // PyTorch's formula for float32/float64 values.
+  FloorDiv,
+  Remainder,
+  Fmod,
+  BitAnd,  // integers and bool
+  BitOr,
+  BitXor,
   Eq,
   Ne,
   Lt,

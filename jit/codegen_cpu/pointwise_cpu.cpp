@@ -12,6 +12,11 @@ namespace x86 = asmjit::x86;
 
 namespace {
 
+// Note [Prims without CPU code]: the Prims only the CUDA generator emits.
+bool has_cpu_code(Prim p) {
+  return !((p >= Prim::Asin && p <= Prim::BitNot) || (p >= Prim::Atan2 && p <= Prim::BitXor));
+}
+
 bool memory_dtype_ok(DType t) {
   return t == kFloat32 || t == kFloat16 || t == kBFloat16;
 }
@@ -473,6 +478,7 @@ bool cpu_supports(const PointwiseKernel& kernel, std::string* why) {
     return *why = "too many operands", false;
   }
   for (const Instr& in : kernel.body) {
+    if (!has_cpu_code(in.op)) return *why = std::string("primitive ") + prim_name(in.op), false;
     if (in.dtype != kFloat32 && in.dtype != kBool) {
       return *why = std::string("compute dtype ") + dtype_name(in.dtype), false;
     }

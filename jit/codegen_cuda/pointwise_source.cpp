@@ -113,7 +113,47 @@ std::string fn(const char* name, DType t) {
 // tests/cuda/fused_cuda_test.cpp sweeps all four against float64, with 0,
 // +-inf and NaN.
 const char kPreludeRest[] =
-    R"(template <class T, int N> struct alignas(sizeof(T) * N) KilnVec { T v[N]; };
+    R"(__device__ __forceinline__ double kiln_fmod(double a, double b) { return fmod(a, b); }
+__device__ __forceinline__ float kiln_fmod(float a, float b) { return fmodf(a, b); }
+__device__ __forceinline__ double kiln_floor(double a) { return floor(a); }
+__device__ __forceinline__ float kiln_floor(float a) { return floorf(a); }
+__device__ __forceinline__ double kiln_copysign(double a, double b) { return copysign(a, b); }
+__device__ __forceinline__ float kiln_copysign(float a, float b) { return copysignf(a, b); }
+template <class T> __device__ __forceinline__ T kiln_remainder(T a, T b) {
+  T m = kiln_fmod(a, b);
+  if (m != 0 && (b < 0) != (m < 0)) m += b;
+  return m;
+}
+template <class T> __device__ __forceinline__ T kiln_floordiv(T a, T b) {
+  if (b == 0) return a / b;
+  const T mod = kiln_fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != 0 && (b < 0) != (mod < 0)) div -= T(1);
+  if (div == 0) return kiln_copysign(T(0), a / b);
+  T fl = kiln_floor(div);
+  if (div - fl > T(0.5)) fl += T(1);
+  return fl;
+}
+template <class T> __device__ __forceinline__ T kiln_idiv_trunc(T a, T b) {
+  if (b == 0) return 0;
+  if ((T)-1 < 0 && b == (T)-1) return (T)(0ull - (unsigned long long)a);
+  return (T)(a / b);
+}
+template <class T> __device__ __forceinline__ T kiln_idiv_floor(T a, T b) {
+  T q = kiln_idiv_trunc(a, b);
+  if (b != 0 && b != (T)-1 && (a < 0) != (b < 0) && (T)(a % b) != 0) --q;
+  return q;
+}
+template <class T> __device__ __forceinline__ T kiln_ifmod(T a, T b) {
+  if (b == 0 || ((T)-1 < 0 && b == (T)-1)) return 0;
+  return (T)(a % b);
+}
+template <class T> __device__ __forceinline__ T kiln_iremainder(T a, T b) {
+  T r = kiln_ifmod(a, b);
+  if (r != 0 && (r < 0) != (b < 0)) r = (T)(r + b);
+  return r;
+}
+template <class T, int N> struct alignas(sizeof(T) * N) KilnVec { T v[N]; };
 __device__ __forceinline__ float kiln_rcpf(float x) { float r; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 __device__ __forceinline__ float kiln_ex2f(float x) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 __device__ __forceinline__ float kiln_sigmoidf(float x) {
@@ -163,6 +203,15 @@ std::string store_value(DType mem, DType value_type, const std::string& v) {
   }
 }
 
+// Integer arithmetic wraps as in PyTorch: int32/int64 go through their
+// unsigned types (signed overflow is undefined in C++); narrower types
+// compute in int, which cannot overflow, and wrap on conversion.
+std::string wrapping(DType t, const std::string& a, const char* op, const std::string& b) {
+  if (t != kInt32 && t != kInt64) return a + " " + op + " " + b;
+  const std::string u = t == kInt64 ? "unsigned long long" : "unsigned";
+  return "(" + std::string(ctype(t)) + ")((" + u + ")" + a + " " + op + " (" + u + ")" + b + ")";
+}
+
 std::string instr_expr(const PointwiseKernel& k, const Instr& in) {
   auto v = [](int32_t i) { return "v" + std::to_string(i); };
   DType t = in.dtype;
@@ -174,6 +223,7 @@ std::string instr_expr(const PointwiseKernel& k, const Instr& in) {
     case Prim::Const:
       break;
     case Prim::Neg:
+      if (t == kInt32 || t == kInt64) return wrapping(t, "0", "-", a);
       return "-" + a;
     case Prim::Abs:
       if (!is_floating(t)) return "(" + a + " < 0 ? -" + a + " : " + a + ")";
@@ -245,12 +295,69 @@ std::string instr_expr(const PointwiseKernel& k, const Instr& in) {
         return "(" + std::string(ctype(t)) + ")(i64)" + a;
       }
       return "(" + std::string(ctype(t)) + ")" + a;
+    case Prim::Asin:
+      return fn("asin", t) + "(" + a + ")";
+    case Prim::Acos:
+      return fn("acos", t) + "(" + a + ")";
+    case Prim::Atan:
+      return fn("atan", t) + "(" + a + ")";
+    case Prim::Sinh:
+      return fn("sinh", t) + "(" + a + ")";
+    case Prim::Cosh:
+      return fn("cosh", t) + "(" + a + ")";
+    case Prim::Tan:
+      return fn("tan", t) + "(" + a + ")";
+    case Prim::Exp2:
+      return fn("exp2", t) + "(" + a + ")";
+    case Prim::Log2:
+      return fn("log2", t) + "(" + a + ")";
+    case Prim::Log10:
+      return fn("log10", t) + "(" + a + ")";
+    case Prim::Sign:
+      if (t == kBool) return a;
+      return "(" + std::string(ctype(t)) + ")((" + a + " > 0) - (" + a + " < 0))";
+    case Prim::Frac:
+      if (!is_floating(t)) return "(" + std::string(ctype(t)) + ")0";
+      return a + " - " + fn("trunc", t) + "(" + a + ")";
+    case Prim::IsNan:
+      if (!is_floating(k.body[in.a].dtype)) return "false";
+      return a + " != " + a;
+    case Prim::IsInf: {
+      DType s = k.body[in.a].dtype;
+      if (!is_floating(s)) return "false";
+      return fn("fabs", s) + "(" + a + ") == " + literal(__builtin_inf(), s);
+    }
+    case Prim::IsFinite: {
+      DType s = k.body[in.a].dtype;
+      if (!is_floating(s)) return "true";
+      return fn("fabs", s) + "(" + a + ") < " + literal(__builtin_inf(), s);
+    }
+    case Prim::BitNot:
+      if (t == kBool) return "!" + a;
+      return "(" + std::string(ctype(t)) + ")~" + a;
+    case Prim::Atan2:
+      return fn("atan2", t) + "(" + a + ", " + b + ")";
+    case Prim::FloorDiv:
+      if (!is_floating(t)) return "kiln_idiv_floor(" + a + ", " + b + ")";
+      return "kiln_floordiv(" + a + ", " + b + ")";
+    case Prim::Remainder:
+      if (!is_floating(t)) return "kiln_iremainder(" + a + ", " + b + ")";
+      return "kiln_remainder(" + a + ", " + b + ")";
+    case Prim::Fmod:
+      if (!is_floating(t)) return "kiln_ifmod(" + a + ", " + b + ")";
+      return "kiln_fmod(" + a + ", " + b + ")";
+    case Prim::BitAnd:
+      return "(" + std::string(ctype(t)) + ")(" + a + " & " + b + ")";
+    case Prim::BitOr:
+      return "(" + std::string(ctype(t)) + ")(" + a + " | " + b + ")";
+    case Prim::BitXor:
+      return "(" + std::string(ctype(t)) + ")(" + a + " ^ " + b + ")";
     case Prim::Add:
-      return a + " + " + b;
+      return wrapping(t, a, "+", b);
     case Prim::Sub:
-      return a + " - " + b;
+      return wrapping(t, a, "-", b);
     case Prim::Mul:
-      return a + " * " + b;
+      return wrapping(t, a, "*", b);
     case Prim::Div:
       return a + " / " + b;
     case Prim::Max:

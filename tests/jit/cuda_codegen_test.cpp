@@ -34,7 +34,11 @@ PointwiseKernel all_prims(kiln::DType in, kiln::DType out, kiln::DType t) {
     int32_t v;
     switch (kiln::jit::prim_arity(prim)) {
       case 1:
-        if (prim == Prim::LogicalNot) {
+        if (prim == Prim::BitNot) {
+          v = b.cast(b.op(prim, kiln::kBool, b.cast(x, kiln::kBool)), t);
+        } else if (prim == Prim::IsNan || prim == Prim::IsInf || prim == Prim::IsFinite) {
+          v = b.cast(b.op(prim, kiln::kBool, x), t);
+        } else if (prim == Prim::LogicalNot) {
           v = b.cast(b.op(prim, kiln::kBool, b.cast(x, kiln::kBool)), t);
         } else if (prim == Prim::Cast) {
           v = b.cast(b.op(Prim::Cast, kiln::kBool, x), t);
@@ -43,7 +47,9 @@ PointwiseKernel all_prims(kiln::DType in, kiln::DType out, kiln::DType t) {
         }
         break;
       case 2:
-        if (prim >= Prim::Eq) {
+        if (prim == Prim::BitAnd || prim == Prim::BitOr || prim == Prim::BitXor) {
+          v = b.cast(b.op(prim, kiln::kBool, b.cast(x, kiln::kBool), b.cast(y, kiln::kBool)), t);
+        } else if (prim >= Prim::Eq) {
           v = b.cast(b.op(prim, kiln::kBool, b.cast(x, t), b.cast(y, t)), t);
         } else {
           v = b.op(prim, t, x, y);
@@ -91,6 +97,97 @@ TEST_F(CudaCodegen, EveryPrimitiveAndDtypeCompilesForHopperAndAmpere) {
     }
   }
   EXPECT_EQ(compiled, 5 * 2 * 2 * 2);
+}
+
+// Every primitive an integer compute dtype admits (no transcendentals, no pow).
+bool integer_prim(Prim p) {
+  switch (p) {
+    case Prim::Neg:
+    case Prim::Abs:
+    case Prim::Relu:
+    case Prim::Floor:
+    case Prim::Ceil:
+    case Prim::Trunc:
+    case Prim::Round:
+    case Prim::Sign:
+    case Prim::BitNot:
+    case Prim::Add:
+    case Prim::Sub:
+    case Prim::Mul:
+    case Prim::Max:
+    case Prim::Min:
+    case Prim::FloorDiv:
+    case Prim::Remainder:
+    case Prim::Fmod:
+    case Prim::BitAnd:
+    case Prim::BitOr:
+    case Prim::BitXor:
+      return true;
+    default:
+      return false;
+  }
+}
+
+TEST_F(CudaCodegen, EveryIntegerPrimitiveCompilesInEveryIntegerDtype) {
+  using L = kc::Layout;
+  int compiled = 0;
+  for (kiln::DType t : {kiln::kUInt8, kiln::kInt8, kiln::kInt16, kiln::kInt32, kiln::kInt64}) {
+    KernelBuilder b;
+    int32_t x = b.load(0, t), y = b.load(1, t);
+    int32_t acc = b.constant(3, t);
+    int prims = 0;
+    for (int p = static_cast<int>(Prim::Neg); p <= static_cast<int>(Prim::Where); ++p) {
+      Prim prim = static_cast<Prim>(p);
+      int32_t v;
+      if (integer_prim(prim)) {
+        v = kiln::jit::prim_arity(prim) == 1 ? b.op(prim, t, x) : b.op(prim, t, x, y);
+      } else if (prim == Prim::IsNan || prim == Prim::IsInf || prim == Prim::IsFinite ||
+                 prim == Prim::LogicalNot) {
+        v = b.cast(b.op(prim, kiln::kBool, prim == Prim::LogicalNot ? b.cast(x, kiln::kBool) : x),
+                   t);
+      } else if (prim >= Prim::Eq && prim <= Prim::Ge) {
+        v = b.cast(b.op(prim, kiln::kBool, x, y), t);
+      } else if (prim == Prim::Where) {
+        v = b.op(prim, t, b.op(Prim::Lt, kiln::kBool, x, y), x, y);
+      } else {
+        continue;
+      }
+      ++prims;
+      acc = b.op(Prim::BitXor, t, acc, v);
+    }
+    EXPECT_EQ(prims, 31);
+    PointwiseKernel k = b.kernel();
+    k.inputs = {t, t};
+    k.outputs = {t, kiln::kBool};
+    k.stores = {acc, b.cast(acc, kiln::kBool)};
+    k.body = b.kernel().body;
+    for (int width : {1, kc::vector_width(k)}) {
+      kc::PointwiseSpec spec{&k, {L::Dense, L::Dense, L::Dense, L::Strided}};
+      spec.ndim = 2;
+      if (width > 1) spec.layouts = {L::Dense, L::Dense, L::Dense, L::Scalar};
+      spec.vec = width;
+      std::string src = kc::pointwise_source(spec);
+      ASSERT_NO_THROW(kc::nvrtc_compile(src, kc::pointwise_name(spec), 90)) << src;
+      ++compiled;
+    }
+  }
+  EXPECT_EQ(compiled, 10);
+}
+
+TEST_F(CudaCodegen, BoolBitOpsCompile) {
+  KernelBuilder b;
+  int32_t x = b.load(0, kiln::kBool), y = b.load(1, kiln::kBool);
+  int32_t v = b.op(Prim::BitAnd, kiln::kBool, x, y);
+  v = b.op(Prim::BitOr, kiln::kBool, v, b.op(Prim::BitNot, kiln::kBool, y));
+  v = b.op(Prim::BitXor, kiln::kBool, v, x);
+  PointwiseKernel k = b.kernel();
+  k.inputs = {kiln::kBool, kiln::kBool};
+  k.outputs = {kiln::kBool};
+  k.stores = {v};
+  k.body = b.kernel().body;
+  kc::PointwiseSpec spec{&k, {kc::Layout::Dense, kc::Layout::Dense, kc::Layout::Dense}};
+  std::string src = kc::pointwise_source(spec);
+  EXPECT_NO_THROW(kc::nvrtc_compile(src, kc::pointwise_name(spec), 90)) << src;
 }
 
 TEST_F(CudaCodegen, IntegerKernelsCompile) {
