@@ -46,13 +46,16 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int iters) {
       {"linear 768->2304", [&] { return kiln::linear(x, w_attn, b_attn); }},
       {"linear 768->3072", [&] { return kiln::linear(x, w_fc, b_fc); }},
       {"linear 3072->768", [&] { return kiln::linear(h4, w_proj, b); }},
-      {"addmm_act gelu", [&] {
+      {"addmm_act gelu",
+       [&] {
          return kiln::addmm_act(b_fc, x.reshape({batch * tokens, d}), w_fc.t(), "gelu_tanh");
        }},
-      {"sdpa causal", [&] {
-         return kiln::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true);
+      {"sdpa causal",
+       [&] { return kiln::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true); }},
+      {"merge heads",
+       [&] {
+         return a.transpose(1, 2).reshape({batch, tokens, d});
        }},
-      {"merge heads", [&] { return a.transpose(1, 2).reshape({batch, tokens, d}); }},
       {"gelu tanh", [&] { return kiln::gelu(h4, "tanh"); }},
       {"residual add", [&] { return x + x; }},
   };
@@ -70,8 +73,7 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int iters) {
       Tensor out = r.f();
       kiln::sync();
       us.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-              .count());
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
     const int64_t after = gpu ? kiln::jit::cuda::cuda_kernel_stats().launches : 0;
     std::sort(us.begin(), us.end());

@@ -116,7 +116,8 @@ bool engine_copy_fits(IntArrayRef sizes, IntArrayRef dst_strides, IntArrayRef sr
                          kMaxCopies, kMaxPitch, &plan)) {
     return false;
   }
-  return plan.size() <= 1 && (plan.empty() || plan[0].height <= 1 || plan[0].width >= kMinEngineRow);
+  return plan.size() <= 1 &&
+         (plan.empty() || plan[0].height <= 1 || plan[0].width >= kMinEngineRow);
 }
 
 // Copies between two layouts of the same elements (same dtype, sizes of dst);
