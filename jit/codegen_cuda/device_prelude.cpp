@@ -1,5 +1,7 @@
 #include "jit/codegen_cuda/device_prelude.h"
 
+#include "kiln/error.h"
+
 namespace kiln::jit::cuda {
 
 const char kDevicePrelude[] = R"(typedef long long i64;
@@ -15,5 +17,30 @@ __device__ __forceinline__ unsigned short kiln_f2bf(float f) {
 template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 template <class T> __device__ __forceinline__ T kiln_min(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
 )";
+
+const char* mem_type(DType t) {
+  switch (t) {
+    case kBool:
+    case kUInt8:
+      return "unsigned char";
+    case kInt8:
+      return "signed char";
+    case kInt16:
+      return "short";
+    case kInt32:
+      return "int";
+    case kInt64:
+      return "i64";
+    case kFloat16:
+    case kBFloat16:
+      return "unsigned short";
+    case kFloat32:
+      return "float";
+    case kFloat64:
+      return "double";
+  }
+  KILN_INTERNAL_ASSERT(false, "unknown dtype");
+  return "";
+}
 
 }  // namespace kiln::jit::cuda

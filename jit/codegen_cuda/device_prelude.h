@@ -4,8 +4,12 @@
 // float16/bfloat16 conversions in inline PTX (no toolkit header is included,
 // Note [CUDA pointwise ABI]) and NaN-propagating max/min.
 
+#include "kiln/dtype.h"
+
 namespace kiln::jit::cuda {
 
 extern const char kDevicePrelude[];
+// The C++ type a tensor of dtype `t` is stored as in device memory.
+const char* mem_type(DType t);
 
 }  // namespace kiln::jit::cuda

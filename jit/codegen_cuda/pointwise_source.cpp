@@ -38,32 +38,6 @@ const char* ctype(DType t) {
   }
 }
 
-// Storage type of each memory dtype.
-const char* mtype(DType t) {
-  switch (t) {
-    case kFloat32:
-      return "float";
-    case kFloat64:
-      return "double";
-    case kFloat16:
-    case kBFloat16:
-      return "unsigned short";
-    case kBool:
-    case kUInt8:
-      return "unsigned char";
-    case kInt8:
-      return "signed char";
-    case kInt16:
-      return "short";
-    case kInt32:
-      return "int";
-    case kInt64:
-      return "i64";
-    default:
-      KILN_FAIL("[cuda codegen] expected a fusible memory dtype, got ", t);
-  }
-}
-
 std::string literal(double v, DType t) {
   char buf[64];
   if (t == kBool) return v != 0 ? "true" : "false";
@@ -187,7 +161,7 @@ std::string from_memory(DType mem, const std::string& e) {
 }
 
 std::string load_expr(DType mem, const std::string& ptr, const std::string& off) {
-  return from_memory(mem, "((const " + std::string(mtype(mem)) + "*)" + ptr + ")[" + off + "]");
+  return from_memory(mem, "((const " + std::string(mem_type(mem)) + "*)" + ptr + ")[" + off + "]");
 }
 
 std::string store_value(DType mem, DType value_type, const std::string& v) {
@@ -199,7 +173,7 @@ std::string store_value(DType mem, DType value_type, const std::string& v) {
     case kBool:
       return "(unsigned char)((" + v + ") != 0)";
     default:
-      return "(" + std::string(mtype(mem)) + ")(" + v + ")";
+      return "(" + std::string(mem_type(mem)) + ")(" + v + ")";
   }
 }
 
@@ -499,13 +473,15 @@ std::string pointwise_source(const PointwiseSpec& spec) {
     return load_expr(k.inputs[o - nout], "a.p" + std::to_string(o), offset(o));
   };
   auto scalar_store = [&](size_t o, const std::string& v) {
-    return "((" + std::string(mtype(k.outputs[o])) + "*)a.p" + std::to_string(o) + ")[" +
+    return "((" + std::string(mem_type(k.outputs[o])) + "*)a.p" + std::to_string(o) + ")[" +
            offset(o) + "] = " + v;
   };
   std::string tail_start = "first";
   if (spec.vec > 1) {
     const std::string w = std::to_string(spec.vec);
-    auto vtype = [&](DType mem) { return "KilnVec<" + std::string(mtype(mem)) + ", " + w + ">"; };
+    auto vtype = [&](DType mem) {
+      return "KilnVec<" + std::string(mem_type(mem)) + ", " + w + ">";
+    };
     // Restrict-qualified pointers let the compiler hoist the next
     // iterations' loads above this one's stores when it unrolls: more bytes
     // in flight per thread. An output may be an input (in-place ops), but

@@ -60,31 +60,6 @@ const std::string& op_prelude() {
   return s;
 }
 
-const char* mem_type(DType t) {
-  switch (t) {
-    case kBool:
-    case kUInt8:
-      return "unsigned char";
-    case kInt8:
-      return "signed char";
-    case kInt16:
-      return "short";
-    case kInt32:
-      return "int";
-    case kInt64:
-      return "i64";
-    case kFloat16:
-    case kBFloat16:
-      return "unsigned short";
-    case kFloat32:
-      return "float";
-    case kFloat64:
-      return "double";
-  }
-  KILN_INTERNAL_ASSERT(false, "unknown dtype");
-  return "";
-}
-
 const char* acc_type(DType t) {
   return t == kFloat64 ? "double" : is_floating(t) ? "float" : "i64";
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "jit/codegen_cuda/device_prelude.h"
 #include "kiln/tensor.h"
 
 namespace kiln::jit::cuda {
@@ -35,8 +36,6 @@ struct KilnDims {
 // The device code every op source starts with: i64, 16-bit conversions
 // (inline PTX), NaN-propagating kiln_max/kiln_min, KilnDims, warp helpers.
 const std::string& op_prelude();
-// C spelling of a memory dtype: "float", "unsigned short" (16-bit floats), ...
-const char* mem_type(DType t);
 // The accumulator spelling for a dtype's arithmetic: "double" for float64,
 // "float" for other floats, "i64" for integers and bool.
 const char* acc_type(DType t);
