@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -24,14 +25,22 @@ namespace {
 // an output and freeing a temporary takes no lock. A block may be freed on
 // another thread than the one that allocated it: it simply joins that thread's
 // cache. Threads flush their caches to the shared lists when they exit.
-// Statistics: the current allocated bytes are one relaxed atomic (exact, with an
-// exact peak); cumulative totals and active blocks are per-thread counters
-// summed when read.
+// Statistics: Note [CPU allocator statistics].
 constexpr size_t kAlignment = 64;
 constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 constexpr int kNumClasses = 8 + 4 * 56;  // up to 2^64 bytes
 constexpr size_t kThreadCacheMax = size_t{1} << 20;
 constexpr int kThreadCacheDepth = 32;
+
+// Note [CPU allocator statistics]
+// Every eager op allocates its output here, so the hot path takes no atomic
+// read-modify-write (each costs about as much as the rest of an allocation
+// from the thread cache). Each thread counts what it allocated and freed in
+// counters only it writes; stats() sums them, so `current` is exact. The
+// shared `current_` that drives `peak` is fed in batches: a thread publishes
+// its net change once it passes kPublishBytes either way (and on exit), so
+// `peak` may miss a high point by less than kPublishBytes per thread.
+constexpr int64_t kPublishBytes = int64_t{64} << 10;
 
 int size_class(size_t n, size_t* rounded) {
   if (n <= 512) {
@@ -71,6 +80,7 @@ struct ThreadCache {
   void* blocks[kThreadClasses][kThreadCacheDepth];
   int count[kThreadClasses] = {};
   ThreadCounters* counters;
+  int64_t unpublished = 0;  // bytes allocated minus freed here, not yet in current_
   ThreadCache();
   ~ThreadCache();
 };
@@ -119,8 +129,10 @@ class CpuCachingAllocator final : public Allocator {
       blocks_a += c->blocks_allocated.load(std::memory_order_relaxed);
       blocks_f += c->blocks_freed.load(std::memory_order_relaxed);
     }
-    s.allocated_bytes.current = current_.load(std::memory_order_relaxed);
-    s.allocated_bytes.peak = peak_.load(std::memory_order_relaxed);
+    // Exact, from the counters (Note [CPU allocator statistics]).
+    s.allocated_bytes.current = alloc_total - freed_total;
+    s.allocated_bytes.peak =
+        std::max(peak_.load(std::memory_order_relaxed), s.allocated_bytes.current);
     s.allocated_bytes.allocated = alloc_total;
     s.allocated_bytes.freed = freed_total;
     s.active_blocks.current = blocks_a - blocks_f;
@@ -134,8 +146,18 @@ class CpuCachingAllocator final : public Allocator {
 
   void reset_peak_stats() override {
     std::lock_guard<std::mutex> lock(mu_);
-    peak_.store(current_.load());
+    peak_.store(current_locked());
     reserved_.peak = reserved_.current;
+  }
+
+  // Exact bytes allocated now, from every thread's counters; mu_ held.
+  int64_t current_locked() const {
+    int64_t n = retired_.allocated_total - retired_.freed_total;
+    for (const ThreadCounters* c : live_) {
+      n += c->allocated_total.load(std::memory_order_relaxed) -
+           c->freed_total.load(std::memory_order_relaxed);
+    }
+    return n;
   }
 
   void register_thread(ThreadCounters* c) {
@@ -144,6 +166,7 @@ class CpuCachingAllocator final : public Allocator {
   }
 
   void retire_thread(ThreadCache& tc) {
+    publish(tc);
     flush_thread_cache(tc);
     std::lock_guard<std::mutex> lock(mu_);
     ThreadCounters* c = tc.counters;
@@ -167,21 +190,31 @@ class CpuCachingAllocator final : public Allocator {
   }
 
   void note_alloc_shared(size_t rounded) {
-    bump_current(rounded);
+    bump_current(static_cast<int64_t>(rounded));
     std::lock_guard<std::mutex> lock(mu_);
     retired_.allocated_total += static_cast<int64_t>(rounded);
     retired_.blocks_allocated += 1;
   }
 
   void note_alloc(ThreadCache& tc, size_t rounded) {
-    bump_current(rounded);
+    tc.unpublished += static_cast<int64_t>(rounded);
+    if (tc.unpublished > kPublishBytes) publish(tc);
     tc.counters->bump(tc.counters->allocated_total, static_cast<int64_t>(rounded));
     tc.counters->bump(tc.counters->blocks_allocated, 1);
   }
 
-  void bump_current(size_t rounded) {
-    int64_t now = current_.fetch_add(static_cast<int64_t>(rounded), std::memory_order_relaxed) +
-                  static_cast<int64_t>(rounded);
+  void publish(ThreadCache& tc) {
+    int64_t delta = tc.unpublished;
+    tc.unpublished = 0;
+    if (delta > 0) {
+      bump_current(delta);
+    } else {
+      current_.fetch_sub(-delta, std::memory_order_relaxed);
+    }
+  }
+
+  void bump_current(int64_t bytes) {
+    int64_t now = current_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     int64_t peak = peak_.load(std::memory_order_relaxed);
     while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
@@ -209,7 +242,7 @@ class CpuCachingAllocator final : public Allocator {
       reserved_.sub(static_cast<int64_t>(rounded));
       num_ooms_++;
       KILN_FAIL("[cpu allocator] out of memory: tried to allocate ", rounded, " bytes (",
-                current_.load(), " bytes allocated, ", reserved_.current, " reserved)");
+                current_locked(), " bytes allocated, ", reserved_.current, " reserved)");
     }
     return p;
   }
@@ -218,8 +251,8 @@ class CpuCachingAllocator final : public Allocator {
     KILN_LOG(Alloc, "cpu free ", rounded, " B at ", p);
     size_t r = 0;
     int cls = size_class(rounded, &r);
-    current_.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
     if (KILN_UNLIKELY(t_cache_gone)) {
+      current_.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
       {
         std::lock_guard<std::mutex> lock(mu_);
         retired_.freed_total += static_cast<int64_t>(rounded);
@@ -229,6 +262,8 @@ class CpuCachingAllocator final : public Allocator {
       return;
     }
     ThreadCache& tc = thread_cache();
+    tc.unpublished -= static_cast<int64_t>(rounded);
+    if (tc.unpublished < -kPublishBytes) publish(tc);
     tc.counters->bump(tc.counters->freed_total, static_cast<int64_t>(rounded));
     tc.counters->bump(tc.counters->blocks_freed, 1);
     if (cls < kThreadClasses && tc.count[cls] < kThreadCacheDepth) {

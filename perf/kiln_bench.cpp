@@ -6,7 +6,10 @@
 //
 // Latency: wall time of one call including kiln::sync() (which runs a lazy
 // trace and waits for the device), median of N calls after 5 warm-up calls.
-// First call: the first call in this process, compile included.
+// First call: the first call in this process, compile included. With --json
+// (CUDA), first_kernel_ms is the part of it spent making generated kernels ready
+// (first_compiled by NVRTC, first_disk_hits from the disk cache, module loads
+// included) and first_blas_ms the part in cuBLASLt heuristic queries.
 
 #include <algorithm>
 #include <chrono>
@@ -17,8 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "jit/codegen_cuda/launch_cuda.h"
 #include "kiln/kiln.h"
 #include "perf/workloads.h"
+#include "runtime/cuda/blas_lt.h"
 
 namespace {
 
@@ -39,15 +44,27 @@ struct Result {
   double first_call_ms = 0, latency_p50_us = 0, latency_p90_us = 0;
   int64_t executed_nodes = 0;  // nodes run per call (lazy)
   int64_t kernels = 0;         // fused kernels compiled in this process
+  // Inside the first call (CUDA): generated kernels made ready (NVRTC or the
+  // disk cache, and module loads), and cuBLASLt heuristic queries.
+  int64_t first_compiled = 0, first_disk_hits = 0;
+  double first_kernel_ms = 0, first_blas_ms = 0;
 };
 
 // Times `step` (which must leave its result materialized by kiln::sync()).
 Result measure(const std::function<Tensor()>& step, int iters) {
   Result r;
+  const auto k0 = kiln::jit::cuda::cuda_kernel_stats();
+  const auto b0 = kiln::cuda::lt_cache_stats();
   auto t0 = Clock::now();
   Tensor out = step();
   kiln::sync();
   r.first_call_ms = us_since(t0) / 1000;
+  const auto k1 = kiln::jit::cuda::cuda_kernel_stats();
+  const auto b1 = kiln::cuda::lt_cache_stats();
+  r.first_compiled = k1.compiled - k0.compiled;
+  r.first_disk_hits = k1.disk_hits - k0.disk_hits;
+  r.first_kernel_ms = k1.ready_ms - k0.ready_ms;
+  r.first_blas_ms = b1.miss_ms - b0.miss_ms;
   for (int i = 0; i < 5; ++i) {
     out = step();
     kiln::sync();
@@ -114,9 +131,12 @@ void print_row(const Options& o, const kiln::perf::Case& c, const char* device, 
     std::printf(
         "{\"workload\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"device\":\"%s\","
         "\"mode\":\"%s\",\"latency_us_p50\":%.2f,\"latency_us_p90\":%.2f,"
-        "\"first_call_ms\":%.3f,\"nodes_per_call\":%lld}\n",
+        "\"first_call_ms\":%.3f,\"first_kernel_ms\":%.3f,\"first_compiled\":%lld,"
+        "\"first_disk_hits\":%lld,\"first_blas_ms\":%.3f,\"nodes_per_call\":%lld}\n",
         c.workload.c_str(), c.shape.c_str(), dtype, device, mode, r.latency_p50_us,
-        r.latency_p90_us, r.first_call_ms, static_cast<long long>(r.executed_nodes));
+        r.latency_p90_us, r.first_call_ms, r.first_kernel_ms,
+        static_cast<long long>(r.first_compiled), static_cast<long long>(r.first_disk_hits),
+        r.first_blas_ms, static_cast<long long>(r.executed_nodes));
   } else {
     std::printf("%-8s %-8s %-5s %-5s %-6s %12.1f %12.1f %12.2f %8lld\n", c.workload.c_str(),
                 c.shape.c_str(), dtype, device, mode, r.latency_p50_us, r.latency_p90_us,

@@ -1,6 +1,7 @@
 #include "jit/codegen_cuda/kernel_loader.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -72,6 +73,7 @@ cudaKernel_t load_kernel(const std::string& name, const std::function<std::strin
   if (cudaKernel_t k = e.kernel.load(std::memory_order_acquire)) return k;
   std::lock_guard<std::mutex> lock(e.mu);
   if (cudaKernel_t k = e.kernel.load(std::memory_order_relaxed)) return k;  // another thread won
+  const auto t0 = std::chrono::steady_clock::now();
   const cudaDeviceProp& prop = kiln::cuda::device_properties(device);
   const int arch = prop.major * 10 + prop.minor;
   std::vector<char> image = build(name, make_source(), arch);
@@ -88,6 +90,12 @@ cudaKernel_t load_kernel(const std::string& name, const std::function<std::strin
   }
   e.library = library;
   e.kernel.store(kernel, std::memory_order_release);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  {
+    std::lock_guard<std::mutex> stats_lock(loader().mu);
+    loader().stats.ready_ms += ms;
+  }
   return kernel;
 }
 

@@ -31,6 +31,9 @@ struct KernelLoaderStats {
   int64_t disk_hits = 0;  // loaded from the disk cache
   int64_t launches = 0;   // launches counted through record_launch()
   double compile_ms = 0;  // total NVRTC time
+  // Wall time of memory-cache misses: source generation, NVRTC or the disk
+  // cache, and loading the module (what a first call pays for its kernels).
+  double ready_ms = 0;
 };
 KernelLoaderStats kernel_loader_stats();
 // Counts a launch of a loaded kernel (the op kernels call it).

@@ -58,6 +58,7 @@ CudaKernelStats cuda_kernel_stats() {
   s.compiled = l.compiled;
   s.disk_hits = l.disk_hits;
   s.compile_ms = l.compile_ms;
+  s.ready_ms = l.ready_ms;
   s.launches += l.launches;
   return s;
 }

@@ -19,6 +19,7 @@ struct CudaKernelStats {
   int64_t disk_hits = 0;  // loaded from the disk cache
   int64_t launches = 0;
   double compile_ms = 0;  // total NVRTC time
+  double ready_ms = 0;    // total time making kernels ready (KernelLoaderStats::ready_ms)
 };
 CudaKernelStats cuda_kernel_stats();
 

@@ -99,8 +99,8 @@ Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device) {
   if (!device.is_meta()) {
     storage = StorageImpl::allocate(static_cast<size_t>(numel) * itemsize(dtype), device);
   }
-  return Tensor(
-      IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides, 0));
+  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides,
+                                               TensorImpl::RowMajor{numel}));
 }
 
 Tensor empty_like_tensor(const Tensor& t) {

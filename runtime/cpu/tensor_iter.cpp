@@ -75,6 +75,7 @@ Tensor cast(const Tensor& t, DType dtype) {
 void TensorIter::add_output_slow(Tensor& out) {
   KILN_INTERNAL_ASSERT(num_ops_ == num_outputs_ && num_ops_ < kMaxOperands,
                        "outputs must be added before inputs");
+  new (&ops_[num_ops_]) Operand();
   ops_[num_ops_].tensor = &out;
   ops_[num_ops_].target = &out;
   if (out.defined() && out.device().is_meta()) meta_ = true;
@@ -90,6 +91,7 @@ void TensorIter::add_input_slow(const Tensor& t) {
   } else {
     check_cpu(t, op_, "input");
   }
+  new (&ops_[num_ops_]) Operand();
   ops_[num_ops_++].tensor = &t;
 }
 

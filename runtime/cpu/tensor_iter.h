@@ -22,6 +22,7 @@
 // shapes, strides and dtypes, and no loops.
 
 #include <cstdint>
+#include <new>
 
 #include "kiln/tensor.h"
 #include "runtime/core/tensor_utils.h"
@@ -47,6 +48,11 @@ class TensorIter {
   static constexpr int64_t kGrain = 32768;
 
   explicit TensorIter(const char* op) : op_(op) {}
+  ~TensorIter() {
+    for (int k = 0; k < num_ops_; ++k) ops_[k].~Operand();
+  }
+  TensorIter(const TensorIter&) = delete;
+  TensorIter& operator=(const TensorIter&) = delete;
 
   // The output: undefined tensors are allocated by build() (into `out`);
   // defined ones are written (their shape must be the broadcast shape, or
@@ -54,8 +60,9 @@ class TensorIter {
   TensorIter& output(Tensor& out) {
     if (KILN_LIKELY(num_ops_ == num_outputs_ && num_ops_ < kMaxOperands &&
                     (!out.defined() || out.device().is_cpu()))) {
-      ops_[num_ops_].tensor = &out;
-      ops_[num_ops_].target = &out;
+      Operand* o = new (&ops_[num_ops_]) Operand();
+      o->tensor = &out;
+      o->target = &out;
       ++num_ops_;
       ++num_outputs_;
     } else {
@@ -71,7 +78,8 @@ class TensorIter {
   TensorIter& input(const Tensor& t) {
     // Inline for the common CPU tensor; checks and meta operands out of line.
     if (KILN_LIKELY(num_ops_ < kMaxOperands && t.defined() && t.device().is_cpu())) {
-      ops_[num_ops_++].tensor = &t;
+      new (&ops_[num_ops_++]) Operand();
+      ops_[num_ops_ - 1].tensor = &t;
     } else {
       add_input_slow(t);
     }
@@ -180,7 +188,11 @@ class TensorIter {
   };
 
   const char* op_;
-  Operand ops_[kMaxOperands];
+  // Constructed as operands are added (the first num_ops_): most ops have
+  // three, and this object is built on every eager call.
+  union {
+    Operand ops_[kMaxOperands];
+  };
   int num_ops_ = 0;
   int num_outputs_ = 0;
   ComputeType compute_ = ComputeType::Common;

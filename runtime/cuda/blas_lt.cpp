@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -136,6 +137,7 @@ struct AlgoCache {
   std::mutex mu;
   std::unordered_map<AlgoKey, AlgoEntry, AlgoKeyHash> entries;
   std::atomic<int64_t> hits{0}, misses{0};
+  std::atomic<int64_t> miss_ns{0};
 };
 
 AlgoCache& algo_cache() {
@@ -295,6 +297,7 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
     cache.hits.fetch_add(1, std::memory_order_relaxed);
   } else {
     cache.misses.fetch_add(1, std::memory_order_relaxed);
+    const auto t0 = std::chrono::steady_clock::now();
     Preference pref(device);
     pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(ws_bytes));
     pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(align_a));
@@ -315,6 +318,10 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
       entry.algo = result.algo;
       entry.workspace = result.workspaceSize;
     }
+    cache.miss_ns.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count(),
+        std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(cache.mu);
     cache.entries.emplace(key, entry);
   }
@@ -598,7 +605,7 @@ void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar
 
 LtCacheStats lt_cache_stats() {
   AlgoCache& c = algo_cache();
-  return {c.hits.load(), c.misses.load()};
+  return {c.hits.load(), c.misses.load(), static_cast<double>(c.miss_ns.load()) / 1e6};
 }
 
 void set_allow_tf32(bool allow) {

@@ -55,6 +55,7 @@ void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar
 struct LtCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
+  double miss_ms = 0;  // wall time of the misses' heuristic queries
 };
 LtCacheStats lt_cache_stats();
 

@@ -18,7 +18,13 @@ class RefCounted {
 
   void retain() const { refcount_.fetch_add(1, std::memory_order_relaxed); }
   void release() const {
-    if (refcount_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    // A count of one means the caller holds the only reference: no other
+    // thread can reach the object to change the count, so the last release
+    // (every eager op's temporaries) skips the locked read-modify-write.
+    if (refcount_.load(std::memory_order_acquire) == 1 ||
+        refcount_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      delete this;
+    }
   }
   int32_t use_count() const { return refcount_.load(std::memory_order_relaxed); }
 

@@ -28,6 +28,9 @@ class KILN_API StorageImpl : public RefCounted {
   StorageImpl(void* data, size_t nbytes, Device device, void* ctx, Deleter deleter)
       : data_(data), nbytes_(nbytes), ctx_(ctx), deleter_(deleter), device_(device) {}
   ~StorageImpl() override;
+  // From a per-thread pool (Note [Impl pools]).
+  static void* operator new(size_t nbytes);
+  static void operator delete(void* p, size_t nbytes);
 
   // Allocates `nbytes` from the device's allocator.
   static IntrusivePtr<StorageImpl> allocate(size_t nbytes, Device device);
@@ -67,6 +70,17 @@ class KILN_API TensorImpl : public RefCounted {
  public:
   TensorImpl(IntrusivePtr<StorageImpl> storage, DType dtype, Device device, IntArrayRef sizes,
              IntArrayRef strides, int64_t storage_offset);
+  // From a per-thread pool (Note [Impl pools]).
+  static void* operator new(size_t nbytes);
+  static void operator delete(void* p, size_t nbytes);
+
+  // Row-major strides for `sizes` and their element count, both computed by
+  // the caller (empty_tensor, behind every eager op's output): no geometry pass.
+  struct RowMajor {
+    int64_t numel;
+  };
+  TensorImpl(IntrusivePtr<StorageImpl> storage, DType dtype, Device device, IntArrayRef sizes,
+             IntArrayRef strides, RowMajor row_major);
   // A tensor of the given geometry whose storage is not there yet (meta and lazy tensors).
   TensorImpl(DType dtype, Device device, IntArrayRef sizes, IntArrayRef strides,
              int64_t storage_offset);
