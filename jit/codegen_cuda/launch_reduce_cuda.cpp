@@ -96,6 +96,9 @@ bool run_reduction_cuda(const ReductionGroup& g) {
       g.epilogue.inputs.empty()) {
     return refuse("unexpected group form");
   }
+  if (norm && !(IntArrayRef(g.epilogue.shape) == in_shape)) {
+    return refuse("a normalization's epilogue over another shape");
+  }
   const Device device = g.epilogue.outputs[0].device();
   std::vector<int64_t> kept, red;
   for (size_t d = 0; d < nd; ++d) {
@@ -227,6 +230,8 @@ bool run_reduction_cuda(const ReductionGroup& g) {
   for (Walk w : spec.walks) words += 1 + ksizes.size() + (w == Walk::Strided ? rsizes.size() : 0);
   if (words * 8 > kMaxParamBytes) return refuse("too many operands for one kernel's parameters");
 
+  KILN_LOG(Fusion, "cuda reduction ", row_op_name(g.op), ": ", rows, " rows of ", n, ", ",
+           spec.threads, " lanes per row, ", spec.per_thread, " values per lane on chip");
   // Kernel (compiled or found) before anything is written.
   cudaKernel_t fn = load_kernel(
       reduce_name(spec), [&] { return reduce_source(spec); }, device.index());
