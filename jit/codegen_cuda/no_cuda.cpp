@@ -3,6 +3,7 @@
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/codegen_cuda/nvrtc.h"
 #include "jit/codegen_cuda/pointwise_source.h"
+#include "jit/codegen_cuda/reduce_plan.h"
 #include "jit/codegen_cuda/reduce_source.h"
 #include "kiln/error.h"
 
@@ -42,6 +43,12 @@ int reduce_operand_count(const ReductionKernel&) {
   no_cuda("cuda codegen");
 }
 int reduce_block_size(const ReduceSpec&) {
+  no_cuda("cuda codegen");
+}
+bool plan_reduction(const ReductionGroup&, int, ReducePlan*, std::string*) {
+  no_cuda("cuda codegen");
+}
+std::vector<int64_t> reduce_args(const ReducePlan&) {
   no_cuda("cuda codegen");
 }
 std::string reduce_name(const ReduceSpec&) {

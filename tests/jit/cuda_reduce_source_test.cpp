@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "jit/codegen_cuda/nvrtc.h"
+#include "jit/codegen_cuda/reduce_plan.h"
 #include "jit/codegen_cuda/reduce_source.h"
 #include "jit/decompose.h"
 #include "kiln/kiln.h"
 #include "runtime/cuda/cuda_runtime.h"
+#include "tests/support/testing.h"
 
 namespace {
 
@@ -253,6 +255,148 @@ TEST_F(CudaReduceSource, MalformedSpecsAreRejected) {
   s = spec_for(ps[0].kernel, {32, 8, true, 1, true});
   s.walks[0] = kc::Walk::Contig;  // two reduced dims cannot be walked by j alone
   EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+}
+
+// --- Host-side plans (no GPU needed) ---------------------------------------
+
+using kiln::Tensor;
+using kiln::jit::ReductionGroup;
+
+Tensor rnd(std::vector<int64_t> sizes, const char* layout = "contiguous") {
+  kiln::EagerGuard g;
+  return kiln::testing::random_tensor(sizes, kiln::kFloat32, layout, 7);
+}
+
+// A group reducing `x` (float32, shape `in`) over `reduced`, whose epilogue
+// adds `extra` inputs to the result and stores a fresh tensor of shape `out`.
+ReductionGroup group(RowOp op, const Tensor& x, std::vector<bool> reduced, std::vector<int64_t> out,
+                     std::vector<Tensor> extra = {}, Tensor stored = {}) {
+  const DType f = kiln::kFloat32;
+  kiln::EagerGuard eg;
+  ReductionGroup g;
+  g.op = op;
+  g.in_shape = kiln::DimVector(x.sizes());
+  g.reduced = std::move(reduced);
+  KernelBuilder pb = builder({f});
+  int32_t v = pb.load(0, f);
+  g.prologue.kernel = stored.defined() ? finish(pb, {f, f}, {v, v}) : finish(pb, {f}, {v});
+  g.prologue.shape = g.in_shape;
+  g.prologue.inputs = {x};
+  g.prologue.outputs = {Tensor()};
+  if (stored.defined()) g.prologue.outputs.push_back(stored);
+  std::vector<DType> in(1 + extra.size(), f);
+  KernelBuilder eb = builder(in);
+  int32_t r = eb.load(0, f);
+  for (size_t i = 0; i < extra.size(); ++i) {
+    r = eb.op(Prim::Add, f, r, eb.load(static_cast<int32_t>(i + 1), f));
+  }
+  g.epilogue.kernel = finish(eb, {f}, {r});
+  g.epilogue.shape = kiln::DimVector(kiln::IntArrayRef(out));
+  g.epilogue.inputs = {Tensor()};
+  for (const Tensor& t : extra) g.epilogue.inputs.push_back(t);
+  g.epilogue.outputs = {kiln::empty(out)};
+  return g;
+}
+
+TEST_F(CudaReduceSource, PlansMergeDimsAndPickSchedules) {
+  using W = kc::Walk;
+  std::string why;
+  {  // sum over the dense last dim: a warp per row, kept dims merged
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(group(RowOp::Sum, rnd({4, 6, 10}), {false, false, true}, {4, 6}),
+                                   132, &p, &why))
+        << why;
+    EXPECT_EQ(p.rows, 24);
+    EXPECT_EQ(p.n, 10);
+    EXPECT_EQ(p.spec.kept_dims, 1);
+    EXPECT_EQ(p.spec.red_dims, 1);
+    EXPECT_EQ(p.spec.threads, 32);
+    EXPECT_EQ(p.spec.per_thread, 0);
+    EXPECT_EQ(p.spec.walks, (std::vector<W>{W::Contig, W::Zero}));
+    std::vector<int64_t> args = kc::reduce_args(p);
+    ASSERT_EQ(args.size(), 10u);
+    EXPECT_EQ(args[0], 24);
+    EXPECT_EQ(args[1], 10);
+    EXPECT_EQ(args[4], 24);  // kept size
+    EXPECT_EQ(args[5], 10);  // reduced size
+    EXPECT_EQ(args[7], 10);  // x's kept stride
+    EXPECT_EQ(args[9], 1);   // the result's kept stride
+    EXPECT_NO_THROW(kc::reduce_source(p.spec));
+  }
+  {  // keepdim result: the same plan
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(
+        group(RowOp::Mean, rnd({4, 6, 10}), {false, false, true}, {4, 6, 1}), 132, &p, &why))
+        << why;
+    EXPECT_EQ(p.rows, 24);
+    EXPECT_EQ(p.spec.walks, (std::vector<W>{W::Contig, W::Zero}));
+  }
+  {  // the reduced dim is the outer one in memory: a thread per kept position
+    Tensor x = rnd({4, 6, 10}, "transposed");  // strides (1, 4, 24)
+    kc::ReducePlan p;
+    ASSERT_TRUE(
+        kc::plan_reduction(group(RowOp::Max, x, {false, false, true}, {4, 6}), 132, &p, &why))
+        << why;
+    EXPECT_EQ(p.spec.threads, 1);
+    EXPECT_EQ(p.spec.kept_dims, 2);  // x merges its kept dims, the result does not
+    EXPECT_EQ(p.spec.walks, (std::vector<W>{W::Strided, W::Zero}));
+    EXPECT_EQ(p.kst[0].back(), 1);
+  }
+  {  // two reduced dims that do not merge
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(group(RowOp::Var, rnd({6, 9, 33}), {true, false, true}, {9}),
+                                   132, &p, &why))
+        << why;
+    EXPECT_EQ(p.spec.red_dims, 2);
+    EXPECT_EQ(p.n, 6 * 33);
+    EXPECT_EQ(p.spec.walks[0], W::Strided);
+    EXPECT_EQ(p.spec.threads, 32);
+    EXPECT_EQ(p.spec.per_thread, 8);
+    EXPECT_NO_THROW(kc::reduce_source(p.spec));
+  }
+  {  // layer_norm's row of 768 with a broadcast weight: on chip
+    Tensor w = rnd({768});
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(
+        group(RowOp::LayerNorm, rnd({3, 5, 768}), {false, false, true}, {3, 5, 768}, {w}), 132, &p,
+        &why))
+        << why;
+    EXPECT_EQ(p.rows, 15);
+    EXPECT_EQ(p.spec.threads, 128);
+    EXPECT_EQ(p.spec.per_thread, 8);
+    EXPECT_EQ(p.spec.walks, (std::vector<W>{W::Contig, W::Contig, W::Contig}));
+    EXPECT_EQ(p.kst[2][0], 0);  // the weight broadcasts over rows
+  }
+  {  // a long row over few rows: 1024 lanes, read from memory each pass
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(group(RowOp::Softmax, rnd({3, 5000}), {false, true}, {3, 5000}),
+                                   132, &p, &why))
+        << why;
+    EXPECT_EQ(p.spec.threads, 1024);
+    EXPECT_EQ(p.spec.per_thread, 0);
+  }
+}
+
+TEST_F(CudaReduceSource, PlansRefuseWhatTheKernelCannotTake) {
+  std::string why;
+  {  // an epilogue whose shape is not the reduced one
+    kc::ReducePlan p;
+    EXPECT_FALSE(kc::plan_reduction(group(RowOp::Sum, rnd({4, 6, 10}), {false, false, true}, {5}),
+                                    132, &p, &why));
+    EXPECT_NE(why.find("shape"), std::string::npos) << why;
+  }
+  {  // a long row whose prologue overwrites its own input: later passes would reread it
+    Tensor x = rnd({2, 5000});
+    kc::ReducePlan p;
+    EXPECT_FALSE(
+        kc::plan_reduction(group(RowOp::Var, x, {false, true}, {2}, {}, x), 132, &p, &why));
+    EXPECT_NE(why.find("writes what it reads"), std::string::npos) << why;
+    // On chip the row is read once: fine.
+    Tensor y = rnd({2, 500});
+    kc::ReducePlan q;
+    EXPECT_TRUE(kc::plan_reduction(group(RowOp::Var, y, {false, true}, {2}, {}, y), 132, &q, &why))
+        << why;
+  }
 }
 
 }  // namespace
