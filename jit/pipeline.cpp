@@ -52,11 +52,13 @@ void run_fused(const std::vector<Node>& nodes, const FusedGroup& group, size_t* 
   }
 }
 
-// A reduction group runs as generated code on the CPU; elsewhere (the CUDA
-// generator does not take reduction groups yet) node by node.
+// A reduction group runs as one generated kernel where the device's generator
+// takes it; otherwise its members run one by one through their eager kernels.
 void run_reduction(const std::vector<Node>& nodes, const ReductionGroup& group, size_t* done) {
-  const Tensor& out = nodes[group.node].outputs[0];
-  if (out.device().is_cpu() && cpu::run_reduction_cpu(group)) {
+  const Device d = nodes[group.node].outputs[0].device();
+  bool ran =
+      d.is_cpu() ? cpu::run_reduction_cpu(group) : d.is_cuda() && cuda::run_reduction_cuda(group);
+  if (ran) {
     *done += group.members.size();
     return;
   }

@@ -3,6 +3,8 @@
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/codegen_cuda/nvrtc.h"
 #include "jit/codegen_cuda/pointwise_source.h"
+#include "jit/codegen_cuda/reduce_plan.h"
+#include "jit/codegen_cuda/reduce_source.h"
 #include "kiln/error.h"
 
 namespace kiln::jit::cuda {
@@ -30,6 +32,30 @@ int vector_width(const PointwiseKernel&) {
 }
 bool run_pointwise_cuda(const FusedGroup&) {
   return false;
+}
+bool run_reduction_cuda(const ReductionGroup&) {
+  return false;
+}
+int64_t cuda_reductions_run() {
+  return 0;
+}
+int reduce_operand_count(const ReductionKernel&) {
+  no_cuda("cuda codegen");
+}
+int reduce_block_size(const ReduceSpec&) {
+  no_cuda("cuda codegen");
+}
+bool plan_reduction(const ReductionGroup&, int, ReducePlan*, std::string*) {
+  no_cuda("cuda codegen");
+}
+std::vector<int64_t> reduce_args(const ReducePlan&) {
+  no_cuda("cuda codegen");
+}
+std::string reduce_name(const ReduceSpec&) {
+  no_cuda("cuda codegen");
+}
+std::string reduce_source(const ReduceSpec&) {
+  no_cuda("cuda codegen");
 }
 CudaKernelStats cuda_kernel_stats() {
   return {};

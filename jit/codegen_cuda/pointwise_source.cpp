@@ -530,4 +530,35 @@ std::string pointwise_source(const PointwiseSpec& spec) {
   return os.str();
 }
 
+std::string pointwise_prelude() {
+  return std::string(kDevicePrelude) + kPreludeRest;
+}
+
+std::string device_load(DType mem, const std::string& ptr, const std::string& off) {
+  return load_expr(mem, ptr, off);
+}
+
+void emit_pointwise_body(std::ostream& os, const PointwiseKernel& k, const std::string& pad,
+                         const std::function<std::string(size_t)>& load,
+                         const std::function<std::string(size_t, const std::string&)>& store) {
+  for (size_t n = 0; n < k.body.size(); ++n) {
+    const Instr& in = k.body[n];
+    os << pad << "const " << ctype(in.dtype) << " v" << n << " = ";
+    if (in.op == Prim::Load) {
+      os << "(" << ctype(in.dtype) << ")" << load(static_cast<size_t>(in.operand));
+    } else if (in.op == Prim::Const) {
+      os << literal(in.imm, in.dtype);
+    } else {
+      os << instr_expr(k, in);
+    }
+    os << ";\n";
+  }
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    os << pad
+       << store(o, store_value(k.outputs[o], k.body[k.stores[o]].dtype,
+                               "v" + std::to_string(k.stores[o])))
+       << ";\n";
+  }
+}
+
 }  // namespace kiln::jit::cuda

@@ -4,6 +4,8 @@
 // is included: 16-bit conversions are inline PTX, math is NVRTC's built-in set.
 
 #include <cstdint>
+#include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -38,5 +40,17 @@ int vector_width(const PointwiseKernel& kernel);
 std::string pointwise_name(const PointwiseSpec& spec);
 // The complete translation unit.
 std::string pointwise_source(const PointwiseSpec& spec);
+
+// Pieces other generators share (reduce_source.cpp): the device prelude with
+// the math helpers instr expressions call, and one element of a body.
+std::string pointwise_prelude();
+// The value of memory dtype `mem` at ptr[off], in its compute type.
+std::string device_load(DType mem, const std::string& ptr, const std::string& off);
+// Writes `k`'s body for one element to `os`, one `const T vN = ...;` per
+// instruction: `load(i)` is input i's value (compute type), `store(o, v)` the
+// statement storing `v` (already converted to output o's memory type).
+void emit_pointwise_body(std::ostream& os, const PointwiseKernel& k, const std::string& pad,
+                         const std::function<std::string(size_t)>& load,
+                         const std::function<std::string(size_t, const std::string&)>& store);
 
 }  // namespace kiln::jit::cuda

@@ -14,17 +14,30 @@
 
 #include "jit/codegen_cpu/launch_cpu.h"
 #include "jit/codegen_cpu/reduce_cpu.h"
+#include "jit/codegen_cuda/launch_cuda.h"
 #include "kiln/kiln.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/support/testing.h"
 
 namespace {
 
 using kiln::Tensor;
 
+// `t` on `device` with its sizes, strides and storage offset (a plain move
+// would make it contiguous).
+Tensor same_layout_on(const Tensor& t, kiln::Device device) {
+  const auto numel =
+      static_cast<int64_t>(t.impl()->storage()->nbytes() / kiln::itemsize(t.dtype()));
+  Tensor base = t.as_strided({numel}, {1}, 0).to(device);
+  return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
 // One program: a seed-determined list of steps over a growing pool of values.
 class Program {
  public:
-  explicit Program(uint64_t seed) : rng_(seed), seed_(seed) {}
+  // Inputs are made on the CPU and moved to `device`.
+  explicit Program(uint64_t seed, kiln::Device device = kiln::Device::cpu())
+      : rng_(seed), seed_(seed), device_(device) {}
 
   // Builds the inputs and steps; both runs replay exactly the same choices.
   void generate() {
@@ -56,7 +69,8 @@ class Program {
       const Input& in = inputs_[i];
       {
         kiln::EagerGuard eager;
-        pool.push_back(kiln::testing::random_tensor(in.shape, in.dtype, in.layout, in.seed, -2, 2));
+        Tensor t = kiln::testing::random_tensor(in.shape, in.dtype, in.layout, in.seed, -2, 2);
+        pool.push_back(device_.is_cpu() ? t : same_layout_on(t, device_));
       }
       os << "  v" << i << " = input" << kiln::IntArrayRef(in.shape) << " " << in.dtype << " "
          << in.layout << "\n";
@@ -239,6 +253,7 @@ class Program {
 
   std::mt19937_64 rng_;
   uint64_t seed_;
+  kiln::Device device_;
   std::vector<int64_t> shape_;
   std::vector<Input> inputs_;
   std::vector<uint32_t> steps_;
@@ -296,6 +311,62 @@ TEST(RandomGraphs, LazyFusedMatchesEager) {
   std::printf("%d random graphs; %lld CPU kernels compiled; %lld reduction groups ran fused\n",
               count, static_cast<long long>(compiled), static_cast<long long>(reductions));
   EXPECT_GT(compiled, count / 10);
+  if (count >= 100) {
+    EXPECT_GT(reductions, count / 4);
+  }
+}
+
+// The same programs with their inputs on CUDA: groups run as generated CUDA
+// kernels (pointwise and reduction groups), compared with eager CPU.
+TEST(RandomGraphs, CudaFusedMatchesEagerCpu) {
+  KILN_REQUIRE_CUDA();
+  int count = 300;
+  uint64_t first = 1;
+  if (const char* n = std::getenv("KILN_RANDOM_GRAPHS")) count = std::atoi(n);
+  if (const char* s = std::getenv("KILN_RANDOM_GRAPH_SEED")) {
+    first = std::strtoull(s, nullptr, 10);
+    count = 1;
+  }
+  const auto launches_before = kiln::jit::cuda::cuda_kernel_stats().launches;
+  const int64_t reductions_before = kiln::jit::cuda::cuda_reductions_run();
+  int failures = 0;
+  for (uint64_t seed = first; seed < first + static_cast<uint64_t>(count); ++seed) {
+    Program cpu(seed), gpu(seed, kiln::Device::cuda());
+    cpu.generate();
+    gpu.generate();
+    std::string text;
+    std::vector<Tensor> eager, lazy;
+    try {
+      {
+        kiln::EagerGuard g;
+        eager = cpu.run(&text);
+      }
+      lazy = gpu.run(&text);
+      for (Tensor& t : lazy) t = t.cpu();
+      kiln::sync();
+    } catch (const kiln::Error& e) {
+      ADD_FAILURE() << "seed " << seed << " raised: " << e.what() << "\nprogram:\n" << text;
+      if (++failures > 5) break;
+      continue;
+    }
+    for (size_t i = 0; i < eager.size(); ++i) {
+      kiln::testing::Tolerance tol = tolerance(gpu.loosest());
+      tol.rtol *= 2;  // CUDA math library vs kiln's CPU vector math
+      std::string msg = kiln::testing::compare(lazy[i], eager[i], tol);
+      if (!msg.empty()) {
+        ADD_FAILURE() << "seed " << seed << " output " << i << ": " << msg << "\nprogram:\n"
+                      << text << "replay: KILN_RANDOM_GRAPH_SEED=" << seed;
+        if (++failures > 5) return;
+      }
+    }
+  }
+  const int64_t launches = kiln::jit::cuda::cuda_kernel_stats().launches - launches_before;
+  const int64_t reductions = kiln::jit::cuda::cuda_reductions_run() - reductions_before;
+  std::printf(
+      "%d random graphs on CUDA; %lld generated kernel launches, of which %lld fused "
+      "reduction groups (the rest pointwise groups and op kernels)\n",
+      count, static_cast<long long>(launches), static_cast<long long>(reductions));
+  EXPECT_GT(launches, count / 2);
   if (count >= 100) {
     EXPECT_GT(reductions, count / 4);
   }

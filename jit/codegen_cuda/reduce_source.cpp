@@ -1,0 +1,320 @@
+#include "jit/codegen_cuda/reduce_source.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "jit/codegen_cuda/device_prelude.h"
+#include "jit/codegen_cuda/pointwise_source.h"
+#include "kiln/error.h"
+
+// GCC 12 reports false stringop-overflow warnings for std::string
+// concatenation inlined at -O3; this file only builds strings.
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wrestrict"
+
+namespace kiln::jit::cuda {
+namespace {
+
+// Row reductions across the `T` lanes of a row (Note [CUDA reduction schedules
+// for groups]). Every lane gets the same bits: xor butterflies add commutative
+// pairs, and the shared-memory stage reads the warps' values in one order.
+const char kReducePrelude[] =
+    R"(struct KilnAddOp { __device__ __forceinline__ float operator()(float a, float b) const { return a + b; } };
+struct KilnMaxOp { __device__ __forceinline__ float operator()(float a, float b) const { return kiln_max(a, b); } };
+struct KilnMinOp { __device__ __forceinline__ float operator()(float a, float b) const { return kiln_min(a, b); } };
+template <int T, class Op> __device__ __forceinline__ float kiln_row_reduce(float v, float* sm, Op op) {
+  if (T == 1) return v;
+#pragma unroll
+  for (int m = (T < 32 ? T : 32) / 2; m > 0; m >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, m));
+  if (T <= 32) return v;
+  float* g = sm + (threadIdx.x / T) * (T / 32);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) g[(threadIdx.x % T) >> 5] = v;
+  __syncthreads();
+  v = g[0];
+#pragma unroll
+  for (int w = 1; w < T / 32; ++w) v = op(v, g[w]);
+  return v;
+}
+)";
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  return (h ^ v) * 1099511628211ull;
+}
+
+uint64_t spec_hash(const ReduceSpec& s) {
+  const ReductionKernel& k = *s.kernel;
+  uint64_t h = 1469598103934665603ull;
+  for (char c : k.prologue.key()) h = mix(h, static_cast<unsigned char>(c));
+  h = mix(h, 0xabcdef);
+  for (char c : k.epilogue.key()) h = mix(h, static_cast<unsigned char>(c));
+  h = mix(h, static_cast<uint64_t>(k.op));
+  for (Walk w : s.walks) h = mix(h, static_cast<uint64_t>(w));
+  for (int v : {s.kept_dims, s.red_dims, s.threads, s.per_thread, static_cast<int>(s.index32)}) {
+    h = mix(h, static_cast<uint64_t>(v));
+  }
+  return h;
+}
+
+struct Operand {
+  DType dtype;
+  bool output;
+  Walk walk;
+};
+
+}  // namespace
+
+int reduce_operand_count(const ReductionKernel& k) {
+  return static_cast<int>(k.prologue.outputs.size() - 1 + k.prologue.inputs.size() +
+                          k.epilogue.outputs.size() + k.epilogue.inputs.size() - 1);
+}
+
+int reduce_block_size(const ReduceSpec& spec) {
+  return spec.threads > 256 ? spec.threads : 256;
+}
+
+std::string reduce_name(const ReduceSpec& spec) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "kiln_red_%016llx",
+                static_cast<unsigned long long>(spec_hash(spec)));
+  return buf;
+}
+
+std::string reduce_source(const ReduceSpec& spec) {
+  const ReductionKernel& k = *spec.kernel;
+  const RowOp op = k.op;
+  const bool norm = is_row_normalization(op);
+  const PointwiseKernel &pro = k.prologue, &epi = k.epilogue;
+  KILN_CHECK(!pro.outputs.empty() && !epi.inputs.empty(),
+             "[cuda codegen] expected a reduced value and a result, got ", pro.outputs.size(),
+             " prologue outputs and ", epi.inputs.size(), " epilogue inputs");
+  const int nops = reduce_operand_count(k);
+  KILN_CHECK(static_cast<int>(spec.walks.size()) == nops, "[cuda codegen] expected ", nops,
+             " walks, got ", spec.walks.size());
+  KILN_CHECK(spec.kept_dims >= 1 && spec.kept_dims <= kMaxReduceDims && spec.red_dims >= 1 &&
+                 spec.red_dims <= kMaxReduceDims,
+             "[cuda codegen] expected 1..", kMaxReduceDims, " kept and reduced dims, got ",
+             spec.kept_dims, " and ", spec.red_dims);
+  const int T = spec.threads;
+  KILN_CHECK(T == 1 || T == 32 || T == 128 || T == 256 || T == 1024,
+             "[cuda codegen] expected 1, 32, 128, 256 or 1024 threads per row, got ", T);
+  const int P = spec.per_thread;
+  KILN_CHECK(P >= 0 && P <= 16 && (P & (P - 1)) == 0 && (P == 0 || T > 1),
+             "[cuda codegen] expected 0 or a power of two up to 16 values per lane, got ", P);
+  const int B = reduce_block_size(spec), R = B / T;
+
+  // Operand table in ABI order; `pro_slot`/`epi_slot` map a body's operand to it.
+  std::vector<Operand> ops;
+  std::vector<int> pro_out(pro.outputs.size(), -1), pro_in(pro.inputs.size(), -1),
+      epi_out(epi.outputs.size(), -1), epi_in(epi.inputs.size(), -1);
+  auto add = [&](DType t, bool output) {
+    const int o = static_cast<int>(ops.size());
+    ops.push_back({t, output, spec.walks[o]});
+    return o;
+  };
+  for (size_t i = 1; i < pro.outputs.size(); ++i) pro_out[i] = add(pro.outputs[i], true);
+  for (size_t i = 0; i < pro.inputs.size(); ++i) pro_in[i] = add(pro.inputs[i], false);
+  for (size_t i = 0; i < epi.outputs.size(); ++i) epi_out[i] = add(epi.outputs[i], true);
+  for (size_t i = 1; i < epi.inputs.size(); ++i) epi_in[i] = add(epi.inputs[i], false);
+  const int first_epi = epi_out.empty() ? nops : epi_out[0];
+  for (int i = 0; i < nops; ++i) {
+    KILN_CHECK(ops[i].walk != Walk::Contig || spec.red_dims == 1,
+               "[cuda codegen] a contiguous walk needs one reduced dim, got ", spec.red_dims);
+    KILN_CHECK(norm || i < first_epi || ops[i].walk == Walk::Zero,
+               "[cuda codegen] expected a statistic's epilogue operand to walk Zero, operand ", i,
+               " does not");
+  }
+
+  const std::string I = spec.index32 ? "int" : "i64";
+  const std::string KD = std::to_string(spec.kept_dims), RD = std::to_string(spec.red_dims);
+  std::ostringstream os;
+  os << pointwise_prelude() << kReducePrelude;
+  os << "struct KilnArgs {\n  i64 rows;\n  i64 n;\n  double eps;\n  double divisor;\n"
+     << "  i64 ks[" << KD << "];\n  i64 rs[" << RD << "];\n";
+  for (int o = 0; o < nops; ++o) {
+    os << "  void* p" << o << ";\n  i64 k" << o << "[" << KD << "];\n";
+    if (ops[o].walk == Walk::Strided) os << "  i64 r" << o << "[" << RD << "];\n";
+  }
+  os << "};\n";
+  os << "extern \"C\" __global__ void __launch_bounds__(" << B << ") " << reduce_name(spec)
+     << "(const __grid_constant__ KilnArgs a) {\n";
+  os << "  __shared__ float kiln_sm[" << B / 32 << "];\n";
+  os << "  const " << I << " rows = (" << I << ")a.rows, n = (" << I << ")a.n;\n";
+  os << "  const int lane = threadIdx.x % " << T << ";\n";
+  os << "  for (" << I << " base = (" << I << ")blockIdx.x * " << R << "; base < rows; base += ("
+     << I << ")gridDim.x * " << R << ") {\n";
+  os << "    const " << I << " row = base + threadIdx.x / " << T << ";\n";
+  os << "    const bool valid = row < rows;\n";
+  os << "    const " << I << " len = valid ? n : 0;\n";
+  // Kept offsets, once per row.
+  for (int o = 0; o < nops; ++o) os << "    " << I << " k" << o << " = 0;\n";
+  os << "    {\n      " << I << " rem = valid ? row : 0;\n";
+  for (int d = spec.kept_dims - 1; d >= 0; --d) {
+    const std::string D = std::to_string(d);
+    os << "      { const " << I << " i = rem % (" << I << ")a.ks[" << D << "]; rem /= (" << I
+       << ")a.ks[" << D << "];";
+    for (int o = 0; o < nops; ++o) {
+      os << " k" << o << " += i * (" << I << ")a.k" << o << "[" << D << "];";
+    }
+    os << " }\n";
+  }
+  os << "    }\n";
+  // An operand's offset at reduced position j (reduced indices r0.. in scope when strided).
+  auto offset = [&](int o) {
+    std::string e = "k" + std::to_string(o);
+    switch (ops[o].walk) {
+      case Walk::Contig:
+        return e + " + j";
+      case Walk::Zero:
+        return e;
+      case Walk::Strided:
+        for (int d = 0; d < spec.red_dims; ++d) {
+          e += " + r" + std::to_string(d) + " * (" + I + ")a.r" + std::to_string(o) + "[" +
+               std::to_string(d) + "]";
+        }
+        return e;
+    }
+    return e;
+  };
+  auto red_index = [&](const std::vector<int>& slots, const std::string& pad) {
+    bool strided = false;
+    for (int o : slots) strided = strided || (o >= 0 && ops[o].walk == Walk::Strided);
+    if (!strided) return;
+    os << pad << I << " rem = j;\n";
+    for (int d = spec.red_dims - 1; d >= 0; --d) {
+      const std::string D = std::to_string(d);
+      os << pad << "const " << I << " r" << D << " = rem % (" << I << ")a.rs[" << D << "]; rem /= ("
+         << I << ")a.rs[" << D << "];\n";
+    }
+  };
+  auto ptr = [&](int o) {
+    return "((" + std::string(ops[o].output ? "" : "const ") + mem_type(ops[o].dtype) + "*)a.p" +
+           std::to_string(o) + ")";
+  };
+  // The prologue at reduced position j: returns the value reduced; stores only when `st`.
+  {
+    std::vector<int> slots = pro_in;
+    slots.insert(slots.end(), pro_out.begin(), pro_out.end());
+    os << "    auto pro = [&](" << I << " j, bool st) -> float {\n";
+    red_index(slots, "      ");
+    os << "      float x;\n";
+    emit_pointwise_body(
+        os, pro, "      ",
+        [&](size_t i) {
+          return device_load(pro.inputs[i], "a.p" + std::to_string(pro_in[i]), offset(pro_in[i]));
+        },
+        [&](size_t o, const std::string& v) -> std::string {
+          if (o == 0) return "x = " + v;
+          return "if (st) " + ptr(pro_out[o]) + "[" + offset(pro_out[o]) + "] = " + v;
+        });
+    os << "      return x;\n    };\n";
+  }
+  // The epilogue: at reduced position j for a normalization, once per row for a statistic.
+  {
+    std::vector<int> slots = epi_in;
+    slots.insert(slots.end(), epi_out.begin(), epi_out.end());
+    os << "    auto epi = [&](" << (norm ? I + " j, " : std::string()) << "float core) {\n";
+    if (norm) red_index(slots, "      ");
+    emit_pointwise_body(
+        os, epi, "      ",
+        [&](size_t i) -> std::string {
+          if (i == 0) return "core";
+          return device_load(epi.inputs[i], "a.p" + std::to_string(epi_in[i]), offset(epi_in[i]));
+        },
+        [&](size_t o, const std::string& v) {
+          return ptr(epi_out[o]) + "[" + offset(epi_out[o]) + "] = " + v;
+        });
+    os << "    };\n";
+  }
+  // Passes over the row: `stmt` sees the value as `x` (a reference into the
+  // registers when the row is kept there) and its position `j`.
+  int pass_count = 0;
+  auto pass = [&](const std::string& stmt) {
+    const bool first = pass_count++ == 0;
+    if (P > 0) {
+      if (first) {
+        os << "    float xs[" << P << "];\n#pragma unroll\n    for (int q = 0; q < " << P
+           << "; ++q) {\n      const " << I << " j = lane + (" << I << ")q * " << T
+           << ";\n      xs[q] = j < len ? pro(j, true) : 0.0f;\n    }\n";
+      }
+      os << "#pragma unroll\n    for (int q = 0; q < " << P << "; ++q) {\n      const " << I
+         << " j = lane + (" << I << ")q * " << T
+         << ";\n      if (j < len) {\n        float& x = xs[q];\n"
+         << "        " << stmt << "\n      }\n    }\n";
+    } else {
+      os << "    for (" << I << " j = lane; j < len; j += " << T << ") {\n      float x = pro(j, "
+         << (first ? "true" : "false") << ");\n      " << stmt << "\n    }\n";
+    }
+  };
+  auto reduce = [&](const std::string& v, const char* fn) {
+    os << "    " << v << " = kiln_row_reduce<" << T << ">(" << v << ", kiln_sm, " << fn << "());\n";
+  };
+  const std::string inf = "__int_as_float(0x7f800000)";
+  switch (op) {
+    case RowOp::Sum:
+    case RowOp::Mean:
+      os << "    float acc = 0.0f;\n";
+      pass("acc += x;");
+      reduce("acc", "KilnAddOp");
+      if (op == RowOp::Mean) os << "    acc = acc / (float)n;\n";
+      break;
+    case RowOp::Max:
+    case RowOp::Min:
+      os << "    float acc = " << (op == RowOp::Max ? "-" : "") << inf << ";\n";
+      pass(op == RowOp::Max ? "acc = kiln_max(acc, x);" : "acc = kiln_min(acc, x);");
+      reduce("acc", op == RowOp::Max ? "KilnMaxOp" : "KilnMinOp");
+      break;
+    case RowOp::Var:
+      os << "    float s = 0.0f;\n";
+      pass("s += x;");
+      reduce("s", "KilnAddOp");
+      os << "    const float mean = s / (float)n;\n    float acc = 0.0f;\n";
+      pass("const float d = x - mean; acc += d * d;");
+      reduce("acc", "KilnAddOp");
+      os << "    acc = acc / (float)a.divisor;\n";
+      break;
+    case RowOp::Softmax:
+    case RowOp::LogSoftmax:
+      os << "    float mx = -" << inf << ";\n";
+      pass("mx = kiln_max(mx, x);");
+      reduce("mx", "KilnMaxOp");
+      os << "    float s = 0.0f;\n";
+      if (op == RowOp::Softmax && P > 0) {
+        pass("x = expf(x - mx); s += x;");
+      } else {
+        pass("s += expf(x - mx);");
+      }
+      reduce("s", "KilnAddOp");
+      if (op == RowOp::Softmax) {
+        os << "    const float inv = 1.0f / s;\n";
+        pass(P > 0 ? "epi(j, x * inv);" : "epi(j, expf(x - mx) * inv);");
+      } else {
+        os << "    const float ls = logf(s);\n";
+        pass("epi(j, (x - mx) - ls);");
+      }
+      break;
+    case RowOp::LayerNorm:
+      os << "    float s = 0.0f;\n";
+      pass("s += x;");
+      reduce("s", "KilnAddOp");
+      os << "    const float mean = s / (float)n;\n    float m2 = 0.0f;\n";
+      pass("const float d = x - mean; m2 += d * d;");
+      reduce("m2", "KilnAddOp");
+      os << "    const float rstd = 1.0f / sqrtf(m2 / (float)n + (float)a.eps);\n"
+         << "    const float shift = -(rstd * mean);\n";
+      pass("epi(j, x * rstd + shift);");
+      break;
+    case RowOp::RmsNorm:
+      os << "    float ss = 0.0f;\n";
+      pass("ss += x * x;");
+      reduce("ss", "KilnAddOp");
+      os << "    const float scale = 1.0f / sqrtf(ss / (float)n + (float)a.eps);\n";
+      pass("epi(j, x * scale);");
+      break;
+  }
+  if (!norm) os << "    if (valid && lane == 0) epi(acc);\n";
+  os << "  }\n}\n";
+  return os.str();
+}
+
+}  // namespace kiln::jit::cuda

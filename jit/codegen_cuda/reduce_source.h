@@ -1,0 +1,63 @@
+#pragma once
+
+// CUDA C++ for a reduction group (Note [Reduction kernels]): prologue,
+// reduction and epilogue in one kernel. No toolkit header is included (as
+// Note [CUDA pointwise ABI]).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/reduction_ir.h"
+
+namespace kiln::jit::cuda {
+
+// Note [CUDA reduction ABI]
+// The group's tensors are operands, in this order: prologue outputs after the
+// reduced value, prologue inputs, epilogue outputs, epilogue inputs after the
+// reduction's result. A kernel sees the input shape as rows (the kept dims,
+// merged, at most kMaxReduceDims) by a reduced space of n elements (the
+// reduced dims, merged, at most kMaxReduceDims). Each operand has a pointer,
+// element strides over the kept dims and, per its walk class (part of the
+// cache key), over the reduced dims: Contig (one reduced dim, stride 1: the
+// offset is j), Zero (broadcast over the whole reduced space; a statistic's
+// epilogue operands are all Zero) or Strided. The kernel takes one struct by
+// value: rows, n, eps, divisor (Var's n - correction, floored at 0), kept
+// sizes, reduced sizes, then per operand its pointer and strides, all 8-byte
+// fields. Sizes and strides are arguments: one kernel serves every shape with
+// the same structure, walks and dim counts.
+constexpr int kMaxReduceDims = 6;
+enum class Walk : uint8_t { Contig, Zero, Strided };
+
+// Note [CUDA reduction schedules for groups]
+// `threads` lanes share a row: 1 (a thread per row looping over the reduced
+// space: neighbouring threads take neighbouring kept positions, coalesced when
+// the reduced dims are the outer ones), 32 (a warp per row, shuffles), 128,
+// 256 or 1024 (shuffles, then shared memory). Blocks hold max(threads, 256)
+// threads. A row normalization or Var reads its values in two or three passes:
+// with `per_thread` > 0 each lane keeps its `per_thread` values in registers
+// after the first (the row fits on chip: up to 4096 elements); with 0 every
+// pass re-runs the prologue from global memory (its stores only in the first).
+// Sums accumulate in float32 as the eager CUDA kernels do; Var and LayerNorm
+// take the mean first and squared deviations second; exp and log are the
+// precise expf/logf.
+struct ReduceSpec {
+  const ReductionKernel* kernel = nullptr;
+  std::vector<Walk> walks;  // per operand, in ABI order
+  int kept_dims = 1;        // 1..kMaxReduceDims
+  int red_dims = 1;         // 1..kMaxReduceDims
+  int threads = 256;        // lanes per row: 1, 32, 128, 256 or 1024
+  int per_thread = 0;       // 0, or 1..16 (a power of two): values kept in registers
+  bool index32 = true;      // every offset and row index fits in 31 bits
+};
+
+// Operands of `k` in ABI order.
+int reduce_operand_count(const ReductionKernel& k);
+int reduce_block_size(const ReduceSpec& spec);
+
+// "kiln_red_<hash>": the hash covers the kernel's structure and every spec field.
+std::string reduce_name(const ReduceSpec& spec);
+// The complete translation unit.
+std::string reduce_source(const ReduceSpec& spec);
+
+}  // namespace kiln::jit::cuda

@@ -1,0 +1,211 @@
+// Reduction groups as one generated CUDA kernel (Note [CUDA reduction ABI]):
+// every RowOp in float32, float16 and bfloat16, rows shorter and longer than
+// the on-chip path (4096), non-contiguous and broadcast inputs, against eager
+// CPU.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "jit/codegen_cuda/launch_cuda.h"
+#include "kiln/kiln.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Tensor;
+
+// `t` on CUDA with its sizes, strides and storage offset.
+Tensor on_cuda(const Tensor& t) {
+  kiln::EagerGuard g;
+  const auto numel =
+      static_cast<int64_t>(t.impl()->storage()->nbytes() / kiln::itemsize(t.dtype()));
+  Tensor base = t.as_strided({numel}, {1}, 0).cuda();
+  return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
+Tensor rnd(std::vector<int64_t> sizes, kiln::DType t, const char* layout, uint64_t seed) {
+  kiln::EagerGuard g;
+  return kiln::testing::random_tensor(sizes, t, layout, seed);
+}
+
+kiln::testing::Tolerance tol_for(kiln::DType t, int64_t n) {
+  // Float32 sums on the GPU (as the eager CUDA kernels) vs float64 on the CPU.
+  const double grow = std::sqrt(static_cast<double>(std::max<int64_t>(n, 1)));
+  if (t == kiln::kFloat16) return {2e-3, 1e-3 + 1e-6 * grow};
+  if (t == kiln::kBFloat16) return {1.6e-2, 4e-3 + 1e-6 * grow};
+  return {1e-5, 1e-5 + 2e-7 * grow};
+}
+
+// Runs `f` eagerly on CPU inputs and lazily on the same inputs on CUDA; the
+// CUDA run must take the fused reduction path.
+void expect_fused_matches(const std::vector<Tensor>& inputs,
+                          const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                          kiln::testing::Tolerance tol) {
+  Tensor expected;
+  {
+    kiln::EagerGuard g;
+    expected = f(inputs);
+  }
+  std::vector<Tensor> dev;
+  for (const Tensor& t : inputs) dev.push_back(on_cuda(t));
+  const int64_t before = kiln::jit::cuda::cuda_reductions_run();
+  Tensor got = f(dev).cpu();
+  kiln::sync();
+  EXPECT_GT(kiln::jit::cuda::cuda_reductions_run(), before) << "did not run as one fused kernel";
+  std::string msg = kiln::testing::compare(got, expected, tol);
+  EXPECT_TRUE(msg.empty()) << msg;
+}
+
+class CudaReduceGroups : public ::testing::TestWithParam<kiln::DType> {
+ protected:
+  void SetUp() override {
+    KILN_REQUIRE_CUDA();
+    kiln::jit::flush();
+  }
+};
+
+// 7..768 keep the row in registers (warp or block per row), 4096 at the
+// on-chip limit, 5000 and 20000 loop over global memory.
+TEST_P(CudaReduceGroups, RowNormalizationsMatchEagerCpu) {
+  const kiln::DType t = GetParam();
+  for (const char* layout : {"contiguous", "offset", "expanded", "transposed"}) {
+    for (int64_t n : {7, 33, 768, 4096, 5000, 20000}) {
+      SCOPED_TRACE(std::string(layout) + " n=" + std::to_string(n));
+      const int64_t rows = n > 4096 ? 3 : 15;
+      Tensor x = rnd({rows, n}, t, layout, n), a = rnd({rows, n}, t, "contiguous", n + 1);
+      Tensor w = rnd({n}, t, "contiguous", 2), b = rnd({n}, t, "offset", 3);
+      const auto tol = tol_for(t, n);
+      using V = const std::vector<Tensor>&;
+      expect_fused_matches(
+          {x}, [](V v) { return kiln::softmax(v[0] * 0.5, -1); }, tol);
+      expect_fused_matches(
+          {x}, [](V v) { return kiln::log_softmax(v[0], -1); }, tol);
+      expect_fused_matches(
+          {x, a, w, b}, [n](V v) { return kiln::layer_norm(v[0] + v[1], {n}, v[2], v[3]); }, tol);
+      expect_fused_matches(
+          {x, w}, [n](V v) { return kiln::rms_norm(v[0], {n}, v[1]) + 1.0; }, tol);
+      expect_fused_matches(
+          {x}, [](V v) { return kiln::softmax(v[0], -1, kiln::kFloat32); },
+          tol_for(kiln::kFloat32, n));
+    }
+  }
+}
+
+TEST_P(CudaReduceGroups, ResidualStreamIsStoredAndNormalized) {
+  const kiln::DType t = GetParam();
+  for (int64_t n : {768, 6000}) {
+    Tensor x = rnd({4, 3, n}, t, "contiguous", 11), a = rnd({4, 3, n}, t, "strided", 12);
+    Tensor w = rnd({n}, t, "contiguous", 13), b = rnd({n}, t, "contiguous", 14);
+    Tensor h_cpu, y_cpu;
+    {
+      kiln::EagerGuard g;
+      h_cpu = x + a;
+      y_cpu = kiln::layer_norm(h_cpu, {n}, w, b);
+    }
+    const int64_t before = kiln::jit::cuda::cuda_reductions_run();
+    Tensor h = on_cuda(x) + on_cuda(a);
+    Tensor y = kiln::layer_norm(h, {n}, on_cuda(w), on_cuda(b));
+    Tensor hc = h.cpu(), yc = y.cpu();
+    kiln::sync();
+    EXPECT_GT(kiln::jit::cuda::cuda_reductions_run(), before);
+    EXPECT_TRUE(kiln::testing::compare(hc, h_cpu, tol_for(t, n)).empty());
+    std::string msg = kiln::testing::compare(yc, y_cpu, tol_for(t, n));
+    EXPECT_TRUE(msg.empty()) << "n=" << n << ": " << msg;
+  }
+}
+
+TEST_P(CudaReduceGroups, StatisticsMatchEagerCpu) {
+  const kiln::DType t = GetParam();
+  for (const char* layout : {"contiguous", "transposed", "strided", "expanded"}) {
+    SCOPED_TRACE(layout);
+    Tensor x = rnd({6, 9, 33}, t, layout, 5);
+    for (std::vector<int64_t> dims :
+         std::vector<std::vector<int64_t>>{{-1}, {0}, {1}, {0, 2}, {}, {1, 2}}) {
+      SCOPED_TRACE(::testing::PrintToString(dims));
+      const auto tol = tol_for(t, 6 * 9 * 33);
+      using V = const std::vector<Tensor>&;
+      expect_fused_matches(
+          {x}, [&](V v) { return kiln::sum(v[0] * v[0], dims) / 16.0; }, tol);
+      expect_fused_matches(
+          {x}, [&](V v) { return kiln::mean(v[0], dims, true); }, tol);
+      expect_fused_matches(
+          {x}, [&](V v) { return kiln::amax(v[0], dims); }, tol);
+      expect_fused_matches(
+          {x}, [&](V v) { return kiln::amin(v[0] + 1.0, dims, true); }, tol);
+      expect_fused_matches(
+          {x}, [&](V v) { return kiln::var(v[0], dims); }, tol);
+      expect_fused_matches(
+          {x}, [&](V v) { return kiln::std(v[0], dims, 0) + 1e-5; }, tol);
+    }
+  }
+}
+
+TEST_P(CudaReduceGroups, LongRowsAndFewRows) {
+  const kiln::DType t = GetParam();
+  using V = const std::vector<Tensor>&;
+  for (int64_t n : {4097, 100000}) {
+    Tensor x = rnd({2, n}, t, "contiguous", 9);
+    const auto tol = tol_for(t, n);
+    expect_fused_matches({x}, [](V v) { return kiln::sum(v[0], {-1}); }, {tol.rtol, 1e-3});
+    expect_fused_matches(
+        {x}, [](V v) { return kiln::var(v[0], {-1}); }, tol);
+    expect_fused_matches(
+        {x}, [](V v) { return kiln::amax(v[0], {-1}); }, tol);
+  }
+  // Outer reductions: the reduced dim is the strided one.
+  Tensor y = rnd({3000, 40}, t, "contiguous", 10);
+  expect_fused_matches({y}, [](V v) { return kiln::sum(v[0], {0}) * 0.5; },
+                       {tol_for(t, 3000).rtol, 1e-3});
+  expect_fused_matches(
+      {y}, [](V v) { return kiln::log_softmax(v[0], 0); }, tol_for(t, 3000));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaReduceGroups,
+                         ::testing::Values(kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16));
+
+TEST(CudaReduceGroupsSpecial, NanInfAndAllMinusInfRows) {
+  KILN_REQUIRE_CUDA();
+  Tensor s;
+  {
+    kiln::EagerGuard g;
+    s = kiln::testing::random_tensor({4, 40}, kiln::kFloat32, "contiguous", 3);
+    float* p = s.data_ptr<float>();
+    p[1] = NAN;
+    p[46] = INFINITY;
+    for (int i = 80; i < 120; ++i) p[i] = -INFINITY;
+    p[126] = -INFINITY;
+  }
+  using V = const std::vector<Tensor>&;
+  const kiln::testing::Tolerance tol{1e-5, 1e-6};
+  expect_fused_matches(
+      {s}, [](V v) { return kiln::softmax(v[0], -1); }, tol);
+  expect_fused_matches(
+      {s}, [](V v) { return kiln::log_softmax(v[0], -1); }, tol);
+  expect_fused_matches(
+      {s}, [](V v) { return kiln::amax(v[0], {1}); }, tol);
+  expect_fused_matches(
+      {s}, [](V v) { return kiln::amin(v[0], {1}); }, tol);
+}
+
+TEST(CudaReduceGroupsSpecial, KernelIsCompiledOncePerStructure) {
+  KILN_REQUIRE_CUDA();
+  auto run = [](int64_t rows, int64_t n) {
+    Tensor x = kiln::ones({rows, n}).cuda();
+    Tensor y = kiln::softmax(x * 2.0, -1).cpu();
+    kiln::sync();
+    EXPECT_NEAR(y[0][0].item<float>(), 1.0f / static_cast<float>(n), 1e-7);
+  };
+  run(5, 300);
+  const auto before = kiln::jit::cuda::cuda_kernel_stats();
+  run(9, 301);  // another size, same schedule: same kernel
+  const auto after = kiln::jit::cuda::cuda_kernel_stats();
+  EXPECT_EQ(after.compiled, before.compiled);
+  EXPECT_EQ(after.disk_hits, before.disk_hits);
+}
+
+}  // namespace

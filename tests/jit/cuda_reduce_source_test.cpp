@@ -1,0 +1,402 @@
+// Generated reduction-group kernels (Note [CUDA reduction ABI]) compile to
+// SASS for sm_90 with NVRTC. The groups are those fusion makes for the golden
+// patterns of tests/jit/fusion_reduce_test.cpp, built here with the same
+// kernel builder; every schedule and walk class is compiled. Needs the
+// toolkit, not a GPU.
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "jit/codegen_cuda/nvrtc.h"
+#include "jit/codegen_cuda/reduce_plan.h"
+#include "jit/codegen_cuda/reduce_source.h"
+#include "jit/decompose.h"
+#include "kiln/kiln.h"
+#include "runtime/cuda/cuda_runtime.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::DType;
+using kiln::jit::KernelBuilder;
+using kiln::jit::Prim;
+using kiln::jit::ReductionKernel;
+using kiln::jit::RowOp;
+namespace kc = kiln::jit::cuda;
+
+class CudaReduceSource : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kiln::cuda::built()) GTEST_SKIP() << "kiln was built without the CUDA toolkit (no NVRTC)";
+  }
+};
+
+struct Pattern {
+  std::string name;
+  ReductionKernel kernel;
+};
+
+// A builder over inputs of memory dtypes `inputs` (round_to reads them).
+KernelBuilder builder(std::vector<DType> inputs) {
+  KernelBuilder b;
+  b.kernel().inputs = std::move(inputs);
+  return b;
+}
+
+kiln::jit::PointwiseKernel finish(KernelBuilder& b, std::vector<DType> outputs,
+                                  std::vector<int32_t> stores) {
+  kiln::jit::PointwiseKernel k = b.kernel();
+  k.outputs = std::move(outputs);
+  k.stores = std::move(stores);
+  return k;
+}
+
+// The groups fusion builds for the golden patterns, in dtype `t`.
+std::vector<Pattern> patterns(DType t) {
+  const DType f = kiln::kFloat32;
+  std::vector<Pattern> out;
+  auto add = [&](std::string name, RowOp op, const std::function<void(ReductionKernel&)>& build) {
+    ReductionKernel k;
+    k.op = op;
+    k.eps = 1e-5;
+    k.correction = 1;
+    build(k);
+    out.push_back({std::move(name), std::move(k)});
+  };
+  // Plain input, epilogue: the result rounded to `t`.
+  auto plain_prologue = [&](ReductionKernel& k) {
+    KernelBuilder b = builder({t});
+    int32_t x = b.load(0, t);
+    k.prologue = finish(b, {f}, {x});
+  };
+  auto round_epilogue = [&](ReductionKernel& k) {
+    KernelBuilder b = builder({f});
+    int32_t c = b.load(0, f);
+    k.epilogue = finish(b, {t}, {b.round_to(c, t)});
+  };
+  add("softmax", RowOp::Softmax, [&](ReductionKernel& k) {
+    plain_prologue(k);
+    round_epilogue(k);
+  });
+  add("scaled_masked_softmax", RowOp::Softmax, [&](ReductionKernel& k) {
+    KernelBuilder b = builder({t, t});
+    int32_t s = b.op(Prim::Mul, f, b.load(0, t), b.constant(0.125, f));
+    s = b.op(Prim::Add, f, b.round_to(s, t), b.load(1, t));
+    k.prologue = finish(b, {f}, {b.round_to(s, t)});
+    round_epilogue(k);
+  });
+  add("log_softmax", RowOp::LogSoftmax, [&](ReductionKernel& k) {
+    plain_prologue(k);
+    round_epilogue(k);
+  });
+  auto affine_epilogue = [&](ReductionKernel& k, bool bias) {
+    KernelBuilder b = builder(bias ? std::vector<DType>{f, t, t} : std::vector<DType>{f, t});
+    int32_t y = b.round_to(b.load(0, f), t);
+    y = b.round_to(b.op(Prim::Mul, f, y, b.load(1, t)), t);
+    if (bias) y = b.round_to(b.op(Prim::Add, f, y, b.load(2, t)), t);
+    k.epilogue = finish(b, {t}, {y});
+  };
+  add("layer_norm", RowOp::LayerNorm, [&](ReductionKernel& k) {
+    plain_prologue(k);
+    affine_epilogue(k, true);
+  });
+  add("residual_layer_norm", RowOp::LayerNorm, [&](ReductionKernel& k) {
+    KernelBuilder b = builder({t, t});
+    int32_t h = b.round_to(b.op(Prim::Add, f, b.load(0, t), b.load(1, t)), t);
+    k.prologue = finish(b, {f, t}, {h, h});  // the residual stream is stored
+    affine_epilogue(k, true);
+  });
+  add("rms_norm", RowOp::RmsNorm, [&](ReductionKernel& k) {
+    plain_prologue(k);
+    affine_epilogue(k, false);
+  });
+  add("sum_of_squares_over_n", RowOp::Sum, [&](ReductionKernel& k) {
+    KernelBuilder b = builder({t});
+    int32_t x = b.load(0, t);
+    k.prologue = finish(b, {f}, {b.round_to(b.op(Prim::Mul, f, x, x), t)});
+    KernelBuilder e = builder({f});
+    int32_t y = e.op(Prim::Div, f, e.round_to(e.load(0, f), t), e.constant(16, f));
+    k.epilogue = finish(e, {t}, {e.round_to(y, t)});
+  });
+  add("var", RowOp::Var, [&](ReductionKernel& k) {
+    plain_prologue(k);
+    round_epilogue(k);
+  });
+  add("std_plus_eps", RowOp::Var, [&](ReductionKernel& k) {
+    plain_prologue(k);
+    KernelBuilder e = builder({f});
+    int32_t s = e.round_to(e.op(Prim::Sqrt, f, e.load(0, f)), t);
+    int32_t y = e.op(Prim::Add, f, s, e.constant(1e-5, f));
+    k.epilogue = finish(e, {t}, {e.round_to(y, t)});
+  });
+  add("mean", RowOp::Mean, [&](ReductionKernel& k) {
+    plain_prologue(k);
+    round_epilogue(k);
+  });
+  add("amax_minus_bias", RowOp::Max, [&](ReductionKernel& k) {
+    plain_prologue(k);
+    KernelBuilder e = builder({f, t});
+    int32_t y = e.op(Prim::Sub, f, e.round_to(e.load(0, f), t), e.load(1, t));
+    k.epilogue = finish(e, {t}, {e.round_to(y, t)});
+  });
+  add("amin", RowOp::Min, [&](ReductionKernel& k) {
+    plain_prologue(k);
+    round_epilogue(k);
+  });
+  return out;
+}
+
+struct Schedule {
+  int threads, per_thread;
+  bool strided;  // strided walks over two reduced dims, else contiguous
+  int kept_dims;
+  bool index32;
+};
+
+// The spec of `k` under schedule `s` (statistic epilogue operands walk Zero).
+kc::ReduceSpec spec_for(const ReductionKernel& k, const Schedule& s) {
+  kc::ReduceSpec spec;
+  spec.kernel = &k;
+  spec.threads = s.threads;
+  const bool multi = kiln::jit::is_row_normalization(k.op) || k.op == RowOp::Var;
+  spec.per_thread = multi ? s.per_thread : 0;
+  spec.red_dims = s.strided ? 2 : 1;
+  spec.kept_dims = s.kept_dims;
+  spec.index32 = s.index32;
+  const int nops = kc::reduce_operand_count(k);
+  const int first_epi = static_cast<int>(k.prologue.outputs.size() - 1 + k.prologue.inputs.size());
+  for (int o = 0; o < nops; ++o) {
+    const bool stat_epi = !kiln::jit::is_row_normalization(k.op) && o >= first_epi;
+    // Weights and biases of a normalization broadcast over the kept dims, not the row.
+    spec.walks.push_back(stat_epi    ? kc::Walk::Zero
+                         : s.strided ? kc::Walk::Strided
+                                     : kc::Walk::Contig);
+  }
+  return spec;
+}
+
+TEST_F(CudaReduceSource, GoldenPatternsCompileForHopperInEveryScheduleAndForAmpere) {
+  const Schedule all[] = {
+      {32, 8, false, 1, true},    // warp per row, row in registers
+      {256, 16, false, 2, true},  // block per row, 4096 on chip
+      {128, 4, true, 3, false},   // strided operands, 64-bit offsets
+      {1024, 0, false, 1, true},  // long rows looping over memory
+      {1, 0, true, 2, true},      // a thread per kept position (outer)
+  };
+  int compiled = 0;
+  for (DType t : {kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16}) {
+    for (const Pattern& p : patterns(t)) {
+      for (size_t si = 0; si < std::size(all); ++si) {
+        // Every schedule in float32; two in the 16-bit dtypes (compile time).
+        if (t != kiln::kFloat32 && si != 0 && si != 3) continue;
+        const kc::ReduceSpec spec = spec_for(p.kernel, all[si]);
+        const std::string src = kc::reduce_source(spec);
+        const std::string name = kc::reduce_name(spec);
+        SCOPED_TRACE(p.name + " " + kiln::dtype_name(t) + " schedule " + std::to_string(si));
+        kc::CompiledKernel ck;
+        ASSERT_NO_THROW(ck = kc::nvrtc_compile(src, name, 90)) << "source:\n" << src;
+        EXPECT_FALSE(ck.is_ptx);
+        EXPECT_GT(ck.image.size(), 1000u);
+        EXPECT_NE(src.find(name), std::string::npos);
+        ++compiled;
+        if (t == kiln::kFloat32 && si == 0) {  // CI also targets Ampere
+          ASSERT_NO_THROW(ck = kc::nvrtc_compile(src, name, 80)) << "source:\n" << src;
+          EXPECT_FALSE(ck.is_ptx);
+          ++compiled;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compiled, 12 * 5 + 2 * 12 * 2 + 12);
+}
+
+TEST_F(CudaReduceSource, NamesCoverEveryChoice) {
+  std::vector<Pattern> ps = patterns(kiln::kFloat32);
+  const ReductionKernel& k = ps[0].kernel;  // softmax
+  const kc::ReduceSpec base = spec_for(k, {32, 8, false, 1, true});
+  std::vector<kc::ReduceSpec> variants(6, base);
+  variants[1].threads = 128;
+  variants[2].per_thread = 4;
+  variants[3].index32 = false;
+  variants[4].kept_dims = 2;
+  variants[5].walks[0] = kc::Walk::Strided;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    for (size_t j = i + 1; j < variants.size(); ++j) {
+      EXPECT_NE(kc::reduce_name(variants[i]), kc::reduce_name(variants[j])) << i << " vs " << j;
+    }
+  }
+  // The op and the bodies are part of it; eps is an argument, not part of it.
+  ReductionKernel log = k;
+  log.op = RowOp::LogSoftmax;
+  kc::ReduceSpec other = base;
+  other.kernel = &log;
+  EXPECT_NE(kc::reduce_name(other), kc::reduce_name(base));
+  ReductionKernel eps = k;
+  eps.eps = 0.5;
+  other.kernel = &eps;
+  EXPECT_EQ(kc::reduce_name(other), kc::reduce_name(base));
+  EXPECT_EQ(kc::reduce_source(other), kc::reduce_source(base));
+}
+
+TEST_F(CudaReduceSource, MalformedSpecsAreRejected) {
+  std::vector<Pattern> ps = patterns(kiln::kFloat32);
+  kc::ReduceSpec s = spec_for(ps[0].kernel, {32, 8, false, 1, true});
+  s.threads = 64;
+  EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+  s = spec_for(ps[0].kernel, {32, 8, false, 1, true});
+  s.per_thread = 3;
+  EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+  s = spec_for(ps[0].kernel, {32, 8, false, 1, true});
+  s.walks.pop_back();
+  EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+  s = spec_for(ps[0].kernel, {32, 8, true, 1, true});
+  s.walks[0] = kc::Walk::Contig;  // two reduced dims cannot be walked by j alone
+  EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+}
+
+// --- Host-side plans (no GPU needed) ---------------------------------------
+
+using kiln::Tensor;
+using kiln::jit::ReductionGroup;
+
+Tensor rnd(std::vector<int64_t> sizes, const char* layout = "contiguous") {
+  kiln::EagerGuard g;
+  return kiln::testing::random_tensor(sizes, kiln::kFloat32, layout, 7);
+}
+
+// A group reducing `x` (float32, shape `in`) over `reduced`, whose epilogue
+// adds `extra` inputs to the result and stores a fresh tensor of shape `out`.
+ReductionGroup group(RowOp op, const Tensor& x, std::vector<bool> reduced, std::vector<int64_t> out,
+                     std::vector<Tensor> extra = {}, Tensor stored = {}) {
+  const DType f = kiln::kFloat32;
+  kiln::EagerGuard eg;
+  ReductionGroup g;
+  g.op = op;
+  g.in_shape = kiln::DimVector(x.sizes());
+  g.reduced = std::move(reduced);
+  KernelBuilder pb = builder({f});
+  int32_t v = pb.load(0, f);
+  g.prologue.kernel = stored.defined() ? finish(pb, {f, f}, {v, v}) : finish(pb, {f}, {v});
+  g.prologue.shape = g.in_shape;
+  g.prologue.inputs = {x};
+  g.prologue.outputs = {Tensor()};
+  if (stored.defined()) g.prologue.outputs.push_back(stored);
+  std::vector<DType> in(1 + extra.size(), f);
+  KernelBuilder eb = builder(in);
+  int32_t r = eb.load(0, f);
+  for (size_t i = 0; i < extra.size(); ++i) {
+    r = eb.op(Prim::Add, f, r, eb.load(static_cast<int32_t>(i + 1), f));
+  }
+  g.epilogue.kernel = finish(eb, {f}, {r});
+  g.epilogue.shape = kiln::DimVector(kiln::IntArrayRef(out));
+  g.epilogue.inputs = {Tensor()};
+  for (const Tensor& t : extra) g.epilogue.inputs.push_back(t);
+  g.epilogue.outputs = {kiln::empty(out)};
+  return g;
+}
+
+TEST_F(CudaReduceSource, PlansMergeDimsAndPickSchedules) {
+  using W = kc::Walk;
+  std::string why;
+  {  // sum over the dense last dim: a warp per row, kept dims merged
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(group(RowOp::Sum, rnd({4, 6, 10}), {false, false, true}, {4, 6}),
+                                   132, &p, &why))
+        << why;
+    EXPECT_EQ(p.rows, 24);
+    EXPECT_EQ(p.n, 10);
+    EXPECT_EQ(p.spec.kept_dims, 1);
+    EXPECT_EQ(p.spec.red_dims, 1);
+    EXPECT_EQ(p.spec.threads, 32);
+    EXPECT_EQ(p.spec.per_thread, 0);
+    EXPECT_EQ(p.spec.walks, (std::vector<W>{W::Contig, W::Zero}));
+    std::vector<int64_t> args = kc::reduce_args(p);
+    ASSERT_EQ(args.size(), 10u);
+    EXPECT_EQ(args[0], 24);
+    EXPECT_EQ(args[1], 10);
+    EXPECT_EQ(args[4], 24);  // kept size
+    EXPECT_EQ(args[5], 10);  // reduced size
+    EXPECT_EQ(args[7], 10);  // x's kept stride
+    EXPECT_EQ(args[9], 1);   // the result's kept stride
+    EXPECT_NO_THROW(kc::reduce_source(p.spec));
+  }
+  {  // keepdim result: the same plan
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(
+        group(RowOp::Mean, rnd({4, 6, 10}), {false, false, true}, {4, 6, 1}), 132, &p, &why))
+        << why;
+    EXPECT_EQ(p.rows, 24);
+    EXPECT_EQ(p.spec.walks, (std::vector<W>{W::Contig, W::Zero}));
+  }
+  {  // the reduced dim is the outer one in memory: a thread per kept position
+    Tensor x = rnd({4, 6, 10}, "transposed");  // strides (1, 4, 24)
+    kc::ReducePlan p;
+    ASSERT_TRUE(
+        kc::plan_reduction(group(RowOp::Max, x, {false, false, true}, {4, 6}), 132, &p, &why))
+        << why;
+    EXPECT_EQ(p.spec.threads, 1);
+    EXPECT_EQ(p.spec.kept_dims, 2);  // x merges its kept dims, the result does not
+    EXPECT_EQ(p.spec.walks, (std::vector<W>{W::Strided, W::Zero}));
+    EXPECT_EQ(p.kst[0].back(), 1);
+  }
+  {  // two reduced dims that do not merge
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(group(RowOp::Var, rnd({6, 9, 33}), {true, false, true}, {9}),
+                                   132, &p, &why))
+        << why;
+    EXPECT_EQ(p.spec.red_dims, 2);
+    EXPECT_EQ(p.n, 6 * 33);
+    EXPECT_EQ(p.spec.walks[0], W::Strided);
+    EXPECT_EQ(p.spec.threads, 32);
+    EXPECT_EQ(p.spec.per_thread, 8);
+    EXPECT_NO_THROW(kc::reduce_source(p.spec));
+  }
+  {  // layer_norm's row of 768 with a broadcast weight: on chip
+    Tensor w = rnd({768});
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(
+        group(RowOp::LayerNorm, rnd({3, 5, 768}), {false, false, true}, {3, 5, 768}, {w}), 132, &p,
+        &why))
+        << why;
+    EXPECT_EQ(p.rows, 15);
+    EXPECT_EQ(p.spec.threads, 128);
+    EXPECT_EQ(p.spec.per_thread, 8);
+    EXPECT_EQ(p.spec.walks, (std::vector<W>{W::Contig, W::Contig, W::Contig}));
+    EXPECT_EQ(p.kst[2][0], 0);  // the weight broadcasts over rows
+  }
+  {  // a long row over few rows: 1024 lanes, read from memory each pass
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(group(RowOp::Softmax, rnd({3, 5000}), {false, true}, {3, 5000}),
+                                   132, &p, &why))
+        << why;
+    EXPECT_EQ(p.spec.threads, 1024);
+    EXPECT_EQ(p.spec.per_thread, 0);
+  }
+}
+
+TEST_F(CudaReduceSource, PlansRefuseWhatTheKernelCannotTake) {
+  std::string why;
+  {  // an epilogue whose shape is not the reduced one
+    kc::ReducePlan p;
+    EXPECT_FALSE(kc::plan_reduction(group(RowOp::Sum, rnd({4, 6, 10}), {false, false, true}, {5}),
+                                    132, &p, &why));
+    EXPECT_NE(why.find("shape"), std::string::npos) << why;
+  }
+  {  // a long row whose prologue overwrites its own input: later passes would reread it
+    Tensor x = rnd({2, 5000});
+    kc::ReducePlan p;
+    EXPECT_FALSE(
+        kc::plan_reduction(group(RowOp::Var, x, {false, true}, {2}, {}, x), 132, &p, &why));
+    EXPECT_NE(why.find("writes what it reads"), std::string::npos) << why;
+    // On chip the row is read once: fine.
+    Tensor y = rnd({2, 500});
+    kc::ReducePlan q;
+    EXPECT_TRUE(kc::plan_reduction(group(RowOp::Var, y, {false, true}, {2}, {}, y), 132, &q, &why))
+        << why;
+  }
+}
+
+}  // namespace
