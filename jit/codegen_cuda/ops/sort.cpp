@@ -72,7 +72,8 @@ std::string tile_source(DType t, bool descending) {
        "* __restrict__ x, i64 rows, i64 n, i64 tile, i64 k, " + T +
        "* __restrict__ values, i64* __restrict__ indices, " + K +
        "* __restrict__ skeys, i64* __restrict__ sidx) {\n"
-       "  extern __shared__ __align__(16) unsigned char kiln_smem[];\n"
+       "  extern __shared__ unsigned long long kiln_smem_words[];\n"
+       "  unsigned char* kiln_smem = (unsigned char*)kiln_smem_words;\n"
        "  int* pos = (int*)kiln_smem;\n"
        "  " +
        K + "* key = (" + K +
@@ -80,7 +81,7 @@ std::string tile_source(DType t, bool descending) {
        "  const i64 tiles = (n + tile - 1) / tile;\n"
        "  for (i64 b = blockIdx.x; b < rows * tiles; b += gridDim.x) {\n"
        "    const i64 row = b / tiles, start = (b % tiles) * tile;\n"
-       "    const i64 len = min(tile, n - start);\n"
+       "    const i64 len = (n - start < tile ? n - start : tile);\n"
        "    const " +
        T +
        "* xr = x + row * n + start;\n"
@@ -144,7 +145,8 @@ std::string merge_source(DType t, bool descending) {
        "    const i64 iv = ii[e];\n"
        "    const bool in_a = p - s < w;\n"
        "    // The other run: [lo, hi) of this line.\n"
-       "    const i64 lo = in_a ? min(s + w, n) : s, hi = in_a ? min(s + 2 * w, n) : s + w;\n"
+       "    const i64 lo = in_a ? (s + w < n ? s + w : n) : s, hi = in_a ? (s + 2 * w < n ? s + 2 "
+       "* w : n) : s + w;\n"
        "    i64 a = lo, b = hi;  // first element of the other run not before this one\n"
        "    while (a < b) {\n"
        "      const i64 m = a + (b - a) / 2;\n"
