@@ -142,6 +142,15 @@ std::string run_case(const json& c, const Golden& g, kiln::oracle::Mode mode) {
   if (g_on_cuda) {
     for (IValue& a : args) a = to_cuda_value(a);
     for (auto& kv : kwargs) kv.second = to_cuda_value(kv.second);
+    // A factory called without a device (the case leaves the default) gets the GPU.
+    const kiln::FunctionSchema& schema = kiln::find_op(op).schema();
+    for (size_t i = args.size(); i < schema.arguments.size(); ++i) {
+      const kiln::Argument& a = schema.arguments[i];
+      if (a.type != kiln::ArgType::Device) continue;
+      const bool given = std::any_of(kwargs.begin(), kwargs.end(),
+                                     [&](const auto& kv) { return kv.first == a.name; });
+      if (!given) kwargs.emplace_back(a.name, IValue(kiln::Device::cuda()));
+    }
   }
   std::vector<Tensor> inputs;
   for (const IValue& a : args) collect_tensors(a, &inputs);

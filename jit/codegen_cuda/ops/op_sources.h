@@ -18,5 +18,7 @@ NamedSources norm_source_samples();
 NamedSources reduce_source_samples();
 NamedSources index_source_samples();
 NamedSources scan_source_samples();
+NamedSources sort_source_samples();
+NamedSources shape_source_samples();
 
 }  // namespace kiln::jit::cuda
