@@ -98,6 +98,9 @@ enum class Prim : uint8_t {
   LogicalOr,
   // ternary
   Where,
+  // Appended so that the values (and kernel hashes) of the Prims above stay
+  // put; CUDA only (Note [Prims without CPU code]).
+  Erfc,  // unary
 };
 
 const char* prim_name(Prim p);
