@@ -413,6 +413,21 @@ uint64_t spec_hash(const PointwiseSpec& s) {
 
 }  // namespace
 
+namespace {
+bool is_integer_division(const Instr& in) {
+  return (in.op == Prim::Div || in.op == Prim::FloorDiv || in.op == Prim::Remainder ||
+          in.op == Prim::Fmod) &&
+         is_integral(in.dtype, false);
+}
+}  // namespace
+
+bool needs_error_flag(const PointwiseKernel& kernel) {
+  for (const Instr& in : kernel.body) {
+    if (is_integer_division(in)) return true;
+  }
+  return false;
+}
+
 std::string pointwise_name(const PointwiseSpec& spec) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "kiln_pw_%016llx",
@@ -455,12 +470,15 @@ std::string pointwise_source(const PointwiseSpec& spec) {
     os << "  void* p" << o << ";\n";
     if (spec.layouts[o] == Layout::Strided) os << "  i64 s" << o << "[" << kMaxDims << "];\n";
   }
+  const bool flag = needs_error_flag(k);
+  if (flag) os << "  int* err;\n";
   os << "};\n";
   os << "extern \"C\" __global__ void __launch_bounds__(256) " << pointwise_name(spec)
      << "(const __grid_constant__ KilnArgs a) {\n";
   os << "  const " << idx << " n = (" << idx << ")a.numel;\n";
   os << "  const " << idx << " step = (" << idx << ")gridDim.x * 256;\n";
   os << "  const " << idx << " first = (" << idx << ")blockIdx.x * 256 + threadIdx.x;\n";
+  if (flag) os << "  bool zero_divisor = false;\n";
   for (size_t o = nout; o < nops; ++o) {
     if (spec.layouts[o] != Layout::Scalar) continue;
     DType mem = k.inputs[o - nout];
@@ -490,6 +508,7 @@ std::string pointwise_source(const PointwiseSpec& spec) {
   auto body = [&](const std::string& pad, auto&& load, auto&& store) {
     for (size_t n = 0; n < k.body.size(); ++n) {
       const Instr& in = k.body[n];
+      if (is_integer_division(in)) os << pad << "zero_divisor |= v" << in.b << " == 0;\n";
       os << pad << "const " << ctype(in.dtype) << " v" << n << " = ";
       if (in.op == Prim::Load) {
         const size_t o = nout + static_cast<size_t>(in.operand);
@@ -566,7 +585,9 @@ std::string pointwise_source(const PointwiseSpec& spec) {
     }
   }
   body("    ", scalar_load, scalar_store);
-  os << "  }\n}\n";
+  os << "  }\n";
+  if (flag) os << "  if (zero_divisor) *(volatile int*)a.err = 1;\n";
+  os << "}\n";
   return os.str();
 }
 

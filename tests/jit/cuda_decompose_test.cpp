@@ -220,3 +220,24 @@ TEST_F(CudaDecompose, CpuNodesDoNotTakeCudaOnlyDecompositions) {
 }
 
 }  // namespace
+
+namespace {
+
+// Note [CUDA integer division by zero]: integer division kernels take the flag
+// and set it on a zero divisor; float ones do not take it.
+TEST_F(CudaDecompose, IntegerDivisionKernelsCarryTheZeroDivisorFlag) {
+  for (const char* op : {"floor_divide", "remainder.Tensor", "fmod.Tensor"}) {
+    for (DType t : {kiln::kInt64, kiln::kUInt8, kiln::kFloat32}) {
+      PointwiseKernel k = kernel_of(cuda_node(op, {of(t), of(t)}, t));
+      ASSERT_FALSE(k.body.empty()) << op;
+      EXPECT_EQ(kc::needs_error_flag(k), !kiln::is_floating(t)) << op;
+      kc::PointwiseSpec spec{&k, {kc::Layout::Dense, kc::Layout::Dense, kc::Layout::Strided}};
+      spec.ndim = 2;
+      const std::string src = kc::pointwise_source(spec);
+      EXPECT_EQ(src.find("zero_divisor |= ") != std::string::npos, !kiln::is_floating(t)) << src;
+      EXPECT_NO_THROW(kc::nvrtc_compile(src, kc::pointwise_name(spec), 90)) << src;
+    }
+  }
+}
+
+}  // namespace
