@@ -323,10 +323,36 @@ int32_t d_clamp(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) 
   return x;
 }
 
+// Floor division of 16-bit floats, as the eager kernel's formula (PyTorch's)
+// with every step rounded to the 16-bit grid; computed in float32, where
+// a / b cannot overflow, so copysign(0, a / b) is (a / b) * 0.
+int32_t floor_div_reduced(KernelBuilder& b, DType od, int32_t x, int32_t y) {
+  const DType t = kFloat32;
+  auto r = [&](int32_t v) { return b.round_to(v, od); };
+  int32_t zero = b.constant(0, t), one = b.constant(1, t);
+  int32_t q = b.op(Prim::Div, t, x, y);
+  int32_t mod = b.op(Prim::Fmod, t, x, y);
+  int32_t div = r(b.op(Prim::Div, t, r(b.op(Prim::Sub, t, x, mod)), y));
+  int32_t adjust =
+      b.op(Prim::LogicalAnd, kBool, b.op(Prim::Ne, kBool, mod, zero),
+           b.op(Prim::Ne, kBool, b.op(Prim::Lt, kBool, y, zero), b.op(Prim::Lt, kBool, mod, zero)));
+  div = b.op(Prim::Where, t, adjust, r(b.op(Prim::Sub, t, div, one)), div);
+  int32_t fl = b.op(Prim::Floor, t, div);
+  int32_t up = b.op(Prim::Gt, kBool, r(b.op(Prim::Sub, t, div, fl)), b.constant(0.5, t));
+  fl = b.op(Prim::Where, t, up, r(b.op(Prim::Add, t, fl, one)), fl);
+  fl = b.op(Prim::Where, t, b.op(Prim::Eq, kBool, div, zero), b.op(Prim::Mul, t, q, zero), fl);
+  return b.op(Prim::Where, t, b.op(Prim::Eq, kBool, y, zero), q, fl);
+}
+
+// floor_divide on CUDA: 16-bit floats too (floor_div_reduced).
+int32_t d_floor_divide(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  if (!is_reduced_float(out_dtype(n))) return d_divmod<Prim::FloorDiv>(b, n, v);
+  return floor_div_reduced(b, out_dtype(n), b.cast(v[0], kFloat32), b.cast(v[1], kFloat32));
+}
+
 // div with a rounding mode: none is true division; "trunc" and "floor" keep
 // integers integral. A 16-bit quotient is rounded before it is truncated, as
-// the eager kernel's 16-bit arithmetic does; floor stays float32/float64
-// (d_divmod's reason).
+// the eager kernel's 16-bit arithmetic does.
 int32_t d_div_mode(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   DType t = out_compute(n);
   if (t == kBool) return -1;
@@ -340,7 +366,8 @@ int32_t d_div_mode(KernelBuilder& b, const Node& n, const std::vector<int32_t>& 
     if (!is_floating(t)) return b.op(Prim::Div, t, x, y);
     return b.op(Prim::Trunc, t, b.round_to(b.op(Prim::Div, t, x, y), out_dtype(n)));
   }
-  if (mode != "floor" || is_reduced_float(out_dtype(n))) return -1;
+  if (mode != "floor") return -1;
+  if (is_reduced_float(out_dtype(n))) return floor_div_reduced(b, out_dtype(n), x, y);
   return b.op(Prim::FloorDiv, t, x, y);
 }
 
@@ -437,10 +464,15 @@ int32_t d_softplus(KernelBuilder& b, const Node& n, const std::vector<int32_t>& 
 int32_t d_addcmul_int(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   DType t = out_compute(n);
   if (is_floating(t)) return d_addc<Prim::Mul>(b, n, v);
-  const Scalar& value = arg(n, 3).to_scalar();
-  if (t == kBool || !value.is_integral()) return -1;
-  int32_t x =
-      b.op(Prim::Mul, t, b.constant(static_cast<double>(value.to_int()), t), b.cast(v[1], t));
+  if (t == kBool) return -1;
+  // The value converts to the integer type as the eager kernel's does (0.5 ->
+  // 0); out of the type's range it raises there, so the node stays extern.
+  const double value = std::trunc(number(n, 3));
+  const int bits = static_cast<int>(itemsize(t)) * 8;
+  const double hi = std::ldexp(1.0, t == kUInt8 ? bits : bits - 1);
+  const double lo = t == kUInt8 ? 0.0 : -hi;
+  if (!(value >= lo && value < hi)) return -1;
+  int32_t x = b.op(Prim::Mul, t, b.constant(value, t), b.cast(v[1], t));
   x = b.op(Prim::Mul, t, x, b.cast(v[2], t));
   return b.op(Prim::Add, t, b.cast(v[0], t), x);
 }
@@ -562,6 +594,8 @@ const std::unordered_map<std::string, Decomposition>& table() {
 const std::unordered_map<std::string, Decomposition>& cuda_table() {
   static const std::unordered_map<std::string, Decomposition> t = {
       {"div.Tensor_mode", d_div_mode},
+      {"floor_divide", d_floor_divide},
+      {"floor_divide_.Tensor", d_floor_divide},
       {"div_.Tensor_mode", d_div_mode},
       {"clamp.Tensor", d_clamp_tensor},
       {"clamp_.Tensor", d_clamp_tensor},

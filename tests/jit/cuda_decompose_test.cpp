@@ -98,7 +98,6 @@ TEST_F(CudaDecompose, DivRoundingModesInEveryDtype) {
   int compiled = 0;
   for (DType t : dtypes) {
     for (const char* mode : {"trunc", "floor"}) {
-      if (std::string(mode) == "floor" && kiln::is_reduced_float(t)) continue;  // eager
       compiles(cuda_node("div.Tensor_mode", {of(t), of(t), std::string(mode)}, t));
       Tensor self = of(t);
       compiles(cuda_node("div_.Tensor_mode", {self, of(t), std::string(mode)}, t, 0));
@@ -107,7 +106,13 @@ TEST_F(CudaDecompose, DivRoundingModesInEveryDtype) {
       compiled += 3;
     }
   }
-  EXPECT_EQ(compiled, 3 * (2 * 8 - 2));
+  EXPECT_EQ(compiled, 3 * 2 * 8);
+  for (DType t : {kiln::kFloat16, kiln::kBFloat16}) {
+    compiles(cuda_node("floor_divide", {of(t), of(t)}, t));
+    compiles(cuda_node("addcmul",
+                       {of(kiln::kInt16), of(kiln::kInt16), of(kiln::kInt16), Scalar(0.5)},
+                       kiln::kInt16));
+  }
   // Integer trunc division is C division (no float round trip).
   std::string ir = compiles(
       cuda_node("div.Tensor_mode", {of(kiln::kInt64), of(kiln::kInt64), "trunc"}, kiln::kInt64));
