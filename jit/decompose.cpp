@@ -208,7 +208,9 @@ int32_t d_lerp_scalar(KernelBuilder& b, const Node& n, const std::vector<int32_t
   DType t = out_compute(n);
   if (!is_floating(t)) return -1;
   double w = number(n, 2);
-  if (std::isnan(w)) return -1;
+  // A NaN weight takes the eager kernel's second formula (|w| < 0.5 fails);
+  // the CPU generator leaves it to the eager kernel.
+  if (std::isnan(w) && !n.device.is_cuda()) return -1;
   return lerp_value(b, t, b.cast(v[0], t), b.cast(v[1], t), b.constant(w, t),
                     (t == kFloat64 ? std::abs(w) : std::abs(static_cast<float>(w))) < 0.5 ? 0 : 1);
 }

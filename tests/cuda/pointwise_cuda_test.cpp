@@ -246,6 +246,17 @@ TEST(CudaPointwise, OutFormsAndBoolArithmetic) {
         },
         tol(out_dt));
   }
+  // A target of another shape is resized first (empty or not), as on the CPU.
+  for (int64_t n : {0, 2, 100}) {
+    check(
+        "add.out resize from " + std::to_string(n),
+        [&](bool g) {
+          Tensor out = kiln::empty(
+              {n}, kiln::TensorOptions().device(g ? kiln::Device::cuda() : kiln::Device::cpu()));
+          return kiln::add_out(out, g ? a.cuda() : a, g ? b.cuda() : b);
+        },
+        tol(kiln::kFloat32));
+  }
   Tensor p = rand({3, 4}, kiln::kBool, "contiguous", 303);
   Tensor q = rand({4}, kiln::kBool, "contiguous", 304);
   check("bool add", [&](bool g) { return kiln::add(g ? p.cuda() : p, g ? q.cuda() : q); }, {0, 0});
