@@ -12,6 +12,8 @@
 #include "jit/codegen_cuda/nvrtc.h"
 #include "jit/codegen_cuda/pointwise_source.h"
 #include "jit/decompose.h"
+#include "jit/lazy_kernel.h"
+#include "jit/trace_buffer.h"
 #include "kiln/kiln.h"
 #include "runtime/cuda/cuda_runtime.h"
 
@@ -243,6 +245,50 @@ TEST_F(CudaDecompose, IntegerDivisionKernelsCarryTheZeroDivisorFlag) {
       EXPECT_NO_THROW(kc::nvrtc_compile(src, kc::pointwise_name(spec), 90)) << src;
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The whole fusion path on CUDA nodes, without a GPU: lazy CUDA tensors are
+// only recorded, and describe_pending() shows the groups flush() would run.
+// Tensors that must never materialize here are dropped with the trace.
+TEST_F(CudaDecompose, CudaTracesFuseTheNewOpsWithoutAGpu) {
+  if (!kiln::jit::is_lazy()) GTEST_SKIP() << "lazy mode is off (KILN_EAGER=1)";
+  auto& trace = kiln::jit::TraceBuffer::current();
+  std::string plan;
+  {
+    auto on_cuda = [](DType t) {
+      return kiln::TensorOptions().dtype(t).device(kiln::Device::cuda());
+    };
+    Tensor x = kiln::ones({4, 6}, on_cuda(kiln::kFloat32));
+    Tensor y = kiln::full({6}, 3, on_cuda(kiln::kFloat32));
+    Tensor i = kiln::ones({4, 6}, on_cuda(kiln::kInt64));
+    Tensor out = kiln::empty({4, 6}, on_cuda(kiln::kFloat64));
+    Tensor a = kiln::div(x, y, "floor");
+    Tensor c = kiln::clamp(a, std::optional<Tensor>(y), std::optional<Tensor>(x));
+    Tensor m = kiln::masked_fill(c, kiln::lt(x, y), -1);
+    kiln::exp_out(out, m);
+    Tensor q = kiln::remainder(i, i);
+    // An out= target of another shape is resized and the op recorded; an
+    // in-place comparison stores its bool into self's dtype.
+    Tensor r = kiln::empty({3}, on_cuda(kiln::kFloat32));
+    kiln::add_out(r, x, y);
+    EXPECT_EQ(r.sizes(), x.sizes());
+    Tensor h = kiln::ones({4, 6}, on_cuda(kiln::kFloat16));
+    kiln::lt_(h, x);
+    plan = trace.describe_pending();
+    EXPECT_EQ(plan.find("extern[add.out]"), std::string::npos) << plan;
+    EXPECT_EQ(plan.find("extern[lt_.Tensor]"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("add.out"), std::string::npos) << plan;
+    // The factories are externs; every op after them joins one CUDA group.
+    EXPECT_NE(plan.find("fused[div.Tensor_mode clamp.Tensor lt.Tensor masked_fill.Scalar exp.out "
+                        "remainder.Tensor -> 5 out]"),
+              std::string::npos)
+        << plan;
+  }
+  kiln::jit::flush();  // nothing is live: every node is dead code
 }
 
 }  // namespace
