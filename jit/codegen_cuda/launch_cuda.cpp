@@ -50,12 +50,13 @@ int blocks_per_sm() {
   return n;
 }
 
-// The calling thread's zero-divisor flag on `device`. It lives as long as the
-// thread: a kernel captured into a CUDA graph keeps writing it on every replay,
-// so it must never be freed and handed to another tensor.
+// The calling thread's zero-divisor flag on `device`. Never freed: a kernel
+// captured into a CUDA graph keeps writing it on every replay, so it must not
+// be handed to another tensor (and freeing at exit would race the allocator's
+// teardown); four bytes per thread and device.
 const Tensor& zero_divisor_flag(const Device& device) {
-  thread_local std::unordered_map<int, Tensor> flags;
-  Tensor& f = flags[device.index()];
+  thread_local auto* flags = new std::unordered_map<int, Tensor>();
+  Tensor& f = (*flags)[device.index()];
   if (!f.defined()) f = empty_tensor({1}, kInt32, device);
   return f;
 }
