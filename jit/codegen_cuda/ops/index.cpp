@@ -350,7 +350,8 @@ Tensor index_copy_(const Tensor& self, int64_t dim, const Tensor& index, const T
 NamedSources index_source_samples() {
   NamedSources out;
   for (int m = 0; m <= static_cast<int>(Mode::ScatterValue); ++m) {
-    for (DType t : {kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kInt8, kUInt8, kBool}) {
+    for (DType t :
+         {kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kInt8, kUInt8, kBool}) {
       for (DType i : {kInt64, kInt32}) {
         IndexSpec s{static_cast<Mode>(m), t, i};
         out.emplace_back(index_name(s), index_source(s));
