@@ -14,14 +14,15 @@ const char* prim_name(Prim p) {
       "isinf",  "isfinite", "bitnot",    "add",        "sub",       "mul",  "div",    "max",
       "min",    "pow",      "atan2",     "floordiv",   "remainder", "fmod", "bitand", "bitor",
       "bitxor", "eq",       "ne",        "lt",         "le",        "gt",   "ge",     "and",
-      "or",     "where"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Prim::Where) + 1);
+      "or",     "where",    "erfc"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Prim::Erfc) + 1);
   return names[static_cast<int>(p)];
 }
 
 int prim_arity(Prim p) {
   if (p == Prim::Load || p == Prim::Const) return 0;
   if (p == Prim::Where) return 3;
+  if (p == Prim::Erfc) return 1;
   if (p >= Prim::Add) return 2;
   return 1;
 }

@@ -51,9 +51,9 @@ enum class Prim : uint8_t {
   // a float32 value rounded to the float16 / bfloat16 grid (it stays float32)
   RoundF16,
   RoundBF16,
-  // Note [Prims without CPU code]: from Asin to BitNot and from Atan2 to
-  // BitXor only the CUDA generator has code; cpu_supports refuses them, so a
-  // CPU group holding one runs node by node through the eager kernels.
+  // Note [Prims without CPU code]: from Asin to BitNot, from Atan2 to BitXor
+  // and Erfc only the CUDA generator has code; cpu_supports refuses them, so
+  // a CPU group holding one runs node by node through the eager kernels.
   Asin,
   Acos,
   Atan,
@@ -80,8 +80,11 @@ enum class Prim : uint8_t {
   Atan2,
   // Integer FloorDiv/Remainder/Fmod follow PyTorch (floor; the divisor's sign;
   // the dividend's sign; INT_MIN / -1 wraps); a zero divisor, which the eager
-  // kernels reject, gives 0 (a kernel cannot raise). Floating FloorDiv is
-  // PyTorch's formula for float32/float64 values.
+  // kernels reject, gives 0 and sets the kernel's error flag (Note [CUDA
+  // integer division by zero]). Floating FloorDiv is PyTorch's formula for
+  // float32/float64 values. Integer Div truncates (div's "trunc" mode) and
+  // integer Pow is exact repeated multiplication; only the CUDA generator
+  // meets those (the CPU one has no integer kernels).
   FloorDiv,
   Remainder,
   Fmod,
@@ -98,6 +101,9 @@ enum class Prim : uint8_t {
   LogicalOr,
   // ternary
   Where,
+  // Appended so that the values (and kernel hashes) of the Prims above stay
+  // put; CUDA only (Note [Prims without CPU code]).
+  Erfc,  // unary
 };
 
 const char* prim_name(Prim p);

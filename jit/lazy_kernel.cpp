@@ -78,6 +78,33 @@ bool has_meta_tensor(const Stack& stack) {
   return false;
 }
 
+// Whether argument `i` shares storage with another tensor argument.
+bool shares_storage(const Stack& stack, size_t i) {
+  const StorageImpl* mine = stack[i].to_tensor().impl()->storage().get();
+  for (size_t j = 0; j < stack.size(); ++j) {
+    if (j == i || !stack[j].is_tensor() || !stack[j].to_tensor().defined()) continue;
+    if (stack[j].to_tensor().impl()->storage().get() == mine) return true;
+  }
+  return false;
+}
+
+// `out` given `meta`'s geometry: its storage kept when large enough (views of
+// it see the write, as with PyTorch's resize_), else a fresh lazy one.
+void resize_like(const Tensor& out, const Tensor& meta) {
+  int64_t extent = 0;
+  if (meta.numel() > 0) {
+    extent = meta.storage_offset() + 1;
+    for (int64_t d = 0; d < meta.dim(); ++d) extent += (meta.size(d) - 1) * meta.stride(d);
+  }
+  const size_t needed = static_cast<size_t>(extent) * itemsize(meta.dtype());
+  TensorImpl* impl = out.impl();
+  if (!impl->storage() || impl->storage()->nbytes() < needed) {
+    impl->set_storage(
+        IntrusivePtr<StorageImpl>::make(nullptr, needed, out.device(), nullptr, nullptr));
+  }
+  impl->set_geometry(meta.sizes(), meta.strides(), meta.storage_offset());
+}
+
 }  // namespace
 
 Tensor fresh_output(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset, DType dtype,
@@ -142,9 +169,14 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
       const Tensor& arg = stack[i].to_tensor();
       const Tensor& twin = twins_in[i].to_tensor();
       if (!(arg.sizes() == twin.sizes()) || !(arg.strides() == twin.strides())) {
-        // The op resized its out= argument: run it eagerly rather than trace a resize.
-        run_eagerly(op, stack, "it resizes an out= argument");
-        return;
+        if (!node.device.is_cuda() || shares_storage(stack, i)) {
+          // The op resized its out= argument: run it eagerly rather than trace a resize.
+          run_eagerly(op, stack, "it resizes an out= argument");
+          return;
+        }
+        // On CUDA there is no eager kernel to run (Note [Eager CUDA ops]):
+        // resize the target now, as resize_output does, and record the op.
+        resize_like(arg, twin);
       }
       node.written.push_back(static_cast<int>(i));
     }

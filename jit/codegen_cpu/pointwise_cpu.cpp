@@ -14,7 +14,8 @@ namespace {
 
 // Note [Prims without CPU code]: the Prims only the CUDA generator emits.
 bool has_cpu_code(Prim p) {
-  return !((p >= Prim::Asin && p <= Prim::BitNot) || (p >= Prim::Atan2 && p <= Prim::BitXor));
+  return !((p >= Prim::Asin && p <= Prim::BitNot) || (p >= Prim::Atan2 && p <= Prim::BitXor) ||
+           p == Prim::Erfc);
 }
 
 bool memory_dtype_ok(DType t) {

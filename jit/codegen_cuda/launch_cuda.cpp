@@ -12,6 +12,7 @@
 #include "jit/codegen_cuda/pointwise_source.h"
 #include "jit/iteration.h"
 #include "kiln/logging.h"
+#include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/device_guard.h"
 
 namespace kiln::jit::cuda {
@@ -47,6 +48,30 @@ int blocks_per_sm() {
     return v ? std::atoi(v) : 0;
   }();
   return n;
+}
+
+// The calling thread's zero-divisor flag on `device`. Never freed: a kernel
+// captured into a CUDA graph keeps writing it on every replay, so it must not
+// be handed to another tensor (and freeing at exit would race the allocator's
+// teardown); four bytes per thread and device.
+const Tensor& zero_divisor_flag(const Device& device) {
+  thread_local auto* flags = new std::unordered_map<int, Tensor>();
+  Tensor& f = (*flags)[device.index()];
+  if (!f.defined()) f = empty_tensor({1}, kInt32, device);
+  return f;
+}
+
+// Reads the zero-divisor flag back and raises (Note [CUDA integer division by zero]).
+void check_zero_divisor(const Tensor& flag, cudaStream_t stream, int device) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  KILN_CUDA_CHECK_DEVICE(cudaStreamIsCapturing(stream, &status), device);
+  if (status != cudaStreamCaptureStatusNone) return;
+  int hit = 0;
+  KILN_CUDA_CHECK_DEVICE(
+      cudaMemcpyAsync(&hit, flag.data_ptr(), sizeof hit, cudaMemcpyDeviceToHost, stream), device);
+  KILN_CUDA_CHECK_DEVICE(cudaStreamSynchronize(stream), device);
+  KILN_CHECK(hit == 0, "ZeroDivisionError: integer division or remainder by zero on ",
+             Device::cuda(device));
 }
 
 }  // namespace
@@ -127,6 +152,18 @@ bool run_pointwise_cuda(const FusedGroup& g) {
       for (int d = 0; d < kMaxDims; ++d) args.push_back(d < nd ? it.strides[o][d] : 0);
     }
   }
+  kiln::cuda::DeviceGuard guard(device.index());
+  cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
+  Tensor flag;
+  if (needs_error_flag(k)) {
+    flag = zero_divisor_flag(device);
+    KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(flag.data_ptr(), 0, sizeof(int), stream),
+                           device.index());
+    void* p = flag.data_ptr();
+    int64_t bits;
+    std::memcpy(&bits, &p, sizeof p);
+    args.push_back(bits);
+  }
   void* params[] = {args.data()};
   const cudaDeviceProp& prop = kiln::cuda::device_properties(device.index());
   const int64_t work = std::max<int64_t>(1, it.numel / spec.vec);
@@ -135,8 +172,6 @@ bool run_pointwise_cuda(const FusedGroup& g) {
     blocks =
         std::min<int64_t>(blocks, static_cast<int64_t>(prop.multiProcessorCount) * blocks_per_sm());
   }
-  kiln::cuda::DeviceGuard guard(device.index());
-  cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
   KILN_CUDA_CHECK_DEVICE(
       cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
                        dim3(kBlock), params, 0, stream),
@@ -146,6 +181,7 @@ bool run_pointwise_cuda(const FusedGroup& g) {
     cache().stats.launches++;
   }
   for (const Tensor& t : g.outputs) t.impl()->bump_version();
+  if (flag.defined()) check_zero_divisor(flag, stream, device.index());
   return true;
 }
 

@@ -1,7 +1,11 @@
 #include "jit/codegen_cuda/pointwise_source.h"
 
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "jit/codegen_cuda/device_prelude.h"
@@ -38,6 +42,12 @@ const char* ctype(DType t) {
   }
 }
 
+// Note [CUDA literals]
+// Every constant must be a literal NVRTC accepts and that means the value
+// itself: a float constant is the double rounded to float first (1e300 is
+// inf, as the eager kernel's static_cast makes it), and what has no exact
+// short decimal spelling in range (inf, NaN, subnormals) is written as its
+// bit pattern.
 std::string literal(double v, DType t) {
   char buf[64];
   if (t == kBool) return v != 0 ? "true" : "false";
@@ -45,20 +55,30 @@ std::string literal(double v, DType t) {
     std::snprintf(buf, sizeof buf, "((%s)%lldll)", ctype(t), static_cast<long long>(v));
     return buf;
   }
-  if (v != v)
-    return t == kFloat64 ? "__longlong_as_double(0x7ff8000000000000ll)"
-                         : "__int_as_float(0x7fc00000)";
-  if (v == __builtin_inf())
-    return t == kFloat64 ? "__longlong_as_double(0x7ff0000000000000ll)"
-                         : "__int_as_float(0x7f800000)";
-  if (v == -__builtin_inf())
-    return t == kFloat64 ? "__longlong_as_double(0xfff0000000000000ll)"
-                         : "__int_as_float(0xff800000)";
-  std::snprintf(buf, sizeof buf, t == kFloat64 ? "%.17g" : "%.9gf", v);
-  std::string s = buf;
-  if (s.find_first_of(".en") == std::string::npos)
-    s.insert(s.size() - (t == kFloat64 ? 0 : 1), ".0");
-  return s;
+  if (t == kFloat64) {
+    if (std::isfinite(v) && (v == 0 || std::fabs(v) >= DBL_MIN)) {
+      std::snprintf(buf, sizeof buf, "%.17g", v);
+      std::string s = buf;
+      if (s.find_first_of(".en") == std::string::npos) s += ".0";
+      return s;
+    }
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    std::snprintf(buf, sizeof buf, "__longlong_as_double(0x%016llxll)",
+                  static_cast<unsigned long long>(bits));
+    return buf;
+  }
+  const float f = static_cast<float>(v);
+  if (std::isfinite(f) && (f == 0 || std::fabs(f) >= FLT_MIN)) {
+    std::snprintf(buf, sizeof buf, "%.9gf", static_cast<double>(f));
+    std::string s = buf;
+    if (s.find_first_of(".en") == std::string::npos) s.insert(s.size() - 1, ".0");
+    return s;
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  std::snprintf(buf, sizeof buf, "__uint_as_float(0x%08xu)", bits);
+  return buf;
 }
 
 // Functions with a float and a double spelling.
@@ -126,6 +146,20 @@ template <class T> __device__ __forceinline__ T kiln_iremainder(T a, T b) {
   T r = kiln_ifmod(a, b);
   if (r != 0 && (r < 0) != (b < 0)) r = (T)(r + b);
   return r;
+}
+template <class T> __device__ __forceinline__ T kiln_ipow(T a, T b) {
+  if ((T)-1 < 0 && b < 0) {
+    if (a == 1) return 1;
+    if (a == (T)-1) return (b & 1) ? (T)-1 : (T)1;
+    return 0;
+  }
+  unsigned long long r = 1, x = (unsigned long long)(long long)a, e = (unsigned long long)b;
+  while (e) {
+    if (e & 1) r *= x;
+    x *= x;
+    e >>= 1;
+  }
+  return (T)r;
 }
 template <class T, int N> struct alignas(sizeof(T) * N) KilnVec { T v[N]; };
 __device__ __forceinline__ float kiln_rcpf(float x) { float r; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
@@ -333,12 +367,16 @@ std::string instr_expr(const PointwiseKernel& k, const Instr& in) {
     case Prim::Mul:
       return wrapping(t, a, "*", b);
     case Prim::Div:
+      // Integer division truncates (div's rounding_mode="trunc"); a zero divisor gives 0.
+      if (!is_floating(t)) return "kiln_idiv_trunc(" + a + ", " + b + ")";
       return a + " / " + b;
     case Prim::Max:
       return "kiln_max(" + a + ", " + b + ")";
     case Prim::Min:
       return "kiln_min(" + a + ", " + b + ")";
     case Prim::Pow:
+      if (t == kBool) return a + " || !" + b;
+      if (!is_floating(t)) return "kiln_ipow(" + a + ", " + b + ")";
       return fn("pow", t) + "(" + a + ", " + b + ")";
     case Prim::Eq:
       return a + " == " + b;
@@ -358,6 +396,8 @@ std::string instr_expr(const PointwiseKernel& k, const Instr& in) {
       return a + " || " + b;
     case Prim::Where:
       return a + " ? " + b + " : " + c;
+    case Prim::Erfc:
+      return fn("erfc", t) + "(" + a + ")";
   }
   KILN_FAIL("[cuda codegen] no CUDA expression for ", prim_name(in.op));
 }
@@ -372,6 +412,21 @@ uint64_t spec_hash(const PointwiseSpec& s) {
 }
 
 }  // namespace
+
+namespace {
+bool is_integer_division(const Instr& in) {
+  return (in.op == Prim::Div || in.op == Prim::FloorDiv || in.op == Prim::Remainder ||
+          in.op == Prim::Fmod) &&
+         is_integral(in.dtype, false);
+}
+}  // namespace
+
+bool needs_error_flag(const PointwiseKernel& kernel) {
+  for (const Instr& in : kernel.body) {
+    if (is_integer_division(in)) return true;
+  }
+  return false;
+}
 
 std::string pointwise_name(const PointwiseSpec& spec) {
   char buf[40];
@@ -415,12 +470,15 @@ std::string pointwise_source(const PointwiseSpec& spec) {
     os << "  void* p" << o << ";\n";
     if (spec.layouts[o] == Layout::Strided) os << "  i64 s" << o << "[" << kMaxDims << "];\n";
   }
+  const bool flag = needs_error_flag(k);
+  if (flag) os << "  int* err;\n";
   os << "};\n";
   os << "extern \"C\" __global__ void __launch_bounds__(256) " << pointwise_name(spec)
      << "(const __grid_constant__ KilnArgs a) {\n";
   os << "  const " << idx << " n = (" << idx << ")a.numel;\n";
   os << "  const " << idx << " step = (" << idx << ")gridDim.x * 256;\n";
   os << "  const " << idx << " first = (" << idx << ")blockIdx.x * 256 + threadIdx.x;\n";
+  if (flag) os << "  bool zero_divisor = false;\n";
   for (size_t o = nout; o < nops; ++o) {
     if (spec.layouts[o] != Layout::Scalar) continue;
     DType mem = k.inputs[o - nout];
@@ -450,6 +508,7 @@ std::string pointwise_source(const PointwiseSpec& spec) {
   auto body = [&](const std::string& pad, auto&& load, auto&& store) {
     for (size_t n = 0; n < k.body.size(); ++n) {
       const Instr& in = k.body[n];
+      if (is_integer_division(in)) os << pad << "zero_divisor |= v" << in.b << " == 0;\n";
       os << pad << "const " << ctype(in.dtype) << " v" << n << " = ";
       if (in.op == Prim::Load) {
         const size_t o = nout + static_cast<size_t>(in.operand);
@@ -526,7 +585,9 @@ std::string pointwise_source(const PointwiseSpec& spec) {
     }
   }
   body("    ", scalar_load, scalar_store);
-  os << "  }\n}\n";
+  os << "  }\n";
+  if (flag) os << "  if (zero_divisor) *(volatile int*)a.err = 1;\n";
+  os << "}\n";
   return os.str();
 }
 

@@ -36,6 +36,17 @@ struct PointwiseSpec {
 // widest memory dtype, at most 8 elements (Note [CUDA pointwise kernel shape]).
 int vector_width(const PointwiseKernel& kernel);
 
+// Note [CUDA integer division by zero]
+// The eager kernels raise "ZeroDivisionError" on an integer zero divisor
+// (div with a rounding mode, floor_divide, remainder, fmod); a kernel cannot
+// raise. A kernel that divides integers therefore takes one more KilnArgs
+// field, `int* err` after the operands: a thread that meets a zero divisor
+// (its result there is 0) sets it, and the launcher reads it back after the
+// kernel and raises, so neither a one-op nor a fused group returns garbage.
+// The read-back synchronizes the stream, which only such kernels pay; under
+// CUDA graph capture it is skipped (as Note [CUDA index bounds]).
+bool needs_error_flag(const PointwiseKernel& kernel);
+
 // The kernel's name: "kiln_pw_<hash>" (the hash covers layouts and index width).
 std::string pointwise_name(const PointwiseSpec& spec);
 // The complete translation unit.

@@ -90,7 +90,10 @@ std::string index_source(const IndexSpec& s) {
       src += "    dst[od + k * kstride] = src[os];\n";
       break;
     case Mode::ScatterValue:
-      src += "    dst[od + k * kstride] = " + store_expr(s.dtype, "value") + ";\n";
+      // A double reaches an integer type through int64, as on the CPU: -1 into
+      // uint8 is 255 (a direct double -> unsigned conversion gives 0).
+      src += "    dst[od + k * kstride] = " +
+             store_expr(s.dtype, is_integral(s.dtype, false) ? "(i64)value" : "value") + ";\n";
       break;
     case Mode::ScatterAdd:
       if (itemsize(s.dtype) <= 2) {
@@ -347,7 +350,8 @@ Tensor index_copy_(const Tensor& self, int64_t dim, const Tensor& index, const T
 NamedSources index_source_samples() {
   NamedSources out;
   for (int m = 0; m <= static_cast<int>(Mode::ScatterValue); ++m) {
-    for (DType t : {kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kInt8, kBool}) {
+    for (DType t :
+         {kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kInt8, kUInt8, kBool}) {
       for (DType i : {kInt64, kInt32}) {
         IndexSpec s{static_cast<Mode>(m), t, i};
         out.emplace_back(index_name(s), index_source(s));

@@ -89,6 +89,14 @@ DType compute_dtype(const ReduceSpec& s) {
     case Kind::All:
     case Kind::Any:
       return kInt64;
+    case Kind::Sum:
+    case Kind::Mean:
+      // Note [CUDA float sums]: float32 and 16-bit sums accumulate in
+      // float64. The CPU kernel sums in float32 pairwise (error ~ log2(n)
+      // ulp); a float32 running sum per thread drifts by ~sqrt(R / threads)
+      // ulp, 1.7e-6 relative over a 90,000-long row. A memory-bound sum does
+      // one add per element loaded, so float64 adds cost nothing measurable.
+      return is_floating(s.out) ? kFloat64 : s.out;
     default:
       return s.out;
   }
@@ -96,8 +104,9 @@ DType compute_dtype(const ReduceSpec& s) {
 
 std::string reduce_name(const ReduceSpec& s) {
   return std::string("kiln_reduce_") + kKindNames[static_cast<int>(s.kind)] + "_" +
-         dtype_tag(s.in) + "_" + dtype_tag(s.out) + (s.per_thread ? "_thread" : "_block") +
-         std::to_string(s.block);
+         dtype_tag(s.in) + "_" + dtype_tag(s.out) +
+         (compute_dtype(s) != s.out && is_floating(s.out) ? "_acc64" : "") +
+         (s.per_thread ? "_thread" : "_block") + std::to_string(s.block);
 }
 
 // The element read as the accumulator's value: converted as the CPU kernel
@@ -108,6 +117,12 @@ std::string convert(const ReduceSpec& s, const std::string& elem) {
   std::string v = load_expr(s.in, elem);
   if (s.kind == Kind::All || s.kind == Kind::Any) return "(i64)(" + v + " != 0)";
   if (c == s.in) return "(" + A + ")" + v;
+  if (is_floating(c) && c != s.out) {
+    // A widened accumulator (Note [CUDA float sums]) still sees each element
+    // rounded to the result dtype first, as the CPU kernel does.
+    if (s.in == s.out) return "(" + A + ")" + v;
+    return "(" + A + ")" + round_expr(s.out, "(" + std::string(acc_type(s.out)) + ")" + v);
+  }
   if (is_floating(c)) return round_expr(c, "(" + A + ")" + v);
   if (c == kBool) return "(i64)(" + v + " != 0)";
   return "(" + A + ")" + v;  // to an integer accumulator: truncates floats

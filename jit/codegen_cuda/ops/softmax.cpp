@@ -102,7 +102,9 @@ std::string softmax_source(const SoftmaxSpec& s) {
         B + " / 32; ++w) kiln_sm_add(m, s, sm[w], ss[w]);\n";
   }
   src += "    if (m != m || m == kiln_inf(m)) s = kiln_nan(s);\n";
-  src += s.log ? "    const " + A + " sub = m + kiln_log(s);\n"
+  // log_softmax is (v - m) - log(s), as the CPU kernel: folding m + log(s)
+  // first rounds at the magnitude of m (2e-4 off at |v| ~ 5000 in float).
+  src += s.log ? "    const " + A + " lse = kiln_log(s);\n"
                : "    const " + A + " inv = (" + A + ")1 / s;\n";
   src += "    for (i64 j = threadIdx.x; j < n; j += " + B + ") {\n";
   if (s.cached) {
@@ -111,7 +113,8 @@ std::string softmax_source(const SoftmaxSpec& s) {
     src += "  " + value;
   }
   src += "      y[base + j * inner] = " +
-         store_expr(s.dtype, s.log ? std::string("v - sub") : "kiln_exp(v - m) * inv") + ";\n";
+         store_expr(s.dtype, s.log ? std::string("(v - m) - lse") : "kiln_exp(v - m) * inv") +
+         ";\n";
   src += "    }\n";
   if (s.cached) src += "    __syncthreads();\n";
   src += "  }\n}\n";
