@@ -3,8 +3,10 @@
 // kernel on meta twins of its arguments, so shapes, dtypes and the error text
 // of every user mistake are the CPU kernels' own; then it checks devices and
 // dtypes CUDA admits, makes its output and calls lt_matmul (Note [cuBLASLt
-// layouts], Note [Matmul epilogues]).
+// layouts], Note [Matmul epilogues]); integer operands take a generated
+// kernel instead (Note [Integer matmuls on CUDA]).
 
+#include <atomic>
 #include <limits>
 
 #include "kiln/dispatch.h"
@@ -14,9 +16,12 @@
 #include "runtime/cpu/blas_tensor.h"
 #include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/cuda_runtime.h"
+#include "runtime/cuda/int_matmul.h"
 
 namespace kiln::cuda {
 namespace {
+
+std::atomic<IntMatmulKernel> g_int_matmul{nullptr};
 
 using T = const Tensor&;
 using S = const Scalar&;
@@ -32,7 +37,8 @@ struct Arg {
   const char* name;
 };
 
-// Every defined argument on the first one's CUDA device, of a dtype cuBLASLt takes.
+// Every defined argument on the first one's CUDA device, of a dtype cuBLASLt or
+// the integer kernel takes (Note [Integer matmuls on CUDA]).
 Device check_operands(const char* op, std::initializer_list<Arg> args) {
   Device dev = Device::cuda();
   bool found = false;
@@ -51,6 +57,7 @@ Device check_operands(const char* op, std::initializer_list<Arg> args) {
                " on ", a.t->device());
   }
   const DType dt = args.begin()->t->dtype();
+  if (is_integral(dt, false)) return dev;
   KILN_CHECK(dt == kFloat32 || dt == kFloat16 || dt == kBFloat16 || dt == kFloat64, "[", op,
              "] expected float32, float16, bfloat16 or float64 operands on CUDA, got ", dt);
   return dev;
@@ -84,6 +91,28 @@ Tensor as_row_vector(const Tensor& bias) {
   return make_view(bias, {bias.size(-1)}, {bias.stride(-1)}, bias.storage_offset());
 }
 
+IntMatmulKernel int_matmul() {
+  IntMatmulKernel k = g_int_matmul.load();
+  KILN_INTERNAL_ASSERT(k != nullptr, "no integer matmul kernel registered");
+  return k;
+}
+
+// lt_matmul's contract, integer dtypes included (a bias only with a zero beta).
+void product_into(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta = 0,
+                  const Scalar& alpha = 1, const Tensor* bias = nullptr) {
+  if (is_floating(out.dtype())) {
+    lt_matmul(out, a, b, beta, alpha, Activation::None, bias);
+    return;
+  }
+  const bool beta_zero = cpu::scalar_is_zero(beta, out.dtype());
+  if (bias) {
+    KILN_INTERNAL_ASSERT(beta_zero, "product_into: a bias and a nonzero beta");
+    int_matmul()(out, *bias, a, b, 1, alpha);
+  } else {
+    int_matmul()(out, beta_zero ? Tensor() : out, a, b, beta, alpha);
+  }
+}
+
 // --- mm / bmm / mv ----------------------------------------------------------------------
 
 template <const char* kName>
@@ -92,7 +121,7 @@ Tensor product(T a, T b) {
   Tensor shape = op(meta(a), meta(b));
   Device dev = check_operands(kName, {{&a, "self"}, {&b, "mat2"}});
   Tensor r = empty_tensor(shape.sizes(), a.dtype(), dev);
-  lt_matmul(r, a, b);
+  product_into(r, a, b);
   return r;
 }
 
@@ -102,7 +131,7 @@ Tensor product_out(T a, T b, T out) {
   Tensor shape = op(meta(a), meta(b), meta(out));
   check_operands(kOut, {{&a, "self"}, {&b, "mat2"}, {&out, "out"}});
   resize_out(out, shape.sizes());
-  lt_matmul(out, a, b);
+  product_into(out, a, b);
   out.impl()->bump_version();
   return out;
 }
@@ -117,7 +146,7 @@ Tensor mv(T a, T v) {
   op(meta(a), meta(v));
   Device dev = check_operands("mv", {{&a, "self"}, {&v, "vec"}});
   Tensor r = empty_tensor({a.size(0)}, a.dtype(), dev);
-  lt_matmul(as_column(r), a, as_column(v));
+  product_into(as_column(r), a, as_column(v));
   return r;
 }
 
@@ -129,19 +158,21 @@ void add_product(const Tensor& r, const Tensor& self_in, const Tensor& m1, const
   if (r.numel() == 0) return;
   const DType dtype = r.dtype();
   Tensor self = self_in.dtype() == dtype ? self_in : self_in.to(dtype);
-  if (cpu::scalar_is_zero(beta, dtype)) {
-    lt_matmul(r, m1, m2, 0, alpha);
+  if (!is_floating(dtype)) {  // the kernel broadcasts self itself
+    int_matmul()(r, cpu::scalar_is_zero(beta, dtype) ? Tensor() : self, m1, m2, beta, alpha);
+  } else if (cpu::scalar_is_zero(beta, dtype)) {
+    product_into(r, m1, m2, 0, alpha);
   } else if (r.is_same(self)) {
-    lt_matmul(r, m1, m2, beta, alpha);  // C is the output itself
+    product_into(r, m1, m2, beta, alpha);  // C is the output itself
   } else if (self.sizes() == r.sizes()) {
     Tensor dst = r;
     dst.copy_(self);
-    lt_matmul(r, m1, m2, beta, alpha);
+    product_into(r, m1, m2, beta, alpha);
   } else if (beta.to<double>() == 1.0) {
     Tensor bias = as_row_vector(self);
-    lt_matmul(r, m1, m2, 0, alpha, Activation::None, &bias);
+    product_into(r, m1, m2, 0, alpha, &bias);
   } else {
-    lt_matmul(r, m1, m2, 0, alpha);
+    product_into(r, m1, m2, 0, alpha);
     Tensor dst = r;
     dst.add_(self, beta);
   }
@@ -202,7 +233,7 @@ void matmul_into_result(const Tensor& r, const Tensor& a, const Tensor& b) {
   Tensor full = make_view(r, full_sizes, full_strides, r.storage_offset());
   Tensor a2 = da == 1 ? make_view(a, {1, k}, {0, a.stride(0)}, a.storage_offset()) : a;
   Tensor b2 = db == 1 ? as_column(b) : b;
-  lt_matmul(full, cpu::expand_batch(a2, batch, 2), cpu::expand_batch(b2, batch, 2));
+  product_into(full, cpu::expand_batch(a2, batch, 2), cpu::expand_batch(b2, batch, 2));
 }
 
 Tensor matmul(T a, T b) {
@@ -247,17 +278,17 @@ Tensor linear(T input, T weight, const std::optional<Tensor>& bias) {
           : make_view(weight, {in_features, 1}, {weight.stride(0), 1}, weight.storage_offset());
   Tensor in2 = cpu::as_matrix(input);
   if (!has_bias) {
-    lt_matmul(out2, in2, w2);
+    product_into(out2, in2, w2);
     return out;
   }
   Tensor vec = as_row_vector(*bias);
   if (vec.dim() <= 1) {
-    lt_matmul(out2, in2, w2, 0, 1, Activation::None, &vec);
-  } else if (bias->sizes() == out.sizes()) {
-    out.copy_(*bias);
-    lt_matmul(out2, in2, w2, 1, 1);
+    product_into(out2, in2, w2, 0, 1, &vec);
+  } else if (bias->sizes() == out.sizes() || !is_floating(out.dtype())) {
+    out.copy_(*bias);  // broadcasts; integers then wrap in the one kernel
+    product_into(out2, in2, w2, 1, 1);
   } else {
-    lt_matmul(out2, in2, w2);
+    product_into(out2, in2, w2);
     out.add_(*bias);
   }
   return out;
@@ -268,6 +299,12 @@ Tensor addmm_act(T bias, T a, T b, std::string_view act) {
   Tensor shape = op(meta(bias), meta(a), meta(b), act);
   const Activation activation = parse_activation(act, "addmm_act");
   Device dev = check_operands("addmm_act", {{&a, "mat1"}, {&b, "mat2"}, {&bias, "bias"}});
+  if (!is_floating(a.dtype())) {  // no epilogue to fuse into: the unfused form, as on the CPU
+    Tensor r = kiln::addmm(bias, a, b);
+    if (activation == Activation::Relu) kiln::relu_(r);
+    if (activation == Activation::GeluTanh) kiln::gelu_(r, "tanh");
+    return r;
+  }
   Tensor r = empty_tensor(shape.sizes(), a.dtype(), dev);
   if (r.numel() == 0) return r;
   Tensor vec = as_row_vector(bias);
@@ -276,6 +313,10 @@ Tensor addmm_act(T bias, T a, T b, std::string_view act) {
 }
 
 }  // namespace
+
+void set_int_matmul_kernel(IntMatmulKernel kernel) {
+  g_int_matmul.store(kernel);
+}
 
 KILN_LIBRARY_IMPL(kiln, CUDA, m) {
   m.impl("mm", &product<kMm>);

@@ -20,5 +20,6 @@ NamedSources index_source_samples();
 NamedSources scan_source_samples();
 NamedSources sort_source_samples();
 NamedSources shape_source_samples();
+NamedSources int_matmul_source_samples();
 
 }  // namespace kiln::jit::cuda
