@@ -13,8 +13,9 @@ namespace kiln::cpu {
 namespace {
 
 // Weight rows per task group: every range handed to a thread starts on a
-// multiple of this, so each thread runs whole register blocks.
-constexpr int64_t kGroupRows = 8;
+// multiple of this (a multiple of every block's row count), so each thread
+// runs whole register blocks.
+constexpr int64_t kGroupRows = 48;
 // Bytes of weight below which one thread's share is not worth a handoff.
 constexpr int64_t kTaskBytes = 96 * 1024;
 
@@ -76,32 +77,32 @@ __attribute__((target("avx512f,avx2,fma"))) void block_avx512(const SkinnyGemm& 
   for (int i = 0; i < M; ++i) x[i] = g.a + (i0 + i) * g.lda;
   for (int r = 0; r < R; ++r) w[r] = g.w + (j0 + r) * g.ldw;
   __m512 acc[M][R];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
   }
   int64_t p = 0;
   for (; p + 16 <= g.k; p += 16) {
     __m512 xv[M];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i) xv[i] = _mm512_loadu_ps(x[i] + p);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       __m512 wv = _mm512_loadu_ps(w[r] + p);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int i = 0; i < M; ++i) acc[i][r] = _mm512_fmadd_ps(xv[i], wv, acc[i][r]);
     }
   }
   if (p < g.k) {
     const __mmask16 mask = static_cast<__mmask16>((1u << (g.k - p)) - 1);
     __m512 xv[M];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i) xv[i] = _mm512_maskz_loadu_ps(mask, x[i] + p);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       __m512 wv = _mm512_maskz_loadu_ps(mask, w[r] + p);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int i = 0; i < M; ++i) acc[i][r] = _mm512_fmadd_ps(xv[i], wv, acc[i][r]);
     }
   }
@@ -117,20 +118,20 @@ __attribute__((target("avx2,fma"))) void block_avx2(const SkinnyGemm& g, int64_t
   for (int i = 0; i < M; ++i) x[i] = g.a + (i0 + i) * g.lda;
   for (int r = 0; r < R; ++r) w[r] = g.w + (j0 + r) * g.ldw;
   __m256 acc[M][R];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
   }
   int64_t p = 0;
   for (; p + 8 <= g.k; p += 8) {
     __m256 xv[M];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i) xv[i] = _mm256_loadu_ps(x[i] + p);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       __m256 wv = _mm256_loadu_ps(w[r] + p);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int i = 0; i < M; ++i) acc[i][r] = _mm256_fmadd_ps(xv[i], wv, acc[i][r]);
     }
   }
@@ -139,12 +140,12 @@ __attribute__((target("avx2,fma"))) void block_avx2(const SkinnyGemm& g, int64_t
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(g.k - p)), lane);
     __m256 xv[M];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i) xv[i] = _mm256_maskload_ps(x[i] + p, mask);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       __m256 wv = _mm256_maskload_ps(w[r] + p, mask);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int i = 0; i < M; ++i) acc[i][r] = _mm256_fmadd_ps(xv[i], wv, acc[i][r]);
     }
   }
@@ -165,7 +166,9 @@ using BlockFn = void (*)(const SkinnyGemm&, int64_t, int64_t);
 
 // The kernels for M rows of A: a wide block of R weight rows and a one-row
 // block for the rest. Blocks keep M * R accumulators plus M + 1 loads in
-// registers (32 zmm, 16 ymm).
+// registers (32 zmm, 16 ymm). More weight rows in flight read faster: with
+// M = 1 the 48 linears of gpt2 (1,1) took 20-23 ms of CPU with R = 4, 16-18
+// with 8 and 15-16.5 with 16 (R = 24 spills row pointers and gained nothing).
 struct Kernels {
   int rows;
   BlockFn wide, one;
@@ -174,7 +177,7 @@ struct Kernels {
 template <int M>
 Kernels kernels_for(Isa v) {
   if (v == Isa::kAvx512) {
-    constexpr int kR = M == 1 ? 8 : M == 2 ? 8 : M == 3 ? 6 : 4;
+    constexpr int kR = M == 1 ? 16 : M == 2 ? 12 : M == 3 ? 8 : 6;
     return {kR, &block_avx512<M, kR>, &block_avx512<M, 1>};
   }
   constexpr int kR = M == 1 ? 8 : M == 2 ? 4 : M == 3 ? 3 : 2;

@@ -10,9 +10,10 @@
 // it runs at memory speed at best. OpenBLAS's sgemm packs the weight into
 // panels first (a second read and a write of the whole weight per call) and
 // keeps the small M from filling its kernels. Here each thread streams its
-// own slice of weight rows once, several rows at a time so that every load of
-// A's rows is reused across them, with the row dot products kept in vector
-// registers and reduced once per row. Rows of A are taken four at a time, so
+// own slice of weight rows once, many rows at a time (16 for one row of A)
+// so that every load of A's rows is reused across them and enough weight
+// streams are in flight to keep memory busy, with the row dot products kept
+// in vector registers and reduced once per row. Rows of A are taken four at a time, so
 // m <= 4 reads the weight exactly once and m <= 8 at most twice (the second
 // pass mostly from cache, since a block of weight rows is small).
 // The sum over k is split across vector lanes, so its rounding differs from

@@ -62,7 +62,7 @@ TEST(SkinnyGemm, EveryPathMatchesDoubleLoops) {
   for (SkinnyIsa isa : {SkinnyIsa::kAvx512, SkinnyIsa::kAvx2, SkinnyIsa::kScalar}) {
     if (!kiln::cpu::skinny_isa_supported(isa)) continue;
     for (int64_t m = 1; m <= kiln::cpu::kSkinnyMaxRows; ++m) {
-      for (int64_t n : {1, 3, 8, 13, 37}) {
+      for (int64_t n : {1, 3, 8, 13, 37, 50}) {
         for (int64_t k : {1, 7, 8, 15, 16, 17, 33, 100}) {
           check({m, n, k, k, k, n, 1.f, 0.f, true}, isa, seed++);
           // Padded rows everywhere, alpha and beta.
