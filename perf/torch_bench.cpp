@@ -2,9 +2,12 @@
 // Debian package), timed exactly as kiln-bench times kiln's, so
 // perf/compare_cpu.sh can print both in one run with ratios.
 //
-//   kiln-torch-bench [--workload chain16|mlp|gpt2|all] [--iters N] [--threads N]
-// Prints one JSON object per line, as kiln-bench --json does.
+//   kiln-torch-bench [--workload chain16|mlp|gpt2|all] [--shape S] [--iters N] [--threads N]
+// Prints one JSON object per line, as kiln-bench --json does, plus the
+// process CPU time per call (all threads), which stays meaningful on a shared
+// machine where wall time does not.
 
+#include <time.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -21,6 +24,12 @@ namespace {
 
 using torch::Tensor;
 using Clock = std::chrono::steady_clock;
+
+double cpu_us() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
 
 Tensor chain16(const Tensor& x0) {
   Tensor x = x0;
@@ -68,17 +77,20 @@ struct Block {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string workload = "all";
+  std::string workload = "all", shape;
   int iters = 0, threads = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--workload") && i + 1 < argc) {
       workload = argv[++i];
+    } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
+      shape = argv[++i];
     } else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) {
       iters = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: kiln-torch-bench [--workload W] [--iters N] [--threads N]\n");
+      std::fprintf(
+          stderr, "usage: kiln-torch-bench [--workload W] [--shape S] [--iters N] [--threads N]\n");
       return 2;
     }
   }
@@ -86,6 +98,7 @@ int main(int argc, char** argv) {
   torch::InferenceMode guard;
   torch::manual_seed(0);
   for (const kiln::perf::Case& c : kiln::perf::cases_for(false, workload)) {
+    if (!shape.empty() && c.shape != shape) continue;
     std::function<Tensor()> step;
     if (c.workload == "chain16") {
       Tensor x = torch::randn({c.a});
@@ -109,18 +122,22 @@ int main(int argc, char** argv) {
     Tensor out = step();
     double first_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     for (int i = 0; i < 5; ++i) out = step();
-    std::vector<double> us;
+    std::vector<double> us, cpu;
     for (int i = 0; i < n; ++i) {
       auto t = Clock::now();
+      double c0 = cpu_us();
       out = step();
+      cpu.push_back(cpu_us() - c0);
       us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
     }
     std::sort(us.begin(), us.end());
+    std::sort(cpu.begin(), cpu.end());
     std::printf(
         "{\"workload\":\"%s\",\"shape\":\"%s\",\"dtype\":\"float32\",\"device\":\"cpu\","
         "\"mode\":\"libtorch\",\"latency_us_p50\":%.2f,\"latency_us_p90\":%.2f,"
-        "\"first_call_ms\":%.3f}\n",
-        c.workload.c_str(), c.shape.c_str(), us[us.size() / 2], us[us.size() * 9 / 10], first_ms);
+        "\"first_call_ms\":%.3f,\"cpu_us_p50\":%.2f}\n",
+        c.workload.c_str(), c.shape.c_str(), us[us.size() / 2], us[us.size() * 9 / 10], first_ms,
+        cpu[cpu.size() / 2]);
     std::fflush(stdout);
   }
   return 0;

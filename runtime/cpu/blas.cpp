@@ -10,6 +10,7 @@
 
 #include "kiln/error.h"
 #include "runtime/core/dtype_dispatch.h"
+#include "runtime/cpu/gemv.h"
 #include "runtime/cpu/parallel.h"
 
 namespace kiln::cpu {
@@ -92,9 +93,37 @@ MatrixRef dense(void* data, int64_t rows, int64_t cols) {
   return {static_cast<char*>(data), rows, cols, cols, 1};
 }
 
+// A float32 product with few rows whose B is a transposed [n, k] row-major
+// weight (linear's layout) goes to the skinny kernel (Note [Skinny GEMM]).
+bool try_skinny(const MatrixRef& c, const MatrixRef& a, const MatrixRef& b, float alpha, float beta,
+                bool beta_is_zero) {
+  const int64_t m = c.rows, n = c.cols, k = a.cols;
+  if (m > kSkinnyMaxRows) return false;
+  if (n > 1 && c.col_stride != 1) return false;
+  if (k > 1 && (a.col_stride != 1 || b.row_stride != 1)) return false;
+  SkinnyGemm g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = reinterpret_cast<const float*>(a.data);
+  g.lda = a.row_stride;
+  g.w = reinterpret_cast<const float*>(b.data);
+  g.ldw = b.col_stride;
+  g.c = reinterpret_cast<float*>(c.data);
+  g.ldc = c.row_stride;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.beta_is_zero = beta_is_zero;
+  skinny_gemm(g);
+  return true;
+}
+
 // float32 / float64 through BLAS, for m, n, k > 0.
 template <class T>
 void gemm_blas(MatrixRef c, MatrixRef a, MatrixRef b, T alpha, T beta, bool beta_is_zero) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (try_skinny(c, a, b, alpha, beta, beta_is_zero)) return;
+  }
   std::optional<BlasLayout> lc = blas_layout(c);
   if (lc && lc->trans) {
     // Column-major C: compute C^T = B^T A^T, whose output is row-major.
