@@ -101,12 +101,15 @@ TEST(CpuStrided, SpecialValuesThroughStridedLoads) {
   for (int i = 0; i < 2 * 37; ++i) v.push_back(specials[i % 10] + (i % 10 >= 7 ? 0.01f * i : 0));
   for (kiln::DType dt : {kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16}) {
     SCOPED_TRACE(::testing::Message() << "dtype=" << dt);
-    Tensor x;
+    Tensor x, y;
     {
       kiln::EagerGuard g;
       x = kiln::from_blob(v.data(), {37, 2}, kiln::kFloat32).clone().to(dt).t();  // [2, 37]
+      y = kiln::testing::random_tensor({2, 37}, dt, "contiguous", 3);
     }
-    auto f = [](const Tensor& t) { return kiln::relu(t) - t * 2.0f; };
+    // x and y differ in layout: whichever the output follows, the other one
+    // is read strided.
+    auto f = [&](const Tensor& t) { return kiln::relu(t) - t * 2.0f + y; };
     Tensor want;
     {
       kiln::EagerGuard g;
