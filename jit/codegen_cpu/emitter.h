@@ -186,6 +186,12 @@ class Emitter {
   void store(const Mem& dst, const Vec& src, DType dt, const TailMask* tail = nullptr);
   // dst = one element at src, converted, in every lane.
   void load_broadcast(const Vec& dst, const Mem& src, DType dt);
+  // dst = lanes() elements of dtype `dt` at base, base + s, base + 2s, ...
+  // where s is the int64 byte step at `stride` (|s| * (lanes() - 1) < 2^31),
+  // converted as load() does (Note [Strided operands] in pointwise_cpu.h).
+  // With `tail`, only its lanes are read; the others are zero. May move base.
+  void load_strided(const Vec& dst, const Gp& base, const Mem& stride, DType dt,
+                    const TailMask* tail = nullptr);
   // Builds the mask of lanes [0, count); release with release_tail().
   TailMask make_tail_mask(const Gp& count);
   void release_tail(const TailMask& t) { release(t.mask); }

@@ -223,4 +223,68 @@ void Emitter::load_broadcast(const Vec& dst, const Mem& src, DType dt) {
   as_.vpslld(dst, dst, 16);
 }
 
+void Emitter::load_strided(const Vec& dst, const Gp& base, const Mem& stride, DType dt,
+                           const TailMask* tail) {
+  Scratch s(*this);
+  if (dt == DType::Float32) {
+    // Byte offsets lane * s; masked-off lanes are neither read nor written,
+    // so dst is cleared first (it also breaks the gather's dependency on dst).
+    static constexpr uint32_t kIota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    Vec idx = s.vec();
+    Mem sm = stride;
+    sm.setSize(4);
+    as_.vpbroadcastd(idx, sm);
+    as_.vpmulld(idx, idx, vec_u32(kIota));
+    Mem src = x86::ptr(base, idx);
+    src.setSize(4);
+    zero(dst);
+    if (avx512()) {
+      auto k = s.mask().reg.as<x86::KReg>();
+      if (tail != nullptr) {
+        as_.kmovw(k, tail->mask.reg.as<x86::KReg>());
+      } else {
+        as_.kxnorw(k, k, k);
+      }
+      as_.k(k).vgatherdps(dst, src);
+    } else {
+      Vec m = s.vec();
+      if (tail != nullptr) {
+        as_.vmovaps(m, tail->mask.reg.as<Vec>());
+      } else {
+        as_.vpcmpeqd(m, m, m);
+      }
+      as_.vgatherdps(dst, src, m);
+    }
+    return;
+  }
+  KILN_CHECK(dt == DType::Float16 || dt == DType::BFloat16,
+             "[codegen_cpu] load_strided: expected float32, float16 or bfloat16, got ", dt);
+  // One 16-bit insert per lane: nothing outside the elements is read.
+  Gp step = s.gp();
+  as_.mov(step, stride);
+  Vec lo = s.vec();
+  Vec hi = avx512() ? s.vec() : lo;
+  zero(lo);
+  if (avx512()) zero(hi);
+  Label end = as_.newLabel();
+  for (int j = 0; j < lanes(); ++j) {
+    if (tail != nullptr && j > 0) {
+      as_.cmp(tail->count, j);
+      as_.jbe(end);
+    }
+    Vec x = j < 8 ? lo : hi;
+    as_.vpinsrw(x.xmm(), x.xmm(), x86::word_ptr(base), j % 8);
+    if (j + 1 < lanes()) as_.add(base, step);
+  }
+  as_.bind(end);
+  Vec h = lo.xmm();
+  if (avx512()) {
+    as_.vinserti32x4(lo.ymm(), lo.ymm(), hi.xmm(), 1);
+    h = lo.ymm();
+  }
+  if (dt == DType::Float16) return f16_to_f32(dst, h, nullptr);
+  as_.vpmovzxwd(dst, h);
+  as_.vpslld(dst, dst, 16);
+}
+
 }  // namespace kiln::jit::cpu

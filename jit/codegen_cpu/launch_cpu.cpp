@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -19,6 +20,7 @@ namespace {
 constexpr int64_t kGrain = 32768;  // elements per task
 
 std::atomic<int64_t> g_compiled{0};
+std::atomic<int64_t> g_groups_run{0};
 
 struct Cache {
   std::mutex mu;
@@ -37,7 +39,9 @@ Cache& cache() {
 const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& k,
                                                const std::vector<RunLayout>& layouts) {
   std::string key = k.key();
-  for (RunLayout l : layouts) key += l == RunLayout::Dense ? 'd' : 'b';
+  for (RunLayout l : layouts) {
+    key += l == RunLayout::Dense ? 'd' : l == RunLayout::Broadcast ? 'b' : 's';
+  }
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.kernels.find(key);
@@ -56,6 +60,10 @@ const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& k,
 
 int64_t cpu_kernels_compiled() {
   return g_compiled.load();
+}
+
+int64_t cpu_pointwise_groups_run() {
+  return g_groups_run.load();
 }
 
 namespace {
@@ -78,17 +86,26 @@ const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
   *iter = coalesce(g.shape, ops, nout);
   const DimVector& sizes = iter->sizes;
   const std::vector<DimVector>& strides = iter->strides;
-  // The innermost dim must be dense (or broadcast, for inputs) for every operand.
+  // The innermost dim must be dense for outputs; inputs may also broadcast
+  // or step by a stride (Note [Strided operands]).
   std::vector<RunLayout> layouts(nops);
   for (int k = 0; k < nops; ++k) {
     int64_t s = strides[k].back();
-    bool ok = s == 1 || (k >= nout && s == 0) || sizes.back() == 1;
-    if (!ok) {
-      KILN_LOG(Fusion, "group runs node by node on the CPU: operand ", k,
+    if (s == 1 || sizes.back() == 1) {
+      layouts[k] = RunLayout::Dense;
+    } else if (k < nout) {
+      KILN_LOG(Fusion, "group runs node by node on the CPU: output ", k,
                " is strided in the innermost dim");
       return nullptr;
+    } else if (s == 0) {
+      layouts[k] = RunLayout::Broadcast;
+    } else if (std::abs(s) >= kMaxStridedBytes / static_cast<int64_t>(ops[k].element_size())) {
+      KILN_LOG(Fusion, "group runs node by node on the CPU: input ", k - nout,
+               " steps too far in the innermost dim (", s, " elements)");
+      return nullptr;
+    } else {
+      layouts[k] = RunLayout::Strided;
     }
-    layouts[k] = s == 0 && k >= nout ? RunLayout::Broadcast : RunLayout::Dense;
   }
   return cpu_pointwise_kernel(g.kernel, layouts);
 }
@@ -112,6 +129,7 @@ bool run_pointwise_cpu(const FusedGroup& g) {
   const int64_t numel = iter.numel;
 
   for (const Tensor& t : g.outputs) ensure_memory(t);
+  g_groups_run.fetch_add(1, std::memory_order_relaxed);
   if (numel == 0) return true;
   char* base[kMaxRunOperands];
   int64_t item[kMaxRunOperands];
@@ -124,6 +142,7 @@ bool run_pointwise_cpu(const FusedGroup& g) {
   // Calls the kernel on elements [begin, end) of the flattened iteration space.
   auto run_range = [&](int64_t begin, int64_t end) {
     CpuRun r;
+    for (int k = 0; k < nops; ++k) r.strides[k] = strides[k].back() * item[k];
     while (begin < end) {
       int64_t row = begin / inner, col = begin % inner;
       int64_t n = std::min(inner - col, end - begin);

@@ -24,5 +24,7 @@ const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& kernel,
 
 // Kernels compiled so far in this process (for tests and logs).
 int64_t cpu_kernels_compiled();
+// Groups run_pointwise_cpu has run fused so far in this process (for tests).
+int64_t cpu_pointwise_groups_run();
 
 }  // namespace kiln::jit::cpu

@@ -1,6 +1,7 @@
 #include "jit/codegen_cpu/pointwise_cpu.h"
 
 #include <algorithm>
+#include <cstddef>
 
 #include "jit/codegen_cpu/vecmath.h"
 #include "kiln/error.h"
@@ -167,6 +168,23 @@ class BodyEmitter {
   int32_t disp(DType t) const { return copy_ * e_.lanes() * static_cast<int32_t>(itemsize(t)); }
   // tmp = the operand's pointer.
   void pointer(int operand) { e_.as().mov(tmp_, x86::qword_ptr(args_, 8 + 8 * operand)); }
+  // The operand's byte step (CpuRun::strides).
+  Mem stride(int operand) const {
+    return x86::qword_ptr(args_, static_cast<int32_t>(offsetof(CpuRun, strides)) + 8 * operand);
+  }
+  // tmp (the operand's pointer) += (index + this copy's first lane) * step.
+  void strided_pointer(int operand) {
+    Scratch s(e_);
+    Gp g = s.gp();
+    auto& as = e_.as();
+    if (copy_ == 0) {
+      as.mov(g, index_);
+    } else {
+      as.lea(g, x86::ptr(index_, copy_ * e_.lanes()));
+    }
+    as.imul(g, stride(operand));
+    as.add(tmp_, g);
+  }
   // A register holding value v (a fresh one for constants: release it after use).
   Vec reg(int32_t v) {
     if (has_reg_[copy_][v]) return regs_[copy_][v];
@@ -192,6 +210,9 @@ class BodyEmitter {
         pointer(operand);
         if (layouts_[operand] == RunLayout::Broadcast) {
           e_.load_broadcast(d, x86::ptr(tmp_), mem);
+        } else if (layouts_[operand] == RunLayout::Strided) {
+          strided_pointer(operand);
+          e_.load_strided(d, tmp_, stride(operand), mem, tail);
         } else {
           e_.load(d, x86::ptr(tmp_, index_, shift_of(mem), disp(mem)), mem, tail);
         }
@@ -497,6 +518,10 @@ CpuPointwiseKernel::CpuPointwiseKernel(JitRuntime& rt, Isa isa, const PointwiseK
   KILN_CHECK(cpu_supports(kernel, &why), "[codegen_cpu] fused kernel: unsupported ", why);
   KILN_CHECK(layouts.size() == kernel.inputs.size() + kernel.outputs.size(),
              "[codegen_cpu] fused kernel: expected one layout per operand");
+  for (size_t o = 0; o < kernel.outputs.size(); ++o) {
+    KILN_CHECK(layouts[o] == RunLayout::Dense,
+               "[codegen_cpu] fused kernel: expected dense outputs, output ", o, " is not");
+  }
   char name[40];
   std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(kernel.hash()));
   // The copy count is an estimate; should the unrolled body still run out of

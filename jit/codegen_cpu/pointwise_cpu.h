@@ -4,10 +4,12 @@
 // A fused pointwise group (Note [Kernel IR]) becomes one function
 //   void f(const CpuRun* run)
 // that applies the group's body to `run->n` elements: each operand (outputs
-// first, then inputs) is Dense (consecutive elements from its pointer) or
-// Broadcast (one element, read in every lane). The launcher (launch_cpu.h)
-// orders and merges dims so the innermost one is of that form, and calls the
-// function once per run, runs spread over TBB workers. Values live in float32
+// first, then inputs) is Dense (consecutive elements from its pointer),
+// Broadcast (one element, read in every lane) or, for inputs, Strided
+// (elements `run->strides[k]` bytes apart, read by index arithmetic: Note
+// [Strided operands]). The launcher (launch_cpu.h) orders and merges dims so
+// the innermost one is of that form, and calls the function once per run,
+// runs spread over TBB workers. Values live in float32
 // lanes (bool as 0/1); memory is float32, float16 or bfloat16. Registers are
 // allocated by last use over the straight-line body; a body that does not fit
 // the register file is refused (the group's nodes then run one by one).
@@ -27,9 +29,24 @@ constexpr int kMaxRunOperands = 64;
 struct CpuRun {
   int64_t n;
   char* ptrs[kMaxRunOperands];
+  // Byte step between consecutive elements of a Strided operand (read only
+  // for those); a runtime value, so one kernel serves every stride.
+  int64_t strides[kMaxRunOperands];
 };
 
-enum class RunLayout : uint8_t { Dense, Broadcast };
+enum class RunLayout : uint8_t { Dense, Broadcast, Strided };
+
+// Note [Strided operands]
+// An input whose innermost dim steps by s != 1 elements (a transpose, a slice
+// with a step, a permuted tensor) is read lane by lane at ptr + (i + lane) * s:
+// float32 with a gather (vgatherdps, int32 byte offsets lane * s, masked for
+// the tail, so no lane past the run is touched); float16/bfloat16 with one
+// 16-bit insert per lane (a dword gather at the last 2-byte element would read
+// past the tensor). Offsets are int32: the launcher keeps a group unfused when
+// s * (lanes - 1) bytes do not fit (kMaxStridedBytes). Outputs are never
+// strided: the launcher orders dims by the first output's strides, so it is
+// dense inside; a group with another output strided inside runs node by node.
+constexpr int64_t kMaxStridedBytes = int64_t{1} << 26;  // |s| in bytes, 16 lanes fit int32
 
 class CpuPointwiseKernel {
  public:

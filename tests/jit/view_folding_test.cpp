@@ -137,7 +137,9 @@ TEST(ViewFolding, ReductionProloguesAndEpiloguesMatchEager) {
     std::string plan = kiln::jit::TraceBuffer::current().describe_pending();
     folded += plan.rfind("reduce[", 0) == 0 && plan.find("tanh") < plan.find(" > ");
     SCOPED_TRACE(plan);
-    EXPECT_TENSOR_CLOSE_TOL(lazy, eager, 1e-5, 1e-5);
+    // Fused tanh is within 4e-5 of eager's (Codegen accuracy bar); a
+    // layer_norm over 2-6 values then scales the difference by 1/std.
+    EXPECT_TENSOR_CLOSE_TOL(lazy, eager, 1e-4, 1e-4);
   }
   EXPECT_GT(folded, 20);
 }
