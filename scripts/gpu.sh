@@ -6,7 +6,7 @@
 #     --oracle   also bundle kiln_oracle_tests and golden files (needs python3-torch here)
 # The bundle (default .gpu/) holds the binaries, the shared libraries they need
 # beyond glibc, libstdc++ and the toolkit (RUNPATH $ORIGIN), and run.sh:
-#   .gpu/run.sh [--filter F] [--no-tests] [--no-oracle] [--no-bench] [--no-torch]
+#   .gpu/run.sh [--filter F] [--no-tests] [--no-oracle] [--oracle-modes M] [--no-bench] [--no-torch]
 #   (on the GPU machine: tests, the op oracle on CUDA, benchmarks beside PyTorch;
 #   logs go to $OUT when set)
 set -euo pipefail
@@ -105,18 +105,20 @@ cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs kiln's tests (GPU suites included), the op oracle on the GPU, and the
 # benchmarks beside PyTorch, from this bundle:
-#   run.sh [--filter GTEST_FILTER] [--no-tests] [--no-oracle] [--no-bench] [--no-torch]
+#   run.sh [--filter GTEST_FILTER] [--no-tests] [--no-oracle] [--oracle-modes "eager lazy"]
+#          [--no-bench] [--no-torch]
 # Logs: $OUT when set, else ./gpu-logs. Exit status: nonzero when a test failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$(pwd)/gpu-logs}
 mkdir -p "$out"
-filter='*' tests=1 oracle=1 bench=1 torch=1
+filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy"
 while [ $# -gt 0 ]; do
   case "$1" in
     --filter) filter=$2; shift ;;
     --no-tests) tests=0 ;;
     --no-oracle) oracle=0 ;;
+    --oracle-modes) modes=$2; shift ;;
     --no-bench) bench=0 ;;
     --no-torch) torch=0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -143,7 +145,7 @@ if [ $tests = 1 ]; then
 fi
 
 if [ $oracle = 1 ] && [ -d "$here/oracle" ] && [ -x "$here/kiln_oracle_tests" ]; then
-  for mode in eager lazy; do
+  for mode in $modes; do
     echo "== kiln_oracle_tests --device cuda --mode $mode"
     "$here/kiln_oracle_tests" --golden "$here/oracle" --device cuda --mode $mode \
       > "$out/oracle-cuda-$mode.log" 2>&1 || status=1
@@ -163,6 +165,13 @@ if [ $bench = 1 ]; then
   "$here/kiln-bench" --device cuda --mode eager --json > "$out/kiln-bench-eager.jsonl" \
     2>> "$out/kiln-bench.err" || status=1
   cat "$out/kiln-bench.jsonl" "$out/kiln-bench-warm.jsonl" "$out/kiln-bench-eager.jsonl"
+  echo "== first call of gpt2 alone: new process, empty kernel cache, then warm"
+  rm -rf "$KILN_CACHE_DIR"
+  for run in cold warm; do
+    "$here/kiln-bench" --device cuda --workload gpt2 --mode lazy --iters 20 --json \
+      > "$out/kiln-first-$run.jsonl" 2>> "$out/kiln-bench.err" || status=1
+  done
+  cat "$out/kiln-first-cold.jsonl" "$out/kiln-first-warm.jsonl"
   tail -5 "$out/kiln-bench.err"
 fi
 
