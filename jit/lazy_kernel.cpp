@@ -98,9 +98,25 @@ void resize_like(const Tensor& out, const Tensor& meta) {
   }
   const size_t needed = static_cast<size_t>(extent) * itemsize(meta.dtype());
   TensorImpl* impl = out.impl();
-  if (!impl->storage() || impl->storage()->nbytes() < needed) {
-    impl->set_storage(
-        IntrusivePtr<StorageImpl>::make(nullptr, needed, out.device(), nullptr, nullptr));
+  const IntrusivePtr<StorageImpl> old = impl->storage();
+  if (!old || old->nbytes() < needed) {
+    // Lazy mode records into a storage without memory yet; an eager CUDA op
+    // (Note [Eager CUDA ops]) writes at once.
+    auto fresh =
+        is_lazy() ? IntrusivePtr<StorageImpl>::make(nullptr, needed, out.device(), nullptr, nullptr)
+                  : StorageImpl::allocate(needed, out.device());
+    if (old && old->nbytes() > 0) {
+      // As resize_: the grown storage starts with the old bytes (elements
+      // the op does not write keep them), through a byte copy that runs (or
+      // is recorded) before the op.
+      const int64_t n = static_cast<int64_t>(old->nbytes()), one = 1;
+      Tensor from(IntrusivePtr<TensorImpl>::make(old, kUInt8, out.device(), IntArrayRef(&n, 1),
+                                                 IntArrayRef(&one, 1), 0));
+      Tensor to(IntrusivePtr<TensorImpl>::make(fresh, kUInt8, out.device(), IntArrayRef(&n, 1),
+                                               IntArrayRef(&one, 1), 0));
+      to.copy_(from);
+    }
+    impl->set_storage(std::move(fresh));
   }
   impl->set_geometry(meta.sizes(), meta.strides(), meta.storage_offset());
 }

@@ -101,11 +101,19 @@ Tensor Tensor::to(DType t) const {
 Tensor Tensor::to(Device d) const {
   return to(d, dtype());
 }
+// Moving a tensor from a device to the host (`cpu()`, `to(Device::cpu())`) is
+// a materialization point (Note [Lazy trace]):
+// the result is computed before it is returned, so work queued for it (and
+// any error it raises) happens at the call, not whenever it is first read.
 Tensor Tensor::to(Device d, DType t) const {
-  if (d == device() && t == dtype()) return *this;
   using OD = std::optional<DType>;
   using ODev = std::optional<Device>;
-  KILN_CALL("_to_copy", Tensor(T, OD, ODev, bool), *this, OD(t), ODev(d), false);
+  static const TypedOp<Tensor(T, OD, ODev, bool)> to_copy("_to_copy");
+  Tensor out = d == device() && t == dtype() ? *this : to_copy(*this, OD(t), ODev(d), false);
+  // (On the CPU already, it stays lazy: a cast there is an ordinary op.)
+  const bool to_host = d.is_cpu() && !device().is_cpu();
+  if (to_host && out.defined() && out.impl()->is_pending()) (void)out.data_ptr();
+  return out;
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {

@@ -8,6 +8,7 @@
 #include "kiln/ops.h"
 #include "runtime/core/dtype_dispatch.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/core/type_promotion.h"
 #include "runtime/cpu/loops.h"
 
 namespace kiln::cpu {
@@ -51,6 +52,10 @@ Tensor add_sub(const char* op, Form form, const Tensor& self, const Tensor& othe
   if (kSub) {
     KILN_CHECK(self.dtype() != kBool && other.dtype() != kBool, "[", op,
                "] subtraction of bool tensors is not supported; use logical_xor or bitwise_xor");
+  }
+  // The body below runs for data only; Meta (lazy recording) checks alpha here.
+  if (!(alpha.is_integral() && alpha.to_int() == 1) && self.defined() && other.defined()) {
+    check_alpha(op, result_type(self, other), alpha);
   }
   return binary(op, form, self, other, out, ComputeType::Common, std::nullopt, [&](TensorIter& it) {
     check_alpha(op, it.dtype(), alpha);

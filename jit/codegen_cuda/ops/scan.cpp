@@ -2,8 +2,8 @@
 // order (lines of [outer, n, inner] with neighbouring threads on neighbouring
 // inner positions). Fine for the many-short-lines case; a line of millions of
 // elements runs on one thread (a block-wide scan is the next step there).
-// The input is cast to the result dtype first, as on the CPU; float16 and
-// bfloat16 accumulate in float32. Shapes, dtypes and errors from Meta.
+// The input is cast to the result dtype first, as on the CPU; floating types
+// accumulate in double. Shapes, dtypes and errors from Meta.
 
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/ops/op_sources.h"
@@ -19,11 +19,13 @@ namespace kiln::jit::cuda {
 namespace {
 
 std::string scan_name(bool prod, DType t) {
-  return std::string(prod ? "kiln_cumprod_" : "kiln_cumsum_") + dtype_tag(t);
+  return std::string(prod ? "kiln_cumprod_" : "kiln_cumsum_") + dtype_tag(t) + "_acc64";
 }
 
 std::string scan_source(bool prod, DType t) {
-  const std::string T = mem_type(t), A = acc_type(t);
+  // Floating lines accumulate in double, as the CPU kernels do (a long f32
+  // line otherwise drifts by more than the result's own rounding).
+  const std::string T = mem_type(t), A = is_floating(t) ? "double" : acc_type(t);
   return op_prelude() + "extern \"C\" __global__ void __launch_bounds__(128) " +
          scan_name(prod, t) + "(" + T + "* __restrict__ y, const " + T +
          "* __restrict__ x, i64 lines, i64 n, i64 inner) {\n"
