@@ -187,8 +187,12 @@ bool plan_reduction(const ReductionGroup& g, int sm_count, ReducePlan* plan, std
     spec.per_thread = multi_pass ? pow2_at_least((n + t - 1) / t) : 0;
   };
   if (outer || n <= 8) {
+    // A short row stays in the lane's registers: passes that re-ran the
+    // prologue could round it differently (an fma contracted only where a
+    // store does not keep the product), and a row of one value must have a
+    // deviation of exactly 0.
     spec.threads = 1;
-    spec.per_thread = 0;
+    spec.per_thread = multi_pass && n <= 8 ? pow2_at_least(n) : 0;
   } else if (n <= 256) {
     lanes(32);
   } else if (n <= 1024) {

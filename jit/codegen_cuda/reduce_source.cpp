@@ -19,15 +19,15 @@ namespace {
 // for groups]). Every lane gets the same bits: xor butterflies add commutative
 // pairs, and the shared-memory stage reads the warps' values in one order.
 const char kReducePrelude[] =
-    R"(struct KilnAddOp { __device__ __forceinline__ float operator()(float a, float b) const { return a + b; } };
+    R"(struct KilnAddOp { template <class V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; } };
 struct KilnMaxOp { __device__ __forceinline__ float operator()(float a, float b) const { return kiln_max(a, b); } };
 struct KilnMinOp { __device__ __forceinline__ float operator()(float a, float b) const { return kiln_min(a, b); } };
-template <int T, class Op> __device__ __forceinline__ float kiln_row_reduce(float v, float* sm, Op op) {
+template <int T, class V, class Op> __device__ __forceinline__ V kiln_row_reduce(V v, void* smv, Op op) {
   if (T == 1) return v;
 #pragma unroll
   for (int m = (T < 32 ? T : 32) / 2; m > 0; m >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, m));
   if (T <= 32) return v;
-  float* g = sm + (threadIdx.x / T) * (T / 32);
+  V* g = (V*)smv + (threadIdx.x / T) * (T / 32);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) g[(threadIdx.x % T) >> 5] = v;
   __syncthreads();
@@ -99,8 +99,10 @@ std::string reduce_source(const ReduceSpec& spec) {
   KILN_CHECK(T == 1 || T == 32 || T == 128 || T == 256 || T == 1024,
              "[cuda codegen] expected 1, 32, 128, 256 or 1024 threads per row, got ", T);
   const int P = spec.per_thread;
-  KILN_CHECK(P >= 0 && P <= 16 && (P & (P - 1)) == 0 && (P == 0 || T > 1),
-             "[cuda codegen] expected 0 or a power of two up to 16 values per lane, got ", P);
+  KILN_CHECK(P >= 0 && P <= 16 && (P & (P - 1)) == 0 && (P <= 8 || T > 1),
+             "[cuda codegen] expected 0 or a power of two up to 16 values per lane (8 with one "
+             "lane), got ",
+             P);
   const int B = reduce_block_size(spec), R = B / T;
 
   // Operand table in ABI order; `pro_slot`/`epi_slot` map a body's operand to it.
@@ -138,7 +140,7 @@ std::string reduce_source(const ReduceSpec& spec) {
   os << "};\n";
   os << "extern \"C\" __global__ void __launch_bounds__(" << B << ") " << reduce_name(spec)
      << "(const __grid_constant__ KilnArgs a) {\n";
-  os << "  __shared__ float kiln_sm[" << B / 32 << "];\n";
+  os << "  __shared__ double kiln_sm[" << B / 32 << "];\n";
   os << "  const " << I << " rows = (" << I << ")a.rows, n = (" << I << ")a.n;\n";
   os << "  const int lane = threadIdx.x % " << T << ";\n";
   os << "  for (" << I << " base = (" << I << ")blockIdx.x * " << R << "; base < rows; base += ("
@@ -250,13 +252,19 @@ std::string reduce_source(const ReduceSpec& spec) {
     os << "    " << v << " = kiln_row_reduce<" << T << ">(" << v << ", kiln_sm, " << fn << "());\n";
   };
   const std::string inf = "__int_as_float(0x7f800000)";
+  // Note [CUDA group sums]: Sum, Mean and the statistics of Var, LayerNorm
+  // and RmsNorm accumulate in float64, per lane and across lanes, as the eager
+  // kernels do (Note [CUDA float sums]). Deviations are taken as `x - mean`
+  // and normalization as `(x - mean) * rstd`, never `x * rstd - mean * rstd`:
+  // --fmad contracts the latter into an fma whose unrounded product leaves
+  // ~1e-5 where the CPU gets exactly 0 (a row of one element, a constant row).
   switch (op) {
     case RowOp::Sum:
     case RowOp::Mean:
-      os << "    float acc = 0.0f;\n";
-      pass("acc += x;");
+      os << "    double acc = 0.0;\n";
+      pass("acc += (double)x;");
       reduce("acc", "KilnAddOp");
-      if (op == RowOp::Mean) os << "    acc = acc / (float)n;\n";
+      if (op == RowOp::Mean) os << "    acc = acc / (double)n;\n";
       break;
     case RowOp::Max:
     case RowOp::Min:
@@ -265,13 +273,13 @@ std::string reduce_source(const ReduceSpec& spec) {
       reduce("acc", op == RowOp::Max ? "KilnMaxOp" : "KilnMinOp");
       break;
     case RowOp::Var:
-      os << "    float s = 0.0f;\n";
-      pass("s += x;");
+      os << "    double s = 0.0;\n";
+      pass("s += (double)x;");
       reduce("s", "KilnAddOp");
-      os << "    const float mean = s / (float)n;\n    float acc = 0.0f;\n";
-      pass("const float d = x - mean; acc += d * d;");
+      os << "    const double mean = s / (double)n;\n    double acc = 0.0;\n";
+      pass("const double d = (double)x - mean; acc += d * d;");
       reduce("acc", "KilnAddOp");
-      os << "    acc = acc / (float)a.divisor;\n";
+      os << "    acc = acc / a.divisor;\n";
       break;
     case RowOp::Softmax:
     case RowOp::LogSoftmax:
@@ -294,25 +302,25 @@ std::string reduce_source(const ReduceSpec& spec) {
       }
       break;
     case RowOp::LayerNorm:
-      os << "    float s = 0.0f;\n";
-      pass("s += x;");
+      os << "    double s = 0.0;\n";
+      pass("s += (double)x;");
       reduce("s", "KilnAddOp");
-      os << "    const float mean = s / (float)n;\n    float m2 = 0.0f;\n";
-      pass("const float d = x - mean; m2 += d * d;");
+      os << "    const double mean = s / (double)n;\n    double m2 = 0.0;\n";
+      pass("const double d = (double)x - mean; m2 += d * d;");
       reduce("m2", "KilnAddOp");
-      os << "    const float rstd = 1.0f / sqrtf(m2 / (float)n + (float)a.eps);\n"
-         << "    const float shift = -(rstd * mean);\n";
-      pass("epi(j, x * rstd + shift);");
+      os << "    const float rstd = (float)(1.0 / sqrt(m2 / (double)n + a.eps));\n"
+         << "    const float meanf = (float)mean;\n";
+      pass("epi(j, (x - meanf) * rstd);");
       break;
     case RowOp::RmsNorm:
-      os << "    float ss = 0.0f;\n";
-      pass("ss += x * x;");
+      os << "    double ss = 0.0;\n";
+      pass("ss += (double)x * (double)x;");
       reduce("ss", "KilnAddOp");
-      os << "    const float scale = 1.0f / sqrtf(ss / (float)n + (float)a.eps);\n";
+      os << "    const float scale = (float)(1.0 / sqrt(ss / (double)n + a.eps));\n";
       pass("epi(j, x * scale);");
       break;
   }
-  if (!norm) os << "    if (valid && lane == 0) epi(acc);\n";
+  if (!norm) os << "    if (valid && lane == 0) epi((float)acc);\n";
   os << "  }\n}\n";
   return os.str();
 }

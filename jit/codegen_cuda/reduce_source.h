@@ -36,11 +36,12 @@ enum class Walk : uint8_t { Contig, Zero, Strided };
 // 256 or 1024 (shuffles, then shared memory). Blocks hold max(threads, 256)
 // threads. A row normalization or Var reads its values in two or three passes:
 // with `per_thread` > 0 each lane keeps its `per_thread` values in registers
-// after the first (the row fits on chip: up to 4096 elements); with 0 every
-// pass re-runs the prologue from global memory (its stores only in the first).
-// Sums accumulate in float32 as the eager CUDA kernels do; Var and LayerNorm
-// take the mean first and squared deviations second; exp and log are the
-// precise expf/logf.
+// after the first (the row fits on chip: up to 4096 elements, or up to 8 with
+// one lane); with 0 every pass re-runs the prologue from global memory (its
+// stores only in the first). Sum, Mean and the statistics of Var, LayerNorm
+// and RmsNorm accumulate in float64 (Note [CUDA group sums]); Softmax's sum
+// and Max/Min stay float32. Var and LayerNorm take the mean first and squared
+// deviations second; exp and log are the precise expf/logf.
 struct ReduceSpec {
   const ReductionKernel* kernel = nullptr;
   std::vector<Walk> walks;  // per operand, in ABI order

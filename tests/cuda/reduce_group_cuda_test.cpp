@@ -165,6 +165,60 @@ TEST_P(CudaReduceGroups, LongRowsAndFewRows) {
       {y}, [](V v) { return kiln::log_softmax(v[0], 0); }, tol_for(t, 3000));
 }
 
+// Rows of 1, 2 and 3 elements (a thread per row, the row in registers):
+// var and std with correction 1 over one element are 0/0 = NaN, layer_norm of
+// one element is exactly its bias; the prologue (silu of an offset input) and
+// a pointwise epilogue are fused as in a traced graph. Then rows of one
+// repeated value in every schedule (a warp, a block, 1024 lanes over memory,
+// a lane per row): deviations, var and the normalized values are exactly 0.
+TEST_P(CudaReduceGroups, ShortAndConstantRowsCancelExactly) {
+  const kiln::DType t = GetParam();
+  using V = const std::vector<Tensor>&;
+  const kiln::testing::Tolerance exact{0, 0};
+  for (int64_t n : {1, 2, 3}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    Tensor x = rnd({5, n}, t, "offset", 20 + n), w = rnd({n}, t, "contiguous", 30 + n);
+    Tensor b = rnd({n}, t, "contiguous", 40 + n);
+    const auto tol = n == 1 && t == kiln::kFloat32 ? exact : tol_for(t, n);
+    expect_fused_matches(
+        {x}, [](V v) { return kiln::var(kiln::silu(v[0]), {-1}, 1, true) + 0.5; }, tol);
+    expect_fused_matches(
+        {x}, [](V v) { return kiln::std(kiln::silu(v[0]), {-1}, 1) * 2.0; }, tol);
+    expect_fused_matches(
+        {x, w, b}, [n](V v) { return kiln::layer_norm(kiln::silu(v[0]), {n}, v[1], v[2]); }, tol);
+    expect_fused_matches(
+        {x, w}, [n](V v) { return kiln::rms_norm(v[0] * 3.0, {n}, v[1]) + 1.0; }, tol_for(t, n));
+    expect_fused_matches(
+        {x}, [](V v) { return kiln::softmax(v[0] - 1.0, -1); }, tol_for(t, n));
+  }
+  // Exact zeros, not the CPU's result: its float32 sums need not cancel.
+  auto expect_zeros = [&](const Tensor& c, const std::function<Tensor(const Tensor&)>& f) {
+    const int64_t before = kiln::jit::cuda::cuda_reductions_run();
+    Tensor got = f(on_cuda(c)).cpu();
+    kiln::sync();
+    EXPECT_GT(kiln::jit::cuda::cuda_reductions_run(), before) << "did not run as one fused kernel";
+    Tensor zeros;
+    {
+      kiln::EagerGuard g;
+      zeros = kiln::zeros_like(got);
+    }
+    std::string msg = kiln::testing::compare(got, zeros, exact);
+    EXPECT_TRUE(msg.empty()) << msg;
+  };
+  for (int64_t n : {1, 5, 40, 700, 3000, 5000}) {
+    SCOPED_TRACE("constant rows, n=" + std::to_string(n));
+    Tensor c;
+    {
+      kiln::EagerGuard g;
+      c = kiln::full({4, n}, 0.3, kiln::TensorOptions().dtype(t));
+    }
+    expect_zeros(c, [](const Tensor& v) { return kiln::var(v, {-1}, 0); });
+    expect_zeros(c, [n](const Tensor& v) { return kiln::layer_norm(v, {n}); });
+    // The reduced dim outer in memory: a lane per kept position.
+    if (n > 1) expect_zeros(c, [](const Tensor& v) { return kiln::var(v, {0}, 1); });
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaReduceGroups,
                          ::testing::Values(kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16));
 

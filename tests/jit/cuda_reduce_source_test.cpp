@@ -400,3 +400,50 @@ TEST_F(CudaReduceSource, PlansRefuseWhatTheKernelCannotTake) {
 }
 
 }  // namespace
+
+namespace {
+
+// Rows of at most 8 elements stay in one lane's registers for the multi-pass
+// ops (passes that re-ran the prologue could round it differently), and the
+// statistics accumulate in float64 with `(x - mean) * rstd` normalization
+// (Note [CUDA group sums]). The generated sources compile.
+TEST_F(CudaReduceSource, ShortRowsStayOnChipAndStatisticsUseFloat64) {
+  std::string why;
+  for (int64_t n : {1, 3, 8}) {
+    for (RowOp op : {RowOp::Var, RowOp::LayerNorm, RowOp::RmsNorm, RowOp::Softmax, RowOp::Sum}) {
+      SCOPED_TRACE(std::string(kiln::jit::row_op_name(op)) + " n=" + std::to_string(n));
+      const bool norm = kiln::jit::is_row_normalization(op);
+      kc::ReducePlan p;
+      ASSERT_TRUE(
+          kc::plan_reduction(group(op, rnd({3, n}, "offset"), {false, true},
+                                   norm ? std::vector<int64_t>{3, n} : std::vector<int64_t>{3, 1}),
+                             132, &p, &why))
+          << why;
+      EXPECT_EQ(p.spec.threads, 1);
+      const int expect_p = op == RowOp::Sum ? 0 : n == 3 ? 4 : static_cast<int>(n);
+      EXPECT_EQ(p.spec.per_thread, expect_p);
+      const std::string src = kc::reduce_source(p.spec);
+      if (op != RowOp::Softmax) {
+        EXPECT_NE(src.find("double"), std::string::npos);
+      }
+      if (op == RowOp::LayerNorm) {
+        EXPECT_NE(src.find("(x - meanf) * rstd"), std::string::npos) << src;
+        EXPECT_EQ(src.find("shift"), std::string::npos) << src;
+      }
+      if (n == 3) {
+        kc::CompiledKernel ck;
+        ASSERT_NO_THROW(ck = kc::nvrtc_compile(src, kc::reduce_name(p.spec), 90)) << "source:\n"
+                                                                                  << src;
+        EXPECT_GT(ck.image.size(), 1000u);
+      }
+    }
+  }
+  // Sixteen values in one lane is refused (only rows up to 8 take that path).
+  std::vector<Pattern> ps = patterns(kiln::kFloat32);
+  kc::ReduceSpec s = spec_for(ps[0].kernel, {1, 16, false, 1, true});
+  EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+  s.per_thread = 8;
+  EXPECT_NO_THROW(kc::reduce_source(s));
+}
+
+}  // namespace
