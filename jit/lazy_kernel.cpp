@@ -88,9 +88,13 @@ bool shares_storage(const Stack& stack, size_t i) {
   return false;
 }
 
-// `out` given `meta`'s geometry: its storage kept when large enough (views of
-// it see the write, as with PyTorch's resize_), else a fresh lazy one.
+// `out` given `meta`'s geometry, as resize_ does: its storage kept when
+// large enough (views of it see the write), else a grown one that starts with
+// the old bytes (elements the op does not write keep them). Recorded nodes may
+// hold `out` with its current geometry (as their output or an input): they
+// run first, so the resize happens between them and the op, as in eager mode.
 void resize_like(const Tensor& out, const Tensor& meta) {
+  TraceBuffer::current().flush();
   int64_t extent = 0;
   if (meta.numel() > 0) {
     extent = meta.storage_offset() + 1;
@@ -100,20 +104,14 @@ void resize_like(const Tensor& out, const Tensor& meta) {
   TensorImpl* impl = out.impl();
   const IntrusivePtr<StorageImpl> old = impl->storage();
   if (!old || old->nbytes() < needed) {
-    // Lazy mode records into a storage without memory yet; an eager CUDA op
-    // (Note [Eager CUDA ops]) writes at once.
-    auto fresh =
-        is_lazy() ? IntrusivePtr<StorageImpl>::make(nullptr, needed, out.device(), nullptr, nullptr)
-                  : StorageImpl::allocate(needed, out.device());
-    if (old && old->nbytes() > 0) {
-      // As resize_: the grown storage starts with the old bytes (elements
-      // the op does not write keep them), through a byte copy that runs (or
-      // is recorded) before the op.
+    auto fresh = StorageImpl::allocate(needed, out.device());
+    if (old && old->nbytes() > 0 && old->data()) {
       const int64_t n = static_cast<int64_t>(old->nbytes()), one = 1;
       Tensor from(IntrusivePtr<TensorImpl>::make(old, kUInt8, out.device(), IntArrayRef(&n, 1),
                                                  IntArrayRef(&one, 1), 0));
       Tensor to(IntrusivePtr<TensorImpl>::make(fresh, kUInt8, out.device(), IntArrayRef(&n, 1),
                                                IntArrayRef(&one, 1), 0));
+      ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
       to.copy_(from);
     }
     impl->set_storage(std::move(fresh));
@@ -153,9 +151,14 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   std::unordered_map<const TensorImpl*, size_t> twin_of;  // twin -> argument index
   Stack meta_stack;
   meta_stack.reserve(stack.size());
+  const auto& params = op.schema().arguments;
   for (size_t i = 0; i < stack.size(); ++i) {
     const IValue& v = stack[i];
-    if (v.is_tensor() && v.to_tensor().defined()) {
+    if (v.is_device() || (i < params.size() && params[i].type == ArgType::Device)) {
+      // A factory's Meta kernel is its CPU kernel: given a real device it
+      // would make (and fill) real memory there.
+      meta_stack.emplace_back(Device::meta());
+    } else if (v.is_tensor() && v.to_tensor().defined()) {
       Tensor twin = meta_twin(v.to_tensor());
       twin_of[twin.impl()] = i;
       meta_stack.emplace_back(std::move(twin));
@@ -179,7 +182,6 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   Node node;
   node.op = &op;
   node.device = output_device(stack);
-  const auto& params = op.schema().arguments;
   for (size_t i = 0; i < params.size() && i < stack.size(); ++i) {
     if (params[i].is_write && stack[i].is_tensor()) {
       const Tensor& arg = stack[i].to_tensor();

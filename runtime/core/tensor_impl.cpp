@@ -44,20 +44,24 @@ struct ImplPool {
 
 template <class T>
 void* pooled_new(size_t nbytes) {
-  if (nbytes == sizeof(T) && !t_pools_gone) {
-    ImplPool<T>& pool = ImplPool<T>::get();
-    if (pool.count > 0) return pool.items[--pool.count];
+  if constexpr (kPoolDepth > 0) {
+    if (nbytes == sizeof(T) && !t_pools_gone) {
+      ImplPool<T>& pool = ImplPool<T>::get();
+      if (pool.count > 0) return pool.items[--pool.count];
+    }
   }
   return ::operator new(nbytes);
 }
 
 template <class T>
 void pooled_delete(void* p, size_t nbytes) {
-  if (nbytes == sizeof(T) && !t_pools_gone) {
-    ImplPool<T>& pool = ImplPool<T>::get();
-    if (pool.count < kPoolDepth) {
-      pool.items[pool.count++] = p;
-      return;
+  if constexpr (kPoolDepth > 0) {
+    if (nbytes == sizeof(T) && !t_pools_gone) {
+      ImplPool<T>& pool = ImplPool<T>::get();
+      if (pool.count < kPoolDepth) {
+        pool.items[pool.count++] = p;
+        return;
+      }
     }
   }
   ::operator delete(p);

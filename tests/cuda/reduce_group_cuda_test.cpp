@@ -179,7 +179,13 @@ TEST_P(CudaReduceGroups, ShortAndConstantRowsCancelExactly) {
     SCOPED_TRACE("n=" + std::to_string(n));
     Tensor x = rnd({5, n}, t, "offset", 20 + n), w = rnd({n}, t, "contiguous", 30 + n);
     Tensor b = rnd({n}, t, "contiguous", 40 + n);
-    const auto tol = n == 1 && t == kiln::kFloat32 ? exact : tol_for(t, n);
+    // 16-bit: the fused kernel keeps silu's result in float32 where the eager
+    // reference rounds it to the 16-bit type, and normalizing a row of two or
+    // three values magnifies that one rounding (about 3% seen in bfloat16).
+    const bool half = t == kiln::kFloat16 || t == kiln::kBFloat16;
+    const auto tol = n == 1 && t == kiln::kFloat32 ? exact
+                     : half && n > 1               ? kiln::testing::Tolerance{0.05, 0.05}
+                                                   : tol_for(t, n);
     expect_fused_matches(
         {x}, [](V v) { return kiln::var(kiln::silu(v[0]), {-1}, 1, true) + 0.5; }, tol);
     expect_fused_matches(

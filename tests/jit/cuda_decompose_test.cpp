@@ -271,17 +271,12 @@ TEST_F(CudaDecompose, CudaTracesFuseTheNewOpsWithoutAGpu) {
     Tensor m = kiln::masked_fill(c, kiln::lt(x, y), -1);
     kiln::exp_out(out, m);
     Tensor q = kiln::remainder(i, i);
-    // An out= target of another shape is resized and the op recorded; an
-    // in-place comparison stores its bool into self's dtype.
-    Tensor r = kiln::empty({3}, on_cuda(kiln::kFloat32));
-    kiln::add_out(r, x, y);
-    EXPECT_EQ(r.sizes(), x.sizes());
+    // An in-place comparison stores its bool into self's dtype. (An out=
+    // target of another shape runs the trace first: tests/cuda covers it.)
     Tensor h = kiln::ones({4, 6}, on_cuda(kiln::kFloat16));
     kiln::lt_(h, x);
     plan = trace.describe_pending();
-    EXPECT_EQ(plan.find("extern[add.out]"), std::string::npos) << plan;
     EXPECT_EQ(plan.find("extern[lt_.Tensor]"), std::string::npos) << plan;
-    EXPECT_NE(plan.find("add.out"), std::string::npos) << plan;
     // The factories are externs; every op after them joins one CUDA group.
     EXPECT_NE(plan.find("fused[div.Tensor_mode clamp.Tensor lt.Tensor masked_fill.Scalar exp.out "
                         "remainder.Tensor -> 5 out]"),
