@@ -101,22 +101,8 @@ void resize_like(const Tensor& out, const Tensor& meta) {
     for (int64_t d = 0; d < meta.dim(); ++d) extent += (meta.size(d) - 1) * meta.stride(d);
   }
   const size_t needed = static_cast<size_t>(extent) * itemsize(meta.dtype());
-  TensorImpl* impl = out.impl();
-  const IntrusivePtr<StorageImpl> old = impl->storage();
-  if (!old || old->nbytes() < needed) {
-    auto fresh = StorageImpl::allocate(needed, out.device());
-    if (old && old->nbytes() > 0 && old->data()) {
-      const int64_t n = static_cast<int64_t>(old->nbytes()), one = 1;
-      Tensor from(IntrusivePtr<TensorImpl>::make(old, kUInt8, out.device(), IntArrayRef(&n, 1),
-                                                 IntArrayRef(&one, 1), 0));
-      Tensor to(IntrusivePtr<TensorImpl>::make(fresh, kUInt8, out.device(), IntArrayRef(&n, 1),
-                                               IntArrayRef(&one, 1), 0));
-      ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
-      to.copy_(from);
-    }
-    impl->set_storage(std::move(fresh));
-  }
-  impl->set_geometry(meta.sizes(), meta.strides(), meta.storage_offset());
+  grow_storage(out, needed);
+  out.impl()->set_geometry(meta.sizes(), meta.strides(), meta.storage_offset());
 }
 
 }  // namespace
@@ -193,7 +179,7 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
           return;
         }
         // On CUDA there is no eager kernel to run (Note [Eager CUDA ops]):
-        // resize the target now, as resize_output does, and record the op.
+        // resize the target now, as resize_out does, and record the op.
         resize_like(arg, twin);
       }
       node.written.push_back(static_cast<int>(i));

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kiln/dispatch.h"
+#include "kiln/ops.h"
 
 namespace kiln {
 
@@ -101,6 +102,35 @@ Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device) {
   }
   return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides,
                                                TensorImpl::RowMajor{numel}));
+}
+
+void grow_storage(const Tensor& t, size_t nbytes) {
+  TensorImpl* impl = t.impl();
+  const IntrusivePtr<StorageImpl> old = impl->storage();
+  if (t.device().is_meta() || (old && old->nbytes() >= nbytes)) return;
+  auto fresh = StorageImpl::allocate(nbytes, t.device());
+  if (old && old->nbytes() > 0 && old->data()) {
+    if (t.device().is_cpu()) {
+      std::memcpy(fresh->data(), old->data(), old->nbytes());
+    } else {
+      const int64_t n = static_cast<int64_t>(old->nbytes()), one = 1;
+      Tensor from(IntrusivePtr<TensorImpl>::make(old, kUInt8, t.device(), IntArrayRef(&n, 1),
+                                                 IntArrayRef(&one, 1), 0));
+      Tensor to(IntrusivePtr<TensorImpl>::make(fresh, kUInt8, t.device(), IntArrayRef(&n, 1),
+                                               IntArrayRef(&one, 1), 0));
+      ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+      to.copy_(from);
+    }
+  }
+  impl->set_storage(std::move(fresh));
+}
+
+void resize_out(const Tensor& out, IntArrayRef shape) {
+  if (out.sizes() == shape) return;  // resize_ to the same shape keeps the strides
+  const int64_t needed = (checked_numel(shape, "resize") + out.storage_offset()) *
+                         static_cast<int64_t>(out.element_size());
+  grow_storage(out, static_cast<size_t>(needed));
+  out.impl()->set_geometry(shape, contiguous_strides(shape), out.storage_offset());
 }
 
 Tensor empty_like_tensor(const Tensor& t) {

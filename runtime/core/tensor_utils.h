@@ -28,6 +28,14 @@ Tensor empty_like_tensor(const Tensor& t);
 // A view of `base` that shares its storage (or, for meta tensors, its nothing).
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides,
                  int64_t storage_offset);
+// Resizes an out= tensor to `shape` as PyTorch's resize_ does: row-major
+// strides, the same storage offset, the storage grown by grow_storage when
+// short. Meta tensors only change geometry.
+void resize_out(const Tensor& out, IntArrayRef shape);
+// Gives `t` a storage of at least `nbytes`: kept when large enough, else
+// replaced by a larger one that starts with the old bytes (elements an op does
+// not write keep them, as with resize_). Views sharing the old one keep it.
+void grow_storage(const Tensor& t, size_t nbytes);
 // A 0-dim CPU tensor holding `s`, marked as a wrapped number for type promotion.
 Tensor wrap_scalar(const Scalar& s);
 // A 0-dim tensor of `dtype` on `device` holding `s`.

@@ -130,7 +130,7 @@ Tensor gather_impl(const char* op, const Tensor& self, int64_t dim, const Tensor
     out = *out_arg;
     KILN_CHECK(out.dtype() == self.dtype(), "[", op, "] expected out of dtype ", self.dtype(),
                " like self, got ", out.dtype());
-    if (!(out.sizes() == index.sizes())) resize_output(out, index.sizes());
+    if (!(out.sizes() == index.sizes())) resize_out(out, index.sizes());
   } else {
     out = empty_tensor(index.sizes(), self.dtype(), meta ? Device::meta() : Device::cpu());
   }

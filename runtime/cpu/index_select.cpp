@@ -85,7 +85,7 @@ Tensor index_select_impl(const char* op, const Tensor& self, int64_t dim, const 
     check_no_internal_overlap(out, op);
     check_no_overlap(out, self, op);
     check_no_overlap(out, index, op);
-    if (!(out.sizes() == sizes.ref())) resize_output(out, sizes);
+    if (!(out.sizes() == sizes.ref())) resize_out(out, sizes);
   } else {
     out = empty_tensor(sizes, self.dtype(), meta ? Device::meta() : Device::cpu());
   }

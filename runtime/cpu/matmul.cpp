@@ -24,7 +24,7 @@ Tensor make_result(const char* op, const Tensor* out, IntArrayRef shape, DType d
              out->dtype());
   KILN_CHECK(out->device() == device, "[", op, "] expected out tensor on ", device, ", got ",
              out->device());
-  if (!(out->sizes() == shape)) resize_output(*out, shape);
+  if (!(out->sizes() == shape)) resize_out(*out, shape);
   return *out;
 }
 

@@ -68,7 +68,7 @@ Tensor reduction_result(const Tensor& self, IntArrayRef shape, DType dtype, cons
   check_defined(*out, op, "out");
   KILN_CHECK(out->device() == self.device(), "[", op, "] expected 'out' on ", self.device(),
              " like the input, got ", out->device());
-  if (!(out->sizes() == shape)) resize_output(*out, shape);
+  if (!(out->sizes() == shape)) resize_out(*out, shape);
   // Elements written through one address would leave the result to the order
   // of the writes (PyTorch 1.13 refuses it for some out= ops, not all).
   for (int64_t d = 0; d < out->dim(); ++d) {

@@ -80,7 +80,7 @@ Tensor cat_impl(const char* op, TensorList tensors, int64_t dim, const Tensor* o
   if (out_arg) {
     out = *out_arg;
     if (!meta) check_cpu(out, op, "out");
-    if (!(out.sizes() == sizes.ref())) resize_output(out, sizes);
+    if (!(out.sizes() == sizes.ref())) resize_out(out, sizes);
     check_no_internal_overlap(out, op);
     for (const Tensor& t : tensors) check_no_overlap(out, t, op);
   } else {

@@ -129,23 +129,6 @@ void TensorIter::compute_shape() {
   }
 }
 
-void resize_output(const Tensor& out, IntArrayRef shape) {
-  // As PyTorch's resize_: contiguous strides, the same offset, storage grown when short.
-  TensorImpl* impl = out.impl();
-  DimVector strides = contiguous_strides(shape);
-  int64_t needed = (checked_numel(shape, "resize") + out.storage_offset()) *
-                   static_cast<int64_t>(out.element_size());
-  const auto& storage = impl->storage();
-  if (!out.device().is_meta() && (!storage || static_cast<int64_t>(storage->nbytes()) < needed)) {
-    auto fresh = StorageImpl::allocate(static_cast<size_t>(needed), out.device());
-    if (storage && storage->nbytes()) {
-      std::memcpy(fresh->data(), storage->data(), storage->nbytes());
-    }
-    impl->set_storage(std::move(fresh));
-  }
-  impl->set_geometry(shape, strides, out.storage_offset());
-}
-
 void TensorIter::allocate_or_check_output(DType result) {
   for (int i = 0; i < num_outputs_; ++i) {
     Operand& o = ops_[i];
@@ -157,7 +140,7 @@ void TensorIter::allocate_or_check_output(DType result) {
     if (!(out.sizes() == shape_.ref())) {
       KILN_CHECK(!in_place_, "[", op_, "] output with shape ", out.sizes(),
                  " doesn't match the broadcast shape ", shape_.ref());
-      resize_output(out, shape_);
+      resize_out(out, shape_);
       o.resized = true;  // restrided like an allocated output once dims are ordered
     }
     if (out.dtype() != result) {

@@ -214,9 +214,6 @@ class TensorIter {
   int64_t numel_ = 0;
 };
 
-// Gives an out= tensor the shape `shape` as PyTorch's resize_ does (contiguous
-// strides, storage grown when too small).
-void resize_output(const Tensor& out, IntArrayRef shape);
 // Returns `t` converted to `dtype`: a new tensor, laid out like `t` when that is
 // dense (PyTorch's preserve_format), when the dtypes differ; meta in, meta out.
 Tensor cast(const Tensor& t, DType dtype);

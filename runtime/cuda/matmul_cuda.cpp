@@ -63,20 +63,6 @@ Device check_operands(const char* op, std::initializer_list<Arg> args) {
   return dev;
 }
 
-// `out` resized to `shape` as PyTorch's resize_ does (contiguous strides, the
-// same offset); its old contents are not kept, as every caller overwrites them.
-void resize_out(const Tensor& out, IntArrayRef shape) {
-  if (out.sizes() == shape) return;
-  TensorImpl* impl = out.impl();
-  const int64_t needed = (checked_numel(shape, "resize") + out.storage_offset()) *
-                         static_cast<int64_t>(out.element_size());
-  const auto& storage = impl->storage();
-  if (!storage || static_cast<int64_t>(storage->nbytes()) < needed) {
-    impl->set_storage(StorageImpl::allocate(static_cast<size_t>(needed), out.device()));
-  }
-  impl->set_geometry(shape, contiguous_strides(shape), out.storage_offset());
-}
-
 // [n] -> [n, 1]
 Tensor as_column(const Tensor& v) {
   return make_view(v, {v.size(0), 1}, {v.stride(0), 1}, v.storage_offset());

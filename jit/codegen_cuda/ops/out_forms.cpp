@@ -20,20 +20,6 @@ using T = const Tensor&;
 using OptD = std::optional<DType>;
 using OptIL = std::optional<IntArrayRef>;
 
-// `out` resized to `shape` (contiguous, same offset) when its shape differs; old
-// contents are not kept, as the caller overwrites them.
-void resize_out(const Tensor& out, IntArrayRef shape) {
-  if (out.sizes() == shape) return;
-  TensorImpl* impl = out.impl();
-  const int64_t needed = (checked_numel(shape, "resize") + out.storage_offset()) *
-                         static_cast<int64_t>(out.element_size());
-  const auto& storage = impl->storage();
-  if (!storage || static_cast<int64_t>(storage->nbytes()) < needed) {
-    impl->set_storage(StorageImpl::allocate(static_cast<size_t>(needed), out.device()));
-  }
-  impl->set_geometry(shape, contiguous_strides(shape), out.storage_offset());
-}
-
 const Tensor& write_out(const char* op, const Tensor& out, const Tensor& meta,
                         const Tensor& value) {
   check_device(out, value.device(), op, "out");
