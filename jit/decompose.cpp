@@ -395,11 +395,24 @@ int32_t d_clamp_tensor(KernelBuilder& b, const Node& n, const std::vector<int32_
   return -1;
 }
 
-// masked_fill: the value converted to self's dtype where the mask is set.
+// True when every value of dtype `from` converts to `to` without the overflow
+// that PyTorch's checked Scalar conversion rejects.
+bool never_overflows(DType from, DType to) {
+  if (from == to || from == kBool || to == kBool || to == kFloat64) return true;
+  if (to == kFloat32) return from != kFloat64;
+  if (to == kBFloat16) return is_integral(from, false);
+  if (is_floating(from) || is_floating(to)) return false;  // into float16 or an integer
+  return itemsize(from) < itemsize(to) && (is_signed(to) || !is_signed(from));
+}
+
+// masked_fill: the value converted to self's dtype where the mask is set. A
+// value tensor that might not fit self's dtype is left to the op's CUDA kernel
+// (Note [CUDA masked_fill value]), which reads it and checks, as the CPU does.
 int32_t d_masked_fill(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   DType t = out_compute(n);
   int32_t value;
   if (arg(n, 2).is_tensor()) {
+    if (!never_overflows(arg(n, 2).to_tensor().dtype(), out_dtype(n))) return -1;
     value = b.cast(v[2], t);
   } else {
     double x = number(n, 2);
@@ -740,6 +753,10 @@ DType functional_dtype(const Node& n, const OutForm& f) {
   }
   DType t = rt.result("fusion");
   if (f.to_float && !is_floating(t)) t = kFloat32;
+  // True division (no rounding mode) of integers gives the default float
+  // dtype; square is pow(x, 2), whose bool base gives int64.
+  if (f.functional == d_div_mode && arg(n, 2).is_none() && !is_floating(t)) t = kFloat32;
+  if (f.functional == d_square && t == kBool) t = kInt64;
   return t;
 }
 

@@ -9,7 +9,8 @@
 // First call: the first call in this process, compile included. With --json
 // (CUDA), first_kernel_ms is the part of it spent making generated kernels ready
 // (first_compiled by NVRTC, first_disk_hits from the disk cache, module loads
-// included) and first_blas_ms the part in cuBLASLt heuristic queries.
+// included) and first_blas_ms the part choosing cuBLASLt algorithms (first_blas_queries
+// choices, first_blas_disk_hits of them from the disk cache).
 
 #include <algorithm>
 #include <chrono>
@@ -46,7 +47,7 @@ struct Result {
   int64_t kernels = 0;         // fused kernels compiled in this process
   // Inside the first call (CUDA): generated kernels made ready (NVRTC or the
   // disk cache, and module loads), and cuBLASLt heuristic queries.
-  int64_t first_compiled = 0, first_disk_hits = 0;
+  int64_t first_compiled = 0, first_disk_hits = 0, first_blas_queries = 0, first_blas_disk_hits = 0;
   double first_kernel_ms = 0, first_blas_ms = 0;
 };
 
@@ -65,6 +66,8 @@ Result measure(const std::function<Tensor()>& step, int iters) {
   r.first_disk_hits = k1.disk_hits - k0.disk_hits;
   r.first_kernel_ms = k1.ready_ms - k0.ready_ms;
   r.first_blas_ms = b1.miss_ms - b0.miss_ms;
+  r.first_blas_queries = b1.misses - b0.misses;
+  r.first_blas_disk_hits = b1.disk_hits - b0.disk_hits;
   for (int i = 0; i < 5; ++i) {
     out = step();
     kiln::sync();
@@ -132,11 +135,13 @@ void print_row(const Options& o, const kiln::perf::Case& c, const char* device, 
         "{\"workload\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"device\":\"%s\","
         "\"mode\":\"%s\",\"latency_us_p50\":%.2f,\"latency_us_p90\":%.2f,"
         "\"first_call_ms\":%.3f,\"first_kernel_ms\":%.3f,\"first_compiled\":%lld,"
-        "\"first_disk_hits\":%lld,\"first_blas_ms\":%.3f,\"nodes_per_call\":%lld}\n",
+        "\"first_disk_hits\":%lld,\"first_blas_ms\":%.3f,\"first_blas_queries\":%lld,"
+        "\"first_blas_disk_hits\":%lld,\"nodes_per_call\":%lld}\n",
         c.workload.c_str(), c.shape.c_str(), dtype, device, mode, r.latency_p50_us,
         r.latency_p90_us, r.first_call_ms, r.first_kernel_ms,
         static_cast<long long>(r.first_compiled), static_cast<long long>(r.first_disk_hits),
-        r.first_blas_ms, static_cast<long long>(r.executed_nodes));
+        r.first_blas_ms, static_cast<long long>(r.first_blas_queries),
+        static_cast<long long>(r.first_blas_disk_hits), static_cast<long long>(r.executed_nodes));
   } else {
     std::printf("%-8s %-8s %-5s %-5s %-6s %12.1f %12.1f %12.2f %8lld\n", c.workload.c_str(),
                 c.shape.c_str(), dtype, device, mode, r.latency_p50_us, r.latency_p90_us,

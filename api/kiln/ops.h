@@ -314,6 +314,7 @@ KILN_API Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, con
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);
 KILN_API Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Scalar& value);
+KILN_API Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value);
 KILN_API Tensor tril(const Tensor& self, int64_t diagonal = 0);
 KILN_API Tensor triu(const Tensor& self, int64_t diagonal = 0);
 KILN_API TensorPair topk(const Tensor& self, int64_t k, int64_t dim = -1, bool largest = true,

@@ -524,6 +524,9 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) 
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Scalar& value) {
   KILN_CALL_INPLACE(self, "masked_fill_.Scalar", Tensor(T, T, S), self, mask, value);
 }
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
+  KILN_CALL_INPLACE(self, "masked_fill_.Tensor", Tensor(T, T, T), self, mask, value);
+}
 Tensor tril(const Tensor& self, int64_t diagonal) {
   KILN_CALL("tril", Tensor(T, int64_t), self, diagonal);
 }

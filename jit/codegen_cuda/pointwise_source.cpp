@@ -20,26 +20,12 @@
 namespace kiln::jit::cuda {
 namespace {
 
-// The C++ type a compute dtype's values have in the kernel.
+// The C++ type a dtype's values have in the kernel's arithmetic: its memory
+// type, except that bool computes as bool and the 16-bit floats in float.
 const char* ctype(DType t) {
-  switch (t) {
-    case kFloat64:
-      return "double";
-    case kBool:
-      return "bool";
-    case kUInt8:
-      return "unsigned char";
-    case kInt8:
-      return "signed char";
-    case kInt16:
-      return "short";
-    case kInt32:
-      return "int";
-    case kInt64:
-      return "i64";
-    default:
-      return "float";
-  }
+  if (t == kBool) return "bool";
+  if (is_reduced_float(t)) return "float";
+  return mem_type(t);
 }
 
 // Note [CUDA literals]

@@ -6,12 +6,17 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <sstream>
+#include <string>
 #include <unordered_map>
 
+#include "kiln/logging.h"
 #include "kiln/ops.h"
+#include "runtime/core/hooks.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/blas.h"
 #include "runtime/cuda/cuda_runtime.h"
@@ -136,13 +141,63 @@ struct AlgoEntry {
 struct AlgoCache {
   std::mutex mu;
   std::unordered_map<AlgoKey, AlgoEntry, AlgoKeyHash> entries;
-  std::atomic<int64_t> hits{0}, misses{0};
+  std::atomic<int64_t> hits{0}, misses{0}, disk_hits{0};
   std::atomic<int64_t> miss_ns{0};
 };
 
 AlgoCache& algo_cache() {
   static auto* cache = new AlgoCache();  // leaked: used until exit
   return *cache;
+}
+
+// Note [cuBLASLt algorithm disk cache]
+// A heuristic query costs from under a millisecond to over 100 ms (the first
+// queries of a process for skinny shapes), and its answer is the same in the
+// next process: cublasLt.h documents cublasLtMatmulAlgo_t as trivially
+// serializable for use with the same cuBLAS version. Choices are therefore kept
+// in the persistent cache (Note [Persistent cache hook]) under a key naming the
+// library version, the device's name and compute capability and the problem
+// (AlgoKey without the device index). A restored algorithm is still checked
+// against the problem with cublasLtMatmulAlgoCheck before use; one that fails
+// the check is asked for again and replaced. "No algorithm" is kept too.
+std::string disk_key(const AlgoKey& key, int device) {
+  const cudaDeviceProp& prop = device_properties(device);
+  std::ostringstream k;
+  k << "cublaslt-algo-1|" << cublasLtGetVersion() << "|" << prop.name << "|sm" << prop.major
+    << prop.minor;
+  for (size_t i = 1; i < key.size(); ++i) k << "|" << key[i];
+  return k.str();
+}
+
+constexpr size_t kAlgoBytes = sizeof(cublasLtMatmulAlgo_t);
+
+void save_algo(const std::string& disk, const AlgoEntry& e) {
+  std::vector<char> payload(1 + kAlgoBytes + sizeof(uint64_t));
+  payload[0] = e.found ? 1 : 0;
+  std::memcpy(payload.data() + 1, &e.algo, kAlgoBytes);
+  const uint64_t ws = e.workspace;
+  std::memcpy(payload.data() + 1 + kAlgoBytes, &ws, sizeof ws);
+  persistent_store(disk, payload);
+}
+
+std::optional<AlgoEntry> restore_algo(const std::string& disk, cublasLtHandle_t handle,
+                                      cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                      cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
+                                      size_t ws_bytes) {
+  std::optional<std::vector<char>> payload = persistent_load(disk);
+  if (!payload || payload->size() != 1 + kAlgoBytes + sizeof(uint64_t)) return std::nullopt;
+  AlgoEntry e;
+  e.found = (*payload)[0] != 0;
+  if (!e.found) return e;
+  std::memcpy(&e.algo, payload->data() + 1, kAlgoBytes);
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cublasLtMatmulAlgoCheck(handle, desc, a, b, d, d, &e.algo, &check) != CUBLAS_STATUS_SUCCESS ||
+      check.workspaceSize > ws_bytes) {
+    KILN_LOG(Perf, "cuBLASLt: a stored algorithm failed its check; asking the heuristic again");
+    return std::nullopt;
+  }
+  e.workspace = check.workspaceSize;
+  return e;
 }
 
 // --- Descriptors (RAII over the create/destroy pairs) -----------------------------------
@@ -298,25 +353,34 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
   } else {
     cache.misses.fetch_add(1, std::memory_order_relaxed);
     const auto t0 = std::chrono::steady_clock::now();
-    Preference pref(device);
-    pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(ws_bytes));
-    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(align_a));
-    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(align_b));
-    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(align_d));
-    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(align_d));
-    cublasLtMatmulHeuristicResult_t result{};
-    int count = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(handle, desc.desc, la.layout, lb.layout, ld.layout,
-                                       ld.layout, pref.pref, 1, &result, &count);
-    // NOT_SUPPORTED is an answer (no algorithm), not a failure.
-    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
-      detail::fail_cublas(st, "cublasLtMatmulAlgoGetHeuristic(...)", __FILE__, __LINE__, device);
-    }
-    if (st == CUBLAS_STATUS_SUCCESS && count > 0) {
-      entry.found = true;
-      entry.algo = result.algo;
-      entry.workspace = result.workspaceSize;
+    const std::string stored_key = disk_key(key, device);
+    std::optional<AlgoEntry> restored =
+        restore_algo(stored_key, handle, desc.desc, la.layout, lb.layout, ld.layout, ws_bytes);
+    if (restored) {
+      entry = *restored;
+      cache.disk_hits.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      Preference pref(device);
+      pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(ws_bytes));
+      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(align_a));
+      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(align_b));
+      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(align_d));
+      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(align_d));
+      cublasLtMatmulHeuristicResult_t result{};
+      int count = 0;
+      const cublasStatus_t st =
+          cublasLtMatmulAlgoGetHeuristic(handle, desc.desc, la.layout, lb.layout, ld.layout,
+                                         ld.layout, pref.pref, 1, &result, &count);
+      // NOT_SUPPORTED is an answer (no algorithm), not a failure.
+      if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+        detail::fail_cublas(st, "cublasLtMatmulAlgoGetHeuristic(...)", __FILE__, __LINE__, device);
+      }
+      if (st == CUBLAS_STATUS_SUCCESS && count > 0) {
+        entry.found = true;
+        entry.algo = result.algo;
+        entry.workspace = result.workspaceSize;
+      }
+      save_algo(stored_key, entry);
     }
     cache.miss_ns.fetch_add(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
@@ -605,7 +669,8 @@ void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar
 
 LtCacheStats lt_cache_stats() {
   AlgoCache& c = algo_cache();
-  return {c.hits.load(), c.misses.load(), static_cast<double>(c.miss_ns.load()) / 1e6};
+  return {c.hits.load(), c.misses.load(), c.disk_hits.load(),
+          static_cast<double>(c.miss_ns.load()) / 1e6};
 }
 
 void set_allow_tf32(bool allow) {

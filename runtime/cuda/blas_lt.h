@@ -55,7 +55,9 @@ void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar
 struct LtCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
-  double miss_ms = 0;  // wall time of the misses' heuristic queries
+  int64_t disk_hits =
+      0;               // misses answered by the disk cache (Note [cuBLASLt algorithm disk cache])
+  double miss_ms = 0;  // wall time of the misses (disk lookups and heuristic queries)
 };
 LtCacheStats lt_cache_stats();
 

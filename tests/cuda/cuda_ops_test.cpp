@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "kiln/kiln.h"
@@ -353,6 +354,58 @@ TEST(CudaOps, IndexBoundsAreChecked) {
   Tensor neg = kiln::arange(-1, 0).cuda();
   EXPECT_KILN_ERROR(kiln::index_copy_(w, 0, neg, kiln::ones({1, 4}).cuda()), "out of bounds");
   EXPECT_KILN_ERROR(kiln::index_select(w, 0, kiln::arange(2)), "expected 'index' on cuda");
+}
+
+// Note [CUDA ordered scatter_add]: 16-bit floats add in index order, so the
+// result equals the CPU's bit for bit, with many additions into each element.
+TEST(CudaOps, ScatterAddHalfMatchesCpuExactly) {
+  KILN_REQUIRE_CUDA();
+  kiln::EagerGuard eager;
+  for (kiln::DType dt : {kiln::kFloat16, kiln::kBFloat16}) {
+    for (int64_t dim : {0, 1}) {
+      Pair w = make({40, 36}, dt, "transposed", 310);
+      Pair idx = make({40, 30}, kiln::kInt64, "strided", 311, 0, 30);
+      Pair src = make({40, 30}, dt, "transposed", 312, -1, 1);
+      check(
+          "scatter_add exact " + std::string(kiln::dtype_name(dt)) + " dim " + std::to_string(dim),
+          [&](bool g) {
+            Tensor target = g ? w.cpu.cuda() : w.cpu.clone();
+            kiln::scatter_add_(target, dim, g ? idx.cuda : idx.cpu, g ? src.cuda : src.cpu);
+            return target;
+          },
+          {0, 0});
+    }
+  }
+  Tensor w = kiln::zeros({4}, kiln::kBFloat16).cuda();
+  EXPECT_KILN_ERROR(
+      kiln::scatter_add(w, 0, kiln::arange(3, 5).cuda(), kiln::ones({2}, kiln::kBFloat16).cuda()),
+      "index 4 is out of bounds for dimension 0 with size 4");
+}
+
+// Note [CUDA masked_fill value]: a device value tensor is checked as the CPU
+// checks a number, in eager and in lazy mode; one that fits stays fused.
+TEST(CudaOps, MaskedFillValueTensorIsChecked) {
+  KILN_REQUIRE_CUDA();
+  for (bool lazy : {false, true}) {
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    // A failed lazy in-place op leaves its target unreadable: a fresh x each time.
+    auto x8 = [] { return kiln::arange(6).to(kiln::kInt8).cuda(); };
+    Tensor mask = (kiln::arange(6) > 2).cuda();
+    Tensor big = kiln::full({}, 300, kiln::kInt64).cuda();
+    EXPECT_KILN_ERROR(kiln::masked_fill(x8(), mask, big).cpu(),
+                      "value 300 cannot be converted to int8 without overflow");
+    Tensor target = x8();
+    EXPECT_KILN_ERROR(kiln::masked_fill_(target, mask, big).cpu(), "without overflow");
+    Tensor x = x8();
+    Tensor ok = kiln::masked_fill(x, mask, kiln::full({}, -7, kiln::kInt64).cuda()).cpu();
+    EXPECT_TENSOR_CLOSE(ok, kiln::masked_fill(kiln::arange(6).to(kiln::kInt8), kiln::arange(6) > 2,
+                                              kiln::Scalar(-7)));
+    Tensor f = kiln::arange(6).to(kiln::kFloat32).cuda();
+    Tensor fits = kiln::masked_fill(f, mask, kiln::full({}, 2.5, kiln::kFloat16).cuda()).cpu();
+    EXPECT_TENSOR_CLOSE(fits, kiln::masked_fill(kiln::arange(6).to(kiln::kFloat32),
+                                                kiln::arange(6) > 2, kiln::Scalar(2.5)));
+  }
 }
 
 TEST(CudaOps, Cat) {

@@ -27,8 +27,9 @@ namespace kiln::jit::cuda {
 namespace {
 
 // Which side the index value addresses, and how the element is written.
-enum class Mode : int { Gather, Scatter, ScatterAdd, ScatterValue };
-constexpr const char* kModeNames[] = {"gather", "scatter", "scatter_add", "scatter_value"};
+enum class Mode : int { Gather, Scatter, ScatterAdd, ScatterValue, ScatterAddOrdered };
+constexpr const char* kModeNames[] = {"gather", "scatter", "scatter_add", "scatter_value",
+                                      "scatter_add_ordered"};
 
 struct IndexSpec {
   Mode mode = Mode::Gather;
@@ -65,6 +66,27 @@ std::string small_atomic_add(DType t) {
   return src;
 }
 
+// Note [CUDA ordered scatter_add]
+// scatter_add into float16 / bfloat16 rounds after every addition, so the
+// result depends on the order of the additions: atomics would give a different
+// answer per run, several units in the last place away from the CPU's. These
+// types take one thread per line along `dim` instead (lines write disjoint
+// elements), adding in index order as the CPU kernel does: the same result,
+// every run. Wider types keep atomics, whose order changes only the last bit.
+std::string ordered_scatter_add(const IndexSpec& s) {
+  return "    for (i64 j = 0; j < line; ++j) {\n"
+         "      const i64 k = (i64)index[oi + j * idx_step];\n"
+         "      if (k < 0 || k >= bound) { err[1] = k; atomicExch((unsigned long long*)err, 1ull); "
+         "break; }\n"
+         "      " +
+         std::string(mem_type(s.dtype)) +
+         "* p = dst + od + k * kstride;\n"
+         "      *p = " +
+         store_expr(s.dtype, load_expr(s.dtype, "*p") + " + " +
+                                 load_expr(s.dtype, "src[os + j * src_step]")) +
+         ";\n    }\n  }\n}\n";
+}
+
 std::string index_source(const IndexSpec& s) {
   const std::string T = mem_type(s.dtype);
   std::string src = op_prelude();
@@ -72,16 +94,19 @@ std::string index_source(const IndexSpec& s) {
   src += "extern \"C\" __global__ void __launch_bounds__(256) " + index_name(s) + "(" + T +
          "* __restrict__ dst, const " + T + "* __restrict__ src, const " + mem_type(s.index) +
          "* __restrict__ index, i64 n, int nd, KilnDims sizes, KilnDims dst_st, KilnDims src_st, "
-         "KilnDims idx_st, i64 kstride, i64 bound, double value, i64* err) {\n"
+         "KilnDims idx_st, i64 kstride, i64 bound, double value, i64* err, i64 line, "
+         "i64 src_step, i64 idx_step) {\n"
          "  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < n; i += (i64)gridDim.x * 256) {\n"
          "    i64 rem = i, od = 0, os = 0, oi = 0;\n"
          "    for (int d = nd - 1; d >= 0; --d) {\n"
          "      const i64 c = rem % sizes.v[d]; rem /= sizes.v[d];\n"
          "      od += c * dst_st.v[d]; os += c * src_st.v[d]; oi += c * idx_st.v[d];\n"
-         "    }\n"
-         "    const i64 k = (i64)index[oi];\n"
-         "    if (k < 0 || k >= bound) { err[1] = k; atomicExch((unsigned long long*)err, 1ull); "
-         "continue; }\n";
+         "    }\n";
+  if (s.mode == Mode::ScatterAddOrdered) return src + ordered_scatter_add(s);
+  src +=
+      "    const i64 k = (i64)index[oi];\n"
+      "    if (k < 0 || k >= bound) { err[1] = k; atomicExch((unsigned long long*)err, 1ull); "
+      "continue; }\n";
   switch (s.mode) {
     case Mode::Gather:
       src += "    dst[od] = src[os + k * kstride];\n";
@@ -94,6 +119,8 @@ std::string index_source(const IndexSpec& s) {
       // uint8 is 255 (a direct double -> unsigned conversion gives 0).
       src += "    dst[od + k * kstride] = " +
              store_expr(s.dtype, is_integral(s.dtype, false) ? "(i64)value" : "value") + ";\n";
+      break;
+    case Mode::ScatterAddOrdered:
       break;
     case Mode::ScatterAdd:
       if (itemsize(s.dtype) <= 2) {
@@ -121,6 +148,8 @@ struct IndexLaunch {
   int64_t bound = 0;
   int64_t dim = 0;
   double value = 0;
+  // ScatterAddOrdered: each iteration is a line of `line` steps along dim.
+  int64_t line = 1, src_step = 0, idx_step = 0;
 };
 
 // Reads the error flag back (Note [CUDA index bounds]).
@@ -160,7 +189,7 @@ void run_index(const char* op, Mode mode, const Tensor& dst, const Tensor& src, 
       index_name(spec), [&] { return index_source(spec); }, dst.device().index());
   KernelArgs a;
   a.ptr(dst).ptr(src).ptr(index).i64(n).i32(nd).dims(sizes).dims(ds).dims(ss).dims(is);
-  a.i64(l.kstride).i64(l.bound).f64(l.value).ptr(flag);
+  a.i64(l.kstride).i64(l.bound).f64(l.value).ptr(flag).i64(l.line).i64(l.src_step).i64(l.idx_step);
   launch(k, dst.device(), grid_for(n, 256 * 4), 256, 0, a);
   dst.impl()->bump_version();
   check_flag(flag, op, l);
@@ -269,6 +298,14 @@ void scatter_into(const char* op, Mode mode, const Tensor& out, int64_t dim, con
   l.bound = cpu::nonempty_sizes(out)[d];
   l.dim = d;
   l.value = value;
+  if (mode == Mode::ScatterAdd && is_reduced_float(out.dtype())) {
+    // Note [CUDA ordered scatter_add]
+    mode = Mode::ScatterAddOrdered;
+    l.line = l.iter[d];
+    l.src_step = l.src_st[d];
+    l.idx_step = l.idx_st[d];
+    l.iter[d] = 1;
+  }
   run_index(op, mode, out, src, index, l);
 }
 
@@ -357,6 +394,10 @@ NamedSources index_source_samples() {
         out.emplace_back(index_name(s), index_source(s));
       }
     }
+  }
+  for (DType t : {kFloat16, kBFloat16}) {
+    IndexSpec s{Mode::ScatterAddOrdered, t, kInt64};
+    out.emplace_back(index_name(s), index_source(s));
   }
   return out;
 }
