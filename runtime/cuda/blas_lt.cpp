@@ -6,12 +6,15 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "kiln/logging.h"
@@ -279,6 +282,53 @@ struct Problem {
 // workspace comes from the caching allocator on the current stream, which
 // during capture hands out blocks of the graph's private pool.
 
+// --- Warm-up (Note [cuBLASLt warm-up]) ---------------------------------------------------
+
+struct Warmup {
+  std::once_flag started;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool running = false;
+};
+
+Warmup& warmup_for(int device) {
+  static auto* all = new std::array<Warmup, kMaxDevices>();  // leaked: a thread may outlive main
+  KILN_INTERNAL_ASSERT(device >= 0 && device < kMaxDevices, "cuBLASLt: device index ", device,
+                       " out of range");
+  return (*all)[static_cast<size_t>(device)];
+}
+
+// One heuristic query for a small half-precision problem: what initializes cuBLASLt.
+void warm_up(int device) {
+  DeviceGuard guard(device);
+  MatmulDesc desc(CUBLAS_COMPUTE_32F, CUDA_R_32F, device);
+  const LtMatrix m{false, 64, 64, 64};
+  Layout a(CUDA_R_16F, m, 1, 0, device), b(CUDA_R_16F, m, 1, 0, device),
+      d(CUDA_R_16F, m, 1, 0, device);
+  Preference pref(device);
+  pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+           static_cast<uint64_t>(workspace_bytes(device)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int count = 0;
+  (void)cublasLtMatmulAlgoGetHeuristic(handle_for(device), desc.desc, a.layout, b.layout, d.layout,
+                                       d.layout, pref.pref, 1, &result, &count);
+}
+
+void wait_for_warmup(int device) {
+  Warmup& w = warmup_for(device);
+  std::unique_lock<std::mutex> lock(w.mu);
+  w.cv.wait(lock, [&] { return !w.running; });
+}
+
+// A process that exits while a warm-up runs waits for it first: the CUDA
+// runtime's own exit handlers, registered before this object was made, run
+// after its destructor, so cuBLASLt is never torn down under the thread.
+struct WaitAtExit {
+  ~WaitAtExit() {
+    for (int d = 0; d < kMaxDevices; ++d) wait_for_warmup(d);
+  }
+};
+
 // Runs `p`; false (nothing queued) when cuBLASLt has no algorithm for it.
 bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, double alpha,
                  double beta, Activation act, const void* bias, int device) {
@@ -353,6 +403,7 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
   } else {
     cache.misses.fetch_add(1, std::memory_order_relaxed);
     const auto t0 = std::chrono::steady_clock::now();
+    wait_for_warmup(device);
     const std::string stored_key = disk_key(key, device);
     std::optional<AlgoEntry> restored =
         restore_algo(stored_key, handle, desc.desc, la.layout, lb.layout, ld.layout, ws_bytes);
@@ -665,6 +716,29 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
 void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta,
                const Scalar& alpha, Activation act, const Tensor* bias) {
   lt_matmul_impl(out, a, b, beta, alpha, act, bias, /*may_retry=*/true);
+}
+
+void start_blas_warmup(int device) {
+  Warmup& w = warmup_for(device);
+  static WaitAtExit wait_at_exit;
+  std::call_once(w.started, [&] {
+    const char* env = std::getenv("KILN_BLAS_WARMUP");
+    if (env && std::string(env) == "0") return;
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.running = true;
+    }
+    std::thread([device, &w] {
+      try {
+        warm_up(device);
+      } catch (const std::exception& e) {
+        KILN_LOG(Perf, "cuBLASLt warm-up on cuda:", device, " failed: ", e.what());
+      }
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.running = false;
+      w.cv.notify_all();
+    }).detach();
+  });
 }
 
 LtCacheStats lt_cache_stats() {

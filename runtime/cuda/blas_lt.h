@@ -55,10 +55,22 @@ void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar
 struct LtCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
-  int64_t disk_hits =
-      0;               // misses answered by the disk cache (Note [cuBLASLt algorithm disk cache])
-  double miss_ms = 0;  // wall time of the misses (disk lookups and heuristic queries)
+  // Misses answered by the disk cache (Note [cuBLASLt algorithm disk cache]).
+  int64_t disk_hits = 0;
+  // Wall time of the misses (disk lookups and heuristic queries), waits for
+  // the warm-up included (Note [cuBLASLt warm-up]).
+  double miss_ms = 0;
 };
 LtCacheStats lt_cache_stats();
+
+// Note [cuBLASLt warm-up]
+// The first algorithm query of a process, or the first check of a stored one,
+// costs 100-200 ms on an H200 while cuBLASLt initializes itself (measured: the
+// disk cache does not avoid it). The first host-to-device copy onto a device
+// therefore starts that initialization on a background thread, so that it
+// overlaps the loading of a model's weights; a matmul that needs an algorithm
+// while it runs waits for it rather than initialize twice. KILN_BLAS_WARMUP=0
+// turns it off. Returns at once; does nothing after the first call per device.
+void start_blas_warmup(int device);
 
 }  // namespace kiln::cuda

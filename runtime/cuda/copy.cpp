@@ -9,6 +9,7 @@
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/copy_plan.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
@@ -153,6 +154,7 @@ bool same_view(const Tensor& a, const Tensor& b) {
 // Host to device
 
 void copy_h2d(const Tensor& self, const Tensor& src, bool non_blocking) {
+  start_blas_warmup(self.device().index());  // Note [cuBLASLt warm-up]
   const Stream stream = Stream::current(self.device());
   check_no_overlap(self, "copy_");
   const bool dense = is_dense(self.sizes(), self.strides());

@@ -45,6 +45,7 @@ void synchronize(Device) {
 namespace {
 std::atomic<bool> g_allow_tf32{false};
 }
+void start_blas_warmup(int) {}
 LtCacheStats lt_cache_stats() {
   return {};
 }
