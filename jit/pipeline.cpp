@@ -1,6 +1,9 @@
 #include "jit/pipeline.h"
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <unordered_set>
 
 #include "jit/codegen_cpu/launch_cpu.h"
@@ -21,6 +24,52 @@ namespace {
 
 std::atomic<int64_t> g_recorded{0}, g_flushes{0}, g_executed{0}, g_dead{0}, g_fallbacks{0},
     g_cse{0}, g_planned{0}, g_naive{0};
+
+// Note [Flush profile]
+// KILN_FLUSH_PROFILE=1 times each phase of run_trace and each step kind on
+// the calling thread (steady_clock, ns) and prints the totals per flush at
+// exit: where a lazy call's host time goes, next to the steps it runs.
+enum Phase { kEpilogue, kDead, kCse, kFuse, kMarkers, kPlan, kExtern, kFused, kReduce, kPhases };
+constexpr const char* kPhaseNames[kPhases] = {
+    "matmul_epilogue", "dead_code",   "cse",        "fuse",          "markers",
+    "memory_plan",     "step extern", "step fused", "step reduction"};
+
+struct FlushProfile {
+  bool on = std::getenv("KILN_FLUSH_PROFILE") != nullptr;
+  std::atomic<int64_t> ns[kPhases] = {};
+  std::atomic<int64_t> count[kPhases] = {};
+  std::atomic<int64_t> flushes{0}, nodes{0};
+  ~FlushProfile() {
+    if (!on || flushes == 0) return;
+    const double f = static_cast<double>(flushes.load());
+    std::fprintf(stderr, "[flush profile] %lld flushes, %.1f nodes/flush\n",
+                 static_cast<long long>(flushes.load()), static_cast<double>(nodes.load()) / f);
+    for (int p = 0; p < kPhases; ++p) {
+      std::fprintf(stderr, "[flush profile] %-15s %10.1f us/flush %8.1f calls/flush\n",
+                   kPhaseNames[p], static_cast<double>(ns[p].load()) / f / 1e3,
+                   static_cast<double>(count[p].load()) / f);
+    }
+  }
+};
+FlushProfile g_profile;
+
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(Phase p) : p_(p) {
+    if (g_profile.on) t0_ = std::chrono::steady_clock::now();
+  }
+  ~PhaseTimer() {
+    if (!g_profile.on) return;
+    auto dt = std::chrono::steady_clock::now() - t0_;
+    g_profile.ns[p_].fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count(),
+                               std::memory_order_relaxed);
+    g_profile.count[p_].fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  Phase p_;
+  std::chrono::steady_clock::time_point t0_{};
+};
 
 void clear_markers(const std::vector<Node>& nodes) {
   auto clear = [](const Tensor& t) {
@@ -98,31 +147,59 @@ TraceStats trace_stats() {
 
 void run_trace(std::vector<Node> nodes) {
   g_flushes.fetch_add(1, std::memory_order_relaxed);
-  fuse_matmul_epilogues(nodes);
+  if (g_profile.on) {
+    g_profile.flushes.fetch_add(1, std::memory_order_relaxed);
+    g_profile.nodes.fetch_add(static_cast<int64_t>(nodes.size()), std::memory_order_relaxed);
+  }
+  {
+    PhaseTimer t(kEpilogue);
+    fuse_matmul_epilogues(nodes);
+  }
   // Held outside the trace: CSE rewrites only handles inside it, and fusion
   // (whose steps hold handles of their own) is not run yet.
   std::unordered_set<const StorageImpl*> external;
-  std::vector<size_t> live = live_nodes(nodes, &external);
+  std::vector<size_t> live;
+  {
+    PhaseTimer t(kDead);
+    live = live_nodes(nodes, &external);
+  }
   KILN_LOG(Fusion, "trace: ", nodes.size(), " nodes, ", live.size(),
            " live after dead-code elimination");
   g_dead.fetch_add(static_cast<int64_t>(nodes.size() - live.size()), std::memory_order_relaxed);
-  CseResult cse = eliminate_common_subexpressions(nodes, live, external);
-  if (cse.merged > 0) {
-    g_cse.fetch_add(static_cast<int64_t>(cse.merged), std::memory_order_relaxed);
-    live = live_nodes(nodes);
-    KILN_LOG(Fusion, "cse: ", cse.merged, " node(s) merged (", cse.copies, " as copies), ",
-             live.size(), " live");
+  {
+    PhaseTimer t(kCse);
+    CseResult cse = eliminate_common_subexpressions(nodes, live, external);
+    if (cse.merged > 0) {
+      g_cse.fetch_add(static_cast<int64_t>(cse.merged), std::memory_order_relaxed);
+      live = live_nodes(nodes);
+      KILN_LOG(Fusion, "cse: ", cse.merged, " node(s) merged (", cse.copies, " as copies), ",
+               live.size(), " live");
+    }
   }
   // Storages are computed from here on; eager kernels below must see plain memory.
-  std::vector<Step> steps = fuse(nodes, live, external);  // CSE leaves `external` as it is
+  std::vector<Step> steps;
+  {
+    PhaseTimer t(kFuse);
+    steps = fuse(nodes, live, external);  // CSE leaves `external` as it is
+  }
   KILN_LOG(Fusion, "plan: ", describe(nodes, steps));
-  clear_markers(nodes);
+  {
+    PhaseTimer t(kMarkers);
+    clear_markers(nodes);
+  }
   size_t done = 0;  // live nodes run so far
   try {
-    MemoryPlan memory = plan_memory(nodes, steps, external);
+    MemoryPlan memory;
+    {
+      PhaseTimer t(kPlan);
+      memory = plan_memory(nodes, steps, external);
+    }
     g_planned.store(static_cast<int64_t>(memory.planned_bytes), std::memory_order_relaxed);
     g_naive.store(static_cast<int64_t>(memory.naive_bytes), std::memory_order_relaxed);
     for (const Step& step : steps) {
+      PhaseTimer t(step.kind == Step::Kind::Extern  ? kExtern
+                   : step.kind == Step::Kind::Fused ? kFused
+                                                    : kReduce);
       if (step.kind == Step::Kind::Extern) {
         const Node& n = nodes[step.node];
         // A copy standing in for a merged node (Note [Common subexpressions])

@@ -1,31 +1,38 @@
 #include "jit/passes/dead_code.h"
 
-#include <unordered_map>
+#include <algorithm>
 #include <unordered_set>
 
 namespace kiln::jit {
 
 std::unordered_set<const StorageImpl*> external_storages(const std::vector<Node>& nodes) {
   // Handles the trace itself holds, per TensorImpl; what is left of a use count
-  // belongs to someone outside.
-  std::unordered_map<const TensorImpl*, int> handles;
-  auto count = [&](const Tensor& t) {
-    if (t.defined()) handles[t.impl()]++;
+  // belongs to someone outside. Counted by sorting the handles rather than in
+  // a hash map: this runs on every flush.
+  std::vector<const TensorImpl*> handles;
+  handles.reserve(nodes.size() * 4);
+  auto add = [&](const Tensor& t) {
+    if (t.defined()) handles.push_back(t.impl());
   };
   for (const Node& n : nodes) {
-    for_each_input(n, count);
-    for (const Tensor& t : n.outputs) count(t);
+    for_each_input(n, add);
+    for (const Tensor& t : n.outputs) add(t);
   }
-  std::unordered_map<const StorageImpl*, int> impls_on_storage;
+  std::sort(handles.begin(), handles.end());
+  std::vector<const StorageImpl*> impls_on_storage;  // one entry per distinct TensorImpl
   std::unordered_set<const StorageImpl*> live;
-  for (const auto& [impl, n] : handles) {
-    const StorageImpl* s = impl->storage().get();
+  for (size_t i = 0, j = 0; i < handles.size(); i = j) {
+    while (j < handles.size() && handles[j] == handles[i]) ++j;
+    const StorageImpl* s = handles[i]->storage().get();
     if (!s) continue;
-    impls_on_storage[s]++;
-    if (impl->use_count() > n) live.insert(s);
+    impls_on_storage.push_back(s);
+    if (handles[i]->use_count() > static_cast<int32_t>(j - i)) live.insert(s);
   }
-  for (const auto& [s, n] : impls_on_storage) {
-    if (s->use_count() > n) live.insert(s);  // a view made outside the trace
+  std::sort(impls_on_storage.begin(), impls_on_storage.end());
+  for (size_t i = 0, j = 0; i < impls_on_storage.size(); i = j) {
+    while (j < impls_on_storage.size() && impls_on_storage[j] == impls_on_storage[i]) ++j;
+    const StorageImpl* s = impls_on_storage[i];
+    if (s->use_count() > static_cast<int32_t>(j - i)) live.insert(s);  // a view made outside
   }
   return live;
 }

@@ -58,6 +58,8 @@ class Fuser {
   }
 
   std::vector<Step> run() {
+    // A Step carries three groups' vectors: growing the vector would move them all.
+    steps_.reserve(live_.size());
     for (size_t pos = 0; pos < live_.size(); ++pos) {
       size_t idx = live_[pos];
       ReductionSpec spec;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "jit/passes/dead_code.h"
 #include "kiln/logging.h"
@@ -57,24 +56,60 @@ size_t fuse_matmul_epilogues(std::vector<Node>& nodes) {
   static const OperatorEntry* addmm_act = &find_op("addmm_act").entry();
   static const OperatorEntry* addmm = &find_op("addmm").entry();
   static const OperatorEntry* linear = &find_op("linear").entry();
-  // Most traces hold no product: leave them before any bookkeeping.
-  if (std::none_of(nodes.begin(), nodes.end(),
-                   [](const Node& n) { return n.op == addmm || n.op == linear; })) {
-    return 0;
+  // Only the products' outputs matter: count who touches those storages alone
+  // (the rule of external_storages() restricted to them), rather than indexing
+  // every storage of the trace on every flush. Most traces hold no product.
+  std::unordered_map<const StorageImpl*, size_t> candidate;  // storage -> index in uses
+  struct Uses {
+    std::vector<size_t> readers;  // nodes reading it, one entry per argument
+    int writers = 0;
+    // Trace handles per TensorImpl on the storage (few: the product's output and its views).
+    std::vector<std::pair<const TensorImpl*, int>> handles;
+  };
+  std::vector<Uses> uses;
+  for (const Node& n : nodes) {
+    if ((n.op != addmm && n.op != linear) || n.outputs.size() != 1 || !n.written.empty()) continue;
+    const Tensor& y = n.outputs[0];
+    if (!y.defined() || !y.impl()->storage()) continue;
+    if (candidate.emplace(y.impl()->storage().get(), uses.size()).second) uses.emplace_back();
   }
-  const std::unordered_set<const StorageImpl*> external = external_storages(nodes);
-  // Who touches each storage: readers (by node) and writers.
-  std::unordered_map<const StorageImpl*, std::vector<size_t>> readers;
-  std::unordered_map<const StorageImpl*, int> writers;
+  if (candidate.empty()) return 0;
+  auto uses_of = [&](const Tensor& t) -> Uses* {
+    if (!t.defined() || !t.impl()->storage()) return nullptr;
+    auto it = candidate.find(t.impl()->storage().get());
+    return it == candidate.end() ? nullptr : &uses[it->second];
+  };
+  auto count_handle = [](Uses* u, const TensorImpl* impl) {
+    for (auto& [i, c] : u->handles) {
+      if (i == impl) {
+        ++c;
+        return;
+      }
+    }
+    u->handles.emplace_back(impl, 1);
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     for_each_input(nodes[i], [&](const Tensor& t) {
-      if (t.defined() && t.impl()->storage()) readers[t.impl()->storage().get()].push_back(i);
+      if (Uses* u = uses_of(t)) {
+        u->readers.push_back(i);
+        count_handle(u, t.impl());
+      }
     });
+    for (const Tensor& t : nodes[i].outputs) {
+      if (Uses* u = uses_of(t)) count_handle(u, t.impl());
+    }
     for (int w : nodes[i].written) {
-      if (nodes[i].args[w].is_tensor())
-        writers[nodes[i].args[w].to_tensor().impl()->storage().get()]++;
+      if (!nodes[i].args[w].is_tensor()) continue;
+      if (Uses* u = uses_of(nodes[i].args[w].to_tensor())) u->writers++;
     }
   }
+  // Held outside the trace: a handle the trace does not own, or a view made outside.
+  auto external = [](const StorageImpl* s, const Uses& u) {
+    for (const auto& [impl, c] : u.handles) {
+      if (impl->use_count() > c) return true;
+    }
+    return s->use_count() > static_cast<int32_t>(u.handles.size());
+  };
   std::vector<bool> erased(nodes.size(), false);
   size_t rewrites = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -82,8 +117,11 @@ size_t fuse_matmul_epilogues(std::vector<Node>& nodes) {
     if (erased[i] || !product_operands(nodes[i], &bias, &a, &b)) continue;
     const Tensor& y = nodes[i].outputs[0];
     const StorageImpl* s = y.impl()->storage().get();
-    if (!s || external.count(s) || writers.count(s)) continue;
-    const std::vector<size_t>& users = readers[s];
+    auto c = s ? candidate.find(s) : candidate.end();
+    if (c == candidate.end()) continue;
+    const Uses& u = uses[c->second];
+    if (u.writers > 0 || external(s, u)) continue;
+    const std::vector<size_t>& users = u.readers;
     if (users.size() != 1) continue;
     Node& act_node = nodes[users[0]];
     const char* act = activation_of(act_node);

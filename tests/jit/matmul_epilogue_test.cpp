@@ -75,6 +75,27 @@ TEST_F(MatmulEpilogue, AProductTheUserHoldsStaysApart) {
   EXPECT_EQ(plan(), "extern[addmm] fused[relu -> 1 out]");
 }
 
+// Only a view of the product escapes (its handle is not the trace's): the
+// product's storage is still observable, so it stays apart.
+TEST_F(MatmulEpilogue, AViewOfTheProductHeldOutsideStaysApart) {
+  Tensor bias = real({5}, 1), a = real({4, 3}, 2), b = real({3, 5}, 3);
+  Tensor v;
+  Tensor y = [&] {
+    Tensor p = kiln::addmm(bias, a, b);
+    v = p.transpose(0, 1);
+    return kiln::relu(p);
+  }();
+  EXPECT_EQ(plan(), "extern[addmm] fused[relu -> 1 out]");
+  Tensor p_eager, y_eager;
+  {
+    kiln::EagerGuard g;
+    p_eager = kiln::addmm(bias, a, b);
+    y_eager = kiln::relu(p_eager);
+  }
+  EXPECT_TENSOR_CLOSE_TOL(v, p_eager.transpose(0, 1), 0, 0);
+  EXPECT_TENSOR_CLOSE_TOL(y, y_eager, 0, 0);
+}
+
 TEST_F(MatmulEpilogue, AProductWithTwoReadersStaysApart) {
   Tensor bias = real({5}, 1), a = real({4, 3}, 2), b = real({3, 5}, 3);
   Tensor y = [&] {
