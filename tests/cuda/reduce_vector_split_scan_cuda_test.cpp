@@ -153,6 +153,54 @@ TEST_P(CudaVectorSplit, FewLongRowsSplitDeterministically) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaVectorSplit,
                          ::testing::Values(kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16));
 
+// The eager reduction kernels (Note [CUDA reduction schedules]) split few
+// long reductions across blocks too: every accumulator kind (sums, Welford,
+// arg-extremes with their positions, logsumexp, norms) against the CPU, and
+// the same bits twice.
+TEST(CudaEagerSplit, FewLongReductionsMatchEagerCpu) {
+  KILN_REQUIRE_CUDA();
+  kiln::EagerGuard g;
+  Tensor x = kiln::testing::random_tensor({(1 << 21) + 5}, kiln::kFloat32, "contiguous", 1);
+  Tensor h = kiln::testing::random_tensor({3, 200001}, kiln::kFloat16, "offset", 2);
+  Tensor i = kiln::testing::random_tensor({400000, 2}, kiln::kInt32, "contiguous", 3, -5, 5);
+  Tensor p = kiln::testing::random_tensor({1 << 20}, kiln::kFloat64, "strided", 4, 0.9999, 1.0001);
+  struct Op {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    const Tensor* in;
+    kiln::testing::Tolerance tol;
+  };
+  const kiln::testing::Tolerance exact{0, 0}, f32{1e-5, 1e-2}, f16{2e-3, 1e-1};
+  const std::vector<Op> ops = {
+      {"sum", [](const Tensor& t) { return kiln::sum(t); }, &x, f32},
+      {"mean", [](const Tensor& t) { return kiln::mean(t); }, &x, f32},
+      {"var", [](const Tensor& t) { return kiln::var(t, kAll); }, &x, f32},
+      {"std", [](const Tensor& t) { return kiln::std(t, kAll, 0); }, &x, f32},
+      {"amax", [](const Tensor& t) { return kiln::amax(t, kAll); }, &x, exact},
+      {"argmax", [](const Tensor& t) { return kiln::argmax(t); }, &x, exact},
+      {"argmin", [](const Tensor& t) { return kiln::argmin(t); }, &x, exact},
+      {"logsumexp", [](const Tensor& t) { return kiln::logsumexp(t, {0}); }, &x, f32},
+      {"norm", [](const Tensor& t) { return kiln::norm(t); }, &x, f32},
+      {"sum rows f16", [](const Tensor& t) { return kiln::sum(t, {1}); }, &h, f16},
+      {"amin rows f16", [](const Tensor& t) { return kiln::amin(t, {1}); }, &h, exact},
+      {"sum cols i32", [](const Tensor& t) { return kiln::sum(t, {0}); }, &i, exact},
+      {"max cols i32", [](const Tensor& t) { return std::get<1>(kiln::max(t, 0)); }, &i, exact},
+      {"prod f64", [](const Tensor& t) { return kiln::prod(t); }, &p, {1e-10, 1e-10}},
+  };
+  for (const Op& op : ops) {
+    SCOPED_TRACE(op.name);
+    Tensor expected = op.f(*op.in);
+    Tensor d = on_cuda(*op.in);
+    Tensor got = op.f(d).cpu();
+    Tensor again = op.f(d).cpu();
+    kiln::sync();
+    std::string msg = kiln::testing::compare(got, expected, op.tol);
+    EXPECT_TRUE(msg.empty()) << msg;
+    msg = kiln::testing::compare(again, got, exact);
+    EXPECT_TRUE(msg.empty()) << "two runs differ: " << msg;
+  }
+}
+
 // cumsum and cumprod: long lines (block scan, several tiles, a partial last
 // tile), a scan along a non-inner dim, and many short lines (a thread each).
 TEST(CudaScan, LongAndShortLinesMatchEagerCpu) {
