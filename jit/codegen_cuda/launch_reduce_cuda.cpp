@@ -12,6 +12,7 @@
 #include "jit/codegen_cuda/reduce_plan.h"
 #include "jit/iteration.h"
 #include "kiln/logging.h"
+#include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/device_guard.h"
 
 namespace kiln::jit::cuda {
@@ -37,7 +38,8 @@ bool run_reduction_cuda(const ReductionGroup& g) {
   }
   const ReduceSpec& spec = plan.spec;
   KILN_LOG(Fusion, "cuda reduction ", row_op_name(g.op), ": ", plan.rows, " rows of ", plan.n, ", ",
-           spec.threads, " lanes per row, ", spec.per_thread, " values per lane on chip");
+           spec.threads, " lanes per row, ", spec.per_thread, " values per lane on chip, ",
+           spec.vec, " per load, ", plan.splits, " blocks per row");
   // Kernel (compiled or found) before anything is written.
   cudaKernel_t fn = load_kernel(
       reduce_name(spec), [&] { return reduce_source(spec); }, device.index());
@@ -45,16 +47,29 @@ bool run_reduction_cuda(const ReductionGroup& g) {
     if (plan.outputs[k]) ensure_memory(plan.tensors[k]);
   }
   if (plan.rows > 0 && !(is_row_normalization(g.op) && plan.n == 0)) {
-    std::vector<int64_t> args = reduce_args(plan);
+    kiln::cuda::DeviceGuard guard(device.index());
+    cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
+    // A split row's partials and counters: from the caching allocator, freed
+    // (stream-ordered) when `workspace` goes out of scope after the launch.
+    Tensor workspace;
+    if (spec.split) {
+      const size_t bytes = reduce_workspace_bytes(plan);
+      workspace = empty_tensor({static_cast<int64_t>((bytes + 7) / 8)}, kFloat64, device);
+      char* base = static_cast<char*>(workspace.data_ptr());
+      KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(base + reduce_counter_offset(plan), 0,
+                                             bytes - reduce_counter_offset(plan), stream),
+                             device.index());
+    }
+    std::vector<int64_t> args =
+        reduce_args(plan, workspace.defined() ? workspace.data_ptr() : nullptr);
     void* params[] = {args.data()};
     const int block = reduce_block_size(spec);
     const int64_t per_block = block / spec.threads;
     const int64_t blocks =
         std::min<int64_t>((plan.rows + per_block - 1) / per_block, int64_t{1} << 30);
-    kiln::cuda::DeviceGuard guard(device.index());
-    cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
     KILN_CUDA_CHECK_DEVICE(
-        cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(static_cast<unsigned>(blocks)),
+        cudaLaunchKernel(reinterpret_cast<const void*>(fn),
+                         dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(plan.splits)),
                          dim3(block), params, 0, stream),
         device.index());
     record_launch();

@@ -181,7 +181,10 @@ bool plan_reduction(const ReductionGroup& g, int sm_count, ReducePlan* plan, std
   const bool multi_pass = norm || g.op == RowOp::Var;
   const int64_t red_inner = primary >= 0 ? rst[primary].back() : 1;
   const int64_t kept_inner = primary >= 0 ? kst[primary].back() : 0;
-  const bool outer = rows > 1 && n > 1 && red_inner != 1 && kept_inner == 1;
+  // Few rows of many elements take lanes (and chunks) even when the reduced
+  // dims are the outer ones: a thread per row would walk millions serially.
+  const bool few_long = n > 4096 && rows < 2 * static_cast<int64_t>(sm_count);
+  const bool outer = rows > 1 && n > 1 && red_inner != 1 && kept_inner == 1 && !few_long;
   auto lanes = [&](int t) {
     spec.threads = t;
     spec.per_thread = multi_pass ? pow2_at_least((n + t - 1) / t) : 0;
@@ -200,8 +203,46 @@ bool plan_reduction(const ReductionGroup& g, int sm_count, ReducePlan* plan, std
   } else if (n <= 4096) {
     lanes(256);
   } else {
-    spec.threads = rows < 2 * static_cast<int64_t>(sm_count) ? 1024 : 256;
+    spec.threads = few_long ? 1024 : 256;
     spec.per_thread = 0;
+  }
+  // A one-pass statistic over few long rows: chunks of at least kSplitMin
+  // elements, about two blocks per multiprocessor in all.
+  plan->splits = 1;
+  plan->chunk = 0;
+  if (few_long && !multi_pass) {
+    constexpr int64_t kSplitMin = 16 * 1024, kChunkAlign = 8 * 1024;
+    const int64_t want = std::min<int64_t>((n + kSplitMin - 1) / kSplitMin,
+                                           std::max<int64_t>(1, 2 * int64_t{sm_count} / rows));
+    if (want >= 2) {
+      int64_t chunk = (n + want - 1) / want;
+      chunk = (chunk + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
+      plan->splits = (n + chunk - 1) / chunk;
+      plan->chunk = chunk;
+      spec.split = plan->splits > 1;
+    }
+  }
+  // 16-byte loads (Note [CUDA reduction schedules for groups]): each Contig
+  // prologue input's vectors stay aligned at every row and position.
+  spec.vec = 1;
+  if (spec.threads > 1 && rsizes.size() == 1) {
+    const int v = reduce_vector_width(spec);
+    bool aligned = v > 1 && n % v == 0;
+    const size_t first_in = g.prologue.outputs.size() - 1;
+    for (size_t i = 0; i < g.prologue.inputs.size() && aligned; ++i) {
+      const size_t k = first_in + i;
+      if (spec.walks[k] != Walk::Contig) continue;
+      const uint64_t bytes = static_cast<uint64_t>(v) * itemsize(kernel.prologue.inputs[i]);
+      aligned = reinterpret_cast<uintptr_t>(slots[k].t.data_ptr()) % bytes == 0;
+      for (int64_t s : kst[k]) aligned = aligned && s % v == 0;
+    }
+    if (aligned) {
+      spec.vec = v;
+      if (spec.per_thread > 0) {
+        const int64_t per_lane = v * static_cast<int64_t>(spec.threads);
+        spec.per_thread = v * pow2_at_least((n + per_lane - 1) / per_lane);
+      }
+    }
   }
   // Passes after the first re-run the prologue from memory: it must not have
   // overwritten what it reads.
@@ -216,7 +257,7 @@ bool plan_reduction(const ReductionGroup& g, int sm_count, ReducePlan* plan, std
       }
     }
   }
-  size_t words = 4 + ksizes.size() + rsizes.size();
+  size_t words = 4 + (spec.split ? 2 : 0) + ksizes.size() + rsizes.size();
   for (Walk w : spec.walks) words += 1 + ksizes.size() + (w == Walk::Strided ? rsizes.size() : 0);
   if (words * 8 > kMaxParamBytes) return refuse("too many operands for one kernel's parameters");
   plan->words = words;
@@ -231,7 +272,16 @@ bool plan_reduction(const ReductionGroup& g, int sm_count, ReducePlan* plan, std
   return true;
 }
 
-std::vector<int64_t> reduce_args(const ReducePlan& p) {
+size_t reduce_counter_offset(const ReducePlan& p) {
+  return static_cast<size_t>(p.rows * p.splits) * sizeof(double);
+}
+
+size_t reduce_workspace_bytes(const ReducePlan& p) {
+  if (!p.spec.split) return 0;
+  return reduce_counter_offset(p) + static_cast<size_t>(p.rows) * sizeof(uint32_t);
+}
+
+std::vector<int64_t> reduce_args(const ReducePlan& p, void* workspace) {
   std::vector<int64_t> args;
   auto bits = [](auto v) {
     int64_t b;
@@ -243,6 +293,11 @@ std::vector<int64_t> reduce_args(const ReducePlan& p) {
   args.push_back(p.n);
   args.push_back(bits(p.eps));
   args.push_back(bits(std::max(0.0, static_cast<double>(p.n - p.correction))));
+  if (p.spec.split) {
+    KILN_INTERNAL_ASSERT(workspace != nullptr, "a split reduction without its workspace");
+    args.push_back(p.chunk);
+    args.push_back(bits(workspace));
+  }
   for (int64_t s : p.ksizes) args.push_back(s);
   for (int64_t s : p.rsizes) args.push_back(s);
   for (size_t k = 0; k < p.tensors.size(); ++k) {

@@ -25,6 +25,8 @@ struct ReducePlan {
   int64_t rows = 1, n = 1;
   double eps = 0;
   int64_t correction = 0;
+  int64_t splits = 1;  // blocks per row (spec.split), each over `chunk` elements
+  int64_t chunk = 0;
   size_t words = 0;  // 8-byte argument words
 
   ReducePlan() = default;
@@ -35,7 +37,11 @@ struct ReducePlan {
 // Fills `plan` for `group` on a device with `sm_count` multiprocessors, or
 // returns false with the reason in `why` (the group then runs node by node).
 bool plan_reduction(const ReductionGroup& group, int sm_count, ReducePlan* plan, std::string* why);
-// The kernel's argument struct as 8-byte words (reads the operands' data pointers).
-std::vector<int64_t> reduce_args(const ReducePlan& plan);
+// The kernel's argument struct as 8-byte words (reads the operands' data
+// pointers); `workspace` is the split kernel's partials and counters.
+std::vector<int64_t> reduce_args(const ReducePlan& plan, void* workspace = nullptr);
+// Bytes of workspace a split plan needs (partials, then a counter per row); 0 unsplit.
+size_t reduce_workspace_bytes(const ReducePlan& plan);
+size_t reduce_counter_offset(const ReducePlan& plan);
 
 }  // namespace kiln::jit::cuda

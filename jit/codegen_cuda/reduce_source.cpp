@@ -1,5 +1,6 @@
 #include "jit/codegen_cuda/reduce_source.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -50,7 +51,8 @@ uint64_t spec_hash(const ReduceSpec& s) {
   for (char c : k.epilogue.key()) h = mix(h, static_cast<unsigned char>(c));
   h = mix(h, static_cast<uint64_t>(k.op));
   for (Walk w : s.walks) h = mix(h, static_cast<uint64_t>(w));
-  for (int v : {s.kept_dims, s.red_dims, s.threads, s.per_thread, static_cast<int>(s.index32)}) {
+  for (int v : {s.kept_dims, s.red_dims, s.threads, s.per_thread, static_cast<int>(s.index32),
+                s.vec, static_cast<int>(s.split)}) {
     h = mix(h, static_cast<uint64_t>(v));
   }
   return h;
@@ -71,6 +73,18 @@ int reduce_operand_count(const ReductionKernel& k) {
 
 int reduce_block_size(const ReduceSpec& spec) {
   return spec.threads > 256 ? spec.threads : 256;
+}
+
+int reduce_vector_width(const ReduceSpec& spec) {
+  const PointwiseKernel& pro = spec.kernel->prologue;
+  const size_t first_in = pro.outputs.size() - 1;
+  size_t widest = 0;
+  for (size_t i = 0; i < pro.inputs.size(); ++i) {
+    if (first_in + i < spec.walks.size() && spec.walks[first_in + i] == Walk::Contig) {
+      widest = std::max(widest, itemsize(pro.inputs[i]));
+    }
+  }
+  return widest == 0 ? 1 : static_cast<int>(std::min<size_t>(8, 16 / widest));
 }
 
 std::string reduce_name(const ReduceSpec& spec) {
@@ -104,6 +118,13 @@ std::string reduce_source(const ReduceSpec& spec) {
              "lane), got ",
              P);
   const int B = reduce_block_size(spec), R = B / T;
+  const int V = spec.vec;
+  const bool multi_pass = norm || op == RowOp::Var;
+  KILN_CHECK(V == 1 || (V == reduce_vector_width(spec) && V > 1 && T > 1 && P % V == 0),
+             "[cuda codegen] expected vector width 1 or ", reduce_vector_width(spec),
+             " (with several lanes and a multiple of it per lane), got ", V);
+  KILN_CHECK(!spec.split || (!multi_pass && T == B),
+             "[cuda codegen] expected a split row to be a one-pass statistic with a block per row");
 
   // Operand table in ABI order; `pro_slot`/`epi_slot` map a body's operand to it.
   std::vector<Operand> ops;
@@ -131,8 +152,9 @@ std::string reduce_source(const ReduceSpec& spec) {
   const std::string KD = std::to_string(spec.kept_dims), RD = std::to_string(spec.red_dims);
   std::ostringstream os;
   os << pointwise_prelude() << kReducePrelude;
-  os << "struct KilnArgs {\n  i64 rows;\n  i64 n;\n  double eps;\n  double divisor;\n"
-     << "  i64 ks[" << KD << "];\n  i64 rs[" << RD << "];\n";
+  os << "struct KilnArgs {\n  i64 rows;\n  i64 n;\n  double eps;\n  double divisor;\n";
+  if (spec.split) os << "  i64 chunk;\n  void* ws;\n";
+  os << "  i64 ks[" << KD << "];\n  i64 rs[" << RD << "];\n";
   for (int o = 0; o < nops; ++o) {
     os << "  void* p" << o << ";\n  i64 k" << o << "[" << KD << "];\n";
     if (ops[o].walk == Walk::Strided) os << "  i64 r" << o << "[" << RD << "];\n";
@@ -147,7 +169,13 @@ std::string reduce_source(const ReduceSpec& spec) {
      << I << ")gridDim.x * " << R << ") {\n";
   os << "    const " << I << " row = base + threadIdx.x / " << T << ";\n";
   os << "    const bool valid = row < rows;\n";
-  os << "    const " << I << " len = valid ? n : 0;\n";
+  if (spec.split) {
+    // This block's chunk of the row: [lo, len).
+    os << "    const " << I << " lo = (" << I << ")blockIdx.y * (" << I << ")a.chunk;\n";
+    os << "    const " << I << " len = valid ? min(n, lo + (" << I << ")a.chunk) : 0;\n";
+  } else {
+    os << "    const " << I << " len = valid ? n : 0;\n";
+  }
   // Kept offsets, once per row.
   for (int o = 0; o < nops; ++o) os << "    " << I << " k" << o << " = 0;\n";
   os << "    {\n      " << I << " rem = valid ? row : 0;\n";
@@ -194,22 +222,48 @@ std::string reduce_source(const ReduceSpec& spec) {
            std::to_string(o) + ")";
   };
   // The prologue at reduced position j: returns the value reduced; stores only when `st`.
+  // With vectors, `prov` runs it at j0..j0+V-1 into xv[0..V-1], each Contig
+  // input read with one aligned access (the plan checked alignment).
   {
     std::vector<int> slots = pro_in;
     slots.insert(slots.end(), pro_out.begin(), pro_out.end());
-    os << "    auto pro = [&](" << I << " j, bool st) -> float {\n";
-    red_index(slots, "      ");
-    os << "      float x;\n";
+    std::string pad = "      ";
+    if (V > 1) {
+      os << "    auto prov = [&](" << I << " j0, bool st, float* xv) {\n";
+      for (size_t i = 0; i < pro.inputs.size(); ++i) {
+        const int o = pro_in[i];
+        if (ops[o].walk != Walk::Contig) continue;
+        const std::string vt =
+            "KilnVec<" + std::string(mem_type(pro.inputs[i])) + ", " + std::to_string(V) + ">";
+        os << "      const " << vt << " l" << o << " = *(const " << vt << "*)(" << ptr(o) << " + k"
+           << o << " + j0);\n";
+      }
+      os << "#pragma unroll\n      for (int e = 0; e < " << V << "; ++e) {\n        const " << I
+         << " j = j0 + e;\n";
+      pad = "        ";
+    } else {
+      os << "    auto pro = [&](" << I << " j, bool st) -> float {\n";
+    }
+    red_index(slots, pad);
+    os << pad << "float x;\n";
     emit_pointwise_body(
-        os, pro, "      ",
+        os, pro, pad,
         [&](size_t i) {
-          return device_load(pro.inputs[i], "a.p" + std::to_string(pro_in[i]), offset(pro_in[i]));
+          const int o = pro_in[i];
+          if (V > 1 && ops[o].walk == Walk::Contig) {
+            return device_load(pro.inputs[i], "l" + std::to_string(o) + ".v", "e");
+          }
+          return device_load(pro.inputs[i], "a.p" + std::to_string(o), offset(o));
         },
         [&](size_t o, const std::string& v) -> std::string {
           if (o == 0) return "x = " + v;
           return "if (st) " + ptr(pro_out[o]) + "[" + offset(pro_out[o]) + "] = " + v;
         });
-    os << "      return x;\n    };\n";
+    if (V > 1) {
+      os << "        xv[e] = x;\n      }\n    };\n";
+    } else {
+      os << "      return x;\n    };\n";
+    }
   }
   // The epilogue: at reduced position j for a normalization, once per row for a statistic.
   {
@@ -231,9 +285,29 @@ std::string reduce_source(const ReduceSpec& spec) {
   // Passes over the row: `stmt` sees the value as `x` (a reference into the
   // registers when the row is kept there) and its position `j`.
   int pass_count = 0;
+  const std::string lo = spec.split ? "lo + " : "";
   auto pass = [&](const std::string& stmt) {
     const bool first = pass_count++ == 0;
-    if (P > 0) {
+    if (V > 1 && P > 0) {
+      // Register slot q holds position (lane + (q / V) * T) * V + q % V.
+      if (first) {
+        os << "    float xs[" << P << "];\n#pragma unroll\n    for (int c = 0; c < " << P / V
+           << "; ++c) {\n      const " << I << " j0 = (lane + (" << I << ")c * " << T << ") * " << V
+           << ";\n      if (j0 < len) {\n        prov(j0, true, xs + c * " << V
+           << ");\n      } else {\n#pragma unroll\n        for (int e = 0; e < " << V
+           << "; ++e) xs[c * " << V << " + e] = 0.0f;\n      }\n    }\n";
+      }
+      os << "#pragma unroll\n    for (int q = 0; q < " << P << "; ++q) {\n      const " << I
+         << " j = (lane + (" << I << ")(q / " << V << ") * " << T << ") * " << V << " + q % " << V
+         << ";\n      if (j < len) {\n        float& x = xs[q];\n"
+         << "        " << stmt << "\n      }\n    }\n";
+    } else if (V > 1) {
+      os << "    for (" << I << " j0 = " << lo << "(" << I << ")lane * " << V
+         << "; j0 < len; j0 += " << T * V << ") {\n      float xv[" << V << "];\n      prov(j0, "
+         << (first ? "true" : "false") << ", xv);\n#pragma unroll\n      for (int e = 0; e < " << V
+         << "; ++e) {\n        const " << I << " j = j0 + e;\n        float x = xv[e];\n        "
+         << stmt << "\n      }\n    }\n";
+    } else if (P > 0) {
       if (first) {
         os << "    float xs[" << P << "];\n#pragma unroll\n    for (int q = 0; q < " << P
            << "; ++q) {\n      const " << I << " j = lane + (" << I << ")q * " << T
@@ -244,8 +318,9 @@ std::string reduce_source(const ReduceSpec& spec) {
          << ";\n      if (j < len) {\n        float& x = xs[q];\n"
          << "        " << stmt << "\n      }\n    }\n";
     } else {
-      os << "    for (" << I << " j = lane; j < len; j += " << T << ") {\n      float x = pro(j, "
-         << (first ? "true" : "false") << ");\n      " << stmt << "\n    }\n";
+      os << "    for (" << I << " j = " << lo << "lane; j < len; j += " << T
+         << ") {\n      float x = pro(j, " << (first ? "true" : "false") << ");\n      " << stmt
+         << "\n    }\n";
     }
   };
   auto reduce = [&](const std::string& v, const char* fn) {
@@ -264,7 +339,7 @@ std::string reduce_source(const ReduceSpec& spec) {
       os << "    double acc = 0.0;\n";
       pass("acc += (double)x;");
       reduce("acc", "KilnAddOp");
-      if (op == RowOp::Mean) os << "    acc = acc / (double)n;\n";
+      if (op == RowOp::Mean && !spec.split) os << "    acc = acc / (double)n;\n";
       break;
     case RowOp::Max:
     case RowOp::Min:
@@ -320,7 +395,25 @@ std::string reduce_source(const ReduceSpec& spec) {
       pass("epi(j, x * scale);");
       break;
   }
-  if (!norm) os << "    if (valid && lane == 0) epi((float)acc);\n";
+  if (spec.split) {
+    // Last block done (Note [CUDA reduction schedules for groups]): partials
+    // are float64 (exact for Max/Min), read back in chunk order.
+    const std::string at = op == RowOp::Max || op == RowOp::Min ? "float" : "double";
+    const std::string comb = op == RowOp::Max   ? "t = kiln_max(t, (float)part[s]);"
+                             : op == RowOp::Min ? "t = kiln_min(t, (float)part[s]);"
+                                                : "t += part[s];";
+    os << "    if (valid && lane == 0) {\n"
+       << "      volatile double* part = (double*)a.ws + (i64)row * gridDim.y;\n"
+       << "      unsigned* count = (unsigned*)((double*)a.ws + (i64)rows * gridDim.y) + row;\n"
+       << "      part[blockIdx.y] = (double)acc;\n      __threadfence();\n"
+       << "      if (atomicAdd(count, 1u) == gridDim.y - 1) {\n        __threadfence();\n"
+       << "        " << at << " t = (" << at << ")part[0];\n"
+       << "        for (unsigned s = 1; s < gridDim.y; ++s) " << comb << "\n";
+    if (op == RowOp::Mean) os << "        t = t / (double)n;\n";
+    os << "        epi((float)t);\n      }\n    }\n";
+  } else if (!norm) {
+    os << "    if (valid && lane == 0) epi((float)acc);\n";
+  }
   os << "  }\n}\n";
   return os.str();
 }

@@ -22,8 +22,9 @@ namespace kiln::jit::cuda {
 // cache key), over the reduced dims: Contig (one reduced dim, stride 1: the
 // offset is j), Zero (broadcast over the whole reduced space; a statistic's
 // epilogue operands are all Zero) or Strided. The kernel takes one struct by
-// value: rows, n, eps, divisor (Var's n - correction, floored at 0), kept
-// sizes, reduced sizes, then per operand its pointer and strides, all 8-byte
+// value: rows, n, eps, divisor (Var's n - correction, floored at 0), for a
+// split kernel the chunk length and the workspace pointer, kept sizes,
+// reduced sizes, then per operand its pointer and strides, all 8-byte
 // fields. Sizes and strides are arguments: one kernel serves every shape with
 // the same structure, walks and dim counts.
 constexpr int kMaxReduceDims = 6;
@@ -42,6 +43,22 @@ enum class Walk : uint8_t { Contig, Zero, Strided };
 // and RmsNorm accumulate in float64 (Note [CUDA group sums]); Softmax's sum
 // and Max/Min stay float32. Var and LayerNorm take the mean first and squared
 // deviations second; exp and log are the precise expf/logf.
+//
+// Two launch-time choices are part of the key:
+//  - `vec` > 1: every Contig prologue input is read `vec` elements at a time
+//    with one access of up to 16 bytes (f32 x4, f16/bf16 x8; 16 bytes of the
+//    widest such input). The plan picks it only when the row length is a
+//    multiple of `vec` and each such input's pointer and kept strides keep
+//    every vector aligned. A lane then takes runs of `vec` neighbours
+//    (elements lane*vec.. of each stride of T*vec) instead of every T-th
+//    element: each lane's values are added in position order as before, only
+//    which lane holds which element changes (sums stay float64).
+//  - `split`: a statistic (Sum, Mean, Max, Min) over few, long rows is cut
+//    into gridDim.y chunks of `chunk` elements (an argument), one block each.
+//    Each block writes its float64 partial to a workspace; the last block of
+//    a row to finish (a counter per row, zeroed at launch) combines the
+//    partials in chunk order and runs the epilogue, so the result does not
+//    depend on which block finishes first (no float atomics).
 struct ReduceSpec {
   const ReductionKernel* kernel = nullptr;
   std::vector<Walk> walks;  // per operand, in ABI order
@@ -50,11 +67,16 @@ struct ReduceSpec {
   int threads = 256;        // lanes per row: 1, 32, 128, 256 or 1024
   int per_thread = 0;       // 0, or 1..16 (a power of two): values kept in registers
   bool index32 = true;      // every offset and row index fits in 31 bits
+  int vec = 1;              // 1, 2, 4 or 8: elements per vector load of Contig prologue inputs
+  bool split = false;       // rows cut across blockIdx.y, combined by the last block
 };
 
 // Operands of `k` in ABI order.
 int reduce_operand_count(const ReductionKernel& k);
 int reduce_block_size(const ReduceSpec& spec);
+// The widest vector (1 when none) for the Contig prologue inputs of `spec`:
+// 16 bytes of the widest of them, at most 8 elements.
+int reduce_vector_width(const ReduceSpec& spec);
 
 // "kiln_red_<hash>": the hash covers the kernel's structure and every spec field.
 std::string reduce_name(const ReduceSpec& spec);

@@ -447,3 +447,169 @@ TEST_F(CudaReduceSource, ShortRowsStayOnChipAndStatisticsUseFloat64) {
 }
 
 }  // namespace
+
+namespace {
+
+// Vector loads and split rows (Note [CUDA reduction schedules for groups]):
+// every golden pattern compiles with 16-byte loads, in registers and from
+// memory, and the one-pass statistics compile split; the plan picks vectors
+// only for aligned rows whose length is a multiple of the width, and splits
+// only few long rows of a one-pass statistic.
+TEST_F(CudaReduceSource, VectorAndSplitVariantsCompile) {
+  int compiled = 0;
+  for (DType t : {kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16}) {
+    for (const Pattern& p : patterns(t)) {
+      const bool multi = kiln::jit::is_row_normalization(p.kernel.op) || p.kernel.op == RowOp::Var;
+      std::vector<kc::ReduceSpec> specs;
+      // Every schedule in float32; in registers and split in the 16-bit dtypes.
+      for (const Schedule& s : {Schedule{32, 8, false, 1, true}, Schedule{256, 16, false, 2, true},
+                                Schedule{1024, 0, false, 1, false}}) {
+        const bool wide = t == kiln::kFloat32;
+        kc::ReduceSpec spec = spec_for(p.kernel, s);
+        spec.vec = kc::reduce_vector_width(spec);
+        ASSERT_EQ(spec.vec, t == kiln::kFloat32 ? 4 : 8) << p.name;
+        if (wide || s.threads == 32) specs.push_back(spec);
+        if (!multi && s.threads == 1024) {
+          spec.split = true;
+          specs.push_back(spec);
+          spec.vec = 1;
+          if (wide) specs.push_back(spec);
+        }
+      }
+      for (const kc::ReduceSpec& spec : specs) {
+        SCOPED_TRACE(p.name + " " + kiln::dtype_name(t) + " threads " +
+                     std::to_string(spec.threads) + " vec " + std::to_string(spec.vec) +
+                     (spec.split ? " split" : ""));
+        const std::string src = kc::reduce_source(spec);
+        EXPECT_EQ(src.find("KilnVec<") != std::string::npos, spec.vec > 1);
+        EXPECT_EQ(src.find("atomicAdd") != std::string::npos, spec.split);
+        kc::CompiledKernel ck;
+        ASSERT_NO_THROW(ck = kc::nvrtc_compile(src, kc::reduce_name(spec), 90)) << "source:\n"
+                                                                                << src;
+        EXPECT_FALSE(ck.is_ptx);
+        EXPECT_GT(ck.image.size(), 1000u);
+        ++compiled;
+      }
+    }
+  }
+  // 4 of the 12 patterns are one-pass statistics.
+  EXPECT_EQ(compiled, (12 * 3 + 4 * 2) + 2 * (12 + 4));
+}
+
+TEST_F(CudaReduceSource, VectorAndSplitAreKeyedAndChecked) {
+  std::vector<Pattern> ps = patterns(kiln::kFloat32);
+  const ReductionKernel& softmax = ps[0].kernel;
+  kc::ReduceSpec s = spec_for(softmax, {32, 8, false, 1, true});
+  const std::string scalar = kc::reduce_name(s);
+  s.vec = 4;
+  EXPECT_NE(kc::reduce_name(s), scalar);
+  EXPECT_NO_THROW(kc::reduce_source(s));
+  s.vec = 8;  // not the width of a float32 input
+  EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+  s.vec = 4;
+  s.per_thread = 2;  // fewer values per lane than one vector
+  EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+  s = spec_for(softmax, {1, 4, false, 1, true});
+  s.vec = 4;  // one lane per row never vectorizes
+  EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+  s = spec_for(softmax, {1024, 0, false, 1, true});
+  s.split = true;  // a normalization needs its whole row in one block
+  EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+  const ReductionKernel& sum = ps[6].kernel;
+  ASSERT_EQ(sum.op, RowOp::Sum);
+  kc::ReduceSpec a = spec_for(sum, {1024, 0, false, 1, true});
+  kc::ReduceSpec b = a;
+  b.split = true;
+  EXPECT_NE(kc::reduce_name(a), kc::reduce_name(b));
+  b.threads = 32;  // split blocks hold one row
+  EXPECT_THROW(kc::reduce_source(b), kiln::Error);
+}
+
+TEST_F(CudaReduceSource, PlansPickVectorsOnlyForAlignedRows) {
+  std::string why;
+  for (const char* layout : {"contiguous", "offset", "transposed"}) {
+    for (int64_t n : {300, 301, 768, 5000}) {
+      SCOPED_TRACE(std::string(layout) + " n=" + std::to_string(n));
+      kc::ReducePlan p;
+      ASSERT_TRUE(kc::plan_reduction(
+          group(RowOp::LayerNorm, rnd({6, n}, layout), {false, true}, {6, n}), 132, &p, &why))
+          << why;
+      const bool expect = std::string(layout) == "contiguous" && n % 4 == 0;
+      EXPECT_EQ(p.spec.vec, expect ? 4 : 1);
+      if (p.spec.per_thread > 0) {
+        EXPECT_EQ(p.spec.per_thread % p.spec.vec, 0);
+        EXPECT_GE(p.spec.per_thread * p.spec.threads, n);
+        EXPECT_LE(p.spec.per_thread, 16);
+      }
+      EXPECT_NO_THROW(kc::reduce_source(p.spec));
+    }
+  }
+  {  // rows too short for lanes, and a row stride that breaks alignment
+    kc::ReducePlan p;
+    ASSERT_TRUE(
+        kc::plan_reduction(group(RowOp::Sum, rnd({5, 6}), {false, true}, {5}), 132, &p, &why));
+    EXPECT_EQ(p.spec.threads, 1);  // n <= 8: a lane per row
+    EXPECT_EQ(p.spec.vec, 1);
+    Tensor y;
+    {
+      kiln::EagerGuard g;
+      y = rnd({5, 42}).narrow(1, 0, 36);  // row stride 42: not a multiple of 4
+    }
+    kc::ReducePlan q;
+    ASSERT_TRUE(kc::plan_reduction(group(RowOp::Sum, y, {false, true}, {5}), 132, &q, &why));
+    EXPECT_EQ(q.spec.threads, 32);
+    EXPECT_EQ(q.spec.vec, 1);
+  }
+}
+
+TEST_F(CudaReduceSource, PlansSplitFewLongRowsOfOnePassStatistics) {
+  std::string why;
+  {  // one output of 4M elements: chunks over about two blocks per multiprocessor
+    kc::ReducePlan p;
+    ASSERT_TRUE(kc::plan_reduction(group(RowOp::Sum, rnd({1 << 22}), {true}, {}), 132, &p, &why))
+        << why;
+    EXPECT_TRUE(p.spec.split);
+    EXPECT_EQ(p.spec.threads, 1024);
+    EXPECT_EQ(p.spec.vec, 4);
+    EXPECT_EQ(p.chunk % (8 * 1024), 0);
+    EXPECT_GE(p.splits * p.chunk, p.n);
+    EXPECT_LT((p.splits - 1) * p.chunk, p.n);
+    EXPECT_LE(p.splits, 264);
+    EXPECT_GE(p.splits, 200);
+    int dummy = 0;
+    std::vector<int64_t> args = kc::reduce_args(p, &dummy);
+    EXPECT_EQ(args.size(), p.words);
+    EXPECT_EQ(args[4], p.chunk);
+    EXPECT_EQ(kc::reduce_workspace_bytes(p), static_cast<size_t>(p.splits * 8 + 4));
+    EXPECT_NO_THROW(kc::reduce_source(p.spec));
+  }
+  {  // two rows, the reduced dim outer in memory: lanes and chunks, not a thread per row
+    kc::ReducePlan p;
+    ASSERT_TRUE(
+        kc::plan_reduction(group(RowOp::Max, rnd({100000, 2}), {true, false}, {2}), 132, &p, &why))
+        << why;
+    EXPECT_EQ(p.spec.threads, 1024);
+    EXPECT_TRUE(p.spec.split);
+    EXPECT_EQ(p.spec.vec, 1);  // strided walk
+  }
+  {  // Var and the normalizations keep the row in one block; many rows never split
+    kc::ReducePlan p;
+    ASSERT_TRUE(
+        kc::plan_reduction(group(RowOp::Var, rnd({2, 100000}), {false, true}, {2}), 132, &p, &why))
+        << why;
+    EXPECT_FALSE(p.spec.split);
+    kc::ReducePlan q;
+    ASSERT_TRUE(kc::plan_reduction(group(RowOp::Sum, rnd({300, 5000}), {false, true}, {300}), 132,
+                                   &q, &why))
+        << why;
+    EXPECT_FALSE(q.spec.split);
+    EXPECT_EQ(q.spec.threads, 256);
+    kc::ReducePlan r;  // short rows: nothing to split
+    ASSERT_TRUE(
+        kc::plan_reduction(group(RowOp::Mean, rnd({2, 4000}), {false, true}, {2}), 132, &r, &why))
+        << why;
+    EXPECT_FALSE(r.spec.split);
+  }
+}
+
+}  // namespace

@@ -13,11 +13,18 @@
 //  - thread: one thread per output walking its reduction serially, so
 //    neighbouring threads read neighbouring elements when the kept dim is the
 //    dense one (summing dim 0 of a row-major matrix), or the reduction is tiny.
+// A block schedule over few outputs and long reductions is split: blockIdx.y
+// takes a chunk of the reduced positions, each block writes its Acc to a
+// workspace, and the last block of an output to finish (a counter per
+// output, zeroed at launch) combines the chunks' Accs in chunk order with
+// the same combine and writes the result: deterministic, no float atomics.
 // Accumulators: float32 for 16-bit and 32-bit floats, float64 for float64,
 // int64 for integer sums and products (as PyTorch on CUDA). Ties in
 // max/min/argmax/argmin go to the smaller position, NaN wins over numbers.
 
 #include "runtime/cpu/reduce.h"
+
+#include <cuda_runtime_api.h>
 
 #include <bit>
 #include <cmath>
@@ -28,6 +35,8 @@
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/device_guard.h"
 
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wrestrict"
@@ -67,6 +76,7 @@ struct ReduceSpec {
   DType out = kFloat32;  // value output dtype (int64 for argmax/argmin)
   bool per_thread = false;
   int block = 256;
+  bool split = false;  // blockIdx.y chunks combined by the last block
 };
 
 bool has_index(Kind k) {
@@ -106,7 +116,8 @@ std::string reduce_name(const ReduceSpec& s) {
   return std::string("kiln_reduce_") + kKindNames[static_cast<int>(s.kind)] + "_" +
          dtype_tag(s.in) + "_" + dtype_tag(s.out) +
          (compute_dtype(s) != s.out && is_floating(s.out) ? "_acc64" : "") +
-         (s.per_thread ? "_thread" : "_block") + std::to_string(s.block);
+         (s.per_thread ? "_thread" : "_block") + std::to_string(s.block) +
+         (s.split ? "_split" : "");
 }
 
 // The element read as the accumulator's value: converted as the CPU kernel
@@ -262,7 +273,7 @@ std::string reduce_source(const ReduceSpec& s) {
          mem_type(s.out) + "* __restrict__ y, i64* __restrict__ yi, const " + mem_type(s.in) +
          "* __restrict__ x, i64 M, i64 R, int ond, KilnDims osize, KilnDims os_in, KilnDims "
          "os_y, KilnDims os_yi, int rnd, KilnDims rsize, KilnDims rs, " +
-         A + " p) {\n";
+         A + " p" + (s.split ? ", i64 chunk, void* ws" : "") + ") {\n";
   auto write = [&](const std::string& ind) {
     std::string w;
     if (vals)
@@ -286,9 +297,15 @@ std::string reduce_source(const ReduceSpec& s) {
   src +=
       "  for (i64 m = blockIdx.x; m < M; m += gridDim.x) {\n"
       "    const i64 base = kiln_offset(m, ond, osize, os_in);\n"
-      "    Acc r = kiln_ident();\n"
-      "    for (i64 pos = threadIdx.x; pos < R; pos += " +
-      B + ") kiln_step(r, " + load + ", pos, p);\n";
+      "    Acc r = kiln_ident();\n";
+  if (s.split) {
+    src += "    const i64 lo = (i64)blockIdx.y * chunk, hi = min(R, lo + chunk);\n";
+    src += "    for (i64 pos = lo + threadIdx.x; pos < hi; pos += " + B + ") kiln_step(r, " + load +
+           ", pos, p);\n";
+  } else {
+    src += "    for (i64 pos = threadIdx.x; pos < R; pos += " + B + ") kiln_step(r, " + load +
+           ", pos, p);\n";
+  }
   src +=
       "    for (int k = 16; k > 0; k >>= 1) {\n"
       "      Acc q; q.a = kiln_shfl_xor(r.a, k); q.b = kiln_shfl_xor(r.b, k); q.i = "
@@ -302,6 +319,22 @@ std::string reduce_source(const ReduceSpec& s) {
         "    r = part[0];\n"
         "    for (int w = 1; w < " +
         B + " / 32; ++w) kiln_comb(r, part[w]);\n";
+  }
+  if (s.split) {
+    src +=
+        "    if (threadIdx.x == 0) {\n"
+        "      volatile Acc* w = (volatile Acc*)ws + m * gridDim.y;\n"
+        "      unsigned* count = (unsigned*)((Acc*)ws + M * gridDim.y) + m;\n"
+        "      w[blockIdx.y].a = r.a; w[blockIdx.y].b = r.b; w[blockIdx.y].i = r.i;\n"
+        "      __threadfence();\n"
+        "      if (atomicAdd(count, 1u) == gridDim.y - 1) {\n"
+        "        __threadfence();\n"
+        "        r.a = w[0].a; r.b = w[0].b; r.i = w[0].i;\n"
+        "        for (unsigned c = 1; c < gridDim.y; ++c) {\n"
+        "          Acc q; q.a = w[c].a; q.b = w[c].b; q.i = w[c].i;\n"
+        "          kiln_comb(r, q);\n        }\n" +
+        write("        ") + "      }\n    }\n  }\n}\n";
+    return src;
   }
   src += "    if (threadIdx.x == 0) {\n" + write("      ") + "    }\n  }\n}\n";
   return src;
@@ -342,6 +375,20 @@ void run_reduce(Kind kind, const char* op, const Tensor& self, uint64_t mask, co
   const bool outer = plan.osize[0] > 1 && plan.ostride_in[0] == isz && plan.rstride[0] != isz;
   spec.per_thread = R <= 16 || (outer && M >= 1024);
   spec.block = spec.per_thread ? 128 : R <= 1024 ? 32 : 256;
+  // Few outputs over long reductions: chunks of at least kSplitMin positions,
+  // about two blocks per multiprocessor in all.
+  constexpr int64_t kSplitMin = 16 * 1024;
+  const int sms = kiln::cuda::device_properties(self.device().index()).multiProcessorCount;
+  int64_t splits = 1, chunk = R;
+  if (!spec.per_thread && R >= 4 * kSplitMin && M < sms) {
+    const int64_t want = std::min<int64_t>(R / kSplitMin, 2 * int64_t{sms} / M);
+    if (want >= 2) {
+      chunk = (R + want - 1) / want;
+      chunk = (chunk + 4095) / 4096 * 4096;
+      splits = (R + chunk - 1) / chunk;
+      spec.split = splits > 1;
+    }
+  }
   cudaKernel_t k = load_kernel(
       reduce_name(spec), [&] { return reduce_source(spec); }, self.device().index());
   KernelArgs a;
@@ -354,8 +401,20 @@ void run_reduce(Kind kind, const char* op, const Tensor& self, uint64_t mask, co
   } else {
     a.i64(static_cast<int64_t>(param));
   }
-  launch(k, self.device(), spec.per_thread ? grid_for(M, spec.block) : grid_for(M, 1), spec.block,
-         0, a);
+  Tensor workspace;  // split: M * splits Accs, then a counter per output
+  if (spec.split) {
+    const int64_t acc_bytes = std::string(acc_type(compute_dtype(spec))) == "float" ? 16 : 24;
+    const int64_t counters = M * splits * acc_bytes;
+    workspace = empty_tensor({(counters + M * 4 + 7) / 8}, kFloat64, self.device());
+    kiln::cuda::DeviceGuard guard(self.device().index());
+    cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(self.device()));
+    KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(static_cast<char*>(workspace.data_ptr()) + counters, 0,
+                                           static_cast<size_t>(M * 4), stream),
+                           self.device().index());
+    a.i64(chunk).ptr(workspace);
+  }
+  const unsigned blocks = spec.per_thread ? grid_for(M, spec.block) : grid_for(M, 1);
+  launch(k, self.device(), dim3(blocks, static_cast<unsigned>(splits)), spec.block, 0, a);
   for (const Tensor& t : outs) t.impl()->bump_version();
 }
 
@@ -536,6 +595,8 @@ NamedSources reduce_source_samples() {
         ReduceSpec s{kind, in, o, per_thread, per_thread ? 128 : 256};
         out.emplace_back(reduce_name(s), reduce_source(s));
       }
+      ReduceSpec s{kind, in, o, false, 256, true};
+      out.emplace_back(reduce_name(s), reduce_source(s));
     }
   }
   return out;

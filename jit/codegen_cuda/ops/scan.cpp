@@ -1,9 +1,19 @@
-// cumsum and cumprod on CUDA: one thread per line along `dim`, scanning it in
-// order (lines of [outer, n, inner] with neighbouring threads on neighbouring
-// inner positions). Fine for the many-short-lines case; a line of millions of
-// elements runs on one thread (a block-wide scan is the next step there).
+// cumsum and cumprod on CUDA over lines of [outer, n, inner] along `dim`.
 // The input is cast to the result dtype first, as on the CPU; floating types
 // accumulate in double. Shapes, dtypes and errors from Meta.
+//
+// Note [CUDA scan schedules]
+// Two schedules, both deterministic (a fixed combination order, no atomics):
+//  - thread: one thread per line scanning it in order, neighbouring threads
+//    on neighbouring inner positions. For many short lines;
+//  - block: one block of kScanBlock threads per line (fewer than
+//    kScanBlockMaxLines lines of at least kScanBlockMin elements). The line goes in tiles of
+//    kScanBlock * kScanPer elements: each thread scans its kScanPer
+//    neighbours serially, the threads' totals are scanned across the block
+//    (warp shuffles, then the warps' totals through shared memory), and a
+//    prefix carried from the previous tiles is added. Float sums group
+//    differently from the serial order, in double, so results differ from
+//    the thread schedule by double rounding only.
 
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/ops/op_sources.h"
@@ -18,8 +28,59 @@
 namespace kiln::jit::cuda {
 namespace {
 
+constexpr int kScanBlock = 256, kScanPer = 8;
+constexpr int64_t kScanBlockMin = 1024, kScanBlockMaxLines = 8192;
+
 std::string scan_name(bool prod, DType t) {
   return std::string(prod ? "kiln_cumprod_" : "kiln_cumsum_") + dtype_tag(t) + "_acc64";
+}
+
+std::string block_scan_name(bool prod, DType t) {
+  return scan_name(prod, t) + "_block";
+}
+
+std::string block_scan_source(bool prod, DType t) {
+  const std::string T = mem_type(t), A = is_floating(t) ? "double" : acc_type(t);
+  const std::string id = prod ? "(" + A + ")1" : "(" + A + ")0";
+  const std::string op = prod ? " * " : " + ";
+  const std::string B = std::to_string(kScanBlock), K = std::to_string(kScanPer),
+                    W = std::to_string(kScanBlock / 32),
+                    tile = std::to_string(kScanBlock * kScanPer);
+  std::string src = op_prelude() + "extern \"C\" __global__ void __launch_bounds__(" + B + ") " +
+                    block_scan_name(prod, t) + "(" + T + "* __restrict__ y, const " + T +
+                    "* __restrict__ x, i64 lines, i64 n, i64 inner) {\n";
+  src += "  __shared__ " + A + " wsum[" + W + "];\n";
+  src += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
+  src += "  for (i64 l = blockIdx.x; l < lines; l += gridDim.x) {\n";
+  src += "    const i64 base = (l / inner) * n * inner + l % inner;\n";
+  src += "    " + A + " carry = " + id + ";\n";
+  src += "    for (i64 t0 = 0; t0 < n; t0 += " + tile + ") {\n";
+  src += "      const i64 j0 = t0 + (i64)threadIdx.x * " + K + ";\n";
+  src += "      " + A + " v[" + K + "];\n      " + A + " run = " + id + ";\n";
+  src += "#pragma unroll\n      for (int q = 0; q < " + K + "; ++q) {\n";
+  src += "        const i64 j = j0 + q;\n";
+  src += "        if (j < n) run = run" + op + "(" + A + ")" + load_expr(t, "x[base + j * inner]") +
+         ";\n";
+  src += "        v[q] = run;\n      }\n";
+  // Inclusive scan of the threads' totals within the warp, then across warps.
+  src += "      " + A + " incl = run;\n";
+  src += "#pragma unroll\n      for (int o = 1; o < 32; o <<= 1) {\n";
+  src += "        const " + A + " u = __shfl_up_sync(0xffffffffu, incl, o);\n";
+  src += "        if (lane >= o) incl = u" + op + "incl;\n      }\n";
+  src += "      if (lane == 31) wsum[warp] = incl;\n      __syncthreads();\n";
+  src += "      " + A + " wpre = " + id + ", total = " + id + ";\n";
+  src += "#pragma unroll\n      for (int w = 0; w < " + W + "; ++w) {\n";
+  src += "        if (w < warp) wpre = wpre" + op + "wsum[w];\n";
+  src += "        total = total" + op + "wsum[w];\n      }\n";
+  src += "      __syncthreads();\n";  // wsum is rewritten by the next tile
+  src += "      " + A + " excl = __shfl_up_sync(0xffffffffu, incl, 1);\n";
+  src += "      if (lane == 0) excl = " + id + ";\n";
+  src += "      const " + A + " pre = (carry" + op + "wpre)" + op + "excl;\n";
+  src += "#pragma unroll\n      for (int q = 0; q < " + K + "; ++q) {\n";
+  src += "        const i64 j = j0 + q;\n";
+  src += "        if (j < n) y[base + j * inner] = " + store_expr(t, "pre" + op + "v[q]") + ";\n";
+  src += "      }\n      carry = carry" + op + "total;\n    }\n  }\n}\n";
+  return src;
 }
 
 std::string scan_source(bool prod, DType t) {
@@ -53,11 +114,19 @@ Tensor scan(bool prod, const Tensor& self, int64_t dim, std::optional<DType> dty
   int64_t outer = 1, n = 1, inner = 1;
   for (int64_t i = 0; i < x.dim(); ++i) (i < d ? outer : i == d ? n : inner) *= x.size(i);
   const DType t = meta.dtype();
-  cudaKernel_t k = load_kernel(
-      scan_name(prod, t), [&] { return scan_source(prod, t); }, self.device().index());
+  const int64_t lines = outer * inner;
   KernelArgs a;
-  a.ptr(y).ptr(x).i64(outer * inner).i64(n).i64(inner);
-  launch(k, self.device(), grid_for(outer * inner, 128), 128, 0, a);
+  a.ptr(y).ptr(x).i64(lines).i64(n).i64(inner);
+  if (n >= kScanBlockMin && lines < kScanBlockMaxLines) {  // Note [CUDA scan schedules]
+    cudaKernel_t k = load_kernel(
+        block_scan_name(prod, t), [&] { return block_scan_source(prod, t); },
+        self.device().index());
+    launch(k, self.device(), grid_for(lines, 1), kScanBlock, 0, a);
+  } else {
+    cudaKernel_t k = load_kernel(
+        scan_name(prod, t), [&] { return scan_source(prod, t); }, self.device().index());
+    launch(k, self.device(), grid_for(lines, 128), 128, 0, a);
+  }
   y.impl()->bump_version();
   return y;
 }
@@ -125,7 +194,10 @@ NamedSources scan_source_samples() {
   NamedSources out;
   for (DType t : {kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kBool}) {
     for (bool flag : {false, true}) {
-      if (t != kBool) out.emplace_back(scan_name(flag, t), scan_source(flag, t));
+      if (t != kBool) {
+        out.emplace_back(scan_name(flag, t), scan_source(flag, t));
+        out.emplace_back(block_scan_name(flag, t), block_scan_source(flag, t));
+      }
       out.emplace_back(tri_name(flag, t), tri_source(flag, t));
     }
   }
