@@ -17,7 +17,11 @@
 // fallback, so the two paths cannot disagree. LazyRecording tests compare the
 // geometry of both on the ops registered here.
 
+#include <array>
+#include <cmath>
 #include <initializer_list>
+#include <limits>
+#include <optional>
 #include <string_view>
 
 #include "jit/lazy_kernel.h"
@@ -215,6 +219,155 @@ Tensor unary_(const Tensor& self) {
   return fallback(entry<kName>(), make_stack(self));
 }
 
+// Note [Wrapped number cache]
+// `x * 0.5` records mul.Tensor with 0.5 as a wrapped 0-dim tensor, the node
+// the Composite kernel leads to, so every pass and generator sees what it
+// always saw (they read wrapped numbers as constants). Making that tensor
+// costs three allocations, more than the rest of the record. Nothing writes a
+// wrapped number (it is only ever a read operand of the Tensor overload, and
+// these kernels hand it to no one else), so nodes may share one: each thread
+// keeps the last few it made, found by value (Scalar::equal: kind and bits,
+// so 0.0 and -0.0 stay apart). A loop recording `x * 0.5` allocates none.
+Tensor wrapped(const Scalar& s) {
+  struct Entry {
+    Scalar value;
+    Tensor tensor;
+  };
+  static thread_local std::array<Entry, 8> cache;
+  static thread_local uint32_t next = 0;
+  for (const Entry& e : cache) {
+    if (e.tensor.defined() && e.value.equal(s)) return e.tensor;
+  }
+  Entry& e = cache[next++ % cache.size()];
+  e.value = s;
+  e.tensor = wrap_scalar(s);
+  return e.tensor;
+}
+
+// name.Scalar(self, other, extra...): the node the Composite kernel would
+// lead to (name.Tensor with `other` a wrapped number, Note [Typed lazy
+// recording]), without its second dispatch; declined calls take the same
+// fallback the Tensor overload takes.
+template <const char* kName, Rule kRule, class... Extra>
+Tensor binary_scalar(const Tensor& self, const Scalar& other, Extra... extra) {
+  return binary<kName, kRule, Extra...>(self, wrapped(other), extra...);
+}
+
+template <const char* kName, Rule kRule, class... Extra>
+Tensor binary_scalar_(const Tensor& self, const Scalar& other, Extra... extra) {
+  return binary_<kName, kRule, Extra...>(self, wrapped(other), extra...);
+}
+
+// Ops whose Scalar arguments stay in the node (pow.Tensor_Scalar, clamp,
+// masked_fill.Scalar: their decompositions read them as constants): only
+// floating `self` is taken, whose dtype a number never changes, so the
+// result keeps self's dtype.
+bool floating_self(const Tensor& self, Geometry& g) {
+  return self.defined() && is_floating(self.dtype()) && pointwise_geometry({&self}, Rule::Float, g);
+}
+
+// Whether the eager kernels' overflow checks (check_convertible, scalar_to)
+// pass for a floating dtype: infinities and NaN do, finite values within its
+// range do.
+bool fits(double v, DType t) {
+  if (!std::isfinite(v)) return true;
+  switch (t) {
+    case kFloat16:
+      return std::fabs(v) <= 65504.0;
+    case kBFloat16:
+      return std::fabs(v) <= 3.38953138925153547590470800371487866880e38;
+    case kFloat32:
+      return std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max());
+    default:
+      return true;
+  }
+}
+
+constexpr char kPow[] = "pow.Tensor_Scalar";
+constexpr char kPow_[] = "pow_.Scalar";
+constexpr char kClamp[] = "clamp";
+constexpr char kClamp_[] = "clamp_";
+constexpr char kMaskedFill[] = "masked_fill.Scalar";
+constexpr char kMaskedFill_[] = "masked_fill_.Scalar";
+
+// A 16-bit self takes the exponent in its own dtype, checked (the Meta kernel
+// raises at the call when it does not fit).
+bool pow_ok(const Tensor& self, const Scalar& exponent, Geometry& g) {
+  return floating_self(self, g) &&
+         (!is_reduced_float(self.dtype()) || fits(exponent.to_double(), self.dtype()));
+}
+
+Tensor pow_scalar(const Tensor& self, const Scalar& exponent) {
+  Geometry g;
+  if (KILN_LIKELY(pow_ok(self, exponent, g))) {
+    return record_functional(entry<kPow>(), make_stack(self, exponent), g);
+  }
+  return fallback(entry<kPow>(), make_stack(self, exponent));
+}
+
+Tensor pow_scalar_(const Tensor& self, const Scalar& exponent) {
+  Geometry g;
+  if (KILN_LIKELY(pow_ok(self, exponent, g) && in_place_ok(self, {}, g))) {
+    record_in_place(entry<kPow_>(), make_stack(self, exponent), self, g.device);
+    return self;
+  }
+  return fallback(entry<kPow_>(), make_stack(self, exponent));
+}
+
+using OptScalar = const std::optional<Scalar>&;
+
+Tensor clamp(const Tensor& self, OptScalar min, OptScalar max) {
+  Geometry g;
+  if (KILN_LIKELY((min || max) && floating_self(self, g))) {
+    return record_functional(entry<kClamp>(), make_stack(self, min, max), g);
+  }
+  return fallback(entry<kClamp>(), make_stack(self, min, max));
+}
+
+Tensor clamp_(const Tensor& self, OptScalar min, OptScalar max) {
+  Geometry g;
+  if (KILN_LIKELY((min || max) && floating_self(self, g) && in_place_ok(self, {}, g))) {
+    record_in_place(entry<kClamp_>(), make_stack(self, min, max), self, g.device);
+    return self;
+  }
+  return fallback(entry<kClamp_>(), make_stack(self, min, max));
+}
+
+// masked_fill's output is a fresh row-major tensor of the broadcast shape
+// whatever the operands' layouts: taken when the mask is a bool tensor that
+// broadcasts to self's shape, on self's device, and the value fits self's
+// dtype (the eager kernel's checks).
+bool masked_fill_ok(const Tensor& self, const Tensor& mask, const Scalar& value, Geometry& g) {
+  if (!mask.defined() || mask.dtype() != kBool || mask.device() != self.device() ||
+      mask.numel() == 0 || mask.dim() > self.dim() || !floating_self(self, g)) {
+    return false;
+  }
+  if (!value.is_bool() && !fits(value.to_double(), self.dtype())) return false;
+  IntArrayRef s = self.sizes(), m = mask.sizes();
+  const size_t off = s.size() - m.size();
+  for (size_t d = 0; d < m.size(); ++d) {
+    if (m[d] != 1 && m[d] != s[off + d]) return false;
+  }
+  return true;
+}
+
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  Geometry g;
+  if (KILN_LIKELY(masked_fill_ok(self, mask, value, g))) {
+    return record_functional(entry<kMaskedFill>(), make_stack(self, mask, value), g);
+  }
+  return fallback(entry<kMaskedFill>(), make_stack(self, mask, value));
+}
+
+Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  Geometry g;
+  if (KILN_LIKELY(masked_fill_ok(self, mask, value, g) && in_place_ok(self, {&mask}, g))) {
+    record_in_place(entry<kMaskedFill_>(), make_stack(self, mask, value), self, g.device);
+    return self;
+  }
+  return fallback(entry<kMaskedFill_>(), make_stack(self, mask, value));
+}
+
 bool gelu_mode_ok(std::string_view approximate) {
   return approximate == "none" || approximate == "tanh";
 }
@@ -309,6 +462,26 @@ KILN_LIBRARY_IMPL(kiln, Lazy, m) {
 #undef KILN_REGISTER_UNARY
   m.impl("gelu", &gelu);
   m.impl("gelu_", &gelu_);
+  m.impl("add.Scalar", &binary_scalar<kAdd, Rule::Float, S>);
+  m.impl("add_.Scalar", &binary_scalar_<kAdd_, Rule::Float, S>);
+  m.impl("sub.Scalar", &binary_scalar<kSub, Rule::FloatNoBool, S>);
+  m.impl("sub_.Scalar", &binary_scalar_<kSub_, Rule::FloatNoBool, S>);
+  m.impl("mul.Scalar", &binary_scalar<kMul, Rule::Float>);
+  m.impl("mul_.Scalar", &binary_scalar_<kMul_, Rule::Float>);
+  m.impl("div.Scalar", &binary_scalar<kDiv, Rule::ToFloat>);
+  m.impl("div_.Scalar", &binary_scalar_<kDiv_, Rule::ToFloat>);
+  m.impl("eq.Scalar", &binary_scalar<kEq, Rule::Bool>);
+  m.impl("ne.Scalar", &binary_scalar<kNe, Rule::Bool>);
+  m.impl("lt.Scalar", &binary_scalar<kLt, Rule::Bool>);
+  m.impl("le.Scalar", &binary_scalar<kLe, Rule::Bool>);
+  m.impl("gt.Scalar", &binary_scalar<kGt, Rule::Bool>);
+  m.impl("ge.Scalar", &binary_scalar<kGe, Rule::Bool>);
+  m.impl("pow.Tensor_Scalar", &pow_scalar);
+  m.impl("pow_.Scalar", &pow_scalar_);
+  m.impl("clamp", &clamp);
+  m.impl("clamp_", &clamp_);
+  m.impl("masked_fill.Scalar", &masked_fill);
+  m.impl("masked_fill_.Scalar", &masked_fill_);
 }
 #undef KILN_UNARY_OPS
 

@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
     // not of running the trace. Batches stay below the trace's size cap; the
     // flush after each batch is not timed (its nodes are dead and dropped).
     kiln::Tensor la = kiln::full({1}, 1.0f), lb = kiln::full({1}, 2.0f);
+    kiln::Tensor lmask = kiln::full({1}, true, kiln::TensorOptions(kiln::kBool));
     kiln::sync();
     const int batch = 1024;
     auto record_ns = [&](auto&& op) {
@@ -164,6 +165,19 @@ int main(int argc, char** argv) {
     }
     if (wanted("record add 2.0 (lazy)")) {
       rows.push_back({"record add 2.0 (lazy)", record_ns([&] { return kiln::add(la, 2.0); }), 0.0});
+    }
+    if (wanted("record mul 0.5 (lazy)")) {
+      rows.push_back({"record mul 0.5 (lazy)", record_ns([&] { return kiln::mul(la, 0.5); }), 0.0});
+    }
+    if (wanted("record gt 0 (lazy)")) {
+      rows.push_back({"record gt 0 (lazy)", record_ns([&] { return kiln::gt(la, 0); }), 0.0});
+    }
+    if (wanted("record pow 2 (lazy)")) {
+      rows.push_back({"record pow 2 (lazy)", record_ns([&] { return kiln::pow(la, 2); }), 0.0});
+    }
+    if (wanted("record masked_fill (lazy)")) {
+      rows.push_back({"record masked_fill (lazy)",
+                      record_ns([&] { return kiln::masked_fill(la, lmask, -1e4); }), 0.0});
     }
     if (wanted("record sigmoid (lazy)")) {
       rows.push_back({"record sigmoid (lazy)", record_ns([&] { return kiln::sigmoid(la); }), 0.0});

@@ -95,24 +95,30 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   return kiln::clone(*this);
 }
+namespace {
+Tensor convert(const Tensor& self, Device d, DType t) {
+  using OD = std::optional<DType>;
+  using ODev = std::optional<Device>;
+  static const TypedOp<Tensor(T, OD, ODev, bool)> to_copy("_to_copy");
+  return d == self.device() && t == self.dtype() ? self : to_copy(self, OD(t), ODev(d), false);
+}
+}  // namespace
+
+// A cast alone is an ordinary op: it stays lazy.
 Tensor Tensor::to(DType t) const {
-  return to(device(), t);
+  return convert(*this, device(), t);
 }
 Tensor Tensor::to(Device d) const {
   return to(d, dtype());
 }
-// Moving a tensor from a device to the host (`cpu()`, `to(Device::cpu())`) is
-// a materialization point (Note [Lazy trace]):
-// the result is computed before it is returned, so work queued for it (and
-// any error it raises) happens at the call, not whenever it is first read.
+// Moving a tensor to the host (`cpu()`, `to(Device::cpu())`, from a device or
+// on the CPU already) is a materialization point (Note [Lazy trace]): the
+// result is computed before it is returned, so work queued for it (and any
+// error it raises) happens at the call, not whenever it is first read. A
+// tensor with nothing pending costs one check.
 Tensor Tensor::to(Device d, DType t) const {
-  using OD = std::optional<DType>;
-  using ODev = std::optional<Device>;
-  static const TypedOp<Tensor(T, OD, ODev, bool)> to_copy("_to_copy");
-  Tensor out = d == device() && t == dtype() ? *this : to_copy(*this, OD(t), ODev(d), false);
-  // (On the CPU already, it stays lazy: a cast there is an ordinary op.)
-  const bool to_host = d.is_cpu() && !device().is_cpu();
-  if (to_host && out.defined() && out.impl()->is_pending()) (void)out.data_ptr();
+  Tensor out = convert(*this, d, t);
+  if (d.is_cpu() && out.defined() && out.impl()->is_pending()) (void)out.data_ptr();
   return out;
 }
 
