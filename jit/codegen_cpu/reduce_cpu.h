@@ -14,5 +14,7 @@ bool run_reduction_cpu(const ReductionGroup& group);
 
 // Reduction groups run fused so far in this process (for tests and logs).
 int64_t cpu_reductions_run();
+// CPU reduction groups run_reduction_cpu refused so far (run node by node).
+int64_t cpu_reductions_refused();
 
 }  // namespace kiln::jit::cpu
