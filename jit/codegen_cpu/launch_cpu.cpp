@@ -56,6 +56,7 @@ const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& k,
   } catch (const Error& e) {
     KILN_LOG(Fusion, "CPU code generation refused a group, its nodes run one by one: ", e.what());
     c.refused.emplace(key, e.what());
+    g_groups_refused.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
 }
@@ -73,6 +74,12 @@ int64_t cpu_pointwise_groups_refused() {
 }
 
 namespace {
+
+// Counts a layout refusal (cpu_pointwise_groups_refused).
+const CpuPointwiseKernel* refused() {
+  g_groups_refused.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
 
 // Note [Output overlap]
 // A fused kernel writes each output vector by vector, loading every operand
@@ -135,7 +142,7 @@ const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
     KILN_LOG(Fusion,
              "group runs node by node on the CPU: an output overlaps another operand "
              "through another view");
-    return nullptr;
+    return refused();
   }
   *iter = coalesce(g.shape, ops, nout);
   const DimVector& sizes = iter->sizes;
@@ -150,13 +157,13 @@ const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
     } else if (s == 0 && k < nout) {
       KILN_LOG(Fusion, "group runs node by node on the CPU: output ", k,
                " repeats elements in the innermost dim");
-      return nullptr;
+      return refused();
     } else if (s == 0) {
       layouts[k] = RunLayout::Broadcast;
     } else if (std::abs(s) >= kMaxStridedBytes / static_cast<int64_t>(ops[k].element_size())) {
       KILN_LOG(Fusion, "group runs node by node on the CPU: ", k < nout ? "output " : "input ",
                k < nout ? k : k - nout, " steps too far in the innermost dim (", s, " elements)");
-      return nullptr;
+      return refused();
     } else {
       layouts[k] = RunLayout::Strided;
     }
@@ -164,25 +171,16 @@ const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
   return cpu_pointwise_kernel(g.kernel, layouts);
 }
 
-// prepare(), counting the CPU groups it refuses.
-const CpuPointwiseKernel* prepare_counted(const FusedGroup& g, Iteration* iter) {
-  const CpuPointwiseKernel* k = prepare(g, iter);
-  if (k == nullptr && (g.outputs.empty() || g.outputs[0].device().is_cpu())) {
-    g_groups_refused.fetch_add(1, std::memory_order_relaxed);
-  }
-  return k;
-}
-
 }  // namespace
 
 bool pointwise_cpu_ready(const FusedGroup& g) {
   Iteration iter;
-  return prepare_counted(g, &iter) != nullptr;
+  return prepare(g, &iter) != nullptr;
 }
 
 bool run_pointwise_cpu(const FusedGroup& g) {
   Iteration iter;
-  const CpuPointwiseKernel* kernel = prepare_counted(g, &iter);
+  const CpuPointwiseKernel* kernel = prepare(g, &iter);
   if (!kernel) return false;
   std::vector<Tensor> ops = g.outputs;
   ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());

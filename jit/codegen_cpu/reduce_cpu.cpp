@@ -55,10 +55,12 @@ constexpr int64_t kLongChunk = 16384;  // elements per task of a long row (a mul
 // result does not depend on the worker count), then the normalization.
 
 std::atomic<int64_t> g_runs{0};
-std::atomic<int64_t> g_refused{0};
+std::atomic<int64_t> g_refused{0};  // for the layout
 
+// Refusals for the layout (cpu_reductions_refused counts them).
 bool refuse(const char* why) {
   KILN_LOG(Fusion, "reduction group runs node by node on the CPU: ", why);
+  g_refused.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 
@@ -335,7 +337,9 @@ class ReductionRun {
         k.body.size() != 1 || k.body[0].op != Prim::Load || k.body[0].operand != 0) {
       return -1;
     }
-    return epi_slots_[0];
+    const int slot = epi_slots_[0];
+    if (outer) return slot;  // dense along the last kept dim (outer_ok)
+    return red_strides_[slot].back() == 1 || red_sizes_.back() == 1 ? slot : -1;
   }
 
   void pass(Pass p, const float* x, void* y, int64_t n, float c0, float c1, void* lanes,
@@ -786,9 +790,7 @@ class ReductionRun {
 }  // namespace
 
 bool run_reduction_cpu(const ReductionGroup& group) {
-  if (ReductionRun(group).run()) return true;
-  g_refused.fetch_add(1, std::memory_order_relaxed);
-  return false;
+  return ReductionRun(group).run();
 }
 
 int64_t cpu_reductions_refused() {

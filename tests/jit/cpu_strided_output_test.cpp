@@ -13,6 +13,7 @@
 
 #include "jit/codegen_cpu/launch_cpu.h"
 #include "jit/codegen_cpu/pointwise_cpu.h"
+#include "jit/passes/fusion.h"
 #include "kiln/half.h"
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -194,6 +195,66 @@ TEST(CpuStridedOutput, OverlappingOutputViewsMatchEager) {
     kiln::sync();
     EXPECT_TENSOR_CLOSE_TOL(got, want, tolerance(dt).rtol, tolerance(dt).atol);
   }
+}
+
+// Note [Output overlap]: a group storing one value through two views of one
+// storage runs fused only when their bytes cannot meet.
+TEST(CpuStridedOutput, OverlappingOutputsAreRefused) {
+  Tensor base, x;
+  {
+    kiln::EagerGuard g;
+    base = kiln::testing::random_tensor({20, 20}, kiln::kFloat32, "contiguous", 1);
+    x = kiln::testing::random_tensor({10, 20}, kiln::kFloat32, "contiguous", 2);
+  }
+  auto group = [&](const Tensor& o0, const Tensor& o1) {
+    FusedGroup g;
+    g.kernel = affine_kernel(kiln::kFloat32);
+    g.kernel.outputs.push_back(kiln::kFloat32);
+    g.kernel.stores.push_back(4);
+    g.shape = kiln::DimVector{10, 20};
+    g.inputs = {x};
+    g.outputs = {o0, o1};
+    return g;
+  };
+  Tensor want;
+  {
+    kiln::EagerGuard g;
+    want = x * 2.0 + 1.0;
+  }
+  // Rows 0-9 and 10-19: disjoint.
+  const int64_t refused = cpu_pointwise_groups_refused();
+  Tensor top = base.slice(0, 0, 10), bottom = base.slice(0, 10, 20);
+  EXPECT_TRUE(run_pointwise_cpu(group(top, bottom)));
+  EXPECT_TENSOR_CLOSE_TOL(top, want, 0, 0);
+  EXPECT_TENSOR_CLOSE_TOL(bottom, want, 0, 0);
+  // Even columns of rows 0-9 (strided) and rows 0-9 dense: they share elements.
+  Tensor evens = base.slice(0, 0, 10).slice(1, 0, 20, 2);
+  FusedGroup g = group(top, top);
+  g.shape = kiln::DimVector{10, 10};
+  Tensor x10 = x.slice(1, 0, 10);
+  g.inputs = {x10};
+  g.outputs = {evens, base.slice(0, 0, 10).slice(1, 0, 10)};
+  EXPECT_FALSE(run_pointwise_cpu(g));
+  EXPECT_EQ(cpu_pointwise_groups_refused() - refused, 1);
+  // The same view read and written (in place, strided): fused.
+  Tensor y;
+  {
+    kiln::EagerGuard guard;
+    y = kiln::testing::random_tensor({10, 40}, kiln::kFloat32, "contiguous", 3);
+  }
+  Tensor ys = y.slice(1, 0, 40, 2);
+  Tensor want_y;
+  {
+    kiln::EagerGuard guard;
+    want_y = ys * 2.0 + 1.0;
+  }
+  FusedGroup in_place;
+  in_place.kernel = affine_kernel(kiln::kFloat32);
+  in_place.shape = kiln::DimVector{10, 20};
+  in_place.inputs = {ys};
+  in_place.outputs = {ys};
+  EXPECT_TRUE(run_pointwise_cpu(in_place));
+  EXPECT_TENSOR_CLOSE_TOL(ys, want_y, 0, 0);
 }
 
 }  // namespace
