@@ -192,6 +192,13 @@ class Emitter {
   // With `tail`, only its lanes are read; the others are zero. May move base.
   void load_strided(const Vec& dst, const Gp& base, const Mem& stride, DType dt,
                     const TailMask* tail = nullptr);
+  // Stores lanes() float32 lanes of src as `dt` at base, base + s, base + 2s,
+  // ... (s as in load_strided), converted as store() does: float32 with a
+  // scatter on AVX-512, otherwise one store per lane (AVX2 has no scatter; a
+  // dword scatter of 16-bit elements would write their neighbours). With
+  // `tail`, only its lanes are written. src is unchanged; may move base.
+  void store_strided(const Gp& base, const Mem& stride, const Vec& src, DType dt,
+                     const TailMask* tail = nullptr);
   // Builds the mask of lanes [0, count); release with release_tail().
   TailMask make_tail_mask(const Gp& count);
   void release_tail(const TailMask& t) { release(t.mask); }
@@ -258,8 +265,10 @@ class Emitter {
   Label const_label(const void* data, size_t size, size_t align);
   Label new_const(const void* data, size_t size, size_t align);
   void check_pool(bool ok, const char* what) const;
-  void store_f16(const Mem& dst, const Vec& src, const TailMask* tail);
-  void store_bf16(const Mem& dst, const Vec& src, const TailMask* tail);
+  // dst: memory, or a register taking the packed 16-bit lanes (xmm on AVX2,
+  // ymm on AVX-512; tail must then be null).
+  void store_f16(const Operand& dst, const Vec& src, const TailMask* tail);
+  void store_bf16(const Operand& dst, const Vec& src, const TailMask* tail);
   void f16_to_f32(const Vec& dst, const Operand& src, const TailMask* tail);
   void avx2_tail_copy16(const Mem& dst, const Mem& src, const Gp& count);
   Mem avx2_tail_slot();

@@ -154,12 +154,10 @@ void Emitter::store(const Mem& dst, const Vec& src, DType dt, const TailMask* ta
     store_bf16(dst, src, tail);
 }
 
-void Emitter::store_f16(const Mem& dst, const Vec& src, const TailMask* tail) {
+void Emitter::store_f16(const Operand& dst, const Vec& src, const TailMask* tail) {
   Scratch s(*this);
   Vec t = s.vec();
   Mask nan = s.mask();
-  Mem m = dst;
-  m.setSize(vec_bytes() / 2);
   cmp(nan, src, src, Cmp::kUnord);
   if (avx512()) {
     auto k = nan.reg.as<x86::KReg>();
@@ -170,6 +168,17 @@ void Emitter::store_f16(const Mem& dst, const Vec& src, const TailMask* tail) {
     as_.vorps(t, t, u32c(0x7fc00000u));
     as_.vblendvps(t, src, t, nan.reg.as<Vec>());
   }
+  if (dst.isReg()) {
+    Vec r = dst.as<Vec>();
+    if (avx512()) {
+      as_.vcvtps2ph(r.ymm(), t, 0);
+    } else {
+      as_.vcvtps2ph(r.xmm(), t, 0);
+    }
+    return;
+  }
+  Mem m = dst.as<Mem>();
+  m.setSize(vec_bytes() / 2);
   if (tail != nullptr) {
     as_.k(tail->mask.reg.as<x86::KReg>()).vcvtps2ph(m, t, 0);
   } else {
@@ -177,12 +186,10 @@ void Emitter::store_f16(const Mem& dst, const Vec& src, const TailMask* tail) {
   }
 }
 
-void Emitter::store_bf16(const Mem& dst, const Vec& src, const TailMask* tail) {
+void Emitter::store_bf16(const Operand& dst, const Vec& src, const TailMask* tail) {
   Scratch s(*this);
   Vec hi = s.vec(), r = s.vec();
   Mask nan = s.mask();
-  Mem m = dst;
-  m.setSize(vec_bytes() / 2);
   as_.vpsrld(hi, src, 16);
   as_.vandps(r, hi, u32c(1));
   as_.vpaddd(r, r, src);
@@ -191,6 +198,18 @@ void Emitter::store_bf16(const Mem& dst, const Vec& src, const TailMask* tail) {
   as_.vorps(hi, hi, u32c(0x40));
   cmp(nan, src, src, Cmp::kUnord);
   blend(r, r, hi, nan);
+  if (dst.isReg()) {
+    Vec d = dst.as<Vec>();
+    if (avx512()) {
+      as_.vpmovdw(d.ymm(), r);
+    } else {
+      as_.vextracti128(hi.xmm(), r, 1);
+      as_.vpackusdw(d.xmm(), r.xmm(), hi.xmm());
+    }
+    return;
+  }
+  Mem m = dst.as<Mem>();
+  m.setSize(vec_bytes() / 2);
   if (avx512()) {
     if (tail != nullptr) {
       as_.k(tail->mask.reg.as<x86::KReg>()).vpmovdw(m, r);
@@ -285,6 +304,65 @@ void Emitter::load_strided(const Vec& dst, const Gp& base, const Mem& stride, DT
   if (dt == DType::Float16) return f16_to_f32(dst, h, nullptr);
   as_.vpmovzxwd(dst, h);
   as_.vpslld(dst, dst, 16);
+}
+
+void Emitter::store_strided(const Gp& base, const Mem& stride, const Vec& src, DType dt,
+                            const TailMask* tail) {
+  KILN_CHECK(dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16,
+             "[codegen_cpu] store_strided: expected float32, float16 or bfloat16, got ", dt);
+  Scratch s(*this);
+  if (dt == DType::Float32 && avx512()) {
+    // Byte offsets lane * s (as load_strided); the scatter clears its mask.
+    static constexpr uint32_t kIota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    Vec idx = s.vec();
+    Mem sm = stride;
+    sm.setSize(4);
+    as_.vpbroadcastd(idx, sm);
+    as_.vpmulld(idx, idx, vec_u32(kIota));
+    auto k = s.mask().reg.as<x86::KReg>();
+    if (tail != nullptr) {
+      as_.kmovw(k, tail->mask.reg.as<x86::KReg>());
+    } else {
+      as_.kxnorw(k, k, k);
+    }
+    Mem dst = x86::ptr(base, idx);
+    dst.setSize(4);
+    as_.k(k).vscatterdps(dst, src);
+    return;
+  }
+  // One store per lane from two 128-bit halves: float32 lanes 0-3 and 4-7
+  // (AVX2), or 16-bit lanes 0-7 and 8-15 (converted first).
+  Gp step = s.gp();
+  as_.mov(step, stride);
+  Vec lo = src, hi = s.vec();
+  const bool wide = dt == DType::Float32;
+  if (wide) {
+    as_.vextractf128(hi.xmm(), src.ymm(), 1);
+  } else {
+    lo = s.vec();
+    if (dt == DType::Float16) {
+      store_f16(lo, src, nullptr);
+    } else {
+      store_bf16(lo, src, nullptr);
+    }
+    if (avx512()) as_.vextracti128(hi.xmm(), lo.ymm(), 1);
+  }
+  const int per_half = wide ? 4 : 8;
+  Label end = as_.newLabel();
+  for (int j = 0; j < lanes(); ++j) {
+    if (tail != nullptr && j > 0) {
+      as_.cmp(tail->count, j);
+      as_.jbe(end);
+    }
+    x86::Xmm x = j < per_half ? lo.xmm() : hi.xmm();
+    if (wide) {
+      as_.vextractps(x86::dword_ptr(base), x, j % per_half);
+    } else {
+      as_.vpextrw(x86::word_ptr(base), x, j % per_half);
+    }
+    if (j + 1 < lanes()) as_.add(base, step);
+  }
+  as_.bind(end);
 }
 
 }  // namespace kiln::jit::cpu

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "jit/codegen_cpu/pointwise_cpu.h"
 #include "jit/iteration.h"
@@ -21,6 +22,7 @@ constexpr int64_t kGrain = 32768;  // elements per task
 
 std::atomic<int64_t> g_compiled{0};
 std::atomic<int64_t> g_groups_run{0};
+std::atomic<int64_t> g_groups_refused{0};
 
 struct Cache {
   std::mutex mu;
@@ -54,6 +56,7 @@ const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& k,
   } catch (const Error& e) {
     KILN_LOG(Fusion, "CPU code generation refused a group, its nodes run one by one: ", e.what());
     c.refused.emplace(key, e.what());
+    g_groups_refused.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
 }
@@ -66,7 +69,59 @@ int64_t cpu_pointwise_groups_run() {
   return g_groups_run.load();
 }
 
+int64_t cpu_pointwise_groups_refused() {
+  return g_groups_refused.load();
+}
+
 namespace {
+
+// Counts a layout refusal (cpu_pointwise_groups_refused).
+const CpuPointwiseKernel* refused() {
+  g_groups_refused.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
+// Note [Output overlap]
+// A fused kernel writes each output vector by vector, loading every operand
+// of a vector before storing it; node by node, each node finishes before the
+// next starts. The two agree when every output's elements are touched by no
+// other operand, or by one of the same view (an in-place op reads and writes
+// each element at the same index). The group builder keeps a member from
+// writing memory the group reads through another view; this check also
+// covers outputs (two in-place writes of one storage) and is cheap: byte
+// ranges that do not intersect are certainly disjoint.
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.impl()->storage().get() == b.impl()->storage().get() &&
+         a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
+// [first, last] bytes of t's elements in its storage (t not empty).
+std::pair<int64_t, int64_t> byte_range(const Tensor& t) {
+  int64_t lo = t.storage_offset(), hi = lo;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t span = (t.sizes()[d] - 1) * t.strides()[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  const int64_t item = static_cast<int64_t>(t.element_size());
+  return {lo * item, hi * item + item - 1};
+}
+
+bool overlaps_another_view(const std::vector<Tensor>& ops, int nout) {
+  for (int o = 0; o < nout; ++o) {
+    if (ops[o].numel() == 0) continue;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      if (k == static_cast<size_t>(o) || ops[k].numel() == 0 ||
+          ops[k].impl()->storage().get() != ops[o].impl()->storage().get() ||
+          (k >= static_cast<size_t>(nout) && same_view(ops[k], ops[o]))) {
+        continue;
+      }
+      auto a = byte_range(ops[o]), b = byte_range(ops[k]);
+      if (a.first <= b.second && b.first <= a.second) return true;
+    }
+  }
+  return false;
+}
 
 // Checks a group against what the generator handles and finds its kernel;
 // null (logged) when it cannot run fused.
@@ -83,26 +138,32 @@ const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
   }
   const int nops = static_cast<int>(ops.size());
   const int nout = static_cast<int>(g.outputs.size());
+  if (overlaps_another_view(ops, nout)) {
+    KILN_LOG(Fusion,
+             "group runs node by node on the CPU: an output overlaps another operand "
+             "through another view");
+    return refused();
+  }
   *iter = coalesce(g.shape, ops, nout);
   const DimVector& sizes = iter->sizes;
   const std::vector<DimVector>& strides = iter->strides;
-  // The innermost dim must be dense for outputs; inputs may also broadcast
-  // or step by a stride (Note [Strided operands]).
+  // In the innermost dim, operands are dense or step by a stride (Note
+  // [Strided operands]); inputs may also broadcast.
   std::vector<RunLayout> layouts(nops);
   for (int k = 0; k < nops; ++k) {
     int64_t s = strides[k].back();
     if (s == 1 || sizes.back() == 1) {
       layouts[k] = RunLayout::Dense;
-    } else if (k < nout) {
+    } else if (s == 0 && k < nout) {
       KILN_LOG(Fusion, "group runs node by node on the CPU: output ", k,
-               " is strided in the innermost dim");
-      return nullptr;
+               " repeats elements in the innermost dim");
+      return refused();
     } else if (s == 0) {
       layouts[k] = RunLayout::Broadcast;
     } else if (std::abs(s) >= kMaxStridedBytes / static_cast<int64_t>(ops[k].element_size())) {
-      KILN_LOG(Fusion, "group runs node by node on the CPU: input ", k - nout,
-               " steps too far in the innermost dim (", s, " elements)");
-      return nullptr;
+      KILN_LOG(Fusion, "group runs node by node on the CPU: ", k < nout ? "output " : "input ",
+               k < nout ? k : k - nout, " steps too far in the innermost dim (", s, " elements)");
+      return refused();
     } else {
       layouts[k] = RunLayout::Strided;
     }

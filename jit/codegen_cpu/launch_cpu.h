@@ -26,5 +26,10 @@ const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& kernel,
 int64_t cpu_kernels_compiled();
 // Groups run_pointwise_cpu has run fused so far in this process (for tests).
 int64_t cpu_pointwise_groups_run();
+// CPU groups refused so far for their operands' layout (an overlap, a step
+// too long) or by the code generator (its nodes then run one by one; the
+// reason is logged under KILN_LOGS=fusion). Dtypes and primitives the
+// generator lacks by design (float64, integers) are not counted.
+int64_t cpu_pointwise_groups_refused();
 
 }  // namespace kiln::jit::cpu

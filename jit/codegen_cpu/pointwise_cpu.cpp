@@ -123,8 +123,13 @@ class BodyEmitter {
       for (copy_ = 0; copy_ < copies; ++copy_) {
         pointer(o);
         Vec v = reg(k_.stores[o]);
-        e_.store(x86::ptr(tmp_, index_, shift_of(k_.outputs[o]), disp(k_.outputs[o])), v,
-                 k_.outputs[o], tail);
+        if (layouts_[o] == RunLayout::Strided) {
+          strided_pointer(o);
+          e_.store_strided(tmp_, stride(o), v, k_.outputs[o], tail);
+        } else {
+          e_.store(x86::ptr(tmp_, index_, shift_of(k_.outputs[o]), disp(k_.outputs[o])), v,
+                   k_.outputs[o], tail);
+        }
         if (!has_reg_[copy_][k_.stores[o]]) e_.release(v);
       }
     }
@@ -519,8 +524,9 @@ CpuPointwiseKernel::CpuPointwiseKernel(JitRuntime& rt, Isa isa, const PointwiseK
   KILN_CHECK(layouts.size() == kernel.inputs.size() + kernel.outputs.size(),
              "[codegen_cpu] fused kernel: expected one layout per operand");
   for (size_t o = 0; o < kernel.outputs.size(); ++o) {
-    KILN_CHECK(layouts[o] == RunLayout::Dense,
-               "[codegen_cpu] fused kernel: expected dense outputs, output ", o, " is not");
+    KILN_CHECK(layouts[o] != RunLayout::Broadcast,
+               "[codegen_cpu] fused kernel: expected dense or strided outputs, output ", o,
+               " broadcasts");
   }
   char name[40];
   std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(kernel.hash()));

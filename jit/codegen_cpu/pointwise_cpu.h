@@ -5,9 +5,9 @@
 //   void f(const CpuRun* run)
 // that applies the group's body to `run->n` elements: each operand (outputs
 // first, then inputs) is Dense (consecutive elements from its pointer),
-// Broadcast (one element, read in every lane) or, for inputs, Strided
-// (elements `run->strides[k]` bytes apart, read by index arithmetic: Note
-// [Strided operands]). The launcher (launch_cpu.h) orders and merges dims so
+// Broadcast (one element, read in every lane; inputs only) or Strided
+// (elements `run->strides[k]` bytes apart, read or written by index
+// arithmetic: Note [Strided operands]). The launcher (launch_cpu.h) orders and merges dims so
 // the innermost one is of that form, and calls the function once per run,
 // runs spread over TBB workers. Values live in float32
 // lanes (bool as 0/1); memory is float32, float16 or bfloat16. Registers are
@@ -43,9 +43,15 @@ enum class RunLayout : uint8_t { Dense, Broadcast, Strided };
 // the tail, so no lane past the run is touched); float16/bfloat16 with one
 // 16-bit insert per lane (a dword gather at the last 2-byte element would read
 // past the tensor). Offsets are int32: the launcher keeps a group unfused when
-// s * (lanes - 1) bytes do not fit (kMaxStridedBytes). Outputs are never
-// strided: the launcher orders dims by the first output's strides, so it is
-// dense inside; a group with another output strided inside runs node by node.
+// s * (lanes - 1) bytes do not fit (kMaxStridedBytes). An output strided
+// inside (the launcher orders dims by the first output's strides, so that one
+// is dense unless its own smallest stride is not 1: `x[:, ::2].mul_(s)`) is
+// written the same way: float32 with a scatter on AVX-512 (vscatterdps, masked
+// in the tail), 16-bit types and AVX2 one store per lane. Within a vector,
+// lanes are loaded before any is stored, so an output may share its view with
+// an input; an output overlapping another operand through a different view
+// would depend on the order of lanes and vectors, and the launcher refuses it
+// (Note [Output overlap] in launch_cpu.cpp).
 constexpr int64_t kMaxStridedBytes = int64_t{1} << 26;  // |s| in bytes, 16 lanes fit int32
 
 class CpuPointwiseKernel {

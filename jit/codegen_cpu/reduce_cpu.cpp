@@ -2,6 +2,7 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,21 +21,46 @@ namespace {
 
 // Note [Reduction schedules]
 // The reduced dims (ordered by the first loaded input's strides, merged where
-// every operand steps as one) must end in a run that is dense or broadcast
-// for every operand: rows are then reduced with the run innermost ("inner"),
-// a statistic's long row in chunks whose partial results combine in double.
-// Otherwise a statistic whose last kept dim is dense is reduced "outer":
-// blocks of up to kOuterWidth neighbouring results accumulate together, row
-// by row of the reduced space. Anything else runs node by node.
-constexpr int64_t kChunk = 4096;      // elements per prologue call of an inner statistic
-constexpr int64_t kGrain = 16384;     // elements per task
-constexpr int64_t kOuterWidth = 512;  // results per block of an outer statistic
-constexpr int64_t kOuterFlush = 64;   // reduced rows between float -> double flushes
+// every operand steps as one) end in a run. Where that run is dense or
+// broadcast for every operand, rows are reduced with the run innermost
+// ("inner"), a statistic's long row in chunks whose partial results combine
+// in double. Otherwise a statistic whose last kept dim is dense is reduced
+// "outer": blocks of up to kOuterWidth neighbouring results accumulate
+// together, row by row of the reduced space; a softmax or log_softmax
+// likewise (Note [Outer normalizations]). Failing both, rows are reduced
+// "inner" with the prologue gathering (and the epilogue scattering) the
+// strided operands (Note [Strided operands]); steps too long for that run
+// node by node.
+constexpr int64_t kChunk = 4096;       // elements per prologue call of an inner statistic
+constexpr int64_t kGrain = 16384;      // elements per task
+constexpr int64_t kOuterWidth = 512;   // results per block of an outer statistic
+constexpr int64_t kOuterFlush = 64;    // reduced rows between float -> double flushes
+constexpr int64_t kLongRow = 65536;    // a softmax row at least this long is split across workers
+constexpr int64_t kLongChunk = 16384;  // elements per task of a long row (a multiple of the lanes)
+
+// Note [Outer normalizations]
+// softmax / log_softmax over a dim that is not the innermost one (dim 0 of
+// [T, C], dim 1 of [B, H, T]) where the last kept dim is dense for every
+// operand: a block of up to kOuterWidth neighbouring kept positions is
+// normalized at once, lanes across the block, in three sweeps over the
+// reduced positions (the running max, the float64 sum of exp(x - max), then
+// exp(x - max) / sum or (x - max) - log(sum) into the epilogue), the
+// prologue re-run per sweep (a group that stores prologue values is refused:
+// the stores would repeat). Blocks are narrowed so that every worker gets one.
+//
+// Note [Long rows]
+// One softmax row of kLongRow elements or more (when there are fewer rows
+// than workers) is split into kLongChunk pieces: per-piece maxima, then
+// per-piece float64 sums of exp(x - max), combined in piece order (so the
+// result does not depend on the worker count), then the normalization.
 
 std::atomic<int64_t> g_runs{0};
+std::atomic<int64_t> g_refused{0};  // for the layout
 
+// Refusals for the layout (cpu_reductions_refused counts them).
 bool refuse(const char* why) {
   KILN_LOG(Fusion, "reduction group runs node by node on the CPU: ", why);
+  g_refused.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 
@@ -96,8 +122,10 @@ class ReductionRun {
       return refuse("too many operands");
     }
     split_dims();
-    bool inner = inner_ok();
-    bool outer = !inner && !norm && outer_ok();
+    // Dense rows first, then blocks of kept positions, then rows gathered.
+    bool inner = inner_ok(false);
+    bool outer = !inner && outer_ok(norm);
+    inner = inner || (!outer && inner_ok(true));
     if (!inner && !outer) return refuse("no dense run over the reduced or the last kept dims");
     // Kernels (compiled or found) before anything is written.
     std::vector<RunLayout> layouts{RunLayout::Dense};
@@ -107,10 +135,10 @@ class ReductionRun {
     if (norm) {
       layouts.clear();
       for (size_t k = 0; k < r_.epilogue.outputs.size(); ++k)
-        layouts.push_back(layout(epi_slots_[k], true));
+        layouts.push_back(layout(epi_slots_[k], inner));
       layouts.push_back(RunLayout::Dense);
       for (size_t k = r_.epilogue.outputs.size(); k < epi_slots_.size(); ++k) {
-        layouts.push_back(layout(epi_slots_[k], true));
+        layouts.push_back(layout(epi_slots_[k], inner));
       }
       epilogue_ = cpu_pointwise_kernel(r_.epilogue.kernel, layouts);
       if (!epilogue_) return false;
@@ -128,6 +156,8 @@ class ReductionRun {
     }
     if (inner) {
       run_inner();
+    } else if (norm) {
+      run_outer_norm();
     } else {
       run_outer();
     }
@@ -148,6 +178,7 @@ class ReductionRun {
   int add(const Tensor& t, bool output) {
     Operand o;
     o.strides = strides_in(r_.in_shape, t);
+    o.item = static_cast<int64_t>(t.element_size());
     o.output = output;
     tensors_.push_back(t);
     ops_.push_back(std::move(o));
@@ -196,19 +227,23 @@ class ReductionRun {
     }
   }
 
-  bool inner_ok() const {
+  // `strided`: operands may step through the run (Note [Strided operands]).
+  bool inner_ok(bool strided) const {
     if (red_sizes_.back() == 1) return true;
     for (size_t k = 0; k < ops_.size(); ++k) {
       int64_t s = red_strides_[k].back();
-      if (!(s == 1 || (s == 0 && !ops_[k].output))) return false;
+      if (s == 1 || (s == 0 && !ops_[k].output)) continue;
+      if (!strided || s == 0 || std::abs(s) >= kMaxStridedBytes / ops_[k].item) return false;
     }
     return true;
   }
 
-  bool outer_ok() {
+  bool outer_ok(bool norm) {
     if (kept_.empty()) return false;
-    // Var re-runs the prologue: its stores would repeat (in-place ones wrongly).
-    if (r_.op == RowOp::Var && r_.prologue.outputs.size() > 1) return false;
+    if (norm && r_.op != RowOp::Softmax && r_.op != RowOp::LogSoftmax) return false;
+    // Var and the normalizations re-run the prologue: its stores would repeat
+    // (in-place ones wrongly).
+    if ((norm || r_.op == RowOp::Var) && r_.prologue.outputs.size() > 1) return false;
     const int64_t d = kept_.back();
     for (const Operand& o : ops_) {
       if (!(o.strides[d] == 1 || (o.strides[d] == 0 && !o.output))) return false;
@@ -219,7 +254,8 @@ class ReductionRun {
   RunLayout layout(int slot, bool inner) const {
     const Operand& o = ops_[slot];
     int64_t s = inner ? red_strides_[slot].back() : o.strides[kept_.back()];
-    return s == 0 && !o.output ? RunLayout::Broadcast : RunLayout::Dense;
+    if (s == 0 && !o.output) return RunLayout::Broadcast;
+    return s == 1 || (inner && red_sizes_.back() == 1) ? RunLayout::Dense : RunLayout::Strided;
   }
 
   // Element offsets of every operand at kept position `row` (row-major over
@@ -250,50 +286,66 @@ class ReductionRun {
     return o.base + (off[slot] + extra * red_strides_[slot].back()) * o.item;
   }
 
+  // An operand's byte step along the run (read by the kernel for Strided ones).
+  int64_t step(int slot) const { return red_strides_[slot].back() * ops_[slot].item; }
+
   // The prologue over `n` elements of the run at `off`, from element `at`, into `dst`.
   void prologue(const int64_t* off, int64_t at, int64_t n, float* dst) const {
     CpuRun run;
     run.n = n;
     run.ptrs[0] = reinterpret_cast<char*>(dst);
-    for (size_t i = 0; i < pro_slots_.size(); ++i) run.ptrs[1 + i] = ptr(pro_slots_[i], off, at);
+    for (size_t i = 0; i < pro_slots_.size(); ++i) {
+      run.ptrs[1 + i] = ptr(pro_slots_[i], off, at);
+      run.strides[1 + i] = step(pro_slots_[i]);
+    }
     prologue_->run(run);
   }
 
-  void epilogue(const int64_t* off, int64_t n, float* src) const {
+  void epilogue(const int64_t* off, int64_t n, float* src, int64_t at = 0) const {
     CpuRun run;
     run.n = n;
     const size_t nout = r_.epilogue.outputs.size();
-    for (size_t i = 0; i < nout; ++i) run.ptrs[i] = ptr(epi_slots_[i], off);
+    for (size_t i = 0; i < nout; ++i) {
+      run.ptrs[i] = ptr(epi_slots_[i], off, at);
+      run.strides[i] = step(epi_slots_[i]);
+    }
     run.ptrs[nout] = reinterpret_cast<char*>(src);
-    for (size_t i = nout; i < epi_slots_.size(); ++i) run.ptrs[i + 1] = ptr(epi_slots_[i], off);
+    for (size_t i = nout; i < epi_slots_.size(); ++i) {
+      run.ptrs[i + 1] = ptr(epi_slots_[i], off, at);
+      run.strides[i + 1] = step(epi_slots_[i]);
+    }
     epilogue_->run(run);
   }
 
-  // The prologue's body is `load in0` of a float32 input dense along the run:
-  // passes then read the input itself.
-  int direct_input() const {
+  // The prologue's body is `load in0` of a float32 input dense along the run
+  // (along the last kept dim for `outer`): passes then read the input itself.
+  int direct_input(bool outer = false) const {
     const PointwiseKernel& k = r_.prologue.kernel;
-    if (red_sizes_.size() != 1 || k.outputs.size() != 1 || k.body.size() != 1 ||
+    if ((!outer && red_sizes_.size() != 1) || k.outputs.size() != 1 || k.body.size() != 1 ||
         k.body[0].op != Prim::Load || k.inputs[k.body[0].operand] != kFloat32) {
       return -1;
     }
     int slot = pro_slots_[k.body[0].operand];
+    if (outer) return ops_[slot].strides[kept_.back()] == 1 ? slot : -1;
     return red_strides_[slot].back() == 1 || red_sizes_.back() == 1 ? slot : -1;
   }
 
   // The epilogue stores the result unchanged as float32: passes write the output.
-  int direct_output() const {
+  int direct_output(bool outer = false) const {
     const PointwiseKernel& k = r_.epilogue.kernel;
-    if (red_sizes_.size() != 1 || k.outputs.size() != 1 || k.outputs[0] != kFloat32 ||
+    if ((!outer && red_sizes_.size() != 1) || k.outputs.size() != 1 || k.outputs[0] != kFloat32 ||
         k.body.size() != 1 || k.body[0].op != Prim::Load || k.body[0].operand != 0) {
       return -1;
     }
-    return epi_slots_[0];
+    const int slot = epi_slots_[0];
+    if (outer) return slot;  // dense along the last kept dim (outer_ok)
+    return red_strides_[slot].back() == 1 || red_sizes_.back() == 1 ? slot : -1;
   }
 
   void pass(Pass p, const float* x, void* y, int64_t n, float c0, float c1, void* lanes,
-            const float* z = nullptr) const {
+            const float* z = nullptr, const float* w = nullptr) const {
     PassArgs a;
+    a.w = w;
     a.x = x;
     a.y = static_cast<float*>(y);
     a.z = z;
@@ -335,6 +387,15 @@ class ReductionRun {
     load_passes();
     const int64_t numel = rows_ * row_len_;
     if (numel == 0 && is_row_normalization(r_.op)) return;
+    if ((r_.op == RowOp::Softmax || r_.op == RowOp::LogSoftmax) && red_sizes_.size() == 1 &&
+        row_len_ >= kLongRow && rows_ < tbb::this_task_arena::max_concurrency()) {
+      std::vector<int64_t> koff(ops_.size());
+      for (int64_t row = 0; row < rows_; ++row) {
+        kept_offsets(row, koff.data());
+        normalize_long_row(koff.data());
+      }
+      return;
+    }
     const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(row_len_, 1));
     auto body = [&](int64_t b, int64_t e) {
       std::vector<int64_t> koff(ops_.size()), roff(ops_.size());
@@ -420,6 +481,128 @@ class ReductionRun {
     for (int64_t j = 0; j < runs; ++j) {
       run_offsets(j, koff, roff);
       epilogue(roff, run, dst + j * run);
+    }
+  }
+
+  // Note [Long rows].
+  void normalize_long_row(const int64_t* koff) const {
+    const int64_t n = row_len_, pieces = (n + kLongChunk - 1) / kLongChunk;
+    const int in = direct_input(), out = direct_output();
+    std::vector<float> scratch;
+    if (in < 0 || out < 0) scratch.resize(static_cast<size_t>(n));
+    const float* src = in >= 0 ? reinterpret_cast<const float*>(ptr(in, koff)) : scratch.data();
+    float* dst = out >= 0 ? reinterpret_cast<float*>(ptr(out, koff)) : scratch.data();
+    std::vector<float> maxima(static_cast<size_t>(pieces));
+    std::vector<double> sums(static_cast<size_t>(pieces));
+    auto each_piece = [&](auto&& f) {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, pieces, 1),
+                        [&](const tbb::blocked_range<int64_t>& r) {
+                          for (int64_t c = r.begin(); c < r.end(); ++c) {
+                            const int64_t at = c * kLongChunk;
+                            f(c, at, std::min(kLongChunk, n - at));
+                          }
+                        });
+    };
+    each_piece([&](int64_t c, int64_t at, int64_t len) {
+      if (in < 0) prologue(koff, at, len, scratch.data() + at);
+      float lanes[16];
+      std::fill(lanes, lanes + lanes_, -std::numeric_limits<float>::infinity());
+      pass(Pass::kMax, src + at, nullptr, len, 0, 0, lanes);
+      maxima[c] = combine_lanes_extreme(lanes, lanes_, true);
+    });
+    const float mx = combine_lanes_extreme(maxima.data(), static_cast<int>(pieces), true);
+    const bool softmax = r_.op == RowOp::Softmax;
+    each_piece([&](int64_t c, int64_t at, int64_t len) {
+      sums[c] = softmax ? wide(Pass::kExpSumStore, src + at, dst + at, len, mx)
+                        : wide(Pass::kExpSum, src + at, nullptr, len, mx);
+    });
+    double sum = 0;
+    for (double v : sums) sum += v;
+    const float inv = static_cast<float>(1.0 / sum);
+    const float ls = static_cast<float>(std::log(sum));
+    each_piece([&](int64_t, int64_t at, int64_t len) {
+      if (softmax) {
+        pass(Pass::kAffine, dst + at, dst + at, len, inv, 0, nullptr);
+      } else {
+        pass(Pass::kSubSub, src + at, dst + at, len, mx, ls, nullptr);
+      }
+      if (out < 0) epilogue(koff, len, dst + at, at);
+    });
+  }
+
+  // Note [Outer normalizations].
+  void run_outer_norm() {
+    load_passes();
+    if (rows_ == 0 || row_len_ == 0) return;
+    const int64_t kd = kept_.back();
+    const int64_t width_all = r_.in_shape[kd];
+    const int64_t outer_rows = rows_ / width_all;
+    const int workers = std::max(1, tbb::this_task_arena::max_concurrency());
+    int64_t width = (width_all + workers - 1) / workers;
+    width = (width + lanes_ - 1) / lanes_ * lanes_;
+    width = std::min({std::max<int64_t>(width, 4 * lanes_), kOuterWidth, width_all});
+    const int64_t blocks = (width_all + width - 1) / width;
+    std::vector<int64_t> red;
+    for (size_t d = 0; d < r_.in_shape.size(); ++d) {
+      if (r_.reduced[d] && r_.in_shape[d] != 1) red.push_back(static_cast<int64_t>(d));
+    }
+    const int64_t n = row_len_;
+    const int in = direct_input(true), out = direct_output(true);
+    const bool softmax = r_.op == RowOp::Softmax;
+    auto body = [&](int64_t ub, int64_t ue) {
+      std::vector<int64_t> koff(ops_.size()), roff(ops_.size());
+      std::vector<float> xbuf(width), ybuf(width), mx(width), c(width);
+      std::vector<double> total(width);
+      for (int64_t u = ub; u < ue; ++u) {
+        const int64_t orow = u / blocks, j0 = (u % blocks) * width;
+        const int64_t w = std::min(width, width_all - j0);
+        const int64_t full = w / lanes_ * lanes_;
+        kept_offsets(orow, koff.data(), 1);
+        for (size_t k = 0; k < ops_.size(); ++k) koff[k] += j0 * ops_[k].strides[kd];
+        // roff = the offsets at reduced position `pos`; the prologue's values there.
+        auto at = [&](int64_t pos) {
+          for (size_t k = 0; k < ops_.size(); ++k) roff[k] = koff[k];
+          for (size_t i = red.size(); i-- > 0;) {
+            const int64_t idx = pos % r_.in_shape[red[i]];
+            pos /= r_.in_shape[red[i]];
+            for (size_t k = 0; k < ops_.size(); ++k) roff[k] += idx * ops_[k].strides[red[i]];
+          }
+        };
+        auto values = [&](int64_t pos) -> const float* {
+          at(pos);
+          if (in >= 0) return reinterpret_cast<const float*>(ptr(in, roff.data()));
+          prologue(roff.data(), 0, w, xbuf.data());
+          return xbuf.data();
+        };
+        std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
+        for (int64_t pos = 0; pos < n; ++pos) {
+          pass(Pass::kAccMax, values(pos), mx.data(), w, 0, 0, nullptr);
+        }
+        std::fill(total.begin(), total.end(), 0.0);
+        for (int64_t pos = 0; pos < n; ++pos) {
+          const float* x = values(pos);
+          pass(Pass::kAccExpSum, x, total.data(), full, 0, 0, nullptr, mx.data());
+          for (int64_t j = full; j < w; ++j) total[j] += std::exp(x[j] - mx[j]);
+        }
+        for (int64_t j = 0; j < w; ++j) {
+          c[j] = static_cast<float>(softmax ? 1.0 / total[j] : std::log(total[j]));
+        }
+        for (int64_t pos = 0; pos < n; ++pos) {
+          const float* x = values(pos);
+          float* y = out >= 0 ? reinterpret_cast<float*>(ptr(out, roff.data())) : ybuf.data();
+          pass(softmax ? Pass::kExpSubMul : Pass::kSubSubZ, x, y, w, 0, 0, nullptr, mx.data(),
+               c.data());
+          if (out < 0) epilogue(roff.data(), w, ybuf.data());
+        }
+      }
+    };
+    const int64_t units = outer_rows * blocks;
+    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(n * width, 1));
+    if (units <= grain) {
+      body(0, units);
+    } else {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, units, grain),
+                        [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
     }
   }
 
@@ -608,6 +791,10 @@ class ReductionRun {
 
 bool run_reduction_cpu(const ReductionGroup& group) {
   return ReductionRun(group).run();
+}
+
+int64_t cpu_reductions_refused() {
+  return g_refused.load();
 }
 
 int64_t cpu_reductions_run() {

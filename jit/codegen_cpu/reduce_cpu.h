@@ -14,5 +14,8 @@ bool run_reduction_cpu(const ReductionGroup& group);
 
 // Reduction groups run fused so far in this process (for tests and logs).
 int64_t cpu_reductions_run();
+// CPU reduction groups refused so far for their layout (run node by node;
+// unsupported dtypes and primitives not counted).
+int64_t cpu_reductions_refused();
 
 }  // namespace kiln::jit::cpu

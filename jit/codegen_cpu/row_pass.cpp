@@ -14,9 +14,10 @@ namespace kiln::jit::cpu {
 namespace x86 = asmjit::x86;
 
 const char* pass_name(Pass p) {
-  static const char* const names[] = {"sum",     "max",          "min",     "sqdev",
-                                      "expsum",  "expsum_store", "affine",  "subsub",
-                                      "acc_sum", "acc_max",      "acc_min", "acc_sqdev"};
+  static const char* const names[] = {"sum",        "max",          "min",     "sqdev",
+                                      "expsum",     "expsum_store", "affine",  "subsub",
+                                      "acc_sum",    "acc_max",      "acc_min", "acc_sqdev",
+                                      "acc_expsum", "expsubmul",    "subsubz"};
   return names[static_cast<int>(p)];
 }
 
@@ -50,6 +51,10 @@ class PassEmitter {
     as.mov(y_, x86::qword_ptr(args, offsetof(PassArgs, y)));
     as.mov(z_, x86::qword_ptr(args, offsetof(PassArgs, z)));
     as.mov(n_, x86::qword_ptr(args, offsetof(PassArgs, n)));
+    if (p_ == Pass::kExpSubMul || p_ == Pass::kSubSubZ) {
+      w_ = e_.acquire_gp();
+      as.mov(w_, x86::qword_ptr(args, offsetof(PassArgs, w)));
+    }
     c0_ = e_.acquire_vec();
     c1_ = e_.acquire_vec();
     e_.load_broadcast(c0_, x86::dword_ptr(args, offsetof(PassArgs, c0)), kFloat32);
@@ -128,8 +133,11 @@ class PassEmitter {
   void advance(int elems) {
     auto& as = e_.as();
     as.add(x_, elems * 4);
-    as.add(y_, elems * (p_ == Pass::kAccSum || p_ == Pass::kAccSqDev ? 8 : 4));
+    as.add(
+        y_,
+        elems * (p_ == Pass::kAccSum || p_ == Pass::kAccSqDev || p_ == Pass::kAccExpSum ? 8 : 4));
     as.add(z_, elems * 4);
+    if (w_.isValid()) as.add(w_, elems * 4);
     as.sub(n_, elems);
   }
 
@@ -197,13 +205,33 @@ class PassEmitter {
         e_.sub(v, v, c1_);
         e_.store(x86::ptr(y_, off), v, kFloat32, tail);
         return;
+      case Pass::kExpSubMul:
+      case Pass::kSubSubZ: {
+        Vec m = s.vec();
+        e_.load(m, x86::ptr(z_, off), kFloat32, tail);
+        e_.sub(v, v, m);
+        e_.load(m, x86::ptr(w_, off), kFloat32, tail);
+        if (p_ == Pass::kExpSubMul) {
+          emit_exp(e_, v, v);
+          e_.mul(v, v, m);
+        } else {
+          e_.sub(v, v, m);
+        }
+        e_.store(x86::ptr(y_, off), v, kFloat32, tail);
+        return;
+      }
       case Pass::kAccSum:
-      case Pass::kAccSqDev: {
-        if (p_ == Pass::kAccSqDev) {
+      case Pass::kAccSqDev:
+      case Pass::kAccExpSum: {
+        if (p_ == Pass::kAccSqDev || p_ == Pass::kAccExpSum) {
           Vec m = s.vec();
           e_.load(m, x86::ptr(z_, off), kFloat32, tail);
           e_.sub(v, v, m);
-          e_.mul(v, v, v);
+          if (p_ == Pass::kAccSqDev) {
+            e_.mul(v, v, v);
+          } else {
+            emit_exp(e_, v, v);
+          }
         }
         Vec lo = s.vec(), hi = s.vec();
         widen(lo, hi, v);
@@ -250,7 +278,7 @@ class PassEmitter {
 
   Emitter& e_;
   Pass p_;
-  Gp x_, y_, z_, n_, lanes_;
+  Gp x_, y_, z_, n_, lanes_, w_;
   Vec c0_, c1_;
   Vec acc_[4], acc_hi_[4];
   bool wide_ = false;

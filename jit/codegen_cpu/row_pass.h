@@ -8,7 +8,7 @@
 // accumulate in float64 (float32 values widened), as the eager kernels do,
 // so long rows with cancellation agree with them; those passes (kSum,
 // kSqDev, kExpSum*, kAccSum, kAccSqDev) stop at the last full vector and
-// leave the n % lanes() tail to the caller. The group's
+// leave the n % lanes() tail to the caller (kAccExpSum too). The group's
 // prologue and epilogue are ordinary fused pointwise kernels run on the same
 // rows (reduce_cpu.h), so these passes are generated once per ISA.
 //
@@ -29,6 +29,7 @@ struct PassArgs {
   int64_t n = 0;
   float c0 = 0, c1 = 0;
   void* lanes = nullptr;  // lanes() floats (max, min) or doubles (sums)
+  const float* w = nullptr;
 };
 
 enum class Pass : uint8_t {
@@ -46,6 +47,10 @@ enum class Pass : uint8_t {
   kAccMax,  // y = max(y, x); NaN sticks
   kAccMin,
   kAccSqDev,  // y += (x - z)^2, y float64
+  // per-position constants z, w (softmax over an outer dim, Note [Outer normalizations])
+  kAccExpSum,  // y += exp(x - z), y float64
+  kExpSubMul,  // y = exp(x - z) * w
+  kSubSubZ,    // y = (x - z) - w
   kNumPasses,
 };
 
@@ -56,7 +61,7 @@ constexpr bool is_accumulating(Pass p) {
 // Float64 accumulation, no tail (see above).
 constexpr bool is_wide(Pass p) {
   return p == Pass::kSum || p == Pass::kSqDev || p == Pass::kExpSum || p == Pass::kExpSumStore ||
-         p == Pass::kAccSum || p == Pass::kAccSqDev;
+         p == Pass::kAccSum || p == Pass::kAccSqDev || p == Pass::kAccExpSum;
 }
 
 class RowPassKernel {

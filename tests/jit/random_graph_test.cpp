@@ -84,7 +84,7 @@ class Program {
       size_t ia = &a - &pool[0], ib = &b - &pool[0], ic = &c - &pool[0];
       Tensor out;
       std::string what;
-      switch (choose(32)) {
+      switch (choose(34)) {
         case 0:
           out = a + b;
           what = "add";
@@ -223,6 +223,24 @@ class Program {
           out = kiln::log_softmax(a, 0);
           what = "log_softmax(a, 0)";
           break;
+        case 32: {
+          // An in-place write through a view stepping by 2 in the last dim
+          // (a strided output of the fused kernel).
+          out = a * 1.25;
+          if (out.dim() >= 1 && out.size(-1) >= 2) {
+            Tensor v = out.slice(-1, 0, out.size(-1), 2);
+            v.mul_(kiln::tanh(v) + 0.5);
+          }
+          what = "a*1.25; [..., ::2].mul_(tanh+0.5)";
+          break;
+        }
+        case 33: {
+          // softmax over a dim that is not the last one (when a has two or more).
+          int64_t d = a.dim() >= 2 ? a.dim() - 2 : 0;
+          out = kiln::softmax(a * 1.5, d);
+          what = "softmax(a*1.5, -2)";
+          break;
+        }
         default:
           out = a.dim() >= 2 ? (a.transpose(0, 1) * 1.5).transpose(0, 1) : a * 1.5;
           what = "transpose*1.5";
@@ -278,6 +296,8 @@ TEST(RandomGraphs, LazyFusedMatchesEager) {
   }
   int64_t compiled_before = kiln::jit::cpu::cpu_kernels_compiled();
   int64_t reductions_before = kiln::jit::cpu::cpu_reductions_run();
+  int64_t refused_before = kiln::jit::cpu::cpu_pointwise_groups_refused();
+  int64_t reductions_refused_before = kiln::jit::cpu::cpu_reductions_refused();
   int failures = 0;
   for (uint64_t seed = first; seed < first + static_cast<uint64_t>(count); ++seed) {
     Program p(seed);
@@ -308,8 +328,16 @@ TEST(RandomGraphs, LazyFusedMatchesEager) {
   // The graphs really went through generated kernels.
   int64_t compiled = kiln::jit::cpu::cpu_kernels_compiled() - compiled_before;
   int64_t reductions = kiln::jit::cpu::cpu_reductions_run() - reductions_before;
-  std::printf("%d random graphs; %lld CPU kernels compiled; %lld reduction groups ran fused\n",
-              count, static_cast<long long>(compiled), static_cast<long long>(reductions));
+  int64_t refused = kiln::jit::cpu::cpu_pointwise_groups_refused() - refused_before;
+  int64_t reductions_refused = kiln::jit::cpu::cpu_reductions_refused() - reductions_refused_before;
+  std::printf(
+      "%d random graphs; %lld CPU kernels compiled; %lld reduction groups ran fused; refused: "
+      "%lld pointwise groups, %lld reduction groups\n",
+      count, static_cast<long long>(compiled), static_cast<long long>(reductions),
+      static_cast<long long>(refused), static_cast<long long>(reductions_refused));
+  // Strided outputs and softmax over any dim run fused (KILN_LOGS=fusion names a refusal).
+  EXPECT_EQ(refused, 0);
+  EXPECT_EQ(reductions_refused, 0);
   EXPECT_GT(compiled, count / 10);
   if (count >= 100) {
     EXPECT_GT(reductions, count / 4);
