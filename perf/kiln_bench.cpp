@@ -44,7 +44,9 @@ double us_since(Clock::time_point t0) {
 struct Result {
   double first_call_ms = 0, latency_p50_us = 0, latency_p90_us = 0;
   int64_t executed_nodes = 0;  // nodes run per call (lazy)
-  int64_t kernels = 0;         // fused kernels compiled in this process
+  // CUDA kernels launched per call: generated kernels and cuBLASLt matmuls.
+  int64_t kernels_per_call = 0;
+  int64_t kernels = 0;  // fused kernels compiled in this process
   // Inside the first call (CUDA): generated kernels made ready (NVRTC or the
   // disk cache, and module loads), and cuBLASLt heuristic queries.
   int64_t first_compiled = 0, first_disk_hits = 0, first_blas_queries = 0, first_blas_disk_hits = 0;
@@ -73,6 +75,8 @@ Result measure(const std::function<Tensor()>& step, int iters) {
     kiln::sync();
   }
   auto s0 = kiln::jit::trace_stats();
+  const auto l0 = kiln::jit::cuda::cuda_kernel_stats();
+  const auto m0 = kiln::cuda::lt_cache_stats();
   std::vector<double> samples;
   for (int i = 0; i < iters; ++i) {
     auto t = Clock::now();
@@ -81,6 +85,10 @@ Result measure(const std::function<Tensor()>& step, int iters) {
     samples.push_back(us_since(t));
   }
   auto s1 = kiln::jit::trace_stats();
+  const auto l1 = kiln::jit::cuda::cuda_kernel_stats();
+  const auto m1 = kiln::cuda::lt_cache_stats();
+  r.kernels_per_call = (l1.launches - l0.launches + (m1.hits + m1.misses) - (m0.hits + m0.misses)) /
+                       std::max(iters, 1);
   std::sort(samples.begin(), samples.end());
   r.latency_p50_us = samples[samples.size() / 2];
   r.latency_p90_us = samples[samples.size() * 9 / 10];
@@ -136,12 +144,13 @@ void print_row(const Options& o, const kiln::perf::Case& c, const char* device, 
         "\"mode\":\"%s\",\"latency_us_p50\":%.2f,\"latency_us_p90\":%.2f,"
         "\"first_call_ms\":%.3f,\"first_kernel_ms\":%.3f,\"first_compiled\":%lld,"
         "\"first_disk_hits\":%lld,\"first_blas_ms\":%.3f,\"first_blas_queries\":%lld,"
-        "\"first_blas_disk_hits\":%lld,\"nodes_per_call\":%lld}\n",
+        "\"first_blas_disk_hits\":%lld,\"nodes_per_call\":%lld,\"kernels_per_call\":%lld}\n",
         c.workload.c_str(), c.shape.c_str(), dtype, device, mode, r.latency_p50_us,
         r.latency_p90_us, r.first_call_ms, r.first_kernel_ms,
         static_cast<long long>(r.first_compiled), static_cast<long long>(r.first_disk_hits),
         r.first_blas_ms, static_cast<long long>(r.first_blas_queries),
-        static_cast<long long>(r.first_blas_disk_hits), static_cast<long long>(r.executed_nodes));
+        static_cast<long long>(r.first_blas_disk_hits), static_cast<long long>(r.executed_nodes),
+        static_cast<long long>(r.kernels_per_call));
   } else {
     std::printf("%-8s %-8s %-5s %-5s %-6s %12.1f %12.1f %12.2f %8lld\n", c.workload.c_str(),
                 c.shape.c_str(), dtype, device, mode, r.latency_p50_us, r.latency_p90_us,
