@@ -26,14 +26,6 @@ namespace {
 
 constexpr int kMetaKey = static_cast<int>(DispatchKey::Meta);
 
-// A meta tensor with `t`'s geometry: what Meta kernels compute shapes from.
-Tensor meta_twin(const Tensor& t) {
-  auto impl = IntrusivePtr<TensorImpl>::make(t.dtype(), Device::meta(), t.sizes(), t.strides(),
-                                             t.storage_offset());
-  impl->set_wrapped_number(t.impl()->is_wrapped_number());  // it changes type promotion
-  return Tensor(std::move(impl));
-}
-
 // Where an op's fresh outputs live: its device argument when it has one
 // (factories, _to_copy), else CUDA if any tensor argument is there, else CPU.
 Device output_device(const Stack& stack) {

@@ -151,6 +151,19 @@ Tensor scalar_tensor(const Scalar& s, DType dtype, Device device) {
   return device.is_cpu() ? t : t.to(device);
 }
 
+Tensor meta_twin(const Tensor& t) {
+  if (!t.defined()) return t;
+  auto impl = IntrusivePtr<TensorImpl>::make(t.dtype(), Device::meta(), t.sizes(), t.strides(),
+                                             t.storage_offset());
+  impl->set_wrapped_number(t.impl()->is_wrapped_number());  // it changes type promotion
+  impl->set_meta_origin(t.is_meta() ? t.impl()->meta_origin() : t.device());
+  return Tensor(std::move(impl));
+}
+
+bool cpu_kernel_for(const Tensor& t) {
+  return t.is_meta() ? t.impl()->meta_origin().is_cpu() : t.is_cpu();
+}
+
 Tensor wrap_scalar(const Scalar& s) {
   Tensor t = scalar_tensor(s, s.dtype());
   t.impl()->set_wrapped_number(true);

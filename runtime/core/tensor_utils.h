@@ -38,6 +38,18 @@ void resize_out(const Tensor& out, IntArrayRef shape);
 void grow_storage(const Tensor& t, size_t nbytes);
 // A 0-dim CPU tensor holding `s`, marked as a wrapped number for type promotion.
 Tensor wrap_scalar(const Scalar& s);
+
+// Note [Meta twins]
+// Lazy recording and the CUDA op kernels compute shapes, dtypes and argument
+// errors by running an op's Meta kernel, which is its CPU kernel, on meta
+// twins of the arguments. A few CPU kernels refuse dtypes that only the CPU
+// lacks (PyTorch 1.13 has no float16 cumsum, prod, var or topk on the CPU);
+// such a refusal must not reach a CUDA op. A twin therefore remembers the
+// device it stands for, and the CPU-only refusals ask cpu_kernel_for(t).
+Tensor meta_twin(const Tensor& t);
+// True when `t` is a CPU tensor or a meta one standing for a CPU tensor (or
+// made as meta): what the CPU-only refusals apply to.
+bool cpu_kernel_for(const Tensor& t);
 // A 0-dim tensor of `dtype` on `device` holding `s`.
 Tensor scalar_tensor(const Scalar& s, DType dtype, Device device = Device::cpu());
 

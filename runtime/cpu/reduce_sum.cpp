@@ -74,8 +74,9 @@ DType result_dtype(Kind kind, const char* op, const Tensor& self, std::optional<
             : out ? out->dtype()
                   : (is_floating(self.dtype()) ? self.dtype() : kInt64);
   // PyTorch 1.13 finds no 16-bit float prod kernel only when there is data to reduce.
-  KILN_CHECK(kind != Kind::Prod || !is_reduced_float(c) || self.numel() == 0, "[", op,
-             "] not implemented for ", c, " on cpu (as PyTorch 1.13)");
+  KILN_CHECK(
+      kind != Kind::Prod || !is_reduced_float(c) || self.numel() == 0 || !cpu_kernel_for(self), "[",
+      op, "] not implemented for ", c, " on cpu (as PyTorch 1.13)");
   return c;
 }
 

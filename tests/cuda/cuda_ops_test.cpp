@@ -408,6 +408,29 @@ TEST(CudaOps, MaskedFillValueTensorIsChecked) {
   }
 }
 
+// Note [Meta twins]: float16 ops that only the CPU lacks (PyTorch 1.13) run
+// on CUDA in eager and in lazy mode, and still raise on the CPU.
+TEST(CudaOps, HalfOpsTheCpuLacksRunOnCuda) {
+  KILN_REQUIRE_CUDA();
+  Tensor ref = kiln::testing::random_tensor({6, 33}, kiln::kFloat32, "contiguous", 320, 0.9, 1.1);
+  Tensor h = ref.to(kiln::kFloat16);
+  for (bool lazy : {false, true}) {
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    Tensor d = h.cuda();
+    Tensor want = h.to(kiln::kFloat32);
+    EXPECT_TENSOR_CLOSE_TOL(kiln::cumsum(d, 1).cpu().to(kiln::kFloat32), kiln::cumsum(want, 1),
+                            1e-2, 1e-2);
+    EXPECT_TENSOR_CLOSE_TOL(kiln::prod(d, 1).cpu().to(kiln::kFloat32), kiln::prod(want, 1), 1e-2,
+                            1e-2);
+    EXPECT_TENSOR_CLOSE_TOL(kiln::var(d, {1}).cpu().to(kiln::kFloat32), kiln::var(want, {1}), 1e-2,
+                            1e-3);
+    EXPECT_TENSOR_CLOSE_TOL(std::get<0>(kiln::topk(d, 3, 1)).cpu().to(kiln::kFloat32),
+                            std::get<0>(kiln::topk(want, 3, 1)), 0, 0);
+    EXPECT_KILN_ERROR(kiln::cumsum(h, 1).cpu(), "not implemented for float16 on cpu");
+  }
+}
+
 TEST(CudaOps, Cat) {
   KILN_REQUIRE_CUDA();
   Pair a = make({3, 4}, kiln::kFloat32, "transposed", 400),

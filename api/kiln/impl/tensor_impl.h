@@ -100,6 +100,11 @@ class KILN_API TensorImpl : public RefCounted {
   bool is_wrapped_number() const { return wrapped_number_; }
   void set_wrapped_number(bool v) { wrapped_number_ = v; }
 
+  // For a meta tensor, the device of the tensor it stands for (Note [Meta
+  // twins]); cpu for one made as meta.
+  Device meta_origin() const { return meta_origin_; }
+  void set_meta_origin(Device d) { meta_origin_ = d; }
+
   const IntrusivePtr<StorageImpl>& storage() const { return storage_; }
   bool has_storage() const { return static_cast<bool>(storage_); }
   void set_storage(IntrusivePtr<StorageImpl> s) { storage_ = std::move(s); }
@@ -137,6 +142,7 @@ class KILN_API TensorImpl : public RefCounted {
   Device device_;
   bool is_contiguous_ = true;
   bool wrapped_number_ = false;
+  Device meta_origin_ = Device::cpu();
 };
 
 }  // namespace kiln

@@ -165,11 +165,7 @@ unsigned grid_for(int64_t n, int64_t per_block) {
 }
 
 Tensor meta_of(const Tensor& t) {
-  if (!t.defined()) return t;
-  auto impl = IntrusivePtr<TensorImpl>::make(t.dtype(), Device::meta(), t.sizes(), t.strides(),
-                                             t.storage_offset());
-  impl->set_wrapped_number(t.impl()->is_wrapped_number());
-  return Tensor(std::move(impl));
+  return meta_twin(t);  // Note [Meta twins]
 }
 std::optional<Tensor> meta_of(const std::optional<Tensor>& t) {
   if (!t) return std::nullopt;
