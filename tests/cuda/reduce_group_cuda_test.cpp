@@ -13,52 +13,18 @@
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "kiln/kiln.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/fused_reduce_check.h"
 #include "tests/support/testing.h"
 
 namespace {
 
 using kiln::Tensor;
-
-// `t` on CUDA with its sizes, strides and storage offset.
-Tensor on_cuda(const Tensor& t) {
-  kiln::EagerGuard g;
-  const auto numel =
-      static_cast<int64_t>(t.impl()->storage()->nbytes() / kiln::itemsize(t.dtype()));
-  Tensor base = t.as_strided({numel}, {1}, 0).cuda();
-  return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
-}
+using kiln::testing::expect_fused_matches;
+using kiln::testing::on_cuda;
 
 Tensor rnd(std::vector<int64_t> sizes, kiln::DType t, const char* layout, uint64_t seed) {
   kiln::EagerGuard g;
   return kiln::testing::random_tensor(sizes, t, layout, seed);
-}
-
-kiln::testing::Tolerance tol_for(kiln::DType t, int64_t n) {
-  // Float32 sums on the GPU (as the eager CUDA kernels) vs float64 on the CPU.
-  const double grow = std::sqrt(static_cast<double>(std::max<int64_t>(n, 1)));
-  if (t == kiln::kFloat16) return {2e-3, 1e-3 + 1e-6 * grow};
-  if (t == kiln::kBFloat16) return {1.6e-2, 4e-3 + 1e-6 * grow};
-  return {1e-5, 1e-5 + 2e-7 * grow};
-}
-
-// Runs `f` eagerly on CPU inputs and lazily on the same inputs on CUDA; the
-// CUDA run must take the fused reduction path.
-void expect_fused_matches(const std::vector<Tensor>& inputs,
-                          const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                          kiln::testing::Tolerance tol) {
-  Tensor expected;
-  {
-    kiln::EagerGuard g;
-    expected = f(inputs);
-  }
-  std::vector<Tensor> dev;
-  for (const Tensor& t : inputs) dev.push_back(on_cuda(t));
-  const int64_t before = kiln::jit::cuda::cuda_reductions_run();
-  Tensor got = f(dev).cpu();
-  kiln::sync();
-  EXPECT_GT(kiln::jit::cuda::cuda_reductions_run(), before) << "did not run as one fused kernel";
-  std::string msg = kiln::testing::compare(got, expected, tol);
-  EXPECT_TRUE(msg.empty()) << msg;
 }
 
 class CudaReduceGroups : public ::testing::TestWithParam<kiln::DType> {
@@ -79,7 +45,7 @@ TEST_P(CudaReduceGroups, RowNormalizationsMatchEagerCpu) {
       const int64_t rows = n > 4096 ? 3 : 15;
       Tensor x = rnd({rows, n}, t, layout, n), a = rnd({rows, n}, t, "contiguous", n + 1);
       Tensor w = rnd({n}, t, "contiguous", 2), b = rnd({n}, t, "offset", 3);
-      const auto tol = tol_for(t, n);
+      const auto tol = kiln::testing::reduce_tol(t, n);
       using V = const std::vector<Tensor>&;
       expect_fused_matches(
           {x}, [](V v) { return kiln::softmax(v[0] * 0.5, -1); }, tol);
@@ -91,7 +57,7 @@ TEST_P(CudaReduceGroups, RowNormalizationsMatchEagerCpu) {
           {x, w}, [n](V v) { return kiln::rms_norm(v[0], {n}, v[1]) + 1.0; }, tol);
       expect_fused_matches(
           {x}, [](V v) { return kiln::softmax(v[0], -1, kiln::kFloat32); },
-          tol_for(kiln::kFloat32, n));
+          kiln::testing::reduce_tol(kiln::kFloat32, n));
     }
   }
 }
@@ -113,8 +79,8 @@ TEST_P(CudaReduceGroups, ResidualStreamIsStoredAndNormalized) {
     Tensor hc = h.cpu(), yc = y.cpu();
     kiln::sync();
     EXPECT_GT(kiln::jit::cuda::cuda_reductions_run(), before);
-    EXPECT_TRUE(kiln::testing::compare(hc, h_cpu, tol_for(t, n)).empty());
-    std::string msg = kiln::testing::compare(yc, y_cpu, tol_for(t, n));
+    EXPECT_TRUE(kiln::testing::compare(hc, h_cpu, kiln::testing::reduce_tol(t, n)).empty());
+    std::string msg = kiln::testing::compare(yc, y_cpu, kiln::testing::reduce_tol(t, n));
     EXPECT_TRUE(msg.empty()) << "n=" << n << ": " << msg;
   }
 }
@@ -127,7 +93,7 @@ TEST_P(CudaReduceGroups, StatisticsMatchEagerCpu) {
     for (std::vector<int64_t> dims :
          std::vector<std::vector<int64_t>>{{-1}, {0}, {1}, {0, 2}, {}, {1, 2}}) {
       SCOPED_TRACE(::testing::PrintToString(dims));
-      const auto tol = tol_for(t, 6 * 9 * 33);
+      const auto tol = kiln::testing::reduce_tol(t, 6 * 9 * 33);
       using V = const std::vector<Tensor>&;
       expect_fused_matches(
           {x}, [&](V v) { return kiln::sum(v[0] * v[0], dims) / 16.0; }, tol);
@@ -150,7 +116,7 @@ TEST_P(CudaReduceGroups, LongRowsAndFewRows) {
   using V = const std::vector<Tensor>&;
   for (int64_t n : {4097, 100000}) {
     Tensor x = rnd({2, n}, t, "contiguous", 9);
-    const auto tol = tol_for(t, n);
+    const auto tol = kiln::testing::reduce_tol(t, n);
     expect_fused_matches({x}, [](V v) { return kiln::sum(v[0], {-1}); }, {tol.rtol, 1e-3});
     expect_fused_matches(
         {x}, [](V v) { return kiln::var(v[0], {-1}); }, tol);
@@ -160,9 +126,9 @@ TEST_P(CudaReduceGroups, LongRowsAndFewRows) {
   // Outer reductions: the reduced dim is the strided one.
   Tensor y = rnd({3000, 40}, t, "contiguous", 10);
   expect_fused_matches({y}, [](V v) { return kiln::sum(v[0], {0}) * 0.5; },
-                       {tol_for(t, 3000).rtol, 1e-3});
+                       {kiln::testing::reduce_tol(t, 3000).rtol, 1e-3});
   expect_fused_matches(
-      {y}, [](V v) { return kiln::log_softmax(v[0], 0); }, tol_for(t, 3000));
+      {y}, [](V v) { return kiln::log_softmax(v[0], 0); }, kiln::testing::reduce_tol(t, 3000));
 }
 
 // Rows of 1, 2 and 3 elements (a thread per row, the row in registers):
@@ -185,7 +151,7 @@ TEST_P(CudaReduceGroups, ShortAndConstantRowsCancelExactly) {
     const bool half = t == kiln::kFloat16 || t == kiln::kBFloat16;
     const auto tol = n == 1 && t == kiln::kFloat32 ? exact
                      : half && n > 1               ? kiln::testing::Tolerance{0.05, 0.05}
-                                                   : tol_for(t, n);
+                                                   : kiln::testing::reduce_tol(t, n);
     expect_fused_matches(
         {x}, [](V v) { return kiln::var(kiln::silu(v[0]), {-1}, 1, true) + 0.5; }, tol);
     expect_fused_matches(
@@ -193,9 +159,10 @@ TEST_P(CudaReduceGroups, ShortAndConstantRowsCancelExactly) {
     expect_fused_matches(
         {x, w, b}, [n](V v) { return kiln::layer_norm(kiln::silu(v[0]), {n}, v[1], v[2]); }, tol);
     expect_fused_matches(
-        {x, w}, [n](V v) { return kiln::rms_norm(v[0] * 3.0, {n}, v[1]) + 1.0; }, tol_for(t, n));
+        {x, w}, [n](V v) { return kiln::rms_norm(v[0] * 3.0, {n}, v[1]) + 1.0; },
+        kiln::testing::reduce_tol(t, n));
     expect_fused_matches(
-        {x}, [](V v) { return kiln::softmax(v[0] - 1.0, -1); }, tol_for(t, n));
+        {x}, [](V v) { return kiln::softmax(v[0] - 1.0, -1); }, kiln::testing::reduce_tol(t, n));
   }
   // Exact zeros, not the CPU's result: its float32 sums need not cancel.
   auto expect_zeros = [&](const Tensor& c, const std::function<Tensor(const Tensor&)>& f) {

@@ -14,22 +14,16 @@
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "kiln/kiln.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/fused_reduce_check.h"
 #include "tests/support/testing.h"
 
 namespace {
 
 using kiln::Tensor;
+using kiln::testing::expect_fused_matches;
+using kiln::testing::on_cuda;
 using V = const std::vector<Tensor>&;
 const std::vector<int64_t> kAll;  // every dim
-
-// `t` on CUDA with its sizes, strides and storage offset.
-Tensor on_cuda(const Tensor& t) {
-  kiln::EagerGuard g;
-  const auto numel =
-      static_cast<int64_t>(t.impl()->storage()->nbytes() / kiln::itemsize(t.dtype()));
-  Tensor base = t.as_strided({numel}, {1}, 0).cuda();
-  return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
-}
 
 Tensor rnd(std::vector<int64_t> sizes, kiln::DType t, const char* layout, uint64_t seed,
            double low = -3, double high = 3) {
@@ -42,34 +36,6 @@ Tensor rnd(std::vector<int64_t> sizes, kiln::DType t, const char* layout, uint64
 Tensor window(int64_t rows, int64_t n, int64_t stride, int64_t from, kiln::DType t, uint64_t seed) {
   kiln::EagerGuard g;
   return kiln::testing::random_tensor({rows, stride}, t, "contiguous", seed).narrow(1, from, n);
-}
-
-kiln::testing::Tolerance tol_for(kiln::DType t, int64_t n) {
-  const double grow = std::sqrt(static_cast<double>(std::max<int64_t>(n, 1)));
-  if (t == kiln::kFloat16) return {2e-3, 1e-3 + 1e-6 * grow};
-  if (t == kiln::kBFloat16) return {1.6e-2, 4e-3 + 1e-6 * grow};
-  return {1e-5, 1e-5 + 2e-7 * grow};
-}
-
-// `f` eagerly on the CPU inputs and lazily on CUDA copies; the CUDA run must
-// be a fused reduction. Returns the CUDA result (on the CPU).
-Tensor expect_fused_matches(const std::vector<Tensor>& inputs,
-                            const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                            kiln::testing::Tolerance tol) {
-  Tensor expected;
-  {
-    kiln::EagerGuard g;
-    expected = f(inputs);
-  }
-  std::vector<Tensor> dev;
-  for (const Tensor& t : inputs) dev.push_back(on_cuda(t));
-  const int64_t before = kiln::jit::cuda::cuda_reductions_run();
-  Tensor got = f(dev).cpu();
-  kiln::sync();
-  EXPECT_GT(kiln::jit::cuda::cuda_reductions_run(), before) << "did not run as one fused kernel";
-  std::string msg = kiln::testing::compare(got, expected, tol);
-  EXPECT_TRUE(msg.empty()) << msg;
-  return got;
 }
 
 class CudaVectorSplit : public ::testing::TestWithParam<kiln::DType> {
@@ -93,7 +59,7 @@ TEST_P(CudaVectorSplit, AlignedAndMisalignedRowsMatchEagerCpu) {
       Tensor x = window(5, n, stride, from, t, n + from);
       Tensor r = rnd({5, n}, t, "contiguous", n + 7);
       Tensor w = rnd({n}, t, "contiguous", 2), b = rnd({n}, t, "offset", 3);
-      const auto tol = tol_for(t, n);
+      const auto tol = kiln::testing::reduce_tol(t, n);
       expect_fused_matches({x}, [](V v) { return kiln::sum(v[0] * v[0], {-1}) / 16.0; },
                            {tol.rtol, tol.atol * 8});
       expect_fused_matches(
@@ -129,7 +95,7 @@ TEST_P(CudaVectorSplit, FewLongRowsSplitDeterministically) {
   Tensor cols = rnd({100000, 2}, t, "contiguous", 4);
   for (const Tensor& x : {big, big4}) {
     SCOPED_TRACE("numel=" + std::to_string(x.numel()));
-    const auto tol = tol_for(t, x.numel());
+    const auto tol = kiln::testing::reduce_tol(t, x.numel());
     twice({x}, [](V v) { return kiln::sum(v[0], kAll); }, {tol.rtol, 1e-2});
     twice(
         {x}, [](V v) { return kiln::mean(v[0] * 2.0, kAll); }, tol);
@@ -138,7 +104,7 @@ TEST_P(CudaVectorSplit, FewLongRowsSplitDeterministically) {
     twice(
         {x}, [](V v) { return kiln::amin(v[0], kAll); }, exact);
   }
-  const auto tol = tol_for(t, 300000);
+  const auto tol = kiln::testing::reduce_tol(t, 300000);
   twice({rows}, [](V v) { return kiln::sum(v[0], {-1}, true); }, {tol.rtol, 1e-2});
   twice(
       {rows}, [](V v) { return kiln::amax(v[0] - 1.0, {-1}); }, tol);
