@@ -97,6 +97,24 @@ Tensor whole_storage(const Tensor& t) {
 // name the GPU, and results come back to the host to be compared.
 bool g_on_cuda = false;
 
+// Cases where PyTorch 1.13's CPU lacks a 16-bit kernel that CUDA has (in
+// PyTorch and in kiln: Note [Meta twins]). The golden holds the CPU's error,
+// so on CUDA there is nothing to compare a result with: such cases are
+// counted apart, not passed as compared.
+int g_cpu_gaps = 0;
+bool cpu_only_gap(const std::string& error) {
+  static const char* const kKernels[] = {"\"prod_cpu\"", "\"cumsum_out_cpu\"",
+                                         "\"cumprod_out_cpu\"", "\"topk_cpu\""};
+  if (error.find("not implemented for 'Half'") == std::string::npos &&
+      error.find("not implemented for 'BFloat16'") == std::string::npos) {
+    return false;
+  }
+  for (const char* k : kKernels) {
+    if (error.find(k) != std::string::npos) return true;
+  }
+  return false;
+}
+
 Tensor to_cuda_alike(const Tensor& t) {
   return whole_storage(t).cuda().as_strided(t.sizes(), t.strides(), t.storage_offset());
 }
@@ -164,6 +182,10 @@ std::string run_case(const json& c, const Golden& g, kiln::oracle::Mode mode) {
     return std::string("kiln raised: ") + e.what();
   }
   if (c.contains("error")) {
+    if (g_on_cuda && cpu_only_gap(c["error"].get<std::string>())) {
+      ++g_cpu_gaps;
+      return "";
+    }
     return "torch raised (" + c["error"].get<std::string>() + ") but kiln returned a result";
   }
   std::vector<Tensor> actual;
@@ -270,6 +292,12 @@ int main(int argc, char** argv) {
   }
   std::printf("oracle (%s, %s): %d cases, %d failed\n", kiln::oracle::mode_name(mode),
               g_on_cuda ? "cuda" : "cpu", total, failed);
+  if (g_cpu_gaps > 0) {
+    std::printf(
+        "  %d of them not compared: the CPU reference raises for lack of a 16-bit "
+        "kernel that CUDA has\n",
+        g_cpu_gaps);
+  }
   for (const auto& [op, n] : failures_by_op) std::printf("  %-32s %d failed\n", op.c_str(), n);
   return failed == 0 && total > 0 ? 0 : 1;
 }
