@@ -260,6 +260,9 @@ class Emitter {
   size_t code_size() const;
 
  private:
+  // idx = lane * stride in every lane: the byte offsets of a strided access
+  // (`stride` a 32-bit memory operand holding the byte stride).
+  void lane_offsets(const Vec& idx, const Mem& stride);
   struct ConstKey;
   Mem const_mem(uint64_t bits, int size);
   Label const_label(const void* data, size_t size, size_t align);

@@ -242,18 +242,22 @@ void Emitter::load_broadcast(const Vec& dst, const Mem& src, DType dt) {
   as_.vpslld(dst, dst, 16);
 }
 
+void Emitter::lane_offsets(const Vec& idx, const Mem& stride) {
+  static constexpr uint32_t kIota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  Mem sm = stride;
+  sm.setSize(4);
+  as_.vpbroadcastd(idx, sm);
+  as_.vpmulld(idx, idx, vec_u32(kIota));
+}
+
 void Emitter::load_strided(const Vec& dst, const Gp& base, const Mem& stride, DType dt,
                            const TailMask* tail) {
   Scratch s(*this);
   if (dt == DType::Float32) {
     // Byte offsets lane * s; masked-off lanes are neither read nor written,
     // so dst is cleared first (it also breaks the gather's dependency on dst).
-    static constexpr uint32_t kIota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     Vec idx = s.vec();
-    Mem sm = stride;
-    sm.setSize(4);
-    as_.vpbroadcastd(idx, sm);
-    as_.vpmulld(idx, idx, vec_u32(kIota));
+    lane_offsets(idx, stride);
     Mem src = x86::ptr(base, idx);
     src.setSize(4);
     zero(dst);
@@ -313,12 +317,8 @@ void Emitter::store_strided(const Gp& base, const Mem& stride, const Vec& src, D
   Scratch s(*this);
   if (dt == DType::Float32 && avx512()) {
     // Byte offsets lane * s (as load_strided); the scatter clears its mask.
-    static constexpr uint32_t kIota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     Vec idx = s.vec();
-    Mem sm = stride;
-    sm.setSize(4);
-    as_.vpbroadcastd(idx, sm);
-    as_.vpmulld(idx, idx, vec_u32(kIota));
+    lane_offsets(idx, stride);
     auto k = s.mask().reg.as<x86::KReg>();
     if (tail != nullptr) {
       as_.kmovw(k, tail->mask.reg.as<x86::KReg>());

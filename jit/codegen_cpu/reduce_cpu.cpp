@@ -38,6 +38,20 @@ constexpr int64_t kOuterFlush = 64;    // reduced rows between float -> double f
 constexpr int64_t kLongRow = 65536;    // a softmax row at least this long is split across workers
 constexpr int64_t kLongChunk = 16384;  // elements per task of a long row (a multiple of the lanes)
 
+// Runs body(begin, end) over `units` units of `per_unit` elements each: at
+// once when they make one task's worth (kGrain elements), else split across
+// TBB workers in tasks of about that size.
+template <class Body>
+void run_units(int64_t units, int64_t per_unit, const Body& body) {
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(per_unit, 1));
+  if (units <= grain) {
+    body(0, units);
+  } else {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, units, grain),
+                      [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+  }
+}
+
 // Note [Outer normalizations]
 // softmax / log_softmax over a dim that is not the innermost one (dim 0 of
 // [T, C], dim 1 of [B, H, T]) where the last kept dim is dense for every
@@ -596,14 +610,7 @@ class ReductionRun {
         }
       }
     };
-    const int64_t units = outer_rows * blocks;
-    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(n * width, 1));
-    if (units <= grain) {
-      body(0, units);
-    } else {
-      tbb::parallel_for(tbb::blocked_range<int64_t>(0, units, grain),
-                        [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
-    }
+    run_units(outer_rows * blocks, n * width, body);
   }
 
   float static_row(const int64_t* koff, int64_t* roff, std::vector<float>* scratch) const {
@@ -761,14 +768,7 @@ class ReductionRun {
         }
       }
     };
-    const int64_t units = outer_rows * blocks;
-    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(n * width, 1));
-    if (units <= grain) {
-      body(0, units);
-    } else {
-      tbb::parallel_for(tbb::blocked_range<int64_t>(0, units, grain),
-                        [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
-    }
+    run_units(outer_rows * blocks, n * width, body);
   }
 
   const ReductionGroup& r_;
