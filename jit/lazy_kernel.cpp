@@ -160,6 +160,7 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   Node node;
   node.op = &op;
   node.device = output_device(stack);
+  node.outputs = node_outputs();
   for (size_t i = 0; i < params.size() && i < stack.size(); ++i) {
     if (params[i].is_write && stack[i].is_tensor()) {
       const Tensor& arg = stack[i].to_tensor();

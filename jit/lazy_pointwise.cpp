@@ -110,14 +110,35 @@ bool pointwise_geometry(std::initializer_list<const Tensor*> inputs, Rule rule, 
   return false;
 }
 
+// A fresh row-major output of g's geometry (its storage not there yet). The
+// sizes come from a non-empty input, so the count cannot overflow.
+Tensor fresh_row_major(const Geometry& g) {
+  constexpr size_t kInline = 6;
+  if (g.sizes.size() > kInline) {
+    return fresh_output(g.sizes, contiguous_strides(g.sizes), 0, g.dtype, g.device);
+  }
+  int64_t strides[kInline];
+  int64_t numel = 1;
+  for (size_t i = g.sizes.size(); i-- > 0;) {
+    strides[i] = numel;
+    numel *= g.sizes[i];
+  }
+  auto storage = IntrusivePtr<StorageImpl>::make(
+      nullptr, static_cast<size_t>(numel) * itemsize(g.dtype), g.device, nullptr, nullptr);
+  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), g.dtype, g.device, g.sizes,
+                                               IntArrayRef(strides, g.sizes.size()),
+                                               TensorImpl::RowMajor{numel}));
+}
+
 // A functional op's node with one fresh output.
 Tensor record_functional(const OperatorEntry& op, Stack args, const Geometry& g) {
-  Tensor out = fresh_output(g.sizes, contiguous_strides(g.sizes), 0, g.dtype, g.device);
+  Tensor out = fresh_row_major(g);
   TraceBuffer& trace = TraceBuffer::current();
   trace.mark_written(out.impl()->storage().get());
   Node node;
   node.op = &op;
   node.device = g.device;
+  node.outputs = node_outputs();
   node.outputs.push_back(out);
   node.args = std::move(args);
   trace.append(std::move(node));
@@ -132,6 +153,7 @@ void record_in_place(const OperatorEntry& op, Stack args, const Tensor& self, De
   node.op = &op;
   node.device = device;
   node.written.push_back(0);
+  node.outputs = node_outputs();
   node.outputs.push_back(self);
   // The write happens now as far as anyone can tell: bump the version at the call.
   self.impl()->bump_version();
@@ -158,7 +180,7 @@ bool in_place_ok(const Tensor& self, std::initializer_list<const Tensor*> inputs
 // The arguments boxed as the dispatcher boxes them for the fallback.
 template <class... A>
 Stack make_stack(const A&... args) {
-  Stack s;
+  Stack s = node_stack();
   s.reserve(sizeof...(A));
   (s.push_back(detail::box(args)), ...);
   return s;

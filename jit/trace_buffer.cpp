@@ -5,6 +5,70 @@
 
 namespace kiln::jit {
 
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kSpareDepth = 0;
+#else
+constexpr size_t kSpareDepth = 2048;  // as many as the impl pools keep (Note [Impl pools])
+#endif
+constexpr size_t kSpareCapacity = 8;  // larger buffers go back to the heap
+
+// The thread's spare node buffers (Note [Node buffers]).
+struct Spares {
+  std::vector<Stack> stacks;
+  std::vector<std::vector<Tensor>> outputs;
+  static inline thread_local bool gone = false;
+  ~Spares() { gone = true; }
+  static Spares* get() {
+    static thread_local Spares spares;
+    return gone ? nullptr : &spares;
+  }
+};
+
+template <class V>
+void keep(std::vector<V>& spares, V& buffer) {
+  if (buffer.capacity() == 0 || buffer.capacity() > kSpareCapacity) return;
+  // Clearing may destroy the last handle of a trace and with it other nodes,
+  // which land here too: finish that before touching the spares.
+  buffer.clear();
+  if (spares.size() < kSpareDepth) spares.push_back(std::move(buffer));
+}
+
+template <class V>
+V take(std::vector<V>& spares) {
+  if (!spares.empty()) {
+    V v = std::move(spares.back());
+    spares.pop_back();
+    return v;
+  }
+  V v;
+  v.reserve(4);
+  return v;
+}
+
+}  // namespace
+
+Node::~Node() {
+  if constexpr (kSpareDepth > 0) {
+    if (args.capacity() == 0 && outputs.capacity() == 0) return;  // moved from
+    if (Spares* s = Spares::get()) {
+      keep(s->stacks, args);
+      keep(s->outputs, outputs);
+    }
+  }
+}
+
+Stack node_stack() {
+  if (Spares* s = Spares::get()) return take(s->stacks);
+  return {};
+}
+
+std::vector<Tensor> node_outputs() {
+  if (Spares* s = Spares::get()) return take(s->outputs);
+  return {};
+}
+
 TraceBuffer& TraceBuffer::current() {
   // Held by the thread and by every LazyStorage it marked, so a trace that
   // another thread needs stays alive after its thread exits. Nodes hold their
@@ -25,8 +89,8 @@ TraceBuffer& TraceBuffer::current() {
   return *holder.trace;
 }
 
-void TraceBuffer::append(Node node) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+void TraceBuffer::append(Node&& node) {
+  std::lock_guard<Lock> lock(mu_);
   node.id = next_id_++;
   nodes_.push_back(std::move(node));
   if (nodes_.size() >= kMaxNodes) flush();
@@ -46,15 +110,17 @@ void TraceBuffer::mark_written(StorageImpl* storage) {
 }
 
 void TraceBuffer::flush() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::lock_guard<Lock> lock(mu_);
   if (nodes_.empty()) return;
   std::vector<Node> nodes;
   nodes.swap(nodes_);
+  // The next trace is likely as long as this one: spare it the regrowth.
+  nodes_.reserve(nodes.capacity());
   run_trace(std::move(nodes));
 }
 
 std::string TraceBuffer::describe_pending() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::lock_guard<Lock> lock(mu_);
   return describe_plan(nodes_);
 }
 

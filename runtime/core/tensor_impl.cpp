@@ -1,6 +1,7 @@
 #include "kiln/impl/tensor_impl.h"
 
 #include <atomic>
+#include <vector>
 
 #include "allocator/allocator.h"
 #include "kiln/dispatch.h"
@@ -16,24 +17,26 @@ std::atomic<MaterializeHook> g_materialize{nullptr};
 // Note [Impl pools]
 // Every eager op makes a TensorImpl and a StorageImpl for its output and
 // frees those of its temporaries, and malloc plus free of the two costs about
-// a sixth of a small op. Each thread keeps a few freed objects of each class
-// for reuse. An object freed on another thread joins that thread's pool; one
-// freed after its thread's pool is gone (thread exit) goes back to the heap.
-// Sanitized builds skip the pools so that use-after-free is still caught.
+// a sixth of a small op. Each thread keeps freed objects of each class for
+// reuse: up to a lazy trace's worth, since a trace frees its nodes' outputs
+// all at once when it runs and the next trace records as many again (Note
+// [Node buffers] in jit/trace_buffer.h). An object freed on another thread joins that thread's
+// pool; one freed after its thread's pool is gone (thread exit) goes back to the heap. Sanitized
+// builds skip the pools so that use-after-free is still caught.
 #if defined(__SANITIZE_ADDRESS__)
-constexpr int kPoolDepth = 0;
+constexpr size_t kPoolDepth = 0;
 #else
-constexpr int kPoolDepth = 64;
+constexpr size_t kPoolDepth = 2048;
 #endif
 
 thread_local bool t_pools_gone = false;
 
 template <class T>
 struct ImplPool {
-  void* items[kPoolDepth > 0 ? kPoolDepth : 1];
-  int count = 0;
+  std::vector<void*> items;  // reserved once: returning an object never allocates
+  ImplPool() { items.reserve(kPoolDepth); }
   ~ImplPool() {
-    while (count > 0) ::operator delete(items[--count]);
+    for (void* p : items) ::operator delete(p);
     t_pools_gone = true;
   }
   static ImplPool& get() {
@@ -47,7 +50,11 @@ void* pooled_new(size_t nbytes) {
   if constexpr (kPoolDepth > 0) {
     if (nbytes == sizeof(T) && !t_pools_gone) {
       ImplPool<T>& pool = ImplPool<T>::get();
-      if (pool.count > 0) return pool.items[--pool.count];
+      if (!pool.items.empty()) {
+        void* p = pool.items.back();
+        pool.items.pop_back();
+        return p;
+      }
     }
   }
   return ::operator new(nbytes);
@@ -58,8 +65,8 @@ void pooled_delete(void* p, size_t nbytes) {
   if constexpr (kPoolDepth > 0) {
     if (nbytes == sizeof(T) && !t_pools_gone) {
       ImplPool<T>& pool = ImplPool<T>::get();
-      if (pool.count < kPoolDepth) {
-        pool.items[pool.count++] = p;
+      if (pool.items.size() < kPoolDepth) {
+        pool.items.push_back(p);
         return;
       }
     }

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "kiln/kiln.h"
@@ -113,6 +115,48 @@ TEST(Trace, AnotherThreadCanReadAPendingTensor) {
   std::thread reader([&] { got = b[5].item<float>(); });
   reader.join();
   EXPECT_FLOAT_EQ(got, (1.0f + 0.5f * 5) * 3.0f + 1.0f);
+}
+
+// One thread records while another keeps running its trace by reading what
+// it published: the trace's lock, the spare node buffers and the impl pools
+// (objects freed on the reading thread) all see both threads at once.
+TEST(Trace, RecordingWhileAnotherThreadFlushes) {
+  constexpr int kSteps = 20000;
+  std::mutex mu;
+  Tensor published;
+  int published_step = -1;
+  std::atomic<bool> done{false};
+  std::atomic<int> checked{0}, wrong{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      Tensor t;
+      int step;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        t = published;
+        step = published_step;
+      }
+      if (!t.defined()) continue;
+      // x_step = 1 + step, all elements; y = x * 2 - 1.
+      if (t[3].item<float>() != 2.0f * (1 + step) - 1.0f) wrong++;
+      checked++;
+    }
+  });
+  Tensor x = kiln::ones({8});
+  for (int i = 1; i <= kSteps; ++i) {
+    x = x + 1.0f;
+    if (i % 16 == 0) {
+      Tensor y = x * 2.0f - 1.0f;
+      std::lock_guard<std::mutex> lock(mu);
+      published = y;
+      published_step = i;
+    }
+  }
+  EXPECT_FLOAT_EQ(x[0].item<float>(), 1.0f + kSteps);
+  done = true;
+  reader.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(checked.load(), 0);
 }
 
 TEST(Trace, FullTraceFlushesItself) {
