@@ -2,7 +2,7 @@
 // present, in each execution mode, as a table or one JSON object per line.
 //
 //   kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|all]
-//              [--mode eager|lazy|all] [--iters N] [--json]
+//              [--mode eager|lazy|all] [--shape S] [--iters N] [--json]
 //
 // Latency: wall time of one call including kiln::sync() (which runs a lazy
 // trace and waits for the device), median of N calls after 5 warm-up calls.
@@ -32,7 +32,7 @@ using kiln::Tensor;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
-  std::string device = "auto", workload = "all", mode = "all";
+  std::string device = "auto", workload = "all", mode = "all", shape;  // shape: all when empty
   int iters = 0;  // 0: per-workload default
   bool json = false;
 };
@@ -177,6 +177,7 @@ int run(const Options& o) {
                 "dev", "mode", "p50 us", "p90 us", "first ms", "nodes");
   }
   for (const kiln::perf::Case& c : kiln::perf::cases_for(gpu, o.workload)) {
+    if (!o.shape.empty() && c.shape != o.shape) continue;
     kiln::DType dt = gpu && c.workload != "chain16"
                          ? (c.workload == "mlp" ? kiln::kBFloat16 : kiln::kFloat16)
                          : kiln::kFloat32;
@@ -216,6 +217,8 @@ int main(int argc, char** argv) {
         o.workload = value();
       } else if (a == "--mode") {
         o.mode = value();
+      } else if (a == "--shape") {
+        o.shape = value();
       } else if (a == "--iters") {
         o.iters = std::stoi(value());
       } else if (a == "--json") {
@@ -223,7 +226,7 @@ int main(int argc, char** argv) {
       } else {
         std::fprintf(stderr,
                      "usage: kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|all]\n"
-                     "                  [--mode eager|lazy|all] [--iters N] [--json]\n");
+                     "                  [--mode eager|lazy|all] [--shape S] [--iters N] [--json]\n");
         return 2;
       }
     } catch (const std::exception& e) {

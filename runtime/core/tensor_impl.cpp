@@ -1,7 +1,7 @@
 #include "kiln/impl/tensor_impl.h"
 
 #include <atomic>
-#include <vector>
+#include <memory>
 
 #include "allocator/allocator.h"
 #include "kiln/dispatch.h"
@@ -33,10 +33,11 @@ thread_local bool t_pools_gone = false;
 
 template <class T>
 struct ImplPool {
-  std::vector<void*> items;  // reserved once: returning an object never allocates
-  ImplPool() { items.reserve(kPoolDepth); }
+  // Allocated once: returning an object to the pool never allocates.
+  std::unique_ptr<void* []> items { new void*[kPoolDepth > 0 ? kPoolDepth : 1] };
+  size_t count = 0;
   ~ImplPool() {
-    for (void* p : items) ::operator delete(p);
+    while (count > 0) ::operator delete(items[--count]);
     t_pools_gone = true;
   }
   static ImplPool& get() {
@@ -50,11 +51,7 @@ void* pooled_new(size_t nbytes) {
   if constexpr (kPoolDepth > 0) {
     if (nbytes == sizeof(T) && !t_pools_gone) {
       ImplPool<T>& pool = ImplPool<T>::get();
-      if (!pool.items.empty()) {
-        void* p = pool.items.back();
-        pool.items.pop_back();
-        return p;
-      }
+      if (pool.count > 0) return pool.items[--pool.count];
     }
   }
   return ::operator new(nbytes);
@@ -65,8 +62,8 @@ void pooled_delete(void* p, size_t nbytes) {
   if constexpr (kPoolDepth > 0) {
     if (nbytes == sizeof(T) && !t_pools_gone) {
       ImplPool<T>& pool = ImplPool<T>::get();
-      if (pool.items.size() < kPoolDepth) {
-        pool.items.push_back(p);
+      if (pool.count < kPoolDepth) {
+        pool.items[pool.count++] = p;
         return;
       }
     }
