@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <unordered_set>
 
 #include "jit/codegen_cpu/launch_cpu.h"
@@ -35,7 +36,11 @@ constexpr const char* kPhaseNames[kPhases] = {
     "memory_plan",     "step extern", "step fused", "step reduction"};
 
 struct FlushProfile {
-  bool on = std::getenv("KILN_FLUSH_PROFILE") != nullptr;
+  // Unset, "" and "0" are off, as KILN_EAGER reads.
+  bool on = [] {
+    const char* env = std::getenv("KILN_FLUSH_PROFILE");
+    return env && env[0] && std::strcmp(env, "0") != 0;
+  }();
   std::atomic<int64_t> ns[kPhases] = {};
   std::atomic<int64_t> count[kPhases] = {};
   std::atomic<int64_t> flushes{0}, nodes{0};
