@@ -314,6 +314,7 @@ TEST(CpuNormRows, DISABLED_Timing) {
   };
   const int64_t n = int64_t{1} << 20;
   Tensor x = random({1, n}, kiln::kFloat32, "contiguous", 1);
+  Tensor a = random({1024, 1024}, kiln::kFloat32, "contiguous", 2);
   const int64_t before = cpu_reductions_run();
   for (int lazy = 0; lazy < 2; ++lazy) {
     auto run = [&](auto op) {
@@ -327,8 +328,17 @@ TEST(CpuNormRows, DISABLED_Timing) {
     };
     double ln = time([&] { run([&] { return kiln::layer_norm(x, {n}); }); });
     double rms = time([&] { run([&] { return kiln::rms_norm(x, {n}); }); });
-    std::printf("%s: layer_norm [1, 1<<20] %.1f us; rms_norm [1, 1<<20] %.1f us\n",
-                lazy ? "lazy" : "eager", ln, rms);
+    // h stored by the group (Note [Storing prologues]).
+    double stored = time([&] {
+      run([&] {
+        Tensor h = a * 2.0 + 1.0;
+        return kiln::softmax(h, 0) + h;
+      });
+    });
+    std::printf(
+        "%s: layer_norm [1, 1<<20] %.1f us; rms_norm [1, 1<<20] %.1f us; "
+        "h = a * 2 + 1, softmax(h, 0) + h [1024, 1024] %.1f us\n",
+        lazy ? "lazy" : "eager", ln, rms, stored);
   }
   std::printf("reduction groups run fused: %lld\n",
               static_cast<long long>(cpu_reductions_run() - before));
