@@ -59,17 +59,37 @@ void run_units(int64_t units, int64_t per_unit, const Body& body) {
 // normalized at once, lanes across the block, in three sweeps over the
 // reduced positions (the running max, the float64 sum of exp(x - max), then
 // exp(x - max) / sum or (x - max) - log(sum) into the epilogue), the
-// prologue re-run per sweep (a group that stores prologue values is refused:
-// the stores would repeat). Blocks are narrowed so that every worker gets one.
+// prologue re-run per sweep (Note [Storing prologues]). Blocks are narrowed
+// so that every worker gets one.
+//
+// Note [Storing prologues]
+// The outer schedules of softmax, log_softmax and var re-run the prologue
+// once per sweep over the reduced positions. Where the prologue also stores
+// group members (`h = x * 2 + 1` kept for later, `softmax(h, 0)`), the sweeps
+// before the last run a variant of it without its stores (the same body,
+// its store-only instructions dropped, so the reduced values are the same
+// bits) and only the last sweep runs it whole: every element is stored once,
+// and an in-place store (the member's buffer is an input of the prologue)
+// lands only after every read of its old value, each element being read
+// and written by the same lane of the same call.
 //
 // Note [Long rows]
-// One softmax row of kLongRow elements or more (when there are fewer rows
-// than workers) is split into kLongChunk pieces: per-piece maxima, then
-// per-piece float64 sums of exp(x - max), combined in piece order (so the
-// result does not depend on the worker count), then the normalization.
+// One normalized row of kLongRow elements or more (when there are fewer rows
+// than workers) is split into kLongChunk pieces: softmax takes per-piece
+// maxima, then per-piece float64 sums of exp(x - max); layer_norm per-piece
+// float64 sums, then per-piece float64 squared deviations from the mean's
+// float rounding (as a row in one piece, normalize_row); rms_norm per-piece
+// float64 sums of squares. Partial results combine in piece order (so the
+// result does not depend on the worker count), then the normalization runs
+// piece by piece too. Where there are enough rows to occupy the workers, a
+// row that long still takes the pieces' arithmetic, one row per worker, so
+// its bits do not depend on how many workers there are either. The prologue runs in the first sweep
+// only, into a float32 copy of the row, so its stores happen once.
 
 std::atomic<int64_t> g_runs{0};
-std::atomic<int64_t> g_refused{0};  // for the layout
+std::atomic<int64_t> g_refused{0};       // for the layout
+std::atomic<int64_t> g_long_rows{0};     // split across workers (Note [Long rows])
+std::atomic<int64_t> g_outer_stored{0};  // Note [Storing prologues]
 
 // Refusals for the layout (cpu_reductions_refused counts them).
 bool refuse(const char* why) {
@@ -107,7 +127,8 @@ struct Operand {
 
 class ReductionRun {
  public:
-  explicit ReductionRun(const ReductionGroup& r) : r_(r), lanes_(isa_lanes(host_isa())) {}
+  explicit ReductionRun(const ReductionGroup& r)
+      : r_(r), isa_(host_isa()), lanes_(isa_lanes(isa_)) {}
 
   bool run() {
     const bool norm = is_row_normalization(r_.op);
@@ -146,6 +167,16 @@ class ReductionRun {
     for (int s : pro_slots_) layouts.push_back(layout(s, inner));
     prologue_ = cpu_pointwise_kernel(r_.prologue.kernel, layouts);
     if (!prologue_) return false;
+    if (outer && stores() > 0 && (norm || r_.op == RowOp::Var)) {
+      // Note [Storing prologues]: the sweeps before the last run it without its stores.
+      PointwiseKernel k = r_.prologue.kernel;
+      k.outputs.resize(1);
+      k.stores.resize(1);
+      k.compact();
+      layouts.erase(layouts.begin() + 1, layouts.begin() + 1 + stores());
+      unstored_ = cpu_pointwise_kernel(k, layouts);
+      if (!unstored_) return false;
+    }
     if (norm) {
       layouts.clear();
       for (size_t k = 0; k < r_.epilogue.outputs.size(); ++k)
@@ -168,6 +199,7 @@ class ReductionRun {
       ops_[k].base = static_cast<char*>(tensors_[k].data_ptr());
       ops_[k].item = static_cast<int64_t>(tensors_[k].element_size());
     }
+    if (unstored_ != nullptr) g_outer_stored.fetch_add(1, std::memory_order_relaxed);
     if (inner) {
       run_inner();
     } else if (norm) {
@@ -255,9 +287,6 @@ class ReductionRun {
   bool outer_ok(bool norm) {
     if (kept_.empty()) return false;
     if (norm && r_.op != RowOp::Softmax && r_.op != RowOp::LogSoftmax) return false;
-    // Var and the normalizations re-run the prologue: its stores would repeat
-    // (in-place ones wrongly).
-    if ((norm || r_.op == RowOp::Var) && r_.prologue.outputs.size() > 1) return false;
     const int64_t d = kept_.back();
     for (const Operand& o : ops_) {
       if (!(o.strides[d] == 1 || (o.strides[d] == 0 && !o.output))) return false;
@@ -303,16 +332,22 @@ class ReductionRun {
   // An operand's byte step along the run (read by the kernel for Strided ones).
   int64_t step(int slot) const { return red_strides_[slot].back() * ops_[slot].item; }
 
-  // The prologue over `n` elements of the run at `off`, from element `at`, into `dst`.
-  void prologue(const int64_t* off, int64_t at, int64_t n, float* dst) const {
+  // The prologue's outputs past the reduced value (the members it stores).
+  int stores() const { return static_cast<int>(r_.prologue.outputs.size()) - 1; }
+
+  // The prologue over `n` elements of the run at `off`, from element `at`, into
+  // `dst`; with `store` false, its variant that stores nothing (unstored_).
+  void prologue(const int64_t* off, int64_t at, int64_t n, float* dst, bool store = true) const {
+    const CpuPointwiseKernel* k = store || unstored_ == nullptr ? prologue_ : unstored_;
+    const size_t skip = k == prologue_ ? 0 : static_cast<size_t>(stores());
     CpuRun run;
     run.n = n;
     run.ptrs[0] = reinterpret_cast<char*>(dst);
-    for (size_t i = 0; i < pro_slots_.size(); ++i) {
-      run.ptrs[1 + i] = ptr(pro_slots_[i], off, at);
-      run.strides[1 + i] = step(pro_slots_[i]);
+    for (size_t i = skip; i < pro_slots_.size(); ++i) {
+      run.ptrs[1 + i - skip] = ptr(pro_slots_[i], off, at);
+      run.strides[1 + i - skip] = step(pro_slots_[i]);
     }
-    prologue_->run(run);
+    k->run(run);
   }
 
   void epilogue(const int64_t* off, int64_t n, float* src, int64_t at = 0) const {
@@ -393,7 +428,7 @@ class ReductionRun {
 
   void load_passes() {
     for (int p = 0; p < static_cast<int>(Pass::kNumPasses); ++p) {
-      passes_[p] = &row_pass(static_cast<Pass>(p));
+      passes_[p] = &row_pass(static_cast<Pass>(p), isa_);
     }
   }
 
@@ -401,13 +436,15 @@ class ReductionRun {
     load_passes();
     const int64_t numel = rows_ * row_len_;
     if (numel == 0 && is_row_normalization(r_.op)) return;
-    if ((r_.op == RowOp::Softmax || r_.op == RowOp::LogSoftmax) && red_sizes_.size() == 1 &&
-        row_len_ >= kLongRow && rows_ < tbb::this_task_arena::max_concurrency()) {
+    const bool long_rows =
+        is_row_normalization(r_.op) && red_sizes_.size() == 1 && row_len_ >= kLongRow;
+    if (long_rows && rows_ < tbb::this_task_arena::max_concurrency()) {
       std::vector<int64_t> koff(ops_.size());
       for (int64_t row = 0; row < rows_; ++row) {
         kept_offsets(row, koff.data());
-        normalize_long_row(koff.data());
+        normalize_long_row(koff.data(), true);
       }
+      g_long_rows.fetch_add(rows_, std::memory_order_relaxed);
       return;
     }
     const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(row_len_, 1));
@@ -416,7 +453,9 @@ class ReductionRun {
       std::vector<float> scratch;
       for (int64_t row = b; row < e; ++row) {
         kept_offsets(row, koff.data());
-        if (is_row_normalization(r_.op)) {
+        if (long_rows) {
+          normalize_long_row(koff.data(), false);
+        } else if (is_row_normalization(r_.op)) {
           normalize_row(koff.data(), roff.data(), &scratch);
         } else {
           stats_.data_ptr<float>()[row] = static_row(koff.data(), roff.data(), &scratch);
@@ -499,7 +538,8 @@ class ReductionRun {
   }
 
   // Note [Long rows].
-  void normalize_long_row(const int64_t* koff) const {
+  // `split`: pieces run across workers (else in order on this one).
+  void normalize_long_row(const int64_t* koff, bool split) const {
     const int64_t n = row_len_, pieces = (n + kLongChunk - 1) / kLongChunk;
     const int in = direct_input(), out = direct_output();
     std::vector<float> scratch;
@@ -509,39 +549,87 @@ class ReductionRun {
     std::vector<float> maxima(static_cast<size_t>(pieces));
     std::vector<double> sums(static_cast<size_t>(pieces));
     auto each_piece = [&](auto&& f) {
+      auto range = [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c) {
+          const int64_t at = c * kLongChunk;
+          f(c, at, std::min(kLongChunk, n - at));
+        }
+      };
+      if (!split) return range(0, pieces);
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, pieces, 1),
-                        [&](const tbb::blocked_range<int64_t>& r) {
-                          for (int64_t c = r.begin(); c < r.end(); ++c) {
-                            const int64_t at = c * kLongChunk;
-                            f(c, at, std::min(kLongChunk, n - at));
-                          }
-                        });
+                        [&](const tbb::blocked_range<int64_t>& r) { range(r.begin(), r.end()); });
     };
-    each_piece([&](int64_t c, int64_t at, int64_t len) {
-      if (in < 0) prologue(koff, at, len, scratch.data() + at);
-      float lanes[16];
-      std::fill(lanes, lanes + lanes_, -std::numeric_limits<float>::infinity());
-      pass(Pass::kMax, src + at, nullptr, len, 0, 0, lanes);
-      maxima[c] = combine_lanes_extreme(lanes, lanes_, true);
-    });
-    const float mx = combine_lanes_extreme(maxima.data(), static_cast<int>(pieces), true);
-    const bool softmax = r_.op == RowOp::Softmax;
-    each_piece([&](int64_t c, int64_t at, int64_t len) {
-      sums[c] = softmax ? wide(Pass::kExpSumStore, src + at, dst + at, len, mx)
-                        : wide(Pass::kExpSum, src + at, nullptr, len, mx);
-    });
-    double sum = 0;
-    for (double v : sums) sum += v;
-    const float inv = static_cast<float>(1.0 / sum);
-    const float ls = static_cast<float>(std::log(sum));
-    each_piece([&](int64_t, int64_t at, int64_t len) {
-      if (softmax) {
-        pass(Pass::kAffine, dst + at, dst + at, len, inv, 0, nullptr);
-      } else {
-        pass(Pass::kSubSub, src + at, dst + at, len, mx, ls, nullptr);
+    // The pieces' float64 sums in piece order: the same for any worker count.
+    auto total = [&] {
+      double t = 0;
+      for (double v : sums) t += v;
+      return t;
+    };
+    // The first sweep runs the prologue (once per element, so its stores
+    // happen once) and reduces with `p` about `c0`.
+    auto first_sweep = [&](Pass p, float c0) {
+      each_piece([&](int64_t c, int64_t at, int64_t len) {
+        if (in < 0) prologue(koff, at, len, scratch.data() + at);
+        if (p == Pass::kMax) {
+          float lanes[16];
+          std::fill(lanes, lanes + lanes_, -std::numeric_limits<float>::infinity());
+          pass(Pass::kMax, src + at, nullptr, len, 0, 0, lanes);
+          maxima[c] = combine_lanes_extreme(lanes, lanes_, true);
+        } else {
+          sums[c] = wide(p, src + at, nullptr, len, c0);
+        }
+      });
+    };
+    // The last sweep: y = x * c0 + c1 (softmax: in place over the exps), or
+    // (x - c0) - c1 (log_softmax), then the epilogue.
+    auto last_sweep = [&](Pass p, const float* x, float c0, float c1) {
+      each_piece([&](int64_t, int64_t at, int64_t len) {
+        pass(p, x + at, dst + at, len, c0, c1, nullptr);
+        if (out < 0) epilogue(koff, len, dst + at, at);
+      });
+    };
+    const double count = static_cast<double>(n);
+    switch (r_.op) {
+      case RowOp::Softmax:
+      case RowOp::LogSoftmax: {
+        first_sweep(Pass::kMax, 0);
+        const float mx = combine_lanes_extreme(maxima.data(), static_cast<int>(pieces), true);
+        const bool softmax = r_.op == RowOp::Softmax;
+        each_piece([&](int64_t c, int64_t at, int64_t len) {
+          sums[c] = softmax ? wide(Pass::kExpSumStore, src + at, dst + at, len, mx)
+                            : wide(Pass::kExpSum, src + at, nullptr, len, mx);
+        });
+        const double sum = total();
+        if (softmax) {
+          last_sweep(Pass::kAffine, dst, static_cast<float>(1.0 / sum), 0);
+        } else {
+          last_sweep(Pass::kSubSub, src, mx, static_cast<float>(std::log(sum)));
+        }
+        break;
       }
-      if (out < 0) epilogue(koff, len, dst + at, at);
-    });
+      case RowOp::LayerNorm: {
+        // As normalize_row: the mean, then squared deviations from its float
+        // rounding, corrected by the rounding's share.
+        first_sweep(Pass::kSum, 0);
+        const double mean = total() / count;
+        const float c = static_cast<float>(mean);
+        each_piece([&](int64_t k, int64_t at, int64_t len) {
+          sums[k] = wide(Pass::kSqDev, src + at, nullptr, len, c);
+        });
+        const double sq = total() - count * (mean - c) * (mean - c);
+        const float rstd = static_cast<float>(1.0 / std::sqrt(std::max(sq, 0.0) / count + r_.eps));
+        last_sweep(Pass::kAffine, src, rstd, -(rstd * c));
+        break;
+      }
+      case RowOp::RmsNorm: {
+        first_sweep(Pass::kSqDev, 0);
+        last_sweep(Pass::kAffine, src,
+                   static_cast<float>(1.0 / std::sqrt(total() / count + r_.eps)), 0);
+        break;
+      }
+      default:
+        KILN_INTERNAL_ASSERT(false, "not a row normalization");
+    }
   }
 
   // Note [Outer normalizations].
@@ -582,19 +670,20 @@ class ReductionRun {
             for (size_t k = 0; k < ops_.size(); ++k) roff[k] += idx * ops_[k].strides[red[i]];
           }
         };
-        auto values = [&](int64_t pos) -> const float* {
+        // Only the last sweep stores (Note [Storing prologues]).
+        auto values = [&](int64_t pos, bool store) -> const float* {
           at(pos);
           if (in >= 0) return reinterpret_cast<const float*>(ptr(in, roff.data()));
-          prologue(roff.data(), 0, w, xbuf.data());
+          prologue(roff.data(), 0, w, xbuf.data(), store);
           return xbuf.data();
         };
         std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
         for (int64_t pos = 0; pos < n; ++pos) {
-          pass(Pass::kAccMax, values(pos), mx.data(), w, 0, 0, nullptr);
+          pass(Pass::kAccMax, values(pos, false), mx.data(), w, 0, 0, nullptr);
         }
         std::fill(total.begin(), total.end(), 0.0);
         for (int64_t pos = 0; pos < n; ++pos) {
-          const float* x = values(pos);
+          const float* x = values(pos, false);
           pass(Pass::kAccExpSum, x, total.data(), full, 0, 0, nullptr, mx.data());
           for (int64_t j = full; j < w; ++j) total[j] += std::exp(x[j] - mx[j]);
         }
@@ -602,7 +691,7 @@ class ReductionRun {
           c[j] = static_cast<float>(softmax ? 1.0 / total[j] : std::log(total[j]));
         }
         for (int64_t pos = 0; pos < n; ++pos) {
-          const float* x = values(pos);
+          const float* x = values(pos, true);
           float* y = out >= 0 ? reinterpret_cast<float*>(ptr(out, roff.data())) : ybuf.data();
           pass(softmax ? Pass::kExpSubMul : Pass::kSubSubZ, x, y, w, 0, 0, nullptr, mx.data(),
                c.data());
@@ -696,7 +785,8 @@ class ReductionRun {
         kept_offsets(orow, koff.data(), 1);
         for (size_t k = 0; k < ops_.size(); ++k) koff[k] += j0 * ops_[k].strides[kd];
         // One sweep over the reduced space: acc op= prologue(x), flushed to `total`.
-        auto sweep = [&](Pass p, const float* z) {
+        // `store`: the last sweep (Note [Storing prologues]).
+        auto sweep = [&](Pass p, const float* z, bool store) {
           const float id = p == Pass::kAccMax   ? -std::numeric_limits<float>::infinity()
                            : p == Pass::kAccMin ? std::numeric_limits<float>::infinity()
                                                 : 0.0f;
@@ -712,14 +802,7 @@ class ReductionRun {
               rem /= r_.in_shape[red[i]];
               for (size_t k = 0; k < ops_.size(); ++k) roff[k] += idx * ops_[k].strides[red[i]];
             }
-            CpuRun run;
-            run.n = w;
-            run.ptrs[0] = reinterpret_cast<char*>(scratch.data());
-            for (size_t i = 0; i < pro_slots_.size(); ++i) {
-              const Operand& o = ops_[pro_slots_[i]];
-              run.ptrs[1 + i] = o.base + roff[pro_slots_[i]] * o.item;
-            }
-            prologue_->run(run);
+            prologue(roff.data(), 0, w, scratch.data(), store);
             if (!sums) {
               pass(p, scratch.data(), acc.data(), w, 0, 0, nullptr, z);
               continue;
@@ -740,24 +823,24 @@ class ReductionRun {
         switch (r_.op) {
           case RowOp::Max:
           case RowOp::Min:
-            sweep(r_.op == RowOp::Max ? Pass::kAccMax : Pass::kAccMin, nullptr);
+            sweep(r_.op == RowOp::Max ? Pass::kAccMax : Pass::kAccMin, nullptr, true);
             std::copy(acc.begin(), acc.begin() + w, out);
             break;
           case RowOp::Sum:
           case RowOp::Mean:
-            sweep(Pass::kAccSum, nullptr);
+            sweep(Pass::kAccSum, nullptr, true);
             for (int64_t j = 0; j < w; ++j) {
               out[j] = static_cast<float>(r_.op == RowOp::Sum ? total[j]
                                                               : total[j] / static_cast<double>(n));
             }
             break;
           default: {  // Var: sum, then squared deviations from the mean
-            sweep(Pass::kAccSum, nullptr);
+            sweep(Pass::kAccSum, nullptr, false);
             for (int64_t j = 0; j < w; ++j) {
               mean[j] = total[j] / static_cast<double>(n);
               meanf[j] = static_cast<float>(mean[j]);
             }
-            sweep(Pass::kAccSqDev, meanf.data());
+            sweep(Pass::kAccSqDev, meanf.data(), true);
             const double div = std::max(0.0, static_cast<double>(n - r_.correction));
             for (int64_t j = 0; j < w; ++j) {
               const double d = mean[j] - meanf[j];
@@ -772,6 +855,7 @@ class ReductionRun {
   }
 
   const ReductionGroup& r_;
+  const Isa isa_;
   const int lanes_;
   std::vector<Tensor> tensors_;
   std::vector<Operand> ops_;
@@ -781,6 +865,7 @@ class ReductionRun {
   std::vector<int64_t> red_sizes_;
   std::vector<std::vector<int64_t>> red_strides_;
   const CpuPointwiseKernel* prologue_ = nullptr;
+  const CpuPointwiseKernel* unstored_ = nullptr;  // Note [Storing prologues]
   const CpuPointwiseKernel* epilogue_ = nullptr;
   const RowPassKernel* passes_[static_cast<int>(Pass::kNumPasses)] = {};
   Tensor stats_;
@@ -799,6 +884,14 @@ int64_t cpu_reductions_refused() {
 
 int64_t cpu_reductions_run() {
   return g_runs.load();
+}
+
+int64_t cpu_long_rows_split() {
+  return g_long_rows.load();
+}
+
+int64_t cpu_outer_storing_runs() {
+  return g_outer_stored.load();
 }
 
 }  // namespace kiln::jit::cpu

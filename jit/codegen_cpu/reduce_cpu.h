@@ -17,5 +17,10 @@ int64_t cpu_reductions_run();
 // CPU reduction groups refused so far for their layout (run node by node;
 // unsupported dtypes and primitives not counted).
 int64_t cpu_reductions_refused();
+// Normalized rows split across workers (Note [Long rows]) so far.
+int64_t cpu_long_rows_split();
+// Outer softmax / log_softmax / var groups whose prologue stores members
+// (Note [Storing prologues]) run so far.
+int64_t cpu_outer_storing_runs();
 
 }  // namespace kiln::jit::cpu

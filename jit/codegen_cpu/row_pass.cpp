@@ -287,7 +287,7 @@ class PassEmitter {
 struct PassCache {
   std::mutex mu;
   JitRuntime runtime;
-  std::unique_ptr<RowPassKernel> passes[static_cast<int>(Pass::kNumPasses)];
+  std::unique_ptr<RowPassKernel> passes[2][static_cast<int>(Pass::kNumPasses)];
 };
 
 }  // namespace
@@ -300,11 +300,11 @@ RowPassKernel::RowPassKernel(JitRuntime& rt, Isa isa, Pass pass) {
   KILN_LOG(OutputCode, "row pass ", pass_name(pass), " (", isa_name(isa), "):\n", listing_);
 }
 
-const RowPassKernel& row_pass(Pass pass) {
+const RowPassKernel& row_pass(Pass pass, Isa isa) {
   static auto* cache = new PassCache();  // leaked: kernels may run during static teardown
   std::lock_guard<std::mutex> lock(cache->mu);
-  auto& slot = cache->passes[static_cast<int>(pass)];
-  if (!slot) slot = std::make_unique<RowPassKernel>(cache->runtime, host_isa(), pass);
+  auto& slot = cache->passes[static_cast<int>(isa)][static_cast<int>(pass)];
+  if (!slot) slot = std::make_unique<RowPassKernel>(cache->runtime, isa, pass);
   return *slot;
 }
 

@@ -75,7 +75,8 @@ class RowPassKernel {
   std::string listing_;
 };
 
-// The pass for this process's ISA (host_isa()), generated on first use.
-const RowPassKernel& row_pass(Pass pass);
+// The pass for `isa` (a caller's host_isa(), read once so that its lane count
+// and its passes agree even if KILN_CPU_ISA changes), generated on first use.
+const RowPassKernel& row_pass(Pass pass, Isa isa);
 
 }  // namespace kiln::jit::cpu
