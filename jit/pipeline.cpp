@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +46,9 @@ struct FlushProfile {
   std::atomic<int64_t> ns[kPhases] = {};
   std::atomic<int64_t> count[kPhases] = {};
   std::atomic<int64_t> flushes{0}, nodes{0};
+  // Extern steps by op: ns and calls.
+  std::mutex mu;
+  std::map<std::string, std::pair<int64_t, int64_t>> by_op;
   ~FlushProfile() {
     if (!on || flushes == 0) return;
     const double f = static_cast<double>(flushes.load());
@@ -53,6 +58,11 @@ struct FlushProfile {
       std::fprintf(stderr, "[flush profile] %-15s %10.1f us/flush %8.1f calls/flush\n",
                    kPhaseNames[p], static_cast<double>(ns[p].load()) / f / 1e3,
                    static_cast<double>(count[p].load()) / f);
+    }
+    for (const auto& [op, t] : by_op) {
+      std::fprintf(stderr, "[flush profile]   extern %-24s %10.1f us/flush %8.1f calls/flush\n",
+                   op.c_str(), static_cast<double>(t.first) / f / 1e3,
+                   static_cast<double>(t.second) / f);
     }
   }
 };
@@ -212,11 +222,22 @@ void run_trace(std::vector<Node> nodes) {
         for (int w : n.written) {
           if (n.args[w].is_tensor()) ensure_memory(n.args[w].to_tensor());
         }
+        const auto t0 = g_profile.on ? std::chrono::steady_clock::now()
+                                     : std::chrono::steady_clock::time_point();
         auto out = memory.out_variants.find(step.node);
         if (out != memory.out_variants.end()) {
           if (out->second) execute_node_into(n, *out->second);  // else: its slice is its result
         } else {
           execute_node(n);
+        }
+        if (g_profile.on) {
+          const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now() - t0)
+                                 .count();
+          std::lock_guard<std::mutex> lock(g_profile.mu);
+          auto& t = g_profile.by_op[n.op->name()];
+          t.first += ns;
+          t.second += 1;
         }
         ++done;
       } else if (step.kind == Step::Kind::Fused) {
