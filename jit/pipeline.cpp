@@ -2,11 +2,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <unordered_set>
 
 #include "jit/codegen_cpu/launch_cpu.h"

@@ -33,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string device = "auto", workload = "all", mode = "all", shape;  // shape: all when empty
-  int iters = 0;  // 0: per-workload default
+  int iters = 0;                                                       // 0: per-workload default
   bool json = false;
 };
 
@@ -224,9 +224,10 @@ int main(int argc, char** argv) {
       } else if (a == "--json") {
         o.json = true;
       } else {
-        std::fprintf(stderr,
-                     "usage: kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|all]\n"
-                     "                  [--mode eager|lazy|all] [--shape S] [--iters N] [--json]\n");
+        std::fprintf(
+            stderr,
+            "usage: kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|all]\n"
+            "                  [--mode eager|lazy|all] [--shape S] [--iters N] [--json]\n");
         return 2;
       }
     } catch (const std::exception& e) {

@@ -107,8 +107,7 @@ bool g_on_cuda = false;
 int g_cpu_gaps = 0;
 bool cpu_only_gap(const std::string& error) {
   static const char* const kKernels[] = {"\"prod_cpu\"", "\"cumsum_out_cpu\"",
-                                         "\"cumprod_out_cpu\"", "\"topk_cpu\"",
-                                         "\"exp_vml_cpu\""};
+                                         "\"cumprod_out_cpu\"", "\"topk_cpu\"", "\"exp_vml_cpu\""};
   if (error.find("not implemented for 'Half'") == std::string::npos &&
       error.find("not implemented for 'BFloat16'") == std::string::npos) {
     return false;
