@@ -10,7 +10,6 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -297,51 +296,6 @@ TEST(CpuNormRows, OuterInPlacePrologue) {
     };
     expect_fused_match(f, dt, {0, 1}, 1);
   }
-}
-
-// Before/after numbers for perf/RESULTS.md (not run by default).
-TEST(CpuNormRows, DISABLED_Timing) {
-  auto time = [](auto f) {
-    double best = 1e30;
-    for (int i = 0; i < 20; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      f();
-      double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      best = std::min(best, us);
-    }
-    return best;
-  };
-  const int64_t n = int64_t{1} << 20;
-  Tensor x = random({1, n}, kiln::kFloat32, "contiguous", 1);
-  Tensor a = random({1024, 1024}, kiln::kFloat32, "contiguous", 2);
-  const int64_t before = cpu_reductions_run();
-  for (int lazy = 0; lazy < 2; ++lazy) {
-    auto run = [&](auto op) {
-      if (lazy) {
-        Tensor r = op();
-        kiln::sync();
-        return r;
-      }
-      kiln::EagerGuard g;
-      return op();
-    };
-    double ln = time([&] { run([&] { return kiln::layer_norm(x, {n}); }); });
-    double rms = time([&] { run([&] { return kiln::rms_norm(x, {n}); }); });
-    // h stored by the group (Note [Storing prologues]).
-    double stored = time([&] {
-      run([&] {
-        Tensor h = a * 2.0 + 1.0;
-        return kiln::softmax(h, 0) + h;
-      });
-    });
-    std::printf(
-        "%s: layer_norm [1, 1<<20] %.1f us; rms_norm [1, 1<<20] %.1f us; "
-        "h = a * 2 + 1, softmax(h, 0) + h [1024, 1024] %.1f us\n",
-        lazy ? "lazy" : "eager", ln, rms, stored);
-  }
-  std::printf("reduction groups run fused: %lld\n",
-              static_cast<long long>(cpu_reductions_run() - before));
 }
 
 }  // namespace

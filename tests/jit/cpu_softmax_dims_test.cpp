@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -152,45 +151,6 @@ TEST(CpuSoftmaxDims, OuterRowPassesAtBothIsas) {
       }
     }
   }
-}
-
-// Before/after numbers for perf/RESULTS.md (not run by default).
-TEST(CpuSoftmaxDims, DISABLED_Timing) {
-  auto time = [](auto f) {
-    double best = 1e30;
-    for (int i = 0; i < 20; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      f();
-      double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      best = std::min(best, us);
-    }
-    return best;
-  };
-  Tensor a, b;
-  {
-    kiln::EagerGuard g;
-    a = kiln::testing::random_tensor({1024, 1024}, kiln::kFloat32, "contiguous", 1);
-    b = kiln::testing::random_tensor({1 << 20}, kiln::kFloat32, "contiguous", 2);
-  }
-  const int64_t before = cpu_reductions_run();
-  for (int lazy = 0; lazy < 2; ++lazy) {
-    auto run = [&](const Tensor& t, int64_t d) {
-      if (lazy) {
-        Tensor r = kiln::softmax(t, d);
-        kiln::sync();
-        return r;
-      }
-      kiln::EagerGuard g;
-      return kiln::softmax(t, d);
-    };
-    double dim0 = time([&] { run(a, 0); });
-    double row = time([&] { run(b, 0); });
-    std::printf("%s: softmax dim 0 [1024,1024] %.1f us; softmax one 1M row %.1f us\n",
-                lazy ? "lazy" : "eager", dim0, row);
-  }
-  std::printf("reduction groups run fused: %lld\n",
-              static_cast<long long>(cpu_reductions_run() - before));
 }
 
 }  // namespace
