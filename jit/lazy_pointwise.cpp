@@ -110,29 +110,9 @@ bool pointwise_geometry(std::initializer_list<const Tensor*> inputs, Rule rule, 
   return false;
 }
 
-// A fresh row-major output of g's geometry (its storage not there yet). The
-// sizes come from a non-empty input, so the count cannot overflow.
-Tensor fresh_row_major(const Geometry& g) {
-  constexpr size_t kInline = 6;
-  if (g.sizes.size() > kInline) {
-    return fresh_output(g.sizes, contiguous_strides(g.sizes), 0, g.dtype, g.device);
-  }
-  int64_t strides[kInline];
-  int64_t numel = 1;
-  for (size_t i = g.sizes.size(); i-- > 0;) {
-    strides[i] = numel;
-    numel *= g.sizes[i];
-  }
-  auto storage = IntrusivePtr<StorageImpl>::make(
-      nullptr, static_cast<size_t>(numel) * itemsize(g.dtype), g.device, nullptr, nullptr);
-  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), g.dtype, g.device, g.sizes,
-                                               IntArrayRef(strides, g.sizes.size()),
-                                               TensorImpl::RowMajor{numel}));
-}
-
 // A functional op's node with one fresh output.
 Tensor record_functional(const OperatorEntry& op, Stack args, const Geometry& g) {
-  Tensor out = fresh_row_major(g);
+  Tensor out = unallocated_tensor(g.sizes, g.dtype, g.device);
   TraceBuffer& trace = TraceBuffer::current();
   trace.mark_written(out.impl()->storage().get());
   Node node;

@@ -78,30 +78,54 @@ Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype,
       IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides, 0));
 }
 
-Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device) {
-  // Row-major strides reach exactly numel elements: no stride checks or extent
-  // walk, strides and count in one pass (this allocates every eager op's output).
-  constexpr size_t kInline = 8;
-  if (sizes.size() > kInline) {
-    return empty_strided_tensor(sizes, contiguous_strides(sizes), dtype, device);
+namespace {
+
+// The tensor for row-major `strides` of `sizes` (numel elements); its storage
+// gets memory when `allocate`, else only its size (a lazy output, given
+// memory when its trace runs).
+[[gnu::always_inline]] inline Tensor row_major_with(IntArrayRef sizes, IntArrayRef strides,
+                                                    int64_t numel, DType dtype, Device device,
+                                                    bool allocate) {
+  const size_t nbytes = static_cast<size_t>(numel) * itemsize(dtype);
+  IntrusivePtr<StorageImpl> storage;
+  if (!device.is_meta()) {
+    storage = allocate ? StorageImpl::allocate(nbytes, device)
+                       : IntrusivePtr<StorageImpl>::make(nullptr, nbytes, device, nullptr, nullptr);
   }
-  int64_t strides_buf[kInline];
+  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides,
+                                               TensorImpl::RowMajor{numel}));
+}
+
+[[gnu::always_inline]] inline Tensor row_major_tensor(IntArrayRef sizes, DType dtype, Device device,
+                                                      bool allocate) {
+  // Row-major strides reach exactly numel elements: no stride checks or extent
+  // walk, strides and count in one pass (this makes every eager op's output).
+  constexpr size_t kInline = 8;
+  if (KILN_UNLIKELY(sizes.size() > kInline)) {
+    DimVector strides = contiguous_strides(sizes);
+    return row_major_with(sizes, strides, checked_numel(sizes, "empty"), dtype, device, allocate);
+  }
+  int64_t strides[kInline];
   int64_t numel = 1, step = 1;
   bool ok = true;
   for (size_t i = sizes.size(); i-- > 0;) {
     const int64_t s = sizes[i];
-    strides_buf[i] = step;
+    strides[i] = step;
     step *= s > 1 ? s : 1;
     ok &= s >= 0 && !__builtin_mul_overflow(numel, s, &numel);
   }
   if (KILN_UNLIKELY(!ok)) checked_numel(sizes, "empty");  // throws the precise error
-  IntArrayRef strides(strides_buf, sizes.size());
-  IntrusivePtr<StorageImpl> storage;
-  if (!device.is_meta()) {
-    storage = StorageImpl::allocate(static_cast<size_t>(numel) * itemsize(dtype), device);
-  }
-  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides,
-                                               TensorImpl::RowMajor{numel}));
+  return row_major_with(sizes, IntArrayRef(strides, sizes.size()), numel, dtype, device, allocate);
+}
+
+}  // namespace
+
+Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device) {
+  return row_major_tensor(sizes, dtype, device, true);
+}
+
+Tensor unallocated_tensor(IntArrayRef sizes, DType dtype, Device device) {
+  return row_major_tensor(sizes, dtype, device, false);
 }
 
 void grow_storage(const Tensor& t, size_t nbytes) {

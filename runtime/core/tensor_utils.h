@@ -23,6 +23,8 @@ bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides);
 // A fresh, uninitialized tensor (storage from the device's allocator; meta
 // tensors get none). No dispatch: kernels use these for their outputs.
 Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device);
+// empty_tensor's geometry with a storage that has no memory yet (lazy outputs).
+Tensor unallocated_tensor(IntArrayRef sizes, DType dtype, Device device);
 Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device);
 Tensor empty_like_tensor(const Tensor& t);
 // A view of `base` that shares its storage (or, for meta tensors, its nothing).
