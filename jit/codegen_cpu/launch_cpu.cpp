@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "jit/codegen_cpu/pointwise_cpu.h"
-#include "jit/iteration.h"
+#include "jit/ir/iteration.h"
 #include "kiln/logging.h"
 
 namespace kiln::jit::cpu {

@@ -20,7 +20,7 @@
 
 #include "jit/codegen_cpu/emitter.h"
 #include "jit/codegen_cpu/jit_runtime.h"
-#include "jit/kernel_ir.h"
+#include "jit/ir/kernel_ir.h"
 
 namespace kiln::jit::cpu {
 

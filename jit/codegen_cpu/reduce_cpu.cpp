@@ -12,7 +12,7 @@
 
 #include "jit/codegen_cpu/launch_cpu.h"
 #include "jit/codegen_cpu/row_pass.h"
-#include "jit/iteration.h"
+#include "jit/ir/iteration.h"
 #include "kiln/logging.h"
 #include "runtime/core/tensor_utils.h"
 

@@ -2,7 +2,7 @@
 
 #include "kiln/error.h"
 
-// Measured accuracy (tests/jit/vecmath_test.cpp; identical on AVX-512 and
+// Measured accuracy (tests/jit/codegen_cpu/vecmath_test.cpp; identical on AVX-512 and
 // AVX2): max |y - ref| / max(|ref|, FLT_MIN) against double libm over >= 1M
 // float32 inputs per op, specials included.
 //   exp 9.9e-8    exp2 1.1e-7   expm1 1.5e-7  log 9.4e-8   log2 1.5e-7
@@ -19,7 +19,7 @@ namespace {
 struct OpInfo {
   const char* name;
   int arity;
-  int scratch_avx512;  // math_scratch_vecs, checked by tests/jit/vecmath_test.cpp
+  int scratch_avx512;  // math_scratch_vecs, checked by tests/jit/codegen_cpu/vecmath_test.cpp
   int scratch_avx2;
 };
 

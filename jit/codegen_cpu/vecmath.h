@@ -7,7 +7,7 @@
 // Contract of every emit function: `dst` may alias any input; inputs are left
 // unchanged unless aliased; scratch registers come from the emitter's pools and
 // are released before returning (math_scratch_vecs() says how many). Accuracy, measured by
-// tests/jit/vecmath_test.cpp over dense sweeps against double-precision libm,
+// tests/jit/codegen_cpu/vecmath_test.cpp over dense sweeps against double-precision libm,
 // is listed per op in vecmath.cpp.
 
 #include <cstdint>

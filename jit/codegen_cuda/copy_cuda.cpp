@@ -3,7 +3,7 @@
 // conversion, one store, through the pointwise generator and its caches.
 
 #include "jit/codegen_cuda/launch_cuda.h"
-#include "jit/decompose.h"
+#include "jit/record/decompose.h"
 #include "runtime/cuda/cuda_runtime.h"
 
 namespace kiln::jit::cuda {

@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "jit/cache/kernel_cache.h"
 #include "jit/codegen_cuda/nvrtc.h"
-#include "jit/kernel_cache.h"
 #include "kiln/logging.h"
 #include "runtime/cuda/device_guard.h"
 

@@ -1,7 +1,7 @@
 #pragma once
 
 // Source + name -> a kernel loaded on a device, for every generated CUDA
-// kernel (pointwise groups and the op kernels of jit/codegen_cuda/ops/).
+// kernel (pointwise groups and the op kernels of jit/codegen_cuda/op_kernels/).
 // This header needs the toolkit (cudaKernel_t).
 
 #include <cuda_runtime_api.h>

@@ -10,7 +10,7 @@
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/codegen_cuda/reduce_plan.h"
-#include "jit/iteration.h"
+#include "jit/ir/iteration.h"
 #include "kiln/logging.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/device_guard.h"

@@ -90,7 +90,7 @@ std::string fn(const char* name, DType t) {
 //   gelu_tanh(x) = x * sigmoid(2u), which is 0.5 x (1 + tanh(u)) without the
 //     cancellation where tanh(u) nears -1.
 // DESIGN.md's bars are 4e-6 (sigmoid) and 4e-5 (tanh, gelu);
-// tests/cuda/fused_cuda_test.cpp sweeps all four against float64, with 0,
+// tests/jit/codegen_cuda/fused_cuda_test.cpp sweeps all four against float64, with 0,
 // +-inf and NaN.
 const char kPreludeRest[] =
     R"(__device__ __forceinline__ double kiln_fmod(double a, double b) { return fmod(a, b); }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/kernel_ir.h"
+#include "jit/ir/kernel_ir.h"
 
 namespace kiln::jit::cuda {
 

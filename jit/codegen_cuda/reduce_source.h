@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/reduction_ir.h"
+#include "jit/ir/reduction_ir.h"
 
 namespace kiln::jit::cuda {
 

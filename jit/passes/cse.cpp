@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "jit/decompose.h"
 #include "jit/passes/dead_code.h"
+#include "jit/record/decompose.h"
 #include "kiln/logging.h"
 
 namespace kiln::jit {

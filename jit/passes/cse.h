@@ -27,7 +27,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "jit/trace_buffer.h"
+#include "jit/record/trace_buffer.h"
 
 namespace kiln::jit {
 

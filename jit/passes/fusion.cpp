@@ -6,10 +6,10 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "jit/decompose.h"
-#include "jit/decompose_reduce.h"
 #include "jit/passes/dead_code.h"
 #include "jit/passes/group_builder.h"
+#include "jit/record/decompose.h"
+#include "jit/record/decompose_reduce.h"
 #include "kiln/logging.h"
 
 namespace kiln::jit {

@@ -21,9 +21,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "jit/kernel_ir.h"
-#include "jit/reduction_ir.h"
-#include "jit/trace_buffer.h"
+#include "jit/ir/kernel_ir.h"
+#include "jit/ir/reduction_ir.h"
+#include "jit/record/trace_buffer.h"
 
 namespace kiln::jit {
 
@@ -86,7 +86,7 @@ std::string describe(const std::vector<Node>& nodes, const std::vector<Step>& st
 // TensorImpl over the same storage, so a chain of views collapses into one
 // (sizes, strides, offset) before any pass sees it. Fusion then folds that
 // geometry into index arithmetic: a load keeps its tensor's strides and
-// offset, coalesce() (jit/iteration.h) turns them into per-operand element
+// offset, coalesce() (jit/ir/iteration.h) turns them into per-operand element
 // strides over the group's iteration space, and broadcast dims become stride
 // 0. So a view of a weight, of an input, or of an intermediate that an
 // earlier step stored costs no copy kernel; reshape of a tensor strides cannot

@@ -9,8 +9,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "jit/decompose.h"
 #include "jit/passes/fusion.h"
+#include "jit/record/decompose.h"
 
 namespace kiln::jit {
 

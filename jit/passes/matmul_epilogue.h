@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "jit/trace_buffer.h"
+#include "jit/record/trace_buffer.h"
 
 namespace kiln::jit {
 

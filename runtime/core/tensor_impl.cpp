@@ -20,9 +20,9 @@ std::atomic<MaterializeHook> g_materialize{nullptr};
 // a sixth of a small op. Each thread keeps freed objects of each class for
 // reuse: up to a lazy trace's worth, since a trace frees its nodes' outputs
 // all at once when it runs and the next trace records as many again (Note
-// [Node buffers] in jit/trace_buffer.h). An object freed on another thread joins that thread's
-// pool; one freed after its thread's pool is gone (thread exit) goes back to the heap. Sanitized
-// builds skip the pools so that use-after-free is still caught.
+// [Node buffers] in jit/record/trace_buffer.h). An object freed on another thread joins that
+// thread's pool; one freed after its thread's pool is gone (thread exit) goes back to the heap.
+// Sanitized builds skip the pools so that use-after-free is still caught.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr size_t kPoolDepth = 0;
 #else

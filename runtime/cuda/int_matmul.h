@@ -1,7 +1,7 @@
 #pragma once
 
 // The integer matrix product behind the CUDA matmul kernels (this header
-// needs no CUDA header; jit/codegen_cuda/ops/int_matmul.cpp registers it).
+// needs no CUDA header; jit/codegen_cuda/op_kernels/int_matmul.cpp registers it).
 //
 // Note [Integer matmuls on CUDA]
 // cuBLASLt has no integer GEMM that wraps around, and PyTorch's CPU kernels

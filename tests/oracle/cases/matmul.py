@@ -289,7 +289,7 @@ def autocast_ref(fn):
     values of the case's bfloat16 arguments: autocast casts them back to
     bfloat16 (exactly) and must return bfloat16 equal to the op on those
     bf16 inputs, which is what kiln's Autocast kernel passes on to the op
-    (tests/runtime/autocast_test.cpp checks kiln's side)."""
+    (tests/runtime/ops/autocast_test.cpp checks kiln's side)."""
     def ref(*args, **kwargs):
         f32 = [a.float() if isinstance(a, torch.Tensor) and a.dtype == torch.bfloat16 else a
                for a in args]

@@ -1,0 +1,135 @@
+#include "jit/cache/kernel_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "kiln/logging.h"
+
+namespace kiln::jit {
+namespace {
+
+constexpr char kMagic[8] = {'k', 'i', 'l', 'n', 'k', 'c', '0', '1'};
+
+bool make_dirs(const std::string& path) {
+  std::string partial;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      if (!partial.empty() && mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) return false;
+    }
+    if (i < path.size()) partial += path[i];
+  }
+  return true;
+}
+
+void put_u64(std::string& s, uint64_t v) {
+  for (int i = 0; i < 8; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+uint64_t get_u64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+uint64_t hash_bytes(const void* data, size_t n, uint64_t seed) {
+  // FNV-1a 64, then a final avalanche.
+  uint64_t h = 1469598103934665603ull ^ seed;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
+
+DiskCache& DiskCache::instance() {
+  static DiskCache cache([] {
+    if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return std::string(d) + "/kernels";
+    const char* home = std::getenv("HOME");
+    return std::string(home && *home ? home : "/tmp") + "/.cache/kiln/kernels";
+  }());
+  return cache;
+}
+
+DiskCache::DiskCache(std::string dir) : dir_(std::move(dir)) {}
+
+std::string DiskCache::path_for(const std::string& key) const {
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.bin",
+                static_cast<unsigned long long>(hash_bytes(key.data(), key.size())));
+  return dir_ + "/" + name;
+}
+
+std::optional<std::vector<char>> DiskCache::load(const std::string& key) const {
+  std::ifstream f(path_for(key), std::ios::binary);
+  if (!f) return std::nullopt;
+  std::vector<char> file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // magic | key size | key | payload size | payload | hash(key + payload)
+  auto bad = [&](const char* why) {
+    KILN_LOG(Perf, "kernel cache: ignoring ", path_for(key), ": ", why);
+    return std::nullopt;
+  };
+  if (file.size() < 8 + 8 + 8 + 8 || std::memcmp(file.data(), kMagic, 8) != 0)
+    return bad("bad magic");
+  uint64_t key_size = get_u64(file.data() + 8);
+  if (key_size != key.size() || 16 + key_size + 16 > file.size()) return bad("bad key size");
+  if (std::memcmp(file.data() + 16, key.data(), key_size) != 0) return bad("a different key");
+  uint64_t payload_size = get_u64(file.data() + 16 + key_size);
+  if (24 + key_size + payload_size + 8 != file.size()) return bad("truncated");
+  const char* payload = file.data() + 24 + key_size;
+  uint64_t h = hash_bytes(key.data(), key.size());
+  h = hash_bytes(payload, payload_size, h);
+  if (h != get_u64(payload + payload_size)) return bad("integrity hash mismatch");
+  return std::vector<char>(payload, payload + payload_size);
+}
+
+void DiskCache::store(const std::string& key, const std::vector<char>& payload) const {
+  static std::atomic<bool> warned{false};
+  auto fail = [&](const char* why) {
+    if (!warned.exchange(true)) {
+      std::fprintf(stderr,
+                   "[kiln] kernel cache at %s is not writable (%s); kernels will be "
+                   "recompiled in each process\n",
+                   dir_.c_str(), why);
+    }
+  };
+  if (!make_dirs(dir_)) return fail("cannot create the folder");
+  std::string blob(kMagic, 8);
+  put_u64(blob, key.size());
+  blob += key;
+  put_u64(blob, payload.size());
+  blob.append(payload.data(), payload.size());
+  uint64_t h = hash_bytes(key.data(), key.size());
+  h = hash_bytes(payload.data(), payload.size(), h);
+  put_u64(blob, h);
+  std::string final_path = path_for(key);
+  std::string tmp = final_path + ".tmp." + std::to_string(getpid()) + "." +
+                    std::to_string(reinterpret_cast<uintptr_t>(&blob));
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return fail("cannot create a file");
+    f.write(blob.data(), static_cast<std::streamsize>(blob.size()));
+    if (!f) {
+      std::remove(tmp.c_str());
+      return fail("a write failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail("rename failed");
+  }
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,103 @@
+#pragma once
+
+// What every generated op kernel (jit/codegen_cuda/op_kernels/) shares: the device
+// prelude and per-dtype load/store spellings for sources, the argument list
+// and launch on the current stream, meta twins (so shape, dtype and error
+// rules come from the op's Meta kernel), and dense copies of inputs.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jit/codegen_cuda/device_prelude.h"
+#include "kiln/tensor.h"
+
+namespace kiln::jit::cuda {
+
+// Note [CUDA op kernels]
+// Each op kernel is a CUDA C++ source generated from a small spec (dtypes,
+// op, compile-time choices such as block size), named by everything it
+// depends on, compiled and loaded through load_kernel (Note [Kernel loader]).
+// Kernels take plain parameters: pointers, i64 sizes, float/double scalars,
+// and KilnDims (eight i64 by value) for sizes and strides. Most kernels read
+// dense inputs: dense() first gathers a strided or differently typed input
+// with one generated copy kernel (the copy engine path cannot convert dtypes
+// on the device). Sources include no toolkit header.
+
+constexpr int kMaxKernelDims = 8;
+struct KilnDims {
+  int64_t v[kMaxKernelDims] = {};
+};
+
+// The device code every op source starts with: i64, 16-bit conversions
+// (inline PTX), NaN-propagating kiln_max/kiln_min, KilnDims, warp helpers.
+const std::string& op_prelude();
+// The accumulator spelling for a dtype's arithmetic: "double" for float64,
+// "float" for other floats, "i64" for integers and bool.
+const char* acc_type(DType t);
+// `elem` (an lvalue of mem_type(t)) as a value of acc_type(t).
+std::string load_expr(DType t, const std::string& elem);
+// `value` (any arithmetic type) converted to mem_type(t).
+std::string store_expr(DType t, const std::string& value);
+// A short tag for names: "f32", "bf16", "i64", ...
+const char* dtype_tag(DType t);
+
+// A kernel's parameter list; addresses stay valid while the object lives.
+class KernelArgs {
+ public:
+  KernelArgs& ptr(const void* p);
+  KernelArgs& ptr(const Tensor& t);  // data_ptr, or null for an undefined tensor
+  KernelArgs& i64(int64_t v);
+  KernelArgs& i32(int32_t v);
+  KernelArgs& f32(float v);
+  KernelArgs& f64(double v);
+  KernelArgs& dims(const KilnDims& d);
+  void** data() { return params_.data(); }
+
+ private:
+  void* slot(const void* bytes, size_t n);
+  std::deque<KilnDims> store_;  // each parameter's bytes (deque: stable addresses)
+  std::vector<void*> params_;
+};
+
+// Launches `kernel` on the current stream of `device` and counts it.
+void launch(cudaKernel_t kernel, Device device, dim3 grid, dim3 block, size_t shared_bytes,
+            KernelArgs& args);
+// Blocks for `n` work items at `per_block` each, capped by the grid limit.
+unsigned grid_for(int64_t n, int64_t per_block);
+
+// A meta tensor with `t`'s geometry (undefined stays undefined).
+Tensor meta_of(const Tensor& t);
+std::optional<Tensor> meta_of(const std::optional<Tensor>& t);
+std::vector<Tensor> meta_of(TensorList ts);
+// Throws "[op] expected 'name' on cuda:0 like the input, got cpu".
+void check_device(const Tensor& t, Device device, const char* op, const char* name);
+
+// `t` as a contiguous tensor of `dtype` on its device: `t` itself when it is
+// already that, else a generated gather/convert copy.
+Tensor dense(const Tensor& t, DType dtype);
+inline Tensor dense(const Tensor& t) {
+  return dense(t, t.dtype());
+}
+// Writes `src` (same shape, any dtype and layout, same device) into `dst`
+// (any layout). The CUDA path for out=, in-place results and dtype casts.
+void copy_into_cuda(const Tensor& dst, const Tensor& src);
+
+// Sources of the support kernels for the NVRTC source test.
+std::vector<std::pair<std::string, std::string>> support_source_samples();
+
+}  // namespace kiln::jit::cuda
+
+namespace kiln::jit::cuda {
+
+// `value` (an acc_type(t) expression) rounded as if stored in dtype t and
+// loaded back (16-bit floats round; other dtypes pass through).
+std::string round_expr(DType t, const std::string& value);
+// Block-wide reductions for sources: "kiln_block_sum<T, B>(v, scratch)" etc.
+// are in op_prelude(); B is the block size, scratch a __shared__ T[32].
+
+}  // namespace kiln::jit::cuda

@@ -1,0 +1,275 @@
+// The Lazy dispatch key: a boxed fallback that records every op into the
+// thread's trace (Note [Lazy trace]), with output geometry from the op's Meta
+// kernel (the common pointwise ops have typed kernels that skip it: Note
+// [Typed lazy recording]). Also the hooks runtime/ calls to materialize,
+// EagerGuard, KILN_EAGER.
+
+#include "jit/record/lazy_kernel.h"
+
+#include <cstdlib>
+#include <unordered_map>
+
+#include "jit/plan/pipeline.h"
+#include "jit/record/trace_buffer.h"
+#include "kiln/jit.h"
+#include "kiln/logging.h"
+#include "runtime/core/hooks.h"
+#include "runtime/core/tensor_utils.h"
+
+namespace kiln {
+
+EagerGuard::EagerGuard() : guard_(DispatchKey::Lazy) {}
+EagerGuard::~EagerGuard() = default;
+
+namespace jit {
+namespace {
+
+constexpr int kMetaKey = static_cast<int>(DispatchKey::Meta);
+
+// Where an op's fresh outputs live: its device argument when it has one
+// (factories, _to_copy), else CUDA if any tensor argument is there, else CPU.
+Device output_device(const Stack& stack) {
+  for (const IValue& v : stack) {
+    if (v.is_device()) return v.to_device();
+  }
+  for (const IValue& v : stack) {
+    if (v.is_tensor() && v.to_tensor().defined() && v.to_tensor().is_cuda()) {
+      return v.to_tensor().device();
+    }
+    if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) {
+        if (t.is_cuda()) return t.device();
+      }
+    }
+  }
+  return Device::cpu();
+}
+
+void run_eagerly(const OperatorEntry& op, Stack& stack, const char* why) {
+  count_eager_fallback();
+  KILN_LOG(Perf, op.name(), " ran eagerly in lazy mode: ", why);
+  TraceBuffer::current().flush();
+  ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+  stack = call_normalized(op, std::move(stack));
+}
+
+// A lazy output with `meta`'s geometry.
+Tensor fresh_output_like(const Tensor& meta, Device device) {
+  return fresh_output(meta.sizes(), meta.strides(), meta.storage_offset(), meta.dtype(), device);
+}
+
+bool has_meta_tensor(const Stack& stack) {
+  for (const IValue& v : stack) {
+    if (v.is_tensor() && v.to_tensor().defined() && v.to_tensor().is_meta()) return true;
+    if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) {
+        if (t.is_meta()) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Whether argument `i` shares storage with another tensor argument.
+bool shares_storage(const Stack& stack, size_t i) {
+  const StorageImpl* mine = stack[i].to_tensor().impl()->storage().get();
+  for (size_t j = 0; j < stack.size(); ++j) {
+    if (j == i || !stack[j].is_tensor() || !stack[j].to_tensor().defined()) continue;
+    if (stack[j].to_tensor().impl()->storage().get() == mine) return true;
+  }
+  return false;
+}
+
+// `out` given `meta`'s geometry, as resize_ does: its storage kept when
+// large enough (views of it see the write), else a grown one that starts with
+// the old bytes (elements the op does not write keep them). Recorded nodes may
+// hold `out` with its current geometry (as their output or an input): they
+// run first, so the resize happens between them and the op, as in eager mode.
+void resize_like(const Tensor& out, const Tensor& meta) {
+  TraceBuffer::current().flush();
+  int64_t extent = 0;
+  if (meta.numel() > 0) {
+    extent = meta.storage_offset() + 1;
+    for (int64_t d = 0; d < meta.dim(); ++d) extent += (meta.size(d) - 1) * meta.stride(d);
+  }
+  const size_t needed = static_cast<size_t>(extent) * itemsize(meta.dtype());
+  grow_storage(out, needed);
+  out.impl()->set_geometry(meta.sizes(), meta.strides(), meta.storage_offset());
+}
+
+}  // namespace
+
+Tensor fresh_output(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset, DType dtype,
+                    Device device) {
+  int64_t extent = 0;
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  if (numel > 0) {
+    extent = storage_offset + 1;
+    for (size_t d = 0; d < sizes.size(); ++d) extent += (sizes[d] - 1) * strides[d];
+  }
+  auto storage = IntrusivePtr<StorageImpl>::make(
+      nullptr, static_cast<size_t>(extent) * itemsize(dtype), device, nullptr, nullptr);
+  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides,
+                                               storage_offset));
+}
+
+void lazy_fallback(const OperatorEntry& op, Stack& stack) {
+  if (has_meta_tensor(stack)) {
+    // Meta tensors have no values to defer: their shapes are computed now.
+    ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+    stack = call_normalized(op, std::move(stack));
+    return;
+  }
+  if (!op.unboxed(kMetaKey) && !op.boxed(kMetaKey)) {
+    run_eagerly(op, stack, "the op has no Meta kernel");
+    return;
+  }
+  // Shapes from the Meta kernel, on meta twins of the arguments.
+  std::unordered_map<const TensorImpl*, size_t> twin_of;  // twin -> argument index
+  Stack meta_stack;
+  meta_stack.reserve(stack.size());
+  const auto& params = op.schema().arguments;
+  for (size_t i = 0; i < stack.size(); ++i) {
+    const IValue& v = stack[i];
+    if (v.is_device() || (i < params.size() && params[i].type == ArgType::Device)) {
+      // A factory's Meta kernel is its CPU kernel: given a real device it
+      // would make (and fill) real memory there.
+      meta_stack.emplace_back(Device::meta());
+    } else if (v.is_tensor() && v.to_tensor().defined()) {
+      Tensor twin = meta_twin(v.to_tensor());
+      twin_of[twin.impl()] = i;
+      meta_stack.emplace_back(std::move(twin));
+    } else if (v.is_tensor_list()) {
+      std::vector<Tensor> twins;
+      for (const Tensor& t : v.to_tensor_list()) twins.push_back(meta_twin(t));
+      meta_stack.emplace_back(std::move(twins));
+    } else {
+      meta_stack.push_back(v);
+    }
+  }
+  Stack twins_in = meta_stack;  // kept to compare geometry after the call
+  {
+    ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+    if (void* fn = op.unboxed(kMetaKey)) {
+      op.unboxed_caller()(fn, meta_stack);
+    } else {
+      op.boxed(kMetaKey)(op, meta_stack);
+    }
+  }
+  Node node;
+  node.op = &op;
+  node.device = output_device(stack);
+  node.outputs = node_outputs();
+  for (size_t i = 0; i < params.size() && i < stack.size(); ++i) {
+    if (params[i].is_write && stack[i].is_tensor()) {
+      const Tensor& arg = stack[i].to_tensor();
+      const Tensor& twin = twins_in[i].to_tensor();
+      if (!(arg.sizes() == twin.sizes()) || !(arg.strides() == twin.strides())) {
+        if (!node.device.is_cuda() || shares_storage(stack, i)) {
+          // The op resized its out= argument: run it eagerly rather than trace a resize.
+          run_eagerly(op, stack, "it resizes an out= argument");
+          return;
+        }
+        // On CUDA there is no eager kernel to run (Note [Eager CUDA ops]):
+        // resize the target now, as resize_out does, and record the op.
+        resize_like(arg, twin);
+      }
+      node.written.push_back(static_cast<int>(i));
+    }
+  }
+  Stack results;
+  std::vector<Tensor> list_out;
+  bool returns_list =
+      op.schema().returns.size() == 1 && op.schema().returns[0].type == ArgType::TensorList;
+  auto map_output = [&](const Tensor& m) -> Tensor {
+    auto it = twin_of.find(m.impl());
+    if (it != twin_of.end()) return stack[it->second].to_tensor();  // a written argument
+    Tensor out = fresh_output_like(m, node.device);
+    TraceBuffer::current().mark_written(out.impl()->storage().get());
+    return out;
+  };
+  for (const IValue& v : meta_stack) {
+    if (v.is_tensor()) {
+      Tensor out = map_output(v.to_tensor());
+      node.outputs.push_back(out);
+      results.emplace_back(std::move(out));
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& m : v.to_tensor_list()) {
+        Tensor out = map_output(m);
+        node.outputs.push_back(out);
+        list_out.push_back(std::move(out));
+      }
+    }
+  }
+  if (returns_list) results.emplace_back(std::move(list_out));
+  TraceBuffer& trace = TraceBuffer::current();
+  for (int w : node.written) {
+    // The write happens now as far as anyone can tell: bump the version at the call.
+    stack[w].to_tensor().impl()->bump_version();
+    trace.mark_written(stack[w].to_tensor().impl()->storage().get());
+  }
+  node.args = std::move(stack);
+  trace.append(std::move(node));
+  count_recorded();
+  stack = std::move(results);
+}
+
+namespace {
+
+// Note [Eager CUDA ops]
+// An op without a CUDA kernel of its own runs on CUDA as a one-node trace: it
+// is recorded and flushed at once, so it becomes a single-op group compiled by
+// NVRTC (the same path fused groups take). An op that the generator cannot
+// express comes back here while that trace runs, and is refused clearly.
+thread_local int t_cuda_fallback_depth = 0;
+
+void cuda_fallback(const OperatorEntry& op, Stack& stack) {
+  KILN_CHECK(t_cuda_fallback_depth == 0, "[", op.name(),
+             "] has no CUDA kernel yet: expected a pointwise op, copy or fill on CUDA tensors, "
+             "got one that needs its own kernel");
+  ++t_cuda_fallback_depth;
+  struct Restore {
+    ~Restore() { --t_cuda_fallback_depth; }
+  } restore;
+  lazy_fallback(op, stack);
+  TraceBuffer::current().flush();
+}
+
+void sync_all() {
+  TraceBuffer::current().flush();
+}
+
+// Runs at library load: installs the hooks and turns lazy mode on unless KILN_EAGER=1.
+struct Install {
+  Install() {
+    set_materialize_hook(&materialize);
+    set_sync_hook(&sync_all);
+    const char* eager = std::getenv("KILN_EAGER");
+    bool off = eager && eager[0] && std::string(eager) != "0";
+    if (!off) detail::g_default_keys |= key_bit(DispatchKey::Lazy);
+  }
+} g_install;
+
+}  // namespace
+
+bool is_lazy() {
+  const LocalDispatchKeySet& l = detail::local_keys();
+  uint64_t ks = (l.included | detail::g_default_keys) & ~l.excluded;
+  return (ks & key_bit(DispatchKey::Lazy)) != 0;
+}
+
+void flush() {
+  TraceBuffer::current().flush();
+}
+
+}  // namespace jit
+
+KILN_LIBRARY_IMPL(_, Lazy, m) {
+  m.fallback(&jit::lazy_fallback);
+}
+KILN_LIBRARY_IMPL(_, CUDA, m) {
+  m.fallback(&jit::cuda_fallback);
+}
+
+}  // namespace kiln

@@ -1,0 +1,60 @@
+#include "jit/cache/kernel_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace {
+
+using kiln::jit::DiskCache;
+
+std::string fresh_dir(const char* name) {
+  return std::string(::testing::TempDir()) + "/kiln_cache_" + name + "_" +
+         std::to_string(::testing::UnitTest::GetInstance()->random_seed());
+}
+
+TEST(KernelCache, StoresAndLoadsByKey) {
+  DiskCache c(fresh_dir("roundtrip"));
+  std::vector<char> payload = {'c', 'u', 'b', 'i', 'n', '\0', '\x7f'};
+  EXPECT_FALSE(c.load("sm_90|kernel A").has_value());
+  c.store("sm_90|kernel A", payload);
+  auto got = c.load("sm_90|kernel A");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, payload);
+  EXPECT_FALSE(c.load("sm_80|kernel A").has_value());  // the key is part of the lookup
+}
+
+TEST(KernelCache, CorruptFilesAreIgnored) {
+  DiskCache c(fresh_dir("corrupt"));
+  std::vector<char> payload(300, 'x');
+  c.store("k", payload);
+  // Flip one payload byte in the file on disk.
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.bin",
+                static_cast<unsigned long long>(kiln::jit::hash_bytes("k", 1)));
+  std::string path = c.dir() + "/" + name;
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekp(100);
+    f.put('y');
+  }
+  EXPECT_FALSE(c.load("k").has_value());
+  // Truncated.
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << "kilnkc01";
+  }
+  EXPECT_FALSE(c.load("k").has_value());
+  c.store("k", payload);  // replaced by the next store
+  EXPECT_TRUE(c.load("k").has_value());
+}
+
+TEST(KernelCache, AnUnwritableFolderOnlyCostsRecompiles) {
+  DiskCache c("/proc/kiln_cannot_write_here");
+  c.store("k", {'a'});
+  EXPECT_FALSE(c.load("k").has_value());
+}
+
+}  // namespace

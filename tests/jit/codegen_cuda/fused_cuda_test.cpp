@@ -1,0 +1,162 @@
+// Generated CUDA kernels on a real device: fused lazy groups and eager
+// single-op groups against the eager CPU kernels.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "jit/codegen_cuda/launch_cuda.h"
+#include "kiln/kiln.h"
+#include "tests/support/cuda_test_util.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Tensor;
+
+Tensor chain(const Tensor& x, const Tensor& row) {
+  Tensor y = x;
+  for (int i = 0; i < 4; ++i) {
+    y = y * 1.0001 + 0.5;
+    y = kiln::sigmoid(y) * row;
+    y = y - 0.25;
+    y = kiln::tanh(y);
+  }
+  return kiln::gelu(y, "tanh") + kiln::where(kiln::gt(x, 0.0), kiln::exp(x), kiln::erf(x));
+}
+
+kiln::testing::Tolerance tol(kiln::DType t) {
+  if (t == kiln::kFloat16) return {2e-3, 2e-3};
+  if (t == kiln::kBFloat16) return {1.6e-2, 1.6e-2};
+  return {1e-5, 1e-5};  // fast math on the GPU vs vecmath/libm on the CPU
+}
+
+TEST(CudaFused, LazyChainMatchesEagerCpu) {
+  KILN_REQUIRE_CUDA();
+  for (kiln::DType dt : {kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16}) {
+    for (const char* layout : {"contiguous", "transposed", "strided"}) {
+      Tensor x, row, expected;
+      {
+        kiln::EagerGuard eager;
+        x = kiln::testing::random_tensor({33, 70}, dt, layout, 5);
+        row = kiln::testing::random_tensor({70}, dt, "contiguous", 6);
+        expected = chain(x, row);
+      }
+      auto before = kiln::jit::cuda::cuda_kernel_stats();
+      Tensor got = chain(x.to(kiln::Device::cuda()), row.to(kiln::Device::cuda()));
+      EXPECT_TRUE(got.is_pending());
+      EXPECT_TRUE(got.is_cuda());
+      Tensor host = got.cpu();
+      kiln::sync();  // runs the trace
+      auto after = kiln::jit::cuda::cuda_kernel_stats();
+      EXPECT_GE(after.launches - before.launches, 1) << "the chain ran as generated kernels";
+      std::string msg = kiln::testing::compare(host, expected, tol(dt));
+      EXPECT_TRUE(msg.empty()) << kiln::dtype_name(dt) << " " << layout << ": " << msg;
+    }
+  }
+}
+
+TEST(CudaFused, EagerPointwiseOpsAreSingleOpKernels) {
+  KILN_REQUIRE_CUDA();
+  kiln::EagerGuard eager;
+  Tensor a = kiln::testing::random_tensor({1000}, kiln::kFloat32, "contiguous", 1);
+  Tensor b = kiln::testing::random_tensor({1000}, kiln::kFloat32, "strided", 2);
+  Tensor expected = kiln::sqrt(kiln::abs(a * b)) - b;
+  Tensor got = kiln::sqrt(kiln::abs(a.cuda() * b.cuda())) - b.cuda();
+  EXPECT_FALSE(got.is_pending());
+  EXPECT_TENSOR_CLOSE_TOL(got.cpu(), expected, 1e-5, 1e-6);
+}
+
+TEST(CudaFused, KernelsAreCompiledOncePerStructure) {
+  KILN_REQUIRE_CUDA();
+  Tensor x = kiln::ones({256}).cuda();
+  Tensor first = (x * 3.0 + 1.0).cpu();  // compiles (or loads from disk)
+  kiln::sync();
+  auto before = kiln::jit::cuda::cuda_kernel_stats();
+  for (int i = 0; i < 5; ++i) {
+    Tensor y = (x * 3.0 + 1.0).cpu();
+    EXPECT_FLOAT_EQ(y[7].item<float>(), 4.0f);
+  }
+  auto after = kiln::jit::cuda::cuda_kernel_stats();
+  EXPECT_EQ(after.compiled, before.compiled);
+  EXPECT_EQ(after.disk_hits, before.disk_hits);
+  EXPECT_GE(after.launches - before.launches, 5);
+}
+
+// The generated kernels' own sigmoid and tanh (Note [CUDA vector math]) against
+// float64 references, with the bars DESIGN.md sets for vector math: 4e-6
+// relative for sigmoid, 4e-5 for tanh and gelu, absolute below 1e-5.
+TEST(CudaFused, FastMathMeetsTheAccuracyBars) {
+  KILN_REQUIRE_CUDA();
+  kiln::EagerGuard eager;
+  const int64_t n = int64_t{1} << 20;
+  Tensor x = kiln::linspace(-40.0, 40.0, n);
+  std::vector<float> special = {0.0f,    -0.0f,  1e-30f,   -1e-30f,   1e-4f, -4.2e-4f, 0.0999f,
+                                0.1001f, -0.1f,  9.0f,     -9.02f,    88.7f, -88.7f,   -104.0f,
+                                1e30f,   -1e30f, INFINITY, -INFINITY, NAN};
+  x = kiln::cat({x, kiln::tensor(special, {static_cast<int64_t>(special.size())})});
+  Tensor xd = x.to(kiln::kFloat64);
+  struct Case {
+    const char* name;
+    Tensor (*f)(const Tensor&);
+    double bar;
+  };
+  const Case cases[] = {
+      {"sigmoid", [](const Tensor& t) { return kiln::sigmoid(t); }, 4e-6},
+      {"tanh", [](const Tensor& t) { return kiln::tanh(t); }, 4e-5},
+      {"silu", [](const Tensor& t) { return kiln::silu(t); }, 4e-6},
+      {"gelu_tanh", [](const Tensor& t) { return kiln::gelu(t, "tanh"); }, 4e-5},
+  };
+  for (const Case& c : cases) {
+    Tensor got = c.f(x.cuda()).cpu().contiguous();
+    Tensor ref = c.f(xd).contiguous();
+    const float* g = got.data_ptr<float>();
+    const double* r = ref.data_ptr<double>();
+    int bad = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const bool same_nan = std::isnan(g[i]) && std::isnan(r[i]);
+      const bool same_inf = std::isinf(r[i]) && static_cast<double>(g[i]) == r[i];
+      const double err = std::fabs(static_cast<double>(g[i]) - r[i]);
+      if (!same_nan && !same_inf && !(err <= c.bar * std::max(std::fabs(r[i]), 1e-5))) {
+        if (++bad <= 5) {
+          ADD_FAILURE() << c.name << "(" << x[i].item<float>() << ") = " << g[i] << ", expected "
+                        << r[i];
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0) << c.name;
+  }
+}
+
+// Sizes that leave vector tails, and views whose start breaks the vector
+// alignment, in every float dtype.
+TEST(CudaFused, VectorAndScalarPathsAgree) {
+  KILN_REQUIRE_CUDA();
+  kiln::EagerGuard eager;
+  for (kiln::DType dt : {kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16, kiln::kFloat64}) {
+    for (int64_t size : {1, 3, 8, 4097}) {
+      for (int64_t start : {0, 1}) {
+        Tensor base = kiln::testing::random_tensor({size + 2}, dt, "contiguous", 11);
+        Tensor x = base.narrow(0, start, size);
+        Tensor expected = kiln::tanh(x * 2.0 + 1.0);
+        Tensor got = kiln::tanh(x.cuda() * 2.0 + 1.0).cpu();
+        std::string msg = kiln::testing::compare(got, expected, tol(dt));
+        EXPECT_TRUE(msg.empty()) << kiln::dtype_name(dt) << " size " << size << " start " << start
+                                 << ": " << msg;
+      }
+    }
+  }
+}
+
+TEST(CudaFused, OpsWithoutACudaKernelSayWhy) {
+  KILN_REQUIRE_CUDA();
+  kiln::EagerGuard eager;
+  Tensor x = kiln::ones({4, 4}).cuda();
+  // Every built-in op has a CUDA path now; a custom op with CPU and Meta
+  // kernels only (tests/runtime/dispatch/dispatcher_test.cpp) still has none.
+  static const kiln::TypedOp<Tensor(const Tensor&, double)> op("testns::scale_plus_one");
+  EXPECT_KILN_ERROR(op(x, 2.0), "has no CUDA kernel yet");
+}
+
+}  // namespace

@@ -1,0 +1,445 @@
+// Matrix products on CUDA (cuBLASLt) against the eager CPU kernels, on the
+// same values in the same layouts: transposed, sliced, offset and
+// batch-broadcast operands, float32 / float16 / bfloat16 / float64, the
+// fused epilogues of addmm_act, out= and in-place forms, and error parity.
+// Skips without a GPU.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "jit/record/trace_buffer.h"
+#include "kiln/kiln.h"
+#include "runtime/cuda/blas_lt.h"
+#include "runtime/cuda/check.h"
+#include "tests/support/cuda_test_util.h"
+#include "tests/support/testing.h"
+
+namespace kiln {
+namespace {
+
+using kiln::testing::random_tensor;
+using Shape = std::vector<int64_t>;
+
+constexpr DType kDTypes[] = {kFloat32, kFloat16, kBFloat16, kFloat64};
+const char* const kLayouts[] = {"contiguous", "transposed", "strided", "offset"};
+
+// GEMM sums in another order than OpenBLAS; half types round once either way
+// (the CPU converts to float32 and rounds at the end), so one or two ulps.
+testing::Tolerance tol(DType t) {
+  switch (t) {
+    case kFloat16:
+      return {4e-3, 2e-2};
+    case kBFloat16:
+      return {2e-2, 1e-1};
+    case kFloat64:
+      return {1e-10, 1e-10};
+    default:
+      return {1e-4, 1e-4};
+  }
+}
+
+// cuBLASLt's GELU may use a fast tanh (relative error up to ~2^-11), applied
+// to the float32 accumulator: a few 1e-4 from eager gelu(tanh) at most.
+testing::Tolerance act_tol(DType t, const std::string& act) {
+  testing::Tolerance r = tol(t);
+  if (act == "gelu_tanh") r = {std::max(r.rtol, 2e-3), std::max(r.atol, 2e-3)};
+  return r;
+}
+
+#define EXPECT_CLOSE_FOR(actual, expected, dtype)                                           \
+  do {                                                                                      \
+    std::string kiln_msg_ = ::kiln::testing::compare((actual).cpu(), expected, tol(dtype)); \
+    EXPECT_TRUE(kiln_msg_.empty()) << kiln_msg_;                                            \
+  } while (0)
+
+// The same values in the same geometry (sizes, strides, offset) on the device.
+Tensor to_cuda(const Tensor& x) {
+  if (!x.defined()) return x;
+  int64_t span = x.storage_offset() + 1;
+  for (int64_t d = 0; d < x.dim(); ++d) span += (x.size(d) - 1) * x.stride(d);
+  if (x.numel() == 0) return x.to(Device::cuda());
+  Tensor flat = x.as_strided({span}, {1}, 0).to(Device::cuda());
+  return flat.as_strided(x.sizes(), x.strides(), x.storage_offset());
+}
+
+class MatmulCuda : public ::testing::Test {
+ protected:
+  void SetUp() override { cuda::set_allow_tf32(false); }
+  void TearDown() override { cuda::set_allow_tf32(false); }
+};
+
+TEST_F(MatmulCuda, MmEveryDtypeAndLayout) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  const std::vector<std::array<int64_t, 3>> sizes = {
+      {5, 7, 3}, {1, 9, 4}, {6, 5, 1}, {33, 17, 65}, {64, 64, 64}, {0, 3, 4}, {4, 0, 5}};
+  int cases = 0;
+  uint64_t seed = 1;
+  for (DType t : kDTypes) {
+    for (const char* la : kLayouts) {
+      for (const char* lb : kLayouts) {
+        for (const auto& [m, k, n] : sizes) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + " " + la + " x " + lb + " m=" +
+                       std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
+          Tensor a = random_tensor({m, k}, t, la, seed++);
+          Tensor b = random_tensor({k, n}, t, lb, seed++);
+          Tensor expected = mm(a, b);
+          Tensor got = mm(to_cuda(a), to_cuda(b));
+          ASSERT_TRUE(got.is_cuda());
+          EXPECT_EQ(got.dtype(), t);
+          EXPECT_EQ(got.sizes(), expected.sizes());
+          EXPECT_CLOSE_FOR(got, expected, t);
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 4 * 4 * 4 * 7);
+}
+
+TEST_F(MatmulCuda, BmmAndBaddbmmWithBroadcastBatches) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 100;
+  for (DType t : kDTypes) {
+    for (const char* la : {"contiguous", "transposed", "expanded", "offset"}) {
+      for (const char* lb : {"contiguous", "transposed", "expanded", "strided"}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + la + " x " + lb);
+        Tensor a = random_tensor({3, 5, 4}, t, la, seed++);
+        Tensor b = random_tensor({3, 4, 6}, t, lb, seed++);
+        EXPECT_CLOSE_FOR(bmm(to_cuda(a), to_cuda(b)), bmm(a, b), t);
+        Tensor self = random_tensor({5, 6}, t, "contiguous", seed++);
+        EXPECT_CLOSE_FOR(baddbmm(to_cuda(self), to_cuda(a), to_cuda(b), 0.5, 2),
+                         baddbmm(self, a, b, 0.5, 2), t);
+        Tensor row = random_tensor({6}, t, "contiguous", seed++);
+        EXPECT_CLOSE_FOR(baddbmm(to_cuda(row), to_cuda(a), to_cuda(b)), baddbmm(row, a, b), t);
+      }
+    }
+  }
+  // baddbmm converts self to the batches' dtype.
+  Tensor a = random_tensor({2, 3, 4}, kFloat32, "contiguous", 7);
+  Tensor b = random_tensor({2, 4, 5}, kFloat32, "contiguous", 8);
+  Tensor self = random_tensor({2, 3, 5}, kFloat64, "contiguous", 9);
+  EXPECT_CLOSE_FOR(baddbmm(to_cuda(self), to_cuda(a), to_cuda(b)), baddbmm(self, a, b), kFloat32);
+}
+
+TEST_F(MatmulCuda, Mv) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 200;
+  for (DType t : kDTypes) {
+    for (const char* la : kLayouts) {
+      for (const char* lv : {"contiguous", "strided", "offset"}) {
+        Tensor a = random_tensor({7, 5}, t, la, seed++);
+        Tensor v = random_tensor({5}, t, lv, seed++);
+        EXPECT_CLOSE_FOR(mv(to_cuda(a), to_cuda(v)), mv(a, v), t);
+      }
+    }
+  }
+}
+
+TEST_F(MatmulCuda, AddmmBiasShapesAndScales) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  const std::vector<Shape> bias_shapes = {{6}, {1, 6}, {5, 1}, {5, 6}, {}};
+  const std::vector<std::pair<double, double>> scales = {{1, 1}, {1, 0.5}, {0.5, 2}, {0, 1}};
+  uint64_t seed = 300;
+  int cases = 0;
+  for (DType t : kDTypes) {
+    for (const char* layout : kLayouts) {
+      for (const Shape& bs : bias_shapes) {
+        for (const auto& [beta, alpha] : scales) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + " " + layout + " bias rank " +
+                       std::to_string(bs.size()) + " beta " + std::to_string(beta));
+          Tensor a = random_tensor({5, 4}, t, layout, seed++);
+          Tensor b = random_tensor({4, 6}, t, layout, seed++);
+          Tensor self = random_tensor(bs, t, bs.size() == 2 ? layout : "contiguous", seed++);
+          EXPECT_CLOSE_FOR(addmm(to_cuda(self), to_cuda(a), to_cuda(b), beta, alpha),
+                           addmm(self, a, b, beta, alpha), t);
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 4 * 4 * 5 * 4);
+}
+
+// beta = 0 ignores self, NaN included.
+TEST_F(MatmulCuda, AddmmZeroBetaIgnoresNaN) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  Tensor a = random_tensor({3, 4}, kFloat32, "contiguous", 1);
+  Tensor b = random_tensor({4, 2}, kFloat32, "contiguous", 2);
+  Tensor self = full({3, 2}, std::nan(""));
+  EXPECT_CLOSE_FOR(addmm(to_cuda(self), to_cuda(a), to_cuda(b), 0, 1), mm(a, b), kFloat32);
+}
+
+TEST_F(MatmulCuda, OutAndInPlaceForms) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 400;
+  for (DType t : kDTypes) {
+    SCOPED_TRACE(dtype_name(t));
+    Tensor a = random_tensor({5, 4}, t, "transposed", seed++);
+    Tensor b = random_tensor({4, 6}, t, "contiguous", seed++);
+    Tensor self = random_tensor({5, 6}, t, "contiguous", seed++);
+    // addmm_ into a transposed (column-major) self.
+    Tensor cpu_self = random_tensor({5, 6}, t, "transposed", seed++);
+    Tensor dev_self = to_cuda(cpu_self);
+    static const OpHandle addmm_inplace = find_op("addmm_");
+    addmm_inplace
+        .call<Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&)>(
+            dev_self, to_cuda(a), to_cuda(b), 0.5, 2);
+    addmm_inplace
+        .call<Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&)>(
+            cpu_self, a, b, 0.5, 2);
+    EXPECT_CLOSE_FOR(dev_self, cpu_self, t);
+    // out= of the wrong size is resized; a strided out is written in place.
+    Tensor out = empty({1}, TensorOptions().dtype(t).device(Device::cuda()));
+    matmul_out(out, to_cuda(a), to_cuda(b));
+    EXPECT_CLOSE_FOR(out, matmul(a, b), t);
+    Tensor wide = zeros({5, 12}, TensorOptions().dtype(t).device(Device::cuda()));
+    Tensor strided = wide.slice(1, 0, 12, 2);
+    static const OpHandle mm_out = find_op("mm.out");
+    mm_out.call<Tensor(const Tensor&, const Tensor&, const Tensor&)>(to_cuda(a), to_cuda(b),
+                                                                     strided);
+    EXPECT_CLOSE_FOR(strided, mm(a, b), t);
+    static const OpHandle addmm_out = find_op("addmm.out");
+    Tensor out2 = empty({5, 6}, TensorOptions().dtype(t).device(Device::cuda()));
+    addmm_out.call<Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&,
+                          const Tensor&)>(to_cuda(self), to_cuda(a), to_cuda(b), 1, 1, out2);
+    EXPECT_CLOSE_FOR(out2, addmm(self, a, b), t);
+    Tensor a3 = random_tensor({2, 5, 4}, t, "contiguous", seed++);
+    Tensor b3 = random_tensor({2, 4, 3}, t, "transposed", seed++);
+    static const OpHandle bmm_out = find_op("bmm.out");
+    Tensor out3 = empty({0}, TensorOptions().dtype(t).device(Device::cuda()));
+    bmm_out.call<Tensor(const Tensor&, const Tensor&, const Tensor&)>(to_cuda(a3), to_cuda(b3),
+                                                                      out3);
+    EXPECT_CLOSE_FOR(out3, bmm(a3, b3), t);
+  }
+}
+
+// An output that shares memory with an operand is computed through scratch.
+TEST_F(MatmulCuda, OutputOverlappingAnOperand) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  Tensor a = random_tensor({4, 4}, kFloat32, "contiguous", 1);
+  Tensor b = random_tensor({4, 4}, kFloat32, "contiguous", 2);
+  Tensor expected = mm(a, b);
+  Tensor da = to_cuda(a);
+  static const OpHandle mm_out = find_op("mm.out");
+  mm_out.call<Tensor(const Tensor&, const Tensor&, const Tensor&)>(da, to_cuda(b), da);
+  EXPECT_CLOSE_FOR(da, expected, kFloat32);
+}
+
+TEST_F(MatmulCuda, MatmulBroadcasting) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  const std::vector<std::pair<Shape, Shape>> pairs = {{{5}, {5}},
+                                                      {{5}, {5, 3}},
+                                                      {{4, 5}, {5}},
+                                                      {{2, 4, 5}, {5, 3}},
+                                                      {{2, 1, 5}, {5, 3}},
+                                                      {{2, 4, 5}, {2, 5, 3}},
+                                                      {{2, 1, 4, 5}, {3, 5, 6}},
+                                                      {{5}, {2, 5, 3}},
+                                                      {{2, 4, 5}, {5}},
+                                                      {{1, 4, 5}, {3, 5, 2}},
+                                                      {{3, 2, 4, 5}, {2, 5, 1}},
+                                                      {{0, 4, 5}, {5, 2}}};
+  uint64_t seed = 500;
+  int cases = 0;
+  for (DType t : kDTypes) {
+    for (const char* layout : {"contiguous", "transposed", "expanded", "offset"}) {
+      for (const auto& [sa, sb] : pairs) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + layout + " " + std::to_string(sa.size()) +
+                     "-D x " + std::to_string(sb.size()) + "-D");
+        Tensor a = random_tensor(sa, t, layout, seed++);
+        Tensor b = random_tensor(sb, t, "contiguous", seed++);
+        EXPECT_CLOSE_FOR(matmul(to_cuda(a), to_cuda(b)), matmul(a, b), t);
+        EXPECT_CLOSE_FOR(
+            matmul(to_cuda(b.dim() >= 2 ? b.transpose(-1, -2) : b),
+                   to_cuda(a.dim() >= 2 ? a.transpose(-1, -2) : a)),
+            matmul(b.dim() >= 2 ? b.transpose(-1, -2) : b, a.dim() >= 2 ? a.transpose(-1, -2) : a),
+            t);
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 4 * 4 * 12);
+}
+
+TEST_F(MatmulCuda, Linear) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 600;
+  for (DType t : kDTypes) {
+    for (const char* layout : {"contiguous", "transposed", "strided", "expanded"}) {
+      for (Shape in_shape : std::vector<Shape>{{6, 8}, {2, 3, 8}, {8}, {0, 8}}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + layout + " rank " +
+                     std::to_string(in_shape.size()));
+        Tensor x = random_tensor(in_shape, t, layout, seed++);
+        Tensor w = random_tensor({5, 8}, t, layout, seed++);
+        Tensor bias = random_tensor({5}, t, "contiguous", seed++);
+        EXPECT_CLOSE_FOR(linear(to_cuda(x), to_cuda(w)), linear(x, w), t);
+        EXPECT_CLOSE_FOR(linear(to_cuda(x), to_cuda(w), to_cuda(bias)), linear(x, w, bias), t);
+        Shape full_shape = in_shape;
+        full_shape.back() = 5;
+        Tensor full_bias = random_tensor(full_shape, t, "contiguous", seed++);
+        EXPECT_CLOSE_FOR(linear(to_cuda(x), to_cuda(w), to_cuda(full_bias)),
+                         linear(x, w, full_bias), t);
+        Tensor w1 = random_tensor({8}, t, "strided", seed++);
+        EXPECT_CLOSE_FOR(linear(to_cuda(x), to_cuda(w1)), linear(x, w1), t);
+      }
+    }
+  }
+}
+
+TEST_F(MatmulCuda, AddmmActEpiloguesMatchEager) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  const std::vector<Shape> bias_shapes = {{24}, {1, 24}, {16, 24}, {16, 1}};
+  uint64_t seed = 700;
+  int cases = 0;
+  for (DType t : kDTypes) {
+    for (const char* act : {"none", "relu", "gelu_tanh"}) {
+      for (const char* layout : {"contiguous", "transposed", "offset"}) {
+        for (const Shape& bs : bias_shapes) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + " " + act + " " + layout + " bias rank " +
+                       std::to_string(bs.size()));
+          Tensor a = random_tensor({16, 40}, t, layout, seed++, -1, 1);
+          Tensor b = random_tensor({40, 24}, t, layout, seed++, -1, 1);
+          Tensor bias = random_tensor(bs, t, "contiguous", seed++);
+          Tensor expected = addmm_act(bias, a, b, act);  // CPU: addmm, then act
+          Tensor got = addmm_act(to_cuda(bias), to_cuda(a), to_cuda(b), act);
+          std::string msg = testing::compare(got.cpu(), expected, act_tol(t, act));
+          EXPECT_TRUE(msg.empty()) << msg;
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 4 * 3 * 3 * 4);
+}
+
+// The epilogue's GELU is the tanh form: on inputs where the tanh and erf forms
+// part most (x near 2.7, up to 4.7e-4 apart), it is on average far closer to
+// eager gelu(approximate="tanh") than to the exact form.
+TEST_F(MatmulCuda, GeluEpilogueIsTheTanhForm) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  Tensor a = random_tensor({64, 32}, kFloat32, "contiguous", 1, -0.01, 0.01);
+  Tensor b = random_tensor({32, 256}, kFloat32, "contiguous", 2, -0.01, 0.01);
+  Tensor bias = random_tensor({256}, kFloat32, "contiguous", 3, 2.2, 3.2);
+  Tensor got = addmm_act(to_cuda(bias), to_cuda(a), to_cuda(b), "gelu_tanh").cpu();
+  Tensor sum = addmm(bias, a, b);
+  const double to_tanh = mean(abs(got - gelu(sum, "tanh"))).item().to<double>();
+  const double to_erf = mean(abs(got - gelu(sum))).item().to<double>();
+  EXPECT_LT(to_tanh, 0.25 * to_erf) << "tanh form " << to_tanh << ", erf form " << to_erf;
+  EXPECT_TENSOR_CLOSE_TOL(got, gelu(sum, "tanh"), 2e-3, 2e-3);
+}
+
+// Lazy mode: linear + gelu(tanh) on CUDA becomes addmm_act (one cuBLASLt call).
+TEST_F(MatmulCuda, LazyLinearGeluUsesTheEpilogue) {
+  KILN_REQUIRE_CUDA();
+  Tensor x = random_tensor({8, 16}, kFloat16, "contiguous", 1);
+  Tensor w = random_tensor({12, 16}, kFloat16, "contiguous", 2);
+  Tensor bias = random_tensor({12}, kFloat16, "contiguous", 3);
+  Tensor expected;
+  {
+    EagerGuard eager;
+    expected = gelu(linear(x, w, bias), "tanh");
+  }
+  Tensor dx = to_cuda(x), dw = to_cuda(w), db = to_cuda(bias);
+  jit::flush();
+  Tensor y = gelu(linear(dx, dw, db), "tanh");
+  EXPECT_EQ(jit::TraceBuffer::current().describe_pending(), "extern[addmm_act]");
+  EXPECT_CLOSE_FOR(y, expected, kFloat16);
+}
+
+TEST_F(MatmulCuda, Tf32IsOptIn) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  EXPECT_FALSE(cuda::allow_tf32());
+  Tensor a = random_tensor({64, 128}, kFloat32, "contiguous", 1);
+  Tensor b = random_tensor({128, 32}, kFloat32, "contiguous", 2);
+  Tensor expected = mm(a, b);
+  cuda::set_allow_tf32(true);
+  EXPECT_TRUE(cuda::allow_tf32());
+  // TF32 keeps 10 mantissa bits of each input.
+  EXPECT_TENSOR_CLOSE_TOL(mm(to_cuda(a), to_cuda(b)).cpu(), expected, 1e-2, 5e-2);
+  cuda::set_allow_tf32(false);
+  EXPECT_CLOSE_FOR(mm(to_cuda(a), to_cuda(b)), expected, kFloat32);
+}
+
+TEST_F(MatmulCuda, ErrorsMatchTheCpuKernels) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  auto message = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  auto same_error = [&](const std::function<Tensor(bool)>& f) {
+    std::string cpu = message([&] { f(false); });
+    std::string gpu = message([&] { f(true); });
+    EXPECT_NE(cpu, "no error");
+    EXPECT_EQ(gpu, cpu);
+  };
+  auto on = [](bool gpu, const Tensor& t) { return gpu ? to_cuda(t) : t; };
+  Tensor a = random_tensor({3, 4}, kFloat32, "contiguous", 1);
+  Tensor b = random_tensor({5, 2}, kFloat32, "contiguous", 2);
+  Tensor h = random_tensor({4, 2}, kFloat16, "contiguous", 3);
+  same_error([&](bool g) { return mm(on(g, a), on(g, b)); });
+  same_error([&](bool g) { return mm(on(g, a), on(g, h)); });
+  same_error([&](bool g) { return bmm(on(g, a), on(g, b)); });
+  same_error([&](bool g) { return mv(on(g, a), on(g, a)); });
+  same_error([&](bool g) { return matmul(on(g, a), on(g, b)); });
+  same_error([&](bool g) { return addmm(on(g, b), on(g, a), on(g, h)); });
+  same_error([&](bool g) { return linear(on(g, a), on(g, b)); });
+  same_error([&](bool g) { return addmm_act(on(g, b), on(g, a), on(g, h), "relu"); });
+  same_error([&](bool g) { return addmm_act(on(g, b), on(g, a), on(g, a.t()), "tanh"); });
+  EXPECT_KILN_ERROR(mm(to_cuda(a), a.t()), "[mm] expected all tensors on cuda:0, got mat2 on cpu");
+  // Integers take their own kernel (tests/jit/codegen_cuda/op_kernels/int_matmul_cuda_test.cpp);
+  // bool none.
+  Tensor p = random_tensor({3, 4}, kBool, "contiguous", 4);
+  same_error([&](bool g) { return mm(on(g, p), on(g, p.t())); });
+}
+
+TEST_F(MatmulCuda, HeuristicsAreCachedPerShape) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  Tensor a = to_cuda(random_tensor({24, 40}, kBFloat16, "contiguous", 1));
+  Tensor b = to_cuda(random_tensor({40, 8}, kBFloat16, "contiguous", 2));
+  Tensor first = mm(a, b);
+  const cuda::LtCacheStats before = cuda::lt_cache_stats();
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TENSOR_CLOSE_TOL(mm(a, b).cpu(), first.cpu(), 0, 0);
+  }
+  const cuda::LtCacheStats after = cuda::lt_cache_stats();
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_EQ(after.hits, before.hits + 5);
+}
+
+// Not a GPU test: the check macro's message names the call and the device.
+TEST(CublasCheck, NamesCallAndDevice) {
+  auto fake_call = [](int status) { return status; };
+  try {
+    KILN_CUBLAS_CHECK_DEVICE(fake_call(7), 5);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("[cublasLt] fake_call(7) failed at "), std::string::npos) << m;
+    EXPECT_NE(m.find("matmul_cuda_test.cpp:"), std::string::npos) << m;
+    EXPECT_NE(m.find("cuda:5"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
