@@ -116,6 +116,16 @@ void StorageImpl::adopt_data(StorageImpl& other) {
   other.deleter_ = nullptr;
 }
 
+void StorageImpl::reset_data() {
+  void* data = data_;
+  void* ctx = ctx_;
+  Deleter deleter = deleter_;
+  data_ = nullptr;
+  ctx_ = nullptr;
+  deleter_ = nullptr;
+  if (deleter) deleter(ctx, data);
+}
+
 IntrusivePtr<StorageImpl> StorageImpl::allocate(size_t nbytes, Device device) {
   alloc::DataPtr p;
   switch (device.type()) {
