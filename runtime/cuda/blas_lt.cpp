@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "kiln/ops.h"
+#include "runtime/core/matrix_view.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/blas.h"
 #include "runtime/cuda/blas_lt_algo.h"
@@ -184,10 +185,6 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
         device);
   }
   return true;
-}
-
-bool shares_storage(const Tensor& x, const Tensor& y) {
-  return x.numel() > 0 && y.numel() > 0 && x.impl()->storage().get() == y.impl()->storage().get();
 }
 
 char* bytes(const Tensor& t) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kiln/error.h"
+#include "runtime/core/matrix_view.h"
 
 namespace kiln::cuda {
 namespace {
@@ -46,29 +47,6 @@ std::vector<BatchDim> collapse_batch(const Tensor& out, const Tensor& a, const T
     dims.push_back(cur);
   }
   return dims;
-}
-
-// When dims [0, nd - 1) of `t` form one evenly strided run of rows, its stride.
-std::optional<int64_t> folded_row_stride(const Tensor& t) {
-  std::optional<int64_t> stride;
-  int64_t expected = 0;
-  for (int64_t d = t.dim() - 2; d >= 0; --d) {
-    if (t.size(d) == 1) continue;
-    if (!stride) {
-      stride = t.stride(d);
-    } else if (t.stride(d) != expected) {
-      return std::nullopt;
-    }
-    expected = t.stride(d) * t.size(d);
-  }
-  return stride ? stride : std::optional<int64_t>(1);
-}
-
-bool batch_is_broadcast(const Tensor& t) {
-  for (int64_t d = 0; d + 2 < t.dim(); ++d) {
-    if (t.size(d) != 1 && t.stride(d) != 0) return false;
-  }
-  return true;
 }
 
 }  // namespace

@@ -26,9 +26,9 @@
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/hooks.h"
+#include "runtime/core/matrix_view.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/blas.h"
-#include "runtime/cpu/blas_tensor.h"
 #include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/cuda_runtime.h"
 
@@ -231,7 +231,7 @@ void matmul_into_result(const Tensor& r, const Tensor& a, const Tensor& b) {
   Tensor full = make_view(r, full_sizes, full_strides, r.storage_offset());
   Tensor a2 = da == 1 ? make_view(a, {1, k}, {0, a.stride(0)}, a.storage_offset()) : a;
   Tensor b2 = db == 1 ? as_column(b) : b;
-  product_into(full, cpu::expand_batch(a2, batch, 2), cpu::expand_batch(b2, batch, 2));
+  product_into(full, expand_batch(a2, batch, 2), expand_batch(b2, batch, 2));
 }
 
 Tensor matmul(T a, T b) {
@@ -265,16 +265,7 @@ Tensor linear(T input, T weight, const std::optional<Tensor>& bias) {
       "linear", {{&input, "input"}, {&weight, "weight"}, {has_bias ? &*bias : &none, "bias"}});
   Tensor out = empty_tensor(shape.sizes(), input.dtype(), dev);
   if (out.numel() == 0) return out;
-  const int64_t in_features = weight.size(-1);
-  const int64_t out_features = weight.dim() == 2 ? weight.size(0) : 1;
-  const int64_t rows = out.numel() / out_features;
-  Tensor out2 = make_view(out, {rows, out_features}, {out_features, 1}, out.storage_offset());
-  Tensor w2 =
-      weight.dim() == 2
-          ? make_view(weight, {in_features, out_features}, {weight.stride(1), weight.stride(0)},
-                      weight.storage_offset())
-          : make_view(weight, {in_features, 1}, {weight.stride(0), 1}, weight.storage_offset());
-  Tensor in2 = cpu::as_matrix(input);
+  const auto [out2, in2, w2] = linear_matrices(out, input, weight);
   if (!has_bias) {
     product_into(out2, in2, w2);
     return out;
