@@ -257,7 +257,7 @@ KILN_LIBRARY_IMPL(kiln, Autocast, m) {
   m.impl("linear", &Lower<"linear", Tensor(T, T, OptT)>::call);
   m.impl("scaled_dot_product_attention",
          &Lower<"scaled_dot_product_attention",
-                Tensor(T, T, T, OptT, double, bool, std::optional<double>)>::call);
+                Tensor(T, T, T, OptT, double, bool, std::optional<double>, bool)>::call);
 
   m.impl("softmax.int", &softmax_fp32<"softmax.int">);
   m.impl("log_softmax.int", &softmax_fp32<"log_softmax.int">);
