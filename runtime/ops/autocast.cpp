@@ -300,7 +300,7 @@ KILN_LIBRARY_IMPL(kiln, Autocast, m) {
   typed(m, "linear", kLow, &Lower<"linear", Tensor(T, T, OptT)>::call);
   typed(m, "scaled_dot_product_attention", kLow,
         &Lower<"scaled_dot_product_attention",
-               Tensor(T, T, T, OptT, double, bool, std::optional<double>)>::call);
+               Tensor(T, T, T, OptT, double, bool, std::optional<double>, bool)>::call);
 
   typed(m, "softmax.int", kF32, &softmax_fp32<"softmax.int">);
   typed(m, "log_softmax.int", kF32, &softmax_fp32<"log_softmax.int">);
