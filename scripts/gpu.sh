@@ -170,19 +170,21 @@ fi
 if [ $bench = 1 ]; then
   echo "== kiln-bandwidth"
   "$here/kiln-bandwidth" --device cuda 2>&1 | tee "$out/kiln-bandwidth.log" || status=1
-  echo "== kiln-bench lazy: cold kernel cache, then warm in a new process; then eager"
+  echo "== kiln-compile-overhead"
+  "$here/kiln-compile-overhead" --device cuda --iters 5000 2>&1 | tee "$out/kiln-compile-overhead.log" || status=1
+  echo "== kiln-bench: lazy with a cold kernel cache, then every mode (warm cache)"
   rm -rf "$KILN_CACHE_DIR"
-  "$here/kiln-bench" --device cuda --mode lazy --json > "$out/kiln-bench.jsonl" \
+  "$here/kiln-bench" --device cuda --mode lazy --json > "$out/kiln-bench-cold.jsonl" \
     2> "$out/kiln-bench.err" || status=1
-  "$here/kiln-bench" --device cuda --mode lazy --json > "$out/kiln-bench-warm.jsonl" \
-    2>> "$out/kiln-bench.err" || status=1
-  "$here/kiln-bench" --device cuda --mode eager --json > "$out/kiln-bench-eager.jsonl" \
-    2>> "$out/kiln-bench.err" || status=1
-  cat "$out/kiln-bench.jsonl" "$out/kiln-bench-warm.jsonl" "$out/kiln-bench-eager.jsonl"
-  echo "== first call of gpt2 alone: new process, empty kernel cache, then warm"
+  for mode in eager lazy compile-default compile; do
+    "$here/kiln-bench" --device cuda --mode $mode --json >> "$out/kiln-bench.jsonl" \
+      2>> "$out/kiln-bench.err" || status=1
+  done
+  cat "$out/kiln-bench-cold.jsonl" "$out/kiln-bench.jsonl"
+  echo "== first call of gpt2 compiled alone: new process, empty kernel cache, then warm"
   rm -rf "$KILN_CACHE_DIR"
   for run in cold warm; do
-    "$here/kiln-bench" --device cuda --workload gpt2 --mode lazy --iters 20 --json \
+    "$here/kiln-bench" --device cuda --workload gpt2 --shape 1x1 --mode compile --iters 20 --json \
       > "$out/kiln-first-$run.jsonl" 2>> "$out/kiln-bench.err" || status=1
   done
   cat "$out/kiln-first-cold.jsonl" "$out/kiln-first-warm.jsonl"

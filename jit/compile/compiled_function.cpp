@@ -17,6 +17,7 @@
 #include "jit/compile/tracing.h"
 #include "kiln/jit.h"
 #include "kiln/logging.h"
+#include "kiln/ops.h"
 
 // GCC 12 warns falsely on std::string concatenation at -O3.
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -116,7 +117,9 @@ struct boxed::CompiledCore::Impl {
       instances{0}, verified{0}, steps{0}, graph_nodes{0};
   std::atomic<double> compile_ms{0};
 
-  std::string name(const std::vector<IValue>& args) const;
+  std::vector<Tensor> dispatch(const std::vector<IValue>& args, Body body);
+  std::vector<IValue> pad_to_bucket(const std::vector<IValue>& args, int64_t* size,
+                                    int64_t* bucket) const;
   void check_arguments(const std::vector<IValue>& args);
   guards::DynamicDims dynamic_for(const std::vector<IValue>& args) const;
   Entry* lookup(const std::vector<IValue>& args) const;
@@ -181,17 +184,73 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
   for (const Tensor* t : tensor_arguments(args)) {
     if (t->defined() && t->is_pending()) (void)t->data_ptr();
   }
-  if (Entry* e = m.lookup(args)) return m.run(*e, args, body);
-  Entry* hit = nullptr;
-  std::vector<Tensor> results = m.compile(args, body, &hit);
-  if (hit) return m.run(*hit, args, body);  // another thread built it meanwhile
-  return results;
+  if (!m.options.buckets.empty()) {
+    int64_t size = 0, bucket = 0;
+    std::vector<IValue> padded = m.pad_to_bucket(args, &size, &bucket);
+    if (bucket != size) {
+      std::vector<Tensor> results = m.dispatch(padded, body);
+      for (Tensor& t : results) {
+        if (t.defined() && t.dim() > 0 && t.size(0) == bucket) t = t.narrow(0, 0, size);
+      }
+      return results;
+    }
+  }
+  return m.dispatch(args, body);
 }
 
 }  // namespace boxed
 
-std::string boxed::CompiledCore::Impl::name(const std::vector<IValue>&) const {
-  return options.name;
+std::vector<Tensor> boxed::CompiledCore::Impl::dispatch(const std::vector<IValue>& args,
+                                                        Body body) {
+  if (Entry* e = lookup(args)) return run(*e, args, body);
+  Entry* hit = nullptr;
+  std::vector<Tensor> results = compile(args, body, &hit);
+  if (hit) return run(*hit, args, body);  // another thread built it meanwhile
+  return results;
+}
+
+// Note [Buckets]
+// With Options::buckets, the dims listed in Options::dynamic are padded up to
+// the smallest bucket that holds them (zeros after the argument's values),
+// so one plan (one CUDA graph) serves every size up to its bucket; results
+// whose dim 0 has the bucket's size are sliced back (batch-first results).
+// Padding copies the padded arguments once per call (a fill and a copy
+// kernel each): meant for small per-request tensors (token ids, positions).
+// Sizes past the largest bucket, and sizes that are a bucket, run as they are.
+std::vector<IValue> boxed::CompiledCore::Impl::pad_to_bucket(const std::vector<IValue>& args,
+                                                             int64_t* size, int64_t* bucket) const {
+  *size = *bucket = 0;
+  std::vector<std::pair<size_t, int64_t>> dims;  // (argument, dim) to pad
+  for (const DynamicDim& dd : options.dynamic) {
+    if (dd.input < 0 || static_cast<size_t>(dd.input) >= args.size()) continue;
+    const IValue& a = args[dd.input];
+    if (!a.is_tensor()) continue;
+    const int64_t rank = a.to_tensor().dim();
+    const int64_t dim = dd.dim < 0 ? dd.dim + rank : dd.dim;
+    if (dim < 0 || dim >= rank) continue;
+    const int64_t n = a.to_tensor().size(dim);
+    if (dims.empty()) *size = n;
+    if (n == *size) dims.emplace_back(dd.input, dim);
+  }
+  if (dims.empty()) return {};
+  int64_t best = -1;  // the smallest bucket that holds the size
+  for (int64_t b : options.buckets) {
+    if (b >= *size && (best < 0 || b < best)) best = b;
+  }
+  *bucket = best < 0 ? *size : best;
+  if (*bucket == *size) return {};
+  std::vector<IValue> padded = args;
+  EagerGuard eager;
+  for (const auto& [input, dim] : dims) {
+    const Tensor& t = args[input].to_tensor();
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+    sizes[static_cast<size_t>(dim)] = *bucket;
+    Tensor p = kiln::zeros(sizes, TensorOptions(t.dtype()).device(t.device()));
+    Tensor view = p.narrow(dim, 0, *size);
+    view.copy_(t);
+    padded[input] = IValue(std::move(p));
+  }
+  return padded;
 }
 
 void boxed::CompiledCore::Impl::check_arguments(const std::vector<IValue>& args) {
@@ -430,12 +489,18 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
         if (static_cast<int>(e.specs.size()) >= options.specialization_limit) {
           if (!e.specs_warned) {
             e.specs_warned = true;
+            std::string seen;
+            for (const auto& sp : e.specs) {
+              seen += seen.empty() ? "" : ", ";
+              for (size_t k = 0; k < sp->key.size(); ++k) {
+                seen += (k ? "x" : "") + std::to_string(sp->key[k]);
+              }
+            }
             kiln::detail::log_line(
                 LogChannel::Recompiles,
                 options.name + ": entry " + std::to_string(e.index) + ": " +
-                    std::to_string(e.specs.size()) +
-                    " sizes of its dynamic dims seen (the limit); further sizes run "
-                    "uncompiled: consider Options::buckets");
+                    std::to_string(e.specs.size()) + " sizes of its dynamic dims seen (" + seen +
+                    "), the limit; further sizes run uncompiled: consider Options::buckets");
           }
           uncompiled.fetch_add(1, std::memory_order_relaxed);
           return body.call(body.self, args);

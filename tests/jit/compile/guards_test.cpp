@@ -313,3 +313,44 @@ TEST(CompileGuards, GuardsAreLogged) {
 }
 
 }  // namespace
+
+namespace {
+
+// Buckets: sizes up to a bucket share its plan; results are sliced back.
+TEST(CompileGuards, BucketsPadAndSliceBack) {
+  auto f =
+      kiln::jit::compile([](const Tensor& x) { return kiln::tanh(x) * 2.0 + x.sum({1}, true); },
+                         {.name = "b", .dynamic = {{0, 0}}, .buckets = {1, 2, 4, 8}});
+  Logs logs("recompiles");
+  for (int64_t n : {3, 4, 5, 7, 8, 3}) {
+    Tensor x = random_tensor({n, 6}, kiln::kFloat32, "contiguous", static_cast<uint64_t>(n));
+    Tensor r = f(x);
+    SCOPED_TRACE("size " + std::to_string(n));
+    EXPECT_EQ(r.size(0), n);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r, kiln::tanh(x) * 2.0 + x.sum({1}, true));
+  }
+  const std::string text = logs.take();
+  EXPECT_EQ(f.stats().entries, 1) << text;
+  EXPECT_EQ(f.stats().specializations, 1) << text;  // buckets 4 and 8
+}
+
+// Without buckets, a dynamic dim gets a plan per size up to a limit, then
+// runs uncompiled, saying which sizes it saw.
+TEST(CompileGuards, SizesPastTheSpecializationLimit) {
+  auto f = kiln::jit::compile([](const Tensor& x) { return x * 3.0; },
+                              {.name = "s", .dynamic = {{0, 0}}, .specialization_limit = 2});
+  Logs logs("");
+  for (int64_t n : {2, 3, 4, 5}) {
+    Tensor x = random_tensor({n, 4}, kiln::kFloat32, "contiguous", static_cast<uint64_t>(n));
+    Tensor r = f(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r, x * 3.0);
+  }
+  const std::string text = logs.take();
+  EXPECT_EQ(count_of(text, "s: entry 1: 2 sizes of its dynamic dims seen (2, 3), the limit"), 1)
+      << text;
+  EXPECT_EQ(f.stats().uncompiled_calls, 2);
+}
+
+}  // namespace
