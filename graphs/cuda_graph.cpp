@@ -46,6 +46,17 @@ struct BindingInfo {
   std::vector<size_t> slots;
 };
 
+// A memset or memcpy node (not ours to report) that points into a binding:
+// its parameters, patched like a kernel's (Note [Graph addresses]).
+struct OtherNode {
+  cudaGraphNode_t node = nullptr;
+  bool memset = false;
+  cudaMemsetParams set{};
+  cudaMemcpy3DParms copy{};
+  int dst_binding = -1, src_binding = -1;
+  int64_t dst_delta = 0, src_delta = 0;
+};
+
 struct CopyNode {
   cudaGraphNode_t node = nullptr;
   void* dst = nullptr;
@@ -129,8 +140,9 @@ struct Graph::Impl {
   std::vector<BindingInfo> bindings;
   std::vector<Slot> slots;
   std::vector<CopyNode> copies;
+  std::vector<OtherNode> others;
   std::vector<const unsigned char*> current;  // per binding: its base now
-  std::vector<bool> dirty_records, dirty_copies;
+  std::vector<bool> dirty_records, dirty_copies, dirty_others;
   size_t nodes = 0, patched = 0;
   double capture_ms = 0;
 
@@ -233,44 +245,57 @@ std::unique_ptr<Graph> Capture::finish() {
   g->copies = std::move(c.copies);
   KILN_CUDA_CHECK_DEVICE(cudaGraphGetNodes(graph, nullptr, &g->nodes), c.index);
 
-  // Copy and memset nodes cannot follow a binding: refuse a graph where one touches it.
+  // Copy and memset nodes that point into a binding follow it too.
   std::vector<cudaGraphNode_t> nodes(g->nodes);
   size_t n = g->nodes;
   KILN_CUDA_CHECK_DEVICE(cudaGraphGetNodes(graph, nodes.data(), &n), c.index);
-  auto inside = [&](const void* p, size_t len, const BindingInfo& b) {
+  // The binding holding [p, p + len) and p's offset in it; -1 when none, and
+  // an error when the range straddles one's end.
+  auto binding_of = [&](const void* p, size_t len, int64_t* delta) {
     const auto* q = static_cast<const unsigned char*>(p);
-    return q < b.base + b.bytes && b.base < q + len;
+    for (size_t b = 0; b < g->bindings.size(); ++b) {
+      const BindingInfo& bi = g->bindings[b];
+      if (!(q < bi.base + bi.bytes && bi.base < q + len)) continue;
+      KILN_CHECK(q >= bi.base && q + len <= bi.base + bi.bytes,
+                 "[graphs] a captured copy or memset node reaches past ", bi.what);
+      *delta = q - bi.base;
+      return static_cast<int>(b);
+    }
+    return -1;
   };
   for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType type;
-    KILN_CUDA_CHECK_DEVICE(cudaGraphNodeGetType(node, &type), c.index);
     if (std::any_of(g->copies.begin(), g->copies.end(),
                     [&](const CopyNode& k) { return k.node == node; })) {
       continue;
     }
-    const void* lo = nullptr;
-    size_t len = 0;
-    const void* lo2 = nullptr;
+    cudaGraphNodeType type;
+    KILN_CUDA_CHECK_DEVICE(cudaGraphNodeGetType(node, &type), c.index);
+    OtherNode o;
+    o.node = node;
     if (type == cudaGraphNodeTypeMemcpy) {
-      cudaMemcpy3DParms p{};
-      KILN_CUDA_CHECK_DEVICE(cudaGraphMemcpyNodeGetParams(node, &p), c.index);
-      len = p.extent.width * std::max<size_t>(p.extent.height, 1) *
-            std::max<size_t>(p.extent.depth, 1);
-      lo = p.dstPtr.ptr;
-      lo2 = p.srcPtr.ptr;
+      KILN_CUDA_CHECK_DEVICE(cudaGraphMemcpyNodeGetParams(node, &o.copy), c.index);
+      const cudaMemcpy3DParms& p = o.copy;
+      const size_t len = p.extent.width * std::max<size_t>(p.extent.height, 1) *
+                         std::max<size_t>(p.extent.depth, 1);
+      KILN_CHECK(p.srcArray == nullptr && p.dstArray == nullptr && p.srcPos.x == 0 &&
+                     p.dstPos.x == 0 && p.srcPos.y == 0 && p.dstPos.y == 0,
+                 "[graphs] expected plain memory copies in a captured graph, got an array copy");
+      const size_t src_len = std::max(len, p.srcPtr.pitch * std::max<size_t>(p.extent.height, 1));
+      const size_t dst_len = std::max(len, p.dstPtr.pitch * std::max<size_t>(p.extent.height, 1));
+      o.dst_binding = binding_of(p.dstPtr.ptr, dst_len, &o.dst_delta);
+      o.src_binding = binding_of(p.srcPtr.ptr, src_len, &o.src_delta);
     } else if (type == cudaGraphNodeTypeMemset) {
-      cudaMemsetParams p{};
-      KILN_CUDA_CHECK_DEVICE(cudaGraphMemsetNodeGetParams(node, &p), c.index);
-      lo = p.dst;
-      len = p.pitch * std::max<size_t>(p.height, 1);
-      if (len == 0) len = p.width * p.elementSize;
+      o.memset = true;
+      KILN_CUDA_CHECK_DEVICE(cudaGraphMemsetNodeGetParams(node, &o.set), c.index);
+      const cudaMemsetParams& p = o.set;
+      const size_t len = std::max(p.pitch, p.width * p.elementSize) * std::max<size_t>(p.height, 1);
+      o.dst_binding = binding_of(p.dst, len, &o.dst_delta);
     } else {
       continue;
     }
-    for (const BindingInfo& b : g->bindings) {
-      KILN_CHECK(!(lo && inside(lo, len, b)) && !(lo2 && inside(lo2, len, b)),
-                 "[graphs] a captured copy or memset node touches ", b.what,
-                 ", which replay moves: expected only generated kernels to use it");
+    if (o.dst_binding >= 0 || o.src_binding >= 0) {
+      g->others.push_back(o);
+      g->patched += 1;
     }
   }
   // Slots: recorded parameters pointing into a binding.
@@ -296,6 +321,7 @@ std::unique_ptr<Graph> Capture::finish() {
   for (const BindingInfo& b : g->bindings) g->current.push_back(b.base);
   g->dirty_records.assign(g->records.size(), false);
   g->dirty_copies.assign(g->copies.size(), false);
+  g->dirty_others.assign(g->others.size(), false);
   KILN_CUDA_CHECK_DEVICE(cudaGraphInstantiate(&g->exec, graph, 0), c.index);
   g->capture_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c.t0).count();
@@ -330,6 +356,14 @@ void Graph::set_binding(int binding, const void* base) {
     std::memcpy(g.records[slot.record].bytes.data() + slot.at, &v, 8);
     g.dirty_records[slot.record] = true;
   }
+  for (size_t k = 0; k < g.others.size(); ++k) {
+    OtherNode& o = g.others[k];
+    void* dst = const_cast<unsigned char*>(b + o.dst_delta);
+    void* src = const_cast<unsigned char*>(b + o.src_delta);
+    if (o.dst_binding == binding) (o.memset ? o.set.dst : o.copy.dstPtr.ptr) = dst;
+    if (o.src_binding == binding) o.copy.srcPtr.ptr = src;
+    if (o.dst_binding == binding || o.src_binding == binding) g.dirty_others[k] = true;
+  }
 }
 
 void Graph::launch() {
@@ -357,6 +391,16 @@ void Graph::launch() {
                                                               cudaMemcpyDeviceToDevice),
                            g.index);
     g.dirty_copies[k] = false;
+  }
+  for (size_t k = 0; k < g.others.size(); ++k) {
+    if (!g.dirty_others[k]) continue;
+    const OtherNode& o = g.others[k];
+    if (o.memset) {
+      KILN_CUDA_CHECK_DEVICE(cudaGraphExecMemsetNodeSetParams(g.exec, o.node, &o.set), g.index);
+    } else {
+      KILN_CUDA_CHECK_DEVICE(cudaGraphExecMemcpyNodeSetParams(g.exec, o.node, &o.copy), g.index);
+    }
+    g.dirty_others[k] = false;
   }
   cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(g.device));
   KILN_CUDA_CHECK_DEVICE(cudaGraphLaunch(g.exec, stream), g.index);

@@ -32,9 +32,8 @@ class Graph;
 //   or destination is what replay patches. jit/ decides which bindings those
 //   are from the plan (an extern step touching the storage); for decode steps
 //   they are the token ids, the position and the logits, a few kilobytes.
-// - A captured copy or memset node (not a kernel) that touches a patched
-//   binding cannot be patched: finish() refuses the graph, naming it, and the
-//   caller recaptures with that binding copied.
+// - Captured copy and memset nodes (fills, contiguous copies) that point into
+//   a binding are patched the same way, through their own node parameters.
 // Everything else the graph touches (the plan's arena, what extern steps
 // allocate while captured, static buffers) comes from a private pool of the
 // caching allocator (Note [Private pools]) that lives as long as the graph.
@@ -61,8 +60,7 @@ class Capture {
   // pointing into [base, base + bytes) follow it.
   int bind(const void* base, size_t bytes, std::string what);
   // Ends the capture and instantiates the graph. Throws kiln::Error when the
-  // stream's work could not be captured (an op synchronized with the host)
-  // or a copy or memset node touches a binding (Note [Graph addresses]).
+  // stream's work could not be captured (an op synchronized with the host).
   std::unique_ptr<Graph> finish();
 
   struct Impl;

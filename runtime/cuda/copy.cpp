@@ -45,7 +45,6 @@ namespace {
 
 constexpr size_t kMaxCopies = 1024;
 constexpr int64_t kMaxPitch = (int64_t{1} << 31) - 1;  // cudaMemcpy2D's pitch limit
-constexpr size_t kPatternBytes = size_t{64} << 10;
 
 char* byte_ptr(const Tensor& t) {
   return static_cast<char*>(t.data_ptr());
@@ -151,9 +150,23 @@ bool same_view(const Tensor& a, const Tensor& b) {
 // ---------------------------------------------------------------------------
 // Host to device
 
+// Note [Host copies under capture]
+// A host to device copy captured into a CUDA graph would read the same host
+// bytes at every replay (a staging block reused by then, or a host tensor
+// the graph does not own); a device to host copy synchronizes. Either one
+// while the stream is captured is an error, which makes jit::compile run
+// that plan without a graph (Note [Graph replay]).
+static void check_not_capturing(const Stream& stream, const char* what) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  KILN_CUDA_CHECK_DEVICE(cudaStreamIsCapturing(raw(stream), &status), stream.device().index());
+  KILN_CHECK(status == cudaStreamCaptureStatusNone, "[copy_] expected no ", what,
+             " copy while a CUDA graph is captured, got one (it cannot be replayed)");
+}
+
 void copy_h2d(const Tensor& self, const Tensor& src, bool non_blocking) {
   start_blas_warmup(self.device().index());  // Note [cuBLASLt warm-up]
   const Stream stream = Stream::current(self.device());
+  check_not_capturing(stream, "host to device");
   check_no_overlap(self, "copy_");
   const bool dense = is_dense(self.sizes(), self.strides());
   const DimVector host_strides =
@@ -187,6 +200,7 @@ void copy_h2d(const Tensor& self, const Tensor& src, bool non_blocking) {
 
 void copy_d2h(const Tensor& self, const Tensor& src, bool non_blocking) {
   const Stream stream = Stream::current(src.device());
+  check_not_capturing(stream, "device to host");
   const int64_t span = span_elements(src.sizes(), src.strides());
   const bool direct = self.dtype() == src.dtype() && self.sizes() == src.sizes() &&
                       self.strides() == src.strides() && is_dense(src.sizes(), src.strides());
@@ -313,29 +327,64 @@ Tensor copy_kernel(const Tensor& self, const Tensor& src, bool non_blocking) {
 // ---------------------------------------------------------------------------
 // fill_
 
-// Writes `count` copies of the `itemsize`-byte `pattern` from `dst` on.
+// Note [Fills without host memory]
+// A fill is a memset: of bytes when the pattern's bytes are all equal, else of
+// 16- or 32-bit words through the driver's memset (an 8-byte pattern as two
+// 2-D memsets of 32-bit words, one per half). No host memory is involved, so
+// a fill captured into a CUDA graph replays as it ran. Wider patterns (none of
+// kiln's dtypes) would need a staging copy and are refused while captured.
+using MemsetD16 = int (*)(unsigned long long, unsigned short, size_t, cudaStream_t);
+using MemsetD32 = int (*)(unsigned long long, unsigned int, size_t, cudaStream_t);
+using MemsetD2D32 = int (*)(unsigned long long, size_t, unsigned int, size_t, size_t, cudaStream_t);
+
+template <class F>
+F driver_entry(const char* symbol) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  KILN_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found));
+  KILN_CHECK(fn != nullptr && found == cudaDriverEntryPointSuccess,
+             "[fill_] expected the CUDA driver to provide ", symbol, ", got none");
+  return reinterpret_cast<F>(fn);
+}
+
+void check_driver(int result, const char* call, int device) {
+  KILN_CHECK(result == 0, "[fill_] ", call, " failed on cuda:", device, " with CUDA driver error ",
+             result);
+}
+
+// Writes `count` copies of the `size`-byte `pattern` from `dst` on.
 void fill_span(char* dst, int64_t count, const unsigned char* pattern, size_t size,
                const Stream& stream) {
   const int device = stream.device().index();
   DeviceGuard g(device);
-  const size_t total = static_cast<size_t>(count) * size;
+  const size_t n = static_cast<size_t>(count);
+  const auto address = reinterpret_cast<unsigned long long>(dst);
+  cudaStream_t s = raw(stream);
   if (std::all_of(pattern, pattern + size, [&](unsigned char b) { return b == pattern[0]; })) {
-    KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(dst, pattern[0], total, raw(stream)), device);
+    KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(dst, pattern[0], n * size, s), device);
     return;
   }
-  const size_t seed = std::min(static_cast<size_t>(count), kPatternBytes / size);
-  Tensor block = staging_tensor({static_cast<int64_t>(seed * size)}, {1}, kUInt8);
-  for (size_t i = 0; i < seed; ++i) std::memcpy(byte_ptr(block) + i * size, pattern, size);
-  KILN_CUDA_CHECK_DEVICE(
-      cudaMemcpyAsync(dst, byte_ptr(block), seed * size, cudaMemcpyHostToDevice, raw(stream)),
-      device);
-  record_stream(block, stream);
-  for (size_t done = seed * size; done < total;) {
-    const size_t n = std::min(done, total - done);
-    KILN_CUDA_CHECK_DEVICE(
-        cudaMemcpyAsync(dst + done, dst, n, cudaMemcpyDeviceToDevice, raw(stream)), device);
-    done += n;
+  if (size == 2) {
+    static const auto d16 = driver_entry<MemsetD16>("cuMemsetD16Async");
+    unsigned short v;
+    std::memcpy(&v, pattern, 2);
+    check_driver(d16(address, v, n, s), "cuMemsetD16Async", device);
+    return;
   }
+  if (size == 4) {
+    static const auto d32 = driver_entry<MemsetD32>("cuMemsetD32Async");
+    unsigned int v;
+    std::memcpy(&v, pattern, 4);
+    check_driver(d32(address, v, n, s), "cuMemsetD32Async", device);
+    return;
+  }
+  KILN_INTERNAL_ASSERT(size == 8, "a fill pattern of ", size, " bytes");
+  static const auto d2d32 = driver_entry<MemsetD2D32>("cuMemsetD2D32Async");
+  unsigned int lo, hi;
+  std::memcpy(&lo, pattern, 4);
+  std::memcpy(&hi, pattern + 4, 4);
+  check_driver(d2d32(address, 8, lo, 1, n, s), "cuMemsetD2D32Async", device);
+  check_driver(d2d32(address + 4, 8, hi, 1, n, s), "cuMemsetD2D32Async", device);
 }
 
 Tensor fill_kernel(const Tensor& self, const Scalar& value) {
