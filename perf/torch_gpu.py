@@ -78,7 +78,7 @@ class GPT2Decode(torch.nn.Module):
         b = ids.shape[0]
         d, h = self.d, self.heads
         x = self.wte(ids) + self.wpe(pos).view(1, 1, d)
-        keep = torch.arange(getattr(self, "k0").shape[2], device=ids.device) <= pos
+        keep = (torch.arange(getattr(self, "k0").shape[2], device=ids.device) <= pos).view(1, 1, 1, -1)
         hd = lambda z: z.view(b, 1, h, d // h).transpose(1, 2)
         for i, blk in enumerate(self.blocks):
             q, k, v = blk.c_attn(blk.ln_1(x)).split(d, -1)

@@ -237,11 +237,17 @@ struct Instance::GraphState {
 
 Instance::Instance(const Pristine& pristine, InstanceOptions options)
     : options_(std::move(options)) {
-  Remap remap(pristine.captured);
-  std::vector<Node> nodes = remap.nodes(pristine.nodes);
-  for (const Tensor& t : pristine.outputs) outputs_.push_back(remap.tensor(t));
-  for (const Tensor& t : pristine.stand_ins) {
-    bindings_.push_back(t.defined() ? remap.tensor(t).impl()->storage() : nullptr);
+  std::vector<Node> nodes;
+  {
+    // The copy's tensors are held by its nodes, results and bindings only, as
+    // the trace's were: the passes count what else holds them (dead code,
+    // stores, the memory plan), so the copying tables must be gone first.
+    Remap remap(pristine.captured);
+    nodes = remap.nodes(pristine.nodes);
+    for (const Tensor& t : pristine.outputs) outputs_.push_back(remap.tensor(t));
+    for (const Tensor& t : pristine.stand_ins) {
+      bindings_.push_back(t.defined() ? remap.tensor(t).impl()->storage() : nullptr);
+    }
   }
   plan_ = build_plan(std::move(nodes));
   place_memory(plan_);
@@ -257,7 +263,7 @@ Instance::Instance(const Pristine& pristine, InstanceOptions options)
   // Distinct argument storages and the bytes of each the views reach.
   for (size_t k = 0; k < bindings_.size(); ++k) {
     if (!bindings_[k]) continue;
-    const Tensor& t = remap.tensor(pristine.stand_ins[k]);
+    const Tensor& t = pristine.stand_ins[k];  // the same geometry
     size_t hi = 0, lo = SIZE_MAX;
     if (t.numel() > 0) {
       int64_t last = t.storage_offset();

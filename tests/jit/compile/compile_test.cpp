@@ -186,6 +186,21 @@ TEST_P(CompiledMatchesEager, EarlierResultsKeepTheirValues) {
   }
 }
 
+// The plan stores what the function returns, not its intermediates: they
+// stay inside the fused kernel (the copies an instance makes must not count
+// as references held outside).
+TEST(Compile, IntermediatesStayInTheFusedKernel) {
+  auto f = kiln::jit::compile([](const Tensor& x) { return chain16(x); }, {.name = "stores"});
+  kiln::set_logs("fusion");
+  ::testing::internal::CaptureStderr();
+  Tensor r = f(random_tensor({64}, kiln::kFloat32, "contiguous", 1));
+  r = f(random_tensor({64}, kiln::kFloat32, "contiguous", 2));
+  const std::string logs = ::testing::internal::GetCapturedStderr();
+  kiln::set_logs("");
+  EXPECT_NE(logs.find("tanh -> 1 out]"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("tanh -> 20 out]"), std::string::npos) << logs;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Modes, CompiledMatchesEager, ::testing::Combine(::testing::ValuesIn(kModes), ::testing::Bool()),
     [](const auto& info) {
