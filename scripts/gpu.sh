@@ -99,7 +99,7 @@ if [ "$oracle" = 1 ]; then
     /usr/bin/python3 generate.py --out "$bundle/oracle")
 fi
 
-cp perf/torch_gpu.py "$bundle/"
+cp perf/torch_gpu.py perf/compare_gpu.py "$bundle/"
 
 cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -173,28 +173,37 @@ if [ $bench = 1 ]; then
   echo "== kiln-compile-overhead"
   "$here/kiln-compile-overhead" --device cuda --iters 5000 2>&1 | tee "$out/kiln-compile-overhead.log" || status=1
   echo "== kiln-bench: lazy with a cold kernel cache, then every mode (warm cache)"
+  # Every measured line goes to bench.jsonl (kiln and PyTorch), read by compare_gpu.py.
   rm -rf "$KILN_CACHE_DIR"
-  "$here/kiln-bench" --device cuda --mode lazy --json > "$out/kiln-bench-cold.jsonl" \
-    2> "$out/kiln-bench.err" || status=1
+  "$here/kiln-bench" --device cuda --mode lazy --json 2> "$out/bench.err" |
+    sed 's/"mode":"lazy"/"mode":"lazy-cold-cache"/' > "$out/bench.jsonl" || status=1
   for mode in eager lazy compile-default compile; do
-    "$here/kiln-bench" --device cuda --mode $mode --json >> "$out/kiln-bench.jsonl" \
-      2>> "$out/kiln-bench.err" || status=1
+    "$here/kiln-bench" --device cuda --mode $mode --json >> "$out/bench.jsonl" \
+      2>> "$out/bench.err" || status=1
   done
-  cat "$out/kiln-bench-cold.jsonl" "$out/kiln-bench.jsonl"
   echo "== first call of gpt2 compiled alone: new process, empty kernel cache, then warm"
   rm -rf "$KILN_CACHE_DIR"
   for run in cold warm; do
     "$here/kiln-bench" --device cuda --workload gpt2 --shape 1x1 --mode compile --iters 20 --json \
-      > "$out/kiln-first-$run.jsonl" 2>> "$out/kiln-bench.err" || status=1
+      2>> "$out/bench.err" | sed "s/\"mode\":\"compile\"/\"mode\":\"compile-first-$run\"/" \
+      >> "$out/bench.jsonl" || status=1
   done
-  cat "$out/kiln-first-cold.jsonl" "$out/kiln-first-warm.jsonl"
-  tail -5 "$out/kiln-bench.err"
+  echo "== host time of a compiled call by phase (KILN_COMPILE_PROFILE=1)"
+  for w in gpt2 gpt2-decode; do
+    KILN_COMPILE_PROFILE=1 "$here/kiln-bench" --device cuda --workload $w --mode compile \
+      --iters 200 --json 2>&1 >/dev/null | grep "compile profile"
+  done
+  tail -5 "$out/bench.err"
 fi
 
 if [ $torch = 1 ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   echo "== PyTorch (same machine, same run)"
-  python3 "$here/torch_gpu.py" > "$out/torch.jsonl" 2> "$out/torch.err" || status=1
-  cat "$out/torch.jsonl"; tail -3 "$out/torch.err"
+  python3 "$here/torch_gpu.py" >> "$out/bench.jsonl" 2> "$out/torch.err" || status=1
+  tail -3 "$out/torch.err"
+fi
+if [ -f "$out/bench.jsonl" ]; then
+  echo "== latency p50 per workload and mode (same run)"
+  python3 "$here/compare_gpu.py" "$out/bench.jsonl"
 fi
 echo "kiln gpu run: $([ $status = 0 ] && echo ok || echo FAILED) (logs in $out)"
 exit $status

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "guards/guards.h"
+#include "jit/compile/call_profile.h"
 #include "jit/compile/instance.h"
 #include "jit/compile/tracing.h"
 #include "kiln/jit.h"
@@ -177,13 +178,20 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
   if (is_tracing()) return body.call(body.self, args);
   Impl& m = *impl_;
   m.calls.fetch_add(1, std::memory_order_relaxed);
+  CallTimer enter(CallPhase::kEnter);
   m.check_arguments(args);
   // A compile boundary: what this thread recorded runs first, and arguments
   // still pending (here or on another thread) are computed.
   if (TraceBuffer::current().size() > 0) TraceBuffer::current().flush();
-  for (const Tensor* t : tensor_arguments(args)) {
-    if (t->defined() && t->is_pending()) (void)t->data_ptr();
+  for (const IValue& a : args) {
+    if (a.is_tensor() && a.to_tensor().is_pending()) (void)a.to_tensor().data_ptr();
+    if (a.is_tensor_list()) {
+      for (const Tensor& t : a.to_tensor_list()) {
+        if (t.defined() && t.is_pending()) (void)t.data_ptr();
+      }
+    }
   }
+  enter.stop();
   if (!m.options.buckets.empty()) {
     int64_t size = 0, bucket = 0;
     std::vector<IValue> padded = m.pad_to_bucket(args, &size, &bucket);
@@ -476,6 +484,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
   }
   Specialization* spec = nullptr;
   std::vector<Tensor> results;
+  CallTimer acquire(CallPhase::kAcquire);
   {
     std::lock_guard<std::mutex> lock(e.mu);
     if (e.specs.size() == 1 && !e.guards.dynamic().any()) {
@@ -542,11 +551,13 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
     }
   }
   if (!inst) inst = new_instance(e, spec->pristine);
+  acquire.stop();
   Lease lease(*spec, std::move(inst));
   hits.fetch_add(1, std::memory_order_relaxed);
   steps.store(static_cast<int64_t>(spec->steps), std::memory_order_relaxed);
   results = (*lease).run(args);
   graph_nodes.store(static_cast<int64_t>((*lease).graph_nodes()), std::memory_order_relaxed);
+  profile_call_done();
   return results;
 }
 

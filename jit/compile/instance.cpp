@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graphs/graph.h"
+#include "jit/compile/call_profile.h"
 #include "jit/passes/dead_code.h"
 #include "kiln/logging.h"
 
@@ -439,22 +440,29 @@ void Instance::mark_run_done() {
 }
 
 std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
+  CallTimer bind(CallPhase::kBind);
   std::vector<const Tensor*> tensors = tensor_arguments(args);
   order_after_previous_run();
   bind_arguments(tensors);
+  bind.stop();
   std::vector<Tensor> results;
   const bool graphs = options_.graphs && device_.is_cuda() && single_device_ && !graph_failed_ &&
                       plan_.steps.size() > 1;
   if (graph_ || (graphs && runs_ >= 1 && capture(tensors))) {
     results = replay(tensors);
   } else {
-    run_steps();
+    {
+      CallTimer launch(CallPhase::kLaunch);
+      run_steps();
+    }
+    CallTimer collecting(CallPhase::kResults);
     results = collect(tensors, [](StorageImpl* s) {
       auto f = IntrusivePtr<StorageImpl>::make(nullptr, s->nbytes(), s->device(), nullptr, nullptr);
       f->adopt_data(*s);
       return f;
     });
   }
+  CallTimer release(CallPhase::kRelease);
   release_after_run();
   mark_run_done();
   ++runs_;
@@ -530,6 +538,7 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors) {
 }
 
 std::vector<Tensor> Instance::replay(const std::vector<const Tensor*>& tensors) {
+  CallTimer bind(CallPhase::kBind);
   graphs::Graph& graph = *graph_->graph;
   for (size_t k = 0; k < arg_storages_.size(); ++k) {
     const ArgStorage& a = arg_storages_[k];
@@ -547,7 +556,12 @@ std::vector<Tensor> Instance::replay(const std::vector<const Tensor*>& tensors) 
     if (out.copy >= 0) graph.set_copy_destination(out.copy, f->data());
     fresh.emplace(out.storage, std::move(f));
   }
-  graph.launch();
+  bind.stop();
+  {
+    CallTimer launch(CallPhase::kLaunch);
+    graph.launch();
+  }
+  CallTimer results(CallPhase::kResults);
   return collect(tensors, [&](StorageImpl* s) {
     auto it = fresh.find(s);
     if (it != fresh.end()) return it->second;

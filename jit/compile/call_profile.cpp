@@ -1,0 +1,56 @@
+#include "jit/compile/call_profile.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::jit {
+namespace {
+
+constexpr int kPhases = static_cast<int>(CallPhase::kCount);
+constexpr const char* kNames[kPhases] = {"enter",  "guards",  "acquire", "bind",
+                                         "launch", "results", "release"};
+
+struct Totals {
+  std::atomic<int64_t> ns[kPhases] = {};
+  std::atomic<int64_t> calls{0};
+  ~Totals() {
+    if (calls == 0) return;
+    const double n = static_cast<double>(calls.load());
+    double all = 0;
+    for (int p = 0; p < kPhases; ++p) all += static_cast<double>(ns[p].load());
+    std::fprintf(stderr, "[compile profile] %lld compiled calls, %.2f us/call on the host\n",
+                 static_cast<long long>(calls.load()), all / n / 1e3);
+    for (int p = 0; p < kPhases; ++p) {
+      std::fprintf(stderr, "[compile profile] %-8s %8.2f us/call\n", kNames[p],
+                   static_cast<double>(ns[p].load()) / n / 1e3);
+    }
+  }
+};
+
+const bool g_on = [] {
+  const char* env = std::getenv("KILN_COMPILE_PROFILE");
+  return env && env[0] && std::strcmp(env, "0") != 0;
+}();
+
+Totals& totals() {
+  static Totals t;
+  return t;
+}
+
+}  // namespace
+
+bool call_profile_on() {
+  return g_on;
+}
+
+void profile_call(CallPhase phase, int64_t ns) {
+  totals().ns[static_cast<int>(phase)].fetch_add(ns, std::memory_order_relaxed);
+}
+
+void profile_call_done() {
+  if (g_on) totals().calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,48 @@
+#pragma once
+
+// Note [Compiled call profile]
+// KILN_COMPILE_PROFILE=1 times the host side of every compiled call by phase
+// (steady_clock, on the calling thread) and prints the means at exit: where a
+// hit's microseconds go besides the kernels. Off, each phase costs a branch.
+
+#include <chrono>
+#include <cstdint>
+
+namespace kiln::jit {
+
+enum class CallPhase {
+  kEnter,    // argument checks, the compile boundary's flush check
+  kGuards,   // finding the entry whose guards hold
+  kAcquire,  // the specialization and an idle instance
+  kBind,     // arguments bound, graph parameters and fresh results set
+  kLaunch,   // the plan's steps, or the graph launch
+  kResults,  // result tensors
+  kRelease,  // what the run took given back, the stream event
+  kCount,
+};
+
+bool call_profile_on();
+void profile_call(CallPhase phase, int64_t ns);
+void profile_call_done();
+
+class CallTimer {
+ public:
+  explicit CallTimer(CallPhase p) : p_(p), on_(call_profile_on()) {
+    if (on_) t0_ = std::chrono::steady_clock::now();
+  }
+  ~CallTimer() { stop(); }
+  void stop() {
+    if (!on_) return;
+    on_ = false;
+    profile_call(p_, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - t0_)
+                         .count());
+  }
+
+ private:
+  CallPhase p_;
+  bool on_;
+  std::chrono::steady_clock::time_point t0_{};
+};
+
+}  // namespace kiln::jit
