@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kiln/api.h"
+#include "kiln/nn/safetensors.h"
 #include "kiln/tensor.h"
 
 namespace kiln::nn {
@@ -88,11 +89,5 @@ class KILN_API GPT2 {
   DType dtype_ = kFloat32;
   Device device_;
 };
-
-// Reads every tensor of a safetensors file onto the CPU, by name.
-KILN_API std::map<std::string, Tensor> load_safetensors(const std::string& path);
-// Writes tensors to a safetensors file (contiguous copies of each).
-KILN_API void save_safetensors(const std::string& path,
-                               const std::map<std::string, Tensor>& tensors);
 
 }  // namespace kiln::nn
