@@ -6,6 +6,7 @@
 // runs eagerly, lazily or inside jit::compile alike.
 
 #include "kiln/nn/attention.h"
+#include "kiln/nn/generate.h"
 #include "kiln/nn/gpt2.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/llama.h"
