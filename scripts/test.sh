@@ -31,6 +31,7 @@ run_suite() {  # build dir, extra cmake args...
 }
 
 run_suite build
+scripts/consumer.sh build  # examples/ built against the installed package, and run
 if [ "$quick" = 0 ]; then
   # Sanitizers: RelWithDebInfo keeps it fast enough; leaks are checked too.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -95,6 +95,11 @@ TEST(Generate, BatchesOfDifferentLengths) {
   o.stop_token = expected_greedy("gpt2").tokens[1];
   check_batch(gpt2, prompts, o);
   // Sampled rows draw from their own stream positions whatever the batch.
+  // Streamed tokens arrive in each row's order, all of them.
+  std::vector<std::vector<int64_t>> streamed(prompts.size());
+  o.on_token = [&](int64_t row, int64_t token) { streamed[row].push_back(token); };
+  EXPECT_EQ(kiln::nn::generate(gpt2, prompts, o), streamed);
+  o.on_token = nullptr;
   o.stop_token.reset();
   o.temperature = 0.8;
   o.seed = 11;

@@ -23,6 +23,9 @@ struct GenerateOptions {
   double top_p = 1.0;                 // ... and within those, the smallest set of mass >= top_p
   uint64_t seed = 0;                  // key of the Philox stream (philox_uniform)
   int64_t pad_token = 0;              // fed as padding and to rows that have ended
+  // (optional) Called with (prompt index, token) as soon as each new token is
+  // known, before the next step runs: for streaming and latency measurements.
+  std::function<void(int64_t row, int64_t token)> on_token;
 };
 
 // A model's two steps over a static KV cache it has captured, each one

@@ -33,7 +33,7 @@ struct KILN_API GPT2Config {
   static std::optional<GPT2Config> from_metadata(const std::map<std::string, std::string>& metadata,
                                                  const std::string& what);
   std::map<std::string, std::string> to_metadata() const;
-  // "gpt2" (124M), "gpt2-medium", "gpt2-large", "gpt2-xl".
+  // "gpt2" (124M), "gpt2-medium", "gpt2-large", "gpt2-xl", "tiny" (2 layers, for tests).
   static GPT2Config named(const std::string& name);
   int64_t inner() const { return n_inner ? n_inner : 4 * d_model; }
   // Positive sizes, d_model divisible by n_head.

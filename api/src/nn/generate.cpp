@@ -93,6 +93,7 @@ std::vector<std::vector<int64_t>> generate(const DecodeSteps& s,
     for (int64_t b = 0; b < n; ++b) {
       if (done[b]) continue;
       out[b].push_back(next[b]);
+      if (o.on_token) o.on_token(b, next[b]);
       done[b] = (o.stop_token && next[b] == *o.stop_token) ||
                 static_cast<int64_t>(out[b].size()) == o.max_new_tokens;
       all_done = all_done && done[b];

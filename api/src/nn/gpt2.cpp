@@ -77,15 +77,19 @@ std::map<std::string, std::string> GPT2Config::to_metadata() const {
 GPT2Config GPT2Config::named(const std::string& name) {
   GPT2Config c;
   if (name == "gpt2") return c;
-  if (name == "gpt2-medium")
+  if (name == "gpt2-medium") {
     c.n_layer = 24, c.d_model = 1024, c.n_head = 16;
-  else if (name == "gpt2-large")
+  } else if (name == "gpt2-large") {
     c.n_layer = 36, c.d_model = 1280, c.n_head = 20;
-  else if (name == "gpt2-xl")
+  } else if (name == "gpt2-xl") {
     c.n_layer = 48, c.d_model = 1600, c.n_head = 25;
-  else
-    KILN_FAIL("[GPT2] expected a config name among gpt2, gpt2-medium, gpt2-large, gpt2-xl, got '",
-              name, "'");
+  } else if (name == "tiny") {
+    c.n_layer = 2, c.d_model = 64, c.n_head = 4, c.vocab = 256, c.n_positions = 256;
+  } else {
+    KILN_FAIL(
+        "[GPT2] expected a config name among gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny, got '",
+        name, "'");
+  }
   return c;
 }
 
