@@ -177,3 +177,32 @@ TEST(Generate, PhiloxStreamIsSeeded) {
 }
 
 }  // namespace
+
+namespace {
+
+// The same greedy sequences and batches on a GPU, and sampling there against
+// the CPU's picks for the same uniforms.
+TEST(GenerateCuda, MatchesTheCpu) {
+  if (!kiln::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const kiln::Device cuda = kiln::Device::cuda();
+  check_greedy(kiln::nn::GPT2::from_pretrained(fixture_dir("gpt2"), cuda), expected_greedy("gpt2"));
+  auto llama = kiln::nn::Llama::from_pretrained(fixture_dir("llama_gqa"), cuda);
+  check_greedy(llama, expected_greedy("llama_gqa"));
+  const Greedy g = expected_greedy("llama_gqa");
+  kiln::nn::GenerateOptions o;
+  o.max_new_tokens = 6;
+  check_batch(llama, {g.prompt, {g.prompt[0]}, {g.prompt.begin(), g.prompt.begin() + 3}}, o);
+  Tensor logits = kiln::testing::random_tensor({8, 96}, kiln::kFloat32, "contiguous", 5, -3, 3);
+  std::vector<float> u(8);
+  for (int i = 0; i < 8; ++i) u[i] = kiln::nn::philox_uniform(3, 0, static_cast<uint64_t>(i));
+  for (int64_t k : {0, 5}) {
+    for (double p : {1.0, 0.8}) {
+      o.temperature = 0.9, o.top_k = k, o.top_p = p;
+      Tensor cpu = kiln::nn::sample_tokens(logits, o, kiln::tensor(u, {8}));
+      Tensor gpu = kiln::nn::sample_tokens(logits.to(cuda), o, kiln::tensor(u, {8}).to(cuda));
+      EXPECT_EQ(to_vector(gpu.cpu()), to_vector(cpu)) << "top_k " << k << ", top_p " << p;
+    }
+  }
+}
+
+}  // namespace
