@@ -49,8 +49,8 @@ struct KILN_API GPT2Block {
   Tensor forward_prefill(const Tensor& x, int64_t n_head, Tensor& k_cache, Tensor& v_cache) const;
   // One decode step with a static KV cache: x [B, 1, d]; k_cache/v_cache
   // [B, H, S, D] receive this step's key/value at `pos` (an int64 tensor of
-  // one element, or [B, 1, 1, 1] for a position per row, so the step's code
-  // does not change with the position), and attention covers cache positions <= pos.
+  // one element, or [B] for a position per row, so the step's code does not
+  // change with the position), and attention covers cache positions <= pos.
   Tensor forward_decode(const Tensor& x, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
                         const Tensor& pos) const;
   // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj. The Linear

@@ -140,7 +140,8 @@ Tensor GPT2Block::forward_decode(const Tensor& x, int64_t n_head, Tensor& k_cach
   // Attend to cache slots 0..pos: the mask is computed from the position tensor,
   // so one step's ops are the same at every position.
   const int64_t length = k_cache.size(2);
-  Tensor keep = le(arange(length, TensorOptions(kInt64).device(x.device())), pos);
+  Tensor keep =
+      le(arange(length, TensorOptions(kInt64).device(x.device())), pos.reshape({-1, 1, 1, 1}));
   Tensor a = scaled_dot_product_attention(split_heads(qkv[0], n_head), k_cache, v_cache, keep);
   Tensor h = x + attn_proj.forward(merge_heads(a));
   return h + mlp_proj.forward(gelu(c_fc.forward(ln_2.forward(h)), "tanh"));
@@ -308,10 +309,8 @@ Tensor GPT2::decode_step(const Tensor& ids, const Tensor& pos, Cache& cache) con
   KILN_CHECK(cache.k.size() == blocks.size() && cache.batch() == ids.size(0),
              "[GPT2::decode_step] expected a cache of ", blocks.size(), " blocks and batch ",
              ids.size(0), ", got ", cache.k.size(), " and ", cache.batch());
-  // One position for every row: [1]; one per row: [B, 1, 1, 1], which
-  // broadcasts against the attention weights [B, H, 1, S].
-  Tensor p = pos.numel() == 1 ? pos.reshape({1}) : pos.reshape({-1, 1, 1, 1});
-  Tensor h = embedding(wte, ids) + embedding(wpe, pos.reshape({-1})).unsqueeze(1);
+  Tensor p = pos.reshape({-1});  // [1] (every row) or [B] (per row)
+  Tensor h = embedding(wte, ids) + embedding(wpe, p).unsqueeze(1);
   for (size_t i = 0; i < blocks.size(); ++i) {
     h = blocks[i].forward_decode(h, config_.n_head, cache.k[i], cache.v[i], p);
   }
