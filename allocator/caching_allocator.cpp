@@ -43,9 +43,11 @@ namespace kiln::alloc {
 // by later allocations routed to the same pool. release_pool drops a user; at
 // zero users the pool's whole free segments go back to the device at once and
 // the rest as their blocks come home.
-// Not handled yet (graphs/ will need it): during stream capture an event may be
-// recorded but not queried, so frees of blocks with stream uses made while a
-// capture is under way must be deferred until it ends, as PyTorch does.
+// Raw allocations made while a graph is captured are allowed by the CUDA
+// backend (Note [Allocating during capture] in runtime/cuda/memory.cpp).
+// Not handled: a block with uses on other streams (record_stream) freed while
+// a capture is under way records an event on a capturing stream, which cannot
+// be queried; kiln's captures make no such uses.
 
 namespace {
 

@@ -1,8 +1,9 @@
 // A server-shaped kiln program: one model shared by N worker threads, each
-// with its own KV cache (and, on CUDA, its own stream), serving a queue of
-// synthetic requests whose prompt lengths and new-token counts are drawn from
-// a seeded distribution. It reports tokens/s, time to first token, per-token
-// latency (p50, p99) and the memory kiln holds.
+// with its own KV cache, its own compiled prefill and decode step (and, on
+// CUDA, its own stream), serving a queue of synthetic requests whose prompt
+// lengths and new-token counts are drawn from a seeded distribution. It
+// reports tokens/s, time to first token, per-token latency (p50, p99) and the
+// memory kiln holds.
 //
 //   serve                                   a random tiny Llama on the best device
 //   serve --family gpt2 --config gpt2       a random GPT-2 124M
@@ -46,13 +47,14 @@ struct Args {
   int max_new = 16;
   double temperature = 0.0;
   uint64_t seed = 0;
+  bool uncompiled = false;  // run the steps lazily, not through jit::compile
 };
 
 void usage() {
   std::printf(
       "serve [--family llama|gpt2] [--config NAME] [--checkpoint DIR] [--device cpu|cuda]\n"
       "      [--dtype f32|f16|bf16] [--workers N] [--batch B] [--requests R]\n"
-      "      [--max-prompt P] [--max-new M] [--temperature T] [--seed S]\n"
+      "      [--max-prompt P] [--max-new M] [--temperature T] [--seed S] [--uncompiled]\n"
       "configs: llama: tiny, smollm2-135m, llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b;\n"
       "         gpt2: gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny\n");
 }
@@ -64,6 +66,10 @@ Args parse(int argc, char** argv) {
     if (key == "--help" || key == "-h") {
       usage();
       std::exit(0);
+    }
+    if (key == "--uncompiled") {
+      a.uncompiled = true;
+      continue;
     }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "serve: %s needs a value\n", key.c_str());
@@ -190,15 +196,15 @@ void serve_requests(const Model& model, const Args& a, kiln::Device device,
   std::optional<kiln::cuda::StreamGuard> stream;
   if (device.is_cuda()) stream.emplace(kiln::cuda::Stream::from_pool(device));
   kiln::nn::KVCache cache = model.make_cache(a.batch, a.max_prompt + a.max_new);
+  // The prefill and the decode step, each through jit::compile once per
+  // worker (the compiled functions capture this worker's cache): a call
+  // replays a cached plan, on CUDA one graph replay per decode step.
+  // --uncompiled runs them lazily instead (recorded and fused at every call).
   kiln::nn::DecodeSteps steps = model.steps(cache);
-  // Compiled serving wraps steps.prefill and steps.decode in kiln::jit::compile
-  // at this point, once per worker (the compiled functions capture this
-  // worker's cache by reference); on CUDA each decode step is then one graph
-  // replay. Until then the steps run lazily: recorded, fused, and their
-  // kernels compiled once and cached for every worker. Nothing below changes.
+  if (!a.uncompiled) steps = kiln::nn::compile_steps(steps, "serve");
   kiln::nn::GenerateOptions warmup;
   warmup.max_new_tokens = 2;
-  kiln::nn::generate(steps, {{0, 1}}, warmup);  // compiles the kernels of both steps
+  kiln::nn::generate(steps, {{0, 1}}, warmup);  // traces and compiles both steps
   if (++warm == a.workers) warm_ns = Clock::now().time_since_epoch().count();
 
   kiln::nn::GenerateOptions o;
@@ -301,7 +307,7 @@ int run(const Args& a) {
                                         Clock::time_point(Clock::duration(warm_ns.load())) - start)
                                         .count()
                                   : 0.0;
-  std::printf("warm-up (kernel compilation, every worker): %.2f s\n", warmup_s);
+  std::printf("warm-up (tracing and compiling, every worker): %.2f s\n", warmup_s);
   std::printf("throughput: %.1f tokens/s (warm-up included)\n",
               static_cast<double>(stats.tokens.load()) / seconds);
   std::printf("time to first token: p50 %.2f ms, p99 %.2f ms\n", percentile(stats.ttft_ms, 50),

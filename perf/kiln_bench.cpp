@@ -1,11 +1,21 @@
 // kiln-bench: the reference workloads (../BENCHMARKS.md) on the best device
 // present, in each execution mode, as a table or one JSON object per line.
 //
-//   kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|all]
-//              [--mode eager|lazy|all] [--shape S] [--iters N] [--json]
+//   kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|gpt2-decode|all]
+//              [--mode eager|lazy|compile-default|compile|all] [--shape S] [--iters N]
+//              [--json]
 //
+// Modes: eager (EagerGuard), lazy (traced and fused per call), compile-default
+// (jit::compile, Mode::Default) and compile (jit::compile, Mode::ReduceOverhead).
 // Latency: wall time of one call including kiln::sync() (which runs a lazy
 // trace and waits for the device), median of N calls after 5 warm-up calls.
+// host_us_per_call: CPU time of the calling thread inside the call, the
+// synchronize excluded (on CUDA: what launching costs the host; on the CPU
+// it includes the kernels' share run on the calling thread).
+// gpt2-decode: one decode step (embeddings, 12 blocks writing a static KV
+// cache of 1024 positions in place at a position held in a device tensor,
+// final LayerNorm, tied LM head); the position stays at 512 so every call
+// does the same work.
 // First call: the first call in this process, compile included. With --json
 // (CUDA), first_kernel_ms is the part of it spent making generated kernels ready
 // (first_compiled by NVRTC, first_disk_hits from the disk cache, module loads
@@ -16,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,6 +52,12 @@ double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
+double thread_cpu_us() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) * 1e-3;
+}
+
 struct Result {
   double first_call_ms = 0, latency_p50_us = 0, latency_p90_us = 0;
   int64_t executed_nodes = 0;  // nodes run per call (lazy)
@@ -51,6 +68,9 @@ struct Result {
   // disk cache, and module loads), and cuBLASLt heuristic queries.
   int64_t first_compiled = 0, first_disk_hits = 0, first_blas_queries = 0, first_blas_disk_hits = 0;
   double first_kernel_ms = 0, first_blas_ms = 0;
+  double host_us_per_call = 0;  // median
+  int64_t recompiles = -1;      // compiled modes: entries built after the first
+  int64_t steps_per_call = -1;  // compiled modes: the plan's steps (kernels and extern calls)
 };
 
 // Times `step` (which must leave its result materialized by kiln::sync()).
@@ -77,13 +97,17 @@ Result measure(const std::function<Tensor()>& step, int iters) {
   auto s0 = kiln::jit::trace_stats();
   const auto l0 = kiln::jit::cuda::cuda_kernel_stats();
   const auto m0 = kiln::cuda::lt_cache_stats();
-  std::vector<double> samples;
+  std::vector<double> samples, host;
   for (int i = 0; i < iters; ++i) {
     auto t = Clock::now();
+    const double c0 = thread_cpu_us();
     out = step();
+    host.push_back(thread_cpu_us() - c0);
     kiln::sync();
     samples.push_back(us_since(t));
   }
+  std::sort(host.begin(), host.end());
+  r.host_us_per_call = host[host.size() / 2];
   auto s1 = kiln::jit::trace_stats();
   const auto l1 = kiln::jit::cuda::cuda_kernel_stats();
   const auto m1 = kiln::cuda::lt_cache_stats();
@@ -108,14 +132,18 @@ Tensor chain16(const Tensor& x0) {
   return x;
 }
 
-std::function<Tensor()> build(const kiln::perf::Case& c, kiln::Device dev, kiln::DType dt,
-                              std::vector<Tensor>* keep) {
+// A workload: a function of its input tensors (weights and caches captured).
+struct Workload {
+  std::function<Tensor(const std::vector<Tensor>&)> fn;
+  std::vector<Tensor> inputs;
+};
+
+Workload build(const kiln::perf::Case& c, kiln::Device dev, kiln::DType dt) {
   kiln::manual_seed(0);
   kiln::EagerGuard setup;  // weights are plain tensors
   if (c.workload == "chain16") {
-    Tensor x = kiln::randn({c.a}).to(dev, dt);
-    keep->push_back(x);
-    return [x] { return chain16(x); };
+    return {[](const std::vector<Tensor>& in) { return chain16(in[0]); },
+            {kiln::randn({c.a}).to(dev, dt)}};
   }
   if (c.workload == "mlp") {
     Tensor x = kiln::randn({c.a, c.b}).to(dev, dt);
@@ -125,15 +153,25 @@ std::function<Tensor()> build(const kiln::perf::Case& c, kiln::Device dev, kiln:
     };
     auto l1 = std::make_shared<kiln::nn::Linear>(lin(1024, 4096));
     auto l2 = std::make_shared<kiln::nn::Linear>(lin(4096, 1024));
-    keep->push_back(x);
-    return [x, l1, l2] { return l2->forward(kiln::relu(l1->forward(x))); };
+    return {[l1, l2](const std::vector<Tensor>& in) {
+              return l2->forward(kiln::relu(l1->forward(in[0])));
+            },
+            {x}};
   }
-  // gpt2: 12 blocks + final LayerNorm over hidden states [B, T, 768].
   kiln::nn::GPT2Config cfg;
   auto model = std::make_shared<kiln::nn::GPT2>(kiln::nn::GPT2::random(cfg, dt, dev, 0));
+  if (c.workload == "gpt2-decode") {
+    auto cache = std::make_shared<kiln::nn::GPT2::Cache>(model->make_cache(c.a, c.b));
+    Tensor ids = (kiln::randint(0, cfg.vocab, {c.a, 1})).to(dev);
+    Tensor pos = kiln::full({1}, c.b / 2, kiln::TensorOptions(kiln::kInt64)).to(dev);
+    return {[model, cache](const std::vector<Tensor>& in) {
+              return model->decode_step(in[0], in[1], *cache);
+            },
+            {ids, pos}};
+  }
+  // gpt2: 12 blocks + final LayerNorm over hidden states [B, T, 768].
   Tensor h = (kiln::randn({c.a, c.b, cfg.d_model}) * 0.5).to(dev, dt);
-  keep->push_back(h);
-  return [model, h] { return model->forward_hidden(h); };
+  return {[model](const std::vector<Tensor>& in) { return model->forward_hidden(in[0]); }, {h}};
 }
 
 void print_row(const Options& o, const kiln::perf::Case& c, const char* device, const char* dtype,
@@ -144,17 +182,20 @@ void print_row(const Options& o, const kiln::perf::Case& c, const char* device, 
         "\"mode\":\"%s\",\"latency_us_p50\":%.2f,\"latency_us_p90\":%.2f,"
         "\"first_call_ms\":%.3f,\"first_kernel_ms\":%.3f,\"first_compiled\":%lld,"
         "\"first_disk_hits\":%lld,\"first_blas_ms\":%.3f,\"first_blas_queries\":%lld,"
-        "\"first_blas_disk_hits\":%lld,\"nodes_per_call\":%lld,\"kernels_per_call\":%lld}\n",
+        "\"first_blas_disk_hits\":%lld,\"nodes_per_call\":%lld,\"kernels_per_call\":%lld,"
+        "\"host_us_per_call\":%.2f,\"recompiles\":%lld,\"steps_per_call\":%lld}\n",
         c.workload.c_str(), c.shape.c_str(), dtype, device, mode, r.latency_p50_us,
         r.latency_p90_us, r.first_call_ms, r.first_kernel_ms,
         static_cast<long long>(r.first_compiled), static_cast<long long>(r.first_disk_hits),
         r.first_blas_ms, static_cast<long long>(r.first_blas_queries),
         static_cast<long long>(r.first_blas_disk_hits), static_cast<long long>(r.executed_nodes),
-        static_cast<long long>(r.kernels_per_call));
+        static_cast<long long>(r.kernels_per_call), r.host_us_per_call,
+        static_cast<long long>(r.recompiles), static_cast<long long>(r.steps_per_call));
   } else {
-    std::printf("%-8s %-8s %-5s %-5s %-6s %12.1f %12.1f %12.2f %8lld\n", c.workload.c_str(),
-                c.shape.c_str(), dtype, device, mode, r.latency_p50_us, r.latency_p90_us,
-                r.first_call_ms, static_cast<long long>(r.executed_nodes));
+    std::printf("%-11s %-8s %-8s %-5s %-15s %10.1f %10.1f %10.1f %10.2f %7lld\n",
+                c.workload.c_str(), c.shape.c_str(), dtype, device, mode, r.latency_p50_us,
+                r.latency_p90_us, r.host_us_per_call, r.first_call_ms,
+                static_cast<long long>(r.kernels_per_call));
   }
   std::fflush(stdout);
 }
@@ -167,14 +208,18 @@ int run(const Options& o) {
   kiln::Device dev = gpu ? kiln::Device::cuda() : kiln::Device::cpu();
   const char* device = gpu ? "cuda" : "cpu";
   std::vector<std::string> modes;
-  if (o.mode == "all" || o.mode == "eager") modes.push_back("eager");
-  if (o.mode == "all" || o.mode == "lazy") modes.push_back("lazy");
+  for (const char* m : {"eager", "lazy", "compile-default", "compile"}) {
+    if (o.mode == "all" || o.mode == m) modes.push_back(m);
+  }
+  KILN_CHECK(!modes.empty(),
+             "[kiln-bench] expected --mode eager, lazy, compile-default, compile or all, got ",
+             o.mode);
   if (!o.json) {
     std::printf(
         "kiln-bench on %s (%s); latency per call incl. sync, median of N after 5 warm-ups\n",
         gpu ? kiln::cuda::device_name().c_str() : "cpu", kiln::cpu_isa());
-    std::printf("%-8s %-8s %-5s %-5s %-6s %12s %12s %12s %8s\n", "workload", "shape", "dtype",
-                "dev", "mode", "p50 us", "p90 us", "first ms", "nodes");
+    std::printf("%-11s %-8s %-8s %-5s %-15s %10s %10s %10s %10s %7s\n", "workload", "shape",
+                "dtype", "dev", "mode", "p50 us", "p90 us", "host us", "first ms", "kernels");
   }
   for (const kiln::perf::Case& c : kiln::perf::cases_for(gpu, o.workload)) {
     if (!o.shape.empty() && c.shape != o.shape) continue;
@@ -182,17 +227,26 @@ int run(const Options& o) {
                          ? (c.workload == "mlp" ? kiln::kBFloat16 : kiln::kFloat16)
                          : kiln::kFloat32;
     for (const std::string& mode : modes) {
-      std::vector<Tensor> keep;
-      auto step = build(c, dev, dt, &keep);
+      Workload w = build(c, dev, dt);
       int iters = o.iters
                       ? o.iters
                       : (c.workload == "gpt2" && c.b > 1 && !gpu ? 10 : (c.a > 1000000 ? 20 : 200));
       Result r;
       if (mode == "eager") {
         kiln::EagerGuard eager;
-        r = measure(step, iters);
+        r = measure([&] { return w.fn(w.inputs); }, iters);
+      } else if (mode == "lazy") {
+        r = measure([&] { return w.fn(w.inputs); }, iters);
       } else {
-        r = measure(step, iters);
+        auto f = kiln::jit::compile([&](const std::vector<Tensor>& in) { return w.fn(in); },
+                                    {.name = c.workload + " " + c.shape,
+                                     .mode = mode == "compile" ? kiln::jit::Mode::ReduceOverhead
+                                                               : kiln::jit::Mode::Default});
+        r = measure([&] { return f(w.inputs); }, iters);
+        const kiln::jit::CompileStats s = f.stats();
+        r.recompiles = s.entries - 1;
+        r.steps_per_call = s.kernels_per_call;
+        if (!gpu) r.kernels_per_call = s.kernels_per_call;
       }
       print_row(o, c, device, kiln::dtype_name(dt), mode.c_str(), r);
     }
@@ -226,8 +280,9 @@ int main(int argc, char** argv) {
       } else {
         std::fprintf(
             stderr,
-            "usage: kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|all]\n"
-            "                  [--mode eager|lazy|all] [--shape S] [--iters N] [--json]\n");
+            "usage: kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|gpt2-decode|all]\n"
+            "                  [--mode eager|lazy|compile-default|compile|all] [--shape S]\n"
+            "                  [--iters N] [--json]\n");
         return 2;
       }
     } catch (const std::exception& e) {

@@ -1,11 +1,16 @@
 // kiln-layer-ops: the ops of one GPT-2 block, timed one by one in eager mode
 // on a device, to find where a layer's time goes.
 //
-//   kiln-layer-ops [--device cpu|cuda] [--batch B] [--tokens T] [--iters N]
+//   kiln-layer-ops [--device cpu|cuda] [--batch B] [--tokens T] [--cache S]
+//                  [--op NAME] [--iters N]
 //
-// Each row: median wall time of one call plus a device synchronize, and the
+// Each row: median wall time of one call plus a device synchronize, the
 // generated kernels it launched (CUDA only; library calls such as cuBLASLt
-// are not counted there).
+// are not counted there), and where the op's bytes and FLOPs are counted,
+// the rate that time gives (compare with the device's HBM bandwidth and
+// tensor-core peak). The "decode" rows time one step of attention over a KV
+// cache of S slots (full: position S - 1) for --batch rows. --op keeps the
+// rows whose name contains NAME (e.g. --op attention).
 
 #include <algorithm>
 #include <chrono>
@@ -24,9 +29,12 @@ using kiln::Tensor;
 struct Row {
   std::string name;
   std::function<Tensor()> f;
+  double bytes = 0;  // moved to and from device memory, at least (0: not counted)
+  double flops = 0;
 };
 
-int run(const std::string& device, int64_t batch, int64_t tokens, int iters) {
+int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
+        const std::string& only, int iters) {
   const bool gpu = device == "cuda" || (device == "auto" && kiln::cuda::is_available());
   const kiln::Device dev = gpu ? kiln::Device::cuda() : kiln::Device::cpu();
   const kiln::DType dt = gpu ? kiln::kFloat16 : kiln::kFloat32;
@@ -41,7 +49,19 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int iters) {
   Tensor k = rnd({batch, tokens, heads, d / heads}).transpose(1, 2);
   Tensor v = rnd({batch, tokens, heads, d / heads}).transpose(1, 2);
   Tensor a = rnd({batch, heads, tokens, d / heads});
-  const std::vector<Row> rows = {
+  // Decode: one new token's q (a view of its fused projection) over a full cache.
+  const int64_t hd = d / heads;
+  Tensor q1 = rnd({batch, 1, 3 * d}).slice(2, 0, d).view({batch, 1, heads, hd}).transpose(1, 2);
+  Tensor k_cache = rnd({batch, heads, cache, hd}), v_cache = rnd({batch, heads, cache, hd});
+  Tensor pos = kiln::full({1}, cache - 1, kiln::TensorOptions(kiln::kInt64).device(dev));
+  Tensor keep = kiln::le(kiln::arange(cache, kiln::TensorOptions(kiln::kInt64).device(dev)), pos);
+  const double es = gpu ? 2 : 4;
+  const double act = static_cast<double>(batch * tokens * d) * es;  // one [B, T, d] tensor
+  // Causal attention: half of the 2 * 2 * B * H * T * T * hd multiply-adds.
+  const double causal_flops = 2.0 * batch * heads * tokens * tokens * hd;
+  const double kv_bytes = 2.0 * batch * heads * cache * hd * es;
+  const double kv_flops = 4.0 * batch * heads * cache * hd;
+  std::vector<Row> rows = {
       {"layer_norm", [&] { return kiln::layer_norm(x, {d}, ln_w, ln_b, 1e-5); }},
       {"linear 768->2304", [&] { return kiln::linear(x, w_attn, b_attn); }},
       {"linear 768->3072", [&] { return kiln::linear(x, w_fc, b_fc); }},
@@ -50,8 +70,14 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int iters) {
        [&] {
          return kiln::addmm_act(b_fc, x.reshape({batch * tokens, d}), w_fc.t(), "gelu_tanh");
        }},
-      {"sdpa causal",
-       [&] { return kiln::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true); }},
+      {"attention causal",
+       [&] { return kiln::scaled_dot_product_attention(q, k, v, std::nullopt, true); }, 4 * act,
+       causal_flops},
+      {"attention decode", [&] { return kiln::kv_cache_attention(q1, k_cache, v_cache, pos); },
+       kv_bytes, kv_flops},
+      {"attention decode mask",
+       [&] { return kiln::scaled_dot_product_attention(q1, k_cache, v_cache, keep); }, kv_bytes,
+       kv_flops},
       {"merge heads",
        [&] {
          return a.transpose(1, 2).reshape({batch, tokens, d});
@@ -59,11 +85,13 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int iters) {
       {"gelu tanh", [&] { return kiln::gelu(h4, "tanh"); }},
       {"residual add", [&] { return x + x; }},
   };
-  std::printf("kiln-layer-ops on %s, %s, batch %lld, tokens %lld, median of %d\n",
+  std::printf("kiln-layer-ops on %s, %s, batch %lld, tokens %lld, cache %lld, median of %d\n",
               gpu ? kiln::cuda::device_name().c_str() : "cpu", kiln::dtype_name(dt),
-              static_cast<long long>(batch), static_cast<long long>(tokens), iters);
-  std::printf("%-20s %10s %10s\n", "op", "us", "kernels");
+              static_cast<long long>(batch), static_cast<long long>(tokens),
+              static_cast<long long>(cache), iters);
+  std::printf("%-24s %10s %10s %10s %10s\n", "op", "us", "kernels", "GB/s", "TFLOP/s");
   for (const Row& r : rows) {
+    if (!only.empty() && r.name.find(only) == std::string::npos) continue;
     for (int i = 0; i < 3; ++i) r.f();
     kiln::sync();
     const int64_t before = gpu ? kiln::jit::cuda::cuda_kernel_stats().launches : 0;
@@ -77,8 +105,11 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int iters) {
     }
     const int64_t after = gpu ? kiln::jit::cuda::cuda_kernel_stats().launches : 0;
     std::sort(us.begin(), us.end());
-    std::printf("%-20s %10.1f %10.1f\n", r.name.c_str(), us[us.size() / 2],
+    const double t = us[us.size() / 2];
+    std::printf("%-24s %10.1f %10.1f", r.name.c_str(), t,
                 static_cast<double>(after - before) / iters);
+    if (r.bytes > 0) std::printf(" %10.1f %10.2f", r.bytes / t * 1e-3, r.flops / t * 1e-6);
+    std::printf("\n");
   }
   return 0;
 }
@@ -87,7 +118,8 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int iters) {
 
 int main(int argc, char** argv) {
   std::string device = "auto";
-  int64_t batch = 1, tokens = 128;
+  int64_t batch = 1, tokens = 128, cache = 1024;
+  std::string only;
   int iters = 50;
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
@@ -97,17 +129,21 @@ int main(int argc, char** argv) {
       batch = std::stoll(argv[++i]);
     } else if (s == "--tokens" && i + 1 < argc) {
       tokens = std::stoll(argv[++i]);
+    } else if (s == "--cache" && i + 1 < argc) {
+      cache = std::stoll(argv[++i]);
+    } else if (s == "--op" && i + 1 < argc) {
+      only = argv[++i];
     } else if (s == "--iters" && i + 1 < argc) {
       iters = std::stoi(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: kiln-layer-ops [--device cpu|cuda] [--batch B] [--tokens T] "
-                   "[--iters N]\n");
+                   "[--cache S] [--op NAME] [--iters N]\n");
       return 2;
     }
   }
   try {
-    return run(device, batch, tokens, iters);
+    return run(device, batch, tokens, cache, only, iters);
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln-layer-ops: %s\n", e.what());
     return 1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The reference workloads through PyTorch on a GPU, timed like kiln-bench.
 
-    python3 perf/torch_gpu.py [--workload chain16|mlp|gpt2|all] [--modes eager,default,reduce-overhead]
+    python3 perf/torch_gpu.py [--workload chain16|mlp|gpt2|gpt2-decode|all]
+                              [--modes eager,default,reduce-overhead]
 
 Latency: wall time of one call including torch.cuda.synchronize(), median of N
 calls after 5 warm-up calls; first call: the first call in this process.
@@ -56,10 +57,45 @@ class GPT2Hidden(torch.nn.Module):
         return self.ln_f(x)
 
 
+class GPT2Decode(torch.nn.Module):
+    """One decode step with a static KV cache, as kiln's GPT2::decode_step:
+    token + position embeddings, 12 blocks whose key and value are written
+    into the cache in place at `pos` (a device tensor), attention over the
+    whole cache masked to positions <= pos, final LayerNorm, tied LM head."""
+
+    def __init__(self, batch, length, d=768, heads=12, vocab=50257):
+        super().__init__()
+        self.wte = torch.nn.Embedding(vocab, d)
+        self.wpe = torch.nn.Embedding(1024, d)
+        self.blocks = torch.nn.ModuleList(Block() for _ in range(12))
+        self.ln_f = torch.nn.LayerNorm(d)
+        self.heads, self.d = heads, d
+        for i in range(12):
+            self.register_buffer(f"k{i}", torch.zeros(batch, heads, length, d // heads))
+            self.register_buffer(f"v{i}", torch.zeros(batch, heads, length, d // heads))
+
+    def forward(self, ids, pos):
+        b = ids.shape[0]
+        d, h = self.d, self.heads
+        x = self.wte(ids) + self.wpe(pos).view(1, 1, d)
+        keep = torch.arange(getattr(self, "k0").shape[2], device=ids.device) <= pos
+        hd = lambda z: z.view(b, 1, h, d // h).transpose(1, 2)
+        for i, blk in enumerate(self.blocks):
+            q, k, v = blk.c_attn(blk.ln_1(x)).split(d, -1)
+            kc, vc = getattr(self, f"k{i}"), getattr(self, f"v{i}")
+            kc.index_copy_(2, pos, hd(k))
+            vc.index_copy_(2, pos, hd(v))
+            a = F.scaled_dot_product_attention(hd(q), kc, vc, attn_mask=keep)
+            hh = x + blk.c_proj(a.transpose(1, 2).reshape(b, 1, d))
+            x = hh + blk.mlp_proj(F.gelu(blk.c_fc(blk.ln_2(hh)), approximate="tanh"))
+        return self.ln_f(x) @ self.wte.weight.t()
+
+
 def cases(workload):
     all_cases = [("chain16", "4096", 4096, 0), ("chain16", "64Mi", 64 << 20, 0),
                  ("mlp", "32x1024", 32, 1024), ("gpt2", "1x1", 1, 1), ("gpt2", "1x128", 1, 128),
-                 ("gpt2", "8x128", 8, 128)]
+                 ("gpt2", "8x128", 8, 128), ("gpt2-decode", "1x1024", 1, 1024),
+                 ("gpt2-decode", "8x1024", 8, 1024)]
     return [c for c in all_cases if workload in ("all", c[0])]
 
 
@@ -73,6 +109,12 @@ def build(name, a, b):
         m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
                                 torch.nn.Linear(4096, 1024)).to(dev, torch.bfloat16)
         return m, (torch.randn(a, b, device=dev, dtype=torch.bfloat16),), "bfloat16"
+    if name == "gpt2-decode":
+        # The position stays at 512, as kiln-bench's, so every call does the same work.
+        m = GPT2Decode(a, b).to(dev, torch.float16)
+        ids = torch.randint(0, 50257, (a, 1), device=dev)
+        pos = torch.full((1,), b // 2, dtype=torch.int64, device=dev)
+        return m, (ids, pos), "float16"
     m = GPT2Hidden().to(dev, torch.float16)
     return m, (torch.randn(a, b, 768, device=dev, dtype=torch.float16) * 0.5,), "float16"
 

@@ -26,6 +26,9 @@ inline std::vector<Case> cases_for(bool gpu, const std::string& only) {
       {"gpt2", "1x128", 1, 128},
   };
   if (gpu) all.push_back({"gpt2", "8x128", 8, 128});
+  // One decode step against a static KV cache of 1024 positions (logits included).
+  all.push_back({"gpt2-decode", "1x1024", 1, 1024});
+  all.push_back({"gpt2-decode", "8x1024", 8, 1024});
   std::vector<Case> out;
   for (const Case& c : all) {
     if (only == "all" || only == c.workload) out.push_back(c);

@@ -25,5 +25,5 @@ cmake --build "$out" -j "$jobs"
 "$out/serve" --device cpu --family llama --config tiny --workers 2 --batch 2 --requests 6 \
   --max-prompt 12 --max-new 6
 "$out/serve" --device cpu --family gpt2 --config tiny --workers 1 --requests 3 --max-new 4 \
-  --temperature 0.8 --seed 7
+  --temperature 0.8 --seed 7 --uncompiled
 echo "scripts/consumer.sh: examples built as a consumer of kiln and served"

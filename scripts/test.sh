@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what kiln needs (Debian packages), configures, builds and runs every
-# test: the regular build, then the same suites under ASan+UBSan.
+# test: the regular build (with the CUDA toolkit where it is installed), a
+# build without CUDA (Note [CUDA sources]: proves the CPU-only build the README
+# promises still compiles, links and passes), then the same suites under
+# ASan+UBSan.
 #   scripts/test.sh            everything
 #   scripts/test.sh --quick    the regular build only
 set -euo pipefail
@@ -33,6 +36,9 @@ run_suite() {  # build dir, extra cmake args...
 run_suite build
 scripts/consumer.sh build  # examples/ built against the installed package, and run
 if [ "$quick" = 0 ]; then
+  # Without the CUDA toolkit: every target, the unit suites and the oracle
+  # (about 6 minutes on 2 cores, most of it the build).
+  run_suite build-nocuda -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=OFF
   # Sanitizers: RelWithDebInfo keeps it fast enough; leaks are checked too.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined

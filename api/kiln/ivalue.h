@@ -80,7 +80,8 @@ class KILN_API IValue {
   kiln::Device to_device() const { return std::get<kiln::Device>(v_); }
 
   // "Tensor", "int", ... for error messages.
-  const char* type_name() const;
+  const char* type_name() const { return tag_name(tag()); }
+  static const char* tag_name(Tag tag);
   // A short rendering: numbers, lists, "Tensor[2, 3] float32".
   std::string repr() const;
 

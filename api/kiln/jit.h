@@ -6,9 +6,16 @@
 // recording off for the whole process; EagerGuard for a scope.
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "kiln/api.h"
 #include "kiln/dispatch.h"
+#include "kiln/ivalue.h"
 
 namespace kiln {
 
@@ -42,6 +49,240 @@ struct TraceStats {
   int64_t naive_bytes = 0;      // last run: the same buffers allocated one by one
 };
 KILN_API TraceStats trace_stats();
+
+// ---------------------------------------------------------------------------
+// jit::compile
+//
+//   auto step = kiln::jit::compile(
+//       [&](const kiln::Tensor& ids, const kiln::Tensor& pos) { return model.decode_step(ids, pos,
+//       cache); },
+//       {.name = "decode", .input_names = {"ids", "pos"}});
+//   kiln::Tensor logits = step(ids, pos);
+//
+// The first call traces `fn` with stand-ins for its tensor arguments, runs the
+// passes, compiles the kernels and keeps the resulting plan behind guards
+// (Note [Guards] in guards/guards.h). Later calls whose arguments pass the
+// guards run the plan on the new arguments: no call of `fn`, no recording, no
+// passes. `fn` must be pure in its arguments: what else it reads (weights,
+// a KV cache, C++ variables) is bound when it is traced; tensors it reads are
+// read again on every call (a weight updated in place is seen), and a
+// captured tensor replaced by another recompiles. A value read on the host
+// while tracing (item(), data_ptr(), printing, to(cpu)) is a graph break: the
+// entry then runs `fn` uncompiled (lazily), logged, never wrong.
+//
+// Arguments: Tensor, std::vector<Tensor>, integers, floating numbers, bool.
+// Results: Tensor, std::vector<Tensor>, std::tuple or std::pair of Tensors.
+// Results are fresh tensors on every call (a later call never overwrites
+// them), except those that are an argument or a captured tensor itself.
+//
+// Concurrency: calls from several threads run side by side, each on its own
+// instance of the plan (its own intermediates; on CUDA, the caller's current
+// stream); an entry builds a second instance only when two calls overlap.
+
+enum class Mode {
+  ReduceOverhead,  // on CUDA: the plan replays as one CUDA graph (default)
+  Default,         // the plan's kernels launched one by one
+  // As Default until kernel configurations and cuBLASLt algorithms are
+  // timed at compile time; the log says so.
+  MaxAutotune,
+};
+
+// What a call does when no entry holds and `cache_limit` entries exist.
+enum class OnLimit {
+  RunUncompiled,  // runs `fn` lazily; says so once, loudly, on stderr
+  Throw,          // raises kiln::Error
+};
+
+struct DynamicDim {
+  int input = 0;    // argument index (for a list argument: each element)
+  int64_t dim = 0;  // negative counts from the end
+};
+
+struct Options {
+  std::string name = "compiled";  // in every log line
+  Mode mode = Mode::ReduceOverhead;
+  int cache_limit = 8;               // entries (different guards) kept
+  std::vector<DynamicDim> dynamic;   // dims dynamic from the first compile
+  std::vector<int> dynamic_scalars;  // scalar arguments not guarded as constants
+  bool automatic_dynamic = true;     // a dim whose size changed is dynamic next time
+  OnLimit on_limit = OnLimit::RunUncompiled;
+  // Traces `fn` again on every call and compares the trace with the cached
+  // entry: a difference (host control flow that changed) raises an error
+  // naming the first op that differs. KILN_COMPILE_VERIFY=1 turns it on for
+  // every compiled function.
+  bool verify = false;
+  std::vector<std::string> input_names;  // argument names for logs (optional)
+  // Sizes a dynamic dim is padded up to (at most one dynamic dim, sliced
+  // back in the results), e.g. {1, 2, 4, 8, 16, 32}; empty: one plan per size.
+  std::vector<int64_t> buckets;
+  // Distinct sizes (or dynamic scalar values) one entry specializes for
+  // before it warns and runs further ones uncompiled.
+  int specialization_limit = 32;
+};
+
+struct CompileStats {
+  int64_t calls = 0;
+  int64_t hits = 0;              // calls that ran a cached plan
+  int64_t entries = 0;           // entries built (the first compile and every recompile)
+  int64_t specializations = 0;   // plans built for new sizes of a dynamic entry
+  int64_t uncompiled_calls = 0;  // calls that ran `fn` lazily (graph break, limit, eager mode)
+  int64_t graph_breaks = 0;
+  int64_t instances = 0;         // plan instances (one more per overlapping caller)
+  int64_t verified = 0;          // calls re-traced and compared (verify)
+  int64_t kernels_per_call = 0;  // steps of the last plan run: generated kernels and extern calls
+  int64_t graph_nodes = 0;       // nodes of the last call's CUDA graph (0: no graph)
+  double last_compile_ms = 0;    // the last entry's trace, passes, compile and first run
+};
+
+namespace boxed {
+
+// Calls the typed function with type-erased arguments (stand-ins while tracing).
+struct Body {
+  void* self;
+  std::vector<Tensor> (*call)(void* self, const std::vector<IValue>& args);
+};
+
+class KILN_API CompiledCore {
+ public:
+  explicit CompiledCore(Options options);
+  ~CompiledCore();
+  CompiledCore(const CompiledCore&) = delete;
+  CompiledCore& operator=(const CompiledCore&) = delete;
+
+  std::vector<Tensor> call(const std::vector<IValue>& args, Body body);
+  void mark_dynamic(int input, int64_t dim);
+  CompileStats stats() const;
+  const Options& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+template <class T>
+IValue to_ivalue(const T& v) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, Tensor> || std::is_same_v<D, std::vector<Tensor>>) {
+    return IValue(v);
+  } else if constexpr (std::is_same_v<D, bool>) {
+    return IValue(v);
+  } else if constexpr (std::is_integral_v<D>) {
+    return IValue(static_cast<int64_t>(v));
+  } else if constexpr (std::is_floating_point_v<D>) {
+    return IValue(static_cast<double>(v));
+  } else {
+    static_assert(sizeof(D) == 0,
+                  "jit::compile: arguments are Tensor, std::vector<Tensor>, integers, floating "
+                  "numbers or bool");
+  }
+}
+
+template <class T>
+T from_ivalue(const IValue& v) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, Tensor>) {
+    return v.to_tensor();
+  } else if constexpr (std::is_same_v<D, std::vector<Tensor>>) {
+    return v.to_tensor_list();
+  } else if constexpr (std::is_same_v<D, bool>) {
+    return v.to_bool();
+  } else if constexpr (std::is_integral_v<D>) {
+    return static_cast<D>(v.to_int());
+  } else {
+    return static_cast<D>(v.to_double());
+  }
+}
+
+template <class R>
+void flatten_into(const R& r, std::vector<Tensor>& out) {
+  if constexpr (std::is_same_v<R, Tensor>) {
+    out.push_back(r);
+  } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
+    out.insert(out.end(), r.begin(), r.end());
+  } else {
+    std::apply([&](const auto&... t) { (flatten_into(t, out), ...); }, r);
+  }
+}
+
+template <class R>
+R unflatten(std::vector<Tensor>& v, size_t& k) {
+  if constexpr (std::is_same_v<R, Tensor>) {
+    return std::move(v[k++]);
+  } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
+    std::vector<Tensor> r(std::make_move_iterator(v.begin() + static_cast<std::ptrdiff_t>(k)),
+                          std::make_move_iterator(v.end()));
+    k = v.size();
+    return r;
+  } else {
+    static_assert(sizeof(R) == 0, "jit::compile: results are Tensors or one std::vector<Tensor>");
+  }
+}
+
+}  // namespace boxed
+
+// A compiled function (copies share one cache).
+template <class F>
+class Compiled {
+ public:
+  Compiled(F fn, Options options)
+      : fn_(std::make_shared<F>(std::move(fn))),
+        core_(std::make_shared<boxed::CompiledCore>(std::move(options))) {}
+
+  template <class... A>
+  auto operator()(const A&... args) {
+    using R = std::decay_t<std::invoke_result_t<F&, const A&...>>;
+    static_assert(
+        std::is_same_v<R, Tensor> || std::is_same_v<R, std::vector<Tensor>> || is_tuple<R>::value,
+        "jit::compile: a compiled function returns a Tensor, a std::vector<Tensor>, "
+        "or a std::tuple / std::pair of Tensors");
+    std::vector<IValue> boxed;
+    boxed.reserve(sizeof...(A));
+    (boxed.push_back(boxed::to_ivalue(args)), ...);
+    auto body = [](void* self, const std::vector<IValue>& in) {
+      F& fn = *static_cast<F*>(self);
+      std::vector<Tensor> out;
+      invoke_boxed<A...>(fn, in, out, std::index_sequence_for<A...>{});
+      return out;
+    };
+    std::vector<Tensor> out = core_->call(boxed, boxed::Body{fn_.get(), body});
+    size_t k = 0;
+    if constexpr (is_tuple<R>::value) {
+      return unpack<R>(out, k, std::make_index_sequence<std::tuple_size_v<R>>{});
+    } else {
+      return boxed::unflatten<R>(out, k);
+    }
+  }
+
+  // Makes dim `dim` of argument `input` dynamic for the entries built from now on.
+  void mark_dynamic(int input, int64_t dim) { core_->mark_dynamic(input, dim); }
+  CompileStats stats() const { return core_->stats(); }
+
+ private:
+  template <class T>
+  struct is_tuple : std::false_type {};
+  template <class... T>
+  struct is_tuple<std::tuple<T...>> : std::true_type {};
+  template <class T, class U>
+  struct is_tuple<std::pair<T, U>> : std::true_type {};
+
+  template <class... A, size_t... I>
+  static void invoke_boxed(F& fn, const std::vector<IValue>& in, std::vector<Tensor>& out,
+                           std::index_sequence<I...>) {
+    boxed::flatten_into(fn(boxed::from_ivalue<A>(in[I])...), out);
+  }
+  template <class R, size_t... I>
+  static R unpack(std::vector<Tensor>& v, size_t& k, std::index_sequence<I...>) {
+    return R{boxed::unflatten<std::decay_t<std::tuple_element_t<I, R>>>(v, k)...};
+  }
+
+  std::shared_ptr<F> fn_;
+  std::shared_ptr<boxed::CompiledCore> core_;
+};
+
+template <class F>
+Compiled<std::decay_t<F>> compile(F&& fn, Options options = {}) {
+  return Compiled<std::decay_t<F>>(std::forward<F>(fn), std::move(options));
+}
 
 }  // namespace jit
 }  // namespace kiln

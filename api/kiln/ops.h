@@ -272,11 +272,26 @@ KILN_API Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t p
 KILN_API Tensor linear(const Tensor& input, const Tensor& weight,
                        const std::optional<Tensor>& bias = std::nullopt);
 // softmax(q @ k.T * scale + mask) @ v; a bool mask keeps True positions.
+// enable_gqa: key and value may have fewer heads (dim -3) than the query, a
+// divisor of them; each key/value head serves that many consecutive query
+// heads (PyTorch's enable_gqa, key.repeat_interleave(Hq / Hkv, -3)).
 KILN_API Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key,
                                              const Tensor& value,
                                              const std::optional<Tensor>& attn_mask = std::nullopt,
                                              bool is_causal = false,
-                                             std::optional<double> scale = std::nullopt);
+                                             std::optional<double> scale = std::nullopt,
+                                             bool enable_gqa = false);
+// Attention of query [B, Hq, L, D] over a static KV cache, key_cache
+// [B, Hkv, S, D] and value_cache [B, Hkv, S, Dv], Hq a multiple of Hkv
+// (grouped-query attention as above). Query row i sits at position p + i and
+// sees cache slots 0..p+i, where p = cache_position: an int64 tensor of one
+// element (every batch row) or [B], on the query's device. The position is
+// read on the device, so one recorded step (or captured CUDA graph) serves
+// every position. The same as scaled_dot_product_attention with the mask
+// arange(S) <= p + arange(L)[:, None]; a row that sees no slot is NaN.
+KILN_API Tensor kv_cache_attention(const Tensor& query, const Tensor& key_cache,
+                                   const Tensor& value_cache, const Tensor& cache_position,
+                                   std::optional<double> scale = std::nullopt);
 
 // --- Matrix products ---------------------------------------------------------------
 KILN_API Tensor matmul(const Tensor& self, const Tensor& other);

@@ -434,9 +434,14 @@ Tensor linear(const Tensor& input, const Tensor& weight, OptT bias) {
   KILN_CALL("linear", Tensor(T, T, OptT), input, weight, bias);
 }
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    OptT attn_mask, bool is_causal, OptF scale) {
-  KILN_CALL("scaled_dot_product_attention", Tensor(T, T, T, OptT, double, bool, OptF), q, k, v,
-            attn_mask, 0.0, is_causal, scale);
+                                    OptT attn_mask, bool is_causal, OptF scale, bool enable_gqa) {
+  KILN_CALL("scaled_dot_product_attention", Tensor(T, T, T, OptT, double, bool, OptF, bool), q, k,
+            v, attn_mask, 0.0, is_causal, scale, enable_gqa);
+}
+Tensor kv_cache_attention(const Tensor& query, const Tensor& key_cache, const Tensor& value_cache,
+                          const Tensor& cache_position, OptF scale) {
+  KILN_CALL("kv_cache_attention", Tensor(T, T, T, T, OptF), query, key_cache, value_cache,
+            cache_position, scale);
 }
 
 // --- Matrix products -----------------------------------------------------------------

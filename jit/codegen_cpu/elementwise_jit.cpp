@@ -1,5 +1,6 @@
 #include "jit/codegen_cpu/elementwise_jit.h"
 
+#include "jit/codegen_cpu/vector_loop.h"
 #include "kiln/error.h"
 
 namespace kiln::jit::cpu {
@@ -55,8 +56,6 @@ ElementwiseKernel::ElementwiseKernel(JitRuntime& rt, Isa isa, const ElementwiseS
   Gp in[2] = {e.arg(0), arity == 2 ? e.arg(1) : e.arg(0)};
   Gp out = e.arg(arity), n = e.arg(arity + 1);
   auto& as = e.as();
-  const int lanes = e.lanes();
-  const int unroll = spec.unroll;
   const int in_size = static_cast<int>(itemsize(spec.in));
   const int out_size = static_cast<int>(itemsize(spec.out));
   auto advance = [&](int elems) {
@@ -65,37 +64,11 @@ ElementwiseKernel::ElementwiseKernel(JitRuntime& rt, Isa isa, const ElementwiseS
     as.sub(n, elems);
   };
 
-  Label single = e.new_label(), tail = e.new_label(), done = e.new_label();
-  if (unroll > 1) {
-    Label main = e.new_label();
-    as.cmp(n, unroll * lanes);
-    as.jl(single);
-    e.bind(main);
-    emit_step(e, spec, arity, in, out, unroll, nullptr);
-    advance(unroll * lanes);
-    as.cmp(n, unroll * lanes);
-    as.jge(main);
-  }
-  e.bind(single);
-  {
-    Label loop = e.new_label();
-    as.cmp(n, lanes);
-    as.jl(tail);
-    e.bind(loop);
-    emit_step(e, spec, arity, in, out, 1, nullptr);
-    advance(lanes);
-    as.cmp(n, lanes);
-    as.jge(loop);
-  }
-  e.bind(tail);
-  as.test(n, n);
-  as.jle(done);
-  {
-    TailMask t = e.make_tail_mask(n);
-    emit_step(e, spec, arity, in, out, 1, &t);
-    e.release_tail(t);
-  }
-  e.bind(done);  // the end of the body falls into the epilog
+  // Note [Vector loops]; the end of the body falls into the epilog.
+  emit_vector_loop(
+      e, n, spec.unroll, /*masked_tail=*/true,
+      [&](int vectors, const TailMask* tail) { emit_step(e, spec, arity, in, out, vectors, tail); },
+      advance);
 
   code_ = JitCode(rt, e);
   listing_ = e.listing();

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "jit/codegen_cpu/vecmath.h"
+#include "jit/codegen_cpu/vector_loop.h"
 #include "kiln/error.h"
 #include "kiln/logging.h"
 
@@ -85,37 +86,13 @@ class PassEmitter {
       }
     }
     const int lanes = e_.lanes();
-    Label single = e_.new_label(), tail = e_.new_label(), done = e_.new_label();
-    if (unroll > 1) {
-      Label main = e_.new_label();
-      as.cmp(n_, unroll * lanes);
-      as.jl(single);
-      e_.bind(main);
-      for (int u = 0; u < unroll; ++u) step(u, u * lanes, nullptr);
-      advance(unroll * lanes);
-      as.cmp(n_, unroll * lanes);
-      as.jge(main);
-    }
-    e_.bind(single);
-    {
-      Label loop = e_.new_label();
-      as.cmp(n_, lanes);
-      as.jl(tail);
-      e_.bind(loop);
-      step(0, 0, nullptr);
-      advance(lanes);
-      as.cmp(n_, lanes);
-      as.jge(loop);
-    }
-    e_.bind(tail);
-    if (!wide_) {
-      as.test(n_, n_);
-      as.jle(done);
-      TailMask t = e_.make_tail_mask(n_);
-      step(0, 0, &t);
-      e_.release_tail(t);
-    }
-    e_.bind(done);
+    // Note [Vector loops]; wide passes leave the tail to the caller.
+    emit_vector_loop(
+        e_, n_, unroll, /*masked_tail=*/!wide_,
+        [&](int vectors, const TailMask* tail) {
+          for (int u = 0; u < vectors; ++u) step(u, u * lanes, tail);
+        },
+        [&](int elems) { advance(elems); });
     if (acc && wide_) {
       for (int u = 1; u < unroll; ++u) {
         as.vaddpd(acc_[0], acc_[0], acc_[u]);

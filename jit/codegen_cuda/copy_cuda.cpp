@@ -4,7 +4,7 @@
 
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/record/decompose.h"
-#include "runtime/cuda/cuda_runtime.h"
+#include "runtime/core/hooks.h"
 
 namespace kiln::jit::cuda {
 namespace {

@@ -14,6 +14,7 @@
 #include "kiln/logging.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/device_guard.h"
+#include "runtime/cuda/launch_record.h"
 
 namespace kiln::jit::cuda {
 namespace {
@@ -176,6 +177,10 @@ bool run_pointwise_cuda(const FusedGroup& g) {
       cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
                        dim3(kBlock), params, 0, stream),
       device.index());
+  const size_t arg_bytes = args.size() * sizeof(int64_t);
+  kiln::cuda::note_launch(stream, reinterpret_cast<const void*>(kernel),
+                          dim3(static_cast<unsigned>(blocks)), dim3(kBlock), 0, params, &arg_bytes,
+                          1);
   {
     std::lock_guard<std::mutex> lock(cache().mu);
     cache().stats.launches++;

@@ -14,6 +14,7 @@
 #include "kiln/logging.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/device_guard.h"
+#include "runtime/cuda/launch_record.h"
 
 namespace kiln::jit::cuda {
 namespace {
@@ -72,6 +73,10 @@ bool run_reduction_cuda(const ReductionGroup& g) {
                          dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(plan.splits)),
                          dim3(block), params, 0, stream),
         device.index());
+    const size_t arg_bytes = args.size() * sizeof(int64_t);
+    kiln::cuda::note_launch(stream, reinterpret_cast<const void*>(fn),
+                            dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(plan.splits)),
+                            dim3(block), 0, params, &arg_bytes, 1);
     record_launch();
     for (size_t k = 0; k < plan.tensors.size(); ++k) {
       if (plan.outputs[k]) plan.tensors[k].impl()->bump_version();

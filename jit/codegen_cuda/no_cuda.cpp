@@ -1,4 +1,6 @@
-// Stubs for builds without the CUDA toolkit.
+// Stubs for builds without the CUDA toolkit (Note [CUDA sources]): one for
+// every function the headers below declare, so that tests of the CUDA code
+// generator link (and skip) in such a build too.
 
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/codegen_cuda/nvrtc.h"
@@ -30,6 +32,20 @@ int nvrtc_version() {
 int vector_width(const PointwiseKernel&) {
   no_cuda("cuda codegen");
 }
+bool needs_error_flag(const PointwiseKernel&) {
+  no_cuda("cuda codegen");
+}
+std::string pointwise_prelude() {
+  no_cuda("cuda codegen");
+}
+std::string device_load(DType, const std::string&, const std::string&) {
+  no_cuda("cuda codegen");
+}
+void emit_pointwise_body(std::ostream&, const PointwiseKernel&, const std::string&,
+                         const std::function<std::string(size_t)>&,
+                         const std::function<std::string(size_t, const std::string&)>&) {
+  no_cuda("cuda codegen");
+}
 bool run_pointwise_cuda(const FusedGroup&) {
   return false;
 }
@@ -48,7 +64,16 @@ int reduce_block_size(const ReduceSpec&) {
 bool plan_reduction(const ReductionGroup&, int, ReducePlan*, std::string*) {
   no_cuda("cuda codegen");
 }
-std::vector<int64_t> reduce_args(const ReducePlan&) {
+std::vector<int64_t> reduce_args(const ReducePlan&, void*) {
+  no_cuda("cuda codegen");
+}
+size_t reduce_workspace_bytes(const ReducePlan&) {
+  no_cuda("cuda codegen");
+}
+size_t reduce_counter_offset(const ReducePlan&) {
+  no_cuda("cuda codegen");
+}
+int reduce_vector_width(const ReduceSpec&) {
   no_cuda("cuda codegen");
 }
 std::string reduce_name(const ReduceSpec&) {

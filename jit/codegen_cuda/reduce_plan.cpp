@@ -62,35 +62,16 @@ void merge_dims(std::vector<int64_t> dims, IntArrayRef shape, const std::vector<
   }
 }
 
-}  // namespace
-
-bool plan_reduction(const ReductionGroup& g, int sm_count, ReducePlan* plan, std::string* why) {
-  auto refuse = [&](const std::string& reason) {
-    *why = reason;
-    return false;
-  };
-  ReductionKernel& kernel = plan->kernel;
-  kernel = g.kernel();
-  ReduceSpec& spec = plan->spec;
-  spec = ReduceSpec{};
+// The group's operands in ABI order (Note [CUDA reduction ABI]), each with
+// its element strides over the input shape; a statistic's epilogue runs over
+// the result, whose dims are the kept dims (keepdim gives the reduced ones
+// size 1). False when one is undefined, on another device or of a shape the
+// kernel cannot walk.
+bool collect_operands(const ReductionGroup& g, std::vector<Slot>* slots, size_t* first_epi) {
   const bool norm = is_row_normalization(g.op);
   const IntArrayRef in_shape = g.in_shape;
   const size_t nd = in_shape.size();
-  if (g.reduced.size() != nd || g.epilogue.outputs.empty() || g.prologue.outputs.empty() ||
-      g.epilogue.inputs.empty()) {
-    return refuse("unexpected group form");
-  }
-  if (norm && !(IntArrayRef(g.epilogue.shape) == in_shape)) {
-    return refuse("a normalization's epilogue over another shape");
-  }
   const Device device = g.epilogue.outputs[0].device();
-  std::vector<int64_t> kept, red;
-  for (size_t d = 0; d < nd; ++d) {
-    if (in_shape[d] == 1) continue;
-    (g.reduced[d] ? red : kept).push_back(static_cast<int64_t>(d));
-  }
-  // A statistic's epilogue runs over the result: its dims are the kept dims
-  // (keepdim drops nothing but gives reduced dims size 1).
   const IntArrayRef es = g.epilogue.shape;
   size_t n_kept_all = 0;
   for (bool r : g.reduced) n_kept_all += r ? 0 : 1;
@@ -115,72 +96,77 @@ bool plan_reduction(const ReductionGroup& g, int sm_count, ReducePlan* plan, std
     }
     return st;
   };
-  std::vector<Slot> slots;
   auto add = [&](const Tensor& t, bool output, bool epilogue) {
     Slot s;
     s.t = t;
     s.output = output;
     s.strides = epilogue && !norm ? epi_strides(t) : strides_in(in_shape, t);
     const bool ok = t.defined() && t.device() == device && s.strides.size() == nd;
-    slots.push_back(std::move(s));
+    slots->push_back(std::move(s));
     return ok;
   };
   bool ok = true;
   for (size_t i = 1; i < g.prologue.outputs.size(); ++i)
     ok &= add(g.prologue.outputs[i], true, false);
   for (const Tensor& t : g.prologue.inputs) ok &= add(t, false, false);
-  const size_t first_epi = slots.size();
+  *first_epi = slots->size();
   for (const Tensor& t : g.epilogue.outputs) ok &= add(t, true, true);
   for (size_t i = 1; i < g.epilogue.inputs.size(); ++i)
     ok &= add(g.epilogue.inputs[i], false, true);
-  if (!ok) return refuse("an operand on another device or of another shape");
-  KILN_INTERNAL_ASSERT(static_cast<int>(slots.size()) == reduce_operand_count(kernel),
-                       "reduction group operands do not match its kernel");
-  int primary = -1;
-  for (size_t k = 0; k < first_epi && primary < 0; ++k) {
-    if (!slots[k].output) primary = static_cast<int>(k);
+  return ok;
+}
+
+// Kept and reduced dims (size-1 dims dropped), each ordered by the primary
+// operand's strides and merged; rows and n.
+void merge_kept_and_reduced(const ReductionGroup& g, const std::vector<Slot>& slots, int primary,
+                            ReducePlan* plan) {
+  const IntArrayRef in_shape = g.in_shape;
+  std::vector<int64_t> kept, red;
+  for (size_t d = 0; d < in_shape.size(); ++d) {
+    if (in_shape[d] == 1) continue;
+    (g.reduced[d] ? red : kept).push_back(static_cast<int64_t>(d));
   }
-  std::vector<int64_t>&ksizes = plan->ksizes, &rsizes = plan->rsizes;
-  std::vector<std::vector<int64_t>>&kst = plan->kst, &rst = plan->rst;
-  ksizes.clear();
-  rsizes.clear();
-  merge_dims(kept, in_shape, slots, primary, &ksizes, &kst);
-  merge_dims(red, in_shape, slots, primary, &rsizes, &rst);
-  if (ksizes.size() > static_cast<size_t>(kMaxReduceDims) ||
-      rsizes.size() > static_cast<size_t>(kMaxReduceDims)) {
-    return refuse(std::to_string(ksizes.size()) + " kept and " + std::to_string(rsizes.size()) +
-                  " reduced dims after merging");
-  }
-  int64_t& rows = plan->rows;
-  int64_t& n = plan->n;
-  rows = 1;
-  n = 1;
-  for (int64_t s : ksizes) rows *= s;
-  for (int64_t s : rsizes) n *= s;
-  spec.kernel = &kernel;
-  spec.kept_dims = static_cast<int>(ksizes.size());
-  spec.red_dims = static_cast<int>(rsizes.size());
-  int64_t max_offset = std::max(rows, n);
+  plan->ksizes.clear();
+  plan->rsizes.clear();
+  merge_dims(kept, in_shape, slots, primary, &plan->ksizes, &plan->kst);
+  merge_dims(red, in_shape, slots, primary, &plan->rsizes, &plan->rst);
+  plan->rows = 1;
+  plan->n = 1;
+  for (int64_t s : plan->ksizes) plan->rows *= s;
+  for (int64_t s : plan->rsizes) plan->n *= s;
+}
+
+// Each operand's walk over the reduced dims, and whether 32-bit offsets
+// reach every element. False when an output would be written once per
+// reduced position (broadcast over the reduced dims).
+bool choose_walks(bool norm, const std::vector<Slot>& slots, size_t first_epi, ReducePlan* plan) {
+  ReduceSpec& spec = plan->spec;
+  const std::vector<int64_t>&ksizes = plan->ksizes, &rsizes = plan->rsizes;
+  int64_t max_offset = std::max(plan->rows, plan->n);
   for (size_t k = 0; k < slots.size(); ++k) {
     bool zero = true;
-    for (size_t d = 0; d < rsizes.size(); ++d) zero = zero && rst[k][d] == 0;
-    const bool contig = rsizes.size() == 1 && rst[k][0] == 1;
+    for (size_t d = 0; d < rsizes.size(); ++d) zero = zero && plan->rst[k][d] == 0;
+    const bool contig = rsizes.size() == 1 && plan->rst[k][0] == 1;
     // A statistic's epilogue operands are read once per row: Zero by construction.
-    if (slots[k].output && zero && n > 1 && (norm || k < first_epi)) {
-      return refuse("an output broadcast over the reduced dims");
-    }
+    if (slots[k].output && zero && plan->n > 1 && (norm || k < first_epi)) return false;
     spec.walks.push_back(zero ? Walk::Zero : contig ? Walk::Contig : Walk::Strided);
     int64_t span = 0;
-    for (size_t d = 0; d < ksizes.size(); ++d) span += (ksizes[d] - 1) * kst[k][d];
-    for (size_t d = 0; d < rsizes.size(); ++d) span += (rsizes[d] - 1) * rst[k][d];
+    for (size_t d = 0; d < ksizes.size(); ++d) span += (ksizes[d] - 1) * plan->kst[k][d];
+    for (size_t d = 0; d < rsizes.size(); ++d) span += (rsizes[d] - 1) * plan->rst[k][d];
     max_offset = std::max(max_offset, span);
   }
   spec.index32 = max_offset + 16 * 1024 < kIndex32Limit;
+  return true;
+}
 
-  // Schedule (Note [CUDA reduction schedules for groups]).
-  const bool multi_pass = norm || g.op == RowOp::Var;
-  const int64_t red_inner = primary >= 0 ? rst[primary].back() : 1;
-  const int64_t kept_inner = primary >= 0 ? kst[primary].back() : 0;
+// Lanes per row, values kept per lane and, for a one-pass statistic over few
+// long rows, the chunks (Note [CUDA reduction schedules for groups]).
+void choose_schedule(RowOp op, int primary, int sm_count, ReducePlan* plan) {
+  ReduceSpec& spec = plan->spec;
+  const int64_t rows = plan->rows, n = plan->n;
+  const bool multi_pass = is_row_normalization(op) || op == RowOp::Var;
+  const int64_t red_inner = primary >= 0 ? plan->rst[primary].back() : 1;
+  const int64_t kept_inner = primary >= 0 ? plan->kst[primary].back() : 0;
   // Few rows of many elements take lanes (and chunks) even when the reduced
   // dims are the outer ones: a thread per row would walk millions serially.
   const bool few_long = n > 4096 && rows < 2 * static_cast<int64_t>(sm_count);
@@ -222,45 +208,113 @@ bool plan_reduction(const ReductionGroup& g, int sm_count, ReducePlan* plan, std
       spec.split = plan->splits > 1;
     }
   }
-  // 16-byte loads (Note [CUDA reduction schedules for groups]): each Contig
-  // prologue input's vectors stay aligned at every row and position.
+}
+
+// 16-byte loads (Note [CUDA reduction schedules for groups]): each Contig
+// prologue input's vectors stay aligned at every row and position.
+void choose_vector_width(const ReductionGroup& g, const std::vector<Slot>& slots,
+                         ReducePlan* plan) {
+  ReduceSpec& spec = plan->spec;
+  const int64_t n = plan->n;
   spec.vec = 1;
-  if (spec.threads > 1 && rsizes.size() == 1) {
-    const int v = reduce_vector_width(spec);
-    bool aligned = v > 1 && n % v == 0;
-    const size_t first_in = g.prologue.outputs.size() - 1;
-    for (size_t i = 0; i < g.prologue.inputs.size() && aligned; ++i) {
-      const size_t k = first_in + i;
-      if (spec.walks[k] != Walk::Contig) continue;
-      const uint64_t bytes = static_cast<uint64_t>(v) * itemsize(kernel.prologue.inputs[i]);
-      aligned = reinterpret_cast<uintptr_t>(slots[k].t.data_ptr()) % bytes == 0;
-      for (int64_t s : kst[k]) aligned = aligned && s % v == 0;
+  if (spec.threads <= 1 || plan->rsizes.size() != 1) return;
+  const int v = reduce_vector_width(spec);
+  bool aligned = v > 1 && n % v == 0;
+  const size_t first_in = g.prologue.outputs.size() - 1;
+  for (size_t i = 0; i < g.prologue.inputs.size() && aligned; ++i) {
+    const size_t k = first_in + i;
+    if (spec.walks[k] != Walk::Contig) continue;
+    const uint64_t bytes = static_cast<uint64_t>(v) * itemsize(plan->kernel.prologue.inputs[i]);
+    aligned = reinterpret_cast<uintptr_t>(slots[k].t.data_ptr()) % bytes == 0;
+    for (int64_t s : plan->kst[k]) aligned = aligned && s % v == 0;
+  }
+  if (aligned) {
+    spec.vec = v;
+    if (spec.per_thread > 0) {
+      const int64_t per_lane = v * static_cast<int64_t>(spec.threads);
+      spec.per_thread = v * pow2_at_least((n + per_lane - 1) / per_lane);
     }
-    if (aligned) {
-      spec.vec = v;
-      if (spec.per_thread > 0) {
-        const int64_t per_lane = v * static_cast<int64_t>(spec.threads);
-        spec.per_thread = v * pow2_at_least((n + per_lane - 1) / per_lane);
+  }
+}
+
+// Whether the prologue stores into the storage of one of its inputs.
+bool prologue_writes_its_inputs(const std::vector<Slot>& slots, size_t first_epi) {
+  for (size_t i = 0; i < first_epi; ++i) {
+    if (!slots[i].output) continue;
+    for (size_t j = 0; j < first_epi; ++j) {
+      if (!slots[j].output &&
+          slots[j].t.impl()->storage().get() == slots[i].t.impl()->storage().get()) {
+        return true;
       }
     }
   }
+  return false;
+}
+
+// The kernel's argument struct in 8-byte words (Note [CUDA reduction ABI]).
+size_t argument_words(const ReducePlan& plan) {
+  const ReduceSpec& spec = plan.spec;
+  size_t words = 4 + (spec.split ? 2 : 0) + plan.ksizes.size() + plan.rsizes.size();
+  for (Walk w : spec.walks) {
+    words += 1 + plan.ksizes.size() + (w == Walk::Strided ? plan.rsizes.size() : 0);
+  }
+  return words;
+}
+
+}  // namespace
+
+bool plan_reduction(const ReductionGroup& g, int sm_count, ReducePlan* plan, std::string* why) {
+  auto refuse = [&](const std::string& reason) {
+    *why = reason;
+    return false;
+  };
+  plan->kernel = g.kernel();
+  plan->spec = ReduceSpec{};
+  const bool norm = is_row_normalization(g.op);
+  if (g.reduced.size() != g.in_shape.size() || g.epilogue.outputs.empty() ||
+      g.prologue.outputs.empty() || g.epilogue.inputs.empty()) {
+    return refuse("unexpected group form");
+  }
+  if (norm && !(IntArrayRef(g.epilogue.shape) == IntArrayRef(g.in_shape))) {
+    return refuse("a normalization's epilogue over another shape");
+  }
+  std::vector<Slot> slots;
+  size_t first_epi = 0;
+  if (!collect_operands(g, &slots, &first_epi)) {
+    return refuse("an operand on another device or of another shape");
+  }
+  KILN_INTERNAL_ASSERT(static_cast<int>(slots.size()) == reduce_operand_count(plan->kernel),
+                       "reduction group operands do not match its kernel");
+  // The first loaded input orders the dims.
+  int primary = -1;
+  for (size_t k = 0; k < first_epi && primary < 0; ++k) {
+    if (!slots[k].output) primary = static_cast<int>(k);
+  }
+  merge_kept_and_reduced(g, slots, primary, plan);
+  if (plan->ksizes.size() > static_cast<size_t>(kMaxReduceDims) ||
+      plan->rsizes.size() > static_cast<size_t>(kMaxReduceDims)) {
+    return refuse(std::to_string(plan->ksizes.size()) + " kept and " +
+                  std::to_string(plan->rsizes.size()) + " reduced dims after merging");
+  }
+  ReduceSpec& spec = plan->spec;
+  spec.kernel = &plan->kernel;
+  spec.kept_dims = static_cast<int>(plan->ksizes.size());
+  spec.red_dims = static_cast<int>(plan->rsizes.size());
+  if (!choose_walks(norm, slots, first_epi, plan)) {
+    return refuse("an output broadcast over the reduced dims");
+  }
+  choose_schedule(g.op, primary, sm_count, plan);
+  choose_vector_width(g, slots, plan);
   // Passes after the first re-run the prologue from memory: it must not have
   // overwritten what it reads.
-  if (multi_pass && spec.per_thread == 0) {
-    for (size_t i = 0; i < first_epi; ++i) {
-      if (!slots[i].output) continue;
-      for (size_t j = 0; j < first_epi; ++j) {
-        if (!slots[j].output &&
-            slots[j].t.impl()->storage().get() == slots[i].t.impl()->storage().get()) {
-          return refuse("a prologue writes what it reads and the row does not fit on chip");
-        }
-      }
-    }
+  const bool multi_pass = norm || g.op == RowOp::Var;
+  if (multi_pass && spec.per_thread == 0 && prologue_writes_its_inputs(slots, first_epi)) {
+    return refuse("a prologue writes what it reads and the row does not fit on chip");
   }
-  size_t words = 4 + (spec.split ? 2 : 0) + ksizes.size() + rsizes.size();
-  for (Walk w : spec.walks) words += 1 + ksizes.size() + (w == Walk::Strided ? rsizes.size() : 0);
-  if (words * 8 > kMaxParamBytes) return refuse("too many operands for one kernel's parameters");
-  plan->words = words;
+  plan->words = argument_words(*plan);
+  if (plan->words * 8 > kMaxParamBytes) {
+    return refuse("too many operands for one kernel's parameters");
+  }
   plan->eps = g.eps;
   plan->correction = g.correction;
   plan->tensors.clear();

@@ -94,328 +94,411 @@ std::string reduce_name(const ReduceSpec& spec) {
   return buf;
 }
 
-std::string reduce_source(const ReduceSpec& spec) {
-  const ReductionKernel& k = *spec.kernel;
-  const RowOp op = k.op;
-  const bool norm = is_row_normalization(op);
-  const PointwiseKernel &pro = k.prologue, &epi = k.epilogue;
-  KILN_CHECK(!pro.outputs.empty() && !epi.inputs.empty(),
-             "[cuda codegen] expected a reduced value and a result, got ", pro.outputs.size(),
-             " prologue outputs and ", epi.inputs.size(), " epilogue inputs");
-  const int nops = reduce_operand_count(k);
-  KILN_CHECK(static_cast<int>(spec.walks.size()) == nops, "[cuda codegen] expected ", nops,
-             " walks, got ", spec.walks.size());
-  KILN_CHECK(spec.kept_dims >= 1 && spec.kept_dims <= kMaxReduceDims && spec.red_dims >= 1 &&
-                 spec.red_dims <= kMaxReduceDims,
-             "[cuda codegen] expected 1..", kMaxReduceDims, " kept and reduced dims, got ",
-             spec.kept_dims, " and ", spec.red_dims);
-  const int T = spec.threads;
-  KILN_CHECK(T == 1 || T == 32 || T == 128 || T == 256 || T == 1024,
-             "[cuda codegen] expected 1, 32, 128, 256 or 1024 threads per row, got ", T);
-  const int P = spec.per_thread;
-  KILN_CHECK(P >= 0 && P <= 16 && (P & (P - 1)) == 0 && (P <= 8 || T > 1),
-             "[cuda codegen] expected 0 or a power of two up to 16 values per lane (8 with one "
-             "lane), got ",
-             P);
-  const int B = reduce_block_size(spec), R = B / T;
-  const int V = spec.vec;
-  const bool multi_pass = norm || op == RowOp::Var;
-  KILN_CHECK(V == 1 || (V == reduce_vector_width(spec) && V > 1 && T > 1 && P % V == 0),
-             "[cuda codegen] expected vector width 1 or ", reduce_vector_width(spec),
-             " (with several lanes and a multiple of it per lane), got ", V);
-  KILN_CHECK(!spec.split || (!multi_pass && T == B),
-             "[cuda codegen] expected a split row to be a one-pass statistic with a block per row");
+namespace {
 
-  // Operand table in ABI order; `pro_slot`/`epi_slot` map a body's operand to it.
-  std::vector<Operand> ops;
-  std::vector<int> pro_out(pro.outputs.size(), -1), pro_in(pro.inputs.size(), -1),
-      epi_out(epi.outputs.size(), -1), epi_in(epi.inputs.size(), -1);
-  auto add = [&](DType t, bool output) {
-    const int o = static_cast<int>(ops.size());
-    ops.push_back({t, output, spec.walks[o]});
-    return o;
-  };
-  for (size_t i = 1; i < pro.outputs.size(); ++i) pro_out[i] = add(pro.outputs[i], true);
-  for (size_t i = 0; i < pro.inputs.size(); ++i) pro_in[i] = add(pro.inputs[i], false);
-  for (size_t i = 0; i < epi.outputs.size(); ++i) epi_out[i] = add(epi.outputs[i], true);
-  for (size_t i = 1; i < epi.inputs.size(); ++i) epi_in[i] = add(epi.inputs[i], false);
-  const int first_epi = epi_out.empty() ? nops : epi_out[0];
-  for (int i = 0; i < nops; ++i) {
-    KILN_CHECK(ops[i].walk != Walk::Contig || spec.red_dims == 1,
-               "[cuda codegen] a contiguous walk needs one reduced dim, got ", spec.red_dims);
-    KILN_CHECK(norm || i < first_epi || ops[i].walk == Walk::Zero,
-               "[cuda codegen] expected a statistic's epilogue operand to walk Zero, operand ", i,
-               " does not");
+// Writes the translation unit of one reduction kernel, part by part: the
+// argument struct, the row loop with each row's kept offsets, the prologue
+// and epilogue as lambdas, then the row op's passes (Note [CUDA reduction
+// schedules for groups]) and, for a split row, the last block's combine.
+class ReduceWriter {
+ public:
+  explicit ReduceWriter(const ReduceSpec& spec)
+      : spec_(spec),
+        op_(spec.kernel->op),
+        norm_(is_row_normalization(op_)),
+        pro_(spec.kernel->prologue),
+        epi_(spec.kernel->epilogue) {
+    check_spec();
+    operand_table();
   }
 
-  const std::string I = spec.index32 ? "int" : "i64";
-  const std::string KD = std::to_string(spec.kept_dims), RD = std::to_string(spec.red_dims);
-  std::ostringstream os;
-  os << pointwise_prelude() << kReducePrelude;
-  os << "struct KilnArgs {\n  i64 rows;\n  i64 n;\n  double eps;\n  double divisor;\n";
-  if (spec.split) os << "  i64 chunk;\n  void* ws;\n";
-  os << "  i64 ks[" << KD << "];\n  i64 rs[" << RD << "];\n";
-  for (int o = 0; o < nops; ++o) {
-    os << "  void* p" << o << ";\n  i64 k" << o << "[" << KD << "];\n";
-    if (ops[o].walk == Walk::Strided) os << "  i64 r" << o << "[" << RD << "];\n";
+  std::string write() {
+    os_ << pointwise_prelude() << kReducePrelude;
+    args_struct();
+    row_loop();
+    kept_offsets();
+    prologue();
+    epilogue();
+    row_op();
+    finish_row();
+    os_ << "  }\n}\n";
+    return os_.str();
   }
-  os << "};\n";
-  os << "extern \"C\" __global__ void __launch_bounds__(" << B << ") " << reduce_name(spec)
-     << "(const __grid_constant__ KilnArgs a) {\n";
-  os << "  __shared__ double kiln_sm[" << B / 32 << "];\n";
-  os << "  const " << I << " rows = (" << I << ")a.rows, n = (" << I << ")a.n;\n";
-  os << "  const int lane = threadIdx.x % " << T << ";\n";
-  os << "  for (" << I << " base = (" << I << ")blockIdx.x * " << R << "; base < rows; base += ("
-     << I << ")gridDim.x * " << R << ") {\n";
-  os << "    const " << I << " row = base + threadIdx.x / " << T << ";\n";
-  os << "    const bool valid = row < rows;\n";
-  if (spec.split) {
-    // This block's chunk of the row: [lo, len).
-    os << "    const " << I << " lo = (" << I << ")blockIdx.y * (" << I << ")a.chunk;\n";
-    os << "    const " << I << " len = valid ? min(n, lo + (" << I << ")a.chunk) : 0;\n";
-  } else {
-    os << "    const " << I << " len = valid ? n : 0;\n";
+
+ private:
+  void check_spec() {
+    KILN_CHECK(!pro_.outputs.empty() && !epi_.inputs.empty(),
+               "[cuda codegen] expected a reduced value and a result, got ", pro_.outputs.size(),
+               " prologue outputs and ", epi_.inputs.size(), " epilogue inputs");
+    nops_ = reduce_operand_count(*spec_.kernel);
+    KILN_CHECK(static_cast<int>(spec_.walks.size()) == nops_, "[cuda codegen] expected ", nops_,
+               " walks, got ", spec_.walks.size());
+    KILN_CHECK(spec_.kept_dims >= 1 && spec_.kept_dims <= kMaxReduceDims && spec_.red_dims >= 1 &&
+                   spec_.red_dims <= kMaxReduceDims,
+               "[cuda codegen] expected 1..", kMaxReduceDims, " kept and reduced dims, got ",
+               spec_.kept_dims, " and ", spec_.red_dims);
+    T_ = spec_.threads;
+    KILN_CHECK(T_ == 1 || T_ == 32 || T_ == 128 || T_ == 256 || T_ == 1024,
+               "[cuda codegen] expected 1, 32, 128, 256 or 1024 threads per row, got ", T_);
+    P_ = spec_.per_thread;
+    KILN_CHECK(P_ >= 0 && P_ <= 16 && (P_ & (P_ - 1)) == 0 && (P_ <= 8 || T_ > 1),
+               "[cuda codegen] expected 0 or a power of two up to 16 values per lane (8 with one "
+               "lane), got ",
+               P_);
+    B_ = reduce_block_size(spec_);
+    R_ = B_ / T_;
+    V_ = spec_.vec;
+    const bool multi_pass = norm_ || op_ == RowOp::Var;
+    KILN_CHECK(V_ == 1 || (V_ == reduce_vector_width(spec_) && V_ > 1 && T_ > 1 && P_ % V_ == 0),
+               "[cuda codegen] expected vector width 1 or ", reduce_vector_width(spec_),
+               " (with several lanes and a multiple of it per lane), got ", V_);
+    KILN_CHECK(!spec_.split || (!multi_pass && T_ == B_),
+               "[cuda codegen] expected a split row to be a one-pass statistic with a block per "
+               "row");
+    I_ = spec_.index32 ? "int" : "i64";
   }
-  // Kept offsets, once per row.
-  for (int o = 0; o < nops; ++o) os << "    " << I << " k" << o << " = 0;\n";
-  os << "    {\n      " << I << " rem = valid ? row : 0;\n";
-  for (int d = spec.kept_dims - 1; d >= 0; --d) {
-    const std::string D = std::to_string(d);
-    os << "      { const " << I << " i = rem % (" << I << ")a.ks[" << D << "]; rem /= (" << I
-       << ")a.ks[" << D << "];";
-    for (int o = 0; o < nops; ++o) {
-      os << " k" << o << " += i * (" << I << ")a.k" << o << "[" << D << "];";
+
+  // Operands in ABI order; pro_out_ and the others map a body's operand to its slot.
+  void operand_table() {
+    pro_out_.assign(pro_.outputs.size(), -1);
+    pro_in_.assign(pro_.inputs.size(), -1);
+    epi_out_.assign(epi_.outputs.size(), -1);
+    epi_in_.assign(epi_.inputs.size(), -1);
+    auto add = [&](DType t, bool output) {
+      const int o = static_cast<int>(ops_.size());
+      ops_.push_back({t, output, spec_.walks[o]});
+      return o;
+    };
+    for (size_t i = 1; i < pro_.outputs.size(); ++i) pro_out_[i] = add(pro_.outputs[i], true);
+    for (size_t i = 0; i < pro_.inputs.size(); ++i) pro_in_[i] = add(pro_.inputs[i], false);
+    for (size_t i = 0; i < epi_.outputs.size(); ++i) epi_out_[i] = add(epi_.outputs[i], true);
+    for (size_t i = 1; i < epi_.inputs.size(); ++i) epi_in_[i] = add(epi_.inputs[i], false);
+    const int first_epi = epi_out_.empty() ? nops_ : epi_out_[0];
+    for (int i = 0; i < nops_; ++i) {
+      KILN_CHECK(ops_[i].walk != Walk::Contig || spec_.red_dims == 1,
+                 "[cuda codegen] a contiguous walk needs one reduced dim, got ", spec_.red_dims);
+      KILN_CHECK(norm_ || i < first_epi || ops_[i].walk == Walk::Zero,
+                 "[cuda codegen] expected a statistic's epilogue operand to walk Zero, operand ", i,
+                 " does not");
     }
-    os << " }\n";
   }
-  os << "    }\n";
+
+  // The kernel's one argument (Note [CUDA reduction ABI]).
+  void args_struct() {
+    const std::string KD = std::to_string(spec_.kept_dims), RD = std::to_string(spec_.red_dims);
+    os_ << "struct KilnArgs {\n  i64 rows;\n  i64 n;\n  double eps;\n  double divisor;\n";
+    if (spec_.split) os_ << "  i64 chunk;\n  void* ws;\n";
+    os_ << "  i64 ks[" << KD << "];\n  i64 rs[" << RD << "];\n";
+    for (int o = 0; o < nops_; ++o) {
+      os_ << "  void* p" << o << ";\n  i64 k" << o << "[" << KD << "];\n";
+      if (ops_[o].walk == Walk::Strided) os_ << "  i64 r" << o << "[" << RD << "];\n";
+    }
+    os_ << "};\n";
+  }
+
+  // The signature and the grid-stride loop over groups of R_ rows; each row's
+  // lanes see `row`, `valid` and the end `len` of their part of the row.
+  void row_loop() {
+    const std::string& I = I_;
+    os_ << "extern \"C\" __global__ void __launch_bounds__(" << B_ << ") " << reduce_name(spec_)
+        << "(const __grid_constant__ KilnArgs a) {\n";
+    os_ << "  __shared__ double kiln_sm[" << B_ / 32 << "];\n";
+    os_ << "  const " << I << " rows = (" << I << ")a.rows, n = (" << I << ")a.n;\n";
+    os_ << "  const int lane = threadIdx.x % " << T_ << ";\n";
+    os_ << "  for (" << I << " base = (" << I << ")blockIdx.x * " << R_
+        << "; base < rows; base += (" << I << ")gridDim.x * " << R_ << ") {\n";
+    os_ << "    const " << I << " row = base + threadIdx.x / " << T_ << ";\n";
+    os_ << "    const bool valid = row < rows;\n";
+    if (spec_.split) {
+      // This block's chunk of the row: [lo, len).
+      os_ << "    const " << I << " lo = (" << I << ")blockIdx.y * (" << I << ")a.chunk;\n";
+      os_ << "    const " << I << " len = valid ? min(n, lo + (" << I << ")a.chunk) : 0;\n";
+    } else {
+      os_ << "    const " << I << " len = valid ? n : 0;\n";
+    }
+  }
+
+  // Each operand's offset at the row's kept position, once per row.
+  void kept_offsets() {
+    const std::string& I = I_;
+    for (int o = 0; o < nops_; ++o) os_ << "    " << I << " k" << o << " = 0;\n";
+    os_ << "    {\n      " << I << " rem = valid ? row : 0;\n";
+    for (int d = spec_.kept_dims - 1; d >= 0; --d) {
+      const std::string D = std::to_string(d);
+      os_ << "      { const " << I << " i = rem % (" << I << ")a.ks[" << D << "]; rem /= (" << I
+          << ")a.ks[" << D << "];";
+      for (int o = 0; o < nops_; ++o) {
+        os_ << " k" << o << " += i * (" << I << ")a.k" << o << "[" << D << "];";
+      }
+      os_ << " }\n";
+    }
+    os_ << "    }\n";
+  }
+
   // An operand's offset at reduced position j (reduced indices r0.. in scope when strided).
-  auto offset = [&](int o) {
+  std::string offset(int o) const {
     std::string e = "k" + std::to_string(o);
-    switch (ops[o].walk) {
+    switch (ops_[o].walk) {
       case Walk::Contig:
         return e + " + j";
       case Walk::Zero:
         return e;
       case Walk::Strided:
-        for (int d = 0; d < spec.red_dims; ++d) {
-          e += " + r" + std::to_string(d) + " * (" + I + ")a.r" + std::to_string(o) + "[" +
+        for (int d = 0; d < spec_.red_dims; ++d) {
+          e += " + r" + std::to_string(d) + " * (" + I_ + ")a.r" + std::to_string(o) + "[" +
                std::to_string(d) + "]";
         }
         return e;
     }
     return e;
-  };
-  auto red_index = [&](const std::vector<int>& slots, const std::string& pad) {
+  }
+
+  // The reduced indices r0.. of position j, where one of `slots` walks Strided.
+  void reduced_index(const std::vector<int>& slots, const std::string& pad) {
     bool strided = false;
-    for (int o : slots) strided = strided || (o >= 0 && ops[o].walk == Walk::Strided);
+    for (int o : slots) strided = strided || (o >= 0 && ops_[o].walk == Walk::Strided);
     if (!strided) return;
-    os << pad << I << " rem = j;\n";
-    for (int d = spec.red_dims - 1; d >= 0; --d) {
+    const std::string& I = I_;
+    os_ << pad << I << " rem = j;\n";
+    for (int d = spec_.red_dims - 1; d >= 0; --d) {
       const std::string D = std::to_string(d);
-      os << pad << "const " << I << " r" << D << " = rem % (" << I << ")a.rs[" << D << "]; rem /= ("
-         << I << ")a.rs[" << D << "];\n";
+      os_ << pad << "const " << I << " r" << D << " = rem % (" << I << ")a.rs[" << D
+          << "]; rem /= (" << I << ")a.rs[" << D << "];\n";
     }
-  };
-  auto ptr = [&](int o) {
-    return "((" + std::string(ops[o].output ? "" : "const ") + mem_type(ops[o].dtype) + "*)a.p" +
+  }
+
+  std::string ptr(int o) const {
+    return "((" + std::string(ops_[o].output ? "" : "const ") + mem_type(ops_[o].dtype) + "*)a.p" +
            std::to_string(o) + ")";
-  };
+  }
+
   // The prologue at reduced position j: returns the value reduced; stores only when `st`.
   // With vectors, `prov` runs it at j0..j0+V-1 into xv[0..V-1], each Contig
   // input read with one aligned access (the plan checked alignment).
-  {
-    std::vector<int> slots = pro_in;
-    slots.insert(slots.end(), pro_out.begin(), pro_out.end());
+  void prologue() {
+    std::vector<int> slots = pro_in_;
+    slots.insert(slots.end(), pro_out_.begin(), pro_out_.end());
     std::string pad = "      ";
-    if (V > 1) {
-      os << "    auto prov = [&](" << I << " j0, bool st, float* xv) {\n";
-      for (size_t i = 0; i < pro.inputs.size(); ++i) {
-        const int o = pro_in[i];
-        if (ops[o].walk != Walk::Contig) continue;
+    if (V_ > 1) {
+      os_ << "    auto prov = [&](" << I_ << " j0, bool st, float* xv) {\n";
+      for (size_t i = 0; i < pro_.inputs.size(); ++i) {
+        const int o = pro_in_[i];
+        if (ops_[o].walk != Walk::Contig) continue;
         const std::string vt =
-            "KilnVec<" + std::string(mem_type(pro.inputs[i])) + ", " + std::to_string(V) + ">";
-        os << "      const " << vt << " l" << o << " = *(const " << vt << "*)(" << ptr(o) << " + k"
-           << o << " + j0);\n";
+            "KilnVec<" + std::string(mem_type(pro_.inputs[i])) + ", " + std::to_string(V_) + ">";
+        os_ << "      const " << vt << " l" << o << " = *(const " << vt << "*)(" << ptr(o) << " + k"
+            << o << " + j0);\n";
       }
-      os << "#pragma unroll\n      for (int e = 0; e < " << V << "; ++e) {\n        const " << I
-         << " j = j0 + e;\n";
+      os_ << "#pragma unroll\n      for (int e = 0; e < " << V_ << "; ++e) {\n        const " << I_
+          << " j = j0 + e;\n";
       pad = "        ";
     } else {
-      os << "    auto pro = [&](" << I << " j, bool st) -> float {\n";
+      os_ << "    auto pro = [&](" << I_ << " j, bool st) -> float {\n";
     }
-    red_index(slots, pad);
-    os << pad << "float x;\n";
+    reduced_index(slots, pad);
+    os_ << pad << "float x;\n";
     emit_pointwise_body(
-        os, pro, pad,
+        os_, pro_, pad,
         [&](size_t i) {
-          const int o = pro_in[i];
-          if (V > 1 && ops[o].walk == Walk::Contig) {
-            return device_load(pro.inputs[i], "l" + std::to_string(o) + ".v", "e");
+          const int o = pro_in_[i];
+          if (V_ > 1 && ops_[o].walk == Walk::Contig) {
+            return device_load(pro_.inputs[i], "l" + std::to_string(o) + ".v", "e");
           }
-          return device_load(pro.inputs[i], "a.p" + std::to_string(o), offset(o));
+          return device_load(pro_.inputs[i], "a.p" + std::to_string(o), offset(o));
         },
         [&](size_t o, const std::string& v) -> std::string {
           if (o == 0) return "x = " + v;
-          return "if (st) " + ptr(pro_out[o]) + "[" + offset(pro_out[o]) + "] = " + v;
+          return "if (st) " + ptr(pro_out_[o]) + "[" + offset(pro_out_[o]) + "] = " + v;
         });
-    if (V > 1) {
-      os << "        xv[e] = x;\n      }\n    };\n";
+    if (V_ > 1) {
+      os_ << "        xv[e] = x;\n      }\n    };\n";
     } else {
-      os << "      return x;\n    };\n";
+      os_ << "      return x;\n    };\n";
     }
   }
+
   // The epilogue: at reduced position j for a normalization, once per row for a statistic.
-  {
-    std::vector<int> slots = epi_in;
-    slots.insert(slots.end(), epi_out.begin(), epi_out.end());
-    os << "    auto epi = [&](" << (norm ? I + " j, " : std::string()) << "float core) {\n";
-    if (norm) red_index(slots, "      ");
+  void epilogue() {
+    std::vector<int> slots = epi_in_;
+    slots.insert(slots.end(), epi_out_.begin(), epi_out_.end());
+    os_ << "    auto epi = [&](" << (norm_ ? I_ + " j, " : std::string()) << "float core) {\n";
+    if (norm_) reduced_index(slots, "      ");
     emit_pointwise_body(
-        os, epi, "      ",
+        os_, epi_, "      ",
         [&](size_t i) -> std::string {
           if (i == 0) return "core";
-          return device_load(epi.inputs[i], "a.p" + std::to_string(epi_in[i]), offset(epi_in[i]));
+          return device_load(epi_.inputs[i], "a.p" + std::to_string(epi_in_[i]),
+                             offset(epi_in_[i]));
         },
         [&](size_t o, const std::string& v) {
-          return ptr(epi_out[o]) + "[" + offset(epi_out[o]) + "] = " + v;
+          return ptr(epi_out_[o]) + "[" + offset(epi_out_[o]) + "] = " + v;
         });
-    os << "    };\n";
+    os_ << "    };\n";
   }
-  // Passes over the row: `stmt` sees the value as `x` (a reference into the
-  // registers when the row is kept there) and its position `j`.
-  int pass_count = 0;
-  const std::string lo = spec.split ? "lo + " : "";
-  auto pass = [&](const std::string& stmt) {
-    const bool first = pass_count++ == 0;
-    if (V > 1 && P > 0) {
+
+  // One pass over the row: `stmt` sees the value as `x` (a reference into the
+  // registers when the row is kept there) and its position `j`. The first
+  // pass runs the prologue with its stores (and fills the registers).
+  void pass(const std::string& stmt) {
+    const bool first = pass_count_++ == 0;
+    const std::string& I = I_;
+    const std::string lo = spec_.split ? "lo + " : "";
+    if (V_ > 1 && P_ > 0) {
       // Register slot q holds position (lane + (q / V) * T) * V + q % V.
       if (first) {
-        os << "    float xs[" << P << "];\n#pragma unroll\n    for (int c = 0; c < " << P / V
-           << "; ++c) {\n      const " << I << " j0 = (lane + (" << I << ")c * " << T << ") * " << V
-           << ";\n      if (j0 < len) {\n        prov(j0, true, xs + c * " << V
-           << ");\n      } else {\n#pragma unroll\n        for (int e = 0; e < " << V
-           << "; ++e) xs[c * " << V << " + e] = 0.0f;\n      }\n    }\n";
+        os_ << "    float xs[" << P_ << "];\n#pragma unroll\n    for (int c = 0; c < " << P_ / V_
+            << "; ++c) {\n      const " << I << " j0 = (lane + (" << I << ")c * " << T_ << ") * "
+            << V_ << ";\n      if (j0 < len) {\n        prov(j0, true, xs + c * " << V_
+            << ");\n      } else {\n#pragma unroll\n        for (int e = 0; e < " << V_
+            << "; ++e) xs[c * " << V_ << " + e] = 0.0f;\n      }\n    }\n";
       }
-      os << "#pragma unroll\n    for (int q = 0; q < " << P << "; ++q) {\n      const " << I
-         << " j = (lane + (" << I << ")(q / " << V << ") * " << T << ") * " << V << " + q % " << V
-         << ";\n      if (j < len) {\n        float& x = xs[q];\n"
-         << "        " << stmt << "\n      }\n    }\n";
-    } else if (V > 1) {
-      os << "    for (" << I << " j0 = " << lo << "(" << I << ")lane * " << V
-         << "; j0 < len; j0 += " << T * V << ") {\n      float xv[" << V << "];\n      prov(j0, "
-         << (first ? "true" : "false") << ", xv);\n#pragma unroll\n      for (int e = 0; e < " << V
-         << "; ++e) {\n        const " << I << " j = j0 + e;\n        float x = xv[e];\n        "
-         << stmt << "\n      }\n    }\n";
-    } else if (P > 0) {
+      os_ << "#pragma unroll\n    for (int q = 0; q < " << P_ << "; ++q) {\n      const " << I
+          << " j = (lane + (" << I << ")(q / " << V_ << ") * " << T_ << ") * " << V_ << " + q % "
+          << V_ << ";\n      if (j < len) {\n        float& x = xs[q];\n"
+          << "        " << stmt << "\n      }\n    }\n";
+    } else if (V_ > 1) {
+      os_ << "    for (" << I << " j0 = " << lo << "(" << I << ")lane * " << V_
+          << "; j0 < len; j0 += " << T_ * V_ << ") {\n      float xv[" << V_
+          << "];\n      prov(j0, " << (first ? "true" : "false")
+          << ", xv);\n#pragma unroll\n      for (int e = 0; e < " << V_
+          << "; ++e) {\n        const " << I << " j = j0 + e;\n        float x = xv[e];\n        "
+          << stmt << "\n      }\n    }\n";
+    } else if (P_ > 0) {
       if (first) {
-        os << "    float xs[" << P << "];\n#pragma unroll\n    for (int q = 0; q < " << P
-           << "; ++q) {\n      const " << I << " j = lane + (" << I << ")q * " << T
-           << ";\n      xs[q] = j < len ? pro(j, true) : 0.0f;\n    }\n";
+        os_ << "    float xs[" << P_ << "];\n#pragma unroll\n    for (int q = 0; q < " << P_
+            << "; ++q) {\n      const " << I << " j = lane + (" << I << ")q * " << T_
+            << ";\n      xs[q] = j < len ? pro(j, true) : 0.0f;\n    }\n";
       }
-      os << "#pragma unroll\n    for (int q = 0; q < " << P << "; ++q) {\n      const " << I
-         << " j = lane + (" << I << ")q * " << T
-         << ";\n      if (j < len) {\n        float& x = xs[q];\n"
-         << "        " << stmt << "\n      }\n    }\n";
+      os_ << "#pragma unroll\n    for (int q = 0; q < " << P_ << "; ++q) {\n      const " << I
+          << " j = lane + (" << I << ")q * " << T_
+          << ";\n      if (j < len) {\n        float& x = xs[q];\n"
+          << "        " << stmt << "\n      }\n    }\n";
     } else {
-      os << "    for (" << I << " j = " << lo << "lane; j < len; j += " << T
-         << ") {\n      float x = pro(j, " << (first ? "true" : "false") << ");\n      " << stmt
-         << "\n    }\n";
+      os_ << "    for (" << I << " j = " << lo << "lane; j < len; j += " << T_
+          << ") {\n      float x = pro(j, " << (first ? "true" : "false") << ");\n      " << stmt
+          << "\n    }\n";
     }
-  };
-  auto reduce = [&](const std::string& v, const char* fn) {
-    os << "    " << v << " = kiln_row_reduce<" << T << ">(" << v << ", kiln_sm, " << fn << "());\n";
-  };
-  const std::string inf = "__int_as_float(0x7f800000)";
+  }
+
+  // v = v op (every lane's v), the same bits in every lane.
+  void reduce(const std::string& v, const char* fn) {
+    os_ << "    " << v << " = kiln_row_reduce<" << T_ << ">(" << v << ", kiln_sm, " << fn
+        << "());\n";
+  }
+
   // Note [CUDA group sums]: Sum, Mean and the statistics of Var, LayerNorm
   // and RmsNorm accumulate in float64, per lane and across lanes, as the eager
   // kernels do (Note [CUDA float sums]). Deviations are taken as `x - mean`
   // and normalization as `(x - mean) * rstd`, never `x * rstd - mean * rstd`:
   // --fmad contracts the latter into an fma whose unrounded product leaves
   // ~1e-5 where the CPU gets exactly 0 (a row of one element, a constant row).
-  switch (op) {
-    case RowOp::Sum:
-    case RowOp::Mean:
-      os << "    double acc = 0.0;\n";
-      pass("acc += (double)x;");
-      reduce("acc", "KilnAddOp");
-      if (op == RowOp::Mean && !spec.split) os << "    acc = acc / (double)n;\n";
-      break;
-    case RowOp::Max:
-    case RowOp::Min:
-      os << "    float acc = " << (op == RowOp::Max ? "-" : "") << inf << ";\n";
-      pass(op == RowOp::Max ? "acc = kiln_max(acc, x);" : "acc = kiln_min(acc, x);");
-      reduce("acc", op == RowOp::Max ? "KilnMaxOp" : "KilnMinOp");
-      break;
-    case RowOp::Var:
-      os << "    double s = 0.0;\n";
-      pass("s += (double)x;");
-      reduce("s", "KilnAddOp");
-      os << "    const double mean = s / (double)n;\n    double acc = 0.0;\n";
-      pass("const double d = (double)x - mean; acc += d * d;");
-      reduce("acc", "KilnAddOp");
-      os << "    acc = acc / a.divisor;\n";
-      break;
-    case RowOp::Softmax:
-    case RowOp::LogSoftmax:
-      os << "    float mx = -" << inf << ";\n";
-      pass("mx = kiln_max(mx, x);");
-      reduce("mx", "KilnMaxOp");
-      os << "    float s = 0.0f;\n";
-      if (op == RowOp::Softmax && P > 0) {
-        pass("x = expf(x - mx); s += x;");
-      } else {
-        pass("s += expf(x - mx);");
-      }
-      reduce("s", "KilnAddOp");
-      if (op == RowOp::Softmax) {
-        os << "    const float inv = 1.0f / s;\n";
-        pass(P > 0 ? "epi(j, x * inv);" : "epi(j, expf(x - mx) * inv);");
-      } else {
-        os << "    const float ls = logf(s);\n";
-        pass("epi(j, (x - mx) - ls);");
-      }
-      break;
-    case RowOp::LayerNorm:
-      os << "    double s = 0.0;\n";
-      pass("s += (double)x;");
-      reduce("s", "KilnAddOp");
-      os << "    const double mean = s / (double)n;\n    double m2 = 0.0;\n";
-      pass("const double d = (double)x - mean; m2 += d * d;");
-      reduce("m2", "KilnAddOp");
-      os << "    const float rstd = (float)(1.0 / sqrt(m2 / (double)n + a.eps));\n"
-         << "    const float meanf = (float)mean;\n";
-      pass("epi(j, (x - meanf) * rstd);");
-      break;
-    case RowOp::RmsNorm:
-      os << "    double ss = 0.0;\n";
-      pass("ss += (double)x * (double)x;");
-      reduce("ss", "KilnAddOp");
-      os << "    const float scale = (float)(1.0 / sqrt(ss / (double)n + a.eps));\n";
-      pass("epi(j, x * scale);");
-      break;
+  void row_op() {
+    const std::string inf = "__int_as_float(0x7f800000)";
+    switch (op_) {
+      case RowOp::Sum:
+      case RowOp::Mean:
+        os_ << "    double acc = 0.0;\n";
+        pass("acc += (double)x;");
+        reduce("acc", "KilnAddOp");
+        if (op_ == RowOp::Mean && !spec_.split) os_ << "    acc = acc / (double)n;\n";
+        break;
+      case RowOp::Max:
+      case RowOp::Min:
+        os_ << "    float acc = " << (op_ == RowOp::Max ? "-" : "") << inf << ";\n";
+        pass(op_ == RowOp::Max ? "acc = kiln_max(acc, x);" : "acc = kiln_min(acc, x);");
+        reduce("acc", op_ == RowOp::Max ? "KilnMaxOp" : "KilnMinOp");
+        break;
+      case RowOp::Var:
+        os_ << "    double s = 0.0;\n";
+        pass("s += (double)x;");
+        reduce("s", "KilnAddOp");
+        os_ << "    const double mean = s / (double)n;\n    double acc = 0.0;\n";
+        pass("const double d = (double)x - mean; acc += d * d;");
+        reduce("acc", "KilnAddOp");
+        os_ << "    acc = acc / a.divisor;\n";
+        break;
+      case RowOp::Softmax:
+      case RowOp::LogSoftmax:
+        os_ << "    float mx = -" << inf << ";\n";
+        pass("mx = kiln_max(mx, x);");
+        reduce("mx", "KilnMaxOp");
+        os_ << "    float s = 0.0f;\n";
+        if (op_ == RowOp::Softmax && P_ > 0) {
+          pass("x = expf(x - mx); s += x;");
+        } else {
+          pass("s += expf(x - mx);");
+        }
+        reduce("s", "KilnAddOp");
+        if (op_ == RowOp::Softmax) {
+          os_ << "    const float inv = 1.0f / s;\n";
+          pass(P_ > 0 ? "epi(j, x * inv);" : "epi(j, expf(x - mx) * inv);");
+        } else {
+          os_ << "    const float ls = logf(s);\n";
+          pass("epi(j, (x - mx) - ls);");
+        }
+        break;
+      case RowOp::LayerNorm:
+        os_ << "    double s = 0.0;\n";
+        pass("s += (double)x;");
+        reduce("s", "KilnAddOp");
+        os_ << "    const double mean = s / (double)n;\n    double m2 = 0.0;\n";
+        pass("const double d = (double)x - mean; m2 += d * d;");
+        reduce("m2", "KilnAddOp");
+        os_ << "    const float rstd = (float)(1.0 / sqrt(m2 / (double)n + a.eps));\n"
+            << "    const float meanf = (float)mean;\n";
+        pass("epi(j, (x - meanf) * rstd);");
+        break;
+      case RowOp::RmsNorm:
+        os_ << "    double ss = 0.0;\n";
+        pass("ss += (double)x * (double)x;");
+        reduce("ss", "KilnAddOp");
+        os_ << "    const float scale = (float)(1.0 / sqrt(ss / (double)n + a.eps));\n";
+        pass("epi(j, x * scale);");
+        break;
+    }
   }
-  if (spec.split) {
-    // Last block done (Note [CUDA reduction schedules for groups]): partials
-    // are float64 (exact for Max/Min), read back in chunk order.
-    const std::string at = op == RowOp::Max || op == RowOp::Min ? "float" : "double";
-    const std::string comb = op == RowOp::Max   ? "t = kiln_max(t, (float)part[s]);"
-                             : op == RowOp::Min ? "t = kiln_min(t, (float)part[s]);"
-                                                : "t += part[s];";
-    os << "    if (valid && lane == 0) {\n"
-       << "      volatile double* part = (double*)a.ws + (i64)row * gridDim.y;\n"
-       << "      unsigned* count = (unsigned*)((double*)a.ws + (i64)rows * gridDim.y) + row;\n"
-       << "      part[blockIdx.y] = (double)acc;\n      __threadfence();\n"
-       << "      if (atomicAdd(count, 1u) == gridDim.y - 1) {\n        __threadfence();\n"
-       << "        " << at << " t = (" << at << ")part[0];\n"
-       << "        for (unsigned s = 1; s < gridDim.y; ++s) " << comb << "\n";
-    if (op == RowOp::Mean) os << "        t = t / (double)n;\n";
-    os << "        epi((float)t);\n      }\n    }\n";
-  } else if (!norm) {
-    os << "    if (valid && lane == 0) epi((float)acc);\n";
+
+  // A statistic's epilogue, once per row; for a split row, by the last block
+  // done (Note [CUDA reduction schedules for groups]): partials are float64
+  // (exact for Max/Min), read back in chunk order.
+  void finish_row() {
+    if (spec_.split) {
+      const std::string at = op_ == RowOp::Max || op_ == RowOp::Min ? "float" : "double";
+      const std::string comb = op_ == RowOp::Max   ? "t = kiln_max(t, (float)part[s]);"
+                               : op_ == RowOp::Min ? "t = kiln_min(t, (float)part[s]);"
+                                                   : "t += part[s];";
+      os_ << "    if (valid && lane == 0) {\n"
+          << "      volatile double* part = (double*)a.ws + (i64)row * gridDim.y;\n"
+          << "      unsigned* count = (unsigned*)((double*)a.ws + (i64)rows * gridDim.y) + row;\n"
+          << "      part[blockIdx.y] = (double)acc;\n      __threadfence();\n"
+          << "      if (atomicAdd(count, 1u) == gridDim.y - 1) {\n        __threadfence();\n"
+          << "        " << at << " t = (" << at << ")part[0];\n"
+          << "        for (unsigned s = 1; s < gridDim.y; ++s) " << comb << "\n";
+      if (op_ == RowOp::Mean) os_ << "        t = t / (double)n;\n";
+      os_ << "        epi((float)t);\n      }\n    }\n";
+    } else if (!norm_) {
+      os_ << "    if (valid && lane == 0) epi((float)acc);\n";
+    }
   }
-  os << "  }\n}\n";
-  return os.str();
+
+  const ReduceSpec& spec_;
+  const RowOp op_;
+  const bool norm_;
+  const PointwiseKernel &pro_, &epi_;
+  int nops_ = 0;
+  // Lanes per row, values per lane, threads per block, rows per block, vector width.
+  int T_ = 1, P_ = 0, B_ = 256, R_ = 1, V_ = 1;
+  std::string I_;  // the index type
+  std::vector<Operand> ops_;
+  std::vector<int> pro_out_, pro_in_, epi_out_, epi_in_;
+  std::ostringstream os_;
+  int pass_count_ = 0;
+};
+
+}  // namespace
+
+std::string reduce_source(const ReduceSpec& spec) {
+  return ReduceWriter(spec).write();
 }
 
 }  // namespace kiln::jit::cuda

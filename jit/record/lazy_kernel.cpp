@@ -47,8 +47,8 @@ Device output_device(const Stack& stack) {
 
 void run_eagerly(const OperatorEntry& op, Stack& stack, const char* why) {
   count_eager_fallback();
-  KILN_LOG(Perf, op.name(), " ran eagerly in lazy mode: ", why);
-  TraceBuffer::current().flush();
+  KILN_LOG(Perf, op.name(), " in lazy mode ", why);
+  TraceBuffer::current().flush({why, nullptr, &op});
   ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
   stack = call_normalized(op, std::move(stack));
 }
@@ -85,8 +85,8 @@ bool shares_storage(const Stack& stack, size_t i) {
 // the old bytes (elements the op does not write keep them). Recorded nodes may
 // hold `out` with its current geometry (as their output or an input): they
 // run first, so the resize happens between them and the op, as in eager mode.
-void resize_like(const Tensor& out, const Tensor& meta) {
-  TraceBuffer::current().flush();
+void resize_like(const OperatorEntry& op, const Tensor& out, const Tensor& meta) {
+  TraceBuffer::current().flush({"resized its out= argument", nullptr, &op});
   int64_t extent = 0;
   if (meta.numel() > 0) {
     extent = meta.storage_offset() + 1;
@@ -122,7 +122,7 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
     return;
   }
   if (!op.unboxed(kMetaKey) && !op.boxed(kMetaKey)) {
-    run_eagerly(op, stack, "the op has no Meta kernel");
+    run_eagerly(op, stack, "ran at once: it has no Meta kernel");
     return;
   }
   // Shapes from the Meta kernel, on meta twins of the arguments.
@@ -168,12 +168,12 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
       if (!(arg.sizes() == twin.sizes()) || !(arg.strides() == twin.strides())) {
         if (!node.device.is_cuda() || shares_storage(stack, i)) {
           // The op resized its out= argument: run it eagerly rather than trace a resize.
-          run_eagerly(op, stack, "it resizes an out= argument");
+          run_eagerly(op, stack, "ran at once: it resizes an out= argument");
           return;
         }
         // On CUDA there is no eager kernel to run (Note [Eager CUDA ops]):
         // resize the target now, as resize_out does, and record the op.
-        resize_like(arg, twin);
+        resize_like(op, arg, twin);
       }
       node.written.push_back(static_cast<int>(i));
     }

@@ -75,12 +75,41 @@ class FailedStorage final : public PendingValue {
   std::string message_;
 };
 
+// Marks a storage whose memory holds its value but whose reads on the host
+// someone watches (jit::compile's input stand-ins, Note [Tracing stand-ins]):
+// materializing it calls on_read() and clears the marker; a recorded write
+// replaces it like any other.
+class ReadWatch : public PendingValue {
+ public:
+  virtual void on_read(StorageImpl* storage) = 0;
+};
+
+// Why a trace runs before its owner asked for a result: what a tracing
+// observer reports as a graph break. `storage`: a storage whose value was
+// needed (the node that wrote it is looked up); `op`: an op that had to run
+// at once; `what`: the rest of the story.
+struct FlushCause {
+  const char* what = "kiln::sync() or jit::flush()";
+  const StorageImpl* storage = nullptr;
+  const OperatorEntry* op = nullptr;
+};
+
+// Watches a trace that records a compiled function (Note [Tracing stand-ins]).
+class TraceObserver {
+ public:
+  virtual ~TraceObserver() = default;
+  // The trace is about to run before tracing ended; `description` says why,
+  // naming the op and its position in the trace.
+  virtual void on_early_flush(const std::string& description) = 0;
+};
+
 class TraceBuffer final : public RefCounted {
  public:
-  // Traces flush when they reach this many nodes.
+  // Traces flush when they reach this many nodes (not while observed).
   static constexpr size_t kMaxNodes = 4096;
 
-  // The calling thread's trace (created on first use).
+  // The calling thread's trace: the one a TraceScope installed, else its own
+  // (created on first use).
   static TraceBuffer& current();
 
   // Appends a node; may flush first when the trace is full.
@@ -88,10 +117,22 @@ class TraceBuffer final : public RefCounted {
   // Marks `storage` as written by this trace.
   void mark_written(StorageImpl* storage);
   // Runs every recorded node (after dead-code elimination) and clears the trace.
-  void flush();
+  void flush(FlushCause cause = {});
   size_t size() const { return nodes_.size(); }
   // What flush() would run, without running it (golden tests of fusion).
   std::string describe_pending();
+
+  // Hands the recorded nodes over without running them (jit::compile builds
+  // its plan from them). Their storages keep this trace's marker.
+  std::vector<Node> take_nodes();
+  // Reports the first flush before take_nodes() to `observer` (null: none),
+  // which must outlive its observation.
+  void set_observer(TraceObserver* observer) { observer_ = observer; }
+  // The marker this trace gives the storages it writes (null before the first).
+  const PendingValue* marker() const { return marker_.get(); }
+  // Drops the marker's reference to this trace (a trace not owned by a
+  // thread, once no storage carries its marker any more).
+  void drop_marker() { marker_.reset(); }
 
  private:
   // Recursive: appending may flush, and running a trace may materialize a
@@ -126,10 +167,25 @@ class TraceBuffer final : public RefCounted {
   // output. Only the owning thread touches it (mark_written is called on
   // current()); its reference to this trace is dropped when the thread exits.
   IntrusivePtr<LazyStorage> marker_;
+  TraceObserver* observer_ = nullptr;
   uint32_t next_id_ = 0;
+};
+
+// Makes `trace` the calling thread's current trace for its lifetime.
+class TraceScope {
+ public:
+  explicit TraceScope(TraceBuffer* trace);
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+
+ private:
+  TraceBuffer* saved_;
 };
 
 // Materializes `storage` (the runtime hook for data access on a pending storage).
 void materialize(StorageImpl* storage);
+// The same, saying what needs it when that is not a read of its data.
+void materialize(StorageImpl* storage, FlushCause cause);
 
 }  // namespace kiln::jit

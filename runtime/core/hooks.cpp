@@ -1,4 +1,5 @@
-// The persistent cache that jit/ installs (Note [Persistent cache hook]).
+// The slots jit/ fills (Note [Runtime hooks]). Each is a constant-initialized
+// atomic, so a static initializer in any translation unit may set it.
 
 #include "runtime/core/hooks.h"
 
@@ -7,11 +8,28 @@
 namespace kiln {
 namespace {
 
-// Installed once at load time, read on cache misses only.
+std::atomic<MaterializeHook> g_materialize{nullptr};
+std::atomic<SyncHook> g_sync{nullptr};
 std::atomic<decltype(PersistentCache::load)> g_load{nullptr};
 std::atomic<decltype(PersistentCache::store)> g_store{nullptr};
+std::atomic<cuda::IntMatmulKernel> g_int_matmul{nullptr};
+std::atomic<cuda::DeviceCopyKernel> g_device_copy{nullptr};
 
 }  // namespace
+
+void set_materialize_hook(MaterializeHook hook) {
+  g_materialize.store(hook);
+}
+MaterializeHook materialize_hook() {
+  return g_materialize.load();
+}
+
+void set_sync_hook(SyncHook hook) {
+  g_sync.store(hook);
+}
+SyncHook sync_hook() {
+  return g_sync.load();
+}
 
 void set_persistent_cache(PersistentCache cache) {
   g_load.store(cache.load);
@@ -27,4 +45,21 @@ void persistent_store(const std::string& key, const std::vector<char>& payload) 
   if (auto store = g_store.load()) store(key, payload);
 }
 
+namespace cuda {
+
+void set_int_matmul_kernel(IntMatmulKernel kernel) {
+  g_int_matmul.store(kernel);
+}
+IntMatmulKernel int_matmul_kernel() {
+  return g_int_matmul.load();
+}
+
+void set_device_copy_kernel(DeviceCopyKernel kernel) {
+  g_device_copy.store(kernel);
+}
+DeviceCopyKernel device_copy_kernel() {
+  return g_device_copy.load();
+}
+
+}  // namespace cuda
 }  // namespace kiln

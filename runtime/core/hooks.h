@@ -1,6 +1,17 @@
 #pragma once
 
-// Points where higher layers plug into runtime/ without runtime including them.
+// Note [Runtime hooks]
+// runtime/ never includes jit/: jit/ records, plans and generates code on top
+// of runtime/'s tensors and kernels. A few things runtime/ does still need
+// from jit/: computing a pending storage, running what is pending, the kernel
+// disk cache, and two CUDA kernels that exist only as generated code. Each is
+// a slot declared here, and only here. jit/ fills its slots from static
+// initializers when the library loads (record/lazy_kernel.cpp,
+// cache/persistent_cache.cpp, codegen_cuda/op_kernels/int_matmul.cpp,
+// codegen_cuda/copy_cuda.cpp); runtime/ reads them when it needs them. Every
+// slot exists in every build, with or without CUDA: without it the CUDA slots
+// stay empty and nothing reads them. A slot is an atomic, set once at load and
+// read afterwards from any thread; an empty slot behaves as its comment says.
 
 #include <optional>
 #include <string>
@@ -8,21 +19,31 @@
 
 namespace kiln {
 
+class Scalar;
 class StorageImpl;
+class Tensor;
 
-// Computes a storage's pending (lazy) contents; installed by jit/.
+// --- Lazy evaluation -------------------------------------------------------------
+
+// Computes a storage's pending contents (Note [Pending storage]). Empty: reading
+// a pending storage is an internal error (only jit/ makes pending storages).
 using MaterializeHook = void (*)(StorageImpl* storage);
 void set_materialize_hook(MaterializeHook hook);
+MaterializeHook materialize_hook();
 
-// Runs every pending (lazy) computation; installed by jit/.
+// Runs every pending computation (kiln::sync() calls it before waiting for the
+// devices). Empty: nothing is pending.
 using SyncHook = void (*)();
 void set_sync_hook(SyncHook hook);
+SyncHook sync_hook();
+
+// --- Persistent cache ---------------------------------------------------------------
 
 // Note [Persistent cache hook]
 // A few answers in runtime/ are worth keeping across processes (cuBLASLt's
 // algorithm choices: Note [cuBLASLt algorithm disk cache]), but the disk cache
-// belongs to jit/ (Note [Kernel disk cache]). jit/ installs it at load time;
-// until then every lookup misses and stores are dropped.
+// belongs to jit/ (Note [Kernel disk cache]). Empty: every lookup misses and
+// stores are dropped.
 struct PersistentCache {
   std::optional<std::vector<char>> (*load)(const std::string& key) = nullptr;
   void (*store)(const std::string& key, const std::vector<char>& payload) = nullptr;
@@ -31,4 +52,30 @@ void set_persistent_cache(PersistentCache cache);
 std::optional<std::vector<char>> persistent_load(const std::string& key);
 void persistent_store(const std::string& key, const std::vector<char>& payload);
 
+// --- Generated CUDA kernels -----------------------------------------------------------
+
+namespace cuda {
+
+// out[..., m, n] = beta * self + alpha * (a[..., m, k] @ b[..., k, n]) on
+// integer CUDA tensors of one device and one dtype (Note [Integer matmuls on
+// CUDA]). a and b have out's rank and batch sizes (they may be expanded
+// views); `self` (optional: undefined when beta is zero, and then never read)
+// broadcasts to out's shape and may be out itself. out may share storage with
+// a or b. Runs on the current stream. Empty: an integer product on CUDA is an
+// internal error (the CUDA code generator is always linked with the CUDA
+// backend).
+using IntMatmulKernel = void (*)(const Tensor& out, const Tensor& self, const Tensor& a,
+                                 const Tensor& b, const Scalar& beta, const Scalar& alpha);
+void set_int_matmul_kernel(IntMatmulKernel kernel);
+IntMatmulKernel int_matmul_kernel();
+
+// Writes `src` (broadcast to dst's sizes) into `dst` on one device, converting
+// the dtype (Note [Device copies through generated kernels]). Empty: copies
+// that change the dtype fail with a kiln::Error, the others use the copy
+// engines.
+using DeviceCopyKernel = void (*)(const Tensor& dst, const Tensor& src);
+void set_device_copy_kernel(DeviceCopyKernel kernel);
+DeviceCopyKernel device_copy_kernel();
+
+}  // namespace cuda
 }  // namespace kiln

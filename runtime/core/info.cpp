@@ -1,6 +1,5 @@
 #include "kiln/info.h"
 
-#include <atomic>
 #include <sstream>
 
 #include "kiln/cuda.h"
@@ -10,16 +9,8 @@
 
 namespace kiln {
 
-namespace {
-std::atomic<SyncHook> g_sync_hook{nullptr};
-}  // namespace
-
-void set_sync_hook(SyncHook hook) {
-  g_sync_hook.store(hook);
-}
-
 void sync() {
-  if (SyncHook hook = g_sync_hook.load()) hook();
+  if (SyncHook hook = sync_hook()) hook();
   if (cuda::is_available()) {
     for (int i = 0; i < cuda::device_count(); ++i) cuda::synchronize(Device::cuda(i));
   }

@@ -1,6 +1,5 @@
 #include "kiln/impl/tensor_impl.h"
 
-#include <atomic>
 #include <memory>
 
 #include "allocator/allocator.h"
@@ -12,7 +11,6 @@
 namespace kiln {
 
 namespace {
-std::atomic<MaterializeHook> g_materialize{nullptr};
 
 // Note [Impl pools]
 // Every eager op makes a TensorImpl and a StorageImpl for its output and
@@ -86,10 +84,6 @@ void TensorImpl::operator delete(void* p, size_t nbytes) {
   pooled_delete<TensorImpl>(p, nbytes);
 }
 
-void set_materialize_hook(MaterializeHook hook) {
-  g_materialize.store(hook);
-}
-
 // ---------------------------------------------------------------------------
 // StorageImpl
 
@@ -114,6 +108,16 @@ void StorageImpl::adopt_data(StorageImpl& other) {
   other.data_ = nullptr;
   other.ctx_ = nullptr;
   other.deleter_ = nullptr;
+}
+
+void StorageImpl::reset_data() {
+  void* data = data_;
+  void* ctx = ctx_;
+  Deleter deleter = deleter_;
+  data_ = nullptr;
+  ctx_ = nullptr;
+  deleter_ = nullptr;
+  if (deleter) deleter(ctx, data);
 }
 
 IntrusivePtr<StorageImpl> StorageImpl::allocate(size_t nbytes, Device device) {
@@ -196,7 +200,7 @@ void TensorImpl::refresh() {
 
 void* TensorImpl::data_slow() {
   if (storage_ && storage_->pending()) {
-    MaterializeHook hook = g_materialize.load();
+    MaterializeHook hook = materialize_hook();
     KILN_INTERNAL_ASSERT(hook != nullptr, "a pending tensor with no materialize hook");
     hook(storage_.get());
     KILN_INTERNAL_ASSERT(!storage_->pending(), "materialize left the storage pending");

@@ -17,35 +17,6 @@ MatrixRef matrix_of(const Tensor& t) {
           t.stride(nd - 1)};
 }
 
-bool shares_storage(const Tensor& a, const Tensor& b) {
-  return a.numel() > 0 && b.numel() > 0 && a.impl()->storage().get() == b.impl()->storage().get();
-}
-
-// When dims [0, nd - 1) of `t` (batch dims and rows) form one evenly strided
-// run, the stride of that run: the batch folds into the rows of one matrix.
-std::optional<int64_t> folded_row_stride(const Tensor& t) {
-  const int64_t nd = t.dim();
-  std::optional<int64_t> stride;
-  int64_t expected = 0;
-  for (int64_t d = nd - 2; d >= 0; --d) {
-    if (t.size(d) == 1) continue;
-    if (!stride) {
-      stride = t.stride(d);
-    } else if (t.stride(d) != expected) {
-      return std::nullopt;
-    }
-    expected = t.stride(d) * t.size(d);
-  }
-  return stride ? stride : std::optional<int64_t>(1);
-}
-
-bool batch_is_broadcast(const Tensor& t) {
-  for (int64_t d = 0; d < t.dim() - 2; ++d) {
-    if (t.size(d) != 1 && t.stride(d) != 0) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta,
@@ -122,43 +93,6 @@ Device product_device(const char* op, std::initializer_list<const Tensor*> opera
     if (t->defined()) check_cpu(*t, op, "input");
   }
   return Device::cpu();
-}
-
-Tensor expand_batch(const Tensor& t, IntArrayRef batch, int64_t keep) {
-  const int64_t nb = static_cast<int64_t>(batch.size());
-  const int64_t own = t.dim() - keep;
-  KILN_INTERNAL_ASSERT(own <= nb, "expand_batch: more batch dims than the target");
-  DimVector sizes(batch), strides(static_cast<size_t>(nb), 0);
-  for (int64_t i = 0; i < own; ++i) {
-    int64_t d = nb - own + i;
-    if (t.size(i) == batch[d]) strides[d] = t.stride(i);
-  }
-  for (int64_t i = own; i < t.dim(); ++i) {
-    sizes.push_back(t.size(i));
-    strides.push_back(t.stride(i));
-  }
-  return make_view(t, sizes, strides, t.storage_offset());
-}
-
-Tensor as_matrix(const Tensor& t) {
-  const int64_t cols = t.size(-1);
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
-  if (t.dim() == 1) return make_view(t, {1, cols}, {cols, t.stride(0)}, t.storage_offset());
-  if (std::optional<int64_t> rs = folded_row_stride(t)) {
-    return make_view(t, {rows, cols}, {*rs, t.stride(-1)}, t.storage_offset());
-  }
-  Tensor c = t.contiguous();
-  return make_view(c, {rows, cols}, {cols, 1}, c.storage_offset());
-}
-
-bool broadcasts_to(IntArrayRef from, IntArrayRef to) {
-  if (from.size() > to.size()) return false;
-  const size_t shift = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (from[i] != 1 && from[i] != to[shift + i]) return false;
-  }
-  return true;
 }
 
 }  // namespace kiln::cpu

@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "kiln/tensor.h"
+#include "runtime/core/matrix_view.h"  // expand_batch, as_matrix, broadcasts_to
 
 namespace kiln::cpu {
 
@@ -26,16 +27,5 @@ void check_product_dtypes(const char* op, const Tensor& a, const char* a_name, c
 // Where a product's result lives: meta when any operand is a meta tensor,
 // else the CPU (every operand is checked to be there).
 Device product_device(const char* op, std::initializer_list<const Tensor*> operands);
-
-// A view of `t` expanded to `batch` + its own last `keep` dims: missing and
-// size-1 batch dims get stride 0 (matmul's broadcasting of batch dims).
-Tensor expand_batch(const Tensor& t, IntArrayRef batch, int64_t keep);
-
-// `t` (at least 1-D) seen as a matrix [numel / size(-1), size(-1)]: a view
-// when its leading dims fold into evenly strided rows, else a contiguous copy.
-Tensor as_matrix(const Tensor& t);
-
-// True when a tensor of `from` sizes broadcasts to `to` without changing `to`.
-bool broadcasts_to(IntArrayRef from, IntArrayRef to);
 
 }  // namespace kiln::cpu

@@ -37,15 +37,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
   Tensor out = empty_tensor(shape, input.dtype(), dev);
   if (dev.is_meta() || out.numel() == 0) return out;
   if (has_bias) copy_into(out, *bias);
-  const int64_t out_features = weight.dim() == 2 ? weight.size(0) : 1;
-  const int64_t rows = out.numel() / out_features;
-  Tensor out2 = make_view(out, {rows, out_features}, {out_features, 1}, out.storage_offset());
-  Tensor w2 =
-      weight.dim() == 2
-          ? make_view(weight, {in_features, out_features}, {weight.stride(1), weight.stride(0)},
-                      weight.storage_offset())
-          : make_view(weight, {in_features, 1}, {weight.stride(0), 1}, weight.storage_offset());
-  matmul_into(out2, as_matrix(input), w2, has_bias ? 1 : 0, 1);
+  const LinearMatrices m = linear_matrices(out, input, weight);
+  matmul_into(m.out2, m.in2, m.w2, has_bias ? 1 : 0, 1);
   return out;
 }
 

@@ -1,27 +1,20 @@
+// lt_matmul: from tensors to cuBLASLt calls (Note [cuBLASLt layouts],
+// Note [Matmul epilogues]); the layouts, algorithm choices and warm-up it
+// relies on are in blas_lt_layout.cpp, blas_lt_algo.cpp and blas_lt_warmup.cpp.
+
 #include "runtime/cuda/blas_lt.h"
 
-#include <cublasLt.h>
-
-#include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
-#include <mutex>
 #include <optional>
-#include <sstream>
-#include <string>
-#include <thread>
-#include <unordered_map>
 
-#include "kiln/logging.h"
 #include "kiln/ops.h"
-#include "runtime/core/hooks.h"
+#include "runtime/core/matrix_view.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/blas.h"
+#include "runtime/cuda/blas_lt_algo.h"
+#include "runtime/cuda/blas_lt_impl.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
 
@@ -30,7 +23,6 @@ namespace kiln::cuda {
 namespace {
 
 std::atomic<bool> g_allow_tf32{false};
-constexpr int kMaxDevices = 64;
 
 // One handle per (thread, device): cuBLASLt handles are cheap, and a handle
 // of its own spares each thread a lock. Destroyed when the thread ends.
@@ -42,6 +34,8 @@ struct ThreadHandles {
     }
   }
 };
+
+}  // namespace
 
 cublasLtHandle_t handle_for(int device) {
   thread_local ThreadHandles t;
@@ -58,29 +52,7 @@ size_t workspace_bytes(int device) {
   return device_properties(device).major >= 9 ? size_t{32} << 20 : size_t{4} << 20;
 }
 
-// A matrix as cuBLASLt takes it: column-major rows x cols with leading
-// dimension ld, read transposed when `trans` (Note [cuBLASLt layouts]).
-struct LtMatrix {
-  bool trans = false;
-  int64_t rows = 0, cols = 0, ld = 0;
-};
-
-// The column-major layout of a [r, c] matrix with strides (rs, cs), as stored.
-std::optional<LtMatrix> column_major(int64_t r, int64_t c, int64_t rs, int64_t cs) {
-  if (rs < 0 || cs < 0) return std::nullopt;
-  const int64_t min_ld = std::max<int64_t>(r, 1);
-  if ((r <= 1 || rs == 1) && (c <= 1 || cs >= min_ld)) {
-    return LtMatrix{false, r, c, c <= 1 ? min_ld : cs};
-  }
-  return std::nullopt;
-}
-
-// An operand: as stored, or as the transpose of its column-major transpose.
-std::optional<LtMatrix> operand(int64_t r, int64_t c, int64_t rs, int64_t cs) {
-  if (auto m = column_major(r, c, rs, cs)) return m;
-  if (auto m = column_major(c, r, cs, rs)) return LtMatrix{true, m->rows, m->cols, m->ld};
-  return std::nullopt;
-}
+namespace {
 
 int64_t alignment_of(const void* p, int64_t stride_bytes = 0) {
   const auto bits = reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(stride_bytes) | 256u;
@@ -121,213 +93,12 @@ cublasLtEpilogue_t epilogue_for(Activation act, bool bias) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-// --- Heuristic cache --------------------------------------------------------------------
-
-// Everything the algorithm choice depends on: problem, layouts, types,
-// epilogue, alignments, workspace and device.
-using AlgoKey = std::array<int64_t, 24>;
-
-struct AlgoKeyHash {
-  size_t operator()(const AlgoKey& k) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
-
-struct AlgoEntry {
-  bool found = false;
-  cublasLtMatmulAlgo_t algo{};
-  size_t workspace = 0;  // bytes the algorithm needs
-};
-
-struct AlgoCache {
-  std::mutex mu;
-  std::unordered_map<AlgoKey, AlgoEntry, AlgoKeyHash> entries;
-  std::atomic<int64_t> hits{0}, misses{0}, disk_hits{0};
-  std::atomic<int64_t> miss_ns{0};
-};
-
-AlgoCache& algo_cache() {
-  static auto* cache = new AlgoCache();  // leaked: used until exit
-  return *cache;
-}
-
-// Note [cuBLASLt algorithm disk cache]
-// A heuristic query costs from under a millisecond to over 100 ms (the first
-// queries of a process for skinny shapes), and its answer is the same in the
-// next process: cublasLt.h documents cublasLtMatmulAlgo_t as trivially
-// serializable for use with the same cuBLAS version. Choices are therefore kept
-// in the persistent cache (Note [Persistent cache hook]) under a key naming the
-// library version, the device's name and compute capability and the problem
-// (AlgoKey without the device index). A restored algorithm is still checked
-// against the problem with cublasLtMatmulAlgoCheck before use; one that fails
-// the check is asked for again and replaced. "No algorithm" is kept too.
-std::string disk_key(const AlgoKey& key, int device) {
-  const cudaDeviceProp& prop = device_properties(device);
-  std::ostringstream k;
-  k << "cublaslt-algo-1|" << cublasLtGetVersion() << "|" << prop.name << "|sm" << prop.major
-    << prop.minor;
-  for (size_t i = 1; i < key.size(); ++i) k << "|" << key[i];
-  return k.str();
-}
-
-constexpr size_t kAlgoBytes = sizeof(cublasLtMatmulAlgo_t);
-
-void save_algo(const std::string& disk, const AlgoEntry& e) {
-  std::vector<char> payload(1 + kAlgoBytes + sizeof(uint64_t));
-  payload[0] = e.found ? 1 : 0;
-  std::memcpy(payload.data() + 1, &e.algo, kAlgoBytes);
-  const uint64_t ws = e.workspace;
-  std::memcpy(payload.data() + 1 + kAlgoBytes, &ws, sizeof ws);
-  persistent_store(disk, payload);
-}
-
-std::optional<AlgoEntry> restore_algo(const std::string& disk, cublasLtHandle_t handle,
-                                      cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-                                      cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d,
-                                      size_t ws_bytes) {
-  std::optional<std::vector<char>> payload = persistent_load(disk);
-  if (!payload || payload->size() != 1 + kAlgoBytes + sizeof(uint64_t)) return std::nullopt;
-  AlgoEntry e;
-  e.found = (*payload)[0] != 0;
-  if (!e.found) return e;
-  std::memcpy(&e.algo, payload->data() + 1, kAlgoBytes);
-  cublasLtMatmulHeuristicResult_t check{};
-  if (cublasLtMatmulAlgoCheck(handle, desc, a, b, d, d, &e.algo, &check) != CUBLAS_STATUS_SUCCESS ||
-      check.workspaceSize > ws_bytes) {
-    KILN_LOG(Perf, "cuBLASLt: a stored algorithm failed its check; asking the heuristic again");
-    return std::nullopt;
-  }
-  e.workspace = check.workspaceSize;
-  return e;
-}
-
-// --- Descriptors (RAII over the create/destroy pairs) -----------------------------------
-
-struct MatmulDesc {
-  cublasLtMatmulDesc_t desc = nullptr;
-  int device;
-  MatmulDesc(cublasComputeType_t compute, cudaDataType_t scale, int dev) : device(dev) {
-    KILN_CUBLAS_CHECK_DEVICE(cublasLtMatmulDescCreate(&desc, compute, scale), device);
-  }
-  ~MatmulDesc() {
-    if (desc) (void)cublasLtMatmulDescDestroy(desc);
-  }
-  template <class T>
-  void set(cublasLtMatmulDescAttributes_t attr, const T& value) {
-    KILN_CUBLAS_CHECK_DEVICE(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(T)), device);
-  }
-};
-
-struct Layout {
-  cublasLtMatrixLayout_t layout = nullptr;
-  Layout(cudaDataType_t type, const LtMatrix& m, int32_t batch, int64_t batch_stride, int device) {
-    KILN_CUBLAS_CHECK_DEVICE(
-        cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(m.rows),
-                                   static_cast<uint64_t>(m.cols), m.ld),
-        device);
-    if (batch > 1) {
-      KILN_CUBLAS_CHECK_DEVICE(
-          cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
-                                           sizeof(batch)),
-          device);
-      KILN_CUBLAS_CHECK_DEVICE(
-          cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                           &batch_stride, sizeof(batch_stride)),
-          device);
-    }
-  }
-  ~Layout() {
-    if (layout) (void)cublasLtMatrixLayoutDestroy(layout);
-  }
-  Layout(const Layout&) = delete;
-  Layout& operator=(const Layout&) = delete;
-};
-
-struct Preference {
-  cublasLtMatmulPreference_t pref = nullptr;
-  int device;
-  explicit Preference(int dev) : device(dev) {
-    KILN_CUBLAS_CHECK_DEVICE(cublasLtMatmulPreferenceCreate(&pref), device);
-  }
-  ~Preference() {
-    if (pref) (void)cublasLtMatmulPreferenceDestroy(pref);
-  }
-  template <class T>
-  void set(cublasLtMatmulPreferenceAttributes_t attr, const T& value) {
-    KILN_CUBLAS_CHECK_DEVICE(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(T)),
-                             device);
-  }
-};
-
-// --- One cuBLASLt call ------------------------------------------------------------------
-
-// A column-major problem D[m, n] = act(alpha * op(A)[m, k] @ op(B)[k, n] + beta * D + bias)
-// over `batch` strided entries; C is D.
-struct Problem {
-  LtMatrix a, b, d;
-  int64_t m = 0, n = 0, k = 0;
-  int32_t batch = 1;
-  int64_t stride_a = 0, stride_b = 0, stride_d = 0;
-  bool swapped = false;  // A is the tensor b, B the tensor a, D out^T
-  // Element offsets (A, B, D) of the outer batch entries (dims that did not collapse).
-  std::vector<std::array<int64_t, 3>> offsets{{0, 0, 0}};
-};
-
 // Note [cuBLASLt under graph capture]
 // A call is safe to capture: alpha and beta are host values (read when the
 // call is made, so baked into the captured kernels), the heuristic is a host
 // query whose answer is cached before capture usually begins, and the
 // workspace comes from the caching allocator on the current stream, which
 // during capture hands out blocks of the graph's private pool.
-
-// --- Warm-up (Note [cuBLASLt warm-up]) ---------------------------------------------------
-
-struct Warmup {
-  std::once_flag started;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool running = false;
-};
-
-Warmup& warmup_for(int device) {
-  static auto* all = new std::array<Warmup, kMaxDevices>();  // leaked: a thread may outlive main
-  KILN_INTERNAL_ASSERT(device >= 0 && device < kMaxDevices, "cuBLASLt: device index ", device,
-                       " out of range");
-  return (*all)[static_cast<size_t>(device)];
-}
-
-// One heuristic query for a small half-precision problem: what initializes cuBLASLt.
-void warm_up(int device) {
-  DeviceGuard guard(device);
-  MatmulDesc desc(CUBLAS_COMPUTE_32F, CUDA_R_32F, device);
-  const LtMatrix m{false, 64, 64, 64};
-  Layout a(CUDA_R_16F, m, 1, 0, device), b(CUDA_R_16F, m, 1, 0, device),
-      d(CUDA_R_16F, m, 1, 0, device);
-  Preference pref(device);
-  pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-           static_cast<uint64_t>(workspace_bytes(device)));
-  cublasLtMatmulHeuristicResult_t result{};
-  int count = 0;
-  (void)cublasLtMatmulAlgoGetHeuristic(handle_for(device), desc.desc, a.layout, b.layout, d.layout,
-                                       d.layout, pref.pref, 1, &result, &count);
-}
-
-void wait_for_warmup(int device) {
-  Warmup& w = warmup_for(device);
-  std::unique_lock<std::mutex> lock(w.mu);
-  w.cv.wait(lock, [&] { return !w.running; });
-}
-
-// A process that exits while a warm-up runs waits for it first: the CUDA
-// runtime's own exit handlers, registered before this object was made, run
-// after its destructor, so cuBLASLt is never torn down under the thread.
-struct WaitAtExit {
-  ~WaitAtExit() {
-    for (int d = 0; d < kMaxDevices; ++d) wait_for_warmup(d);
-  }
-};
 
 // Runs `p`; false (nothing queued) when cuBLASLt has no algorithm for it.
 bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, double alpha,
@@ -358,9 +129,10 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
   desc.set(CUBLASLT_MATMUL_DESC_TRANSB, op_b);
   desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
   if (bias) desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  Layout la(t.data, p.a, p.batch, p.stride_a, device);
-  Layout lb(t.data, p.b, p.batch, p.stride_b, device);
-  Layout ld(t.data, p.d, p.batch, p.stride_d, device);
+  MatrixLayout la(t.data, p.a, p.batch, p.stride_a, device);
+  MatrixLayout lb(t.data, p.b, p.batch, p.stride_b, device);
+  MatrixLayout ld(t.data, p.d, p.batch, p.stride_d, device);
+  cublasLtHandle_t handle = handle_for(device);
 
   const AlgoKey key{device,
                     static_cast<int64_t>(dtype),
@@ -386,60 +158,9 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
                     p.a.rows,
                     p.b.rows,
                     0};
-  AlgoCache& cache = algo_cache();
-  AlgoEntry entry;
-  bool cached = false;
-  {
-    std::lock_guard<std::mutex> lock(cache.mu);
-    auto it = cache.entries.find(key);
-    if (it != cache.entries.end()) {
-      entry = it->second;
-      cached = true;
-    }
-  }
-  cublasLtHandle_t handle = handle_for(device);
-  if (cached) {
-    cache.hits.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    cache.misses.fetch_add(1, std::memory_order_relaxed);
-    const auto t0 = std::chrono::steady_clock::now();
-    wait_for_warmup(device);
-    const std::string stored_key = disk_key(key, device);
-    std::optional<AlgoEntry> restored =
-        restore_algo(stored_key, handle, desc.desc, la.layout, lb.layout, ld.layout, ws_bytes);
-    if (restored) {
-      entry = *restored;
-      cache.disk_hits.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      Preference pref(device);
-      pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(ws_bytes));
-      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(align_a));
-      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(align_b));
-      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(align_d));
-      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(align_d));
-      cublasLtMatmulHeuristicResult_t result{};
-      int count = 0;
-      const cublasStatus_t st =
-          cublasLtMatmulAlgoGetHeuristic(handle, desc.desc, la.layout, lb.layout, ld.layout,
-                                         ld.layout, pref.pref, 1, &result, &count);
-      // NOT_SUPPORTED is an answer (no algorithm), not a failure.
-      if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
-        detail::fail_cublas(st, "cublasLtMatmulAlgoGetHeuristic(...)", __FILE__, __LINE__, device);
-      }
-      if (st == CUBLAS_STATUS_SUCCESS && count > 0) {
-        entry.found = true;
-        entry.algo = result.algo;
-        entry.workspace = result.workspaceSize;
-      }
-      save_algo(stored_key, entry);
-    }
-    cache.miss_ns.fetch_add(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-            .count(),
-        std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(cache.mu);
-    cache.entries.emplace(key, entry);
-  }
+  const AlgoEntry entry = find_algorithm(
+      key, device,
+      {handle, desc.desc, la.layout, lb.layout, ld.layout, ws_bytes, align_a, align_b, align_d});
   if (!entry.found) return false;
 
   const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
@@ -464,142 +185,6 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
         device);
   }
   return true;
-}
-
-// --- From tensors to a Problem ----------------------------------------------------------
-
-struct BatchDim {
-  int64_t size, out, a, b;  // size and the three strides
-};
-
-// Batch dims of size > 1, adjacent ones merged where all three tensors step evenly.
-std::vector<BatchDim> collapse_batch(const Tensor& out, const Tensor& a, const Tensor& b) {
-  std::vector<BatchDim> dims;
-  for (int64_t d = 0; d + 2 < out.dim(); ++d) {
-    if (out.size(d) == 1) continue;
-    BatchDim cur{out.size(d), out.stride(d), a.stride(d), b.stride(d)};
-    if (!dims.empty()) {
-      BatchDim& prev = dims.back();
-      if (prev.out == cur.out * cur.size && prev.a == cur.a * cur.size &&
-          prev.b == cur.b * cur.size) {
-        prev = {prev.size * cur.size, cur.out, cur.a, cur.b};
-        continue;
-      }
-    }
-    dims.push_back(cur);
-  }
-  return dims;
-}
-
-// When dims [0, nd - 1) of `t` form one evenly strided run of rows, its stride.
-std::optional<int64_t> folded_row_stride(const Tensor& t) {
-  std::optional<int64_t> stride;
-  int64_t expected = 0;
-  for (int64_t d = t.dim() - 2; d >= 0; --d) {
-    if (t.size(d) == 1) continue;
-    if (!stride) {
-      stride = t.stride(d);
-    } else if (t.stride(d) != expected) {
-      return std::nullopt;
-    }
-    expected = t.stride(d) * t.size(d);
-  }
-  return stride ? stride : std::optional<int64_t>(1);
-}
-
-bool batch_is_broadcast(const Tensor& t) {
-  for (int64_t d = 0; d + 2 < t.dim(); ++d) {
-    if (t.size(d) != 1 && t.stride(d) != 0) return false;
-  }
-  return true;
-}
-
-// Builds the cuBLASLt problem for out = a @ b (Note [cuBLASLt layouts]), with
-// `swap` computing out^T = b^T a^T. Empty when some layout cannot be expressed.
-std::optional<Problem> plan(const Tensor& out, const Tensor& a, const Tensor& b, bool swap) {
-  const int64_t nd = out.dim();
-  int64_t m = out.size(nd - 2), n = out.size(nd - 1);
-  const int64_t k = a.size(nd - 1);
-  int64_t ors = out.stride(nd - 2), ocs = out.stride(nd - 1);
-  int64_t ars = a.stride(nd - 2), acs = a.stride(nd - 1);
-  const int64_t brs = b.stride(nd - 2), bcs = b.stride(nd - 1);
-  std::vector<BatchDim> batch = collapse_batch(out, a, b);
-  // A batch times one shared matrix is one product with more rows (matmul of
-  // [B, T, K] by [K, N]); with one row per entry the row stride is the batch's.
-  if (!batch.empty() && batch_is_broadcast(b)) {
-    std::optional<int64_t> ra = folded_row_stride(a), ro = folded_row_stride(out);
-    int64_t count = 1;
-    for (const BatchDim& d : batch) count *= d.size;
-    if (ra && ro && m * count <= std::numeric_limits<int32_t>::max()) {
-      m *= count;
-      ars = *ra;
-      ors = *ro;
-      batch.clear();
-    }
-  }
-  Problem p;
-  std::optional<LtMatrix> ma, mb, md;
-  if (!swap) {
-    md = column_major(m, n, ors, ocs);
-    ma = operand(m, k, ars, acs);
-    mb = operand(k, n, brs, bcs);
-    p.m = m;
-    p.n = n;
-  } else {
-    md = column_major(n, m, ocs, ors);
-    ma = operand(n, k, bcs, brs);
-    mb = operand(k, m, acs, ars);
-    p.m = n;
-    p.n = m;
-  }
-  if (!ma || !mb || !md) return std::nullopt;
-  p.a = *ma;
-  p.b = *mb;
-  p.d = *md;
-  p.k = k;
-  p.swapped = swap;
-  if (!batch.empty()) {
-    const BatchDim inner = batch.back();
-    if (inner.out == 0) return std::nullopt;  // entries would write the same memory
-    KILN_CHECK(inner.size <= std::numeric_limits<int32_t>::max(),
-               "[matmul] expected fewer than 2^31 matrices in a batch on CUDA, got ", inner.size);
-    p.batch = static_cast<int32_t>(inner.size);
-    p.stride_d = inner.out;
-    p.stride_a = swap ? inner.b : inner.a;
-    p.stride_b = swap ? inner.a : inner.b;
-    batch.pop_back();
-    for (const BatchDim& d : batch) {
-      if (d.out == 0) return std::nullopt;
-    }
-    // Offsets (slot a, slot b, d) of every outer entry, in row-major order.
-    p.offsets.clear();
-    int64_t outer = 1;
-    for (const BatchDim& d : batch) outer *= d.size;
-    std::vector<int64_t> index(batch.size(), 0);
-    std::array<int64_t, 3> off{0, 0, 0};
-    for (int64_t e = 0; e < outer; ++e) {
-      p.offsets.push_back(swap ? std::array<int64_t, 3>{off[1], off[0], off[2]}
-                               : std::array<int64_t, 3>{off[0], off[1], off[2]});
-      for (size_t i = batch.size(); i-- > 0;) {
-        const BatchDim& d = batch[i];
-        if (++index[i] < d.size) {
-          off[0] += d.a;
-          off[1] += d.b;
-          off[2] += d.out;
-          break;
-        }
-        index[i] = 0;
-        off[0] -= d.a * (d.size - 1);
-        off[1] -= d.b * (d.size - 1);
-        off[2] -= d.out * (d.size - 1);
-      }
-    }
-  }
-  return p;
-}
-
-bool shares_storage(const Tensor& x, const Tensor& y) {
-  return x.numel() > 0 && y.numel() > 0 && x.impl()->storage().get() == y.impl()->storage().get();
 }
 
 char* bytes(const Tensor& t) {
@@ -658,8 +243,8 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
   // Layouts cuBLASLt cannot read become dense copies; an output it cannot
   // write, or one that overlaps an operand, becomes a dense scratch tensor.
   auto try_plan = [](const Tensor& o, const Tensor& x, const Tensor& y) {
-    std::optional<Problem> p = plan(o, x, y, /*swap=*/true);
-    return p ? p : plan(o, x, y, /*swap=*/false);
+    std::optional<Problem> p = plan_problem(o, x, y, /*swap=*/true);
+    return p ? p : plan_problem(o, x, y, /*swap=*/false);
   };
   const bool overlaps = shares_storage(out, a) || shares_storage(out, b);
   Tensor da = a, db = b, dst = out;
@@ -716,35 +301,6 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
 void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta,
                const Scalar& alpha, Activation act, const Tensor* bias) {
   lt_matmul_impl(out, a, b, beta, alpha, act, bias, /*may_retry=*/true);
-}
-
-void start_blas_warmup(int device) {
-  Warmup& w = warmup_for(device);
-  static WaitAtExit wait_at_exit;
-  std::call_once(w.started, [&] {
-    const char* env = std::getenv("KILN_BLAS_WARMUP");
-    if (env && std::string(env) == "0") return;
-    {
-      std::lock_guard<std::mutex> lock(w.mu);
-      w.running = true;
-    }
-    std::thread([device, &w] {
-      try {
-        warm_up(device);
-      } catch (const std::exception& e) {
-        KILN_LOG(Perf, "cuBLASLt warm-up on cuda:", device, " failed: ", e.what());
-      }
-      std::lock_guard<std::mutex> lock(w.mu);
-      w.running = false;
-      w.cv.notify_all();
-    }).detach();
-  });
-}
-
-LtCacheStats lt_cache_stats() {
-  AlgoCache& c = algo_cache();
-  return {c.hits.load(), c.misses.load(), c.disk_hits.load(),
-          static_cast<double>(c.miss_ns.load()) / 1e6};
 }
 
 void set_allow_tf32(bool allow) {

@@ -3,11 +3,11 @@
 
 #include "runtime/cpu/copy.h"
 
-#include <atomic>
 #include <cstring>
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/hooks.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/copy_plan.h"
@@ -100,8 +100,6 @@ void run_plan(char* dst, const char* src, const std::vector<Copy2D>& plan, cudaM
     }
   }
 }
-
-std::atomic<DeviceCopyKernel> g_copy_kernel{nullptr};
 
 // Whether the copy engines do a device-to-device copy well: one call, whole
 // (a single run) or with rows of at least kMinEngineRow bytes. Narrow rows
@@ -238,7 +236,7 @@ void copy_d2d_same_device(const Tensor& self, const Tensor& src) {
     copy_d2d_same_device(from, src);
   }
   const DimVector src_strides = broadcast_strides(from, self.sizes(), "copy_");
-  DeviceCopyKernel kernel = g_copy_kernel.load();
+  DeviceCopyKernel kernel = device_copy_kernel();
   if (self.dtype() != from.dtype() ||
       (kernel && !engine_copy_fits(self.sizes(), self.strides(), src_strides, self.dtype()))) {
     KILN_CHECK(kernel, "[copy_] copying ", from.dtype(), " ", src.sizes(), " into ", self.dtype(),
@@ -369,10 +367,6 @@ Tensor fill_kernel(const Tensor& self, const Scalar& value) {
 }
 
 }  // namespace
-
-void set_device_copy_kernel(DeviceCopyKernel kernel) {
-  g_copy_kernel.store(kernel);
-}
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (nbytes == 0) return;

@@ -35,9 +35,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 // Note [Device copies through generated kernels]
 // copy_ between tensors on one device that memory copies cannot do (a dtype
 // change, or a layout needing more than a few 2-D copies) runs a generated
-// kernel. jit/codegen_cuda registers it here, as runtime/ never includes jit/.
-// The kernel writes `src` (broadcast to dst's sizes) into `dst`, converting.
-using DeviceCopyKernel = void (*)(const Tensor& dst, const Tensor& src);
-void set_device_copy_kernel(DeviceCopyKernel kernel);
+// kernel: jit/codegen_cuda/copy_cuda.cpp, reached through its slot in
+// runtime/core/hooks.h (Note [Runtime hooks]), as runtime/ never includes jit/.
 
 }  // namespace kiln::cuda

@@ -5,23 +5,35 @@
 // dtypes CUDA admits, makes its output and calls lt_matmul (Note [cuBLASLt
 // layouts], Note [Matmul epilogues]); integer operands take a generated
 // kernel instead (Note [Integer matmuls on CUDA]).
+//
+// Note [Integer matmuls on CUDA]
+// cuBLASLt has no integer GEMM that wraps around, and PyTorch's CPU kernels
+// (which kiln's follow) accumulate integer products in the result dtype and
+// wrap. uint8/int8/int16/int32/int64 operands of mm, bmm, mv, addmm, baddbmm,
+// matmul and linear therefore go to one generated shared-memory tiled kernel
+// per dtype instead. It computes in the unsigned type of the operands' width
+// (32 bits for the narrower ones): unsigned arithmetic is exact modulo 2^w, so
+// the truncated result is the wrapped one whatever the order of the sum, and
+// no signed overflow (undefined) happens. alpha and beta are truncated to
+// integers as the CPU kernel does. bool stays refused by the Meta kernel.
+// addmm_act (made by the matmul epilogue pass in lazy mode) runs unfused for
+// integers: addmm, then the activation. The kernel is generated code, so it
+// lives in jit/codegen_cuda/op_kernels/int_matmul.cpp and is reached through
+// its slot in runtime/core/hooks.h (Note [Runtime hooks]).
 
-#include <atomic>
 #include <limits>
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/hooks.h"
+#include "runtime/core/matrix_view.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/blas.h"
-#include "runtime/cpu/blas_tensor.h"
 #include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/cuda_runtime.h"
-#include "runtime/cuda/int_matmul.h"
 
 namespace kiln::cuda {
 namespace {
-
-std::atomic<IntMatmulKernel> g_int_matmul{nullptr};
 
 using T = const Tensor&;
 using S = const Scalar&;
@@ -78,7 +90,7 @@ Tensor as_row_vector(const Tensor& bias) {
 }
 
 IntMatmulKernel int_matmul() {
-  IntMatmulKernel k = g_int_matmul.load();
+  IntMatmulKernel k = int_matmul_kernel();
   KILN_INTERNAL_ASSERT(k != nullptr, "no integer matmul kernel registered");
   return k;
 }
@@ -219,7 +231,7 @@ void matmul_into_result(const Tensor& r, const Tensor& a, const Tensor& b) {
   Tensor full = make_view(r, full_sizes, full_strides, r.storage_offset());
   Tensor a2 = da == 1 ? make_view(a, {1, k}, {0, a.stride(0)}, a.storage_offset()) : a;
   Tensor b2 = db == 1 ? as_column(b) : b;
-  product_into(full, cpu::expand_batch(a2, batch, 2), cpu::expand_batch(b2, batch, 2));
+  product_into(full, expand_batch(a2, batch, 2), expand_batch(b2, batch, 2));
 }
 
 Tensor matmul(T a, T b) {
@@ -253,16 +265,7 @@ Tensor linear(T input, T weight, const std::optional<Tensor>& bias) {
       "linear", {{&input, "input"}, {&weight, "weight"}, {has_bias ? &*bias : &none, "bias"}});
   Tensor out = empty_tensor(shape.sizes(), input.dtype(), dev);
   if (out.numel() == 0) return out;
-  const int64_t in_features = weight.size(-1);
-  const int64_t out_features = weight.dim() == 2 ? weight.size(0) : 1;
-  const int64_t rows = out.numel() / out_features;
-  Tensor out2 = make_view(out, {rows, out_features}, {out_features, 1}, out.storage_offset());
-  Tensor w2 =
-      weight.dim() == 2
-          ? make_view(weight, {in_features, out_features}, {weight.stride(1), weight.stride(0)},
-                      weight.storage_offset())
-          : make_view(weight, {in_features, 1}, {weight.stride(0), 1}, weight.storage_offset());
-  Tensor in2 = cpu::as_matrix(input);
+  const auto [out2, in2, w2] = linear_matrices(out, input, weight);
   if (!has_bias) {
     product_into(out2, in2, w2);
     return out;
@@ -299,10 +302,6 @@ Tensor addmm_act(T bias, T a, T b, std::string_view act) {
 }
 
 }  // namespace
-
-void set_int_matmul_kernel(IntMatmulKernel kernel) {
-  g_int_matmul.store(kernel);
-}
 
 KILN_LIBRARY_IMPL(kiln, CUDA, m) {
   m.impl("mm", &product<kMm>);

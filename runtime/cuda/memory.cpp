@@ -60,6 +60,21 @@ EventPool& event_pool() {
   return *pool;
 }
 
+// Note [Allocating during capture]
+// A CUDA graph capture in progress on this thread prohibits "unsafe" calls
+// such as cudaMalloc, cudaFree and event queries (thread-local capture mode:
+// they would invalidate the capture). The allocator's raw calls are not
+// stream work and the graph's private pool keeps what they allocate (Note
+// [Private pools]), so they run in relaxed mode for their duration.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 // The event half of both backends.
 class CudaEvents : public alloc::DeviceMemory {
  public:
@@ -76,6 +91,7 @@ class CudaEvents : public alloc::DeviceMemory {
   bool query_event(alloc::EventId id) override {
     auto* e = static_cast<PooledEvent*>(id);
     DeviceGuard g(e->device);
+    RelaxedCapture relaxed;
     cudaError_t err = cudaEventQuery(e->event);
     if (err == cudaErrorNotReady) {
       (void)cudaGetLastError();
@@ -99,6 +115,7 @@ class CudaDeviceMemory final : public CudaEvents {
   explicit CudaDeviceMemory(int device) : device_(device) {}
   void* raw_alloc(size_t nbytes) override {
     DeviceGuard g(device_);
+    RelaxedCapture relaxed;
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, nbytes);
     if (err == cudaErrorMemoryAllocation) {
@@ -110,10 +127,12 @@ class CudaDeviceMemory final : public CudaEvents {
   }
   void raw_free(void* ptr) override {
     DeviceGuard g(device_);
+    RelaxedCapture relaxed;
     KILN_CUDA_CHECK_DEVICE(cudaFree(ptr), device_);
   }
   void mem_info(size_t* free_bytes, size_t* total_bytes) override {
     DeviceGuard g(device_);
+    RelaxedCapture relaxed;
     KILN_CUDA_CHECK_DEVICE(cudaMemGetInfo(free_bytes, total_bytes), device_);
   }
   std::string name() const override { return "cuda:" + std::to_string(device_); }

@@ -20,8 +20,8 @@ Scalar IValue::to_scalar() const {
   KILN_FAIL("[IValue] expected a number, got ", type_name());
 }
 
-const char* IValue::type_name() const {
-  switch (tag()) {
+const char* IValue::tag_name(Tag tag) {
+  switch (tag) {
     case Tag::None:
       return "None";
     case Tag::Tensor:

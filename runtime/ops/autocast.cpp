@@ -21,7 +21,12 @@
 
 #include "kiln/autocast.h"
 
+#include <map>
+#include <mutex>
+#include <string>
+
 #include "kiln/dispatch.h"
+#include "runtime/ops/autocast_policy.h"
 
 namespace kiln {
 namespace {
@@ -161,6 +166,34 @@ void boxed_promote(const OperatorEntry& op, Stack& stack) {
   redispatch_boxed(op, stack);
 }
 
+// Every op's policy, as its Autocast kernel was registered (autocast_policy()).
+struct Policies {
+  std::mutex mu;
+  std::map<std::string, AutocastPolicy, std::less<>> by_op;
+};
+Policies& policies() {
+  static auto* p = new Policies();  // leaked: registrations run at load, queries until exit
+  return *p;
+}
+
+// Op names as FunctionSchema::full_name() writes them (no "kiln::").
+std::string_view op_name(std::string_view name) {
+  return name.substr(0, 6) == "kiln::" ? name.substr(6) : name;
+}
+
+void record_policy(std::string_view name, AutocastPolicy policy) {
+  Policies& p = policies();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.by_op[std::string(op_name(name))] = policy;
+}
+
+// Registers `kernel` as op `name`'s typed Autocast kernel, of `policy`.
+template <class Kernel>
+void typed(Library& m, const char* name, AutocastPolicy policy, Kernel kernel) {
+  m.impl(name, kernel);
+  record_policy(name, policy);
+}
+
 BoxedKernel boxed_kernel(AutocastPolicy policy) {
   switch (policy) {
     case AutocastPolicy::LowerPrecision:
@@ -244,28 +277,46 @@ std::optional<DType> autocast_dtype() {
 void set_autocast_policy(std::string_view name, AutocastPolicy policy) {
   Library lib(Library::Kind::Impl, "_", DispatchKey::Autocast);
   lib.impl_boxed(name, boxed_kernel(policy));
+  record_policy(name, policy);
+}
+
+std::optional<AutocastPolicy> autocast_policy(std::string_view name) {
+  Policies& p = policies();
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto it = p.by_op.find(op_name(name));
+  if (it == p.by_op.end()) return std::nullopt;
+  return it->second;
 }
 
 KILN_LIBRARY_IMPL(kiln, Autocast, m) {
-  m.impl("matmul", &Lower<"matmul", Tensor(T, T)>::call);
-  m.impl("mm", &Lower<"mm", Tensor(T, T)>::call);
-  m.impl("bmm", &Lower<"bmm", Tensor(T, T)>::call);
-  m.impl("mv", &Lower<"mv", Tensor(T, T)>::call);
-  m.impl("outer", &Lower<"outer", Tensor(T, T)>::call);
-  m.impl("addmm", &Lower<"addmm", Tensor(T, T, T, S, S)>::call);
-  m.impl("baddbmm", &Lower<"baddbmm", Tensor(T, T, T, S, S)>::call);
-  m.impl("linear", &Lower<"linear", Tensor(T, T, OptT)>::call);
-  m.impl("scaled_dot_product_attention",
-         &Lower<"scaled_dot_product_attention",
-                Tensor(T, T, T, OptT, double, bool, std::optional<double>)>::call);
+  constexpr AutocastPolicy kLow = AutocastPolicy::LowerPrecision, kF32 = AutocastPolicy::Float32;
+  typed(m, "matmul", kLow, &Lower<"matmul", Tensor(T, T)>::call);
+  typed(m, "mm", kLow, &Lower<"mm", Tensor(T, T)>::call);
+  typed(m, "bmm", kLow, &Lower<"bmm", Tensor(T, T)>::call);
+  typed(m, "mv", kLow, &Lower<"mv", Tensor(T, T)>::call);
+  typed(m, "outer", kLow, &Lower<"outer", Tensor(T, T)>::call);
+  typed(m, "addmm", kLow, &Lower<"addmm", Tensor(T, T, T, S, S)>::call);
+  typed(m, "baddbmm", kLow, &Lower<"baddbmm", Tensor(T, T, T, S, S)>::call);
+  typed(m, "linear", kLow, &Lower<"linear", Tensor(T, T, OptT)>::call);
+  typed(m, "scaled_dot_product_attention", kLow,
+        &Lower<"scaled_dot_product_attention",
+               Tensor(T, T, T, OptT, double, bool, std::optional<double>, bool)>::call);
 
-  m.impl("softmax.int", &softmax_fp32<"softmax.int">);
-  m.impl("log_softmax.int", &softmax_fp32<"log_softmax.int">);
-  m.impl("layer_norm", &Fp32<"layer_norm", Tensor(T, IntArrayRef, OptT, OptT, double, bool)>::call);
-  m.impl("rms_norm", &Fp32<"rms_norm", Tensor(T, IntArrayRef, OptT, std::optional<double>)>::call);
+  typed(m, "softmax.int", kF32, &softmax_fp32<"softmax.int">);
+  typed(m, "log_softmax.int", kF32, &softmax_fp32<"log_softmax.int">);
+  typed(m, "layer_norm", kF32,
+        &Fp32<"layer_norm", Tensor(T, IntArrayRef, OptT, OptT, double, bool)>::call);
+  typed(m, "rms_norm", kF32,
+        &Fp32<"rms_norm", Tensor(T, IntArrayRef, OptT, std::optional<double>)>::call);
 
-  for (const char* name : kFloat32Ops) m.impl_boxed(name, &boxed_fp32);
-  for (const char* name : kPromoteOps) m.impl_boxed(name, &boxed_promote);
+  for (const char* name : kFloat32Ops) {
+    m.impl_boxed(name, &boxed_fp32);
+    record_policy(name, kF32);
+  }
+  for (const char* name : kPromoteOps) {
+    m.impl_boxed(name, &boxed_promote);
+    record_policy(name, AutocastPolicy::Promote);
+  }
 }
 
 }  // namespace kiln

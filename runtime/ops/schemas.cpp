@@ -213,7 +213,12 @@ KILN_LIBRARY(kiln, m) {
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
   m.def(
       "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? "
-      "attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None) -> Tensor");
+      "attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool "
+      "enable_gqa=False) -> Tensor");
+  // kiln's own: attention over a static KV cache up to a position held in a tensor.
+  m.def(
+      "kv_cache_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor "
+      "cache_position, *, float? scale=None) -> Tensor");
 
   // --- Matrix products ---------------------------------------------------------
   m.def("matmul(Tensor self, Tensor other) -> Tensor");

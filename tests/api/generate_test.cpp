@@ -77,6 +77,11 @@ void check_batch(const Model& model, const std::vector<std::vector<int64_t>>& pr
   auto cache = model.make_cache(static_cast<int64_t>(prompts.size()) + 2,
                                 static_cast<int64_t>(longest) + o.max_new_tokens);
   EXPECT_EQ(kiln::nn::generate(kiln::nn::decode_steps(model, cache), prompts, o), alone);
+  // Through jit::compile, twice: the second run replays the cached plans.
+  kiln::nn::DecodeSteps compiled =
+      kiln::nn::compile_steps(kiln::nn::decode_steps(model, cache), "generate_test");
+  EXPECT_EQ(kiln::nn::generate(compiled, prompts, o), alone);
+  EXPECT_EQ(kiln::nn::generate(compiled, prompts, o), alone);
 }
 
 TEST(Generate, BatchesOfDifferentLengths) {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <optional>
 
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -40,10 +42,7 @@ Expected load_expected(const std::string& name) {
 enum class Mode {
   Eager,
   Lazy,
-  // Compiled mode joins here when jit::compile lands: the test wraps the
-  // model's prefill and decode step in jit::compile (as generate's
-  // DecodeSteps are meant to be) and runs the same checks, the decode step
-  // replayed at every position.
+  Compiled,  // the prefill and the decode step each through jit::compile
 };
 
 struct Case {
@@ -56,7 +55,11 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string dtype = info.param.dtype == kiln::kFloat32   ? "f32"
                       : info.param.dtype == kiln::kFloat16 ? "f16"
                                                            : "bf16";
-  return info.param.fixture + "_" + dtype + (info.param.mode == Mode::Eager ? "_eager" : "_lazy");
+  const Mode m = info.param.mode;
+  return info.param.fixture + "_" + dtype +
+         (m == Mode::Eager  ? "_eager"
+          : m == Mode::Lazy ? "_lazy"
+                            : "_compiled");
 }
 
 // Tolerances against transformers' float32 logits (of magnitude up to about
@@ -96,16 +99,28 @@ struct Runner {
 
 template <class Model>
 void check_against_expected(const Model& model, const Expected& e, kiln::DType dtype,
-                            kiln::Device device) {
+                            kiln::Device device, Mode mode) {
   const auto tol = tolerance(dtype);
   const int64_t t = static_cast<int64_t>(e.ids.size());
   const kiln::TensorOptions i64 = kiln::TensorOptions(kiln::kInt64).device(device);
   Tensor ids = kiln::tensor(e.ids, {1, t}, i64);
   auto cache = model.make_cache(1, t + 8);
+  std::function<Tensor(const Tensor&)> prefill_step = [&](const Tensor& ids) {
+    return model.prefill(ids, cache);
+  };
+  std::function<Tensor(const Tensor&, const Tensor&)> decode_step =
+      [&](const Tensor& ids, const Tensor& pos) { return model.decode_step(ids, pos, cache); };
+  std::optional<kiln::jit::Compiled<std::function<Tensor(const Tensor&, const Tensor&)>>> compiled;
+  if (mode == Mode::Compiled) {
+    auto p = kiln::jit::compile(prefill_step, {.name = "parity.prefill"});
+    prefill_step = [p](const Tensor& ids) mutable { return p(ids); };
+    compiled = kiln::jit::compile(decode_step, {.name = "parity.decode"});
+    decode_step = [&](const Tensor& ids, const Tensor& pos) { return (*compiled)(ids, pos); };
+  }
 
   {
     SCOPED_TRACE("prefill");
-    Tensor prefill = model.prefill(ids, cache);
+    Tensor prefill = prefill_step(ids);
     ASSERT_EQ(prefill.dtype(), dtype);
     expect_logits_close(prefill, e.prefill_logits, tol);
     // The forward without a cache, and the prefill of the last row alone.
@@ -124,12 +139,20 @@ void check_against_expected(const Model& model, const Expected& e, kiln::DType d
     // Alternate the two position forms: one element, and one per row.
     Tensor pos = step % 2 ? kiln::tensor(std::vector<int64_t>{t + step}, {1}, i64)
                           : kiln::full({}, t + step, i64);
-    Tensor logits = model.decode_step(in, pos, cache);
+    Tensor logits = decode_step(in, pos);
     ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{1, 1, e.decode_logits.size(1)}));
     expect_logits_close(logits, e.decode_logits[step], tol);
     if (dtype == kiln::kFloat32 && step + 1 < 8) {
       EXPECT_EQ(kiln::argmax(logits.view({-1})).item<int64_t>(), e.decode_ids[step + 1]);
     }
+  }
+  if (compiled) {
+    // Two entries (the two position forms), each replayed at the later positions.
+    const kiln::jit::CompileStats stats = compiled->stats();
+    EXPECT_EQ(stats.calls, 8);
+    EXPECT_LE(stats.entries, 2);
+    EXPECT_GE(stats.hits + stats.uncompiled_calls, 6);
+    EXPECT_EQ(stats.graph_breaks, 0);
   }
 }
 
@@ -140,10 +163,10 @@ void run_case(const Case& c, kiln::Device device) {
   const std::string dir = fixture_dir(c.fixture);
   if (c.fixture == "gpt2") {
     auto model = kiln::nn::GPT2::from_pretrained(dir, device, c.dtype);
-    check_against_expected(model, e, c.dtype, device);
+    check_against_expected(model, e, c.dtype, device, c.mode);
   } else {
     auto model = kiln::nn::Llama::from_pretrained(dir, device, c.dtype);
-    check_against_expected(model, e, c.dtype, device);
+    check_against_expected(model, e, c.dtype, device, c.mode);
   }
 }
 
@@ -151,7 +174,7 @@ std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (const char* f : {"gpt2", "llama_gqa", "llama_tied_bf16"}) {
     for (kiln::DType t : {kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16}) {
-      for (Mode m : {Mode::Eager, Mode::Lazy}) out.push_back({f, t, m});
+      for (Mode m : {Mode::Eager, Mode::Lazy, Mode::Compiled}) out.push_back({f, t, m});
     }
   }
   return out;

@@ -105,9 +105,9 @@ TEST(NnErrors, Attention) {
   Tensor q = f32({2, 4, 8}), k = f32({2, 5, 8}), v = f32({2, 5, 6});
   static const kiln::TypedOp<Tensor(const Tensor&, const Tensor&, const Tensor&,
                                     const std::optional<Tensor>&, double, bool,
-                                    std::optional<double>)>
+                                    std::optional<double>, bool)>
       sdpa("scaled_dot_product_attention");
-  EXPECT_KILN_ERROR(sdpa(q, k, v, std::nullopt, 0.1, false, std::nullopt),
+  EXPECT_KILN_ERROR(sdpa(q, k, v, std::nullopt, 0.1, false, std::nullopt, false),
                     "expected dropout_p == 0");
   EXPECT_KILN_ERROR(kiln::scaled_dot_product_attention(q, k, v, of({4, 5}, kiln::kBool), true),
                     "expected either attn_mask or is_causal, got both");

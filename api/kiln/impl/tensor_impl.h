@@ -55,6 +55,8 @@ class KILN_API StorageImpl : public RefCounted {
   void set_data(void* data, void* ctx, Deleter deleter);
   // Takes `other`'s memory (same size or larger), leaving `other` empty.
   void adopt_data(StorageImpl& other);
+  // Releases the memory (its deleter runs), leaving the storage without any.
+  void reset_data();
 
  private:
   void* data_;

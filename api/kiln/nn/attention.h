@@ -5,15 +5,13 @@
 //
 // Note [Attention seam]
 // Every attention a kiln::nn model computes goes through causal_attention()
-// (prefill: queries attend to themselves) or decode_attention() (one new
-// query per row against the cache up to its position). Today both are written
-// with existing ops: grouped-query heads become a broadcast batch dim of
-// scaled_dot_product_attention (queries viewed [B, Hkv, G, T, D] against keys
-// [B, Hkv, 1, S, D]), so no key or value is copied per query head, and the
-// decode mask is computed on the device from the position tensor, so a decode
-// step's ops are the same at every position (what jit::compile needs). A
-// fused kernel (online softmax, GQA, the position read on the device)
-// replaces the bodies of these two functions and nothing else.
+// (prefill: queries attend to themselves) or decode_attention() (new queries
+// against the cache up to their position): scaled_dot_product_attention with
+// enable_gqa, and kv_cache_attention, whose CUDA kernels are fused (online
+// softmax, grouped-query heads without copies, the decode position read on
+// the device, so a decode step's ops are the same at every position: what
+// jit::compile and graph replay need). A faster kernel replaces these two
+// bodies and nothing else.
 //
 // Positions: `pos` is an int64 tensor of one element (every row at the same
 // position) or of [B] (row b at pos[b]: batches of prompts of different

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kiln/api.h"
@@ -60,6 +61,13 @@ DecodeSteps decode_steps(const Model& model, typename Model::Cache& cache) {
   s.device = model.device();
   return s;
 }
+
+// `steps` with the prefill and the decode step each wrapped in jit::compile
+// (named "<name>.prefill" and "<name>.decode" in the logs; the prompt length is
+// a dynamic dim of the prefill): later calls replay a cached plan, on CUDA a
+// decode step is one graph replay. Compile once per cache: the compiled
+// functions capture it as the steps do.
+KILN_API DecodeSteps compile_steps(DecodeSteps steps, const std::string& name = "generate");
 
 // The new tokens of each prompt (prompt not included), at most max_new_tokens
 // each, ending early at the stop token. At most steps.batch prompts, each of

@@ -43,35 +43,20 @@ Tensor merge_heads(const Tensor& x) {
 }
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const int64_t b = q.size(0), hq = q.size(1), t = q.size(2), d = q.size(3), hkv = k.size(1);
+  const int64_t hq = q.size(1), hkv = k.size(1);
   KILN_CHECK(hkv > 0 && hq % hkv == 0,
              "[attention] expected query heads a multiple of key/value "
              "heads, got ",
              hq, " and ", hkv);
-  if (hq == hkv) return scaled_dot_product_attention(q, k, v, std::nullopt, /*is_causal=*/true);
-  const int64_t g = hq / hkv;
-  Tensor out = scaled_dot_product_attention(q.reshape({b, hkv, g, t, d}), k.unsqueeze(2),
-                                            v.unsqueeze(2), std::nullopt, /*is_causal=*/true);
-  return out.view({b, hq, t, d});
+  return scaled_dot_product_attention(q, k, v, std::nullopt, /*is_causal=*/true, std::nullopt,
+                                      /*enable_gqa=*/hq != hkv);
 }
 
 Tensor decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& pos) {
   check_cache(k_cache, "decode_attention");
-  const int64_t b = q.size(0), hq = q.size(1), d = q.size(3), hkv = k_cache.size(1),
-                s = k_cache.size(2);
-  KILN_CHECK(hkv > 0 && hq % hkv == 0,
-             "[decode_attention] expected query heads a multiple of "
-             "key/value heads, got ",
-             hq, " and ", hkv);
-  check_pos(pos, b, "decode_attention");
-  // Slots 0..pos of each row: [P, 1, 1, S], P = 1 or B.
-  Tensor keep = le(arange(s, TensorOptions(kInt64).device(q.device())), pos.reshape({-1, 1, 1, 1}));
-  if (hq == hkv) return scaled_dot_product_attention(q, k_cache, v_cache, keep);
-  // The G query heads of a key/value head take the place of a query length.
-  Tensor out =
-      scaled_dot_product_attention(q.reshape({b, hkv, hq / hkv, d}), k_cache, v_cache, keep);
-  return out.view({b, hq, 1, d});
+  check_pos(pos, q.size(0), "decode_attention");
+  return kv_cache_attention(q, k_cache, v_cache, pos.reshape({-1}));
 }
 
 void write_kv(Tensor& cache, const Tensor& pos, const Tensor& kv) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kiln/jit.h"
 #include "kiln/ops.h"
 
 namespace kiln::nn {
@@ -17,7 +18,8 @@ namespace kiln::nn {
 // emitted its stop token is fed pad_token until the batch ends, its outputs
 // dropped. Each step is one call of a function object over fixed shapes
 // ([B, 1] ids, [B] positions; the cache captured by reference): what
-// jit::compile wraps, so on CUDA a decode step becomes one graph replay. The
+// compile_steps wraps in jit::compile, so on CUDA a decode step becomes one
+// graph replay. The
 // sampled token of every row is read back each step to check the stop token.
 
 namespace {
@@ -38,6 +40,24 @@ std::vector<int64_t> to_host(const Tensor& t) {
 }
 
 }  // namespace
+
+DecodeSteps compile_steps(DecodeSteps s, const std::string& name) {
+  KILN_CHECK(s.prefill && s.decode, "[compile_steps] expected prefill and decode steps, got none");
+  jit::Options prefill_options;
+  prefill_options.name = name + ".prefill";
+  prefill_options.input_names = {"ids", "last"};
+  prefill_options.dynamic = {{0, 1}};  // prompts of any length share one entry
+  jit::Options decode_options;
+  decode_options.name = name + ".decode";
+  decode_options.input_names = {"ids", "pos"};
+  auto prefill = jit::compile(std::move(s.prefill), prefill_options);
+  auto decode = jit::compile(std::move(s.decode), decode_options);
+  s.prefill = [prefill](const Tensor& ids, const Tensor& last) mutable {
+    return prefill(ids, last);
+  };
+  s.decode = [decode](const Tensor& ids, const Tensor& pos) mutable { return decode(ids, pos); };
+  return s;
+}
 
 std::vector<std::vector<int64_t>> generate(const DecodeSteps& s,
                                            const std::vector<std::vector<int64_t>>& prompts,

@@ -137,12 +137,9 @@ Tensor GPT2Block::forward_decode(const Tensor& x, int64_t n_head, Tensor& k_cach
   std::vector<Tensor> qkv = split(c_attn.forward(ln_1.forward(x)), d, -1);
   write_kv(k_cache, pos, split_heads(qkv[1], n_head));
   write_kv(v_cache, pos, split_heads(qkv[2], n_head));
-  // Attend to cache slots 0..pos: the mask is computed from the position tensor,
+  // Attend to cache slots 0..pos, read from the position tensor on the device,
   // so one step's ops are the same at every position.
-  const int64_t length = k_cache.size(2);
-  Tensor keep =
-      le(arange(length, TensorOptions(kInt64).device(x.device())), pos.reshape({-1, 1, 1, 1}));
-  Tensor a = scaled_dot_product_attention(split_heads(qkv[0], n_head), k_cache, v_cache, keep);
+  Tensor a = kv_cache_attention(split_heads(qkv[0], n_head), k_cache, v_cache, pos);
   Tensor h = x + attn_proj.forward(merge_heads(a));
   return h + mlp_proj.forward(gelu(c_fc.forward(ln_2.forward(h)), "tanh"));
 }

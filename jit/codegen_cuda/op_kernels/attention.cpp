@@ -1,48 +1,135 @@
-// scaled_dot_product_attention on CUDA, inference only: two matmuls through
-// the public op (cuBLASLt on CUDA) around the generated scaled, masked,
-// causal softmax (Note [Softmax kernel]). As the CPU kernel: float16 and
-// bfloat16 inputs compute in float32 and round once at the end; a row whose
-// keys are all masked out is NaN. Shapes and errors come from the Meta kernel.
+// scaled_dot_product_attention and kv_cache_attention on CUDA, inference
+// only. float16/bfloat16 with head dims 64 and 128 take the fused kernels
+// (Note [Fused attention] in attention.h); kv_cache_attention with a few rows
+// per key/value head takes the split decode kernel (float32 too). The rest
+// runs as two matmuls through the public op (cuBLASLt) around the generated
+// scaled, masked, causal softmax (Note [Softmax kernel]). As the CPU kernel:
+// float16 and bfloat16 inputs compute in float32 and round once at the end; a
+// row whose keys are all masked out is NaN. Shapes and errors come from the
+// Meta kernel.
+
+#include "jit/codegen_cuda/op_kernels/attention.h"
+
+#include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <vector>
 
+#include "jit/codegen_cuda/op_kernels/op_sources.h"
 #include "jit/codegen_cuda/op_kernels/op_support.h"
 #include "jit/codegen_cuda/op_kernels/softmax.h"
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/cuda/device_guard.h"
 
 namespace kiln::jit::cuda {
 namespace {
 
+// [..., Hkv, S, E] -> [..., Hkv * group, S, E], each head repeated `group`
+// times in a row (repeat_interleave), for the unfused path.
+Tensor repeat_heads(const Tensor& t, int64_t group) {
+  if (group == 1) return t;
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  const size_t h = sizes.size() - 3;
+  std::vector<int64_t> merged = sizes;
+  merged[h] *= group;
+  sizes.insert(sizes.begin() + static_cast<std::ptrdiff_t>(h) + 1, group);
+  return t.unsqueeze(static_cast<int64_t>(h) + 1).expand(sizes).reshape(merged);
+}
+
+void fill_zero(const Tensor& out) {
+  kiln::cuda::DeviceGuard guard(out.device().index());
+  cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(out.device()));
+  KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(out.data_ptr(), 0, out.nbytes(), stream),
+                         out.device().index());
+  out.impl()->bump_version();
+}
+
+// The unfused path: q @ k^T, the softmax kernel, @ v, in float32 (float64 for float64).
+Tensor unfused(const Tensor& result, const Tensor& q, const Tensor& k, const Tensor& v,
+               const std::optional<Tensor>& attn_mask, bool is_causal, double sc) {
+  const DType ct = q.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  const Tensor qc = dense(q, ct), kc = dense(k, ct), vc = dense(v, ct);
+  Tensor scores = dense(kiln::matmul(qc, kc.transpose(-2, -1)));
+  Tensor probs = attention_softmax(scores, sc, attn_mask, is_causal);
+  Tensor out = kiln::matmul(probs, vc);
+  if (out.dtype() == result.dtype() && out.sizes() == result.sizes()) return out;
+  copy_into_cuda(result, out.expand(result.sizes()));
+  return result;
+}
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const std::optional<Tensor>& attn_mask, double dropout_p,
-                                    bool is_causal, std::optional<double> scale) {
+                                    bool is_causal, std::optional<double> scale, bool enable_gqa) {
   const char* op = "scaled_dot_product_attention";
-  Tensor meta = kiln::scaled_dot_product_attention(meta_of(q), meta_of(k), meta_of(v),
-                                                   meta_of(attn_mask), is_causal, scale);
+  Tensor meta = kiln::scaled_dot_product_attention(
+      meta_of(q), meta_of(k), meta_of(v), meta_of(attn_mask), is_causal, scale, enable_gqa);
   KILN_CHECK(dropout_p == 0.0, "[", op,
              "] expected dropout_p == 0 (kiln's attention is for inference), got ", dropout_p);
   check_device(k, q.device(), op, "key");
   check_device(v, q.device(), op, "value");
   if (attn_mask) check_device(*attn_mask, q.device(), op, "attn_mask");
-  const DType ct = q.dtype() == kFloat64 ? kFloat64 : kFloat32;
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor result = empty_tensor(meta.sizes(), q.dtype(), q.device());
   if (result.numel() == 0) return result;
-  const Tensor qc = dense(q, ct), kc = dense(k, ct), vc = dense(v, ct);
-  Tensor scores = dense(kiln::matmul(qc, kc.transpose(-2, -1)));
-  Tensor probs = attention_softmax(scores, sc, attn_mask, is_causal);
-  Tensor out = kiln::matmul(probs, vc);
-  if (out.dtype() == q.dtype() && out.sizes() == meta.sizes()) return out;
-  copy_into_cuda(result, out.expand(meta.sizes()));
-  return result;
+  if (k.size(-2) == 0) {  // no keys: an empty sum, as the CPU kernel's product gives
+    fill_zero(result);
+    return result;
+  }
+  // The same rule as the Meta kernel (Note [Grouped-query attention as a batch dim]).
+  const bool gqa =
+      enable_gqa && q.dim() >= 3 && k.dim() >= 3 && v.dim() >= 3 && q.size(-3) > k.size(-3);
+  const int64_t group = gqa ? q.size(-3) / k.size(-3) : 1;
+  if (prefill_supported(q.dtype(), q.size(-1), v.size(-1))) {
+    run_prefill_attention(result, q, k, v, attn_mask, is_causal, Tensor(), sc, group);
+    return result;
+  }
+  return unfused(result, q, repeat_heads(k, group), repeat_heads(v, group), attn_mask, is_causal,
+                 sc);
+}
+
+Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos,
+                          std::optional<double> scale) {
+  const char* op = "kv_cache_attention";
+  Tensor meta = kiln::kv_cache_attention(meta_of(q), meta_of(k), meta_of(v), meta_of(pos), scale);
+  check_device(k, q.device(), op, "key_cache");
+  check_device(v, q.device(), op, "value_cache");
+  check_device(pos, q.device(), op, "cache_position");
+  const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  Tensor result = empty_tensor(meta.sizes(), q.dtype(), q.device());
+  if (result.numel() == 0) return result;
+  const int64_t L = q.size(2), S = k.size(2), group = q.size(1) / k.size(1);
+  if (S == 0) {
+    fill_zero(result);
+    return result;
+  }
+  if (decode_supported(q.dtype(), q.size(3), v.size(3), group * L)) {
+    run_decode_attention(result, q, k, v, pos, sc);
+    return result;
+  }
+  if (prefill_supported(q.dtype(), q.size(3), v.size(3))) {
+    run_prefill_attention(result, q, k, v, std::nullopt, true, pos, sc, group);
+    return result;
+  }
+  // keep[b, 0, i, j] = j - i <= pos[b], built on the device from the position.
+  const TensorOptions i64 = TensorOptions(kInt64).device(q.device());
+  Tensor rel = kiln::arange(S, i64).view({1, 1, 1, S}) - kiln::arange(L, i64).view({1, 1, L, 1});
+  Tensor keep = kiln::le(rel, pos.reshape({-1, 1, 1, 1}));
+  return unfused(result, q, repeat_heads(k, group), repeat_heads(v, group), keep, false, sc);
 }
 
 }  // namespace
 
+NamedSources attention_source_samples() {
+  NamedSources out = prefill_source_samples();
+  for (auto& s : decode_source_samples()) out.push_back(std::move(s));
+  return out;
+}
+
 KILN_LIBRARY_IMPL(kiln, CUDA, m) {
   m.impl("scaled_dot_product_attention", &scaled_dot_product_attention);
+  m.impl("kv_cache_attention", &kv_cache_attention);
 }
 
 }  // namespace kiln::jit::cuda

@@ -3,14 +3,13 @@
 // over batched, arbitrarily strided operands. A correctness path, not a hot
 // one: 16 x 16 output tiles, one element per thread.
 
-#include "runtime/cuda/int_matmul.h"
-
 #include <algorithm>
 
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/op_kernels/op_sources.h"
 #include "jit/codegen_cuda/op_kernels/op_support.h"
 #include "kiln/error.h"
+#include "runtime/core/hooks.h"
 #include "runtime/core/tensor_utils.h"
 
 // GCC 12 reports false stringop-overflow warnings for std::string

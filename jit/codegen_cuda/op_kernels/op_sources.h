@@ -21,5 +21,6 @@ NamedSources scan_source_samples();
 NamedSources sort_source_samples();
 NamedSources shape_source_samples();
 NamedSources int_matmul_source_samples();
+NamedSources attention_source_samples();
 
 }  // namespace kiln::jit::cuda

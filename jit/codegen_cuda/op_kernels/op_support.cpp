@@ -8,6 +8,7 @@
 #include "kiln/error.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/device_guard.h"
+#include "runtime/cuda/launch_record.h"
 
 // GCC 12 reports false stringop-overflow warnings for std::string
 // concatenation inlined at -O3; this file builds strings.
@@ -115,6 +116,7 @@ void* KernelArgs::slot(const void* bytes, size_t n) {
   store_.emplace_back();
   std::memcpy(&store_.back(), bytes, n);
   params_.push_back(&store_.back());
+  sizes_.push_back(n);
   return &store_.back();
 }
 KernelArgs& KernelArgs::ptr(const void* p) {
@@ -156,6 +158,8 @@ void launch(cudaKernel_t kernel, Device device, dim3 grid, dim3 block, size_t sh
   KILN_CUDA_CHECK_DEVICE(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block,
                                           args.data(), shared_bytes, stream),
                          index);
+  kiln::cuda::note_launch(stream, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes,
+                          args.data(), args.sizes(), args.count());
   record_launch();
 }
 

@@ -57,11 +57,14 @@ class KernelArgs {
   KernelArgs& f64(double v);
   KernelArgs& dims(const KilnDims& d);
   void** data() { return params_.data(); }
+  const size_t* sizes() const { return sizes_.data(); }  // each parameter's bytes
+  int count() const { return static_cast<int>(params_.size()); }
 
  private:
   void* slot(const void* bytes, size_t n);
   std::deque<KilnDims> store_;  // each parameter's bytes (deque: stable addresses)
   std::vector<void*> params_;
+  std::vector<size_t> sizes_;
 };
 
 // Launches `kernel` on the current stream of `device` and counts it.

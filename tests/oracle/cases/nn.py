@@ -252,8 +252,16 @@ def linear_cases(g):
 
 # --- scaled_dot_product_attention -------------------------------------------------------------
 
-def sdpa_ref(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-    """PyTorch 2.x's math path with 1.13 ops; 16-bit inputs compute in float32."""
+def sdpa_ref(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+             enable_gqa=False):
+    """PyTorch 2.x's math path with 1.13 ops; 16-bit inputs compute in float32.
+    enable_gqa repeats key/value heads (dim -3) as PyTorch 2.5 does."""
+    if enable_gqa and min(query.dim(), key.dim(), value.dim()) >= 3 and \
+            query.size(-3) > key.size(-3):
+        if query.size(-3) % key.size(-3) != 0 or value.size(-3) != key.size(-3):
+            raise RuntimeError("GQA: query heads must be a multiple of key/value heads")
+        g = query.size(-3) // key.size(-3)
+        key, value = key.repeat_interleave(g, -3), value.repeat_interleave(g, -3)
     if dropout_p != 0.0:
         raise RuntimeError("kiln's attention is for inference: dropout_p must be 0")
     if is_causal and attn_mask is not None:
@@ -330,6 +338,62 @@ def sdpa_cases(g):
     yield Case(op, [g.tensor([8]), k, v], ref=sdpa_ref, name="sdpa 1-D query")
 
 
+def gqa_cases(g):
+    op = "scaled_dot_product_attention"
+    for dt in FLOATS:
+        for hkv in (1, 2):
+            q, k = g.tensor([2, 4, 3, 8], dt, "any"), g.tensor([2, hkv, 5, 8], dt, "any")
+            v = g.tensor([2, hkv, 5, 6], dt, "any")
+            yield Case(op, [q, k, v], {"enable_gqa": True}, ref=sdpa_ref,
+                       name=f"sdpa gqa {dt} hkv {hkv}")
+            yield Case(op, [q, k, v], {"enable_gqa": True, "is_causal": True}, ref=sdpa_ref,
+                       name=f"sdpa gqa {dt} hkv {hkv} causal")
+            m = g.tensor([4, 3, 5], torch.bool, "any")
+            yield Case(op, [q, k, v, m], {"enable_gqa": True}, ref=sdpa_ref,
+                       name=f"sdpa gqa {dt} hkv {hkv} bool mask")
+    q, k, v = g.tensor([2, 6, 3, 8]), g.tensor([2, 4, 5, 8]), g.tensor([2, 4, 5, 8])
+    yield Case(op, [q, k, v], {"enable_gqa": True}, ref=sdpa_ref, name="sdpa gqa bad heads")
+
+
+def kv_cache_ref(query, key_cache, value_cache, cache_position, scale=None):
+    """kiln's kv_cache_attention: query row i at position p + i sees cache slots
+    0..p + i (p per batch row or one for all); key/value heads are shared by
+    query heads in groups."""
+    if query.dim() != 4 or key_cache.dim() != 4 or value_cache.dim() != 4:
+        raise RuntimeError("expected 4-D query and caches")
+    if cache_position.dtype != torch.int64:
+        raise RuntimeError("expected an int64 cache_position")
+    if query.size(1) % key_cache.size(1) != 0:
+        raise RuntimeError("query heads must be a multiple of the cache's heads")
+    b, l, s = query.size(0), query.size(2), key_cache.size(2)
+    p = cache_position.reshape(-1, 1, 1, 1)
+    if p.size(0) not in (1, b):
+        raise RuntimeError("expected cache_position of one element or [B]")
+    keep = torch.arange(s).view(1, 1, 1, s) - torch.arange(l).view(1, 1, l, 1) <= p
+    return sdpa_ref(query, key_cache, value_cache, keep, scale=scale, enable_gqa=True)
+
+
+def kv_cache_cases(g):
+    op = "kv_cache_attention"
+    for dt in FLOATS:
+        for l in (1, 3):
+            q = g.tensor([2, 4, l, 8], dt, "any")
+            k, v = g.tensor([2, 2, 7, 8], dt, "any"), g.tensor([2, 2, 7, 6], dt, "any")
+            for pos in ([0], [3], [6], [9], [-1], [5, 1]):
+                yield Case(op, [q, k, v, torch.tensor(pos)], ref=kv_cache_ref,
+                           name=f"kv_cache_attention {dt} L {l} pos {pos}")
+        q, k, v = g.tensor([1, 2, 1, 8], dt), g.tensor([1, 2, 4, 8], dt), g.tensor([1, 2, 4, 8], dt)
+        yield Case(op, [q, k, v, torch.tensor(2)], {"scale": 0.5}, ref=kv_cache_ref,
+                   name=f"kv_cache_attention {dt} 0-dim pos, scale")
+    q, k, v = g.tensor([2, 3, 1, 8]), g.tensor([2, 2, 7, 8]), g.tensor([2, 2, 7, 8])
+    yield Case(op, [q, k, v, torch.tensor([1])], ref=kv_cache_ref, name="kv_cache_attention heads")
+    q = g.tensor([2, 4, 1, 8])
+    yield Case(op, [q, k, v, torch.tensor([1.0])], ref=kv_cache_ref,
+               name="kv_cache_attention float position")
+    yield Case(op, [q, k, v, torch.tensor([1, 2, 3])], ref=kv_cache_ref,
+               name="kv_cache_attention position shape")
+
+
 def autocast_linear_ref(input, weight, bias=None):
     """linear under PyTorch 1.13's CPU autocast (bfloat16) on the float32 values
     of bfloat16 arguments: the result must be bf16 and equal linear on the bf16
@@ -355,4 +419,6 @@ def cases(g):
     yield from embedding_cases(g)
     yield from linear_cases(g)
     yield from sdpa_cases(g)
+    yield from gqa_cases(g)
+    yield from kv_cache_cases(g)
     yield from autocast_cases(g)

@@ -55,15 +55,7 @@ testing::Tolerance act_tol(DType t, const std::string& act) {
     EXPECT_TRUE(kiln_msg_.empty()) << kiln_msg_;                                            \
   } while (0)
 
-// The same values in the same geometry (sizes, strides, offset) on the device.
-Tensor to_cuda(const Tensor& x) {
-  if (!x.defined()) return x;
-  int64_t span = x.storage_offset() + 1;
-  for (int64_t d = 0; d < x.dim(); ++d) span += (x.size(d) - 1) * x.stride(d);
-  if (x.numel() == 0) return x.to(Device::cuda());
-  Tensor flat = x.as_strided({span}, {1}, 0).to(Device::cuda());
-  return flat.as_strided(x.sizes(), x.strides(), x.storage_offset());
-}
+using testing::to_cuda;
 
 class MatmulCuda : public ::testing::Test {
  protected:
@@ -378,38 +370,26 @@ TEST_F(MatmulCuda, Tf32IsOptIn) {
 TEST_F(MatmulCuda, ErrorsMatchTheCpuKernels) {
   EagerGuard eager;
   KILN_REQUIRE_CUDA();
-  auto message = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
-  auto same_error = [&](const std::function<Tensor(bool)>& f) {
-    std::string cpu = message([&] { f(false); });
-    std::string gpu = message([&] { f(true); });
-    EXPECT_NE(cpu, "no error");
-    EXPECT_EQ(gpu, cpu);
-  };
-  auto on = [](bool gpu, const Tensor& t) { return gpu ? to_cuda(t) : t; };
   Tensor a = random_tensor({3, 4}, kFloat32, "contiguous", 1);
   Tensor b = random_tensor({5, 2}, kFloat32, "contiguous", 2);
   Tensor h = random_tensor({4, 2}, kFloat16, "contiguous", 3);
-  same_error([&](bool g) { return mm(on(g, a), on(g, b)); });
-  same_error([&](bool g) { return mm(on(g, a), on(g, h)); });
-  same_error([&](bool g) { return bmm(on(g, a), on(g, b)); });
-  same_error([&](bool g) { return mv(on(g, a), on(g, a)); });
-  same_error([&](bool g) { return matmul(on(g, a), on(g, b)); });
-  same_error([&](bool g) { return addmm(on(g, b), on(g, a), on(g, h)); });
-  same_error([&](bool g) { return linear(on(g, a), on(g, b)); });
-  same_error([&](bool g) { return addmm_act(on(g, b), on(g, a), on(g, h), "relu"); });
-  same_error([&](bool g) { return addmm_act(on(g, b), on(g, a), on(g, a.t()), "tanh"); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU([&](const testing::OnDevice& on) { return mm(on(a), on(b)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU([&](const testing::OnDevice& on) { return mm(on(a), on(h)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU([&](const testing::OnDevice& on) { return bmm(on(a), on(b)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU([&](const testing::OnDevice& on) { return mv(on(a), on(a)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU([&](const testing::OnDevice& on) { return matmul(on(a), on(b)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU(
+      [&](const testing::OnDevice& on) { return addmm(on(b), on(a), on(h)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU([&](const testing::OnDevice& on) { return linear(on(a), on(b)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU(
+      [&](const testing::OnDevice& on) { return addmm_act(on(b), on(a), on(h), "relu"); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU(
+      [&](const testing::OnDevice& on) { return addmm_act(on(b), on(a), on(a.t()), "tanh"); });
   EXPECT_KILN_ERROR(mm(to_cuda(a), a.t()), "[mm] expected all tensors on cuda:0, got mat2 on cpu");
   // Integers take their own kernel (tests/jit/codegen_cuda/op_kernels/int_matmul_cuda_test.cpp);
   // bool none.
   Tensor p = random_tensor({3, 4}, kBool, "contiguous", 4);
-  same_error([&](bool g) { return mm(on(g, p), on(g, p.t())); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU([&](const testing::OnDevice& on) { return mm(on(p), on(p.t())); });
 }
 
 TEST_F(MatmulCuda, HeuristicsAreCachedPerShape) {

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "kiln/kiln.h"
+#include "runtime/ops/autocast_policy.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -168,62 +171,34 @@ TEST(Autocast, OpsWithoutPolicyFallThrough) {
       kBFloat16, [&] { return a * a; }, [&] { return a * a; }, "mul stays bf16");
 }
 
+// The policies autocast reports are exactly the ops with an Autocast
+// kernel; one op of each family (Note [Autocast]) has the policy it names.
 TEST(Autocast, BuiltInPoliciesAreRegistered) {
-  for (const char* op : {"matmul",
-                         "mm",
-                         "bmm",
-                         "addmm",
-                         "baddbmm",
-                         "linear",
-                         "mv",
-                         "outer",
-                         "scaled_dot_product_attention",
-                         "softmax.int",
-                         "log_softmax.int",
-                         "layer_norm",
-                         "rms_norm",
-                         "sum",
-                         "sum.dim_IntList",
-                         "mean",
-                         "mean.dim",
-                         "prod",
-                         "prod.dim_int",
-                         "cumsum",
-                         "cumprod",
-                         "logsumexp",
-                         "norm.Scalar",
-                         "norm.ScalarOpt_dim",
-                         "var.correction",
-                         "std.correction",
-                         "exp",
-                         "expm1",
-                         "log",
-                         "log2",
-                         "log10",
-                         "log1p",
-                         "reciprocal",
-                         "rsqrt",
-                         "sinh",
-                         "cosh",
-                         "tan",
-                         "asin",
-                         "acos",
-                         "pow.Tensor_Tensor",
-                         "pow.Tensor_Scalar",
-                         "pow.Scalar",
-                         "softplus",
-                         "cat",
-                         "stack",
-                         "index_copy",
-                         "addcmul",
-                         "addcdiv",
-                         "where.self",
-                         "atan2",
-                         "scatter_add"}) {
+  int with_policy = 0;
+  for (const kiln::OpHandle& op : kiln::all_ops()) {
+    const std::string name = op.schema().full_name();
+    const bool kernel = has_kernel(name.c_str(), kiln::DispatchKey::Autocast);
+    EXPECT_EQ(kiln::autocast_policy(name).has_value(), kernel) << name;
+    with_policy += kernel ? 1 : 0;
+  }
+  EXPECT_GT(with_policy, 0);
+  using P = kiln::AutocastPolicy;
+  const std::pair<const char*, P> families[] = {{"matmul", P::LowerPrecision},
+                                                {"linear", P::LowerPrecision},
+                                                {"scaled_dot_product_attention", P::LowerPrecision},
+                                                {"softmax.int", P::Float32},
+                                                {"layer_norm", P::Float32},
+                                                {"sum.dim_IntList", P::Float32},
+                                                {"exp", P::Float32},
+                                                {"cat", P::Promote},
+                                                {"where.self", P::Promote}};
+  for (const auto& [op, policy] : families) {
     EXPECT_TRUE(has_kernel(op, kiln::DispatchKey::Autocast)) << op;
+    EXPECT_EQ(kiln::autocast_policy(op), policy) << op;
   }
   for (const char* op : {"mm.out", "addmm_", "addmm.out", "matmul.out", "add.Tensor", "relu"}) {
     EXPECT_FALSE(has_kernel(op, kiln::DispatchKey::Autocast)) << op;
+    EXPECT_FALSE(kiln::autocast_policy(op).has_value()) << op;
   }
 }
 

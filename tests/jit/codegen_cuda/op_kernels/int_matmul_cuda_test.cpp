@@ -37,15 +37,7 @@ Tensor rand_int(IntArrayRef sizes, DType t, const char* layout, uint64_t seed) {
   }
 }
 
-// The same values in the same geometry (sizes, strides, offset) on the device.
-Tensor to_cuda(const Tensor& x) {
-  if (!x.defined()) return x;
-  if (x.numel() == 0) return x.to(Device::cuda());
-  int64_t span = x.storage_offset() + 1;
-  for (int64_t d = 0; d < x.dim(); ++d) span += (x.size(d) - 1) * x.stride(d);
-  Tensor flat = x.as_strided({span}, {1}, 0).to(Device::cuda());
-  return flat.as_strided(x.sizes(), x.strides(), x.storage_offset());
-}
+using testing::to_cuda;
 
 // Exact equality (integers), dtype and shape included.
 #define EXPECT_SAME(actual, expected)                                                        \
@@ -384,38 +376,29 @@ TEST(IntMatmulCuda, LazyMatchesEager) {
 TEST(IntMatmulCuda, ErrorsMatchTheCpuKernels) {
   EagerGuard eager;
   KILN_REQUIRE_CUDA();
-  auto message = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
-  auto same_error = [&](const std::function<Tensor(bool)>& f) {
-    std::string cpu = message([&] { f(false); });
-    std::string gpu = message([&] { f(true); });
-    EXPECT_NE(cpu, "no error");
-    EXPECT_EQ(gpu, cpu);
-  };
-  auto on = [](bool gpu, const Tensor& x) { return gpu ? to_cuda(x) : x; };
   Tensor p = testing::random_tensor({3, 4}, kBool, "contiguous", 1);
   Tensor q = testing::random_tensor({4, 2}, kBool, "contiguous", 2);
   Tensor i = rand_int({3, 4}, kInt32, "contiguous", 3);
   Tensor j = rand_int({4, 2}, kInt64, "contiguous", 4);
-  same_error([&](bool g) { return mm(on(g, p), on(g, q)); });
-  same_error([&](bool g) { return bmm(on(g, p.unsqueeze(0)), on(g, q.unsqueeze(0))); });
-  same_error([&](bool g) { return mv(on(g, p), on(g, q.select(1, 0))); });
-  same_error([&](bool g) { return matmul(on(g, p), on(g, q)); });
-  same_error([&](bool g) { return addmm(on(g, p.select(1, 0)), on(g, p), on(g, q)); });
-  same_error([&](bool g) { return linear(on(g, p), on(g, q.t())); });
-  same_error([&](bool g) { return mm(on(g, i), on(g, j)); });
-  same_error([&](bool g) { return addmm(on(g, j), on(g, i), on(g, i.t())); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU([&](const testing::OnDevice& on) { return mm(on(p), on(q)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU(
+      [&](const testing::OnDevice& on) { return bmm(on(p.unsqueeze(0)), on(q.unsqueeze(0))); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU(
+      [&](const testing::OnDevice& on) { return mv(on(p), on(q.select(1, 0))); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU([&](const testing::OnDevice& on) { return matmul(on(p), on(q)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU(
+      [&](const testing::OnDevice& on) { return addmm(on(p.select(1, 0)), on(p), on(q)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU(
+      [&](const testing::OnDevice& on) { return linear(on(p), on(q.t())); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU([&](const testing::OnDevice& on) { return mm(on(i), on(j)); });
+  EXPECT_CUDA_ERROR_MATCHES_CPU(
+      [&](const testing::OnDevice& on) { return addmm(on(j), on(i), on(i.t())); });
   // gelu takes no integers: an error on both devices.
   Tensor bias = rand_int({2}, kInt32, "contiguous", 5);
   Tensor k = rand_int({4, 2}, kInt32, "contiguous", 6);
-  EXPECT_NE(message([&] { addmm_act(bias, i, k, "gelu_tanh"); }), "no error");
-  EXPECT_NE(message([&] { addmm_act(to_cuda(bias), to_cuda(i), to_cuda(k), "gelu_tanh"); }),
+  EXPECT_NE(testing::error_message([&] { addmm_act(bias, i, k, "gelu_tanh"); }), "no error");
+  EXPECT_NE(testing::error_message(
+                [&] { addmm_act(to_cuda(bias), to_cuda(i), to_cuda(k), "gelu_tanh"); }),
             "no error");
 }
 

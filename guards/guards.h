@@ -1,0 +1,131 @@
+#pragma once
+
+// Note [Guards]
+// A compiled function's cache entry holds when its guards do. They are built
+// from the arguments of the call that traced it and from the thread's modes:
+// - per tensor argument (list elements included): dtype, device, rank, every
+//   static size, strides, storage offset, and the alignment class of its data
+//   (kernels picked vector widths for it); a dynamic dim accepts any size of
+//   2 or more (0 and 1 stay specialized, as PyTorch's do), with the strides
+//   of the tensor compared by pattern (zero, row-major, or exact);
+// - which tensor arguments share a storage (the trace modeled that aliasing);
+// - per list: its length; per scalar: its value, unless it is dynamic;
+// - the thread's dispatch modes: the local include/exclude key sets (an
+//   EagerGuard, the Lazy default) and the autocast dtype;
+// - per captured tensor (a weight, a KV cache: read by the trace, made before
+//   it): identity. C++ has no attribute to watch, so identity is the
+//   storage's reference count: the entry's own references plus at least as
+//   many as were held outside when it was built. A weight replaced by another
+//   tensor (or released) drops a reference held outside and fails the guard;
+//   a storage written in place keeps it (later calls see the new values).
+// check() is the fast path (no allocation, no strings); explain() rebuilds
+// the reason a check failed, in PyTorch's recompile wording.
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/ivalue.h"
+
+namespace kiln::guards {
+
+// Which dims of which arguments are dynamic: bit d of `dims[input]`.
+struct DynamicDims {
+  std::vector<uint64_t> dims;  // per argument (tensors; for a list, its elements)
+  std::vector<bool> scalars;   // per argument: a scalar not guarded as a constant
+  bool is_dynamic(size_t input, int64_t dim) const {
+    return input < dims.size() && dim < 64 && ((dims[input] >> dim) & 1u);
+  }
+  bool any() const;
+};
+
+// Why the guards of an entry failed for a call.
+struct Failure {
+  int input = -1;         // the argument, -1 when it is not one (a mode, a captured tensor)
+  int64_t size_dim = -1;  // a dim whose size differs (automatic dynamic makes it dynamic)
+  std::string reason;     // "input 0 'ids' size mismatch at dim 0: expected 1, got 8"
+};
+
+// A captured tensor's storage and the references the guard counts on.
+struct Captured {
+  Captured(IntrusivePtr<StorageImpl> s, int32_t refs, std::string w)
+      : storage(std::move(s)), min_refs(refs), what(std::move(w)) {}
+  Captured(Captured&& o) noexcept
+      : storage(std::move(o.storage)), min_refs(o.min_refs.load()), what(std::move(o.what)) {}
+  IntrusivePtr<StorageImpl> storage;
+  std::atomic<int32_t> min_refs;
+  std::string what;  // "weight of op 5 'linear'"
+};
+
+class GuardSet {
+ public:
+  // The guards of a call with `args` in the thread's current modes.
+  static GuardSet from_call(const std::vector<IValue>& args, const DynamicDims& dynamic);
+
+  // Guards `storage`, captured by the entry, which holds `entry_refs`
+  // distinct tensors on it, when something outside holds it too (else it is
+  // a constant the function made while traced, and nothing is guarded).
+  void guard_captured(StorageImpl* storage, int32_t entry_refs, std::string what);
+  // The entry now holds `n` more tensors on `storage` (a new instance).
+  void add_entry_references(const StorageImpl* storage, int32_t n);
+  // Whether `storage` is a guarded captured storage.
+  bool is_captured(const StorageImpl* storage) const;
+
+  // True when every guard holds for `args` in the current modes.
+  bool check(const std::vector<IValue>& args) const;
+  // Why check() failed (names: the arguments' names, possibly fewer).
+  Failure explain(const std::vector<IValue>& args, const std::vector<std::string>& names) const;
+  // One line per guard, for KILN_LOGS=guards.
+  std::vector<std::string> describe(const std::vector<std::string>& names) const;
+
+  const DynamicDims& dynamic() const { return dynamic_; }
+  size_t captured_count() const { return captured_.size(); }
+
+ private:
+  struct TensorGuard {
+    int input = 0;     // argument index
+    int element = -1;  // index in a list argument, else -1
+    bool defined = true;
+    DType dtype = kFloat32;
+    Device device;
+    DimVector sizes, strides;
+    int64_t storage_offset = 0;
+    uint64_t dynamic = 0;  // bit d: dim d is dynamic
+    uint8_t align_log2 = 0;
+    int alias_of = -1;  // index of the first earlier tensor guard sharing the storage
+  };
+  struct ScalarGuard {
+    int input = 0;
+    IValue value;
+    bool dynamic = false;
+  };
+  struct ListGuard {
+    int input = 0;
+    size_t length = 0;
+  };
+  struct ModeGuard {
+    uint64_t included = 0, excluded = 0, default_keys = 0;
+    std::optional<DType> autocast;
+  };
+
+  // The tensors of `args` in guard order (list elements flattened); false
+  // when the argument kinds or list lengths differ.
+  bool gather(const std::vector<IValue>& args, std::vector<const Tensor*>& out) const;
+  bool tensor_holds(const TensorGuard& g, const Tensor& t) const;
+
+  std::vector<TensorGuard> tensors_;
+  std::vector<ScalarGuard> scalars_;
+  std::vector<ListGuard> lists_;
+  std::vector<IValue::Tag> kinds_;  // per argument
+  ModeGuard mode_;
+  std::vector<Captured> captured_;
+  std::vector<const StorageImpl*> captured_sorted_;  // for is_captured
+  DynamicDims dynamic_;
+};
+
+// The modes a guard set records, as one line ("autocast off, lazy").
+std::string describe_modes();
+
+}  // namespace kiln::guards

@@ -1,0 +1,63 @@
+#pragma once
+
+// The fused attention kernels behind scaled_dot_product_attention and
+// kv_cache_attention on CUDA (attention.cpp): a tensor-core prefill kernel
+// (attention_prefill.cpp) and a split-sequence decode kernel
+// (attention_decode.cpp). Each launcher takes the op's arguments after the
+// Meta kernel checked them and writes a fresh contiguous `out`.
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln::jit::cuda {
+
+// Note [Fused attention]
+// Prefill: one block per 64 query rows of one (batch, head); four warps of 16
+// rows each hold Q in registers and stream 64-key tiles of K and V through
+// shared memory (cp.async, K of the next tile loading while this one's
+// softmax and P @ V run), with mma.sync m16n8k16 (float16/bfloat16 in,
+// float32 accumulate) and an online softmax in base 2. P is rounded to the
+// input dtype for the second product, as FlashAttention does. The T x T
+// scores never leave the chip.
+// Decode: a few query rows (grouped-query heads x new tokens, at most
+// kDecodeMaxRows) against a long cache: the sequence is split over blocks
+// (flash-decoding), each block writes its rows' partial (max, sum, P @ V) and
+// the last block of a (batch, kv head) combines them (a counter per group,
+// zeroed by a memset before the launch). The position is read on the device.
+// Both give NaN for a row that sees no key, as the CPU kernel, and compute
+// the scale and mask in float32, as the CPU kernel does.
+
+constexpr int64_t kDecodeMaxRows = 16;
+
+// Whether the prefill kernel takes query/key/value of this dtype and head
+// dims (key dim `e`, value dim `ev`).
+bool prefill_supported(DType dtype, int64_t e, int64_t ev);
+// out [batch..., L, E] = attention of q [..., L, E] over k, v [..., S, E]
+// whose batch dims broadcast to out's (k and v heads read as head / group,
+// Note [Grouped-query attention as a batch dim]). `mask` (optional): bool or
+// floating, broadcastable to [batch..., L, S]. `causal`: key j is seen by row
+// i when j - i <= offset, the offset being 0 or, with `pos` defined (an int64
+// device tensor of one element or one per leading batch index), pos[b].
+void run_prefill_attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const std::optional<Tensor>& mask, bool causal, const Tensor& pos,
+                           double scale, int64_t group);
+
+// Whether the decode kernel takes this dtype, head dims and rows per kv head.
+bool decode_supported(DType dtype, int64_t e, int64_t ev, int64_t rows);
+// out [B, Hq, L, E] = kv_cache_attention(q [B, Hq, L, E], k, v [B, Hkv, S, E], pos).
+void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& pos, double scale);
+
+// `t` itself when its last dim is dense, its other strides are multiples of
+// `align` elements and its data is aligned to `align` elements; else a
+// contiguous copy (fresh, so aligned).
+Tensor aligned_operand(const Tensor& t, int64_t align);
+
+std::vector<std::pair<std::string, std::string>> prefill_source_samples();
+std::vector<std::pair<std::string, std::string>> decode_source_samples();
+
+}  // namespace kiln::jit::cuda

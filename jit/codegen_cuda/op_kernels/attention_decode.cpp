@@ -1,0 +1,413 @@
+// The split-sequence decode attention kernel (Note [Fused attention] in
+// attention.h): float16, bfloat16 and float32, head dims 64 and 128, up to
+// kDecodeMaxRows query rows per key/value head, the cache position read on
+// the device.
+
+#include <algorithm>
+
+#include "jit/codegen_cuda/kernel_loader.h"
+#include "jit/codegen_cuda/op_kernels/attention.h"
+#include "jit/codegen_cuda/op_kernels/op_support.h"
+#include "kiln/error.h"
+#include "runtime/core/tensor_utils.h"
+#include "runtime/cuda/device_guard.h"
+
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wrestrict"
+
+namespace kiln::jit::cuda {
+namespace {
+
+struct DecodeSpec {
+  DType dtype = kFloat16;
+  int d = 64;    // head dim
+  int rmax = 1;  // query rows per block, rounded up to a power of two
+};
+
+constexpr int kThreads = 128;
+constexpr int kTileBytes = 8192;  // one K (or V) tile in shared memory
+constexpr int kMaxSplits = 128;
+
+// Geometry of one variant: TK keys per tile, TPK threads per key for the
+// scores (each reads every TPK-th 16-byte chunk of the key's row, so a row's
+// threads read adjacent chunks), K rows padded by TPK * 16 bytes so the
+// quarter-warps' 16-byte reads fall in distinct banks.
+struct DecodeGeometry {
+  int es, tk, tpk, cpr, epc, krow_bytes, rpt, nacc;
+};
+DecodeGeometry geometry(const DecodeSpec& s) {
+  DecodeGeometry g{};
+  g.es = static_cast<int>(itemsize(s.dtype));
+  g.tk = kTileBytes / (s.d * g.es);
+  g.tpk = kThreads / g.tk;
+  g.cpr = s.d * g.es / 16;
+  g.epc = 16 / g.es;
+  g.krow_bytes = s.d * g.es + g.tpk * 16;
+  g.rpt = kThreads / s.d;                              // row groups in P @ V
+  g.nacc = std::max(1, (s.rmax + g.rpt - 1) / g.rpt);  // rows per thread in P @ V
+  return g;
+}
+
+std::string decode_name(const DecodeSpec& s) {
+  return std::string("kiln_attn_dec_") + dtype_tag(s.dtype) + "_d" + std::to_string(s.d) + "_r" +
+         std::to_string(s.rmax);
+}
+
+// Unpacks 16 bytes `raw` (a uint4 of 32-bit words w0..w3) into floats f[].
+std::string unpack(DType t) {
+  if (t == kFloat32) {
+    return "    f[0] = __uint_as_float(w[0]); f[1] = __uint_as_float(w[1]);\n"
+           "    f[2] = __uint_as_float(w[2]); f[3] = __uint_as_float(w[3]);\n";
+  }
+  if (t == kBFloat16) {
+    return "#pragma unroll\n"
+           "    for (int i = 0; i < 4; ++i) { f[2 * i] = __uint_as_float(w[i] << 16); f[2 * i + 1] "
+           "= __uint_as_float(w[i] & 0xffff0000u); }\n";
+  }
+  return "#pragma unroll\n"
+         "    for (int i = 0; i < 4; ++i) { f[2 * i] = kiln_h2f((unsigned short)(w[i] & 0xffffu)); "
+         "f[2 * i + 1] = kiln_h2f((unsigned short)(w[i] >> 16)); }\n";
+}
+
+std::string decode_source(const DecodeSpec& s) {
+  const DecodeGeometry g = geometry(s);
+  const std::string T = mem_type(s.dtype), D = std::to_string(s.d), TK = std::to_string(g.tk),
+                    TPK = std::to_string(g.tpk), RMAX = std::to_string(s.rmax),
+                    KROWB = std::to_string(g.krow_bytes), RPT = std::to_string(g.rpt),
+                    NACC = std::to_string(g.nacc), EPC = std::to_string(g.epc),
+                    CPR = std::to_string(g.cpr), ES = std::to_string(g.es);
+  std::string src = op_prelude();
+  src += R"(__device__ __forceinline__ unsigned kiln_smem(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+__device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+)";
+  src +=
+      "// Keys [k_begin, k_end) of one (batch, kv head): blockIdx.x splits the sequence,\n"
+      "// blockIdx.y = b * Hkv + kv head; rows r = g * L + l (query head kv * G + g).\n";
+  src += "extern \"C\" __global__ void __launch_bounds__(128) " + decode_name(s) + "(" + T +
+         "* __restrict__ out, const " + T + "* __restrict__ q,\n    const " + T +
+         "* __restrict__ k, const " + T +
+         "* __restrict__ v, const i64* __restrict__ pos, i64 pos_stride,\n"
+         "    float* __restrict__ ws, i64 Hkv, i64 G, i64 L, i64 S, i64 chunk, i64 qsb, i64 qsh,\n"
+         "    i64 qsl, i64 qsd, i64 ksb, i64 ksh, i64 kss, i64 vsb, i64 vsh, i64 vss,\n"
+         "    float scale_log2) {\n";
+  src += "  __shared__ alignas(16) unsigned char sk[" + TK + " * " + KROWB +
+         "];\n"
+         "  __shared__ alignas(16) " +
+         T + " sv[" + TK + " * " + D +
+         "];\n"
+         "  __shared__ alignas(16) float sq[" +
+         RMAX + " * " + D +
+         "];\n"
+         "  __shared__ float sp[" +
+         RMAX + " * " + TK +
+         "];\n"
+         "  __shared__ float s_m[" +
+         RMAX + "], s_l[" + RMAX + "], s_a[" + RMAX +
+         "];\n"
+         "  __shared__ unsigned s_last;\n";
+  src +=
+      "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
+      "  const float ninf = -kiln_inf(0.f);\n"
+      "  const i64 bh = blockIdx.y, b = bh / Hkv, hkv = bh % Hkv, R = G * L;\n"
+      "  const i64 p = pos[b * pos_stride];\n"
+      "  const i64 k_begin = (i64)blockIdx.x * chunk;\n"
+      // Row l sees keys j <= p + l: the block needs keys below p + L (no overflow: p < S).
+      "  i64 k_end = min(S, k_begin + chunk);\n"
+      "  if (p < S) k_end = min(k_end, max((i64)0, p + L));\n";
+  // The block's query rows, as float.
+  src += "  for (int i = tid; i < " + RMAX + " * " + D + "; i += 128) {\n";
+  src += "    const int r = i / " + D + ", d = i % " + D +
+         ";\n"
+         "    float x = 0.f;\n"
+         "    if (r < R) x = " +
+         load_expr(s.dtype, "q[b * qsb + (hkv * G + r / L) * qsh + (r % L) * qsl + d * qsd]") +
+         ";\n"
+         "    sq[i] = x;\n"
+         "  }\n";
+  src += "  if (tid < " + RMAX + ") { s_m[tid] = ninf; s_l[tid] = 0.f; }\n";
+  src += "  float acc[" + NACC + "];\n";
+  src += "#pragma unroll\n  for (int i = 0; i < " + NACC + "; ++i) acc[i] = 0.f;\n";
+  src += "  const int pd = tid % " + D + ", prg = tid / " + D + ";\n";
+  src +=
+      "  const char* kb = (const char*)(k + b * ksb + hkv * ksh);\n"
+      "  const char* vb = (const char*)(v + b * vsb + hkv * vsh);\n"
+      "  const unsigned sk0 = kiln_smem(sk), sv0 = kiln_smem(sv);\n"
+      "  __syncthreads();\n";
+  src += "  for (i64 t0 = k_begin; t0 < k_end; t0 += " + TK + ") {\n";
+  // K and V rows t0.. (zero past k_end, so that masked keys add 0 * 0).
+  src += "    for (int c = tid; c < " + TK + " * " + CPR + "; c += 128) {\n";
+  src += "      const int row = c / " + CPR + ", cc = c % " + CPR +
+         ";\n"
+         "      const bool ok = t0 + row < k_end;\n"
+         "      kiln_cp16(sk0 + row * " +
+         KROWB + " + cc * 16, ok ? (const void*)(kb + (t0 + row) * kss * " + ES +
+         " + cc * 16) : (const void*)kb, ok);\n"
+         "      kiln_cp16(sv0 + row * " +
+         D + " * " + ES + " + cc * 16, ok ? (const void*)(vb + (t0 + row) * vss * " + ES +
+         " + cc * 16) : (const void*)vb, ok);\n"
+         "    }\n"
+         "    asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n"
+         "    asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");\n"
+         "    __syncthreads();\n";
+  // Scores: TPK threads per key, each a share of the dot products of all rows.
+  src += "    {\n      const int key = tid / " + TPK + ", part = tid % " + TPK +
+         ";\n"
+         "      float dot[" +
+         RMAX +
+         "];\n"
+         "#pragma unroll\n"
+         "      for (int r = 0; r < " +
+         RMAX +
+         "; ++r) dot[r] = 0.f;\n"
+         "#pragma unroll\n"
+         "      for (int c = 0; c < " +
+         CPR + " / " + TPK +
+         "; ++c) {\n"
+         "        const int ch = c * " +
+         TPK +
+         " + part;\n"
+         "        const unsigned* w = (const unsigned*)(sk + key * " +
+         KROWB +
+         " + ch * 16);\n"
+         "        float f[" +
+         EPC + "];\n" + unpack(s.dtype) + "        const int d0 = ch * " + EPC +
+         ";\n"
+         "#pragma unroll\n"
+         "        for (int r = 0; r < " +
+         RMAX +
+         "; ++r) {\n"
+         "#pragma unroll\n"
+         "          for (int e = 0; e < " +
+         EPC + "; ++e) dot[r] += sq[r * " + D +
+         " + d0 + e] * f[e];\n"
+         "        }\n"
+         "      }\n"
+         "#pragma unroll\n"
+         "      for (int o = " +
+         TPK +
+         " / 2; o > 0; o >>= 1) {\n"
+         "#pragma unroll\n"
+         "        for (int r = 0; r < " +
+         RMAX +
+         "; ++r) dot[r] += kiln_shfl_xor(dot[r], o);\n"
+         "      }\n"
+         "      const i64 j = t0 + key;\n"
+         "#pragma unroll\n"
+         "      for (int r = 0; r < " +
+         RMAX +
+         "; ++r) {\n"
+         "        if (r % " +
+         TPK +
+         " != part) continue;\n"
+         "        float x = dot[r] * scale_log2;\n"
+         "        if (r >= R || j >= k_end || j - r % L > p) x = ninf;\n"
+         "        sp[r * " +
+         TK +
+         " + key] = x;\n"
+         "      }\n"
+         "    }\n"
+         "    __syncthreads();\n";
+  // Online softmax, a warp per row.
+  src += "    for (int r = warp; r < " + RMAX +
+         "; r += 4) {\n"
+         "      float mx = ninf;\n"
+         "      for (int j = lane; j < " +
+         TK + "; j += 32) mx = fmaxf(mx, sp[r * " + TK +
+         " + j]);\n"
+         "      for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, kiln_shfl_xor(mx, o));\n"
+         "      const float m_old = s_m[r], m_new = fmaxf(m_old, mx);\n"
+         "      const float mu = m_new == ninf ? 0.f : m_new;\n"
+         "      float sum = 0.f;\n"
+         "      for (int j = lane; j < " +
+         TK + "; j += 32) {\n        const float e = exp2f(sp[r * " + TK +
+         " + j] - mu);\n"
+         "        sp[r * " +
+         TK +
+         " + j] = e;\n"
+         "        sum += e;\n"
+         "      }\n"
+         "      for (int o = 16; o > 0; o >>= 1) sum += kiln_shfl_xor(sum, o);\n"
+         "      __syncwarp();\n"
+         "      if (lane == 0) {\n"
+         "        const float a = exp2f(m_old - mu);\n"
+         "        s_a[r] = a;\n"
+         "        s_l[r] = s_l[r] * a + sum;\n"
+         "        s_m[r] = m_new;\n"
+         "      }\n"
+         "    }\n"
+         "    __syncthreads();\n";
+  // P @ V: thread (prg, pd) owns dim pd of rows prg, prg + RPT, ...
+  src += "#pragma unroll\n    for (int i = 0; i < " + NACC +
+         "; ++i) {\n      const int r = prg + i * " + RPT + ";\n      if (r < " + RMAX +
+         ") acc[i] *= s_a[r];\n"
+         "    }\n"
+         "#pragma unroll 4\n"
+         "    for (int j = 0; j < " +
+         TK +
+         "; ++j) {\n"
+         "      const float x = " +
+         load_expr(s.dtype, "sv[j * " + D + " + pd]") +
+         ";\n"
+         "#pragma unroll\n"
+         "      for (int i = 0; i < " +
+         NACC + "; ++i) {\n        const int r = prg + i * " + RPT + ";\n        if (r < " + RMAX +
+         ") acc[i] += sp[r * " + TK +
+         " + j] * x;\n"
+         "      }\n"
+         "    }\n"
+         "    __syncthreads();\n"
+         "  }\n";
+  // One split: the result directly (0 / 0 = NaN for a row that saw nothing).
+  src += "  const i64 ns = gridDim.x;\n";
+  src += "  if (ns == 1) {\n#pragma unroll\n    for (int i = 0; i < " + NACC +
+         "; ++i) {\n"
+         "      const int r = prg + i * " +
+         RPT + ";\n      if (r < R) out[(bh * R + r) * " + D +
+         " + pd] = " + store_expr(s.dtype, "acc[i] / s_l[r]") +
+         ";\n"
+         "    }\n"
+         "    return;\n"
+         "  }\n";
+  // Partials: O [rows][ns][D], then max [rows][ns], sum [rows][ns], then a
+  // counter per (batch, kv head); rows = gridDim.y * R.
+  src +=
+      "  const i64 rows = (i64)gridDim.y * R;\n"
+      "  float* wo = ws;\n"
+      "  float* wm = ws + rows * ns * " +
+      D +
+      ";\n"
+      "  float* wl = wm + rows * ns;\n"
+      "  unsigned* count = (unsigned*)(wl + rows * ns);\n"
+      "  if (k_begin < k_end) {\n"
+      "#pragma unroll\n"
+      "    for (int i = 0; i < " +
+      NACC + "; ++i) {\n      const int r = prg + i * " + RPT +
+      ";\n"
+      "      if (r < R) wo[((bh * R + r) * ns + blockIdx.x) * " +
+      D +
+      " + pd] = acc[i];\n"
+      "    }\n"
+      "  }\n"
+      "  for (int r = tid; r < R; r += 128) {\n"
+      "    wm[(bh * R + r) * ns + blockIdx.x] = s_m[r];\n"
+      "    wl[(bh * R + r) * ns + blockIdx.x] = s_l[r];\n"
+      "  }\n"
+      "  __threadfence();\n"
+      "  __syncthreads();\n"
+      "  if (tid == 0) s_last = atomicAdd(count + bh, 1u) == (unsigned)(ns - 1);\n"
+      "  __syncthreads();\n"
+      "  if (!s_last) return;\n"
+      "  __threadfence();\n"
+      // The last block of the group combines; a split whose sum is 0 saw no key.
+      "  const volatile float* vo = wo;\n"
+      "  const volatile float* vm = wm;\n"
+      "  const volatile float* vl = wl;\n"
+      "  for (int i = tid; i < R * " +
+      D + "; i += 128) {\n    const i64 row = bh * R + i / " + D + ";\n    const int d = i % " + D +
+      ";\n"
+      "    float mx = ninf;\n"
+      "    for (i64 c = 0; c < ns; ++c) if (vl[row * ns + c] != 0.f) mx = fmaxf(mx, vm[row * ns + "
+      "c]);\n"
+      "    const float mu = mx == ninf ? 0.f : mx;\n"
+      "    float num = 0.f, den = 0.f;\n"
+      "    for (i64 c = 0; c < ns; ++c) {\n"
+      "      const float l = vl[row * ns + c];\n"
+      "      if (l == 0.f) continue;\n"
+      "      const float w = exp2f(vm[row * ns + c] - mu);\n"
+      "      num += w * vo[(row * ns + c) * " +
+      D +
+      " + d];\n"
+      "      den += w * l;\n"
+      "    }\n"
+      "    out[row * " +
+      D + " + d] = " + store_expr(s.dtype, "num / den") +
+      ";\n"
+      "  }\n"
+      "}\n";
+  return src;
+}
+
+int rows_variant(int64_t rows) {
+  int r = 1;
+  while (r < rows) r *= 2;
+  return r;
+}
+
+}  // namespace
+
+bool decode_supported(DType dtype, int64_t e, int64_t ev, int64_t rows) {
+  return (dtype == kFloat16 || dtype == kBFloat16 || dtype == kFloat32) && e == ev &&
+         (e == 64 || e == 128) && rows >= 1 && rows <= kDecodeMaxRows;
+}
+
+void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in,
+                          const Tensor& v_in, const Tensor& pos, double scale) {
+  const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), D = q.size(3);
+  const int64_t Hkv = k_in.size(1), S = k_in.size(2), G = Hq / Hkv;
+  KILN_INTERNAL_ASSERT(
+      decode_supported(q.dtype(), D, v_in.size(3), G * L) && out.is_contiguous() && S > 0,
+      "decode attention arguments");
+  const int64_t es = static_cast<int64_t>(q.element_size());
+  const Tensor k = aligned_operand(k_in, 16 / es), v = aligned_operand(v_in, 16 / es);
+  DecodeSpec spec;
+  spec.dtype = q.dtype();
+  spec.d = static_cast<int>(D);
+  spec.rmax = rows_variant(G * L);
+  const DecodeGeometry geo = geometry(spec);
+  // Split the cache so that the grid has about four blocks per multiprocessor.
+  const int device = q.device().index();
+  const int64_t sms = kiln::cuda::device_properties(device).multiProcessorCount;
+  const int64_t groups = B * Hkv;
+  KILN_CHECK(groups < 65536, "[kv_cache_attention] expected batch * kv heads below 65536, got ",
+             groups);
+  const int64_t tiles = (S + geo.tk - 1) / geo.tk;
+  const int64_t want =
+      std::clamp<int64_t>((4 * sms + groups - 1) / groups, 1, std::min<int64_t>(tiles, kMaxSplits));
+  const int64_t tiles_per = (tiles + want - 1) / want;
+  const int64_t splits = (tiles + tiles_per - 1) / tiles_per;
+  const int64_t chunk = tiles_per * geo.tk;
+  Tensor ws;
+  if (splits > 1) {
+    const int64_t rows = B * Hq * L;
+    const int64_t floats = rows * splits * (D + 2);
+    ws = empty_tensor({floats + groups}, kFloat32, q.device());
+    kiln::cuda::DeviceGuard guard(device);
+    cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(q.device()));
+    KILN_CUDA_CHECK_DEVICE(
+        cudaMemsetAsync(ws.data_ptr<float>() + floats, 0, static_cast<size_t>(groups) * 4, stream),
+        device);
+  }
+  cudaKernel_t kern = load_kernel(
+      decode_name(spec), [&] { return decode_source(spec); }, device);
+  KernelArgs a;
+  a.ptr(out).ptr(q).ptr(k).ptr(v).ptr(pos).i64(pos.numel() > 1 ? pos.stride(0) : 0).ptr(ws);
+  a.i64(Hkv).i64(G).i64(L).i64(S).i64(chunk);
+  a.i64(q.stride(0)).i64(q.stride(1)).i64(q.stride(2)).i64(q.stride(3));
+  a.i64(k.stride(0)).i64(k.stride(1)).i64(k.stride(2));
+  a.i64(v.stride(0)).i64(v.stride(1)).i64(v.stride(2));
+  a.f32(static_cast<float>(scale * 1.4426950408889634));
+  launch(kern, q.device(), dim3(static_cast<unsigned>(splits), static_cast<unsigned>(groups)),
+         kThreads, 0, a);
+  out.impl()->bump_version();
+}
+
+std::vector<std::pair<std::string, std::string>> decode_source_samples() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (DType t : {kFloat16, kBFloat16, kFloat32}) {
+    for (int d : {64, 128}) {
+      for (int r = 1; r <= kDecodeMaxRows; r *= 2) {
+        DecodeSpec s{t, d, r};
+        out.emplace_back(decode_name(s), decode_source(s));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln::jit::cuda

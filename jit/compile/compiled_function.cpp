@@ -1,0 +1,488 @@
+// jit::compile's cache: entries behind guards (Note [Guards]), each with a
+// plan per specialization (a size of a dynamic dim, a value of a dynamic
+// scalar) and a pool of instances of it (Note [Compiled instances]); the
+// recompile log; graph breaks; the cache limit; verify mode.
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "guards/guards.h"
+#include "jit/compile/instance.h"
+#include "jit/compile/tracing.h"
+#include "kiln/jit.h"
+#include "kiln/logging.h"
+
+// GCC 12 warns falsely on std::string concatenation at -O3.
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wrestrict"
+
+namespace kiln::jit {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::ReduceOverhead:
+      return "reduce-overhead";
+    case Mode::Default:
+      return "default";
+    case Mode::MaxAutotune:
+      return "max-autotune";
+  }
+  return "?";
+}
+
+bool verify_everywhere() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_COMPILE_VERIFY");
+    return v && v[0] && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+// One plan of an entry: a pristine trace and the instances made from it.
+struct Specialization {
+  std::vector<int64_t> key;  // sizes of the dynamic dims, values of dynamic scalars
+  Pristine pristine;
+  std::vector<std::string> signature;  // verify mode
+  std::mutex mu;
+  std::vector<std::unique_ptr<Instance>> idle;
+  size_t steps = 0;
+};
+
+struct Entry {
+  int index = 0;  // 1-based, in creation order
+  guards::GuardSet guards;
+  bool uncompiled = false;  // runs `fn` as it is (graph break, eager mode)
+  std::string why;
+  std::mutex mu;  // specs
+  std::vector<std::unique_ptr<Specialization>> specs;
+  bool specs_warned = false;
+  // Distinct tensors the entry holds on captured storages (Note [Guards]).
+  std::mutex refs_mu;
+  std::unordered_set<const TensorImpl*> captured_impls;
+
+  // Counts the tensors `impls` adds on captured storages into the guards.
+  void hold(const std::vector<const TensorImpl*>& impls) {
+    std::lock_guard<std::mutex> lock(refs_mu);
+    for (const TensorImpl* impl : impls) {
+      if (captured_impls.insert(impl).second) {
+        guards.add_entry_references(impl->storage().get(), 1);
+      }
+    }
+  }
+};
+
+// Hands an instance back to its pool when the call ends (or throws).
+class Lease {
+ public:
+  Lease(Specialization& spec, std::unique_ptr<Instance> inst)
+      : spec_(spec), inst_(std::move(inst)) {}
+  ~Lease() {
+    std::lock_guard<std::mutex> lock(spec_.mu);
+    spec_.idle.push_back(std::move(inst_));
+  }
+  Instance& operator*() { return *inst_; }
+
+ private:
+  Specialization& spec_;
+  std::unique_ptr<Instance> inst_;
+};
+
+}  // namespace
+
+struct boxed::CompiledCore::Impl {
+  Options options;
+  bool verify = false;
+  std::vector<IValue::Tag> kinds;  // the first call's argument kinds
+  std::once_flag kinds_once;
+
+  mutable std::shared_mutex entries_mu;
+  std::vector<std::shared_ptr<Entry>> entries;
+  std::mutex compile_mu;            // one entry built at a time
+  std::vector<DynamicDim> dynamic;  // grows: marked, and automatic
+  bool limit_warned = false;
+
+  std::atomic<int64_t> calls{0}, hits{0}, built{0}, specializations{0}, uncompiled{0}, breaks{0},
+      instances{0}, verified{0}, steps{0}, graph_nodes{0};
+  std::atomic<double> compile_ms{0};
+
+  std::string name(const std::vector<IValue>& args) const;
+  void check_arguments(const std::vector<IValue>& args);
+  guards::DynamicDims dynamic_for(const std::vector<IValue>& args) const;
+  Entry* lookup(const std::vector<IValue>& args) const;
+  std::vector<Tensor> compile(const std::vector<IValue>& args, Body body, Entry** hit);
+  std::vector<Tensor> run(Entry& e, const std::vector<IValue>& args, Body body);
+  Specialization* specialize(Entry& e, const std::vector<IValue>& args, Body body,
+                             std::vector<Tensor>* results);
+  std::vector<int64_t> spec_key(const Entry& e, const std::vector<IValue>& args) const;
+  void guard_captured(Entry& e, const Pristine& p, const Instance& first);
+  std::unique_ptr<Instance> new_instance(Entry& e, const Pristine& p);
+  InstanceOptions instance_options(const Entry& e) const {
+    return {options.mode == Mode::ReduceOverhead,
+            options.name + ": entry " + std::to_string(e.index)};
+  }
+};
+
+namespace boxed {
+
+CompiledCore::CompiledCore(Options options) : impl_(std::make_unique<Impl>()) {
+  impl_->verify = options.verify || verify_everywhere();
+  impl_->dynamic = options.dynamic;
+  impl_->options = std::move(options);
+}
+
+CompiledCore::~CompiledCore() = default;
+
+const Options& CompiledCore::options() const {
+  return impl_->options;
+}
+
+void CompiledCore::mark_dynamic(int input, int64_t dim) {
+  std::lock_guard<std::mutex> lock(impl_->compile_mu);
+  impl_->dynamic.push_back({input, dim});
+}
+
+CompileStats CompiledCore::stats() const {
+  const Impl& i = *impl_;
+  CompileStats s;
+  s.calls = i.calls.load();
+  s.hits = i.hits.load();
+  s.entries = i.built.load();
+  s.specializations = i.specializations.load();
+  s.uncompiled_calls = i.uncompiled.load();
+  s.graph_breaks = i.breaks.load();
+  s.instances = i.instances.load();
+  s.verified = i.verified.load();
+  s.kernels_per_call = i.steps.load();
+  s.graph_nodes = i.graph_nodes.load();
+  s.last_compile_ms = i.compile_ms.load();
+  return s;
+}
+
+std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body body) {
+  // A compiled function called while another is traced is part of that trace.
+  if (is_tracing()) return body.call(body.self, args);
+  Impl& m = *impl_;
+  m.calls.fetch_add(1, std::memory_order_relaxed);
+  m.check_arguments(args);
+  // A compile boundary: what this thread recorded runs first, and arguments
+  // still pending (here or on another thread) are computed.
+  if (TraceBuffer::current().size() > 0) TraceBuffer::current().flush();
+  for (const Tensor* t : tensor_arguments(args)) {
+    if (t->defined() && t->is_pending()) (void)t->data_ptr();
+  }
+  if (Entry* e = m.lookup(args)) return m.run(*e, args, body);
+  Entry* hit = nullptr;
+  std::vector<Tensor> results = m.compile(args, body, &hit);
+  if (hit) return m.run(*hit, args, body);  // another thread built it meanwhile
+  return results;
+}
+
+}  // namespace boxed
+
+std::string boxed::CompiledCore::Impl::name(const std::vector<IValue>&) const {
+  return options.name;
+}
+
+void boxed::CompiledCore::Impl::check_arguments(const std::vector<IValue>& args) {
+  std::call_once(kinds_once, [&] {
+    for (const IValue& a : args) kinds.push_back(a.tag());
+  });
+  auto arg_name = [&](size_t i) {
+    std::string s = "argument " + std::to_string(i);
+    if (i < options.input_names.size()) s += " '" + options.input_names[i] + "'";
+    return s;
+  };
+  KILN_CHECK(args.size() == kinds.size(), "[jit::compile] ", options.name, ": expected ",
+             kinds.size(), " arguments (as in its first call), got ", args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    KILN_CHECK(args[i].tag() == kinds[i], "[jit::compile] ", options.name, ": ", arg_name(i),
+               " expected ", IValue::tag_name(kinds[i]), " (as in its first call), got ",
+               args[i].type_name());
+    if (args[i].is_tensor()) {
+      KILN_CHECK(args[i].to_tensor().defined(), "[jit::compile] ", options.name, ": ", arg_name(i),
+                 " expected a defined Tensor, got an undefined one");
+    }
+  }
+}
+
+guards::DynamicDims boxed::CompiledCore::Impl::dynamic_for(const std::vector<IValue>& args) const {
+  guards::DynamicDims d;
+  d.dims.assign(args.size(), 0);
+  d.scalars.assign(args.size(), false);
+  for (int i : options.dynamic_scalars) {
+    if (i >= 0 && static_cast<size_t>(i) < args.size()) d.scalars[i] = true;
+  }
+  for (const DynamicDim& dd : dynamic) {
+    if (dd.input < 0 || static_cast<size_t>(dd.input) >= args.size()) continue;
+    const IValue& a = args[dd.input];
+    int64_t rank = -1;
+    if (a.is_tensor()) rank = a.to_tensor().dim();
+    if (a.is_tensor_list() && !a.to_tensor_list().empty()) rank = a.to_tensor_list()[0].dim();
+    if (rank < 0) continue;
+    const int64_t dim = dd.dim < 0 ? dd.dim + rank : dd.dim;
+    if (dim >= 0 && dim < rank && dim < 64) d.dims[dd.input] |= uint64_t{1} << dim;
+  }
+  return d;
+}
+
+Entry* boxed::CompiledCore::Impl::lookup(const std::vector<IValue>& args) const {
+  std::shared_lock<std::shared_mutex> lock(entries_mu);
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    if ((*it)->guards.check(args)) return it->get();
+  }
+  return nullptr;
+}
+
+std::vector<int64_t> boxed::CompiledCore::Impl::spec_key(const Entry& e,
+                                                         const std::vector<IValue>& args) const {
+  std::vector<int64_t> key;
+  const guards::DynamicDims& d = e.guards.dynamic();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const IValue& a = args[i];
+    const uint64_t dims = i < d.dims.size() ? d.dims[i] : 0;
+    auto sizes = [&](const Tensor& t) {
+      for (int64_t k = 0; k < t.dim() && k < 64; ++k) {
+        if ((dims >> k) & 1u) key.push_back(t.size(k));
+      }
+    };
+    if (a.is_tensor() && dims) sizes(a.to_tensor());
+    if (a.is_tensor_list() && dims) {
+      for (const Tensor& t : a.to_tensor_list()) sizes(t);
+    }
+    if (i < d.scalars.size() && d.scalars[i]) {
+      if (a.is_double()) {
+        int64_t bits;
+        const double v = a.to_double();
+        std::memcpy(&bits, &v, sizeof bits);
+        key.push_back(bits);
+      } else if (a.is_int()) {
+        key.push_back(a.to_int());
+      } else if (a.is_bool()) {
+        key.push_back(a.to_bool());
+      }
+    }
+  }
+  return key;
+}
+
+// The first plan of an entry fixes which captured storages are guarded:
+// those that something outside the entry holds (Note [Guards]).
+void boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& p, const Instance& first) {
+  std::unordered_map<const StorageImpl*, int32_t> refs;
+  {
+    std::lock_guard<std::mutex> lock(e.refs_mu);
+    for (const auto* list : {&p.captured_impls, &first.captured_impls()}) {
+      for (const TensorImpl* impl : *list) {
+        if (e.captured_impls.insert(impl).second) ++refs[impl->storage().get()];
+      }
+    }
+  }
+  for (const auto& [storage, what] : p.captured_uses) {
+    e.guards.guard_captured(storage, refs[storage], what);
+  }
+}
+
+std::unique_ptr<Instance> boxed::CompiledCore::Impl::new_instance(Entry& e, const Pristine& p) {
+  auto inst = std::make_unique<Instance>(p, instance_options(e));
+  instances.fetch_add(1, std::memory_order_relaxed);
+  e.hold(inst->captured_impls());
+  return inst;
+}
+
+Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vector<IValue>& args,
+                                                      Body body, std::vector<Tensor>* results) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Traced traced = trace_function(args, body);
+  if (traced.broken) {
+    breaks.fetch_add(1, std::memory_order_relaxed);
+    e.uncompiled = true;
+    e.why = "graph break: " + traced.break_reason;
+    KILN_LOG(Recompiles, options.name, ": entry ", e.index, "/", options.cache_limit, ": ", e.why,
+             "; the entry runs uncompiled (lazily) from now on");
+    *results = std::move(traced.outputs);
+    return nullptr;
+  }
+  auto spec = std::make_unique<Specialization>();
+  spec->key = spec_key(e, args);
+  spec->pristine = make_pristine(std::move(traced));
+  if (verify) {
+    spec->signature =
+        trace_signature(spec->pristine.nodes, spec->pristine.stand_ins, spec->pristine.captured);
+  }
+  std::unique_ptr<Instance> inst;
+  if (e.specs.empty()) {
+    inst = std::make_unique<Instance>(spec->pristine, instance_options(e));
+    instances.fetch_add(1, std::memory_order_relaxed);
+    guard_captured(e, spec->pristine, *inst);  // before results hold anything
+  } else {
+    e.hold(spec->pristine.captured_impls);
+    inst = new_instance(e, spec->pristine);
+  }
+  spec->steps = inst->steps();
+  *results = inst->run(args);
+  steps.store(static_cast<int64_t>(spec->steps), std::memory_order_relaxed);
+  spec->idle.push_back(std::move(inst));
+  compile_ms.store(ms_since(t0), std::memory_order_relaxed);
+  Specialization* raw = spec.get();
+  e.specs.push_back(std::move(spec));
+  return raw;
+}
+
+std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>& args, Body body,
+                                                       Entry** hit) {
+  std::lock_guard<std::mutex> lock(compile_mu);
+  if (Entry* e = lookup(args)) {
+    *hit = e;
+    return {};
+  }
+  std::string reason = "first call";
+  std::string dynamic_note;
+  {
+    std::shared_lock<std::shared_mutex> read(entries_mu);
+    if (!entries.empty()) {
+      guards::Failure f = entries.back()->guards.explain(args, options.input_names);
+      reason = f.reason;
+      if (options.automatic_dynamic && f.size_dim >= 0 && f.input >= 0) {
+        dynamic.push_back({f.input, f.size_dim});
+        dynamic_note = "; dim " + std::to_string(f.size_dim) + " is dynamic from now on";
+      }
+    }
+  }
+  const int count = static_cast<int>(entries.size());
+  if (count >= options.cache_limit) {
+    const std::string what = options.name + ": cache limit of " +
+                             std::to_string(options.cache_limit) +
+                             " entries reached; last guard failure: " + reason;
+    KILN_CHECK(options.on_limit != OnLimit::Throw, "[jit::compile] ", what);
+    if (!limit_warned) {
+      limit_warned = true;
+      kiln::detail::log_line(
+          LogChannel::Recompiles,
+          what + "; calls that match no entry run uncompiled (lazily) from now on");
+    }
+    uncompiled.fetch_add(1, std::memory_order_relaxed);
+    return body.call(body.self, args);
+  }
+  auto e = std::make_shared<Entry>();
+  e->index = count + 1;
+  e->guards = guards::GuardSet::from_call(args, dynamic_for(args));
+  built.fetch_add(1, std::memory_order_relaxed);
+  KILN_LOG(Recompiles, options.name, ": entry ", e->index, "/", options.cache_limit, ": ", reason,
+           dynamic_note,
+           count == 0 ? std::string("; compiling (mode ") + mode_name(options.mode) + ")"
+                      : std::string(""));
+  if (options.mode == Mode::MaxAutotune) {
+    KILN_LOG(Recompiles, options.name,
+             ": mode max-autotune compiles as mode default (no configurations are timed yet)");
+  }
+  std::vector<Tensor> results;
+  if (!is_lazy()) {
+    e->uncompiled = true;
+    e->why = "the caller runs eagerly (an EagerGuard or KILN_EAGER=1)";
+    KILN_LOG(Recompiles, options.name, ": entry ", e->index, ": ", e->why,
+             "; the entry runs the function eagerly");
+    uncompiled.fetch_add(1, std::memory_order_relaxed);
+    results = body.call(body.self, args);
+  } else {
+    std::lock_guard<std::mutex> spec_lock(e->mu);
+    Specialization* spec = specialize(*e, args, body, &results);
+    if (!spec) uncompiled.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (log_enabled(LogChannel::Guards)) {
+    for (const std::string& line : e->guards.describe(options.input_names)) {
+      KILN_LOG(Guards, options.name, ": entry ", e->index, ": ", line);
+    }
+  }
+  std::unique_lock<std::shared_mutex> write(entries_mu);
+  entries.push_back(std::move(e));
+  return results;
+}
+
+std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<IValue>& args,
+                                                   Body body) {
+  if (e.uncompiled) {
+    uncompiled.fetch_add(1, std::memory_order_relaxed);
+    return body.call(body.self, args);
+  }
+  Specialization* spec = nullptr;
+  std::vector<Tensor> results;
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    if (e.specs.size() == 1 && !e.guards.dynamic().any()) {
+      spec = e.specs[0].get();
+    } else {
+      const std::vector<int64_t> key = spec_key(e, args);
+      for (const auto& s : e.specs) {
+        if (s->key == key) spec = s.get();
+      }
+      if (!spec) {
+        if (static_cast<int>(e.specs.size()) >= options.specialization_limit) {
+          if (!e.specs_warned) {
+            e.specs_warned = true;
+            kiln::detail::log_line(
+                LogChannel::Recompiles,
+                options.name + ": entry " + std::to_string(e.index) + ": " +
+                    std::to_string(e.specs.size()) +
+                    " sizes of its dynamic dims seen (the limit); further sizes run "
+                    "uncompiled: consider Options::buckets");
+          }
+          uncompiled.fetch_add(1, std::memory_order_relaxed);
+          return body.call(body.self, args);
+        }
+        specializations.fetch_add(1, std::memory_order_relaxed);
+        KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": a plan for new sizes of its ",
+                 "dynamic dims (specialization ", e.specs.size() + 1,
+                 "; kernels take sizes as arguments: none is recompiled)");
+        if (!specialize(e, args, body, &results)) return results;
+        hits.fetch_add(1, std::memory_order_relaxed);
+        return results;
+      }
+    }
+  }
+  if (verify) {
+    Traced again = trace_function(args, body);
+    verified.fetch_add(1, std::memory_order_relaxed);
+    KILN_CHECK(!again.broken, "[jit::compile] ", options.name, ": verify: tracing again broke (",
+               again.break_reason, ") where the cached entry did not");
+    Pristine p = make_pristine(std::move(again));
+    std::vector<std::string> sig = trace_signature(p.nodes, p.stand_ins, p.captured);
+    const size_t n = std::min(sig.size(), spec->signature.size());
+    for (size_t i = 0; i <= n; ++i) {
+      if (i == n && sig.size() == spec->signature.size()) break;
+      const std::string expected = i < spec->signature.size() ? spec->signature[i] : "the end";
+      const std::string got = i < sig.size() ? sig[i] : "the end";
+      KILN_CHECK(expected == got, "[jit::compile] ", options.name,
+                 ": verify: the function's trace differs from the cached entry ", e.index,
+                 " at op ", i, ": expected ", expected, ", got ", got,
+                 " (host control flow changed between calls)");
+    }
+  }
+  std::unique_ptr<Instance> inst;
+  {
+    std::lock_guard<std::mutex> lock(spec->mu);
+    if (!spec->idle.empty()) {
+      inst = std::move(spec->idle.back());
+      spec->idle.pop_back();
+    }
+  }
+  if (!inst) inst = new_instance(e, spec->pristine);
+  Lease lease(*spec, std::move(inst));
+  hits.fetch_add(1, std::memory_order_relaxed);
+  steps.store(static_cast<int64_t>(spec->steps), std::memory_order_relaxed);
+  results = (*lease).run(args);
+  graph_nodes.store(static_cast<int64_t>((*lease).graph_nodes()), std::memory_order_relaxed);
+  return results;
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,552 @@
+#include "jit/compile/instance.h"
+
+#include <algorithm>
+
+#include "graphs/graph.h"
+#include "jit/passes/dead_code.h"
+#include "kiln/logging.h"
+
+// GCC 12 warns falsely on std::string concatenation at -O3.
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wrestrict"
+
+namespace kiln::jit {
+namespace {
+
+// Copies tensors onto storages of their own, keeping those in `keep`
+// (captured) as they are; views of one storage stay views of one storage.
+class Remap {
+ public:
+  explicit Remap(const std::unordered_set<const StorageImpl*>& keep) : keep_(keep) {}
+
+  Tensor tensor(const Tensor& t) {
+    if (!t.defined() || !t.impl()->has_storage()) return t;
+    StorageImpl* s = t.impl()->storage().get();
+    if (keep_.count(s)) return t;
+    auto [it, fresh] = impls_.try_emplace(t.impl());
+    if (fresh) {
+      IntrusivePtr<StorageImpl>& ns = storages_[s];
+      if (!ns) {
+        ns = IntrusivePtr<StorageImpl>::make(nullptr, s->nbytes(), s->device(), nullptr, nullptr);
+      }
+      auto impl = IntrusivePtr<TensorImpl>::make(ns, t.dtype(), t.device(), t.sizes(), t.strides(),
+                                                 t.storage_offset());
+      impl->set_wrapped_number(t.impl()->is_wrapped_number());
+      it->second = Tensor(std::move(impl));
+    }
+    return it->second;
+  }
+
+  IValue value(const IValue& v) {
+    if (v.is_tensor()) return IValue(tensor(v.to_tensor()));
+    if (v.is_tensor_list()) {
+      std::vector<Tensor> list;
+      list.reserve(v.to_tensor_list().size());
+      for (const Tensor& t : v.to_tensor_list()) list.push_back(tensor(t));
+      return IValue(std::move(list));
+    }
+    return v;
+  }
+
+  std::vector<Node> nodes(const std::vector<Node>& in) {
+    std::vector<Node> out;
+    out.reserve(in.size());
+    for (const Node& n : in) {
+      Node c;
+      c.op = n.op;
+      c.device = n.device;
+      c.id = n.id;
+      c.written = n.written;
+      c.args.reserve(n.args.size());
+      for (const IValue& v : n.args) c.args.push_back(value(v));
+      c.outputs.reserve(n.outputs.size());
+      for (const Tensor& t : n.outputs) c.outputs.push_back(tensor(t));
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+ private:
+  const std::unordered_set<const StorageImpl*>& keep_;
+  std::unordered_map<const TensorImpl*, Tensor> impls_;
+  std::unordered_map<const StorageImpl*, IntrusivePtr<StorageImpl>> storages_;
+};
+
+const StorageImpl* storage_of(const Tensor& t) {
+  return t.defined() ? t.impl()->storage().get() : nullptr;
+}
+
+// Calls f(Tensor&) on every tensor a node holds.
+template <class F>
+void for_each_tensor(Node& n, F&& f) {
+  for (IValue& v : n.args) {
+    if (v.is_tensor()) {
+      f(v.to_tensor());
+    } else if (v.is_tensor_list()) {
+      std::vector<Tensor> list = v.to_tensor_list();
+      for (Tensor& t : list) f(t);
+      v = IValue(std::move(list));
+    }
+  }
+  for (Tensor& t : n.outputs) f(t);
+}
+
+void for_each_group_tensor(const FusedGroup& g, std::vector<const TensorImpl*>& out) {
+  for (const Tensor& t : g.inputs) {
+    if (t.defined()) out.push_back(t.impl());
+  }
+  for (const Tensor& t : g.outputs) {
+    if (t.defined()) out.push_back(t.impl());
+  }
+}
+
+}  // namespace
+
+Pristine make_pristine(Traced traced) {
+  Pristine p;
+  const PendingValue* marker = traced.trace->marker();
+  std::unordered_set<const StorageImpl*> stand_in_storages;
+  for (const Tensor& t : traced.stand_ins) {
+    if (t.defined()) stand_in_storages.insert(storage_of(t));
+  }
+  // Captured: storages the trace did not make and that are not stand-ins.
+  auto captured = [&](const Tensor& t) {
+    const StorageImpl* s = storage_of(t);
+    if (!s || stand_in_storages.count(s)) return false;
+    return !(s->pending().get() == marker && marker && s->data() == nullptr);
+  };
+  // Aliases of the captured tensors, so the entry does not hold the caller's (Note [Guards]).
+  std::unordered_map<const TensorImpl*, Tensor> aliases;
+  auto alias = [&](Tensor& t) {
+    if (!captured(t)) return;
+    p.captured.insert(storage_of(t));
+    auto [it, fresh] = aliases.try_emplace(t.impl());
+    if (fresh) {
+      auto impl = IntrusivePtr<TensorImpl>::make(t.impl()->storage(), t.dtype(), t.device(),
+                                                 t.sizes(), t.strides(), t.storage_offset());
+      impl->set_wrapped_number(t.impl()->is_wrapped_number());
+      it->second = Tensor(std::move(impl));
+    }
+    t = it->second;
+  };
+  std::unordered_set<const StorageImpl*> described;
+  for (size_t i = 0; i < traced.nodes.size(); ++i) {
+    Node& n = traced.nodes[i];
+    const auto& params = n.op->schema().arguments;
+    for (size_t a = 0; a < n.args.size(); ++a) {
+      auto note = [&](const Tensor& t) {
+        if (!captured(t) || t.impl()->is_wrapped_number() ||
+            !described.insert(storage_of(t)).second) {
+          return;
+        }
+        const std::string arg = a < params.size() ? params[a].name : std::to_string(a);
+        p.captured_uses.emplace_back(
+            t.impl()->storage().get(),
+            arg + " of op " + std::to_string(i) + " '" + n.op->name() + "'");
+      };
+      if (n.args[a].is_tensor()) note(n.args[a].to_tensor());
+      if (n.args[a].is_tensor_list()) {
+        for (const Tensor& t : n.args[a].to_tensor_list()) note(t);
+      }
+    }
+    for_each_tensor(n, alias);
+  }
+  for (Tensor& t : traced.outputs) {
+    if (captured(t) && !t.impl()->is_wrapped_number() && described.insert(storage_of(t)).second) {
+      p.captured_uses.emplace_back(t.impl()->storage().get(), "a result");
+    }
+    alias(t);
+  }
+  // The trace's markers go: the nodes are a recipe now, run by instances.
+  auto clear = [&](const Tensor& t) {
+    StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
+    if (!s || !s->pending()) return;
+    if (s->pending().get() == marker || dynamic_cast<ReadWatch*>(s->pending().get())) {
+      s->set_pending(nullptr);
+    }
+  };
+  for (Node& n : traced.nodes) for_each_tensor(n, clear);
+  for (const Tensor& t : traced.outputs) clear(t);
+  for (const Tensor& t : traced.stand_ins) {
+    clear(t);
+    // Stand-ins borrowed the tracing call's memory: a pristine keeps none.
+    if (t.defined()) t.impl()->storage()->reset_data();
+  }
+  traced.trace->drop_marker();
+  for (const auto& [from, to] : aliases) p.captured_impls.push_back(to.impl());
+  p.nodes = std::move(traced.nodes);
+  p.outputs = std::move(traced.outputs);
+  p.stand_ins = std::move(traced.stand_ins);
+  return p;
+}
+
+std::vector<std::string> trace_signature(const std::vector<Node>& nodes,
+                                         const std::vector<Tensor>& stand_ins,
+                                         const std::unordered_set<const StorageImpl*>& captured) {
+  std::unordered_map<const StorageImpl*, std::string> role;
+  for (size_t k = 0; k < stand_ins.size(); ++k) {
+    if (stand_ins[k].defined()) role.emplace(storage_of(stand_ins[k]), "arg" + std::to_string(k));
+  }
+  size_t fresh = 0;
+  auto describe = [&](const Tensor& t) {
+    if (!t.defined()) return std::string("undefined");
+    const StorageImpl* s = storage_of(t);
+    auto it = role.find(s);
+    if (it == role.end()) {
+      std::string r = captured.count(s) ? (t.impl()->is_wrapped_number() ? "number " + t.str()
+                                                                         : std::string("captured"))
+                                        : "t" + std::to_string(fresh++);
+      it = role.emplace(s, r).first;
+    }
+    std::string d = it->second + ":" + dtype_name(t.dtype()) + "[";
+    for (int64_t k = 0; k < t.dim(); ++k) d += (k ? "," : "") + std::to_string(t.size(k));
+    return d + "]";
+  };
+  std::vector<std::string> sig;
+  sig.reserve(nodes.size());
+  for (const Node& n : nodes) {
+    std::string s = n.op->name() + "(";
+    for (size_t a = 0; a < n.args.size(); ++a) {
+      const IValue& v = n.args[a];
+      s += a ? ", " : "";
+      if (v.is_tensor()) {
+        s += describe(v.to_tensor());
+      } else if (v.is_tensor_list()) {
+        s += "[";
+        for (const Tensor& t : v.to_tensor_list()) s += describe(t) + " ";
+        s += "]";
+      } else {
+        s += v.repr();
+      }
+    }
+    sig.push_back(s + ")");
+  }
+  return sig;
+}
+
+struct Instance::GraphState {
+  std::unique_ptr<graphs::Graph> graph;
+  // Per argument storage: a binding, or a copy node in (and one back out when the plan writes it).
+  std::vector<int> arg_binding, arg_copy, arg_writeback;
+  struct Out {
+    StorageImpl* storage = nullptr;
+    int binding = -1, copy = -1;
+  };
+  std::vector<Out> outs;  // per result storage the instance hands out fresh
+};
+
+Instance::Instance(const Pristine& pristine, InstanceOptions options)
+    : options_(std::move(options)) {
+  Remap remap(pristine.captured);
+  std::vector<Node> nodes = remap.nodes(pristine.nodes);
+  for (const Tensor& t : pristine.outputs) outputs_.push_back(remap.tensor(t));
+  for (const Tensor& t : pristine.stand_ins) {
+    bindings_.push_back(t.defined() ? remap.tensor(t).impl()->storage() : nullptr);
+  }
+  plan_ = build_plan(std::move(nodes));
+  place_memory(plan_);
+  for (const PlannedBuffer& b : plan_.memory.buffers) planned_.insert(b.storage);
+
+  // The device the plan runs on, and whether it is one device.
+  bool first = true;
+  for (const Node& n : plan_.nodes) {
+    if (first) device_ = n.device;
+    single_device_ = single_device_ && n.device == device_;
+    first = false;
+  }
+  // Distinct argument storages and the bytes of each the views reach.
+  for (size_t k = 0; k < bindings_.size(); ++k) {
+    if (!bindings_[k]) continue;
+    const Tensor& t = remap.tensor(pristine.stand_ins[k]);
+    size_t hi = 0, lo = SIZE_MAX;
+    if (t.numel() > 0) {
+      int64_t last = t.storage_offset();
+      for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+      lo = static_cast<size_t>(t.storage_offset()) * t.element_size();
+      hi = static_cast<size_t>(last + 1) * t.element_size();
+    }
+    auto same = std::find_if(arg_storages_.begin(), arg_storages_.end(), [&](const ArgStorage& a) {
+      return bindings_[a.arg].get() == bindings_[k].get();
+    });
+    if (same == arg_storages_.end()) {
+      arg_storages_.push_back({k, lo, hi});
+    } else {
+      same->lo = std::min(same->lo, lo);
+      same->hi = std::max(same->hi, hi);
+    }
+  }
+  for (ArgStorage& a : arg_storages_) {
+    if (a.lo > a.hi) a.lo = a.hi = 0;
+  }
+  for (const Node& n : plan_.nodes) {
+    for (int w : n.written) {
+      if (n.args[w].is_tensor()) written_.insert(n.args[w].to_tensor().impl()->storage().get());
+    }
+  }
+  for (const Step& step : plan_.steps) {
+    if (step.kind != Step::Kind::Extern) continue;
+    const Node& n = plan_.nodes[step.node];
+    auto note = [&](const Tensor& t) {
+      if (t.defined() && t.impl()->storage()) extern_touched_.insert(t.impl()->storage().get());
+    };
+    for_each_input(n, note);
+    for (const Tensor& t : n.outputs) note(t);
+  }
+
+  // Memory every run takes anew: results and what extern steps allocate.
+  std::unordered_set<const StorageImpl*> bound, seen;
+  for (const auto& b : bindings_) bound.insert(b.get());
+  std::vector<const TensorImpl*> impls;
+  auto visit = [&](const Tensor& t) {
+    if (!t.defined()) return;
+    impls.push_back(t.impl());
+    StorageImpl* s = t.impl()->storage().get();
+    if (!s || pristine.captured.count(s) || bound.count(s) || planned_.count(s)) return;
+    if (seen.insert(s).second) transient_.push_back(s);
+  };
+  for (const Node& n : plan_.nodes) {
+    for_each_input(n, visit);
+    for (const Tensor& t : n.outputs) visit(t);
+  }
+  for (const Tensor& t : outputs_) visit(t);
+  for (const Step& step : plan_.steps) {
+    if (step.kind == Step::Kind::Fused) for_each_group_tensor(step.group, impls);
+    if (step.kind == Step::Kind::Reduction) {
+      for_each_group_tensor(step.reduction.prologue, impls);
+      for_each_group_tensor(step.reduction.epilogue, impls);
+    }
+  }
+  for (const Tensor& t : outputs_) {
+    KILN_INTERNAL_ASSERT(!planned_.count(storage_of(t)),
+                         "a compiled function's result was given an arena slice");
+  }
+  // Distinct tensors on captured storages: references the guards discount.
+  std::sort(impls.begin(), impls.end());
+  impls.erase(std::unique(impls.begin(), impls.end()), impls.end());
+  for (const TensorImpl* impl : impls) {
+    const StorageImpl* s = impl->storage().get();
+    if (s && pristine.captured.count(s)) captured_impls_.push_back(impl);
+  }
+}
+
+Instance::~Instance() = default;
+
+void Instance::release_after_run() {
+  for (StorageImpl* s : transient_) {
+    if (s->data()) s->reset_data();
+    s->set_pending(nullptr);
+  }
+  for (const auto& b : bindings_) {
+    if (!b) continue;
+    b->reset_data();
+    b->set_pending(nullptr);
+  }
+}
+
+size_t Instance::graph_nodes() const {
+  return graph_ ? graph_->graph->nodes() : 0;
+}
+
+void Instance::bind_arguments(const std::vector<const Tensor*>& tensors) {
+  KILN_INTERNAL_ASSERT(tensors.size() == bindings_.size(), "a compiled instance got ",
+                       tensors.size(), " tensor arguments, its trace had ", bindings_.size());
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    StorageImpl* b = bindings_[k].get();
+    if (b && b->data() == nullptr) {
+      b->set_data(tensors[k]->impl()->storage()->data(), nullptr, nullptr);
+    }
+  }
+}
+
+// After a failed run or capture: the instance's own storages start clean;
+// arguments and captured tensors keep what steps that ran wrote (a captured
+// one written by a step that did not run carries the error, unless nothing
+// ran at all: a failed capture ran nothing).
+void Instance::recover(bool nothing_ran) {
+  for (const Node& n : plan_.nodes) {
+    auto clean = [&](const Tensor& t) {
+      StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
+      if (!s || !s->pending()) return;
+      if (planned_.count(s) || (nothing_ran && dynamic_cast<FailedStorage*>(s->pending().get()))) {
+        s->set_pending(nullptr);
+      }
+    };
+    for (const Tensor& t : n.outputs) clean(t);
+    for (int w : n.written) {
+      if (n.args[w].is_tensor()) clean(n.args[w].to_tensor());
+    }
+  }
+  release_after_run();
+}
+
+void Instance::run_steps() {
+  try {
+    run_plan(plan_);
+  } catch (...) {
+    recover(false);
+    throw;
+  }
+}
+
+std::vector<Tensor> Instance::collect(
+    const std::vector<const Tensor*>& tensors,
+    const std::function<IntrusivePtr<StorageImpl>(StorageImpl*)>& fresh) {
+  std::vector<Tensor> results;
+  results.reserve(outputs_.size());
+  std::unordered_map<const StorageImpl*, IntrusivePtr<StorageImpl>> handed;
+  for (const Tensor& o : outputs_) {
+    if (!o.defined()) {
+      results.push_back(o);
+      continue;
+    }
+    StorageImpl* s = o.impl()->storage().get();
+    IntrusivePtr<StorageImpl> target;
+    auto bound = std::find_if(bindings_.begin(), bindings_.end(),
+                              [&](const auto& b) { return b.get() == s; });
+    if (bound != bindings_.end()) {
+      target = tensors[static_cast<size_t>(bound - bindings_.begin())]->impl()->storage();
+    } else if (std::find(transient_.begin(), transient_.end(), s) == transient_.end()) {
+      target = o.impl()->storage();  // captured: the result is (a view of) it
+    } else {
+      IntrusivePtr<StorageImpl>& f = handed[s];
+      if (!f) f = fresh(s);
+      target = f;
+    }
+    results.emplace_back(IntrusivePtr<TensorImpl>::make(
+        std::move(target), o.dtype(), o.device(), o.sizes(), o.strides(), o.storage_offset()));
+  }
+  return results;
+}
+
+void Instance::order_after_previous_run() {
+  if (!device_.is_cuda() || !last_stream_) return;
+  const kiln::cuda::Stream now = kiln::cuda::Stream::current(device_);
+  if (now != *last_stream_) now.wait(*done_);
+}
+
+void Instance::mark_run_done() {
+  if (!device_.is_cuda()) return;
+  const kiln::cuda::Stream now = kiln::cuda::Stream::current(device_);
+  if (!done_) done_.emplace();
+  done_->record(now);
+  last_stream_ = now;
+}
+
+std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
+  std::vector<const Tensor*> tensors = tensor_arguments(args);
+  order_after_previous_run();
+  bind_arguments(tensors);
+  std::vector<Tensor> results;
+  const bool graphs = options_.graphs && device_.is_cuda() && single_device_ && !graph_failed_ &&
+                      plan_.steps.size() > 1;
+  if (graph_ || (graphs && runs_ >= 1 && capture(tensors))) {
+    results = replay(tensors);
+  } else {
+    run_steps();
+    results = collect(tensors, [](StorageImpl* s) {
+      auto f = IntrusivePtr<StorageImpl>::make(nullptr, s->nbytes(), s->device(), nullptr, nullptr);
+      f->adopt_data(*s);
+      return f;
+    });
+  }
+  release_after_run();
+  mark_run_done();
+  ++runs_;
+  return results;
+}
+
+bool Instance::capture(const std::vector<const Tensor*>& tensors) {
+  auto g = std::make_unique<GraphState>();
+  try {
+    graphs::Capture cap(device_);
+    g->arg_binding.assign(arg_storages_.size(), -1);
+    g->arg_copy.assign(arg_storages_.size(), -1);
+    g->arg_writeback.assign(arg_storages_.size(), -1);
+    std::vector<char*> statics(arg_storages_.size(), nullptr);
+    // Arguments extern steps read go through a static buffer of the graph.
+    for (size_t k = 0; k < arg_storages_.size(); ++k) {
+      const ArgStorage& a = arg_storages_[k];
+      StorageImpl* b = bindings_[a.arg].get();
+      if (!extern_touched_.count(b) || a.hi == 0) continue;
+      statics[k] = static_cast<char*>(cap.static_buffer(a.hi));
+      b->reset_data();
+      b->set_data(statics[k], nullptr, nullptr);
+    }
+    cap.begin();
+    for (size_t k = 0; k < arg_storages_.size(); ++k) {
+      const ArgStorage& a = arg_storages_[k];
+      if (!statics[k]) continue;
+      const char* user = static_cast<const char*>(tensors[a.arg]->impl()->storage()->data());
+      g->arg_copy[k] = cap.copy_in(statics[k] + a.lo, user + a.lo, a.hi - a.lo);
+    }
+    run_plan(plan_);
+    for (size_t k = 0; k < arg_storages_.size(); ++k) {
+      const ArgStorage& a = arg_storages_[k];
+      if (!statics[k] || !written_.count(bindings_[a.arg].get())) continue;
+      char* user = static_cast<char*>(tensors[a.arg]->impl()->storage()->data());
+      g->arg_writeback[k] = cap.copy_out(user + a.lo, statics[k] + a.lo, a.hi - a.lo);
+    }
+    std::unordered_set<const StorageImpl*> seen;
+    for (const Tensor& o : outputs_) {
+      StorageImpl* s = o.defined() ? o.impl()->storage().get() : nullptr;
+      if (!s || !seen.insert(s).second || s->nbytes() == 0 || !s->data()) continue;
+      if (std::find(transient_.begin(), transient_.end(), s) == transient_.end()) continue;
+      GraphState::Out out{s};
+      if (extern_touched_.count(s)) {
+        out.copy = cap.copy_out(cap.static_buffer(s->nbytes()), s->data(), s->nbytes());
+      } else {
+        out.binding = cap.bind(s->data(), s->nbytes(), "a result");
+      }
+      g->outs.push_back(out);
+    }
+    for (size_t k = 0; k < arg_storages_.size(); ++k) {
+      if (statics[k]) continue;
+      const ArgStorage& a = arg_storages_[k];
+      const StorageImpl* user = tensors[a.arg]->impl()->storage().get();
+      g->arg_binding[k] = cap.bind(user->data(), std::max(a.hi, user->nbytes()),
+                                   "argument " + std::to_string(a.arg));
+    }
+    g->graph = cap.finish();
+  } catch (const Error& e) {
+    graph_failed_ = true;
+    KILN_LOG(Graphs, options_.name,
+             ": capture failed, the plan runs its kernels directly: ", e.what());
+    recover(true);
+    bind_arguments(tensors);
+    return false;
+  }
+  graph_ = std::move(g);
+  KILN_LOG(Graphs, options_.name, ": captured a graph of ", graph_->graph->nodes(), " nodes (",
+           graph_->graph->patched_nodes(), " patched per replay, ", plan_.steps.size(),
+           " steps), arena ", plan_.memory.planned_bytes, " bytes, private pool ",
+           graph_->graph->pool_bytes(), " bytes, in ", graph_->graph->capture_ms(), " ms");
+  return true;
+}
+
+std::vector<Tensor> Instance::replay(const std::vector<const Tensor*>& tensors) {
+  graphs::Graph& graph = *graph_->graph;
+  for (size_t k = 0; k < arg_storages_.size(); ++k) {
+    const ArgStorage& a = arg_storages_[k];
+    const char* user = static_cast<const char*>(tensors[a.arg]->impl()->storage()->data());
+    if (graph_->arg_copy[k] >= 0) graph.set_copy_source(graph_->arg_copy[k], user + a.lo);
+    if (graph_->arg_writeback[k] >= 0) {
+      graph.set_copy_destination(graph_->arg_writeback[k], const_cast<char*>(user) + a.lo);
+    }
+    if (graph_->arg_binding[k] >= 0) graph.set_binding(graph_->arg_binding[k], user);
+  }
+  std::unordered_map<const StorageImpl*, IntrusivePtr<StorageImpl>> fresh;
+  for (const GraphState::Out& out : graph_->outs) {
+    IntrusivePtr<StorageImpl> f = StorageImpl::allocate(out.storage->nbytes(), device_);
+    if (out.binding >= 0) graph.set_binding(out.binding, f->data());
+    if (out.copy >= 0) graph.set_copy_destination(out.copy, f->data());
+    fresh.emplace(out.storage, std::move(f));
+  }
+  graph.launch();
+  return collect(tensors, [&](StorageImpl* s) {
+    auto it = fresh.find(s);
+    if (it != fresh.end()) return it->second;
+    return IntrusivePtr<StorageImpl>::make(nullptr, s->nbytes(), s->device(), nullptr, nullptr);
+  });
+}
+
+}  // namespace kiln::jit

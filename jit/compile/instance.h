@@ -1,0 +1,134 @@
+#pragma once
+
+// Note [Compiled instances]
+// A traced function becomes a Pristine: its nodes with every tensor that the
+// trace made (results, intermediates) and every stand-in over storages that
+// never get memory, and every captured tensor (a weight, a KV cache: made
+// before the trace) replaced by an alias of the entry's own, so that the
+// caller's tensor is not kept alive by the entry (Note [Guards]). An
+// Instance is a copy of the Pristine with storages of its own, run through
+// the passes once (the same steps every time: the passes are deterministic)
+// and given one arena that it keeps. A call then:
+// - binds each stand-in storage to its argument's memory (borrowed);
+// - runs the steps (plan/pipeline.cpp's run_plan);
+// - hands each result out as a fresh storage taking the memory its step
+//   wrote (so a later call never overwrites what an earlier one returned),
+//   or as the argument or captured tensor it is;
+// - releases what extern steps allocated and unbinds the arguments.
+// Intermediates in the arena keep their addresses for the instance's life.
+// One instance runs one call at a time; calls that overlap get instances of
+// their own (CompiledCore keeps a pool per plan).
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "jit/compile/tracing.h"
+#include "jit/plan/pipeline.h"
+#include "kiln/cuda.h"
+
+namespace kiln::jit {
+
+// A trace made replayable: nodes over storages that never get memory.
+struct Pristine {
+  std::vector<Node> nodes;
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> stand_ins;  // per tensor argument (guard order); undefined for undefined ones
+  std::unordered_set<const StorageImpl*> captured;  // storages made before the trace
+  // Per captured storage (wrapped numbers aside): which node argument first
+  // reads it ("weight of op 5 'linear'").
+  std::vector<std::pair<StorageImpl*, std::string>> captured_uses;
+  std::vector<const TensorImpl*> captured_impls;  // the aliases on captured storages
+};
+
+// Builds the Pristine of a trace that did not break: aliases the captured
+// tensors and clears the trace's markers.
+Pristine make_pristine(Traced traced);
+
+// "op 3 'add.Tensor' (2 tensors: ...)" per node, for verify mode: equal
+// signatures mean the same ops on the same kinds of tensors.
+std::vector<std::string> trace_signature(const std::vector<Node>& nodes,
+                                         const std::vector<Tensor>& stand_ins,
+                                         const std::unordered_set<const StorageImpl*>& captured);
+
+// Note [Graph replay]
+// An instance on one CUDA device in Mode::ReduceOverhead runs its first call
+// directly (the warm-up: kernels compiled, cuBLASLt algorithms chosen, extern
+// outputs sized), captures the second into a CUDA graph (graphs/graph.h) and
+// replays that graph from then on. An argument or result storage that an
+// extern step touches is copied through the graph's own buffer; every other
+// one is a binding whose kernel parameters replay patches (Note [Graph
+// addresses]). Results are fresh buffers each replay: the graph writes them
+// through patched pointers or a patched copy node. A plan of one kernel, a
+// plan on the CPU or over several devices, and a plan whose capture fails
+// (logged under KILN_LOGS=graphs) run their kernels directly.
+
+struct InstanceOptions {
+  bool graphs = false;  // ReduceOverhead: capture and replay on CUDA
+  std::string name;     // for logs: "decode: entry 1"
+};
+
+class Instance {
+ public:
+  explicit Instance(const Pristine& pristine, InstanceOptions options = {});
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+  ~Instance();
+
+  // Runs the plan on `args` (which passed the entry's guards); returns the results.
+  std::vector<Tensor> run(const std::vector<IValue>& args);
+
+  // The distinct tensors this instance holds on captured storages.
+  const std::vector<const TensorImpl*>& captured_impls() const { return captured_impls_; }
+  // Steps per run: generated kernels and extern calls.
+  size_t steps() const { return plan_.steps.size(); }
+  size_t arena_bytes() const { return plan_.memory.planned_bytes; }
+  // Nodes of the captured graph (0 before the capture or without one).
+  size_t graph_nodes() const;
+
+ private:
+  struct GraphState;
+  void release_after_run();
+  void recover(bool nothing_ran);
+  void bind_arguments(const std::vector<const Tensor*>& tensors);
+  void run_steps();
+  std::vector<Tensor> collect(const std::vector<const Tensor*>& tensors,
+                              const std::function<IntrusivePtr<StorageImpl>(StorageImpl*)>& fresh);
+  bool capture(const std::vector<const Tensor*>& tensors);
+  std::vector<Tensor> replay(const std::vector<const Tensor*>& tensors);
+  void order_after_previous_run();
+  void mark_run_done();
+
+  Plan plan_;
+  std::vector<Tensor> outputs_;
+  std::vector<IntrusivePtr<StorageImpl>> bindings_;  // per tensor argument: its stand-in storage
+  std::vector<StorageImpl*> transient_;              // memory each run takes and releases
+  std::unordered_set<const StorageImpl*> planned_;   // storages with an arena slice
+  std::vector<const TensorImpl*> captured_impls_;
+
+  InstanceOptions options_;
+  Device device_;  // the device every step runs on (CUDA), else cpu
+  bool single_device_ = true;
+  // Distinct argument storages: the first tensor argument on each, and the
+  // byte range of its storage the trace's views reach.
+  struct ArgStorage {
+    size_t arg = 0;
+    size_t lo = 0, hi = 0;
+  };
+  std::vector<ArgStorage> arg_storages_;
+  std::unordered_set<const StorageImpl*> extern_touched_;  // storages extern steps use
+  std::unordered_set<const StorageImpl*> written_;         // storages some node writes
+  int runs_ = 0;
+  bool graph_failed_ = false;
+  std::unique_ptr<GraphState> graph_;
+  // CUDA: the stream of the last run and an event after it, so that a run on
+  // another stream waits for the arena and graph to be free.
+  std::optional<kiln::cuda::Stream> last_stream_;
+  std::optional<kiln::cuda::Event> done_;
+};
+
+}  // namespace kiln::jit

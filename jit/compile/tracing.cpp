@@ -1,0 +1,163 @@
+#include "jit/compile/tracing.h"
+
+#include <unordered_map>
+
+#include "kiln/logging.h"
+
+// GCC 12 warns falsely on std::string concatenation at -O3.
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wrestrict"
+
+namespace kiln::jit {
+namespace {
+
+thread_local int t_tracing = 0;
+
+// The session's observer and the stand-ins' read watch.
+class Session final : public TraceObserver {
+ public:
+  void on_early_flush(const std::string& description) override { broke(description); }
+  void broke(const std::string& why) {
+    if (broken_) return;
+    broken_ = true;
+    reason_ = why;
+  }
+  bool broken() const { return broken_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  bool broken_ = false;
+  std::string reason_;
+};
+
+class StandInWatch final : public ReadWatch {
+ public:
+  StandInWatch(Session* session, int input) : session_(session), input_(input) {}
+  void on_read(StorageImpl*) override {
+    session_->broke("the value of input " + std::to_string(input_) +
+                    " was read on the host (item(), data_ptr(), printing or a copy to the host)");
+  }
+
+ private:
+  Session* session_;
+  int input_;
+};
+
+// A stand-in for `t` over `storage` (its own geometry).
+Tensor stand_in(const Tensor& t, IntrusivePtr<StorageImpl> storage) {
+  auto impl = IntrusivePtr<TensorImpl>::make(std::move(storage), t.dtype(), t.device(), t.sizes(),
+                                             t.strides(), t.storage_offset());
+  impl->set_wrapped_number(t.impl()->is_wrapped_number());
+  return Tensor(std::move(impl));
+}
+
+// The argument tensor a stand-in result stands for: same geometry over the argument's storage.
+Tensor unstand(const Tensor& out, const std::unordered_map<const StorageImpl*, Tensor>& real) {
+  if (!out.defined()) return out;
+  auto it = real.find(out.impl()->storage().get());
+  if (it == real.end()) return out;
+  return Tensor(IntrusivePtr<TensorImpl>::make(it->second.impl()->storage(), out.dtype(),
+                                               out.device(), out.sizes(), out.strides(),
+                                               out.storage_offset()));
+}
+
+}  // namespace
+
+bool is_tracing() {
+  return t_tracing > 0;
+}
+
+std::vector<const Tensor*> tensor_arguments(const std::vector<IValue>& args) {
+  std::vector<const Tensor*> out;
+  for (const IValue& a : args) {
+    if (a.is_tensor()) {
+      out.push_back(&a.to_tensor());
+    } else if (a.is_tensor_list()) {
+      for (const Tensor& t : a.to_tensor_list()) out.push_back(&t);
+    }
+  }
+  return out;
+}
+
+Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
+  Traced result;
+  Session session;
+  std::vector<IntrusivePtr<StandInWatch>> watches;
+  std::unordered_map<const StorageImpl*, IntrusivePtr<StorageImpl>> by_real;
+  std::unordered_map<const StorageImpl*, Tensor> real_of;  // stand-in storage -> an argument
+  int slot = 0;
+  auto make = [&](const Tensor& t) -> Tensor {
+    const int input = slot++;
+    if (!t.defined()) {
+      result.stand_ins.push_back(t);
+      return t;
+    }
+    StorageImpl* real = t.impl()->storage().get();
+    IntrusivePtr<StorageImpl>& s = by_real[real];
+    if (!s) {
+      s = IntrusivePtr<StorageImpl>::make(real->data(), real->nbytes(), real->device(), nullptr,
+                                          nullptr);
+      watches.push_back(IntrusivePtr<StandInWatch>::make(&session, input));
+      s->set_pending(watches.back());
+      real_of.emplace(s.get(), t);
+    }
+    Tensor st = stand_in(t, s);
+    result.stand_ins.push_back(st);
+    return st;
+  };
+  std::vector<IValue> in;
+  in.reserve(args.size());
+  for (const IValue& a : args) {
+    if (a.is_tensor()) {
+      in.emplace_back(make(a.to_tensor()));
+    } else if (a.is_tensor_list()) {
+      std::vector<Tensor> list;
+      for (const Tensor& t : a.to_tensor_list()) list.push_back(make(t));
+      in.emplace_back(std::move(list));
+    } else {
+      in.push_back(a);
+    }
+  }
+
+  result.trace = IntrusivePtr<TraceBuffer>::make();
+  TraceBuffer& trace = *result.trace;
+  trace.set_observer(&session);
+  std::vector<Tensor> outputs;
+  {
+    TraceScope scope(&trace);
+    IncludeKeyGuard lazy(DispatchKey::Lazy);
+    ++t_tracing;
+    struct Leave {
+      ~Leave() { --t_tracing; }
+    } leave;
+    try {
+      outputs = body.call(body.self, in);
+    } catch (...) {
+      trace.set_observer(nullptr);
+      try {
+        trace.flush();
+      } catch (const Error& e) {
+        KILN_LOG(Recompiles, "a trace interrupted by an exception failed too: ", e.what());
+      }
+      trace.drop_marker();
+      throw;
+    }
+  }
+  trace.set_observer(nullptr);
+  if (!session.broken()) {
+    result.nodes = trace.take_nodes();
+    result.outputs = std::move(outputs);
+    return result;
+  }
+  // A graph break: finish the call as lazy mode would, with the arguments' own memory.
+  result.broken = true;
+  result.break_reason = session.reason();
+  trace.flush();
+  trace.drop_marker();
+  for (Tensor& t : outputs) t = unstand(t, real_of);
+  result.outputs = std::move(outputs);
+  result.stand_ins.clear();
+  return result;
+}
+
+}  // namespace kiln::jit

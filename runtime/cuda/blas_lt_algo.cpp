@@ -1,0 +1,152 @@
+#include "runtime/cuda/blas_lt_algo.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/logging.h"
+#include "runtime/core/hooks.h"
+#include "runtime/cuda/blas_lt.h"
+#include "runtime/cuda/device_guard.h"
+
+namespace kiln::cuda {
+namespace {
+
+struct AlgoKeyHash {
+  size_t operator()(const AlgoKey& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+struct AlgoCache {
+  std::mutex mu;
+  std::unordered_map<AlgoKey, AlgoEntry, AlgoKeyHash> entries;
+  std::atomic<int64_t> hits{0}, misses{0}, disk_hits{0};
+  std::atomic<int64_t> miss_ns{0};
+};
+
+AlgoCache& algo_cache() {
+  static auto* cache = new AlgoCache();  // leaked: used until exit
+  return *cache;
+}
+
+// Note [cuBLASLt algorithm disk cache]
+// A heuristic query costs from under a millisecond to over 100 ms (the first
+// queries of a process for skinny shapes), and its answer is the same in the
+// next process: cublasLt.h documents cublasLtMatmulAlgo_t as trivially
+// serializable for use with the same cuBLAS version. Choices are therefore kept
+// in the persistent cache (Note [Persistent cache hook]) under a key naming the
+// library version, the device's name and compute capability and the problem
+// (AlgoKey without the device index). A restored algorithm is still checked
+// against the problem with cublasLtMatmulAlgoCheck before use; one that fails
+// the check is asked for again and replaced. "No algorithm" is kept too.
+std::string disk_key(const AlgoKey& key, int device) {
+  const cudaDeviceProp& prop = device_properties(device);
+  std::ostringstream k;
+  k << "cublaslt-algo-1|" << cublasLtGetVersion() << "|" << prop.name << "|sm" << prop.major
+    << prop.minor;
+  for (size_t i = 1; i < key.size(); ++i) k << "|" << key[i];
+  return k.str();
+}
+
+constexpr size_t kAlgoBytes = sizeof(cublasLtMatmulAlgo_t);
+
+void save_algo(const std::string& disk, const AlgoEntry& e) {
+  std::vector<char> payload(1 + kAlgoBytes + sizeof(uint64_t));
+  payload[0] = e.found ? 1 : 0;
+  std::memcpy(payload.data() + 1, &e.algo, kAlgoBytes);
+  const uint64_t ws = e.workspace;
+  std::memcpy(payload.data() + 1 + kAlgoBytes, &ws, sizeof ws);
+  persistent_store(disk, payload);
+}
+
+std::optional<AlgoEntry> restore_algo(const std::string& disk, const AlgoQuery& q) {
+  std::optional<std::vector<char>> payload = persistent_load(disk);
+  if (!payload || payload->size() != 1 + kAlgoBytes + sizeof(uint64_t)) return std::nullopt;
+  AlgoEntry e;
+  e.found = (*payload)[0] != 0;
+  if (!e.found) return e;
+  std::memcpy(&e.algo, payload->data() + 1, kAlgoBytes);
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cublasLtMatmulAlgoCheck(q.handle, q.desc, q.a, q.b, q.d, q.d, &e.algo, &check) !=
+          CUBLAS_STATUS_SUCCESS ||
+      check.workspaceSize > q.workspace_bytes) {
+    KILN_LOG(Perf, "cuBLASLt: a stored algorithm failed its check; asking the heuristic again");
+    return std::nullopt;
+  }
+  e.workspace = check.workspaceSize;
+  return e;
+}
+
+}  // namespace
+
+AlgoEntry find_algorithm(const AlgoKey& key, int device, const AlgoQuery& q) {
+  AlgoCache& cache = algo_cache();
+  AlgoEntry entry;
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.entries.find(key);
+    if (it != cache.entries.end()) {
+      entry = it->second;
+      cached = true;
+    }
+  }
+  if (cached) {
+    cache.hits.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    cache.misses.fetch_add(1, std::memory_order_relaxed);
+    const auto t0 = std::chrono::steady_clock::now();
+    wait_for_warmup(device);
+    const std::string stored_key = disk_key(key, device);
+    std::optional<AlgoEntry> restored = restore_algo(stored_key, q);
+    if (restored) {
+      entry = *restored;
+      cache.disk_hits.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      Preference pref(device);
+      pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(q.workspace_bytes));
+      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(q.align_a));
+      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(q.align_b));
+      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(q.align_d));
+      pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(q.align_d));
+      cublasLtMatmulHeuristicResult_t result{};
+      int count = 0;
+      const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(q.handle, q.desc, q.a, q.b, q.d, q.d,
+                                                               pref.pref, 1, &result, &count);
+      // NOT_SUPPORTED is an answer (no algorithm), not a failure.
+      if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+        detail::fail_cublas(st, "cublasLtMatmulAlgoGetHeuristic(...)", __FILE__, __LINE__, device);
+      }
+      if (st == CUBLAS_STATUS_SUCCESS && count > 0) {
+        entry.found = true;
+        entry.algo = result.algo;
+        entry.workspace = result.workspaceSize;
+      }
+      save_algo(stored_key, entry);
+    }
+    cache.miss_ns.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count(),
+        std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(cache.mu);
+    cache.entries.emplace(key, entry);
+  }
+  return entry;
+}
+
+LtCacheStats lt_cache_stats() {
+  AlgoCache& c = algo_cache();
+  return {c.hits.load(), c.misses.load(), c.disk_hits.load(),
+          static_cast<double>(c.miss_ns.load()) / 1e6};
+}
+
+}  // namespace kiln::cuda

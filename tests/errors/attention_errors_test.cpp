@@ -1,0 +1,79 @@
+// Must-fail calls of grouped-query scaled_dot_product_attention and of
+// kv_cache_attention: each raises kiln::Error naming the op, the argument,
+// what was expected and what came (the Meta kernel's checks, which every
+// backend runs first).
+
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "tests/support/cuda_test_util.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Tensor;
+
+Tensor f32(std::initializer_list<int64_t> sizes) {
+  return kiln::ones(sizes);
+}
+Tensor pos(std::initializer_list<int64_t> sizes, kiln::DType t = kiln::kInt64) {
+  return kiln::zeros(sizes, t);
+}
+
+TEST(AttentionErrors, GroupedQuery) {
+  auto gqa = [](const Tensor& q, const Tensor& k, const Tensor& v) {
+    return kiln::scaled_dot_product_attention(q, k, v, std::nullopt, false, std::nullopt, true);
+  };
+  EXPECT_KILN_ERROR(gqa(f32({2, 6, 3, 8}), f32({2, 4, 5, 8}), f32({2, 4, 5, 8})),
+                    "[scaled_dot_product_attention] expected (enable_gqa) query heads a multiple "
+                    "of key heads at dim -3, got query [2, 6, 3, 8] and key [2, 4, 5, 8]");
+  EXPECT_KILN_ERROR(gqa(f32({2, 6, 3, 8}), f32({2, 2, 5, 8}), f32({2, 3, 5, 8})),
+                    "expected (enable_gqa) value with as many heads as key at dim -3");
+  // Without enable_gqa, fewer key heads must broadcast like any batch dim.
+  EXPECT_KILN_ERROR(
+      kiln::scaled_dot_product_attention(f32({2, 6, 3, 8}), f32({2, 2, 5, 8}), f32({2, 2, 5, 8})),
+      "have batch dims that do not broadcast");
+}
+
+TEST(AttentionErrors, KvCache) {
+  Tensor q = f32({2, 4, 1, 8}), k = f32({2, 2, 16, 8}), v = f32({2, 2, 16, 8});
+  EXPECT_KILN_ERROR(kiln::kv_cache_attention(f32({4, 1, 8}), k, v, pos({1})),
+                    "[kv_cache_attention] expected query [B, Hq, L, D], key_cache [B, Hkv, S, D] "
+                    "and value_cache [B, Hkv, S, Dv], got shapes [4, 1, 8]");
+  EXPECT_KILN_ERROR(kiln::kv_cache_attention(q, f32({3, 2, 16, 8}), v, pos({1})),
+                    "got shapes [2, 4, 1, 8], [3, 2, 16, 8] and [2, 2, 16, 8]");
+  EXPECT_KILN_ERROR(kiln::kv_cache_attention(q, k, f32({2, 2, 15, 8}), pos({1})),
+                    "[kv_cache_attention] expected query [B, Hq, L, D]");
+  EXPECT_KILN_ERROR(kiln::kv_cache_attention(q, f32({2, 2, 16, 4}), f32({2, 2, 16, 4}), pos({1})),
+                    "[kv_cache_attention] expected query [B, Hq, L, D]");
+  EXPECT_KILN_ERROR(
+      kiln::kv_cache_attention(f32({2, 3, 1, 8}), k, v, pos({1})),
+      "[kv_cache_attention] expected query heads a multiple of the cache's heads, got 3 and 2");
+  EXPECT_KILN_ERROR(kiln::kv_cache_attention(q, k, v, pos({1}, kiln::kFloat32)),
+                    "[kv_cache_attention] expected an int64 cache_position, got float32");
+  EXPECT_KILN_ERROR(kiln::kv_cache_attention(q, k, v, pos({3})),
+                    "[kv_cache_attention] expected cache_position of one element or [2], got "
+                    "shape [3]");
+  EXPECT_KILN_ERROR(kiln::kv_cache_attention(q, k, v, pos({2, 1})),
+                    "expected cache_position of one element or [2], got shape [2, 1]");
+  EXPECT_KILN_ERROR(
+      kiln::kv_cache_attention(q, k, kiln::ones({2, 2, 16, 8}, kiln::kFloat64), pos({1})),
+      "[kv_cache_attention] expected query, key and value of the same dtype, got "
+      "float32, float32 and float64");
+  EXPECT_KILN_ERROR(kiln::kv_cache_attention(kiln::ones({2, 4, 1, 8}, kiln::kInt64),
+                                             kiln::ones({2, 2, 16, 8}, kiln::kInt64),
+                                             kiln::ones({2, 2, 16, 8}, kiln::kInt64), pos({1})),
+                    "expected query, key and value of a floating dtype, got int64");
+}
+
+// On CUDA the position must be on the device (it is read there).
+TEST(AttentionErrors, KvCachePositionOnTheHost) {
+  KILN_REQUIRE_CUDA();
+  kiln::EagerGuard eager;
+  Tensor q = f32({1, 2, 1, 64}).cuda(), k = f32({1, 2, 16, 64}).cuda(), v = k;
+  EXPECT_KILN_ERROR(
+      kiln::kv_cache_attention(q, k, v, pos({1})),
+      "[kv_cache_attention] expected 'cache_position' on cuda:0 like the input, got cpu");
+}
+
+}  // namespace

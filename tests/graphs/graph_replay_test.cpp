@@ -1,0 +1,195 @@
+// CUDA graph replay of compiled functions (Note [Graph replay]): replays equal
+// eager results; decode steps at 64 successive positions replay one graph;
+// results of earlier calls keep their values; a capture that fails falls
+// back; 8 threads x 1000 calls; memory pressure during capture. GPU only.
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <thread>
+
+#include "kiln/kiln.h"
+#include "tests/support/cuda_test_util.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Tensor;
+using kiln::testing::random_tensor;
+
+kiln::nn::GPT2Config tiny() {
+  kiln::nn::GPT2Config c;
+  c.n_layer = 2;
+  c.d_model = 64;
+  c.n_head = 4;
+  c.vocab = 97;
+  c.n_positions = 128;
+  return c;
+}
+
+std::string captured_logs(const std::function<void()>& f) {
+  kiln::set_logs("graphs");
+  ::testing::internal::CaptureStderr();
+  f();
+  std::string s = ::testing::internal::GetCapturedStderr();
+  kiln::set_logs("");
+  return s;
+}
+
+TEST(GraphReplay, DecodeStepsAtSixtyFourPositions) {
+  KILN_REQUIRE_CUDA();
+  const kiln::Device cuda = kiln::Device::cuda();
+  kiln::nn::GPT2 model = kiln::nn::GPT2::random(tiny(), kiln::kFloat32, cuda, 3);
+  kiln::nn::GPT2 ref = kiln::nn::GPT2::random(tiny(), kiln::kFloat32, kiln::Device::cpu(), 3);
+  kiln::nn::GPT2::Cache cache = model.make_cache(2, 64), ref_cache = ref.make_cache(2, 64);
+  auto step = kiln::jit::compile(
+      [&](const Tensor& ids, const Tensor& pos) { return model.decode_step(ids, pos, cache); },
+      {.name = "decode"});
+  const std::string logs = captured_logs([&] {
+    for (int64_t p = 0; p < 64; ++p) {
+      Tensor ids = random_tensor({2, 1}, kiln::kInt64, "contiguous", 40 + p, 0, 97);
+      Tensor pos = kiln::full({1}, p, kiln::TensorOptions(kiln::kInt64));
+      Tensor got = step(ids.to(cuda), pos.to(cuda)).cpu();
+      kiln::EagerGuard eager;
+      Tensor expected = ref.decode_step(ids, pos, ref_cache);
+      SCOPED_TRACE("position " + std::to_string(p));
+      EXPECT_TENSOR_CLOSE_TOL(got, expected, 1e-3, 1e-3);
+    }
+  });
+  EXPECT_EQ(step.stats().entries, 1);
+  EXPECT_GT(step.stats().graph_nodes, 10) << logs;
+  EXPECT_NE(logs.find("decode: entry 1: captured a graph of"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("capture failed"), std::string::npos) << logs;
+}
+
+// Results of ten replays, kept and checked afterwards against their own inputs.
+TEST(GraphReplay, EarlierResultsAreNeverOverwritten) {
+  KILN_REQUIRE_CUDA();
+  kiln::nn::Linear lin{random_tensor({32, 16}, kiln::kFloat32, "contiguous", 1).cuda(),
+                       random_tensor({32}, kiln::kFloat32, "contiguous", 2).cuda()};
+  // Results written by a generated kernel (patched) and by cuBLASLt (copied out).
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x) {
+        Tensor h = lin.forward(x);
+        return std::make_tuple(kiln::tanh(h) * 2.0, h);
+      },
+      {.name = "keep"});
+  std::vector<Tensor> xs, a, b;
+  for (uint64_t i = 0; i < 10; ++i) {
+    xs.push_back(random_tensor({4, 16}, kiln::kFloat32, "contiguous", 10 + i));
+    auto [ra, rb] = f(xs.back().cuda());
+    a.push_back(ra);
+    b.push_back(rb);
+  }
+  EXPECT_GT(f.stats().graph_nodes, 0);
+  Tensor w = lin.weight.cpu(), bias = lin.bias->cpu();
+  kiln::EagerGuard eager;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    SCOPED_TRACE("call " + std::to_string(i));
+    Tensor h = kiln::linear(xs[i], w, bias);
+    EXPECT_TENSOR_CLOSE_TOL(b[i].cpu(), h, 1e-5, 1e-5);
+    EXPECT_TENSOR_CLOSE_TOL(a[i].cpu(), kiln::tanh(h) * 2.0, 1e-5, 1e-5);
+  }
+}
+
+// An argument an extern step writes in place is copied in and back out.
+TEST(GraphReplay, ArgumentWrittenInPlaceByAnExternStep) {
+  KILN_REQUIRE_CUDA();
+  auto f = kiln::jit::compile(
+      [](const Tensor& cache, const Tensor& pos, const Tensor& v) {
+        kiln::index_copy_(const_cast<Tensor&>(cache), 0, pos, v * 2.0);
+        return cache.sum({1});
+      },
+      {.name = "writeback"});
+  Tensor cache = kiln::zeros({8, 4}).cuda();
+  Tensor ref = kiln::zeros({8, 4});
+  for (int64_t p = 0; p < 8; ++p) {
+    Tensor pos = kiln::full({1}, p, kiln::TensorOptions(kiln::kInt64));
+    Tensor v = random_tensor({1, 4}, kiln::kFloat32, "contiguous", 70 + p);
+    Tensor got = f(cache, pos.cuda(), v.cuda()).cpu();
+    kiln::EagerGuard eager;
+    kiln::index_copy_(ref, 0, pos, v * 2.0);
+    EXPECT_TENSOR_CLOSE(got, ref.sum({1}));
+  }
+  EXPECT_TENSOR_CLOSE(cache.cpu(), ref);
+  EXPECT_GT(f.stats().graph_nodes, 0);
+}
+
+// An op that reads a value on the host cannot be captured: logged, and the
+// plan runs its kernels directly, with exact results.
+TEST(GraphReplay, CaptureFailureFallsBack) {
+  KILN_REQUIRE_CUDA();
+  auto f = kiln::jit::compile(
+      [](const Tensor& x, const Tensor& value) {
+        // An int64 value into an int32 tensor may not fit: the kernel reads it back.
+        Tensor y = kiln::masked_fill(x, kiln::gt(x, 3), value);
+        return y * 2;
+      },
+      {.name = "sync"});
+  std::string logs = captured_logs([&] {
+    for (int64_t i = 0; i < 3; ++i) {
+      Tensor x = random_tensor({5, 6}, kiln::kInt32, "contiguous", 5 + i, 0, 8);
+      Tensor v = kiln::full({}, 100 + i, kiln::TensorOptions(kiln::kInt64));
+      Tensor got = f(x.cuda(), v.cuda()).cpu();
+      kiln::EagerGuard eager;
+      EXPECT_TENSOR_CLOSE(got, kiln::masked_fill(x, kiln::gt(x, 3), v) * 2);
+    }
+  });
+  EXPECT_NE(logs.find("sync: entry 1: capture failed, the plan runs its kernels directly"),
+            std::string::npos)
+      << logs;
+  EXPECT_EQ(f.stats().graph_nodes, 0);
+}
+
+TEST(GraphReplay, EightThreadsThousandCallsEach) {
+  KILN_REQUIRE_CUDA();
+  kiln::nn::Linear lin{random_tensor({64, 32}, kiln::kFloat32, "contiguous", 1).cuda(),
+                       random_tensor({64}, kiln::kFloat32, "contiguous", 2).cuda()};
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x) { return kiln::gelu(lin.forward(kiln::layer_norm(x, {32}))); },
+      {.name = "threads"});
+  std::vector<Tensor> inputs, expected;
+  for (int i = 0; i < 16; ++i) {
+    inputs.push_back(random_tensor({8, 32}, kiln::kFloat32, "contiguous", 100 + i).cuda());
+    expected.push_back(f(inputs.back()).cpu());
+  }
+  std::vector<std::string> errors(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      kiln::cuda::StreamGuard stream(kiln::cuda::Stream::from_pool());
+      for (int c = 0; c < 1000 && errors[t].empty(); ++c) {
+        const int k = (t * 5 + c) % 16;
+        Tensor r = f(inputs[k]);
+        if (c % 97 == 0 || c == 999) errors[t] = kiln::testing::compare(r.cpu(), expected[k]);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+  EXPECT_EQ(f.stats().entries, 1);
+  EXPECT_LE(f.stats().instances, 9);
+}
+
+// Memory pressure while capturing: a clear kiln::Error or a direct run, and
+// the process keeps working once memory is back.
+TEST(GraphReplay, OutOfMemoryDuringCapture) {
+  KILN_REQUIRE_CUDA();
+  auto f = kiln::jit::compile([](const Tensor& x) { return kiln::sigmoid(x) * x + kiln::exp(x); },
+                              {.name = "oom"});
+  Tensor x = random_tensor({1024, 1024}, kiln::kFloat32, "contiguous", 1).cuda();
+  Tensor expected = f(x).cpu();  // warm-up: the next call captures
+  kiln::cuda::empty_cache();
+  kiln::cuda::set_memory_fraction(1e-4);
+  try {
+    Tensor r = f(x);
+    EXPECT_TENSOR_CLOSE(r.cpu(), expected);
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+  }
+  kiln::cuda::set_memory_fraction(1.0);
+  EXPECT_TENSOR_CLOSE(f(x).cpu(), expected);
+  EXPECT_TENSOR_CLOSE(f(x).cpu(), expected);
+}
+
+}  // namespace

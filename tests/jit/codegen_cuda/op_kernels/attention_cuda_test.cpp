@@ -1,0 +1,470 @@
+// The fused CUDA attention kernels (Note [Fused attention]) on a device
+// against the eager CPU kernel computed in float64 from the same values:
+// every dtype, head dims 64 and 128 (and others, which take the unfused
+// path), causal or not, bool and additive masks, grouped-query attention,
+// KV caches of 1, 17, 1024 and 4096 slots, batch > 1, and q/k/v as the
+// strided views GPT-2 cuts from its fused projection. Each case names its
+// shape, dtype and path so one GPU run says what broke.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jit/codegen_cuda/launch_cuda.h"
+#include "kiln/kiln.h"
+#include "tests/support/cuda_test_util.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Tensor;
+using kiln::testing::Tolerance;
+
+// Against a float64 reference: float16 and bfloat16 round P to the input
+// dtype for P @ V (as FlashAttention) and the output once; float32 differs
+// in summation order only.
+Tolerance tol(kiln::DType t) {
+  if (t == kiln::kFloat16) return {2e-3, 2e-3};
+  if (t == kiln::kBFloat16) return {1.6e-2, 1.6e-2};
+  if (t == kiln::kFloat64) return {1e-10, 1e-10};
+  return {2e-5, 2e-5};
+}
+
+std::string tag(kiln::DType t) {
+  return kiln::dtype_name(t);
+}
+
+std::string shape_string(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// A tensor on the CPU and its copy on the device, viewed alike.
+struct Both {
+  Tensor cpu, cuda;
+};
+
+// Uniform values in [low, high) of `dt`, contiguous on both sides.
+Both random_both(kiln::IntArrayRef sizes, kiln::DType dt, uint64_t seed, double low = -2,
+                 double high = 2) {
+  kiln::EagerGuard eager;
+  Tensor t = kiln::testing::random_tensor(sizes, dt, "contiguous", seed, low, high);
+  return {t, t.cuda()};
+}
+
+Both apply(const Both& b, const std::function<Tensor(const Tensor&)>& f) {
+  kiln::EagerGuard eager;
+  return {f(b.cpu), f(b.cuda)};
+}
+
+// q, k, v [B, H, T, D] as GPT-2 makes them: heads split out of one fused
+// [B, T, 3 * H * D] projection (strides [T * 3HD, D, 3HD, 1]).
+struct Qkv {
+  Both q, k, v;
+};
+Qkv gpt2_views(int64_t b, int64_t h, int64_t t, int64_t d, kiln::DType dt, uint64_t seed) {
+  Both qkv = random_both({b, t, 3 * h * d}, dt, seed);
+  auto part = [&](int64_t i) {
+    return apply(qkv, [=](const Tensor& x) {
+      return x.slice(2, i * h * d, (i + 1) * h * d).view({b, t, h, d}).transpose(1, 2);
+    });
+  };
+  return {part(0), part(1), part(2)};
+}
+
+Tensor f64(const Tensor& t) {
+  return t.to(kiln::kFloat64);
+}
+
+// The CPU kernel in float64 on the values of the CPU tensors.
+Tensor ref_sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
+                const std::optional<Tensor>& mask, bool causal, std::optional<double> scale,
+                bool gqa) {
+  kiln::EagerGuard eager;
+  return kiln::scaled_dot_product_attention(f64(q), f64(k), f64(v), mask, causal, scale, gqa);
+}
+
+Tensor ref_cache(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos) {
+  kiln::EagerGuard eager;
+  return kiln::kv_cache_attention(f64(q), f64(k), f64(v), pos);
+}
+
+int64_t launches() {
+  return kiln::jit::cuda::cuda_kernel_stats().launches;
+}
+
+// Runs `gpu` eagerly, compares with `want` (float64), and when `kernels` >= 0
+// checks how many generated kernels the call launched.
+void expect_close(const std::string& what, const std::function<Tensor()>& gpu, const Tensor& want,
+                  kiln::DType dt, int64_t kernels = -1) {
+  kiln::EagerGuard eager;
+  const int64_t before = launches();
+  Tensor got = gpu();
+  const int64_t launched = launches() - before;
+  ASSERT_TRUE(got.is_cuda()) << what;
+  ASSERT_EQ(got.dtype(), dt) << what;
+  std::string msg = kiln::testing::compare(f64(got.cpu()), want, tol(dt));
+  EXPECT_TRUE(msg.empty()) << what << ": " << msg;
+  if (kernels >= 0) {
+    EXPECT_EQ(launched, kernels) << what << ": kernels launched";
+  }
+}
+
+const kiln::DType kHalfs[] = {kiln::kFloat16, kiln::kBFloat16};
+
+// --- Prefill: scaled_dot_product_attention -------------------------------------------
+
+TEST(CudaAttention, PrefillGpt2LayoutIsOneKernel) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 1000;
+  for (kiln::DType dt : kHalfs) {
+    for (int64_t d : {64, 128}) {
+      for (int64_t t : {1, 17, 64, 130}) {
+        for (bool causal : {false, true}) {
+          Qkv x = gpt2_views(2, 3, t, d, dt, ++seed);
+          const std::string what = "sdpa " + tag(dt) + " d" + std::to_string(d) + " T" +
+                                   std::to_string(t) + (causal ? " causal" : "");
+          expect_close(
+              what,
+              [&] {
+                return kiln::scaled_dot_product_attention(x.q.cuda, x.k.cuda, x.v.cuda,
+                                                          std::nullopt, causal);
+              },
+              ref_sdpa(x.q.cpu, x.k.cpu, x.v.cpu, std::nullopt, causal, std::nullopt, false), dt,
+              1);
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, PrefillQueryAndKeyLengthsDiffer) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 2000;
+  struct Shape {
+    int64_t l, s;
+    bool causal;
+  };
+  // Causal attention is top-left aligned (row i sees keys <= i), as PyTorch's is_causal.
+  for (Shape sh :
+       {Shape{5, 200, false}, Shape{5, 200, true}, Shape{200, 70, true}, Shape{1, 1, false},
+        Shape{1, 1, true}, Shape{65, 63, true}, Shape{129, 1000, false}, Shape{64, 4096, false}}) {
+    for (kiln::DType dt : kHalfs) {
+      for (int64_t d : {64, 128}) {
+        Both q = random_both({2, 2, sh.l, d}, dt, ++seed),
+             k = random_both({2, 2, sh.s, d}, dt, ++seed);
+        Both v = random_both({2, 2, sh.s, d}, dt, ++seed, -1, 1);
+        const std::string what = "sdpa " + tag(dt) + " d" + std::to_string(d) + " L" +
+                                 std::to_string(sh.l) + " S" + std::to_string(sh.s) +
+                                 (sh.causal ? " causal" : "");
+        expect_close(
+            what,
+            [&] {
+              return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, std::nullopt,
+                                                        sh.causal);
+            },
+            ref_sdpa(q.cpu, k.cpu, v.cpu, std::nullopt, sh.causal, std::nullopt, false), dt, 1);
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, PrefillLongCausal) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 2500;
+  for (kiln::DType dt : kHalfs) {
+    for (int64_t d : {64, 128}) {
+      Qkv x = gpt2_views(1, 2, 1024, d, dt, ++seed);
+      expect_close(
+          "sdpa causal T1024 " + tag(dt) + " d" + std::to_string(d),
+          [&] {
+            return kiln::scaled_dot_product_attention(x.q.cuda, x.k.cuda, x.v.cuda, std::nullopt,
+                                                      true);
+          },
+          ref_sdpa(x.q.cpu, x.k.cpu, x.v.cpu, std::nullopt, true, std::nullopt, false), dt, 1);
+    }
+  }
+}
+
+TEST(CudaAttention, PrefillMasks) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 3000;
+  const int64_t b = 2, h = 3, l = 70, s = 90;
+  for (kiln::DType dt : kHalfs) {
+    for (int64_t d : {64, 128}) {
+      Both q = random_both({b, h, l, d}, dt, ++seed), k = random_both({b, h, s, d}, dt, ++seed);
+      Both v = random_both({b, h, s, d}, dt, ++seed, -1, 1);
+      std::vector<std::pair<std::string, Both>> masks;
+      // Bool masks (True keeps) of several broadcast shapes; row 3 keeps nothing (NaN).
+      for (std::vector<int64_t> ms :
+           std::vector<std::vector<int64_t>>{{l, s}, {b, 1, l, s}, {h, l, s}, {s}}) {
+        Both m = random_both(ms, kiln::kBool, ++seed, 0, 2);
+        if (ms.size() >= 2) {
+          kiln::EagerGuard eager;
+          Tensor host = m.cpu.clone();
+          host.select(-2, 3).fill_(false);
+          m = {host, host.cuda()};
+        }
+        masks.emplace_back("bool mask " + shape_string(ms), m);
+      }
+      // A transposed (non-contiguous) bool mask.
+      Both mt = random_both({s, l}, kiln::kBool, ++seed, 0, 2);
+      masks.emplace_back("bool mask transposed",
+                         apply(mt, [](const Tensor& x) { return x.transpose(0, 1); }));
+      // Additive masks in the input dtype, float32, float64 and the other 16-bit dtype,
+      // with -inf entries and one row of only -inf (NaN).
+      const kiln::DType other = dt == kiln::kFloat16 ? kiln::kBFloat16 : kiln::kFloat16;
+      for (kiln::DType mdt : {dt, kiln::kFloat32, kiln::kFloat64, other}) {
+        kiln::EagerGuard eager;
+        Tensor host = kiln::testing::random_tensor({h, l, s}, mdt, "contiguous", ++seed, -3, 3);
+        host.select(2, 5).fill_(-INFINITY);
+        host.select(1, 7).fill_(-INFINITY);
+        masks.emplace_back(std::string("additive mask ") + tag(mdt), Both{host, host.cuda()});
+      }
+      for (const auto& [name, m] : masks) {
+        expect_close(
+            "sdpa " + tag(dt) + " d" + std::to_string(d) + " " + name,
+            [&] { return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, m.cuda); },
+            ref_sdpa(q.cpu, k.cpu, v.cpu, m.cpu, false, std::nullopt, false), dt);
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, PrefillGroupedQuery) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 4000;
+  const int64_t b = 2, hq = 8, l = 33, s = 100;
+  for (kiln::DType dt : kHalfs) {
+    for (int64_t d : {64, 128}) {
+      for (int64_t hkv : {1, 2, 4}) {
+        Both q = random_both({b, hq, l, d}, dt, ++seed);
+        Both k = random_both({b, hkv, s, d}, dt, ++seed);
+        Both v = random_both({b, hkv, s, d}, dt, ++seed, -1, 1);
+        Both m = random_both({b, hq, l, s}, kiln::kBool, ++seed, 0, 2);
+        const std::string what =
+            "sdpa gqa " + tag(dt) + " d" + std::to_string(d) + " hkv " + std::to_string(hkv);
+        for (bool causal : {false, true}) {
+          expect_close(
+              what + (causal ? " causal" : ""),
+              [&] {
+                return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, std::nullopt,
+                                                          causal, std::nullopt, true);
+              },
+              ref_sdpa(q.cpu, k.cpu, v.cpu, std::nullopt, causal, std::nullopt, true), dt, 1);
+        }
+        expect_close(
+            what + " bool mask",
+            [&] {
+              return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, m.cuda, false, 0.2,
+                                                        true);
+            },
+            ref_sdpa(q.cpu, k.cpu, v.cpu, m.cpu, false, 0.2, true), dt);
+      }
+    }
+  }
+}
+
+// Layouts the fused kernel cannot read directly (a transposed last dim, rows
+// not 16-byte aligned), broadcast batch dims, 2-D and 3-D inputs, and the
+// shapes and dtypes that take the unfused path.
+TEST(CudaAttention, PrefillLayoutsAndOtherPaths) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 5000;
+  for (kiln::DType dt : kHalfs) {
+    const int64_t d = 64;
+    Both q = random_both({2, 3, 20, d}, dt, ++seed);
+    Both kt = apply(random_both({2, 3, d, 30}, dt, ++seed),
+                    [](const Tensor& x) { return x.transpose(2, 3); });  // last stride 30
+    Both vo = apply(random_both({2, 3, 30, d + 1}, dt, ++seed),
+                    [&](const Tensor& x) { return x.slice(3, 1, d + 1); });  // odd row stride
+    expect_close(
+        "sdpa transposed key, misaligned value " + tag(dt),
+        [&] { return kiln::scaled_dot_product_attention(q.cuda, kt.cuda, vo.cuda); },
+        ref_sdpa(q.cpu, kt.cpu, vo.cpu, std::nullopt, false, std::nullopt, false), dt);
+    Both k3 = random_both({3, 30, d}, dt, ++seed), v3 = random_both({3, 30, d}, dt, ++seed);
+    expect_close(
+        "sdpa broadcast batch " + tag(dt),
+        [&] {
+          return kiln::scaled_dot_product_attention(q.cuda, k3.cuda, v3.cuda, std::nullopt, true);
+        },
+        ref_sdpa(q.cpu, k3.cpu, v3.cpu, std::nullopt, true, std::nullopt, false), dt, 1);
+    Both q2 = random_both({20, 128}, dt, ++seed), k2 = random_both({30, 128}, dt, ++seed),
+         v2 = random_both({30, 128}, dt, ++seed);
+    expect_close(
+        "sdpa 2-D " + tag(dt),
+        [&] {
+          return kiln::scaled_dot_product_attention(q2.cuda, k2.cuda, v2.cuda, std::nullopt, true,
+                                                    0.5);
+        },
+        ref_sdpa(q2.cpu, k2.cpu, v2.cpu, std::nullopt, true, 0.5, false), dt, 1);
+    // Head dim 80 and a value dim unlike the key's: the unfused path.
+    Both q80 = random_both({2, 20, 80}, dt, ++seed), k80 = random_both({2, 30, 80}, dt, ++seed),
+         v48 = random_both({2, 30, 48}, dt, ++seed);
+    expect_close(
+        "sdpa d80 ev48 " + tag(dt),
+        [&] { return kiln::scaled_dot_product_attention(q80.cuda, k80.cuda, v48.cuda); },
+        ref_sdpa(q80.cpu, k80.cpu, v48.cpu, std::nullopt, false, std::nullopt, false), dt);
+    // No keys: zeros, as the CPU kernel's empty product. No queries: empty.
+    Both k0 = random_both({2, 3, 0, d}, dt, ++seed), v0 = random_both({2, 3, 0, d}, dt, ++seed);
+    expect_close(
+        "sdpa S=0 " + tag(dt),
+        [&] { return kiln::scaled_dot_product_attention(q.cuda, k0.cuda, v0.cuda); },
+        ref_sdpa(q.cpu, k0.cpu, v0.cpu, std::nullopt, false, std::nullopt, false), dt);
+  }
+  // float32 and float64 keep the unfused path, GQA included.
+  for (kiln::DType dt : {kiln::kFloat32, kiln::kFloat64}) {
+    Both q = random_both({2, 4, 9, 64}, dt, ++seed), k = random_both({2, 2, 11, 64}, dt, ++seed),
+         v = random_both({2, 2, 11, 64}, dt, ++seed);
+    expect_close(
+        "sdpa gqa unfused " + tag(dt),
+        [&] {
+          return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, std::nullopt, true,
+                                                    std::nullopt, true);
+        },
+        ref_sdpa(q.cpu, k.cpu, v.cpu, std::nullopt, true, std::nullopt, true), dt);
+  }
+}
+
+// --- Decode: kv_cache_attention --------------------------------------------------------
+
+Both positions(const std::vector<int64_t>& p) {
+  Tensor t = kiln::from_data(p.data(), {static_cast<int64_t>(p.size())}, kiln::kInt64);
+  return {t, t.cuda()};
+}
+
+TEST(CudaAttention, DecodeMatchesCpu) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 6000;
+  struct Heads {
+    int64_t q, kv;
+  };
+  for (kiln::DType dt : {kiln::kFloat16, kiln::kBFloat16, kiln::kFloat32}) {
+    for (int64_t d : {64, 128}) {
+      for (int64_t s : {1, 17, 1024, 4096}) {
+        for (int64_t b : {1, 3}) {
+          for (Heads h : {Heads{4, 4}, Heads{8, 2}}) {
+            for (int64_t l : {1, 3}) {
+              // The new tokens' q as GPT-2 makes it; a cache with room past the
+              // positions used (S slots of a longer allocation).
+              Qkv x = gpt2_views(b, h.q, l, d, dt, ++seed);
+              Both kc = apply(random_both({b, h.kv, s + 8, d}, dt, ++seed),
+                              [&](const Tensor& t) { return t.slice(2, 0, s); });
+              Both vc = random_both({b, h.kv, s, d}, dt, ++seed, -1, 1);
+              std::vector<std::vector<int64_t>> poss = {{0}, {s / 2}, {s - 1}};
+              if (b > 1) poss.push_back({s - 1, 0, s / 3});
+              for (const auto& p : poss) {
+                Both pos = positions(p);
+                const std::string what = "kv_cache_attention " + tag(dt) + " d" +
+                                         std::to_string(d) + " S" + std::to_string(s) + " B" +
+                                         std::to_string(b) + " Hq" + std::to_string(h.q) + " Hkv" +
+                                         std::to_string(h.kv) + " L" + std::to_string(l) +
+                                         " pos[0] " + std::to_string(p[0]);
+                expect_close(
+                    what,
+                    [&] { return kiln::kv_cache_attention(x.q.cuda, kc.cuda, vc.cuda, pos.cuda); },
+                    ref_cache(x.q.cpu, kc.cpu, vc.cpu, pos.cpu), dt, 1);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Positions past the cache see every slot; before its start, a row sees
+// nothing (NaN); later rows of the same step see their own slots.
+TEST(CudaAttention, DecodeEdgePositions) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 7000;
+  for (kiln::DType dt : {kiln::kFloat16, kiln::kBFloat16, kiln::kFloat32}) {
+    for (int64_t s : {17, 1024}) {
+      Both q = random_both({2, 4, 3, 64}, dt, ++seed), kc = random_both({2, 2, s, 64}, dt, ++seed),
+           vc = random_both({2, 2, s, 64}, dt, ++seed);
+      for (std::vector<int64_t> p :
+           std::vector<std::vector<int64_t>>{{s + 5}, {-1}, {-2}, {-7}, {s - 2, -1}}) {
+        Both pos = positions(p);
+        expect_close(
+            "kv_cache_attention " + tag(dt) + " S" + std::to_string(s) + " pos[0] " +
+                std::to_string(p[0]) + " of " + std::to_string(p.size()),
+            [&] { return kiln::kv_cache_attention(q.cuda, kc.cuda, vc.cuda, pos.cuda); },
+            ref_cache(q.cpu, kc.cpu, vc.cpu, pos.cpu), dt, 1);
+      }
+      // A 0-dim position.
+      kiln::EagerGuard eager;
+      Tensor p0 = kiln::from_data(std::vector<int64_t>{s / 2}.data(), {}, kiln::kInt64);
+      expect_close(
+          "kv_cache_attention 0-dim pos " + tag(dt),
+          [&] { return kiln::kv_cache_attention(q.cuda, kc.cuda, vc.cuda, p0.cuda()); },
+          ref_cache(q.cpu, kc.cpu, vc.cpu, p0), dt, 1);
+    }
+  }
+}
+
+// The kernel reads the position on the device: the same host calls after the
+// position changed in place give the new answer (what lets a captured CUDA
+// graph replay every step).
+TEST(CudaAttention, DecodePositionIsReadOnTheDevice) {
+  KILN_REQUIRE_CUDA();
+  kiln::EagerGuard eager;
+  Qkv x = gpt2_views(1, 12, 1, 64, kiln::kFloat16, 8000);
+  Both kc = random_both({1, 12, 1024, 64}, kiln::kFloat16, 8001),
+       vc = random_both({1, 12, 1024, 64}, kiln::kFloat16, 8002);
+  Tensor pos = positions({0}).cuda;
+  for (int64_t p : {0, 1, 16, 17, 63, 64, 500, 1023}) {
+    pos.fill_(p);
+    expect_close(
+        "kv_cache_attention pos " + std::to_string(p) + " set on the device",
+        [&] { return kiln::kv_cache_attention(x.q.cuda, kc.cuda, vc.cuda, pos); },
+        ref_cache(x.q.cpu, kc.cpu, vc.cpu, positions({p}).cpu), kiln::kFloat16, 1);
+  }
+}
+
+// More rows per kv head than the decode kernel holds (the prefill kernel with
+// the device position), float64 and other head dims (the unfused path with
+// a mask built on the device).
+TEST(CudaAttention, DecodeOtherPaths) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 9000;
+  struct Case {
+    kiln::DType dt;
+    int64_t hq, hkv, l, d;
+  };
+  for (Case c : {Case{kiln::kFloat16, 8, 2, 5, 64}, Case{kiln::kBFloat16, 8, 2, 5, 128},
+                 Case{kiln::kFloat16, 4, 4, 70, 128}, Case{kiln::kFloat32, 8, 2, 5, 64},
+                 Case{kiln::kFloat64, 4, 2, 2, 64}, Case{kiln::kFloat16, 4, 2, 2, 80}}) {
+    Both q = random_both({2, c.hq, c.l, c.d}, c.dt, ++seed),
+         kc = random_both({2, c.hkv, 300, c.d}, c.dt, ++seed),
+         vc = random_both({2, c.hkv, 300, c.d}, c.dt, ++seed);
+    for (std::vector<int64_t> p : std::vector<std::vector<int64_t>>{{0}, {150}, {299}, {-3, 10}}) {
+      Both pos = positions(p);
+      expect_close(
+          "kv_cache_attention " + tag(c.dt) + " Hq" + std::to_string(c.hq) + " Hkv" +
+              std::to_string(c.hkv) + " L" + std::to_string(c.l) + " d" + std::to_string(c.d) +
+              " pos[0] " + std::to_string(p[0]),
+          [&] { return kiln::kv_cache_attention(q.cuda, kc.cuda, vc.cuda, pos.cuda); },
+          ref_cache(q.cpu, kc.cpu, vc.cpu, pos.cpu), c.dt);
+    }
+  }
+}
+
+// Recorded lazily, kv_cache_attention runs as an extern step of the trace.
+TEST(CudaAttention, DecodeLazy) {
+  KILN_REQUIRE_CUDA();
+  Both q = random_both({2, 4, 1, 64}, kiln::kFloat16, 9500),
+       kc = random_both({2, 4, 1024, 64}, kiln::kFloat16, 9501),
+       vc = random_both({2, 4, 1024, 64}, kiln::kFloat16, 9502);
+  Both pos = positions({700});
+  Tensor got = kiln::kv_cache_attention(q.cuda * 1.0, kc.cuda, vc.cuda, pos.cuda + 0);
+  std::string msg = kiln::testing::compare(
+      f64(got.cpu()), ref_cache(q.cpu, kc.cpu, vc.cpu, pos.cpu), tol(kiln::kFloat16));
+  EXPECT_TRUE(msg.empty()) << msg;
+}
+
+}  // namespace

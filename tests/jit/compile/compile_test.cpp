@@ -1,0 +1,307 @@
+// jit::compile against eager execution: every workload compiled, called
+// several times on new inputs, each result held to the eager reference;
+// decode steps writing a KV cache; 200 random DAGs; results of earlier calls
+// never overwritten; concurrent callers. (Guards and recompiles:
+// guards_test.cpp.)
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <thread>
+
+#include "kiln/kiln.h"
+#include "tests/support/cuda_test_util.h"
+#include "tests/support/random_program.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Tensor;
+using kiln::jit::Mode;
+using kiln::testing::random_tensor;
+
+const Mode kModes[] = {Mode::ReduceOverhead, Mode::Default, Mode::MaxAutotune};
+
+const char* mode_name(Mode m) {
+  return m == Mode::ReduceOverhead ? "reduce-overhead"
+         : m == Mode::Default      ? "default"
+                                   : "max-autotune";
+}
+
+Tensor chain16(const Tensor& x0) {
+  Tensor x = x0;
+  for (int i = 0; i < 4; ++i) {
+    x = x * 1.0001 + 0.5;
+    x = kiln::sigmoid(x);
+    x = x - 0.25;
+    x = kiln::tanh(x);
+  }
+  return x;
+}
+
+struct Mlp {
+  kiln::nn::Linear a, b;
+  Tensor forward(const Tensor& x) const { return b.forward(kiln::relu(a.forward(x))); }
+};
+
+Mlp make_mlp(kiln::Device device, int64_t d, int64_t h) {
+  kiln::EagerGuard eager;
+  Mlp m;
+  m.a.weight = random_tensor({h, d}, kiln::kFloat32, "contiguous", 11, -0.1, 0.1).to(device);
+  m.a.bias = random_tensor({h}, kiln::kFloat32, "contiguous", 12, -0.1, 0.1).to(device);
+  m.b.weight = random_tensor({d, h}, kiln::kFloat32, "transposed", 13, -0.1, 0.1).to(device);
+  m.b.bias = random_tensor({d}, kiln::kFloat32, "contiguous", 14, -0.1, 0.1).to(device);
+  return m;
+}
+
+kiln::nn::GPT2Config tiny_gpt2() {
+  kiln::nn::GPT2Config c;
+  c.n_layer = 2;
+  c.d_model = 64;
+  c.n_head = 4;
+  c.vocab = 97;
+  c.n_positions = 64;
+  return c;
+}
+
+Tensor ids_for(int64_t batch, int64_t tokens, uint64_t seed, kiln::Device device) {
+  kiln::EagerGuard eager;
+  return random_tensor({batch, tokens}, kiln::kInt64, "contiguous", seed, 0, 97).to(device);
+}
+
+class CompiledMatchesEager : public ::testing::TestWithParam<std::tuple<Mode, bool>> {
+ protected:
+  Mode mode() const { return std::get<0>(GetParam()); }
+  kiln::Device device() const {
+    return std::get<1>(GetParam()) ? kiln::Device::cuda() : kiln::Device::cpu();
+  }
+  void SetUp() override {
+    if (device().is_cuda()) {
+      KILN_REQUIRE_CUDA();
+    }
+  }
+};
+
+TEST_P(CompiledMatchesEager, Chain16) {
+  int traced = 0;  // calls of the function itself: the first call only
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x) {
+        ++traced;
+        return chain16(x);
+      },
+      {.name = "chain16", .mode = mode()});
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    Tensor x = random_tensor({33, 65}, kiln::kFloat32, "transposed", seed).to(device());
+    Tensor expected;
+    {
+      kiln::EagerGuard eager;
+      expected = chain16(x.cpu());
+    }
+    EXPECT_TENSOR_CLOSE_TOL(f(x).cpu(), expected, 1e-5, 1e-6);
+  }
+  const kiln::jit::CompileStats s = f.stats();
+  EXPECT_EQ(traced, 1);
+  EXPECT_EQ(s.entries, 1);
+  EXPECT_EQ(s.hits, 3);
+  EXPECT_EQ(s.uncompiled_calls, 0);
+  EXPECT_EQ(s.kernels_per_call, 1);  // one fused kernel
+}
+
+TEST_P(CompiledMatchesEager, Mlp) {
+  Mlp m = make_mlp(device(), 48, 96);
+  Mlp ref = make_mlp(kiln::Device::cpu(), 48, 96);
+  auto f = kiln::jit::compile([&](const Tensor& x) { return m.forward(x); },
+                              {.name = "mlp", .mode = mode()});
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Tensor x = random_tensor({8, 48}, kiln::kFloat32, "strided", seed);
+    Tensor expected;
+    {
+      kiln::EagerGuard eager;
+      expected = ref.forward(x);
+    }
+    EXPECT_TENSOR_CLOSE_TOL(f(x.to(device())).cpu(), expected, 1e-4, 1e-5);
+  }
+  EXPECT_EQ(f.stats().entries, 1);
+}
+
+TEST_P(CompiledMatchesEager, Gpt2TwoLayers) {
+  kiln::nn::GPT2 model = kiln::nn::GPT2::random(tiny_gpt2(), kiln::kFloat32, device(), 5);
+  kiln::nn::GPT2 ref = kiln::nn::GPT2::random(tiny_gpt2(), kiln::kFloat32, kiln::Device::cpu(), 5);
+  auto f = kiln::jit::compile([&](const Tensor& ids) { return model.lm_head(model.forward(ids)); },
+                              {.name = "gpt2", .mode = mode()});
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Tensor ids = ids_for(2, 9, seed, device());
+    Tensor expected;
+    {
+      kiln::EagerGuard eager;
+      expected = ref.lm_head(ref.forward(ids.cpu()));
+    }
+    EXPECT_TENSOR_CLOSE_TOL(f(ids).cpu(), expected, 2e-4, 2e-4);
+  }
+  EXPECT_EQ(f.stats().entries, 1);
+  EXPECT_GT(f.stats().kernels_per_call, 10);
+}
+
+// Decode steps at successive positions: the KV cache (captured) is written in
+// place at a position held in a tensor, step after step, with one compile.
+TEST_P(CompiledMatchesEager, DecodeSteps) {
+  kiln::nn::GPT2 model = kiln::nn::GPT2::random(tiny_gpt2(), kiln::kFloat32, device(), 7);
+  kiln::nn::GPT2 ref = kiln::nn::GPT2::random(tiny_gpt2(), kiln::kFloat32, kiln::Device::cpu(), 7);
+  kiln::nn::GPT2::Cache cache = model.make_cache(2, 16);
+  kiln::nn::GPT2::Cache ref_cache = ref.make_cache(2, 16);
+  auto step = kiln::jit::compile(
+      [&](const Tensor& ids, const Tensor& pos) { return model.decode_step(ids, pos, cache); },
+      {.name = "decode", .mode = mode(), .input_names = {"ids", "pos"}});
+  for (int64_t p = 0; p < 10; ++p) {
+    Tensor ids = ids_for(2, 1, 100 + static_cast<uint64_t>(p), device());
+    Tensor pos = kiln::full({1}, p, kiln::TensorOptions(kiln::kInt64)).to(device());
+    Tensor expected;
+    {
+      kiln::EagerGuard eager;
+      expected = ref.decode_step(ids.cpu(), pos.cpu(), ref_cache);
+    }
+    SCOPED_TRACE("position " + std::to_string(p));
+    EXPECT_TENSOR_CLOSE_TOL(step(ids, pos).cpu(), expected, 2e-4, 2e-4);
+  }
+  EXPECT_EQ(step.stats().entries, 1);
+  EXPECT_EQ(step.stats().hits, 9);
+  // The cache holds what the eager steps wrote.
+  EXPECT_TENSOR_CLOSE_TOL(cache.k[1].cpu(), ref_cache.k[1], 2e-4, 2e-4);
+}
+
+// Results of earlier calls keep their values: each call's are fresh tensors.
+TEST_P(CompiledMatchesEager, EarlierResultsKeepTheirValues) {
+  auto f = kiln::jit::compile([](const Tensor& x) { return kiln::tanh(x * 3.0) + x; },
+                              {.name = "keep", .mode = mode()});
+  std::vector<Tensor> inputs, outputs;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    inputs.push_back(random_tensor({5, 7}, kiln::kFloat32, "offset", seed).to(device()));
+    outputs.push_back(f(inputs.back()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    kiln::EagerGuard eager;
+    Tensor x = inputs[i].cpu();
+    SCOPED_TRACE("call " + std::to_string(i));
+    EXPECT_TENSOR_CLOSE(outputs[i].cpu(), kiln::tanh(x * 3.0) + x);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, CompiledMatchesEager, ::testing::Combine(::testing::ValuesIn(kModes), ::testing::Bool()),
+    [](const auto& info) {
+      return std::string(mode_name(std::get<0>(info.param))) == "default"
+                 ? std::string("Default") + (std::get<1>(info.param) ? "Cuda" : "Cpu")
+             : std::string(mode_name(std::get<0>(info.param))) == "reduce-overhead"
+                 ? std::string("ReduceOverhead") + (std::get<1>(info.param) ? "Cuda" : "Cpu")
+                 : std::string("MaxAutotune") + (std::get<1>(info.param) ? "Cuda" : "Cpu");
+    });
+
+// Results that are an argument, a captured tensor, or views of them; an
+// argument written in place; a weight updated in place between calls.
+TEST(Compile, AliasesAndInPlaceWrites) {
+  Tensor w = random_tensor({4, 6}, kiln::kFloat32, "contiguous", 3);
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x, const Tensor& acc) {
+        kiln::add_(const_cast<Tensor&>(acc), x * w);  // an argument written in place
+        return std::make_tuple(x, w.transpose(0, 1), acc * 2.0);
+      },
+      {.name = "aliases"});
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Tensor x = random_tensor({4, 6}, kiln::kFloat32, "transposed", seed);
+    Tensor acc = random_tensor({4, 6}, kiln::kFloat32, "contiguous", seed + 10);
+    Tensor acc0 = acc.clone();
+    auto [rx, rw, racc2] = f(x, acc);
+    kiln::EagerGuard eager;
+    Tensor expected_acc = acc0 + x * w;
+    EXPECT_TENSOR_CLOSE(acc, expected_acc);
+    EXPECT_TENSOR_CLOSE(racc2, expected_acc * 2.0);
+    EXPECT_EQ(rx.data_ptr(), x.data_ptr());  // the argument itself
+    EXPECT_EQ(rw.data_ptr(), w.data_ptr());  // a view of the captured weight
+    EXPECT_EQ(rw.sizes(), (std::vector<int64_t>{6, 4}));
+    // The weight changes in place: the next call sees it.
+    w.mul_(1.5);
+  }
+  EXPECT_EQ(f.stats().entries, 1);
+}
+
+// 200 random DAGs (pointwise chains, reductions, norms, in-place writes over
+// broadcast, strided, mixed-dtype inputs), each compiled and called on two
+// sets of inputs, against eager.
+TEST(Compile, RandomDagsMatchEager) {
+  int failures = 0;
+  for (uint64_t seed = 5001; seed < 5201 && failures < 5; ++seed) {
+    kiln::testing::Program p(seed);
+    p.generate();
+    std::string text;
+    auto f = kiln::jit::compile([&](const std::vector<Tensor>& in) { return p.run_on(in, &text); },
+                                {.name = "dag"});
+    for (uint64_t variant = 0; variant < 2; ++variant) {
+      std::vector<Tensor> inputs = p.make_inputs(variant), got, expected;
+      try {
+        got = f(inputs);
+        kiln::EagerGuard eager;
+        expected = p.run_on(p.make_inputs(variant), &text);
+      } catch (const kiln::Error& e) {
+        ADD_FAILURE() << "seed " << seed << " raised: " << e.what() << "\nprogram:\n" << text;
+        ++failures;
+        break;
+      }
+      for (size_t i = 0; i < expected.size(); ++i) {
+        std::string msg = kiln::testing::compare(got[i], expected[i],
+                                                 kiln::testing::program_tolerance(p.loosest()));
+        if (!msg.empty()) {
+          ADD_FAILURE() << "seed " << seed << " variant " << variant << " output " << i << ": "
+                        << msg << "\nprogram:\n"
+                        << text;
+          ++failures;
+        }
+      }
+    }
+    EXPECT_EQ(f.stats().entries, 1) << "seed " << seed;
+    EXPECT_EQ(f.stats().hits, 1) << "seed " << seed;
+  }
+}
+
+// One compiled function called from 8 threads at once: each call's result is
+// its own input's, as in sequential calls.
+void run_threads(kiln::Device device) {
+  Mlp m = make_mlp(device, 32, 64);
+  auto f = kiln::jit::compile([&](const Tensor& x) { return m.forward(kiln::gelu(x)); },
+                              {.name = "threads"});
+  constexpr int kThreads = 8, kCalls = 40;
+  std::vector<Tensor> inputs, expected;
+  for (int i = 0; i < kThreads * 2; ++i) {
+    inputs.push_back(random_tensor({4, 32}, kiln::kFloat32, "contiguous", 900 + i).to(device));
+    expected.push_back(f(inputs.back()).cpu());
+  }
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // On CUDA each thread runs on a stream of its own.
+      std::optional<kiln::cuda::StreamGuard> stream;
+      if (device.is_cuda()) stream.emplace(kiln::cuda::Stream::from_pool(device));
+      for (int c = 0; c < kCalls && errors[t].empty(); ++c) {
+        const int k = (t * 7 + c) % (kThreads * 2);
+        errors[t] = kiln::testing::compare(f(inputs[k]).cpu(), expected[k]);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+  EXPECT_EQ(f.stats().entries, 1);
+  EXPECT_GE(f.stats().instances, 1);
+  EXPECT_LE(f.stats().instances, kThreads + 1);
+}
+
+TEST(Compile, EightThreadsCpu) {
+  run_threads(kiln::Device::cpu());
+}
+
+TEST(Compile, EightThreadsCuda) {
+  KILN_REQUIRE_CUDA();
+  run_threads(kiln::Device::cuda());
+}
+
+}  // namespace

@@ -1,0 +1,295 @@
+#pragma once
+
+// Random programs of pointwise ops, reductions and row normalizations over
+// broadcast, non-contiguous, mixed-dtype inputs: the random fused graphs of
+// tests/jit/plan/random_graph_test.cpp and the compiled random DAGs of
+// tests/jit/compile/. A program is a list of seeded choices; running it twice
+// (eager, lazy, compiled) replays exactly the same ops.
+
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "tests/support/testing.h"
+
+namespace kiln::testing {
+
+using kiln::Tensor;
+
+// `t` on `device` with its sizes, strides and storage offset (a plain move
+// would make it contiguous).
+inline Tensor same_layout_on(const Tensor& t, kiln::Device device) {
+  const auto numel =
+      static_cast<int64_t>(t.impl()->storage()->nbytes() / kiln::itemsize(t.dtype()));
+  Tensor base = t.as_strided({numel}, {1}, 0).to(device);
+  return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
+// One program: a seed-determined list of steps over a growing pool of values.
+class Program {
+ public:
+  // Inputs are made on the CPU and moved to `device`.
+  explicit Program(uint64_t seed, kiln::Device device = kiln::Device::cpu())
+      : rng_(seed), seed_(seed), device_(device) {}
+
+  // Builds the inputs and steps; both runs replay exactly the same choices.
+  void generate() {
+    std::uniform_int_distribution<int> rank_d(1, 4), size_d(1, 7);
+    int rank = rank_d(rng_);
+    for (int d = 0; d < rank; ++d) shape_.push_back(size_d(rng_));
+    int n_inputs = std::uniform_int_distribution<int>(1, 3)(rng_);
+    const char* layouts[] = {"contiguous", "transposed", "strided", "offset", "expanded"};
+    const kiln::DType dtypes[] = {kiln::kFloat32, kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16};
+    for (int i = 0; i < n_inputs; ++i) {
+      std::vector<int64_t> s = shape_;
+      // Broadcast: drop leading dims or set some to 1.
+      for (size_t d = 0; d < s.size(); ++d) {
+        if (pick(4) == 0) s[d] = 1;
+      }
+      if (pick(3) == 0 && s.size() > 1) s.erase(s.begin());
+      inputs_.push_back({s, dtypes[pick(4)], layouts[pick(5)], seed_ * 31 + i});
+    }
+    int n_steps = std::uniform_int_distribution<int>(1, 7)(rng_);
+    for (int k = 0; k < n_steps; ++k) steps_.push_back(pick(1 << 20));
+  }
+
+  // Runs the program on inputs made from its seed; returns the values it
+  // leaves (several, to force stores).
+  std::vector<Tensor> run(std::string* text) { return run_on(make_inputs(0), text); }
+
+  // The program's inputs; another `variant` gives other values of the same layouts.
+  std::vector<Tensor> make_inputs(uint64_t variant) const {
+    std::vector<Tensor> out;
+    kiln::EagerGuard eager;
+    for (const Input& in : inputs_) {
+      Tensor t = kiln::testing::random_tensor(in.shape, in.dtype, in.layout,
+                                              in.seed + variant * 1000003, -2, 2);
+      out.push_back(device_.is_cpu() ? t : same_layout_on(t, device_));
+    }
+    return out;
+  }
+
+  // Runs the program's steps on `inputs` (from make_inputs).
+  std::vector<Tensor> run_on(const std::vector<Tensor>& inputs, std::string* text) {
+    std::vector<Tensor> pool = inputs;
+    std::ostringstream os;
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      const Input& in = inputs_[i];
+      os << "  v" << i << " = input" << kiln::IntArrayRef(in.shape) << " " << in.dtype << " "
+         << in.layout << "\n";
+    }
+    for (uint32_t step : steps_) {
+      std::mt19937 s(step);
+      auto choose = [&](size_t n) { return static_cast<size_t>(s() % n); };
+      const Tensor& a = pool[choose(pool.size())];
+      const Tensor& b = pool[choose(pool.size())];
+      const Tensor& c = pool[choose(pool.size())];
+      size_t ia = &a - &pool[0], ib = &b - &pool[0], ic = &c - &pool[0];
+      Tensor out;
+      std::string what;
+      switch (choose(34)) {
+        case 0:
+          out = a + b;
+          what = "add";
+          break;
+        case 1:
+          out = kiln::sub(a, b, 0.5);
+          what = "sub alpha=0.5";
+          break;
+        case 2:
+          out = a * b;
+          what = "mul";
+          break;
+        case 3:
+          out = a / (kiln::abs(b) + 0.5);
+          what = "div(abs+0.5)";
+          break;
+        case 4:
+          out = kiln::exp(kiln::clamp(a, -4.0, 4.0));
+          what = "exp(clamp)";
+          break;
+        case 5:
+          out = kiln::log(kiln::abs(a) + 0.1);
+          what = "log(abs+0.1)";
+          break;
+        case 6:
+          out = kiln::tanh(a);
+          what = "tanh";
+          break;
+        case 7:
+          out = kiln::sigmoid(a);
+          what = "sigmoid";
+          break;
+        case 8:
+          out = kiln::gelu(a, choose(2) ? "tanh" : "none");
+          what = "gelu";
+          break;
+        case 9:
+          out = kiln::silu(a);
+          what = "silu";
+          break;
+        case 10:
+          out = kiln::maximum(a, b);
+          what = "maximum";
+          break;
+        case 11:
+          out = kiln::minimum(a, b);
+          what = "minimum";
+          break;
+        case 12:
+          out = kiln::where(kiln::lt(a, b), a, c);
+          what = "where(lt)";
+          break;
+        case 13:
+          out = kiln::relu(a) - 0.25;
+          what = "relu-0.25";
+          break;
+        case 14:
+          out = kiln::sqrt(kiln::abs(a));
+          what = "sqrt(abs)";
+          break;
+        case 15:
+          out = kiln::erf(a);
+          what = "erf";
+          break;
+        case 16:
+          out = kiln::sin(a) * kiln::cos(b);
+          what = "sin*cos";
+          break;
+        case 17:
+          out = kiln::pow(kiln::abs(a) + 0.1, 1.5);
+          what = "pow(abs+0.1, 1.5)";
+          break;
+        case 18:
+          out = a.to(choose(2) ? kiln::kFloat32 : kiln::kFloat16);
+          what = "cast";
+          break;
+        case 19:
+          out = a * 2.0 + 1.0;
+          what = "a*2+1";
+          break;
+        case 20:
+          out = kiln::neg(kiln::abs(a));
+          what = "neg(abs)";
+          break;
+        case 21:
+          out = kiln::floor(a * 3.0) + kiln::round(b);
+          what = "floor+round";
+          break;
+        case 22: {
+          // An in-place write into a fresh value (b only where it broadcasts to it).
+          out = a + 0.0;
+          bool fits = b.dim() <= out.dim();
+          for (int64_t d = 1; fits && d <= b.dim(); ++d) {
+            int64_t bs = b.size(-d), os = out.size(-d);
+            fits = bs == os || bs == 1;
+          }
+          if (fits) {
+            kiln::mul_(out, b);
+          } else {
+            kiln::mul_(out, a);
+          }
+          what = "mul_";
+          break;
+        }
+        case 24:
+          out = kiln::softmax(a * 2.0, -1);
+          what = "softmax(a*2, -1)";
+          break;
+        case 25: {
+          Tensor s = a + b;
+          out = kiln::layer_norm(s, {s.size(-1)});
+          what = "layer_norm(a+b)";
+          break;
+        }
+        case 26:
+          out = kiln::rms_norm(a, {a.size(-1)}) * 1.5;
+          what = "rms_norm*1.5";
+          break;
+        case 27:
+          out = kiln::sum(a * a, {-1}, true) / 4.0;
+          what = "sum(a*a, -1, keepdim)/4";
+          break;
+        case 28:
+          out = kiln::amax(a, {0}, true) - a;
+          what = "amax(a, 0, keepdim)-a";
+          break;
+        case 29:
+          out = kiln::var(a, {-1}, 1, true) + 0.5;
+          what = "var(a, -1, keepdim)+0.5";
+          break;
+        case 30:
+          out = kiln::mean(kiln::exp(kiln::clamp(a, -3.0, 3.0))) + b;
+          what = "mean(exp(clamp(a)))+b";
+          break;
+        case 31:
+          out = kiln::log_softmax(a, 0);
+          what = "log_softmax(a, 0)";
+          break;
+        case 32: {
+          // An in-place write through a view stepping by 2 in the last dim
+          // (a strided output of the fused kernel).
+          out = a * 1.25;
+          if (out.dim() >= 1 && out.size(-1) >= 2) {
+            Tensor v = out.slice(-1, 0, out.size(-1), 2);
+            v.mul_(kiln::tanh(v) + 0.5);
+          }
+          what = "a*1.25; [..., ::2].mul_(tanh+0.5)";
+          break;
+        }
+        case 33: {
+          // softmax over a dim that is not the last one (when a has two or more).
+          int64_t d = a.dim() >= 2 ? a.dim() - 2 : 0;
+          out = kiln::softmax(a * 1.5, d);
+          what = "softmax(a*1.5, -2)";
+          break;
+        }
+        default:
+          out = a.dim() >= 2 ? (a.transpose(0, 1) * 1.5).transpose(0, 1) : a * 1.5;
+          what = "transpose*1.5";
+      }
+      pool.push_back(out);
+      os << "  v" << pool.size() - 1 << " = " << what << "(v" << ia << ", v" << ib << ", v" << ic
+         << ")\n";
+    }
+    *text = os.str();
+    for (const Tensor& t : pool) {
+      if (t.dtype() == kiln::kBFloat16) loosest_ = kiln::kBFloat16;
+      if (t.dtype() == kiln::kFloat16 && loosest_ != kiln::kBFloat16) loosest_ = kiln::kFloat16;
+    }
+    return {pool.back(), pool[pool.size() / 2]};
+  }
+
+  struct Input {
+    std::vector<int64_t> shape;
+    kiln::DType dtype;
+    const char* layout;
+    uint64_t seed;
+  };
+  // The least precise dtype any value of the program had (sets the tolerance).
+  kiln::DType loosest() const { return loosest_; }
+
+ private:
+  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+
+  std::mt19937_64 rng_;
+  uint64_t seed_;
+  kiln::Device device_;
+  std::vector<int64_t> shape_;
+  std::vector<Input> inputs_;
+  std::vector<uint32_t> steps_;
+  kiln::DType loosest_ = kiln::kFloat32;
+};
+
+// Tolerance of a program whose least precise value had dtype `t`: eager
+// rounds every op's result to its dtype; fused kernels keep float32 between
+// ops, so 16-bit chains drift by a few roundings.
+inline Tolerance program_tolerance(DType t) {
+  if (t == kFloat16) return {3e-2, 3e-2};
+  if (t == kBFloat16) return {1e-1, 1e-1};
+  return {1e-4, 1e-5};
+}
+
+}  // namespace kiln::testing
