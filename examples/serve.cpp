@@ -297,9 +297,10 @@ int run(const Args& a) {
     }
   }
 
-  std::printf("model: %s %s on %s, %s; %d workers, batch %d\n", a.family.c_str(),
+  std::printf("model: %s %s on %s, %s; %d workers, batch %d, %s\n", a.family.c_str(),
               a.checkpoint.empty() ? a.config.c_str() : a.checkpoint.c_str(), device.str().c_str(),
-              a.dtype.c_str(), a.workers, a.batch);
+              a.dtype.c_str(), a.workers, a.batch,
+              a.uncompiled ? "uncompiled (lazy)" : "jit::compile");
   std::printf("requests: %d (prompts of 1-%d tokens, 1-%d new), %lld new tokens in %.2f s\n",
               a.requests, a.max_prompt, a.max_new, static_cast<long long>(stats.tokens.load()),
               seconds);
