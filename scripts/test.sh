@@ -34,6 +34,7 @@ run_suite() {  # build dir, extra cmake args...
 }
 
 run_suite build
+scripts/consumer.sh build  # examples/ built against the installed package, and run
 if [ "$quick" = 0 ]; then
   # Without the CUDA toolkit: every target, the unit suites and the oracle
   # (about 6 minutes on 2 cores, most of it the build).

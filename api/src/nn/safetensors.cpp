@@ -1,19 +1,59 @@
 // safetensors: an 8-byte little-endian header length, a JSON header naming each
-// tensor's dtype, shape and byte range, then the raw bytes.
+// tensor's dtype, shape and byte range in the data section, then the data.
 
+#include "kiln/nn/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "api/src/nn/checked_size.h"
 #include "kiln/jit.h"
-#include "kiln/nn.h"
 #include "kiln/ops.h"
 
 namespace kiln::nn {
+
+// Note [Mapped checkpoints]
+// A safetensors file is mapped whole, MAP_PRIVATE and writable: a CPU tensor
+// is a view of the mapped bytes (no copy; the page cache shares them between
+// the processes that load one checkpoint), and an in-place write through it
+// copies that page for this process only, never reaching the file. The mapping
+// lives while any tensor made from it does (the from_blob deleter holds it).
+// The whole header is checked before a tensor is made: JSON types, sizes
+// (checked arithmetic), every byte range inside the data section, no overlaps,
+// no duplicate names; so no tensor ever reads outside the mapping. A tensor
+// whose bytes are not aligned to its dtype is copied (kernels may assume
+// natural alignment). Like any reader of a mapped file, kiln cannot guard
+// against the file being truncated under it while mapped (the kernel then
+// raises SIGBUS): checkpoints are expected not to change while served.
+namespace impl {
+struct MappedFile {
+  std::string path;
+  char* base = nullptr;
+  size_t size = 0;
+  int64_t data_start = 0;  // 8 + header length
+  ~MappedFile() {
+    if (base) munmap(base, size);
+  }
+};
+}  // namespace impl
+
 namespace {
 
 using json = nlohmann::json;
+using impl::MappedFile;
+
+constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;  // as the reference implementation
+constexpr size_t kMaxRank = 32;
 
 const struct {
   const char* name;
@@ -22,89 +62,269 @@ const struct {
                {"I32", kInt32},   {"I64", kInt64},  {"F16", kFloat16}, {"BF16", kBFloat16},
                {"F32", kFloat32}, {"F64", kFloat64}};
 
-DType parse(const std::string& name, const std::string& path) {
-  for (const auto& d : kDTypes) {
-    if (name == d.name) return d.dtype;
-  }
-  KILN_FAIL(
-      "[load_safetensors] expected a dtype among BOOL, U8, I8, I16, I32, I64, F16, BF16, "
-      "F32, F64 in ",
-      path, ", got '", name, "'");
-}
-
 const char* name_of(DType t) {
   for (const auto& d : kDTypes) {
     if (d.dtype == t) return d.name;
   }
-  return "?";
+  KILN_FAIL("[save_safetensors] expected a dtype safetensors can hold, got ", t);
+}
+
+// "'name' in path", the context of every per-entry message.
+std::string where(const std::string& name, const std::string& path) {
+  return "'" + name + "' in " + path;
+}
+
+DType parse_dtype(const json& v, const std::string& ctx) {
+  KILN_CHECK(v.is_string(), "[safetensors] expected a string dtype for ", ctx, ", got a ",
+             v.type_name());
+  const std::string& s = v.get_ref<const std::string&>();
+  for (const auto& d : kDTypes) {
+    if (s == d.name) return d.dtype;
+  }
+  KILN_FAIL(
+      "[safetensors] expected a dtype among BOOL, U8, I8, I16, I32, I64, F16, BF16, F32, F64 "
+      "for ",
+      ctx, ", got '", s, "'");
+}
+
+// A JSON non-negative integer that fits int64, else an error naming `what`.
+int64_t parse_index(const json& v, const char* what, const std::string& ctx) {
+  KILN_CHECK(v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t{INT64_MAX},
+             "[safetensors] expected ", what, " of non-negative integers below 2^63 for ", ctx,
+             ", got ", v.dump());
+  return static_cast<int64_t>(v.get<uint64_t>());
+}
+
+std::vector<int64_t> parse_shape(const json& v, const std::string& ctx) {
+  KILN_CHECK(v.is_array(), "[safetensors] expected a list shape for ", ctx, ", got ", v.dump());
+  KILN_CHECK(v.size() <= kMaxRank, "[safetensors] expected a shape of at most ", kMaxRank,
+             " dims for ", ctx, ", got ", v.size());
+  std::vector<int64_t> shape;
+  for (const json& s : v) shape.push_back(parse_index(s, "a shape", ctx));
+  return shape;
+}
+
+// Parses the header, refusing any object that names a key twice (nlohmann
+// would silently keep the last one).
+json parse_header(const char* begin, const char* end, const std::string& path) {
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  json::parser_callback_t on_event = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open_objects.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open_objects.empty()) open_objects.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open_objects.empty() &&
+            !open_objects.back().insert(parsed.get_ref<const std::string&>()).second &&
+            duplicate.empty()) {
+          duplicate = parsed.get<std::string>();
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  json h;
+  try {
+    h = json::parse(begin, end, on_event);
+  } catch (const json::exception& e) {
+    KILN_FAIL("[safetensors] expected a JSON header in ", path, ", got: ", e.what());
+  }
+  KILN_CHECK(duplicate.empty(), "[safetensors] expected each name once in the header of ", path,
+             ", got '", duplicate, "' twice");
+  KILN_CHECK(h.is_object(), "[safetensors] expected a JSON object header in ", path, ", got ",
+             h.is_null() ? "null" : std::string("a ") + h.type_name());
+  return h;
+}
+
+std::shared_ptr<MappedFile> map_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  KILN_CHECK(fd >= 0, "[safetensors] expected a readable file, got '", path, "' (",
+             std::strerror(errno), ")");
+  struct stat st {};
+  const int stat_rc = fstat(fd, &st);
+  const int stat_errno = errno;
+  if (stat_rc != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    KILN_CHECK(stat_rc == 0, "[safetensors] expected a readable file, got '", path, "' (",
+               std::strerror(stat_errno), ")");
+    KILN_FAIL("[safetensors] expected a regular file, got ",
+              S_ISDIR(st.st_mode) ? "a directory" : "a special file", ": '", path, "'");
+  }
+  auto file = std::make_shared<MappedFile>();
+  file->path = path;
+  file->size = static_cast<size_t>(st.st_size);
+  if (file->size < 8) {
+    ::close(fd);
+    KILN_FAIL("[safetensors] expected an 8-byte header length at the start of ", path, ", got a ",
+              file->size, "-byte file");
+  }
+  void* p = mmap(nullptr, file->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);
+  KILN_CHECK(p != MAP_FAILED, "[safetensors] could not map ", path, " (", file->size,
+             " bytes): ", std::strerror(map_errno));
+  file->base = static_cast<char*>(p);
+  return file;
 }
 
 }  // namespace
 
-std::map<std::string, Tensor> load_safetensors(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  KILN_CHECK(f.good(), "[load_safetensors] expected a readable file, got '", path, "'");
-  const uint64_t file_size = static_cast<uint64_t>(f.tellg());
-  f.seekg(0);
-  uint8_t len_bytes[8];
-  KILN_CHECK(file_size >= 8 && f.read(reinterpret_cast<char*>(len_bytes), 8),
-             "[load_safetensors] expected an 8-byte header length in ", path, ", got a ", file_size,
-             "-byte file");
+// ---------------------------------------------------------------------------
+
+SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  std::shared_ptr<MappedFile> file = map_file(path);
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
-  KILN_CHECK(header_len <= file_size - 8 && header_len < (uint64_t{100} << 20),
-             "[load_safetensors] expected a header length within the file, got ", header_len,
-             " in a ", file_size, "-byte file ", path);
-  std::string header(header_len, '\0');
-  f.read(header.data(), static_cast<std::streamsize>(header_len));
-  json h;
-  try {
-    h = json::parse(header);
-  } catch (const json::exception& e) {
-    KILN_FAIL("[load_safetensors] expected a JSON header in ", path, ", got: ", e.what());
+  for (int i = 7; i >= 0; --i) {
+    header_len = (header_len << 8) | static_cast<unsigned char>(file->base[i]);
   }
-  const uint64_t data_start = 8 + header_len, data_size = file_size - data_start;
-  std::map<std::string, Tensor> out;
+  const uint64_t after_len = file->size - 8;
+  KILN_CHECK(header_len <= after_len, "[safetensors] expected a header length within the file ",
+             path, " (", after_len, " bytes after the length), got ", header_len);
+  KILN_CHECK(header_len >= 2, "[safetensors] expected a header of at least 2 bytes ('{}') in ",
+             path, ", got ", header_len);
+  KILN_CHECK(header_len <= kMaxHeaderBytes, "[safetensors] expected a header of at most ",
+             kMaxHeaderBytes, " bytes in ", path, ", got ", header_len);
+  file->data_start = static_cast<int64_t>(8 + header_len);
+  const int64_t data_size = static_cast<int64_t>(file->size) - file->data_start;
+
+  const json h = parse_header(file->base + 8, file->base + 8 + header_len, path);
+  SafetensorsFile out;
+  struct Range {
+    int64_t begin, end;
+    const std::string* name;
+  };
+  std::vector<Range> ranges;
   for (auto it = h.begin(); it != h.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
+    const std::string& name = it.key();
     const json& e = it.value();
-    KILN_CHECK(
-        e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"),
-        "[load_safetensors] expected dtype, shape and data_offsets for '", it.key(), "' in ", path);
-    DType dt = parse(e["dtype"].get<std::string>(), path);
-    std::vector<int64_t> shape = e["shape"].get<std::vector<int64_t>>();
-    auto off = e["data_offsets"].get<std::vector<uint64_t>>();
-    int64_t numel = 1;
-    for (int64_t s : shape) {
-      KILN_CHECK(s >= 0, "[load_safetensors] expected non-negative sizes for '", it.key(), "'");
-      numel *= s;
+    if (name == "__metadata__") {
+      KILN_CHECK(e.is_object(),
+                 "[safetensors] expected __metadata__ to be an object of strings in ", path,
+                 ", got ", e.dump());
+      for (auto m = e.begin(); m != e.end(); ++m) {
+        KILN_CHECK(m.value().is_string(),
+                   "[safetensors] expected string values in __metadata__ of ", path, ", got ",
+                   m.value().dump(), " for '", m.key(), "'");
+        out.metadata_[m.key()] = m.value().get<std::string>();
+      }
+      continue;
     }
-    uint64_t nbytes = static_cast<uint64_t>(numel) * itemsize(dt);
-    KILN_CHECK(
-        off.size() == 2 && off[0] <= off[1] && off[1] <= data_size && off[1] - off[0] == nbytes,
-        "[load_safetensors] expected '", it.key(), "' to span ", nbytes,
-        " bytes inside the data section, got offsets [", off.size() > 0 ? off[0] : 0, ", ",
-        off.size() > 1 ? off[1] : 0, "] of ", data_size);
-    Tensor t;
-    {
-      // Read straight into the tensor's memory, whatever mode the caller is in.
-      EagerGuard eager;
-      t = empty(shape, dt);
-      f.seekg(static_cast<std::streamoff>(data_start + off[0]));
-      if (nbytes) f.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(nbytes));
+    const std::string ctx = where(name, path);
+    KILN_CHECK(e.is_object(),
+               "[safetensors] expected an object with dtype, shape and "
+               "data_offsets for ",
+               ctx, ", got ", e.dump());
+    for (const char* key : {"dtype", "shape", "data_offsets"}) {
+      KILN_CHECK(e.contains(key), "[safetensors] expected dtype, shape and data_offsets for ", ctx,
+                 ", got no ", key);
     }
-    KILN_CHECK(f.good(), "[load_safetensors] expected to read ", nbytes, " bytes of '", it.key(),
-               "' from ", path);
-    out.emplace(it.key(), std::move(t));
+    TensorInfo ti;
+    ti.dtype = parse_dtype(e["dtype"], ctx);
+    ti.shape = parse_shape(e["shape"], ctx);
+    const json& off = e["data_offsets"];
+    KILN_CHECK(off.is_array() && off.size() == 2,
+               "[safetensors] expected data_offsets [begin, end] for ", ctx, ", got ", off.dump());
+    const int64_t begin = parse_index(off[0], "data_offsets", ctx);
+    const int64_t end = parse_index(off[1], "data_offsets", ctx);
+    const int64_t numel = checked_numel(ti.shape, "safetensors", ctx);
+    ti.nbytes = checked_mul(numel, static_cast<int64_t>(itemsize(ti.dtype)), "safetensors", ctx);
+    KILN_CHECK(begin <= end && end <= data_size, "[safetensors] expected data_offsets of ", ctx,
+               " inside the data section [0, ", data_size, "], got [", begin, ", ", end, "]");
+    KILN_CHECK(end - begin == ti.nbytes, "[safetensors] expected ", ctx, " of shape ",
+               IntArrayRef(ti.shape), " and dtype ", ti.dtype, " to span ", ti.nbytes,
+               " bytes, got data_offsets [", begin, ", ", end, "] (", end - begin, " bytes)");
+    ti.begin = begin;
+    auto [pos, inserted] = out.tensors_.emplace(name, std::move(ti));
+    KILN_INTERNAL_ASSERT(inserted, "duplicate names are refused while parsing");
+    if (end > begin) ranges.push_back({begin, end, &pos->first});
   }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    KILN_CHECK(ranges[i].begin >= ranges[i - 1].end,
+               "[safetensors] expected disjoint byte ranges "
+               "in ",
+               path, ", got '", *ranges[i - 1].name, "' [", ranges[i - 1].begin, ", ",
+               ranges[i - 1].end, ") overlapping '", *ranges[i].name, "' [", ranges[i].begin, ", ",
+               ranges[i].end, ")");
+  }
+  out.file_ = std::move(file);
   return out;
 }
 
-void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
+const std::string& SafetensorsFile::path() const {
+  static const std::string kNone;
+  return file_ ? file_->path : kNone;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, ti] : tensors_) out.push_back(name);
+  return out;
+}
+
+const TensorInfo& SafetensorsFile::info(const std::string& name) const {
+  auto it = tensors_.find(name);
+  KILN_CHECK(it != tensors_.end(), "[safetensors] expected a tensor named '", name, "' in ", path(),
+             ", got none");
+  return it->second;
+}
+
+Tensor SafetensorsFile::tensor(const std::string& name) const {
+  const TensorInfo& ti = info(name);
+  char* bytes = file_->base + file_->data_start + ti.begin;
+  if (ti.dtype == kBool) {
+    for (int64_t i = 0; i < ti.nbytes; ++i) {
+      const auto b = static_cast<unsigned char>(bytes[i]);
+      KILN_CHECK(b <= 1, "[safetensors] expected BOOL bytes of 0 or 1 for ", where(name, path()),
+                 ", got ", static_cast<int>(b), " at element ", i);
+    }
+  }
+  EagerGuard eager;
+  if (ti.nbytes == 0) return empty(ti.shape, ti.dtype);
+  if (reinterpret_cast<uintptr_t>(bytes) % itemsize(ti.dtype) != 0) {
+    return from_data(bytes, ti.shape, ti.dtype);
+  }
+  std::shared_ptr<const MappedFile> keep = file_;
+  return from_blob(bytes, ti.shape, ti.dtype, [keep](void*) {});
+}
+
+Tensor SafetensorsFile::tensor(const std::string& name, Device device,
+                               std::optional<DType> dtype) const {
+  Tensor t = tensor(name);
+  const DType dt = dtype.value_or(t.dtype());
+  EagerGuard eager;
+  if (!device.is_cuda()) return t.to(device, dt);
+  // Copy the file's bytes (fewer of them when converting to a wider dtype),
+  // staged through pinned memory, and convert on the device.
+  return t.to(device).to(dt);
+}
+
+// ---------------------------------------------------------------------------
+
+std::map<std::string, Tensor> load_safetensors(const std::string& path) {
+  SafetensorsFile f = SafetensorsFile::open(path);
+  std::map<std::string, Tensor> out;
+  for (const std::string& name : f.names()) out.emplace(name, f.tensor(name));
+  return out;
+}
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
   json h = json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
   std::vector<Tensor> host;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
+    KILN_CHECK(name != "__metadata__",
+               "[save_safetensors] expected tensor names other than "
+               "__metadata__");
     Tensor c = t.to(Device::cpu()).contiguous();
     h[name] = {{"dtype", name_of(c.dtype())},
                {"shape", c.sizes().vec()},

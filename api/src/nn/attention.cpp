@@ -1,0 +1,129 @@
+#include "kiln/nn/attention.h"
+
+#include "kiln/ops.h"
+
+namespace kiln::nn {
+namespace {
+
+void check_cache(const Tensor& cache, const char* op) {
+  KILN_CHECK(cache.defined() && cache.dim() == 4, "[", op,
+             "] expected a cache [batch, heads, length, head_dim], got ",
+             cache.defined() ? cache.sizes() : IntArrayRef());
+}
+
+void check_pos(const Tensor& pos, int64_t batch, const char* op) {
+  KILN_CHECK(pos.dtype() == kInt64 && (pos.numel() == 1 || pos.numel() == batch), "[", op,
+             "] expected pos as one int64 element or int64 [", batch, "], got ", pos.dtype(), " ",
+             pos.sizes());
+}
+
+}  // namespace
+
+KVCache KVCache::make(int64_t layers, int64_t batch, int64_t kv_heads, int64_t length,
+                      int64_t head_dim, TensorOptions options) {
+  KILN_CHECK(layers >= 0 && batch > 0 && kv_heads > 0 && length > 0 && head_dim > 0,
+             "[KVCache] expected positive batch, heads, length and head_dim, got ", batch, ", ",
+             kv_heads, ", ", length, " and ", head_dim);
+  KVCache c;
+  for (int64_t i = 0; i < layers; ++i) {
+    c.k.push_back(zeros({batch, kv_heads, length, head_dim}, options));
+    c.v.push_back(zeros({batch, kv_heads, length, head_dim}, options));
+  }
+  return c;
+}
+
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  const int64_t b = x.size(0), t = x.size(1), d = x.size(2);
+  return x.view({b, t, heads, d / heads}).transpose(1, 2);
+}
+
+Tensor merge_heads(const Tensor& x) {
+  const int64_t b = x.size(0), h = x.size(1), t = x.size(2), d = x.size(3);
+  return x.transpose(1, 2).reshape({b, t, h * d});
+}
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int64_t hq = q.size(1), hkv = k.size(1);
+  KILN_CHECK(hkv > 0 && hq % hkv == 0,
+             "[attention] expected query heads a multiple of key/value "
+             "heads, got ",
+             hq, " and ", hkv);
+  return scaled_dot_product_attention(q, k, v, std::nullopt, /*is_causal=*/true, std::nullopt,
+                                      /*enable_gqa=*/hq != hkv);
+}
+
+Tensor decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                        const Tensor& pos) {
+  check_cache(k_cache, "decode_attention");
+  check_pos(pos, q.size(0), "decode_attention");
+  return kv_cache_attention(q, k_cache, v_cache, pos.reshape({-1}));
+}
+
+void write_kv(Tensor& cache, const Tensor& pos, const Tensor& kv) {
+  check_cache(cache, "write_kv");
+  const int64_t b = cache.size(0), h = cache.size(1), s = cache.size(2), d = cache.size(3);
+  KILN_CHECK(
+      kv.dim() == 4 && kv.size(0) == b && kv.size(1) == h && kv.size(2) == 1 && kv.size(3) == d,
+      "[write_kv] expected keys or values [", b, ", ", h, ", 1, ", d, "], got ", kv.sizes());
+  check_pos(pos, b, "write_kv");
+  if (pos.numel() == 1) {
+    index_copy_(cache, 2, pos.reshape({1}), kv);
+    return;
+  }
+  // Row b's slot is its own: copy into the flat [B*H*S, D] view at (b*H + h)*S + pos[b].
+  KILN_CHECK(cache.is_contiguous(), "[write_kv] expected a contiguous cache for per-row positions");
+  const TensorOptions i64 = TensorOptions(kInt64).device(cache.device());
+  Tensor rows = (arange(b * h, i64) * s).view({b, h}) + pos.reshape({b, 1});
+  Tensor flat = cache.view({b * h * s, d});
+  index_copy_(flat, 0, rows.reshape({b * h}), kv.reshape({b * h, d}));
+}
+
+void write_kv_prefix(Tensor& cache, const Tensor& kv) {
+  check_cache(cache, "write_kv_prefix");
+  const int64_t t = kv.size(2);
+  KILN_CHECK(kv.dim() == 4 && t <= cache.size(2), "[write_kv_prefix] expected at most ",
+             cache.size(2), " positions (the cache length), got keys or values ", kv.sizes());
+  Tensor slots = cache.narrow(2, 0, t);
+  slots.copy_(kv);  // a view: the write lands in the cache
+}
+
+Attention Attention::empty(int64_t hidden, int64_t num_heads, int64_t num_kv_heads,
+                           int64_t head_dim, bool qkv_bias, bool o_bias, TensorOptions options) {
+  Attention a;
+  a.q_proj = Linear::empty(hidden, num_heads * head_dim, qkv_bias, options);
+  a.k_proj = Linear::empty(hidden, num_kv_heads * head_dim, qkv_bias, options);
+  a.v_proj = Linear::empty(hidden, num_kv_heads * head_dim, qkv_bias, options);
+  a.o_proj = Linear::empty(num_heads * head_dim, hidden, o_bias, options);
+  a.num_heads = num_heads;
+  a.num_kv_heads = num_kv_heads;
+  a.head_dim = head_dim;
+  return a;
+}
+
+Tensor Attention::forward(const Tensor& x, const RotaryEmbedding& rope, Tensor* k_cache,
+                          Tensor* v_cache) const {
+  Tensor q = rope.apply(split_heads(q_proj.forward(x), num_heads));
+  Tensor k = rope.apply(split_heads(k_proj.forward(x), num_kv_heads));
+  Tensor v = split_heads(v_proj.forward(x), num_kv_heads);
+  if (k_cache) write_kv_prefix(*k_cache, k);
+  if (v_cache) write_kv_prefix(*v_cache, v);
+  return o_proj.forward(merge_heads(causal_attention(q, k, v)));
+}
+
+Tensor Attention::forward_decode(const Tensor& x, const RotaryEmbedding& rope, Tensor& k_cache,
+                                 Tensor& v_cache, const Tensor& pos) const {
+  Tensor q = rope.apply_at(split_heads(q_proj.forward(x), num_heads), pos);
+  Tensor k = rope.apply_at(split_heads(k_proj.forward(x), num_kv_heads), pos);
+  write_kv(k_cache, pos, k);
+  write_kv(v_cache, pos, split_heads(v_proj.forward(x), num_kv_heads));
+  return o_proj.forward(merge_heads(decode_attention(q, k_cache, v_cache, pos)));
+}
+
+void Attention::visit(const TensorVisitor& f, const std::string& prefix) {
+  q_proj.visit(f, child_name(prefix, "q_proj"));
+  k_proj.visit(f, child_name(prefix, "k_proj"));
+  v_proj.visit(f, child_name(prefix, "v_proj"));
+  o_proj.visit(f, child_name(prefix, "o_proj"));
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,113 @@
+#include "api/src/nn/json_file.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/error.h"
+
+namespace kiln::nn {
+
+using json = nlohmann::json;
+
+json parse_json(const std::string& text, const std::string& what, const char* op) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    KILN_FAIL("[", op, "] expected JSON in ", what, ", got: ", e.what());
+  }
+}
+
+json read_json_file(const std::string& path, const char* op) {
+  struct stat st {};
+  KILN_CHECK(stat(path.c_str(), &st) == 0, "[", op, "] expected a readable file, got '", path, "'");
+  KILN_CHECK(S_ISREG(st.st_mode), "[", op, "] expected a regular file, got ",
+             S_ISDIR(st.st_mode) ? "a directory" : "a special file", ": '", path, "'");
+  KILN_CHECK(st.st_size <= (int64_t{100} << 20), "[", op,
+             "] expected a JSON file of at most 100 MiB, got ", st.st_size, " bytes in ", path);
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f.good(), "[", op, "] expected a readable file, got '", path, "'");
+  std::stringstream text;
+  text << f.rdbuf();
+  return parse_json(text.str(), path, op);
+}
+
+JsonFields::JsonFields(const json& obj, std::string what, const char* op)
+    : obj_(obj), what_(std::move(what)), op_(op) {
+  KILN_CHECK(obj_.is_object(), "[", op_, "] expected a JSON object in ", what_, ", got ",
+             obj_.is_null() ? std::string("null") : std::string("a ") + obj_.type_name());
+}
+
+const json* JsonFields::find(const char* key) const {
+  auto it = obj_.find(key);
+  return it == obj_.end() || it->is_null() ? nullptr : &*it;
+}
+
+bool JsonFields::has(const char* key) const {
+  return find(key) != nullptr;
+}
+
+int64_t JsonFields::integer(const char* key, std::optional<int64_t> fallback) const {
+  const json* v = find(key);
+  if (!v) {
+    KILN_CHECK(fallback.has_value(), "[", op_, "] expected an integer \"", key, "\" in ", what_,
+               ", got none");
+    return *fallback;
+  }
+  KILN_CHECK(v->is_number_integer() &&
+                 (!v->is_number_unsigned() || v->get<uint64_t>() <= uint64_t{INT64_MAX}),
+             "[", op_, "] expected an integer \"", key, "\" in ", what_, ", got ", v->dump());
+  return v->get<int64_t>();
+}
+
+double JsonFields::number(const char* key, std::optional<double> fallback) const {
+  const json* v = find(key);
+  if (!v) {
+    KILN_CHECK(fallback.has_value(), "[", op_, "] expected a number \"", key, "\" in ", what_,
+               ", got none");
+    return *fallback;
+  }
+  KILN_CHECK(v->is_number(), "[", op_, "] expected a number \"", key, "\" in ", what_, ", got ",
+             v->dump());
+  const double d = v->get<double>();
+  KILN_CHECK(std::isfinite(d), "[", op_, "] expected a finite \"", key, "\" in ", what_, ", got ",
+             v->dump());
+  return d;
+}
+
+bool JsonFields::boolean(const char* key, std::optional<bool> fallback) const {
+  const json* v = find(key);
+  if (!v) {
+    KILN_CHECK(fallback.has_value(), "[", op_, "] expected a boolean \"", key, "\" in ", what_,
+               ", got none");
+    return *fallback;
+  }
+  KILN_CHECK(v->is_boolean(), "[", op_, "] expected a boolean \"", key, "\" in ", what_, ", got ",
+             v->dump());
+  return v->get<bool>();
+}
+
+std::string JsonFields::string(const char* key, std::optional<std::string> fallback) const {
+  const json* v = find(key);
+  if (!v) {
+    KILN_CHECK(fallback.has_value(), "[", op_, "] expected a string \"", key, "\" in ", what_,
+               ", got none");
+    return *fallback;
+  }
+  KILN_CHECK(v->is_string(), "[", op_, "] expected a string \"", key, "\" in ", what_, ", got ",
+             v->dump());
+  return v->get<std::string>();
+}
+
+const json& JsonFields::object(const char* key) const {
+  static const json kNull;
+  const json* v = find(key);
+  if (!v) return kNull;
+  KILN_CHECK(v->is_object(), "[", op_, "] expected an object \"", key, "\" in ", what_, ", got ",
+             v->dump());
+  return *v;
+}
+
+}  // namespace kiln::nn

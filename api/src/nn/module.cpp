@@ -1,0 +1,58 @@
+#include "kiln/nn/module.h"
+
+#include <set>
+
+#include "kiln/jit.h"
+#include "kiln/ops.h"
+
+namespace kiln::nn {
+
+std::string child_name(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+void to(const VisitFn& visit, Device device, std::optional<DType> dtype) {
+  EagerGuard eager;  // weights are made once: compute them now, not in someone's trace
+  visit([&](const std::string&, Tensor& t, TensorKind) {
+    if (!t.defined()) return;
+    const DType dt = dtype && is_floating(t.dtype()) ? *dtype : t.dtype();
+    if (t.device() != device || t.dtype() != dt) t = t.to(device, dt);
+  });
+}
+
+void materialize(const VisitFn& visit,
+                 const std::function<Tensor(const std::string&, const Tensor&, TensorKind)>& make) {
+  EagerGuard eager;
+  visit([&](const std::string& name, Tensor& t, TensorKind kind) { t = make(name, t, kind); });
+}
+
+void check_parameter_shape(const std::string& model, const std::string& name, IntArrayRef expected,
+                           IntArrayRef actual, const std::string& where) {
+  KILN_CHECK(expected == actual, "[", model, "] expected parameter '", name, "' of shape ",
+             expected, " in ", where, ", got shape ", actual);
+}
+
+void load_state_dict(const VisitFn& visit, const StateDict& state, const std::string& model,
+                     bool strict) {
+  std::set<std::string> used;
+  EagerGuard eager;
+  visit([&](const std::string& name, Tensor& t, TensorKind kind) {
+    if (kind != TensorKind::Parameter) return;
+    auto it = state.find(name);
+    KILN_CHECK(it != state.end(), "[", model, "] expected parameter '", name, "' of shape ",
+               t.sizes(), " in the state dict, got none");
+    check_parameter_shape(model, name, t.sizes(), it->second.sizes(), "the state dict");
+    used.insert(name);
+    const Tensor& src = it->second;
+    t = t.is_meta() ? src : src.to(t.device(), t.dtype());
+  });
+  if (!strict) return;
+  for (const auto& [name, t] : state) {
+    KILN_CHECK(used.count(name), "[", model,
+               "] expected only its own parameters in the state "
+               "dict, got '",
+               name, "'");
+  }
+}
+
+}  // namespace kiln::nn

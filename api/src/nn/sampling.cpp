@@ -1,0 +1,51 @@
+// The next token from a row of logits: greedy, or sampled by inverse CDF from
+// the temperature-scaled distribution, cut to the top k and the top-p nucleus.
+
+#include <cmath>
+
+#include "kiln/nn/generate.h"
+#include "kiln/ops.h"
+#include "runtime/core/philox.h"
+
+namespace kiln::nn {
+
+float philox_uniform(uint64_t seed, uint64_t step, uint64_t row) {
+  return static_cast<float>(philox4x32(seed, step, row).v[0] >> 8) * 0x1p-24f;
+}
+
+Tensor sample_tokens(const Tensor& logits, const GenerateOptions& o, const Tensor& uniform) {
+  KILN_CHECK(logits.defined() && logits.dim() == 2,
+             "[sample_tokens] expected logits [batch, vocab], got ",
+             logits.defined() ? logits.sizes() : IntArrayRef());
+  if (o.temperature <= 0) return argmax(logits, -1);
+  const int64_t b = logits.size(0), v = logits.size(1);
+  KILN_CHECK(uniform.defined() && uniform.numel() == b,
+             "[sample_tokens] expected one uniform per row (", b, "), got ",
+             uniform.defined() ? uniform.numel() : 0);
+  Tensor x = logits.to(kFloat32) / o.temperature;
+  const bool cut = (o.top_k > 0 && o.top_k < v) || o.top_p < 1.0;
+  // Without a cut the vocabulary's own order serves: any order has the same CDF jumps.
+  Tensor candidates, order;
+  if (!cut) {
+    candidates = x;
+  } else if (o.top_k > 0 && o.top_k < v) {
+    std::tie(candidates, order) = topk(x, o.top_k, -1, /*largest=*/true, /*sorted=*/true);
+  } else {
+    std::tie(candidates, order) = sort(x, -1, /*descending=*/true);
+  }
+  Tensor probs = softmax(candidates, -1);
+  if (o.top_p < 1.0) {
+    // Keep a candidate while the mass before it is below top_p (the first always).
+    Tensor before = cumsum(probs, -1) - probs;
+    probs = where(lt(before, o.top_p), probs, 0.0);
+  }
+  Tensor cdf = cumsum(probs, -1);
+  const int64_t k = cdf.size(-1);
+  Tensor target = uniform.to(kFloat32).to(logits.device()).view({b, 1}) * cdf.narrow(-1, k - 1, 1);
+  // The first candidate whose cumulative mass exceeds the target (so never one of mass 0).
+  Tensor pick = clamp(sum(le(cdf, target), {-1}, false, kInt64), 0, k - 1);
+  if (!cut) return pick;
+  return gather(order, 1, pick.view({b, 1})).view({b});
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,211 @@
+// Checkpoints and configs that do not fit their model: each is a kiln::Error
+// naming the model, the parameter or key, what was expected and what came;
+// never a guessed config, a silently dropped layer or a crash.
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/kiln.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Tensor;
+
+std::string fixture_dir(const std::string& name) {
+  return std::string(KILN_TEST_SOURCE_DIR) + "/fixtures/" + name;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+}
+
+// A fresh folder holding `tensors` as model.safetensors and `config` as config.json.
+std::string make_folder(const std::string& name, const std::map<std::string, Tensor>& tensors,
+                        const std::string& config,
+                        const std::map<std::string, std::string>& metadata = {}) {
+  const std::string dir = std::string(::testing::TempDir()) + "/kiln_ckpt_" + name;
+  ::mkdir(dir.c_str(), 0700);
+  std::remove((dir + "/config.json").c_str());
+  kiln::nn::save_safetensors(dir + "/model.safetensors", tensors, metadata);
+  if (!config.empty()) write_text(dir + "/config.json", config);
+  return dir;
+}
+
+std::map<std::string, Tensor> fixture_tensors(const std::string& name) {
+  kiln::nn::Checkpoint c = kiln::nn::Checkpoint::open(fixture_dir(name));
+  std::map<std::string, Tensor> out;
+  for (const std::string& n : c.names()) out[n] = c.tensor(n);
+  return out;
+}
+
+// `text` with the first `from` replaced by `to`.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+const kiln::Device kCpu = kiln::Device::cpu();
+
+TEST(CheckpointErrors, Gpt2ConfigIsNeverGuessed) {
+  auto tensors = fixture_tensors("gpt2");
+  const std::string config = read_text(fixture_dir("gpt2") + "/config.json");
+  // No config beside the file and none in its metadata.
+  const std::string bare = make_folder("gpt2_bare", tensors, "");
+  EXPECT_KILN_ERROR(kiln::nn::GPT2::from_safetensors(bare + "/model.safetensors", kCpu),
+                    "kiln does not guess n_head");
+  // d_model 32 with 4 heads (n_head = d_model / 64 would divide by zero), from
+  // the caller, from config.json, and from the metadata.
+  kiln::nn::GPT2Config c = kiln::nn::GPT2Config::from_json(config);
+  EXPECT_EQ(c.n_head, 4);
+  EXPECT_EQ(c.d_model, 32);
+  auto a = kiln::nn::GPT2::from_safetensors(bare + "/model.safetensors", c, kCpu);
+  auto b = kiln::nn::GPT2::from_safetensors(fixture_dir("gpt2") + "/model.safetensors", kCpu);
+  const std::string meta = make_folder("gpt2_meta", tensors, "", c.to_metadata());
+  auto d = kiln::nn::GPT2::from_safetensors(meta + "/model.safetensors", kCpu);
+  EXPECT_EQ(d.config().n_head, 4);
+  Tensor ids = kiln::tensor(std::vector<int64_t>{1, 2, 3}, {1, 3});
+  EXPECT_TENSOR_CLOSE(a.forward(ids), b.forward(ids));
+  EXPECT_TENSOR_CLOSE(d.forward(ids), b.forward(ids));
+}
+
+TEST(CheckpointErrors, Gpt2ParametersMissingMisshapenOrExtra) {
+  auto tensors = fixture_tensors("gpt2");
+  const std::string config = read_text(fixture_dir("gpt2") + "/config.json");
+
+  auto missing = tensors;
+  missing.erase("transformer.h.1.attn.c_attn.weight");
+  EXPECT_KILN_ERROR(
+      kiln::nn::GPT2::from_pretrained(make_folder("gpt2_missing", missing, config), kCpu),
+      "[GPT2] expected parameter 'transformer.h.1.attn.c_attn.weight' of shape [32, 96] in ");
+  EXPECT_KILN_ERROR(
+      kiln::nn::GPT2::from_pretrained(make_folder("gpt2_missing", missing, config), kCpu),
+      "model.safetensors, got none");
+
+  auto flat = tensors;
+  flat["transformer.wte.weight"] = kiln::ones({32});
+  EXPECT_KILN_ERROR(kiln::nn::GPT2::from_pretrained(make_folder("gpt2_1d", flat, config), kCpu),
+                    "[GPT2] expected parameter 'transformer.wte.weight' of shape [96, 32] in ");
+  EXPECT_KILN_ERROR(kiln::nn::GPT2::from_pretrained(make_folder("gpt2_1d", flat, config), kCpu),
+                    "got shape [32]");
+
+  // A config of one layer over a file of two: the second layer is not dropped silently.
+  EXPECT_KILN_ERROR(
+      kiln::nn::GPT2::from_pretrained(
+          make_folder("gpt2_extra", tensors, replaced(config, "\"n_layer\": 2", "\"n_layer\": 1")),
+          kCpu),
+      "[GPT2] expected only the parameters of its config in ");
+  // A config of three layers over a file of two.
+  EXPECT_KILN_ERROR(
+      kiln::nn::GPT2::from_pretrained(
+          make_folder("gpt2_more", tensors, replaced(config, "\"n_layer\": 2", "\"n_layer\": 3")),
+          kCpu),
+      "'transformer.h.2.ln_1.weight' of shape [32]");
+  // A different head count fits every shape: it loads (the file cannot tell).
+  auto mha = kiln::nn::GPT2::from_pretrained(
+      make_folder("gpt2_heads", tensors, replaced(config, "\"n_head\": 4", "\"n_head\": 8")), kCpu);
+  EXPECT_EQ(mha.config().n_head, 8);
+}
+
+TEST(CheckpointErrors, Gpt2Configs) {
+  const std::string config = read_text(fixture_dir("gpt2") + "/config.json");
+  auto bad = [&](const std::string& from, const std::string& to, const std::string& message) {
+    EXPECT_KILN_ERROR(kiln::nn::GPT2Config::from_json(replaced(config, from, to)), message);
+  };
+  bad("\"n_head\": 4", "\"n_head\": 5", "[GPT2] expected n_embd divisible by n_head, got 32 and 5");
+  bad("\"n_head\": 4", "\"n_head\": 0", "expected positive n_layer, n_head");
+  bad("\"n_head\": 4", "\"n_head\": \"4\"", "[GPT2] expected an integer \"n_head\" in");
+  bad("\"n_head\": 4", "\"n_head\": 4.5", "got 4.5");
+  bad("\"n_head\": 4", "\"n_heads\": 4",
+      "expected an integer \"n_head\" in a GPT-2 config, got none");
+  bad("\"n_layer\": 2", "\"n_layer\": -2", "expected positive n_layer");
+  bad("\"gelu_new\"", "\"relu\"", "expected activation_function gelu_new");
+  bad("\"model_type\": \"gpt2\"", "\"model_type\": \"llama\"", "expected model_type \"gpt2\"");
+  bad("\"reorder_and_upcast_attn\": false", "\"reorder_and_upcast_attn\": true",
+      "expected reorder_and_upcast_attn false");
+  EXPECT_KILN_ERROR(kiln::nn::GPT2Config::from_json("[1]"), "expected a JSON object in");
+  EXPECT_KILN_ERROR(kiln::nn::GPT2Config::from_json("{"), "[GPT2] expected JSON in");
+  EXPECT_KILN_ERROR(kiln::nn::GPT2Config::from_json_file("/nonexistent/config.json"),
+                    "expected a readable file");
+  EXPECT_KILN_ERROR(kiln::nn::GPT2Config::named("gpt5"), "expected a config name among gpt2");
+  kiln::nn::GPT2Config c;
+  c.d_model = 100, c.n_head = 64;
+  EXPECT_KILN_ERROR(kiln::nn::GPT2::random(c, kiln::kFloat32, kCpu), "divisible by n_head");
+  // Metadata values are strings; numbers among them are read as numbers, others refused.
+  EXPECT_KILN_ERROR(kiln::nn::GPT2Config::from_metadata(
+                        {{"n_head", "four"}, {"n_layer", "2"}, {"n_embd", "32"}}, "x"),
+                    "expected an integer \"n_head\" in the metadata of x, got \"four\"");
+}
+
+TEST(CheckpointErrors, LlamaParameters) {
+  auto tensors = fixture_tensors("llama_gqa");
+  const std::string config = read_text(fixture_dir("llama_gqa") + "/config.json");
+  auto untied = tensors;
+  untied.erase("lm_head.weight");
+  EXPECT_KILN_ERROR(kiln::nn::Llama::from_pretrained(make_folder("ll_head", untied, config), kCpu),
+                    "[Llama] expected parameter 'lm_head.weight' of shape [96, 32] in ");
+  // The same file read as multi-head: k_proj has the GQA shape.
+  EXPECT_KILN_ERROR(
+      kiln::nn::Llama::from_pretrained(
+          make_folder("ll_mha", tensors,
+                      replaced(config, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 4")),
+          kCpu),
+      "'model.layers.0.self_attn.k_proj.weight' of shape [32, 32] in ");
+  auto extra = tensors;
+  extra["model.layers.0.self_attn.q_norm.weight"] = kiln::ones({8});  // a Qwen 3 checkpoint?
+  EXPECT_KILN_ERROR(kiln::nn::Llama::from_pretrained(make_folder("ll_extra", extra, config), kCpu),
+                    "got 'model.layers.0.self_attn.q_norm.weight'");
+  // A tied config ignores a saved lm_head; an old checkpoint's inv_freq is ignored.
+  auto old = tensors;
+  old["model.layers.0.self_attn.rotary_emb.inv_freq"] = kiln::ones({4});
+  auto m = kiln::nn::Llama::from_pretrained(
+      make_folder(
+          "ll_tied", old,
+          replaced(config, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true")),
+      kCpu);
+  EXPECT_FALSE(m.lm_head.has_value());
+  EXPECT_KILN_ERROR(m.make_cache(1, 65), "[Llama] expected a cache of at most 64 slots");
+}
+
+TEST(CheckpointErrors, LlamaConfigs) {
+  const std::string config = read_text(fixture_dir("llama_gqa") + "/config.json");
+  auto bad = [&](const std::string& from, const std::string& to, const std::string& message) {
+    EXPECT_KILN_ERROR(kiln::nn::LlamaConfig::from_json(replaced(config, from, to)), message);
+  };
+  bad("\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\"",
+      "[Llama] expected rope_scaling type default, linear or llama3 in a Llama config, got "
+      "\"yarn\"");
+  bad("\"low_freq_factor\": 1.0", "\"low_freq_factor\": 5.0",
+      "expected llama3 rope_scaling with 0 < low_freq_factor < high_freq_factor");
+  bad("\"factor\": 4.0", "\"factor\": \"4\"", "expected a number \"factor\" in rope_scaling of");
+  bad("\"silu\"", "\"gelu\"", "[Llama] expected hidden_act \"silu\"");
+  bad("\"model_type\": \"llama\"", "\"model_type\": \"qwen3\"",
+      "expected model_type llama, mistral or qwen2");
+  bad("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3",
+      "expected num_attention_heads divisible by num_key_value_heads, got 4 and 3");
+  bad("\"hidden_size\": 32", "\"hidden_sizes\": 32", "expected an integer \"hidden_size\"");
+  bad("\"tie_word_embeddings\": false", "\"tie_word_embeddings\": \"no\"",
+      "expected a boolean \"tie_word_embeddings\"");
+  bad("\"rope_theta\": 10000.0", "\"rope_theta\": -1",
+      "expected positive rms_norm_eps and rope_theta");
+  bad("\"head_dim\": 8", "\"head_dim\": 7", "expected an even head dim");
+  bad("\"rope_scaling\": {", "\"rope_scaling\": 3, \"x\": {",
+      "expected an object \"rope_scaling\"");
+  EXPECT_KILN_ERROR(kiln::nn::LlamaConfig::named("llama-9"), "expected a config name among");
+}
+
+}  // namespace
