@@ -340,7 +340,9 @@ KILN_API Tensor argsort(const Tensor& self, int64_t dim = -1, bool descending = 
 KILN_API Tensor repeat(const Tensor& self, IntArrayRef repeats);
 KILN_API Tensor roll(const Tensor& self, IntArrayRef shifts, IntArrayRef dims = {});
 KILN_API Tensor flip(const Tensor& self, IntArrayRef dims);
-// pad: (left, right) pairs starting from the last dim; only mode "constant".
+// pad: (left, right) pairs starting from the last dim, negative ones crop; mode
+// "constant" (filled with value, 0 when unset), "reflect", "replicate" or
+// "circular" (1 to 3 padded dims after 1 or 2 others, as torch.nn.functional.pad).
 KILN_API Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode = "constant",
                     std::optional<double> value = std::nullopt);
 

@@ -285,6 +285,14 @@ KILN_LIBRARY(kiln, m) {
   m.def("flip(Tensor self, int[] dims) -> Tensor");
   m.def("constant_pad_nd(Tensor self, int[] pad, Scalar value=0) -> Tensor");
   m.def("pad(Tensor self, int[] pad, str mode=\"constant\", float? value=None) -> Tensor");
+  // pad's modes other than "constant" (Note [Pad modes]).
+  for (const char* n : {"reflection_pad", "replication_pad"}) {
+    for (int d = 1; d <= 3; ++d) {
+      m.def(std::string(n) + std::to_string(d) + "d(Tensor self, int[" + std::to_string(2 * d) +
+            "] padding) -> Tensor");
+    }
+  }
+  m.def("_pad_circular(Tensor self, int[] pad) -> Tensor");
   m.def("copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)");
   m.def("fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)");
   m.def("fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)");
