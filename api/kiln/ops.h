@@ -323,6 +323,23 @@ KILN_API Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const 
 KILN_API Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
                             const Tensor& src);
 KILN_API Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// Combines src (or value) into self at the index instead of writing it: reduce
+// "add" or "multiply" (scatter.reduce; Note [Scatter reductions]).
+KILN_API Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                        std::string_view reduce);
+KILN_API Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+                        std::string_view reduce);
+KILN_API Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                          std::string_view reduce);
+KILN_API Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+                          std::string_view reduce);
+// reduce: "sum", "prod", "mean", "amax" or "amin"; include_self: whether self's
+// values at the indexed places take part.
+KILN_API Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index,
+                               const Tensor& src, std::string_view reduce,
+                               bool include_self = true);
+KILN_API Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                                 std::string_view reduce, bool include_self = true);
 KILN_API Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index,
                            const Tensor& source);
 KILN_API Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);

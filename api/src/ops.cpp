@@ -514,6 +514,35 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   KILN_CALL_INPLACE(self, "scatter_add_", Tensor(T, int64_t, T, T), self, dim, index, src);
 }
+using Str = std::string_view;
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+               std::string_view reduce) {
+  KILN_CALL("scatter.reduce", Tensor(T, int64_t, T, T, Str), self, dim, index, src, reduce);
+}
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+               std::string_view reduce) {
+  KILN_CALL("scatter.value_reduce", Tensor(T, int64_t, T, S, Str), self, dim, index, value, reduce);
+}
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                 std::string_view reduce) {
+  KILN_CALL_INPLACE(self, "scatter_.reduce", Tensor(T, int64_t, T, T, Str), self, dim, index, src,
+                    reduce);
+}
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+                 std::string_view reduce) {
+  KILN_CALL_INPLACE(self, "scatter_.value_reduce", Tensor(T, int64_t, T, S, Str), self, dim, index,
+                    value, reduce);
+}
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                      std::string_view reduce, bool include_self) {
+  KILN_CALL("scatter_reduce.two", Tensor(T, int64_t, T, T, Str, bool), self, dim, index, src,
+            reduce, include_self);
+}
+Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                        std::string_view reduce, bool include_self) {
+  KILN_CALL_INPLACE(self, "scatter_reduce_.two", Tensor(T, int64_t, T, T, Str, bool), self, dim,
+                    index, src, reduce, include_self);
+}
 Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
   KILN_CALL("index_copy", Tensor(T, int64_t, T, T), self, dim, index, source);
 }

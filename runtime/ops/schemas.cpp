@@ -262,6 +262,23 @@ KILN_LIBRARY(kiln, m) {
   m.def("scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)");
   m.def("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor");
   m.def("scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)");
+  // Note [Scatter reductions]
+  m.def("scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor");
+  m.def(
+      "scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce) -> "
+      "Tensor");
+  m.def(
+      "scatter_.reduce(Tensor(a!) self, int dim, Tensor index, Tensor src, *, str reduce) -> "
+      "Tensor(a!)");
+  m.def(
+      "scatter_.value_reduce(Tensor(a!) self, int dim, Tensor index, Scalar value, *, str reduce) "
+      "-> Tensor(a!)");
+  m.def(
+      "scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool "
+      "include_self=True) -> Tensor");
+  m.def(
+      "scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, "
+      "bool include_self=True) -> Tensor(a!)");
   m.def("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor");
   m.def("index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)");
   m.def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor");
