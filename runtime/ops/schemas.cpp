@@ -173,6 +173,11 @@ KILN_LIBRARY(kiln, m) {
   m.def(
       "amin.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("max(Tensor self) -> Tensor");
+  // max(a, b) / min(a, b): maximum / minimum under PyTorch's other name.
+  m.def("max.other(Tensor self, Tensor other) -> Tensor");
+  m.def("min.other(Tensor self, Tensor other) -> Tensor");
+  m.def("max.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("min.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("min(Tensor self) -> Tensor");
   m.def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
   m.def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
@@ -184,6 +189,11 @@ KILN_LIBRARY(kiln, m) {
   m.def(
       "std.correction(Tensor self, int[1]? dim=None, *, int? correction=None, bool keepdim=False) "
       "-> Tensor");
+  // unbiased= is correction 1 (true) or 0 (false).
+  m.def("var(Tensor self, bool unbiased=True) -> Tensor");
+  m.def("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor");
+  m.def("std(Tensor self, bool unbiased=True) -> Tensor");
+  m.def("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor");
   m.def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor");
   m.def("all(Tensor self) -> Tensor");
   m.def("all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor");
@@ -210,6 +220,9 @@ KILN_LIBRARY(kiln, m) {
   m.def(
       "embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, "
       "bool sparse=False) -> Tensor");
+  m.def(
+      "embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm, float norm_type) -> "
+      "Tensor(a!)");
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
   m.def(
       "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? "
@@ -322,6 +335,7 @@ KILN_LIBRARY(kiln, m) {
   m.def("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)");
   m.def("t(Tensor(a) self) -> Tensor(a)");
   m.def("narrow(Tensor(a) self, int dim, int start, int length) -> Tensor(a)");
+  m.def("narrow.Tensor(Tensor(a) self, int dim, Tensor start, int length) -> Tensor(a)");
   m.def(
       "slice.Tensor(Tensor(a) self, int dim=0, int? start=None, int? end=None, int step=1) -> "
       "Tensor(a)");
