@@ -51,6 +51,9 @@ PadGeometry pad_mode_geometry(const char* op, PadMode mode, const Tensor& self, 
     p.left = left;
     p.n = n;
     if (mode == PadMode::Circular) {
+      KILN_CHECK(-std::min<int64_t>(left, 0) - std::min<int64_t>(right, 0) <= n, "[", op,
+                 "] expected negative pads to crop at most the ", n, " elements of dim ", d,
+                 ", got pads ", left, " and ", right);
       KILN_CHECK(size >= 0, "[", op, "] expected a non-negative output size at dim ", d, ", got ",
                  size, " (input size ", n, ", pads ", left, " and ", right, ")");
       p.lo = std::max<int64_t>(-left, 0);

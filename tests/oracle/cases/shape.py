@@ -227,7 +227,7 @@ def pad_mode_cases(g):
             yield Case("pad", [x, [3, 2], mode], name=f"pad {mode} {dt} torch")
         # Crops: negative pads.
         crops = [[-1, -1], [0, -2], [-2, 0]] if mode == "circular" else \
-            [[-1, 2], [2, -1], [-2, -1], [-4, 1], [1, -4]]
+            [[-1, 2], [2, -1], [-2, -1], [-4, 1], [1, -4], [-7, 3]]
         for pad in crops:
             yield Case("pad", [g.tensor([2, 3, 5], torch.float32, "any"), pad, mode],
                        ref=pad_index_ref(A.pad.default), name=f"pad {mode} crop {pad}")
