@@ -27,7 +27,9 @@ namespace kiln::cpu {
 // pads (PyTorch 1.13's CPU has only float32 and float64 for reflect and
 // replicate, a gap of that build). As PyTorch 2 does, every mode takes an
 // unbatched input (one dim before the padded ones) or a batched one (two);
-// reflect and replicate refuse empty dims other than the batch dim.
+// reflect and replicate refuse empty dims other than the batch dim. In lazy
+// mode they are extern steps, like constant_pad_nd: the kernel IR has no
+// gathers, so a pad does not fuse with the pointwise ops around it.
 
 enum class PadMode : int { Reflect, Replicate, Circular };
 
