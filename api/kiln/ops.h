@@ -4,6 +4,7 @@
 // are PyTorch's; each function dispatches through the op named beside it, which
 // `kiln-info --ops` lists with its schema.
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -202,6 +203,9 @@ KILN_API Tensor pow(const Scalar& self, const Tensor& exponent);
 KILN_DECLARE_BINARY_TENSOR(atan2)
 KILN_DECLARE_BINARY_TENSOR(maximum)
 KILN_DECLARE_BINARY_TENSOR(minimum)
+// max(a, b) and min(a, b): PyTorch's other spelling of maximum and minimum.
+KILN_API Tensor max(const Tensor& self, const Tensor& other);
+KILN_API Tensor min(const Tensor& self, const Tensor& other);
 KILN_DECLARE_BINARY_TENSOR(logical_and)
 KILN_DECLARE_BINARY_TENSOR(logical_or)
 KILN_DECLARE_BINARY_TENSOR(logical_xor)
@@ -245,6 +249,28 @@ KILN_API Tensor var(const Tensor& self, IntArrayRef dim = {},
                     std::optional<int64_t> correction = std::nullopt, bool keepdim = false);
 KILN_API Tensor std(const Tensor& self, IntArrayRef dim = {},
                     std::optional<int64_t> correction = std::nullopt, bool keepdim = false);
+// unbiased: PyTorch's older spelling of correction (true: 1, false: 0). Only a
+// bool selects these overloads, so var(x, {0}, 2) stays correction 2.
+KILN_API Tensor var_unbiased(const Tensor& self, std::optional<IntArrayRef> dim, bool unbiased,
+                             bool keepdim);
+KILN_API Tensor std_unbiased(const Tensor& self, std::optional<IntArrayRef> dim, bool unbiased,
+                             bool keepdim);
+template <std::same_as<bool> B>
+Tensor var(const Tensor& self, B unbiased) {
+  return var_unbiased(self, std::nullopt, unbiased, false);
+}
+template <std::same_as<bool> B>
+Tensor var(const Tensor& self, IntArrayRef dim, B unbiased, bool keepdim = false) {
+  return var_unbiased(self, dim, unbiased, keepdim);
+}
+template <std::same_as<bool> B>
+Tensor std(const Tensor& self, B unbiased) {
+  return std_unbiased(self, std::nullopt, unbiased, false);
+}
+template <std::same_as<bool> B>
+Tensor std(const Tensor& self, IntArrayRef dim, B unbiased, bool keepdim = false) {
+  return std_unbiased(self, dim, unbiased, keepdim);
+}
 KILN_API Tensor logsumexp(const Tensor& self, IntArrayRef dim, bool keepdim = false);
 KILN_API Tensor all(const Tensor& self);
 KILN_API Tensor all(const Tensor& self, int64_t dim, bool keepdim = false);
@@ -267,7 +293,17 @@ KILN_API Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape,
 KILN_API Tensor rms_norm(const Tensor& input, IntArrayRef normalized_shape,
                          const std::optional<Tensor>& weight = std::nullopt,
                          std::optional<double> eps = std::nullopt);
-KILN_API Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+// max_norm: the rows `indices` names whose norm_type-norm exceeds max_norm are
+// first scaled down to it, in `weight` itself (embedding_renorm_), as
+// torch.nn.functional.embedding does. padding_idx, scale_grad_by_freq and
+// sparse only matter for gradients, which kiln does not take: accepted, no effect.
+KILN_API Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1,
+                          std::optional<double> max_norm = std::nullopt, double norm_type = 2.0,
+                          bool scale_grad_by_freq = false, bool sparse = false);
+// Scales each row of `self` that `indices` names, once, by max_norm / (norm + 1e-7)
+// where its norm_type-norm exceeds max_norm.
+KILN_API Tensor& embedding_renorm_(Tensor& self, const Tensor& indices, double max_norm,
+                                   double norm_type);
 // input @ weight.T + bias
 KILN_API Tensor linear(const Tensor& input, const Tensor& weight,
                        const std::optional<Tensor>& bias = std::nullopt);
@@ -323,6 +359,23 @@ KILN_API Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const 
 KILN_API Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
                             const Tensor& src);
 KILN_API Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// Combines src (or value) into self at the index instead of writing it: reduce
+// "add" or "multiply" (scatter.reduce; Note [Scatter reductions]).
+KILN_API Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                        std::string_view reduce);
+KILN_API Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+                        std::string_view reduce);
+KILN_API Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                          std::string_view reduce);
+KILN_API Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+                          std::string_view reduce);
+// reduce: "sum", "prod", "mean", "amax" or "amin"; include_self: whether self's
+// values at the indexed places take part.
+KILN_API Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index,
+                               const Tensor& src, std::string_view reduce,
+                               bool include_self = true);
+KILN_API Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                                 std::string_view reduce, bool include_self = true);
 KILN_API Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index,
                            const Tensor& source);
 KILN_API Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
@@ -340,7 +393,9 @@ KILN_API Tensor argsort(const Tensor& self, int64_t dim = -1, bool descending = 
 KILN_API Tensor repeat(const Tensor& self, IntArrayRef repeats);
 KILN_API Tensor roll(const Tensor& self, IntArrayRef shifts, IntArrayRef dims = {});
 KILN_API Tensor flip(const Tensor& self, IntArrayRef dims);
-// pad: (left, right) pairs starting from the last dim; only mode "constant".
+// pad: (left, right) pairs starting from the last dim, negative ones crop; mode
+// "constant" (filled with value, 0 when unset), "reflect", "replicate" or
+// "circular" (1 to 3 padded dims after 1 or 2 others, as torch.nn.functional.pad).
 KILN_API Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode = "constant",
                     std::optional<double> value = std::nullopt);
 

@@ -101,6 +101,8 @@ class KILN_API Tensor {
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor t() const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  // start: a 0-dim integer tensor (its value is read, which computes it).
+  Tensor narrow(int64_t dim, const Tensor& start, int64_t length) const;
   Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt,
                std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;
@@ -146,6 +148,9 @@ class KILN_API Tensor {
   Tensor abs() const;
   Tensor neg() const;
   Tensor sqrt() const;
+  // x.where(condition, y) is kiln::where(condition, x, y), PyTorch's method form.
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor where(const Tensor& condition, const Scalar& other) const;
 
   // The values, formatted as PyTorch prints them: "tensor([1., 2.])".
   std::string str() const;

@@ -359,6 +359,12 @@ Tensor amax(const Tensor& self, IntArrayRef dim, bool keepdim) {
 Tensor amin(const Tensor& self, IntArrayRef dim, bool keepdim) {
   KILN_CALL("amin", Tensor(T, IntArrayRef, bool), self, dim, keepdim);
 }
+Tensor max(const Tensor& self, const Tensor& other) {
+  KILN_CALL("max.other", Tensor(T, T), self, other);
+}
+Tensor min(const Tensor& self, const Tensor& other) {
+  KILN_CALL("min.other", Tensor(T, T), self, other);
+}
 Tensor max(const Tensor& self) {
   KILN_CALL("max", Tensor(T), self);
 }
@@ -376,6 +382,12 @@ Tensor argmax(const Tensor& self, OptI dim, bool keepdim) {
 }
 Tensor argmin(const Tensor& self, OptI dim, bool keepdim) {
   KILN_CALL("argmin", Tensor(T, OptI, bool), self, dim, keepdim);
+}
+Tensor var_unbiased(const Tensor& self, OptIL dim, bool unbiased, bool keepdim) {
+  KILN_CALL("var.dim", Tensor(T, OptIL, bool, bool), self, dim, unbiased, keepdim);
+}
+Tensor std_unbiased(const Tensor& self, OptIL dim, bool unbiased, bool keepdim) {
+  KILN_CALL("std.dim", Tensor(T, OptIL, bool, bool), self, dim, unbiased, keepdim);
 }
 Tensor var(const Tensor& self, IntArrayRef dim, OptI correction, bool keepdim) {
   KILN_CALL("var.correction", Tensor(T, OptIL, OptI, bool), self, OptIL(dim), correction, keepdim);
@@ -426,9 +438,18 @@ Tensor layer_norm(const Tensor& input, IntArrayRef shape, OptT weight, OptT bias
 Tensor rms_norm(const Tensor& input, IntArrayRef shape, OptT weight, OptF eps) {
   KILN_CALL("rms_norm", Tensor(T, IntArrayRef, OptT, OptF), input, shape, weight, eps);
 }
-Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
-  KILN_CALL("embedding", Tensor(T, T, int64_t, bool, bool), weight, indices, padding_idx, false,
-            false);
+Tensor& embedding_renorm_(Tensor& self, const Tensor& indices, double max_norm, double norm_type) {
+  KILN_CALL_INPLACE(self, "embedding_renorm_", Tensor(T, T, double, double), self, indices,
+                    max_norm, norm_type);
+}
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx, OptF max_norm,
+                 double norm_type, bool scale_grad_by_freq, bool sparse) {
+  if (max_norm) {
+    Tensor w = weight;
+    embedding_renorm_(w, indices, *max_norm, norm_type);
+  }
+  KILN_CALL("embedding", Tensor(T, T, int64_t, bool, bool), weight, indices, padding_idx,
+            scale_grad_by_freq, sparse);
 }
 Tensor linear(const Tensor& input, const Tensor& weight, OptT bias) {
   KILN_CALL("linear", Tensor(T, T, OptT), input, weight, bias);
@@ -513,6 +534,35 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 }
 Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   KILN_CALL_INPLACE(self, "scatter_add_", Tensor(T, int64_t, T, T), self, dim, index, src);
+}
+using Str = std::string_view;
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+               std::string_view reduce) {
+  KILN_CALL("scatter.reduce", Tensor(T, int64_t, T, T, Str), self, dim, index, src, reduce);
+}
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+               std::string_view reduce) {
+  KILN_CALL("scatter.value_reduce", Tensor(T, int64_t, T, S, Str), self, dim, index, value, reduce);
+}
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                 std::string_view reduce) {
+  KILN_CALL_INPLACE(self, "scatter_.reduce", Tensor(T, int64_t, T, T, Str), self, dim, index, src,
+                    reduce);
+}
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+                 std::string_view reduce) {
+  KILN_CALL_INPLACE(self, "scatter_.value_reduce", Tensor(T, int64_t, T, S, Str), self, dim, index,
+                    value, reduce);
+}
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                      std::string_view reduce, bool include_self) {
+  KILN_CALL("scatter_reduce.two", Tensor(T, int64_t, T, T, Str, bool), self, dim, index, src,
+            reduce, include_self);
+}
+Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                        std::string_view reduce, bool include_self) {
+  KILN_CALL_INPLACE(self, "scatter_reduce_.two", Tensor(T, int64_t, T, T, Str, bool), self, dim,
+                    index, src, reduce, include_self);
 }
 Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
   KILN_CALL("index_copy", Tensor(T, int64_t, T, T), self, dim, index, source);

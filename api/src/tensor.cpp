@@ -54,6 +54,9 @@ Tensor Tensor::t() const {
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   KILN_CALL("narrow", Tensor(T, int64_t, int64_t, int64_t), *this, d, start, length);
 }
+Tensor Tensor::narrow(int64_t d, const Tensor& start, int64_t length) const {
+  KILN_CALL("narrow.Tensor", Tensor(T, int64_t, T, int64_t), *this, d, start, length);
+}
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
                      int64_t step) const {
   using O = std::optional<int64_t>;
@@ -168,6 +171,12 @@ Tensor Tensor::mean(IntArrayRef dims, bool keepdim) const {
 }
 Tensor Tensor::matmul(const Tensor& o) const {
   return kiln::matmul(*this, o);
+}
+Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
+  return kiln::where(condition, *this, other);
+}
+Tensor Tensor::where(const Tensor& condition, const Scalar& other) const {
+  return kiln::where(condition, *this, other);
 }
 Tensor Tensor::softmax(int64_t d) const {
   return kiln::softmax(*this, d);

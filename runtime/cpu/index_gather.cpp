@@ -1,16 +1,44 @@
-// gather, scatter and scatter_add: elementwise indexing along one dim, with
-// an index tensor of the same rank as self. The loops walk the index's shape;
-// self, src and out are read and written through their own strides, so no
-// operand is made contiguous. Loops run serially in row-major index order, so
-// scatter_add sums repeated indices in a fixed order.
+// gather, scatter, scatter_add and the scatter reductions (scatter.reduce,
+// scatter_reduce.two: Note [Scatter reductions]): elementwise indexing along
+// one dim, with an index tensor of the same rank as self. The loops walk the
+// index's shape; self, src and out are read and written through their own
+// strides, so no operand is made contiguous. Loops run serially in row-major
+// index order, so scatter_add and the reductions combine repeated indices in
+// a fixed order.
+
+#include <cmath>
+#include <limits>
 
 #include "kiln/dispatch.h"
 #include "runtime/core/dtype_dispatch.h"
 #include "runtime/cpu/copy.h"
+#include "runtime/cpu/index_scatter_reduce.h"
 #include "runtime/cpu/index_utils.h"
 #include "runtime/cpu/tensor_iter.h"
 
 namespace kiln::cpu {
+
+ScatterReduce parse_scatter_reduce(const char* op, std::string_view reduce, bool two) {
+  if (!two) {
+    if (reduce == "add") return ScatterReduce::Sum;
+    KILN_CHECK(reduce == "multiply", "[", op, "] expected reduce 'add' or 'multiply', got '",
+               reduce, "'");
+    return ScatterReduce::Prod;
+  }
+  for (ScatterReduce r : {ScatterReduce::Sum, ScatterReduce::Prod, ScatterReduce::Mean,
+                          ScatterReduce::Max, ScatterReduce::Min}) {
+    if (reduce == scatter_reduce_name(r)) return r;
+  }
+  KILN_CHECK(false, "[", op, "] expected reduce 'sum', 'prod', 'mean', 'amax' or 'amin', got '",
+             reduce, "'");
+  return ScatterReduce::Sum;
+}
+
+const char* scatter_reduce_name(ScatterReduce r) {
+  static const char* const names[] = {"sum", "prod", "mean", "amax", "amin"};
+  return names[static_cast<int>(r)];
+}
+
 namespace {
 
 constexpr int kMaxOps = 3;
@@ -193,7 +221,125 @@ void check_scatter(const char* op, const Tensor& self, int64_t dim, const Tensor
   }
 }
 
-enum class Scatter { Src, Value, Add };
+enum class Scatter { Src, Value, Add, Reduce };
+
+// A scatter reduction's choices (Note [Scatter reductions]).
+struct Reduction {
+  ScatterReduce op = ScatterReduce::Sum;
+  bool include_self = true;
+};
+
+// a (the element of self) combined with b.
+template <class T>
+inline T combine(ScatterReduce r, T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return r == ScatterReduce::Sum || r == ScatterReduce::Max ? (a || b) : (a && b);
+  } else if constexpr (std::is_integral_v<T>) {
+    // Wraps on overflow: the low bits of the 64-bit unsigned result.
+    switch (r) {
+      case ScatterReduce::Sum:
+      case ScatterReduce::Mean:
+        return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+      case ScatterReduce::Prod:
+        return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+      case ScatterReduce::Max:
+        return a < b ? b : a;
+      case ScatterReduce::Min:
+        return b < a ? b : a;
+    }
+    return a;
+  } else {
+    using M = opmath_t<T>;
+    const M x = static_cast<M>(a), y = static_cast<M>(b);
+    switch (r) {
+      case ScatterReduce::Sum:
+      case ScatterReduce::Mean:
+        return static_cast<T>(x + y);
+      case ScatterReduce::Prod:
+        return static_cast<T>(x * y);
+      case ScatterReduce::Max:  // NaN wins, from either side
+        return std::isnan(y) || x < y ? b : a;
+      case ScatterReduce::Min:
+        return std::isnan(y) || y < x ? b : a;
+    }
+    return a;
+  }
+}
+
+template <class T>
+T reduce_identity(ScatterReduce r) {
+  switch (r) {
+    case ScatterReduce::Sum:
+    case ScatterReduce::Mean:
+      return T(0);
+    case ScatterReduce::Prod:
+      return T(1);
+    case ScatterReduce::Max:
+      if constexpr (std::is_floating_point_v<opmath_t<T>>) {
+        return T(-std::numeric_limits<float>::infinity());
+      } else {
+        return std::numeric_limits<T>::lowest();
+      }
+    case ScatterReduce::Min:
+      if constexpr (std::is_floating_point_v<opmath_t<T>>) {
+        return T(std::numeric_limits<float>::infinity());
+      } else {
+        return std::numeric_limits<T>::max();
+      }
+  }
+  return T(0);
+}
+
+// dst[pos, dim <- index] combined with src[pos] (or *value when `value`), over
+// the index's positions in row-major order; then the mean's division.
+template <class T>
+void scatter_reduce_loop(const Tensor& index, int64_t dim, const Tensor& dst, const Tensor* src,
+                         const T* value, Reduction red) {
+  const DimVector sizes = nonempty_sizes(index);
+  const DimVector zeros(sizes.size(), 0);
+  const DimVector st[kMaxOps] = {nonempty_strides(index), strides_except(dst, dim),
+                                 src ? nonempty_strides(*src) : zeros};
+  const int64_t dim_stride = nonempty_strides(dst)[dim];
+  const int64_t* ip = static_cast<const int64_t*>(index.data_ptr());
+  T* d = static_cast<T*>(dst.data_ptr());
+  const T* s = src ? static_cast<const T*>(src->data_ptr()) : value;
+  if (!red.include_self) {
+    const T init = reduce_identity<T>(red.op);
+    for_each_position(sizes, st,
+                      [&](int64_t i, int64_t o, int64_t) { d[o + ip[i] * dim_stride] = init; });
+  }
+  const ScatterReduce r = red.op;
+  for_each_position(sizes, st, [&](int64_t i, int64_t o, int64_t x) {
+    T& target = d[o + ip[i] * dim_stride];
+    target = combine<T>(r, target, s[x]);
+  });
+  if (r != ScatterReduce::Mean) return;
+  // Values combined per element (dense, dst's shape), then the division.
+  Tensor count = empty_tensor(nonempty_sizes(dst), kInt64, Device::cpu());
+  count.zero_();
+  int64_t* c = count.data_ptr<int64_t>();
+  const DimVector cst[kMaxOps] = {nonempty_strides(index), strides_except(count, dim), zeros};
+  const int64_t c_dim_stride = count.stride(dim);
+  for_each_position(sizes, cst,
+                    [&](int64_t i, int64_t o, int64_t) { ++c[o + ip[i] * c_dim_stride]; });
+  const DimVector all = nonempty_sizes(dst);
+  const DimVector dst_st[kMaxOps] = {nonempty_strides(dst), nonempty_strides(count),
+                                     DimVector(all.size(), 0)};
+  const int64_t self_count = red.include_self ? 1 : 0;
+  for_each_position(all, dst_st, [&](int64_t o, int64_t k, int64_t) {
+    const int64_t n = std::max<int64_t>(c[k] + self_count, 1);
+    if (n == 1) return;
+    if constexpr (std::is_integral_v<T>) {
+      const int64_t a = static_cast<int64_t>(d[o]);
+      int64_t q = a / n;
+      if (a % n != 0 && a < 0) --q;  // floor
+      d[o] = static_cast<T>(q);
+    } else {
+      using M = opmath_t<T>;
+      d[o] = static_cast<T>(static_cast<M>(d[o]) / static_cast<M>(n));
+    }
+  });
+}
 
 template <class T>
 void scatter_add_loop(const Tensor& index, int64_t dim, const Tensor& dst, const Tensor& src) {
@@ -220,12 +366,25 @@ void scatter_add_loop(const Tensor& index, int64_t dim, const Tensor& dst, const
 
 // Writes into `dst` (self, or a copy of it) over the index's positions.
 void scatter_into(const char* op, Scatter kind, const Tensor& dst, int64_t dim, const Tensor& index,
-                  const Tensor* src, const Scalar* value) {
+                  const Tensor* src, const Scalar* value, Reduction red = {}) {
   if (index.numel() == 0) return;
   check_cpu(index, op, "index");
   check_index_values(op, index, dim, nonempty_sizes(dst)[dim]);
   const int64_t dim_stride = nonempty_strides(dst)[dim];
-  if (kind == Scatter::Value) {
+  if (kind == Scatter::Reduce) {
+    Tensor s;
+    if (src) {
+      check_cpu(*src, op, "src");
+      // See Note [Writes into shared storage].
+      s = same_storage(dst, *src) ? src->clone() : *src;
+    }
+    visit_dtype(dst.dtype(), kAllMask, op, [&]<class T>() {
+      uint64_t bits = 0;
+      if (value) store_scalar(&bits, dst.dtype(), *value);
+      scatter_reduce_loop<T>(index, dim, dst, src ? &s : nullptr, reinterpret_cast<const T*>(&bits),
+                             red);
+    });
+  } else if (kind == Scatter::Value) {
     uint64_t bits = 0;
     store_scalar(&bits, dst.dtype(), *value);
     move(index, dst, strides_except(dst, dim), dim_stride, reinterpret_cast<const char*>(&bits),
@@ -246,11 +405,14 @@ void scatter_into(const char* op, Scatter kind, const Tensor& dst, int64_t dim, 
 }
 
 Tensor scatter_impl(const char* op, Scatter kind, bool in_place, const Tensor& self, int64_t dim,
-                    const Tensor& index, const Tensor* src, const Scalar* value) {
+                    const Tensor& index, const Tensor* src, const Scalar* value,
+                    Reduction red = {}) {
   check_defined(self, op, "self");
   dim = wrap_dim(dim, self.dim(), op);
   check_scatter(op, self, dim, index, src);
   if (value) check_convertible(*value, self.dtype(), op);
+  KILN_CHECK(kind != Scatter::Reduce || red.op != ScatterReduce::Mean || self.dtype() != kBool, "[",
+             op, "] expected a self of a numeric dtype for reduce 'mean', got bool");
   const bool meta = any_meta(self, index, src);
   if (in_place) {
     check_no_internal_overlap(self, op);
@@ -258,14 +420,14 @@ Tensor scatter_impl(const char* op, Scatter kind, bool in_place, const Tensor& s
     if (src) check_no_overlap(self, *src, op);
     if (meta) return self;
     check_cpu(self, op, "self");
-    scatter_into(op, kind, self, dim, index, src, value);
+    scatter_into(op, kind, self, dim, index, src, value, red);
     return self;
   }
   Tensor out = empty_tensor(self.sizes(), self.dtype(), meta ? Device::meta() : Device::cpu());
   if (meta) return out;
   check_cpu(self, op, "self");
   copy_into(out, self);
-  scatter_into(op, kind, out, dim, index, src, value);
+  scatter_into(op, kind, out, dim, index, src, value, red);
   return out;
 }
 
@@ -288,6 +450,37 @@ Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const 
   return scatter_impl("scatter_add_", Scatter::Add, true, self, dim, index, &src, nullptr);
 }
 
+Tensor scatter_reduce_src(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                          std::string_view reduce) {
+  const Reduction r{parse_scatter_reduce("scatter", reduce, false), true};
+  return scatter_impl("scatter", Scatter::Reduce, false, self, dim, index, &src, nullptr, r);
+}
+Tensor scatter_reduce_value(const Tensor& self, int64_t dim, const Tensor& index,
+                            const Scalar& value, std::string_view reduce) {
+  const Reduction r{parse_scatter_reduce("scatter", reduce, false), true};
+  return scatter_impl("scatter", Scatter::Reduce, false, self, dim, index, nullptr, &value, r);
+}
+Tensor scatter_reduce_src_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                           std::string_view reduce) {
+  const Reduction r{parse_scatter_reduce("scatter_", reduce, false), true};
+  return scatter_impl("scatter_", Scatter::Reduce, true, self, dim, index, &src, nullptr, r);
+}
+Tensor scatter_reduce_value_(const Tensor& self, int64_t dim, const Tensor& index,
+                             const Scalar& value, std::string_view reduce) {
+  const Reduction r{parse_scatter_reduce("scatter_", reduce, false), true};
+  return scatter_impl("scatter_", Scatter::Reduce, true, self, dim, index, nullptr, &value, r);
+}
+Tensor scatter_reduce_two(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                          std::string_view reduce, bool include_self) {
+  const Reduction r{parse_scatter_reduce("scatter_reduce", reduce, true), include_self};
+  return scatter_impl("scatter_reduce", Scatter::Reduce, false, self, dim, index, &src, nullptr, r);
+}
+Tensor scatter_reduce_two_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                           std::string_view reduce, bool include_self) {
+  const Reduction r{parse_scatter_reduce("scatter_reduce_", reduce, true), include_self};
+  return scatter_impl("scatter_reduce_", Scatter::Reduce, true, self, dim, index, &src, nullptr, r);
+}
+
 void register_kernels(Library& m) {
   m.impl("gather", &gather);
   m.impl("gather.out", &gather_out);
@@ -297,6 +490,12 @@ void register_kernels(Library& m) {
   m.impl("scatter_.value", &scatter_value_);
   m.impl("scatter_add", &scatter_add);
   m.impl("scatter_add_", &scatter_add_);
+  m.impl("scatter.reduce", &scatter_reduce_src);
+  m.impl("scatter.value_reduce", &scatter_reduce_value);
+  m.impl("scatter_.reduce", &scatter_reduce_src_);
+  m.impl("scatter_.value_reduce", &scatter_reduce_value_);
+  m.impl("scatter_reduce.two", &scatter_reduce_two);
+  m.impl("scatter_reduce_.two", &scatter_reduce_two_);
 }
 
 }  // namespace

@@ -318,6 +318,27 @@ Tensor std_(const Tensor& s, std::optional<IntArrayRef> dim, std::optional<int64
   return var_impl<true>("std", s, dim, correction, keepdim);
 }
 
+// var / std with unbiased= (PyTorch's older spelling): Composites that forward
+// to the correction form, correction 1 when unbiased, else 0.
+using VarOp =
+    TypedOp<Tensor(const Tensor&, std::optional<IntArrayRef>, std::optional<int64_t>, bool)>;
+Tensor var_unbiased(const Tensor& s, bool unbiased) {
+  static const VarOp op("var.correction");
+  return op(s, std::nullopt, unbiased ? 1 : 0, false);
+}
+Tensor var_dim(const Tensor& s, std::optional<IntArrayRef> dim, bool unbiased, bool keepdim) {
+  static const VarOp op("var.correction");
+  return op(s, dim, unbiased ? 1 : 0, keepdim);
+}
+Tensor std_unbiased(const Tensor& s, bool unbiased) {
+  static const VarOp op("std.correction");
+  return op(s, std::nullopt, unbiased ? 1 : 0, false);
+}
+Tensor std_dim(const Tensor& s, std::optional<IntArrayRef> dim, bool unbiased, bool keepdim) {
+  static const VarOp op("std.correction");
+  return op(s, dim, unbiased ? 1 : 0, keepdim);
+}
+
 void register_kernels(Library& m) {
   m.impl("var.correction", &var);
   m.impl("std.correction", &std_);
@@ -333,6 +354,12 @@ KILN_LIBRARY_IMPL(kiln, CPU, m) {
 }
 KILN_LIBRARY_IMPL(kiln, Meta, m) {
   register_kernels(m);
+}
+KILN_LIBRARY_IMPL(kiln, Composite, m) {
+  m.impl("var", &var_unbiased);
+  m.impl("var.dim", &var_dim);
+  m.impl("std", &std_unbiased);
+  m.impl("std.dim", &std_dim);
 }
 
 }  // namespace kiln::cpu

@@ -173,6 +173,11 @@ KILN_LIBRARY(kiln, m) {
   m.def(
       "amin.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("max(Tensor self) -> Tensor");
+  // max(a, b) / min(a, b): maximum / minimum under PyTorch's other name.
+  m.def("max.other(Tensor self, Tensor other) -> Tensor");
+  m.def("min.other(Tensor self, Tensor other) -> Tensor");
+  m.def("max.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("min.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("min(Tensor self) -> Tensor");
   m.def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
   m.def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
@@ -184,6 +189,11 @@ KILN_LIBRARY(kiln, m) {
   m.def(
       "std.correction(Tensor self, int[1]? dim=None, *, int? correction=None, bool keepdim=False) "
       "-> Tensor");
+  // unbiased= is correction 1 (true) or 0 (false).
+  m.def("var(Tensor self, bool unbiased=True) -> Tensor");
+  m.def("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor");
+  m.def("std(Tensor self, bool unbiased=True) -> Tensor");
+  m.def("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor");
   m.def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor");
   m.def("all(Tensor self) -> Tensor");
   m.def("all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor");
@@ -210,6 +220,9 @@ KILN_LIBRARY(kiln, m) {
   m.def(
       "embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, "
       "bool sparse=False) -> Tensor");
+  m.def(
+      "embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm, float norm_type) -> "
+      "Tensor(a!)");
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
   m.def(
       "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? "
@@ -262,6 +275,23 @@ KILN_LIBRARY(kiln, m) {
   m.def("scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)");
   m.def("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor");
   m.def("scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)");
+  // Note [Scatter reductions]
+  m.def("scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor");
+  m.def(
+      "scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce) -> "
+      "Tensor");
+  m.def(
+      "scatter_.reduce(Tensor(a!) self, int dim, Tensor index, Tensor src, *, str reduce) -> "
+      "Tensor(a!)");
+  m.def(
+      "scatter_.value_reduce(Tensor(a!) self, int dim, Tensor index, Scalar value, *, str reduce) "
+      "-> Tensor(a!)");
+  m.def(
+      "scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool "
+      "include_self=True) -> Tensor");
+  m.def(
+      "scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, "
+      "bool include_self=True) -> Tensor(a!)");
   m.def("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor");
   m.def("index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)");
   m.def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor");
@@ -285,6 +315,14 @@ KILN_LIBRARY(kiln, m) {
   m.def("flip(Tensor self, int[] dims) -> Tensor");
   m.def("constant_pad_nd(Tensor self, int[] pad, Scalar value=0) -> Tensor");
   m.def("pad(Tensor self, int[] pad, str mode=\"constant\", float? value=None) -> Tensor");
+  // pad's modes other than "constant" (Note [Pad modes]).
+  for (const char* n : {"reflection_pad", "replication_pad"}) {
+    for (int d = 1; d <= 3; ++d) {
+      m.def(std::string(n) + std::to_string(d) + "d(Tensor self, int[" + std::to_string(2 * d) +
+            "] padding) -> Tensor");
+    }
+  }
+  m.def("_pad_circular(Tensor self, int[] pad) -> Tensor");
   m.def("copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)");
   m.def("fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)");
   m.def("fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)");
@@ -297,6 +335,7 @@ KILN_LIBRARY(kiln, m) {
   m.def("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)");
   m.def("t(Tensor(a) self) -> Tensor(a)");
   m.def("narrow(Tensor(a) self, int dim, int start, int length) -> Tensor(a)");
+  m.def("narrow.Tensor(Tensor(a) self, int dim, Tensor start, int length) -> Tensor(a)");
   m.def(
       "slice.Tensor(Tensor(a) self, int dim=0, int? start=None, int? end=None, int step=1) -> "
       "Tensor(a)");

@@ -134,9 +134,9 @@ TEST(IndexErrors, CatStack) {
 
 TEST(IndexErrors, ShapeOps) {
   Tensor x = kiln::zeros({2, 3});
-  EXPECT_KILN_ERROR(kiln::pad(x, {1, 1}, "reflect"),
-                    "[pad] only constant padding is implemented: expected mode 'constant', got "
-                    "'reflect'");
+  EXPECT_KILN_ERROR(kiln::pad(x, {1, 1}, "symmetric"),
+                    "[pad] expected mode 'constant', 'reflect', 'replicate' or 'circular', got "
+                    "'symmetric'");
   EXPECT_KILN_ERROR(kiln::pad(x, {1}), "[pad] expected an even number of pads, got 1");
   EXPECT_KILN_ERROR(kiln::pad(x, {1, 1, 1, 1, 1, 1}), "[pad] expected at most 2 pads per dim");
   EXPECT_KILN_ERROR(kiln::pad(x, {-2, -2}),

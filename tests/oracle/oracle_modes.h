@@ -14,8 +14,18 @@ enum class Mode { Eager, Lazy };
 
 Mode parse_mode(const std::string& s);
 const char* mode_name(Mode m);
-// Calls `op` by name in `mode`; returns outputs with their values computed.
-Stack call(Mode mode, const std::string& op, const Stack& args,
-           const std::vector<std::pair<std::string, IValue>>& kwargs);
+using Kwargs = std::vector<std::pair<std::string, IValue>>;
+
+// Note [Oracle API cases]
+// A case whose op is spelled "api.NAME" or "Tensor.NAME" names no schema: it
+// calls kiln's C++ API, a function whose options only C++ spells (embedding's
+// max_norm, var's bool unbiased) or a method form (x.where(cond, y)). The
+// golden comes from the case's `ref` (generate.py), the call from the table
+// in oracle_modes.cpp.
+bool is_api_case(const std::string& op);
+
+// Calls `op` by name (or its API case) in `mode`; returns outputs with their
+// values computed.
+Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kwargs);
 
 }  // namespace kiln::oracle

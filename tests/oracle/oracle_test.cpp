@@ -137,13 +137,20 @@ kiln::testing::Tolerance tolerance_for(const json& c, kiln::DType t, kiln::oracl
   kiln::testing::Tolerance tol = kiln::testing::default_tolerance(t);
   if (c.contains("rtol")) tol.rtol = c["rtol"].get<double>();
   if (c.contains("atol")) tol.atol = c["atol"].get<double>();
-  // Note [16-bit results of fused kernels]
-  // PyTorch 1.13's eager kernels round some intermediates to the 16-bit type
-  // inside an op (f16 add rounds alpha * y; f16/bf16 gelu(tanh) rounds its
-  // inner terms). Fused kernels compute each op in float32 and round only its
-  // result, as the eager store does: closer to the exact value, and within
-  // about one 16-bit ulp of PyTorch's.
-  // Generated CUDA kernels compute 16-bit ops in float32 too, eager or not.
+  // Note [16-bit tolerances]
+  // 16-bit results compare at PyTorch's assert_close defaults (default_tolerance):
+  // bfloat16 rtol 1.6e-2, float16 rtol 1e-3, atol 1e-5. An ulp is 2^-8 to 2^-7
+  // of a bfloat16 value and 2^-11 to 2^-10 of a float16 one, so that is two to
+  // four ulp, and one to two: room for kiln's single rounding after float32
+  // math (Note [16-bit floats in pointwise kernels]) against a golden that
+  // rounds once as well, torch's own result where torch rounds once, else the
+  // case's `ref` (the float64 value rounded, or torch's steps emulated for the
+  // ops whose steps kiln keeps). Lazy and CUDA runs widen this to rtol 1.6e-2
+  // / 2e-3 and atol 4e-3 / 1e-3: fused kernels round each op once where eager
+  // keeps PyTorch's intermediate roundings (f16 add rounds alpha * y), and
+  // CUDA's vector math (Note [CUDA vector math]) is a few float32 ulp from
+  // libm, which a rounding boundary turns into a 16-bit ulp and cancellation
+  // into an absolute error near zero.
   if ((mode == kiln::oracle::Mode::Lazy || g_on_cuda) && kiln::is_reduced_float(t)) {
     tol.rtol = std::max(tol.rtol, t == kiln::kFloat16 ? 2e-3 : 1.6e-2);
     tol.atol = std::max(tol.atol, t == kiln::kFloat16 ? 1e-3 : 4e-3);
@@ -164,7 +171,9 @@ std::string run_case(const json& c, const Golden& g, kiln::oracle::Mode mode) {
     for (IValue& a : args) a = to_cuda_value(a);
     for (auto& kv : kwargs) kv.second = to_cuda_value(kv.second);
     // A factory called without a device (the case leaves the default) gets the GPU.
-    const kiln::FunctionSchema& schema = kiln::find_op(op).schema();
+    static const kiln::FunctionSchema kNoSchema;
+    const kiln::FunctionSchema& schema =
+        kiln::oracle::is_api_case(op) ? kNoSchema : kiln::find_op(op).schema();
     for (size_t i = args.size(); i < schema.arguments.size(); ++i) {
       const kiln::Argument& a = schema.arguments[i];
       if (a.type != kiln::ArgType::Device) continue;

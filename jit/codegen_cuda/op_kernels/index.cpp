@@ -1,6 +1,7 @@
 // Indexing on CUDA: embedding, index_select, gather, scatter (src, value),
-// scatter_add (atomics), index_copy and index_copy_ (the KV-cache write), as
-// one generated kernel family over an iteration space. Shapes, dtypes and
+// scatter_add (atomics), the scatter reductions (Note [CUDA scatter
+// reductions]), index_copy and index_copy_ (the KV-cache write), as one
+// generated kernel family over an iteration space. Shapes, dtypes and
 // argument errors come from the ops' Meta kernels.
 //
 // Note [CUDA index bounds]
@@ -17,6 +18,7 @@
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/cpu/index_scatter_reduce.h"
 #include "runtime/cpu/index_utils.h"
 #include "runtime/cuda/device_guard.h"
 
@@ -351,6 +353,258 @@ Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const 
   return self;
 }
 
+// --- scatter reductions -------------------------------------------------------------
+
+// Note [CUDA scatter reductions]
+// scatter.reduce and scatter_reduce.two (Note [Scatter reductions] in
+// runtime/cpu/index_scatter_reduce.h) take one thread per line of the index
+// along dim, as the ordered scatter_add does (Note [CUDA ordered
+// scatter_add]): lines write disjoint elements, so there are no atomics, and
+// each thread combines its line in index order, rounding 16-bit floats at
+// every step like the CPU kernel: the same bits as the CPU, every run. A
+// thread first checks its line's indices (and, without include_self, writes
+// the reduction's identity at them); "mean" counts the values per element in
+// a dense int64 buffer, then divides each counted element once and clears its
+// count. Parallelism is the number of lines, not the number of elements.
+struct ReduceSpec {
+  cpu::ScatterReduce op = cpu::ScatterReduce::Sum;
+  bool include_self = true;
+  bool value = false;  // scatter.value_reduce: one value, no src
+  DType dtype = kFloat32;
+};
+
+std::string reduce_kernel_name(const ReduceSpec& s) {
+  return std::string("kiln_scatter_") + cpu::scatter_reduce_name(s.op) +
+         (s.include_self ? "" : "_exclude_self") + (s.value ? "_value" : "") + "_" +
+         dtype_tag(s.dtype);
+}
+
+// a combined with b, both acc_type(t) expressions.
+std::string combine_expr(const ReduceSpec& s, const std::string& a, const std::string& b) {
+  using R = cpu::ScatterReduce;
+  const bool sum = s.op == R::Sum || s.op == R::Mean;
+  if (s.dtype == kBool) return sum || s.op == R::Max ? a + " | " + b : a + " & " + b;
+  if (!is_floating(s.dtype)) {
+    // Wraps as the CPU's unsigned 64-bit arithmetic does.
+    if (sum) return "(i64)((unsigned long long)" + a + " + (unsigned long long)" + b + ")";
+    if (s.op == R::Prod)
+      return "(i64)((unsigned long long)" + a + " * (unsigned long long)" + b + ")";
+    return s.op == R::Max ? "(" + a + " < " + b + " ? " + b + " : " + a + ")"
+                          : "(" + b + " < " + a + " ? " + b + " : " + a + ")";
+  }
+  if (sum) return a + " + " + b;
+  if (s.op == R::Prod) return a + " * " + b;
+  // NaN wins, from either side.
+  return s.op == R::Max
+             ? "(" + b + " != " + b + " || " + a + " < " + b + " ? " + b + " : " + a + ")"
+             : "(" + b + " != " + b + " || " + b + " < " + a + " ? " + b + " : " + a + ")";
+}
+
+// The reduction's identity as an acc_type expression.
+std::string identity_expr(const ReduceSpec& s) {
+  using R = cpu::ScatterReduce;
+  if (s.op == R::Sum || s.op == R::Mean) return "0";
+  if (s.op == R::Prod) return "1";
+  const bool max = s.op == R::Max;
+  if (is_floating(s.dtype)) {
+    const std::string inf = std::string("kiln_inf((") + acc_type(s.dtype) + ")0)";
+    return max ? "-" + inf : inf;
+  }
+  switch (s.dtype) {
+    case kBool:
+      return max ? "0" : "1";
+    case kUInt8:
+      return max ? "0" : "255";
+    case kInt8:
+      return max ? "-128" : "127";
+    case kInt16:
+      return max ? "-32768" : "32767";
+    case kInt32:
+      return max ? "(-2147483647ll - 1)" : "2147483647ll";
+    default:
+      return max ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll";
+  }
+}
+
+std::string reduce_source(const ReduceSpec& s) {
+  const std::string T = mem_type(s.dtype), A = acc_type(s.dtype);
+  const bool mean = s.op == cpu::ScatterReduce::Mean;
+  std::string src = op_prelude();
+  src += "extern \"C\" __global__ void __launch_bounds__(256) " + reduce_kernel_name(s) + "(" + T +
+         "* __restrict__ dst, const " + T +
+         "* __restrict__ src, const i64* __restrict__ index, i64 n, int nd, KilnDims sizes, "
+         "KilnDims dst_st, KilnDims src_st, KilnDims idx_st, KilnDims cnt_st, i64 kstride, "
+         "i64 bound, i64 value_bits, i64* err, i64 line, i64 src_step, i64 idx_step, "
+         "i64* __restrict__ cnt, i64 cnt_kstride) {\n"
+         "  const " +
+         T + " value = *(const " + T +
+         "*)&value_bits;\n"
+         "  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < n; i += (i64)gridDim.x * 256) {\n"
+         "    i64 rem = i, od = 0, os = 0, oi = 0, oc = 0;\n"
+         "    for (int d = nd - 1; d >= 0; --d) {\n"
+         "      const i64 c = rem % sizes.v[d]; rem /= sizes.v[d];\n"
+         "      od += c * dst_st.v[d]; os += c * src_st.v[d]; oi += c * idx_st.v[d]; "
+         "oc += c * cnt_st.v[d];\n"
+         "    }\n"
+         "    bool ok = true;\n"
+         "    for (i64 j = 0; j < line; ++j) {\n"
+         "      const i64 k = index[oi + j * idx_step];\n"
+         "      if (k < 0 || k >= bound) { err[1] = k; atomicExch((unsigned long long*)err, 1ull); "
+         "ok = false; break; }\n";
+  if (!s.include_self) {
+    src += "      dst[od + k * kstride] = " + store_expr(s.dtype, identity_expr(s)) + ";\n";
+  }
+  src +=
+      "    }\n"
+      "    if (!ok) continue;\n"
+      "    for (i64 j = 0; j < line; ++j) {\n"
+      "      const i64 k = index[oi + j * idx_step];\n"
+      "      " +
+      T + "* p = dst + od + k * kstride;\n      const " + A + " a = " + load_expr(s.dtype, "*p") +
+      ";\n      const " + A +
+      " b = " + load_expr(s.dtype, s.value ? "value" : "src[os + j * src_step]") +
+      ";\n      *p = " + store_expr(s.dtype, combine_expr(s, "a", "b")) + ";\n";
+  if (mean) src += "      cnt[oc + k * cnt_kstride] += 1;\n";
+  src += "    }\n";
+  if (mean) {
+    std::string div;
+    if (is_floating(s.dtype)) {
+      div =
+          "      *p = " + store_expr(s.dtype, load_expr(s.dtype, "*p") + " / (" + A + ")m") + ";\n";
+    } else {
+      div = "      const i64 a = " + load_expr(s.dtype, "*p") +
+            ";\n      i64 q = a / m;\n      if (a % m != 0 && a < 0) --q;\n      *p = " +
+            store_expr(s.dtype, "q") + ";\n";
+    }
+    src +=
+        "    for (i64 j = 0; j < line; ++j) {\n"
+        "      const i64 k = index[oi + j * idx_step];\n"
+        "      i64* c = cnt + oc + k * cnt_kstride;\n"
+        "      if (*c == 0) continue;\n"
+        "      const i64 m = *c + " +
+        std::string(s.include_self ? "1" : "0") +
+        ";\n"
+        "      *c = 0;\n"
+        "      if (m == 1) continue;\n"
+        "      " +
+        T + "* p = dst + od + k * kstride;\n" + div + "    }\n";
+  }
+  return src + "  }\n}\n";
+}
+
+// Combines src (or value) into `out` (self or its copy) along dim.
+void scatter_reduce_into(const char* op, const Tensor& out, int64_t dim, const Tensor& index,
+                         const Tensor& src, const Scalar* value, cpu::ScatterReduce r,
+                         bool include_self) {
+  if (index.numel() == 0) return;
+  const int64_t d = out.dim() == 0 ? 0 : wrap_dim(dim, out.dim(), op);
+  const ReduceSpec spec{r, include_self, value != nullptr, out.dtype()};
+  IndexLaunch l;
+  l.iter = cpu::nonempty_sizes(index);
+  l.dst_st = zero_at(cpu::nonempty_strides(out), d);
+  l.src_st = src.defined() ? cpu::nonempty_strides(src) : DimVector(l.iter.size(), 0);
+  l.idx_st = cpu::nonempty_strides(index);
+  l.kstride = cpu::nonempty_strides(out)[d];
+  l.bound = cpu::nonempty_sizes(out)[d];
+  l.dim = d;
+  l.line = l.iter[d];
+  l.src_step = l.src_st[d];
+  l.idx_step = l.idx_st[d];
+  l.iter[d] = 1;
+  DimVector cnt_st(l.iter.size(), 0);
+  int64_t cnt_kstride = 0;
+  Tensor cnt;
+  if (r == cpu::ScatterReduce::Mean) {
+    cnt = empty_tensor(cpu::nonempty_sizes(out), kInt64, out.device());
+    cnt.zero_();
+    cnt_st = zero_at(DimVector(cnt.strides()), d);
+    cnt_kstride = cnt.stride(d);
+  }
+  uint64_t value_bits = 0;
+  if (value) store_scalar(&value_bits, out.dtype(), *value);
+  int64_t n = 1;
+  for (int64_t x : l.iter) n *= x;
+  const int nd = static_cast<int>(l.iter.size());
+  KILN_CHECK(nd <= kMaxKernelDims, "[", op, "] expected at most ", kMaxKernelDims,
+             " dims on cuda, got ", nd);
+  KilnDims sizes, ds, ss, is, cs;
+  for (int k = 0; k < nd; ++k) {
+    sizes.v[k] = l.iter[k];
+    ds.v[k] = l.dst_st[k];
+    ss.v[k] = l.src_st[k];
+    is.v[k] = l.idx_st[k];
+    cs.v[k] = cnt_st[k];
+  }
+  Tensor flag = empty_tensor({2}, kInt64, out.device());
+  flag.zero_();
+  cudaKernel_t k = load_kernel(
+      reduce_kernel_name(spec), [&] { return reduce_source(spec); }, out.device().index());
+  KernelArgs a;
+  a.ptr(out).ptr(src).ptr(index).i64(n).i32(nd).dims(sizes).dims(ds).dims(ss).dims(is).dims(cs);
+  a.i64(l.kstride).i64(l.bound).i64(static_cast<int64_t>(value_bits)).ptr(flag).i64(l.line);
+  a.i64(l.src_step).i64(l.idx_step).ptr(cnt).i64(cnt_kstride);
+  launch(k, out.device(), grid_for(n, 256), 256, 0, a);
+  out.impl()->bump_version();
+  check_flag(flag, op, l);
+}
+
+// The reductions' shared path: `meta` (the op on meta twins) checks and shapes.
+Tensor scatter_reduce_cuda(const char* op, bool in_place, const Tensor& self, int64_t dim,
+                           const Tensor& index, const Tensor* src, const Scalar* value,
+                           cpu::ScatterReduce r, bool include_self) {
+  check_devices(op, self, index, src ? *src : Tensor());
+  Tensor out = in_place ? self : clone_of(self);
+  Tensor s;
+  if (src) {
+    // A src sharing self's storage is read from a copy (Note [Writes into shared storage]).
+    s = in_place && cpu::same_storage(self, *src) ? clone_of(*src) : dense(*src, self.dtype());
+  }
+  scatter_reduce_into(op, out, dim, index, s, value, r, include_self);
+  return out;
+}
+
+Tensor scatter_reduce_src(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                          std::string_view reduce) {
+  kiln::scatter(meta_of(self), dim, meta_of(index), meta_of(src), reduce);
+  return scatter_reduce_cuda("scatter", false, self, dim, index, &src, nullptr,
+                             cpu::parse_scatter_reduce("scatter", reduce, false), true);
+}
+Tensor scatter_reduce_value(const Tensor& self, int64_t dim, const Tensor& index,
+                            const Scalar& value, std::string_view reduce) {
+  kiln::scatter(meta_of(self), dim, meta_of(index), value, reduce);
+  return scatter_reduce_cuda("scatter", false, self, dim, index, nullptr, &value,
+                             cpu::parse_scatter_reduce("scatter", reduce, false), true);
+}
+Tensor scatter_reduce_src_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                           std::string_view reduce) {
+  Tensor m = meta_of(self);
+  kiln::scatter_(m, dim, meta_of(index), meta_of(src), reduce);
+  return scatter_reduce_cuda("scatter_", true, self, dim, index, &src, nullptr,
+                             cpu::parse_scatter_reduce("scatter_", reduce, false), true);
+}
+Tensor scatter_reduce_value_(const Tensor& self, int64_t dim, const Tensor& index,
+                             const Scalar& value, std::string_view reduce) {
+  Tensor m = meta_of(self);
+  kiln::scatter_(m, dim, meta_of(index), value, reduce);
+  return scatter_reduce_cuda("scatter_", true, self, dim, index, nullptr, &value,
+                             cpu::parse_scatter_reduce("scatter_", reduce, false), true);
+}
+Tensor scatter_reduce_two(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                          std::string_view reduce, bool include_self) {
+  kiln::scatter_reduce(meta_of(self), dim, meta_of(index), meta_of(src), reduce, include_self);
+  return scatter_reduce_cuda("scatter_reduce", false, self, dim, index, &src, nullptr,
+                             cpu::parse_scatter_reduce("scatter_reduce", reduce, true),
+                             include_self);
+}
+Tensor scatter_reduce_two_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                           std::string_view reduce, bool include_self) {
+  Tensor m = meta_of(self);
+  kiln::scatter_reduce_(m, dim, meta_of(index), meta_of(src), reduce, include_self);
+  return scatter_reduce_cuda("scatter_reduce_", true, self, dim, index, &src, nullptr,
+                             cpu::parse_scatter_reduce("scatter_reduce_", reduce, true),
+                             include_self);
+}
+
 void index_copy_into(const char* op, const Tensor& out, int64_t dim, const Tensor& index,
                      const Tensor& source) {
   const int64_t d = out.dim() == 0 ? 0 : wrap_dim(dim, out.dim(), op);
@@ -399,6 +653,21 @@ NamedSources index_source_samples() {
     IndexSpec s{Mode::ScatterAddOrdered, t, kInt64};
     out.emplace_back(index_name(s), index_source(s));
   }
+  using R = cpu::ScatterReduce;
+  for (R r : {R::Sum, R::Prod, R::Mean, R::Max, R::Min}) {
+    for (DType t :
+         {kFloat32, kBFloat16, kFloat16, kFloat64, kInt64, kInt32, kInt16, kInt8, kUInt8, kBool}) {
+      if (r == R::Mean && t == kBool) continue;
+      for (bool include_self : {true, false}) {
+        ReduceSpec s{r, include_self, false, t};
+        out.emplace_back(reduce_kernel_name(s), reduce_source(s));
+      }
+      if (r == R::Sum || r == R::Prod) {
+        ReduceSpec s{r, true, true, t};
+        out.emplace_back(reduce_kernel_name(s), reduce_source(s));
+      }
+    }
+  }
   return out;
 }
 
@@ -412,6 +681,12 @@ KILN_LIBRARY_IMPL(kiln, CUDA, m) {
   m.impl("scatter_.value", &scatter_value_);
   m.impl("scatter_add", &scatter_add);
   m.impl("scatter_add_", &scatter_add_);
+  m.impl("scatter.reduce", &scatter_reduce_src);
+  m.impl("scatter.value_reduce", &scatter_reduce_value);
+  m.impl("scatter_.reduce", &scatter_reduce_src_);
+  m.impl("scatter_.value_reduce", &scatter_reduce_value_);
+  m.impl("scatter_reduce.two", &scatter_reduce_two);
+  m.impl("scatter_reduce_.two", &scatter_reduce_two_);
   m.impl("index_copy", &index_copy);
   m.impl("index_copy_", &index_copy_);
 }

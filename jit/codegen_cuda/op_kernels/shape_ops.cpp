@@ -1,4 +1,5 @@
-// roll, flip, repeat and constant_pad_nd on CUDA: one generated remap kernel.
+// roll, flip, repeat, constant_pad_nd and the reflect / replicate / circular
+// pads on CUDA: one generated remap kernel.
 //
 // Note [CUDA remap kernel]
 // Each of these ops writes a dense result whose element at coordinates c
@@ -7,7 +8,11 @@
 // input (padding) writes the fill value instead. flip is mul = -1, add =
 // size - 1; roll is add = -shift with the modulo; repeat is the modulo over
 // the input read with new leading dims of size 1; constant_pad_nd is add =
-// -left (negative pads crop). The kernel only moves elements, so it is
+// -left (negative pads crop). The other pad modes (Note [Pad modes] in
+// runtime/cpu/shape_pad.h) map a coordinate that falls outside back inside:
+// reflect (a bit per dim) mirrors it at the edges, replicate (clamp bits)
+// clamps it, circular is the modulo over the cropped extent, whose start the
+// input pointer is moved to. The kernel only moves elements, so it is
 // generated per element size, not per dtype. Shapes, dtypes and errors come
 // from the Meta kernels.
 
@@ -19,6 +24,7 @@
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/cpu/shape_pad.h"
 
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wrestrict"
@@ -48,7 +54,8 @@ std::string remap_source(int64_t bytes) {
   return op_prelude() + "extern \"C\" __global__ void __launch_bounds__(256) " + remap_name(bytes) +
          "(" + W + "* __restrict__ y, const " + W +
          "* __restrict__ x, i64 n, int nd, KilnDims sizes, KilnDims in_sizes, KilnDims in_st, "
-         "KilnDims mul, KilnDims add, int modulo, unsigned long long fill) {\n"
+         "KilnDims mul, KilnDims add, int modulo, int reflect, int clamp, unsigned long long fill) "
+         "{\n"
          "  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < n; i += (i64)gridDim.x * 256) {\n"
          "    i64 rem = i, off = 0;\n"
          "    bool inside = true;\n"
@@ -58,6 +65,8 @@ std::string remap_source(int64_t bytes) {
          "      const i64 m = in_sizes.v[d];\n"
          "      i64 s = c * mul.v[d] + add.v[d];\n"
          "      if ((modulo >> d) & 1) s = ((s % m) + m) % m;\n"
+         "      if ((reflect >> d) & 1) s = s < 0 ? -s : (s >= m ? 2 * (m - 1) - s : s);\n"
+         "      if ((clamp >> d) & 1) s = s < 0 ? 0 : (s >= m ? m - 1 : s);\n"
          "      if (s < 0 || s >= m) inside = false;\n"
          "      off += s * in_st.v[d];\n"
          "    }\n"
@@ -67,13 +76,15 @@ std::string remap_source(int64_t bytes) {
 
 struct Remap {
   DimVector in_sizes, in_strides, mul, add;
-  int modulo = 0;
+  int modulo = 0, reflect = 0, clamp = 0;  // a bit per dim
   uint64_t fill = 0;
+  int64_t in_offset = 0;  // elements from self's first element to the one read as 0
 };
 
 // out (fresh, dense) from `self` read through `r` (one entry per out dim).
 void run_remap(const char* op, const Tensor& out, const Tensor& self, const Remap& r) {
   if (out.numel() == 0) return;
+  const int64_t bytes = static_cast<int64_t>(out.element_size());
   const int nd = static_cast<int>(out.dim());
   KILN_CHECK(nd <= kMaxKernelDims, "[", op, "] expected at most ", kMaxKernelDims,
              " dims on cuda, got ", nd);
@@ -85,13 +96,15 @@ void run_remap(const char* op, const Tensor& out, const Tensor& self, const Rema
     mul.v[d] = r.mul[d];
     add.v[d] = r.add[d];
   }
-  const int64_t bytes = static_cast<int64_t>(out.element_size());
   cudaKernel_t k = load_kernel(
       remap_name(bytes), [&] { return remap_source(bytes); }, out.device().index());
   // A 0-dim input still needs a valid pointer even when nothing is read.
   KernelArgs a;
-  a.ptr(out).ptr(self.numel() > 0 ? self.data_ptr() : nullptr).i64(out.numel()).i32(nd);
-  a.dims(sizes).dims(in_sizes).dims(in_st).dims(mul).dims(add).i32(r.modulo);
+  const char* in =
+      self.numel() > 0 ? static_cast<const char*>(self.data_ptr()) + r.in_offset * bytes : nullptr;
+  a.ptr(out).ptr(in).i64(out.numel()).i32(nd);
+  a.dims(sizes).dims(in_sizes).dims(in_st).dims(mul).dims(add).i32(r.modulo).i32(r.reflect);
+  a.i32(r.clamp);
   const uint64_t fill = r.fill;
   a.i64(static_cast<int64_t>(fill));
   launch(k, out.device(), grid_for(out.numel(), 256 * 4), 256, 0, a);
@@ -181,6 +194,48 @@ Tensor constant_pad_nd(const Tensor& self, IntArrayRef pad, const Scalar& value)
   return out;
 }
 
+// The reflect / replicate / circular pads: self's own dims, the padded ones
+// mapped as Note [Pad modes] says.
+Tensor pad_by_mode(const char* op, cpu::PadMode mode, const Tensor& self, IntArrayRef pad,
+                   int64_t spatial) {
+  const cpu::PadGeometry g = cpu::pad_mode_geometry(op, mode, meta_of(self), pad, spatial);
+  Tensor out = empty_tensor(g.sizes, self.dtype(), self.device());
+  Remap r = identity(self);
+  for (const cpu::PadDim& p : g.dims) {
+    const int bit = 1 << p.dim;
+    r.in_sizes[p.dim] = p.n;
+    r.add[p.dim] = -p.left - p.lo;
+    r.in_offset += p.lo * self.stride(p.dim);
+    if (mode == cpu::PadMode::Reflect) r.reflect |= bit;
+    if (mode == cpu::PadMode::Replicate) r.clamp |= bit;
+    if (mode == cpu::PadMode::Circular) r.modulo |= bit;
+  }
+  run_remap(op, out, self, r);
+  return out;
+}
+
+Tensor reflection_pad1d(const Tensor& self, IntArrayRef pad) {
+  return pad_by_mode("reflection_pad1d", cpu::PadMode::Reflect, self, pad, 1);
+}
+Tensor reflection_pad2d(const Tensor& self, IntArrayRef pad) {
+  return pad_by_mode("reflection_pad2d", cpu::PadMode::Reflect, self, pad, 2);
+}
+Tensor reflection_pad3d(const Tensor& self, IntArrayRef pad) {
+  return pad_by_mode("reflection_pad3d", cpu::PadMode::Reflect, self, pad, 3);
+}
+Tensor replication_pad1d(const Tensor& self, IntArrayRef pad) {
+  return pad_by_mode("replication_pad1d", cpu::PadMode::Replicate, self, pad, 1);
+}
+Tensor replication_pad2d(const Tensor& self, IntArrayRef pad) {
+  return pad_by_mode("replication_pad2d", cpu::PadMode::Replicate, self, pad, 2);
+}
+Tensor replication_pad3d(const Tensor& self, IntArrayRef pad) {
+  return pad_by_mode("replication_pad3d", cpu::PadMode::Replicate, self, pad, 3);
+}
+Tensor pad_circular(const Tensor& self, IntArrayRef pad) {
+  return pad_by_mode("_pad_circular", cpu::PadMode::Circular, self, pad, 0);
+}
+
 }  // namespace
 
 NamedSources shape_source_samples() {
@@ -194,6 +249,13 @@ KILN_LIBRARY_IMPL(kiln, CUDA, m) {
   m.impl("roll", &roll);
   m.impl("repeat", &repeat);
   m.impl("constant_pad_nd", &constant_pad_nd);
+  m.impl("reflection_pad1d", &reflection_pad1d);
+  m.impl("reflection_pad2d", &reflection_pad2d);
+  m.impl("reflection_pad3d", &reflection_pad3d);
+  m.impl("replication_pad1d", &replication_pad1d);
+  m.impl("replication_pad2d", &replication_pad2d);
+  m.impl("replication_pad3d", &replication_pad3d);
+  m.impl("_pad_circular", &pad_circular);
 }
 
 }  // namespace kiln::jit::cuda

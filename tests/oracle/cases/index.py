@@ -1,6 +1,7 @@
-"""index_select, gather, scatter, scatter_add, index_copy and masked_fill: every form, all
-dtypes, every generator layout for inputs and in-place targets, int32/int64 indices in
-several layouts, 0-dim, empty, out-of-range indices and duplicate indices (scatter_add)."""
+"""index_select, gather, scatter, scatter_add, the scatter reductions (scatter.reduce,
+scatter_reduce.two), index_copy and masked_fill: every form, all dtypes, every generator
+layout for inputs and in-place targets, int32/int64 indices in several layouts, 0-dim,
+empty, out-of-range indices and duplicate indices (scatter_add, the reductions)."""
 
 import torch
 
@@ -41,6 +42,7 @@ def cases(g):
     yield from index_select_cases(g)
     yield from gather_cases(g)
     yield from scatter_cases(g)
+    yield from scatter_reduce_cases(g)
     yield from index_copy_cases(g)
     yield from masked_fill_cases(g)
 
@@ -201,6 +203,98 @@ def scatter_cases(g):
                                 g.tensor([1, 1])], name="scatter_ expanded self")
     yield Case("scatter_add_", [g.tensor([3, 4], torch.float32, "expanded"), 0, torch.tensor([[0]]),
                                 g.tensor([1, 1])], name="scatter_add_ expanded self")
+
+
+def scatter_reduce_cases(g):
+    """Note [Scatter reductions]: repeated indices combine in index order; 16-bit floats
+    round at every step, as torch's CPU kernel does."""
+    nan = float("nan")
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            self_ = g.tensor([4, 5], dt, layout)
+            idx = relayout(g.index([6, 5], 4), "transposed")
+            for reduce in ("add", "multiply"):
+                yield Case("scatter.reduce", [self_, 0, idx, g.tensor([6, 5], dt, "any")],
+                           {"reduce": reduce}, name=f"scatter.reduce {reduce} {dt} {layout}")
+                yield Case("scatter.value_reduce", [self_, 1, g.index([4, 7], 5), 2],
+                           {"reduce": reduce}, name=f"scatter.value_reduce {reduce} {dt} {layout}")
+                if layout != "expanded":
+                    yield Case("scatter_.reduce", [g.tensor([4, 5], dt, layout), 1,
+                                                   relayout(g.index([3, 8], 5), "strided"),
+                                                   g.tensor([3, 8], dt, "any")], {"reduce": reduce},
+                               name=f"scatter_.reduce {reduce} {dt} {layout}")
+                    yield Case("scatter_.value_reduce", [g.tensor([4, 5], dt, layout), 0,
+                                                         g.index([6, 2], 4), 3], {"reduce": reduce},
+                               name=f"scatter_.value_reduce {reduce} {dt} {layout}")
+        for reduce in ("sum", "prod", "mean", "amax", "amin"):
+            for include_self in (True, False):
+                tag = f"{reduce} {dt} include_self={include_self}"
+                yield Case("scatter_reduce.two",
+                           [g.tensor([4, 5], dt, "any"), 0, g.index([7, 5], 4),
+                            g.tensor([7, 5], dt, "any"), reduce], {"include_self": include_self},
+                           name=f"scatter_reduce {tag}")
+                yield Case("scatter_reduce_.two",
+                           [g.tensor([4, 5], dt, WRITABLE[len(tag) % len(WRITABLE)]), 1,
+                            relayout(g.index([4, 9], 5), "offset"), g.tensor([4, 9], dt, "any"),
+                            reduce], {"include_self": include_self},
+                           name=f"scatter_reduce_ {tag}")
+    for reduce in ("sum", "prod", "mean", "amax", "amin"):
+        for layout in g.LAYOUTS:
+            yield Case("scatter_reduce.two",
+                       [g.tensor([4, 5], torch.float32, layout), 1,
+                        relayout(g.index([3, 7], 5), WRITABLE[len(layout) % len(WRITABLE)]),
+                        g.tensor([3, 7], torch.float32, layout), reduce],
+                       name=f"scatter_reduce {reduce} {layout}")
+        x3 = g.tensor([3, 4, 5], torch.float64, "any")
+        for dim in (0, 1, 2, -1):
+            big = [2, 3, 4]
+            big[dim] = 9
+            yield Case("scatter_reduce.two", [x3, dim, g.index(big, x3.shape[dim]), g.tensor(big),
+                                              reduce], {"include_self": dim % 2 == 0},
+                       name=f"scatter_reduce 3-D {reduce} {dim}")
+        # NaN wins in amax / amin, from self or src.
+        vals = torch.tensor([1.0, nan, 3.0, -2.0])
+        yield Case("scatter_reduce.two", [vals, 0, torch.tensor([0, 0, 1, 1, 3]),
+                                          torch.tensor([nan, 2.0, 5.0, -1.0, 0.5]), reduce],
+                   name=f"scatter_reduce {reduce} nan")
+        yield Case("scatter_reduce.two", [g.tensor([]), 0, torch.tensor([0, 0]), g.tensor([2]),
+                                          reduce], name=f"scatter_reduce {reduce} 0-dim self")
+        yield Case("scatter_reduce.two", [g.tensor([3, 4]), 0, torch.zeros(0, dtype=torch.int64),
+                                          g.tensor([1]), reduce], name=f"scatter_reduce {reduce} empty")
+    # Integer mean floors, negative sums included; sums and products wrap.
+    yield Case("scatter_reduce.two", [torch.tensor([-1, 2, 3, 4]), 0, torch.tensor([0, 0, 1]),
+                                      torch.tensor([2, -8, 5]), "mean"], name="scatter_reduce mean floor")
+    yield Case("scatter_reduce.two", [torch.tensor([100, 2], dtype=torch.int8), 0,
+                                      torch.tensor([0, 0, 1]),
+                                      torch.tensor([100, 90, 5], dtype=torch.int8), "sum"],
+               name="scatter_reduce int8 sum wraps")
+    yield Case("scatter.reduce", [torch.tensor([100, 7], dtype=torch.int16), 0,
+                                  torch.tensor([0, 0, 1]),
+                                  torch.tensor([300, 300, 5], dtype=torch.int16)],
+               {"reduce": "multiply"}, name="scatter.reduce int16 product wraps")
+    yield Case("scatter.value_reduce", [g.tensor([3, 4], torch.int32), 0, torch.tensor([[1, 2]]), 2.7],
+               {"reduce": "add"}, name="scatter.value_reduce float value into int")
+    # Errors.
+    s_ = g.tensor([3, 4])
+    yield Case("scatter.reduce", [s_, 0, torch.tensor([[1]]), g.tensor([1, 1])], {"reduce": "sum"},
+               name="scatter.reduce bad reduce")
+    yield Case("scatter.value_reduce", [s_, 0, torch.tensor([[1]]), 2], {"reduce": "mean"},
+               name="scatter.value_reduce bad reduce")
+    yield Case("scatter_reduce.two", [s_, 0, torch.tensor([[1]]), g.tensor([1, 1]), "add"],
+               name="scatter_reduce bad reduce")
+    yield Case("scatter_reduce.two", [g.tensor([3], torch.bool), 0, torch.tensor([0, 1]),
+                                      g.tensor([2], torch.bool), "mean"], name="scatter_reduce bool mean")
+    yield Case("scatter_reduce.two", [s_, 0, torch.tensor([[3]]), g.tensor([1, 1]), "amax"],
+               name="scatter_reduce out of range")
+    yield Case("scatter_reduce.two", [s_, 0, torch.tensor([[1]], dtype=torch.int32),
+                                      g.tensor([1, 1]), "sum"], name="scatter_reduce int32 index")
+    yield Case("scatter_reduce.two", [s_, 0, torch.tensor([[1]]), g.tensor([1, 1], torch.float64),
+                                      "sum"], name="scatter_reduce src dtype")
+    yield Case("scatter.reduce", [s_, 0, torch.tensor([[0, 1]]), g.tensor([1, 1])],
+               {"reduce": "add"}, name="scatter.reduce src small")
+    yield Case("scatter_reduce_.two", [g.tensor([3, 4], torch.float32, "expanded"), 0,
+                                       torch.tensor([[0]]), g.tensor([1, 1]), "prod"],
+               name="scatter_reduce_ expanded self")
 
 
 def index_copy_cases(g):

@@ -201,6 +201,67 @@ def embedding_cases(g):
     yield Case("embedding", [g.tensor([2, 6, 5]), g.index([2], 2)], name="embedding 3-D weight")
 
 
+def embedding_max_norm_ref(w, i, **kwargs):
+    """torch.nn.functional.embedding, which renormalizes `w` in place first; 16-bit weights
+    in float64, rounded once (torch 1.13 rounds the norm to the 16-bit type first: Note
+    [16-bit floats in pointwise kernels])."""
+    if w.dtype not in (torch.float16, torch.bfloat16):
+        return torch.nn.functional.embedding(i, w, **kwargs)
+    w64 = w.double()
+    out = torch.nn.functional.embedding(i, w64, **kwargs)
+    w.copy_(w64)
+    return out.to(w.dtype)
+
+
+def renorm_ref(w, i, max_norm, p):
+    """embedding_renorm_, 16-bit weights in float64 and rounded once (as above)."""
+    w64 = w.double()
+    torch.ops.aten.embedding_renorm_(w64, i, max_norm, p)
+    return w.copy_(w64)
+
+
+def embedding_option_cases(g):
+    """embedding's max_norm (Note [Embedding max_norm]) through embedding_renorm_ and kiln's
+    C++ embedding (Note [Oracle API cases]); scale_grad_by_freq accepted (no effect forward)."""
+    for dt in FLOATS:
+        for layout in ("contiguous", "transposed", "strided", "offset"):
+            for max_norm, p in ((2.0, 2.0), (1.5, 1.0), (3.0, 3.0), (1.0, float("inf")),
+                                (0.5, float("-inf")), (2.0, 0.0)):
+                w = g.tensor([7, 5], dt, layout)
+                yield Case("embedding_renorm_", [w, g.index([4, 3], 7), max_norm, p],
+                           ref=renorm_ref if dt in (torch.float16, torch.bfloat16) else None,
+                           name=f"embedding_renorm_ {dt} {layout} {max_norm} {p}")
+            yield Case("api.embedding", [g.tensor([7, 5], dt, layout), g.index([2, 4], 7)],
+                       {"max_norm": 2.0}, ref=embedding_max_norm_ref, mutates=True,
+                       name=f"api.embedding max_norm {dt} {layout}")
+        yield Case("embedding", [g.tensor([6, 5], dt, "any"), g.index([3, 2], 6), -1, True],
+                   name=f"embedding scale_grad_by_freq {dt}")
+    yield Case("api.embedding", [g.tensor([7, 5]), g.index([3], 7, torch.int32)],
+               {"max_norm": 1.0, "norm_type": 1.0, "scale_grad_by_freq": True},
+               ref=embedding_max_norm_ref, mutates=True, name="api.embedding all options")
+    yield Case("api.embedding", [g.tensor([7, 5]), g.index([3], 7)], {"padding_idx": 2},
+               ref=embedding_max_norm_ref, mutates=True, name="api.embedding no max_norm")
+    yield Case("embedding_renorm_", [g.tensor([7, 5]), torch.tensor([[1, 1], [3, 1]]), 1.0, 2.0],
+               name="embedding_renorm_ repeated rows")
+    yield Case("embedding_renorm_", [g.tensor([7, 5]), g.index([2], 7, torch.int32), 1.0, 2.0],
+               name="embedding_renorm_ int32 indices")
+    yield Case("embedding_renorm_", [g.tensor([7, 5]), torch.zeros(0, dtype=torch.int64), 1.0, 2.0],
+               name="embedding_renorm_ no indices")
+    yield Case("embedding_renorm_", [g.tensor([7, 5]), g.index([3], 7), -1.0, 2.0],
+               name="embedding_renorm_ negative max_norm")
+    yield Case("embedding_renorm_", [g.tensor([7, 0]), g.index([3], 7), 1.0, 2.0],
+               name="embedding_renorm_ empty rows")
+    # Errors.
+    yield Case("embedding_renorm_", [g.tensor([7, 5]), torch.tensor([1, 7]), 1.0, 2.0],
+               name="embedding_renorm_ out of range")
+    yield Case("embedding_renorm_", [g.tensor([7]), torch.tensor([1]), 1.0, 2.0],
+               name="embedding_renorm_ 1-D weight")
+    yield Case("embedding_renorm_", [g.tensor([7, 5]), torch.tensor([1.0]), 1.0, 2.0],
+               name="embedding_renorm_ float indices")
+    yield Case("embedding_renorm_", [g.tensor([7, 5], torch.int64), torch.tensor([1]), 1.0, 2.0],
+               name="embedding_renorm_ int weight")
+
+
 # --- linear ------------------------------------------------------------------------------------
 
 def linear_bf16_atol(input, weight, bias=None):
@@ -417,6 +478,7 @@ def cases(g):
     yield from layer_norm_cases(g)
     yield from rms_norm_cases(g)
     yield from embedding_cases(g)
+    yield from embedding_option_cases(g)
     yield from linear_cases(g)
     yield from sdpa_cases(g)
     yield from gqa_cases(g)

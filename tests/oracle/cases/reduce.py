@@ -268,6 +268,27 @@ def var_std(g):
                    name=f"{op} outer")
 
 
+def var_std_unbiased(g):
+    """unbiased=, PyTorch's older spelling of correction (var, var.dim, std, std.dim), and
+    kiln's C++ overloads that take it (Note [Oracle API cases])."""
+    for name in ("var", "std"):
+        for dt in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32):
+            for unbiased in (True, False):
+                x = g.tensor([3, 4, 5], dt, "any")
+                yield Case(name, [x, unbiased], name=f"{name} {dt} unbiased={unbiased}")
+                for dims in ([1], [0, 2], [-1], None, []):
+                    for keep in (False, True):
+                        yield Case(f"{name}.dim", [g.tensor([3, 4, 5], dt, "any"), dims, unbiased, keep],
+                                   name=f"{name}.dim {dt} {dims} unbiased={unbiased} keepdim={keep}")
+                yield Case(f"api.{name}", [g.tensor([4, 6], dt, "any"), [1], unbiased, True],
+                           ref=lambda t, d, u, k, f=getattr(torch, name): f(t, d, unbiased=u, keepdim=k),
+                           name=f"api.{name} {dt} unbiased={unbiased}")
+        yield Case(name, [g.tensor([5])], name=f"{name} default unbiased")
+        yield Case(f"{name}.dim", [g.tensor([1, 4]), [0], True], name=f"{name}.dim one element")
+        yield Case(f"{name}.dim", [g.tensor([])], {"dim": None}, name=f"{name}.dim 0-dim")
+        yield Case(f"{name}.dim", [g.tensor([3, 4]), [2]], name=f"{name}.dim bad dim")
+
+
 def logsumexp(g):
     for dt in ALL:
         for shape, dim_lists in DIM_CASES:
@@ -356,6 +377,7 @@ def cases(g):
     yield from sum_mean_prod(g)
     yield from extremes(g)
     yield from var_std(g)
+    yield from var_std_unbiased(g)
     yield from logsumexp(g)
     yield from all_any(g)
     yield from norms(g)

@@ -1,9 +1,10 @@
-"""cat, stack, repeat, roll, flip, constant_pad_nd, pad, tril and triu: every form, all
-dtypes, every generator layout for inputs and in-place targets, 0-dim, empty, errors."""
+"""cat, stack, repeat, roll, flip, constant_pad_nd, pad (every mode), tril and triu: every
+form, all dtypes, every generator layout for inputs and in-place targets, 0-dim, empty,
+errors."""
 
 import torch
 
-from generate import ALL, FLOATS, INTS, Case
+from generate import ALL, FLOATS, INTS, Case, aten_op
 
 WRITABLE = ["contiguous", "transposed", "strided", "offset"]
 
@@ -15,6 +16,7 @@ def cases(g):
     yield from roll_cases(g)
     yield from flip_cases(g)
     yield from pad_cases(g)
+    yield from pad_mode_cases(g)
     yield from tri_cases(g)
 
 
@@ -177,6 +179,98 @@ def pad_cases(g):
     yield Case("pad", [x, [1, 1], "constant", None], name="pad.default None")
     yield Case("pad", [x, [1]], name="pad.default odd")
     yield Case("pad", [x, [1, 1, 1, 1, 1, 1]], name="pad.default too long")
+
+
+MODE_OPS = {"reflect": "reflection_pad", "replicate": "replication_pad"}
+
+
+def pad_index_ref(fn):
+    """`fn` (a pad of torch 1.13's) applied to the flat indices of the input, in float64,
+    then the input gathered through them: the same map for every dtype, where torch 1.13
+    pads reflect and replicate in float32 and float64 only. Circular pads of an unbatched
+    input (torch 1.13 asks for a batch dim, torch 2 does not) pad it as a batch of one."""
+    def ref(x, pad, *args):
+        idx = torch.arange(x.numel(), dtype=torch.float64).reshape(x.shape)
+        mode = args[0] if args else ""
+        lift = (mode == "circular" or fn is A._pad_circular.default) and x.dim() == len(pad) // 2 + 1
+        if lift:
+            idx = idx.unsqueeze(0)
+        p = fn(idx, pad, *args)
+        if lift:
+            p = p.squeeze(0)
+        return x.contiguous().reshape(-1)[p.long().reshape(-1)].reshape(p.shape)
+    return ref
+
+
+A = torch.ops.aten
+
+
+def pad_mode_cases(g):
+    """pad's reflect, replicate and circular modes (Note [Pad modes]) and the kernels they
+    call, on 1, 2 and 3 padded dims, batched and unbatched."""
+    shapes = {1: ([2, 3, 5], [2, 1]), 2: ([2, 3, 4, 5], [1, 2, 2, 1]),
+              3: ([2, 2, 3, 4, 5], [1, 1, 2, 0, 1, 2])}
+    for mode in ("reflect", "replicate", "circular"):
+        for dt in ALL:
+            for n, (shape, pad) in shapes.items():
+                for batched in (True, False):
+                    x = g.tensor(shape if batched else shape[1:], dt, "any")
+                    yield Case("pad", [x, pad, mode], ref=pad_index_ref(A.pad.default),
+                               name=f"pad {mode} {dt} {n}-d {'batched' if batched else 'unbatched'}")
+        for layout in g.LAYOUTS:
+            x = g.tensor([3, 4, 6], torch.float32, layout)
+            yield Case("pad", [x, [3, 2, 1, 3] if mode != "circular" else [3, 2, 1, 2], mode],
+                       ref=pad_index_ref(A.pad.default), name=f"pad {mode} {layout} 2-d")
+        # Native torch kernels where torch 1.13 has them (float32 / float64, batched).
+        for dt in (torch.float32, torch.float64):
+            x = g.tensor([2, 3, 7], dt, "any")
+            yield Case("pad", [x, [3, 2], mode], name=f"pad {mode} {dt} torch")
+        # Crops: negative pads.
+        crops = [[-1, -1], [0, -2], [-2, 0]] if mode == "circular" else \
+            [[-1, 2], [2, -1], [-2, -1], [-4, 1], [1, -4], [-7, 3]]
+        for pad in crops:
+            yield Case("pad", [g.tensor([2, 3, 5], torch.float32, "any"), pad, mode],
+                       ref=pad_index_ref(A.pad.default), name=f"pad {mode} crop {pad}")
+        yield Case("pad", [g.tensor([0, 3, 5]), [1, 2], mode], ref=pad_index_ref(A.pad.default),
+                   name=f"pad {mode} empty batch")
+        yield Case("pad", [g.tensor([2, 3, 5]), [1, 1], mode, 0.0], ref=pad_index_ref(A.pad.default),
+                   name=f"pad {mode} value 0")
+        # Errors.
+        yield Case("pad", [g.tensor([2, 3, 5]), [1, 1], mode, 1.0], name=f"pad {mode} value")
+        yield Case("pad", [g.tensor([5]), [1, 1], mode], name=f"pad {mode} 1-D")
+        yield Case("pad", [g.tensor([1, 2, 3, 5]), [1, 1], mode], name=f"pad {mode} too many dims")
+        yield Case("pad", [g.tensor([2, 3, 4, 5]), [1, 1, 1, 1, 1, 1, 1, 1], mode],
+                   name=f"pad {mode} 4 dims")
+        yield Case("pad", [g.tensor([2, 3, 5]), [], mode], name=f"pad {mode} no pads")
+        yield Case("pad", [g.tensor([2, 3, 5]), [6, 6], mode],
+                   ref=pad_index_ref(A.pad.default) if mode == "replicate" else None,
+                   name=f"pad {mode} past the size")
+        yield Case("pad", [g.tensor([2, 3, 5]), [5, 0], mode],
+                   ref=pad_index_ref(A.pad.default), name=f"pad {mode} size")
+        yield Case("pad", [g.tensor([2, 3, 5]), [0, -5], mode],
+                   ref=pad_index_ref(A.pad.default), name=f"pad {mode} crop all")
+        yield Case("pad", [g.tensor([2, 3, 0]), [1, 1], mode],
+                   ref=pad_index_ref(A.pad.default), name=f"pad {mode} empty padded dim")
+        if mode != "circular":
+            yield Case("pad", [g.tensor([2, 0, 5]), [1, 1], mode], name=f"pad {mode} empty channels")
+    yield Case("pad", [g.tensor([2, 3, 5]), [1, 1], "symmetric"], name="pad unknown mode")
+    # The kernels by name.
+    for mode, op in MODE_OPS.items():
+        for n, (shape, pad) in shapes.items():
+            for dt in (torch.float32, torch.float64, torch.int64, torch.float16, torch.bool):
+                native = dt in (torch.float32, torch.float64)
+                ref = None if native else pad_index_ref(aten_op(f"{op}{n}d"))
+                yield Case(f"{op}{n}d", [g.tensor(shape[1:], dt, "any"), pad], ref=ref,
+                           name=f"{op}{n}d {dt}")
+            if mode == "replicate":  # torch 1.13's reflection_pad1d/2d take extra pads
+                yield Case(f"{op}{n}d", [g.tensor(shape, torch.float32, "any"), pad + [0, 0]],
+                           name=f"{op}{n}d wrong pad count")
+    for shape, pad in ([2, 3, 5], [2, 1]), ([1, 2, 3, 4], [1, 0, 2, 3]), ([2, 2, 3, 4], [1, 1]):
+        yield Case("_pad_circular", [g.tensor(shape, torch.float32, "any"), pad],
+                   ref=pad_index_ref(A._pad_circular.default), name=f"_pad_circular {shape} {pad}")
+    for dt in ALL:
+        yield Case("_pad_circular", [g.tensor([2, 3, 5], dt, "any"), [1, 2]],
+                   name=f"_pad_circular {dt}")
 
 
 def tri_cases(g):
