@@ -178,7 +178,7 @@ TEST(OutOfMemoryChild, TopkUnderAddressCap) {
     kiln::sync();
     {
       AddressCap cap(int64_t{48} << 20);
-      EXPECT_KILN_ERROR(top4(x), "out of memory");
+      EXPECT_KILN_ERROR(top4(x), "[topk] out of memory");
     }
     EXPECT_TENSOR_CLOSE(top4(x), kiln::tensor({8388607.f, 8388606.f, 8388605.f, 8388604.f}));
   }
