@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "kiln/kiln.h"
+#include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -183,6 +185,28 @@ TEST(SizeOverflowErrors, FromBlob) {
   EXPECT_KILN_ERROR(kiln::from_blob(data, {2, 2}, {k62, k62}, kiln::kFloat32),
                     "[from_blob] expected sizes and strides whose storage extent fits");
   EXPECT_KILN_ERROR(kiln::from_data(data, {k62}, kiln::kFloat32), "[from_data]");
+}
+
+// CUDA factories and views check before they allocate (GPU machine only).
+TEST(SizeOverflowErrors, Cuda) {
+  KILN_REQUIRE_CUDA();
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    const TensorOptions f32 = TensorOptions(kiln::kFloat32).device(Device::cuda());
+    EXPECT_KILN_ERROR(kiln::zeros({k62 + 16}, f32), "[zeros] expected a size whose bytes fit");
+    EXPECT_KILN_ERROR(kiln::full({k62}, 2.0, f32), "[full] expected a size whose bytes fit");
+    EXPECT_KILN_ERROR(kiln::empty_strided({2, 2}, {k62, k62}, f32),
+                      "[empty_strided] expected sizes and strides whose storage extent fits");
+    Tensor t = kiln::ones({4}, f32);
+    EXPECT_KILN_ERROR(t.as_strided({3}, {k62}), "[as_strided] expected sizes and strides");
+    EXPECT_KILN_ERROR(t.expand({k62, k62, 4}), "[expand] expected a size whose element count");
+    Tensor col = kiln::ones({1, 1}, f32).expand({int64_t{1} << 40, 1});
+    Tensor row = kiln::ones({1, 1}, f32).expand({1, int64_t{1} << 40});
+    EXPECT_KILN_ERROR(kiln::add(col, row), "expected a size whose element count fits in int64");
+    kiln::sync();
+  }
 }
 
 }  // namespace

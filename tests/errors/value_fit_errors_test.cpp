@@ -8,8 +8,10 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "kiln/kiln.h"
+#include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -161,6 +163,26 @@ TEST(ValueFitErrors, AcceptedValuesStoreAsPyTorch) {
       EXPECT_TENSOR_CLOSE(f.to(kiln::kFloat64), expected);
       EXPECT_TENSOR_CLOSE(z.to(kiln::kFloat64), expected);
     }
+  }
+}
+
+// The CUDA fill kernel and the lazy CUDA path check the same (GPU machine only).
+TEST(ValueFitErrors, Cuda) {
+  KILN_REQUIRE_CUDA();
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    const TensorOptions i8 = TensorOptions(kiln::kInt8).device(Device::cuda());
+    EXPECT_KILN_ERROR(kiln::full({3}, 300, i8), "[full] value 300 cannot be converted to int8");
+    Tensor t = kiln::zeros({3}, i8);
+    EXPECT_KILN_ERROR(t.fill_(300), "[fill_] value 300 cannot be converted to int8");
+    EXPECT_KILN_ERROR(t.fill_(1e300), "without overflow");
+    EXPECT_KILN_ERROR(
+        kiln::zeros({3}, TensorOptions(kiln::kFloat16).device(Device::cuda())).fill_(70000),
+        "[fill_] value 70000 cannot be converted to float16");
+    Tensor u8 = kiln::full({3}, -1, TensorOptions(kiln::kUInt8).device(Device::cuda()));
+    EXPECT_TENSOR_CLOSE(u8.cpu(), kiln::full({3}, 255, TensorOptions(kiln::kUInt8)));
   }
 }
 
