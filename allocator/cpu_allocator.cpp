@@ -2,6 +2,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "allocator/allocator.h"
@@ -273,13 +274,18 @@ class CpuCachingAllocator final : public Allocator {
     give_shared(p, cls, rounded);
   }
 
-  void give_shared(void* p, int cls, size_t rounded) {
+  // Runs inside storage deleters, which must not throw: a block the cache
+  // cannot record (its list cannot grow, out of memory) goes back to the system.
+  void give_shared(void* p, int cls, size_t rounded) noexcept {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (cached_bytes_ + rounded <= kMaxCachedBytes) {
-        free_[cls].push_back(p);
-        cached_bytes_ += rounded;
-        return;
+        try {
+          free_[cls].push_back(p);
+          cached_bytes_ += rounded;
+          return;
+        } catch (const std::bad_alloc&) {
+        }
       }
       reserved_.sub(static_cast<int64_t>(rounded));
     }

@@ -14,8 +14,13 @@ enum class DeviceType : int8_t { CPU, CUDA, Meta };
 // Where a tensor's data lives. Meta tensors have sizes, strides and a dtype but no data.
 class KILN_API Device {
  public:
+  // Indices run 0..kMaxIndex (they are stored in 8 bits); any other throws
+  // "[device] expected a device index 0..127, got 300".
+  static constexpr int kMaxIndex = 127;
   constexpr Device() = default;
-  constexpr Device(DeviceType type, int index) : type_(type), index_(static_cast<int8_t>(index)) {}
+  constexpr Device(DeviceType type, int index) : type_(type), index_(static_cast<int8_t>(index)) {
+    if (index < 0 || index > kMaxIndex) fail_index(index);
+  }
   // "cpu", "cuda", "cuda:1", "meta"
   explicit Device(std::string_view spec);
 
@@ -33,6 +38,7 @@ class KILN_API Device {
   constexpr bool operator==(const Device&) const = default;
 
  private:
+  [[noreturn]] static void fail_index(int index);
   DeviceType type_ = DeviceType::CPU;
   int8_t index_ = 0;
 };

@@ -4,6 +4,7 @@
 // (KILN_LIBRARY) are registered and called through the same machinery.
 
 #include <cstdint>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -386,13 +387,23 @@ class KILN_API OpHandle {
   const OperatorEntry* entry_ = nullptr;
 };
 
+namespace detail {
+// Turns a std::bad_alloc that escaped `op`'s kernel into kiln::Error (Note
+// [Out of memory in a kernel], runtime/dispatch/dispatcher.cpp).
+[[noreturn]] KILN_API void fail_out_of_memory(const OperatorEntry& op);
+}  // namespace detail
+
 template <class R, class... Args>
 struct OpHandle::Caller<R(Args...)> {
   static R call(const OperatorEntry& op, Args... args) {
     uint64_t keys = detail::default_keys((detail::keys_of(args) | ... | uint64_t{0}));
     int key = op.pick_key(keys);
     if (void* fn = op.unboxed(key)) {
-      return reinterpret_cast<R (*)(Args...)>(fn)(args...);
+      try {
+        return reinterpret_cast<R (*)(Args...)>(fn)(args...);
+      } catch (const std::bad_alloc&) {
+        detail::fail_out_of_memory(op);
+      }
     }
     Stack stack;
     stack.reserve(sizeof...(Args));

@@ -56,17 +56,19 @@ class KILN_API Tensor {
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
   int32_t use_count() const { return impl_ ? impl_->use_count() : 0; }
 
-  // Geometry. Negative dims count from the end.
-  IntArrayRef sizes() const { return impl_->sizes(); }
-  IntArrayRef strides() const { return impl_->strides(); }
+  // Geometry. Negative dims count from the end. Every accessor below throws
+  // "[Tensor::sizes] expected a defined tensor, got an undefined one" on a
+  // default-constructed Tensor.
+  IntArrayRef sizes() const { return checked("sizes")->sizes(); }
+  IntArrayRef strides() const { return checked("strides")->strides(); }
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
-  int64_t dim() const { return impl_->dim(); }
-  int64_t numel() const { return impl_->numel(); }
-  int64_t storage_offset() const { return impl_->storage_offset(); }
-  bool is_contiguous() const { return impl_->is_contiguous(); }
-  DType dtype() const { return impl_->dtype(); }
-  Device device() const { return impl_->device(); }
+  int64_t dim() const { return checked("dim")->dim(); }
+  int64_t numel() const { return checked("numel")->numel(); }
+  int64_t storage_offset() const { return checked("storage_offset")->storage_offset(); }
+  bool is_contiguous() const { return checked("is_contiguous")->is_contiguous(); }
+  DType dtype() const { return checked("dtype")->dtype(); }
+  Device device() const { return checked("device")->device(); }
   TensorOptions options() const { return TensorOptions(dtype()).device(device()); }
   size_t element_size() const { return itemsize(dtype()); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
@@ -75,13 +77,13 @@ class KILN_API Tensor {
   bool is_meta() const { return device().is_meta(); }
   bool is_floating_point() const { return is_floating(dtype()); }
   // True while the tensor is a recorded value not computed yet.
-  bool is_pending() const { return impl_->is_pending(); }
+  bool is_pending() const { return checked("is_pending")->is_pending(); }
   // Bumped by every in-place write to this tensor's storage, through any view.
-  int64_t version() const { return impl_->version(); }
+  int64_t version() const { return checked("version")->version(); }
 
   // Element 0's address; computes a pending value first. `data_ptr<T>()`
   // checks that T is the tensor's dtype.
-  void* data_ptr() const { return impl_->data(); }
+  void* data_ptr() const { return checked("data_ptr")->data(); }
   template <class T>
   T* data_ptr() const {
     check_dtype(dtype_of<T>, "data_ptr");
@@ -164,6 +166,12 @@ class KILN_API Tensor {
 
  private:
   void check_dtype(DType expected, const char* what) const;
+  // The impl, or the error for an undefined tensor naming `what` was asked.
+  TensorImpl* checked(const char* what) const {
+    if (KILN_UNLIKELY(!impl_)) fail_undefined(what);
+    return impl_.get();
+  }
+  [[noreturn]] static void fail_undefined(const char* what);
   IntrusivePtr<TensorImpl> impl_;
 };
 

@@ -17,10 +17,17 @@ namespace kiln {
 using T = const Tensor&;
 
 int64_t Tensor::size(int64_t d) const {
-  return sizes()[wrap_dim(d, dim(), "size")];
+  const TensorImpl* t = checked("size");
+  return t->sizes()[wrap_dim(d, t->dim(), "size")];
 }
 int64_t Tensor::stride(int64_t d) const {
-  return strides()[wrap_dim(d, dim(), "stride")];
+  const TensorImpl* t = checked("stride");
+  return t->strides()[wrap_dim(d, t->dim(), "stride")];
+}
+
+void Tensor::fail_undefined(const char* what) {
+  KILN_FAIL("[Tensor::", what, "] expected a defined tensor, got an undefined one (a Tensor() ",
+            "holds no data)");
 }
 
 void Tensor::check_dtype(DType expected, const char* what) const {

@@ -87,11 +87,8 @@ bool shares_storage(const Stack& stack, size_t i) {
 // run first, so the resize happens between them and the op, as in eager mode.
 void resize_like(const OperatorEntry& op, const Tensor& out, const Tensor& meta) {
   TraceBuffer::current().flush({"resized its out= argument", nullptr, &op});
-  int64_t extent = 0;
-  if (meta.numel() > 0) {
-    extent = meta.storage_offset() + 1;
-    for (int64_t d = 0; d < meta.dim(); ++d) extent += (meta.size(d) - 1) * meta.stride(d);
-  }
+  const int64_t extent =
+      checked_extent(meta.sizes(), meta.strides(), meta.storage_offset(), meta.dtype(), "resize");
   const size_t needed = static_cast<size_t>(extent) * itemsize(meta.dtype());
   grow_storage(out, needed);
   out.impl()->set_geometry(meta.sizes(), meta.strides(), meta.storage_offset());
@@ -101,13 +98,7 @@ void resize_like(const OperatorEntry& op, const Tensor& out, const Tensor& meta)
 
 Tensor fresh_output(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset, DType dtype,
                     Device device) {
-  int64_t extent = 0;
-  int64_t numel = 1;
-  for (int64_t s : sizes) numel *= s;
-  if (numel > 0) {
-    extent = storage_offset + 1;
-    for (size_t d = 0; d < sizes.size(); ++d) extent += (sizes[d] - 1) * strides[d];
-  }
+  const int64_t extent = checked_extent(sizes, strides, storage_offset, dtype, "lazy");
   auto storage = IntrusivePtr<StorageImpl>::make(
       nullptr, static_cast<size_t>(extent) * itemsize(dtype), device, nullptr, nullptr);
   return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), dtype, device, sizes, strides,

@@ -86,8 +86,8 @@ Device::Device(std::string_view spec) {
     std::string idx(spec.substr(kind.size() + 1));
     char* end = nullptr;
     long v = std::strtol(idx.c_str(), &end, 10);
-    KILN_CHECK(!idx.empty() && end && *end == '\0' && v >= 0 && v < 128,
-               "[device] expected a device index 0..127 after ':', got '", spec, "'");
+    KILN_CHECK(!idx.empty() && end && *end == '\0' && v >= 0 && v <= kMaxIndex,
+               "[device] expected a device index 0..", kMaxIndex, " after ':', got '", spec, "'");
     index = static_cast<int>(v);
   }
   if (kind == "cpu") {
@@ -100,6 +100,10 @@ Device::Device(std::string_view spec) {
     KILN_FAIL("[device] expected 'cpu', 'cuda', 'cuda:N' or 'meta', got '", spec, "'");
   }
   index_ = static_cast<int8_t>(index);
+}
+
+void Device::fail_index(int index) {
+  KILN_FAIL("[device] expected a device index 0..", kMaxIndex, ", got ", index);
 }
 
 std::string Device::str() const {

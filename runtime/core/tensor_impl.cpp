@@ -1,6 +1,7 @@
 #include "kiln/impl/tensor_impl.h"
 
 #include <memory>
+#include <new>
 
 #include "allocator/allocator.h"
 #include "kiln/dispatch.h"
@@ -192,8 +193,13 @@ void TensorImpl::set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t st
 
 void TensorImpl::refresh() {
   KILN_INTERNAL_ASSERT(sizes_.size() == strides_.size(), "sizes and strides differ in rank");
+  // Views only narrow geometry that was checked when made (Note [Checked size
+  // arithmetic]), so an overflow here is a view kernel's bug.
   int64_t n = 1;
-  for (int64_t s : sizes_) n *= s;
+  for (int64_t s : sizes_) {
+    KILN_INTERNAL_ASSERT(s >= 0 && !__builtin_mul_overflow(n, s, &n), "a view of sizes ", sizes(),
+                         " whose element count does not fit int64");
+  }
   numel_ = n;
   is_contiguous_ = compute_contiguous(sizes_, strides_);
 }
@@ -202,7 +208,15 @@ void* TensorImpl::data_slow() {
   if (storage_ && storage_->pending()) {
     MaterializeHook hook = materialize_hook();
     KILN_INTERNAL_ASSERT(hook != nullptr, "a pending tensor with no materialize hook");
-    hook(storage_.get());
+    try {
+      hook(storage_.get());
+    } catch (const std::bad_alloc&) {
+      // Kernels' own failures are kiln::Error already (Note [Out of memory in
+      // a kernel]); this is the trace machinery's.
+      KILN_FAIL(
+          "[materialize] out of memory: expected host memory to run the lazy trace, got "
+          "std::bad_alloc");
+    }
     KILN_INTERNAL_ASSERT(!storage_->pending(), "materialize left the storage pending");
   }
   KILN_CHECK(!device_.is_meta(), "[data_ptr] expected a tensor with data, got a meta tensor");

@@ -1,7 +1,9 @@
 #include "runtime/core/tensor_utils.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
@@ -16,16 +18,6 @@ DimVector contiguous_strides(IntArrayRef sizes) {
     s *= sizes[i] > 1 ? sizes[i] : 1;
   }
   return strides;
-}
-
-int64_t checked_numel(IntArrayRef sizes, const char* op) {
-  int64_t n = 1;
-  for (int64_t s : sizes) {
-    KILN_CHECK(s >= 0, "[", op, "] expected non-negative sizes, got ", sizes);
-    KILN_CHECK(!__builtin_mul_overflow(n, s, &n), "[", op,
-               "] expected a size whose element count fits int64, got ", sizes);
-  }
-  return n;
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
@@ -60,18 +52,12 @@ bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {
   return true;
 }
 
-Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device) {
-  KILN_CHECK(sizes.size() == strides.size(), "[empty_strided] expected as many strides as sizes (",
-             sizes.size(), "), got ", strides.size());
-  int64_t numel = checked_numel(sizes, "empty");
+Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device,
+                            const char* op) {
+  // Storage spans the furthest element the strides reach.
+  const int64_t extent = checked_extent(sizes, strides, 0, dtype, op);
   IntrusivePtr<StorageImpl> storage;
   if (!device.is_meta()) {
-    // Storage spans the furthest element the strides reach.
-    int64_t extent = numel == 0 ? 0 : 1;
-    for (size_t i = 0; i < sizes.size() && numel; ++i) {
-      KILN_CHECK(strides[i] >= 0, "[empty_strided] expected non-negative strides, got ", strides);
-      extent += (sizes[i] - 1) * strides[i];
-    }
     storage = StorageImpl::allocate(static_cast<size_t>(extent) * itemsize(dtype), device);
   }
   return Tensor(
@@ -97,35 +83,40 @@ namespace {
 }
 
 [[gnu::always_inline]] inline Tensor row_major_tensor(IntArrayRef sizes, DType dtype, Device device,
-                                                      bool allocate) {
+                                                      bool allocate, const char* op) {
   // Row-major strides reach exactly numel elements: no stride checks or extent
-  // walk, strides and count in one pass (this makes every eager op's output).
+  // walk, strides, count and the checks of Note [Checked size arithmetic] in
+  // one pass (this makes every eager op's output).
   constexpr size_t kInline = 8;
   if (KILN_UNLIKELY(sizes.size() > kInline)) {
+    const int64_t numel = checked_bytes_numel(sizes, dtype, op);
     DimVector strides = contiguous_strides(sizes);
-    return row_major_with(sizes, strides, checked_numel(sizes, "empty"), dtype, device, allocate);
+    return row_major_with(sizes, strides, numel, dtype, device, allocate);
   }
   int64_t strides[kInline];
-  int64_t numel = 1, step = 1;
+  int64_t step = 1, bytes;
+  uint64_t numel = 1;  // at most step, which is checked
   bool ok = true;
   for (size_t i = sizes.size(); i-- > 0;) {
     const int64_t s = sizes[i];
     strides[i] = step;
-    step *= s > 1 ? s : 1;
-    ok &= s >= 0 && !__builtin_mul_overflow(numel, s, &numel);
+    ok &= s >= 0 && !__builtin_mul_overflow(step, s > 1 ? s : 1, &step);
+    numel *= static_cast<uint64_t>(s);
   }
-  if (KILN_UNLIKELY(!ok)) checked_numel(sizes, "empty");  // throws the precise error
-  return row_major_with(sizes, IntArrayRef(strides, sizes.size()), numel, dtype, device, allocate);
+  ok &= !__builtin_mul_overflow(step, static_cast<int64_t>(itemsize(dtype)), &bytes);
+  if (KILN_UNLIKELY(!ok)) checked_bytes_numel(sizes, dtype, op);  // throws the precise error
+  return row_major_with(sizes, IntArrayRef(strides, sizes.size()), static_cast<int64_t>(numel),
+                        dtype, device, allocate);
 }
 
 }  // namespace
 
-Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device) {
-  return row_major_tensor(sizes, dtype, device, true);
+Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device, const char* op) {
+  return row_major_tensor(sizes, dtype, device, true, op);
 }
 
-Tensor unallocated_tensor(IntArrayRef sizes, DType dtype, Device device) {
-  return row_major_tensor(sizes, dtype, device, false);
+Tensor unallocated_tensor(IntArrayRef sizes, DType dtype, Device device, const char* op) {
+  return row_major_tensor(sizes, dtype, device, false, op);
 }
 
 void grow_storage(const Tensor& t, size_t nbytes) {
@@ -151,10 +142,12 @@ void grow_storage(const Tensor& t, size_t nbytes) {
 
 void resize_out(const Tensor& out, IntArrayRef shape) {
   if (out.sizes() == shape) return;  // resize_ to the same shape keeps the strides
-  const int64_t needed = (checked_numel(shape, "resize") + out.storage_offset()) *
-                         static_cast<int64_t>(out.element_size());
-  grow_storage(out, static_cast<size_t>(needed));
-  out.impl()->set_geometry(shape, contiguous_strides(shape), out.storage_offset());
+  checked_bytes_numel(shape, out.dtype(), "resize");
+  const DimVector strides = contiguous_strides(shape);
+  const int64_t extent =
+      checked_extent(shape, strides, out.storage_offset(), out.dtype(), "resize");
+  grow_storage(out, static_cast<size_t>(extent) * out.element_size());
+  out.impl()->set_geometry(shape, strides, out.storage_offset());
 }
 
 Tensor empty_like_tensor(const Tensor& t) {
@@ -291,6 +284,78 @@ void store_scalar(void* dst, DType t, const Scalar& s) {
       *static_cast<double*>(dst) = s.to_double();
       break;
   }
+}
+
+namespace {
+
+template <class T>
+bool int_overflows(int64_t v) {
+  using L = std::numeric_limits<T>;
+  if constexpr (!L::is_signed) {
+    // As PyTorch: negative numbers wrap (two's complement) into unsigned types.
+    return v > static_cast<int64_t>(L::max()) || (v < 0 && -static_cast<uint64_t>(v) > L::max());
+  } else {
+    return v < static_cast<int64_t>(L::lowest()) || v > static_cast<int64_t>(L::max());
+  }
+}
+
+template <class T>
+bool float_overflows_int(double v) {
+  using L = std::numeric_limits<T>;
+  // int64's max rounds up to 2^63 as a double, which int64 cannot hold
+  // (PyTorch lets 2^63 through and wraps).
+  return std::isnan(v) || v < static_cast<double>(L::lowest()) ||
+         v > static_cast<double>(L::max()) ||
+         (std::is_same_v<T, int64_t> && v >= 9223372036854775808.0);
+}
+
+}  // namespace
+
+bool scalar_overflows(const Scalar& s, DType t) {
+  if (t == kBool || s.is_bool()) return false;
+  if (s.is_integral()) {
+    const int64_t v = s.to_int();
+    switch (t) {
+      case kUInt8:
+        return int_overflows<uint8_t>(v);
+      case kInt8:
+        return int_overflows<int8_t>(v);
+      case kInt16:
+        return int_overflows<int16_t>(v);
+      case kInt32:
+        return int_overflows<int32_t>(v);
+      case kFloat16:
+        return v < -65504 || v > 65504;
+      default:
+        return false;
+    }
+  }
+  const double v = s.to_double();
+  switch (t) {
+    case kUInt8:
+      return float_overflows_int<uint8_t>(v);
+    case kInt8:
+      return float_overflows_int<int8_t>(v);
+    case kInt16:
+      return float_overflows_int<int16_t>(v);
+    case kInt32:
+      return float_overflows_int<int32_t>(v);
+    case kInt64:
+      return float_overflows_int<int64_t>(v);
+    case kFloat16:
+      return std::isfinite(v) && std::fabs(v) > 65504.0;
+    case kBFloat16:
+      return std::isfinite(v) && std::fabs(v) > 3.38953138925153547590470800371487866880e38;
+    case kFloat32:
+      return std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max();
+    default:
+      return false;
+  }
+}
+
+void check_convertible(const Scalar& value, DType dtype, const char* op) {
+  KILN_CHECK(!scalar_overflows(value, dtype), "[", op, "] value ", value,
+             " cannot be converted to ", dtype, " without overflow");
 }
 
 double machine_epsilon(DType t) {

@@ -5,13 +5,12 @@
 #include <optional>
 
 #include "kiln/tensor.h"
+#include "runtime/core/checked_sizes.h"
 
 namespace kiln {
 
 // Row-major strides for `sizes` (size-1 dims get the stride they would have).
 DimVector contiguous_strides(IntArrayRef sizes);
-// Product of sizes; throws on overflow of int64.
-int64_t checked_numel(IntArrayRef sizes, const char* op);
 // Maps a possibly negative dim into [0, ndim); a 0-dim tensor accepts -1 and 0.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // The dims set in a list such as {1, -1}, as a bitmask; checks repeats. Empty
@@ -21,11 +20,13 @@ uint64_t dim_mask(IntArrayRef dims, int64_t ndim, const char* op, bool empty_is_
 bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides);
 
 // A fresh, uninitialized tensor (storage from the device's allocator; meta
-// tensors get none). No dispatch: kernels use these for their outputs.
-Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device);
+// tensors get none). No dispatch: kernels use these for their outputs. Sizes
+// are checked as Note [Checked size arithmetic] says; errors name `op`.
+Tensor empty_tensor(IntArrayRef sizes, DType dtype, Device device, const char* op = "empty");
 // empty_tensor's geometry with a storage that has no memory yet (lazy outputs).
-Tensor unallocated_tensor(IntArrayRef sizes, DType dtype, Device device);
-Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device);
+Tensor unallocated_tensor(IntArrayRef sizes, DType dtype, Device device, const char* op = "empty");
+Tensor empty_strided_tensor(IntArrayRef sizes, IntArrayRef strides, DType dtype, Device device,
+                            const char* op = "empty_strided");
 Tensor empty_like_tensor(const Tensor& t);
 // A view of `base` that shares its storage (or, for meta tensors, its nothing).
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides,
@@ -69,6 +70,15 @@ double load_as_double(const void* base, DType t, int64_t index);
 Scalar load_scalar(const void* base, DType t, int64_t index);
 // Writes `s` converted to dtype `t` at `dst`.
 void store_scalar(void* dst, DType t, const Scalar& s);
+// True when PyTorch's checked Scalar conversion to `t` would refuse `s`:
+// integers out of range (negative integers may wrap into unsigned types),
+// finite floats beyond a floating type's range, floats out of an integer
+// type's range and NaN into integers. Bool targets and values never overflow.
+bool scalar_overflows(const Scalar& s, DType t);
+// Throws "[op] value 300 cannot be converted to int8 without overflow" when
+// scalar_overflows: what fill_, full, masked_fill_, pad and the ranges check
+// before they store a user's value.
+void check_convertible(const Scalar& value, DType dtype, const char* op);
 // The dtype's machine epsilon (what rms_norm uses when eps is unset, as PyTorch).
 double machine_epsilon(DType t);
 

@@ -10,6 +10,7 @@
 
 #include "kiln/error.h"
 #include "runtime/core/dtype_dispatch.h"
+#include "runtime/cpu/blas_memory.h"
 #include "runtime/cpu/gemv.h"
 #include "runtime/cpu/parallel.h"
 
@@ -52,16 +53,39 @@ CBLAS_TRANSPOSE trans_flag(bool t) {
   return t ? CblasTrans : CblasNoTrans;
 }
 
+// m * n * k, saturated at int64's max.
+int64_t gemm_work(int64_t m, int64_t n, int64_t k) {
+  int64_t w;
+  if (__builtin_mul_overflow(m, n, &w) || __builtin_mul_overflow(w, k, &w)) return INT64_MAX;
+  return w;
+}
+
+// The sizes as BLAS ints, checked before the call is counted (BlasCall).
+struct BlasDims {
+  int m, n, k, lda, ldb, ldc;
+  BlasDims(int64_t m_, int64_t n_, int64_t k_, int64_t lda_, int64_t ldb_, int64_t ldc_)
+      : m(blas_int(m_)),
+        n(blas_int(n_)),
+        k(blas_int(k_)),
+        lda(blas_int(lda_)),
+        ldb(blas_int(ldb_)),
+        ldc(blas_int(ldc_)) {}
+};
+
 void xgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_flag(ta), trans_flag(tb), blas_int(m), blas_int(n), blas_int(k),
-              alpha, a, blas_int(lda), b, blas_int(ldb), beta, c, blas_int(ldc));
+  const BlasDims d(m, n, k, lda, ldb, ldc);
+  BlasCall guard(gemm_work(m, n, k));  // Note [OpenBLAS under a memory cap]
+  cblas_sgemm(CblasRowMajor, trans_flag(ta), trans_flag(tb), d.m, d.n, d.k, alpha, a, d.lda, b,
+              d.ldb, beta, c, d.ldc);
 }
 
 void xgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
            int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, trans_flag(ta), trans_flag(tb), blas_int(m), blas_int(n), blas_int(k),
-              alpha, a, blas_int(lda), b, blas_int(ldb), beta, c, blas_int(ldc));
+  const BlasDims d(m, n, k, lda, ldb, ldc);
+  BlasCall guard(gemm_work(m, n, k));
+  cblas_dgemm(CblasRowMajor, trans_flag(ta), trans_flag(tb), d.m, d.n, d.k, alpha, a, d.lda, b,
+              d.ldb, beta, c, d.ldc);
 }
 
 template <class T>
@@ -263,7 +287,7 @@ void gemm(DType dtype, const MatrixRef& c, const MatrixRef& a, const MatrixRef& 
         one(0);
         return;
       }
-      const int64_t work = std::max<int64_t>(1, m * n * std::max<int64_t>(k, 1));
+      const int64_t work = std::max<int64_t>(1, gemm_work(m, n, std::max<int64_t>(k, 1)));
       const bool blas_threads = std::is_same_v<T, float> || std::is_same_v<T, double>;
       int64_t grain = blas_threads && work >= kSerialBatchWork
                           ? batch.count

@@ -10,6 +10,8 @@ namespace kiln::cpu {
 namespace {
 
 Tensor fill_kernel(const Tensor& self, const Scalar& value) {
+  check_defined(self, "fill_", "self");
+  check_convertible(value, self.dtype(), "fill_");
   Tensor out = self;
   TensorIter it("fill_");
   it.output(out).compute_dtype(self.dtype()).shape(self.sizes()).build();
@@ -50,7 +52,9 @@ Tensor copy_kernel(const Tensor& self, const Tensor& src, bool non_blocking) {
   return self;
 }
 
-Tensor meta_inplace(const Tensor& self, const Scalar&) {
+Tensor meta_fill(const Tensor& self, const Scalar& value) {
+  check_defined(self, "fill_", "self");
+  check_convertible(value, self.dtype(), "fill_");
   return self;
 }
 Tensor meta_copy(const Tensor& self, const Tensor& src, bool) {
@@ -66,7 +70,7 @@ KILN_LIBRARY_IMPL(kiln, CPU, m) {
 }
 
 KILN_LIBRARY_IMPL(kiln, Meta, m) {
-  m.impl("fill_.Scalar", &meta_inplace);
+  m.impl("fill_.Scalar", &meta_fill);
   m.impl("copy_", &meta_copy);
 }
 

@@ -37,17 +37,8 @@ void check_no_overlap(const Tensor& out, const Tensor& in, const char* op);
 // True when `a` and `b` use the same storage (the caller should copy one).
 bool same_storage(const Tensor& a, const Tensor& b);
 
-// Throws "[op] value 300 cannot be converted to int8 without overflow" when
-// PyTorch's checked Scalar conversion would (bool targets never overflow;
-// negative integers wrap into unsigned targets).
-void check_convertible(const Scalar& value, DType dtype, const char* op);
-
-// Throws unless a tensor of `sizes` and `dtype` has non-negative sizes and a
-// byte size that fits int64 (what a factory checks before allocating).
-void check_size_fits(IntArrayRef sizes, DType dtype, const char* op);
-// a + b and a * b, throwing "[op] expected sizes that fit int64" on overflow.
-int64_t checked_add(int64_t a, int64_t b, const char* op);
-int64_t checked_mul(int64_t a, int64_t b, const char* op);
+// The shared value check (runtime/core/tensor_utils.h), also reached as cpu::.
+using kiln::check_convertible;
 
 // The values of an int32 or int64 index tensor as int64, in row-major order.
 std::vector<int64_t> read_indices(const Tensor& index);

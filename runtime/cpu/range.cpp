@@ -134,7 +134,7 @@ Tensor arange_start_step(const Scalar& start, const Scalar& end, const Scalar& s
   KILN_CHECK(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()),
              "[arange] expected a size that fits int64, got ", size_d, " elements");
   const int64_t n = static_cast<int64_t>(size_d);
-  check_size_fits({n}, t, op);
+  checked_bytes_numel({n}, t, op);
   const Device dev = device.value_or(Device::cpu());
   Tensor out = empty_tensor({n}, t, dev);
   if (dev.is_meta() || n == 0) return out;
@@ -207,7 +207,7 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, OptD dtyp
   KILN_CHECK(t != kBool, "[linspace] expected a numeric dtype, got bool");
   check_convertible(start, t, op);
   check_convertible(end, t, op);
-  check_size_fits({steps}, t, op);
+  checked_bytes_numel({steps}, t, op);
   const Device dev = device.value_or(Device::cpu());
   Tensor out = empty_tensor({steps}, t, dev);
   if (dev.is_meta() || steps == 0) return out;
@@ -231,7 +231,7 @@ Tensor eye_m(int64_t n, int64_t m, OptD dtype, OptDev device) {
   const DType t = dtype.value_or(kFloat32);
   // PyTorch 1.13's eye has no bfloat16 kernel.
   KILN_CHECK(t != kBFloat16, "[eye] expected a dtype other than bfloat16, got bfloat16");
-  check_size_fits({n, m}, t, "eye");
+  checked_bytes_numel({n, m}, t, "eye");
   const Device dev = device.value_or(Device::cpu());
   Tensor out = empty_tensor({n, m}, t, dev);
   if (dev.is_meta() || out.numel() == 0) return out;

@@ -84,7 +84,7 @@ Tensor cat_impl(const char* op, TensorList tensors, int64_t dim, const Tensor* o
     check_no_internal_overlap(out, op);
     for (const Tensor& t : tensors) check_no_overlap(out, t, op);
   } else {
-    out = empty_tensor(sizes, dtype, meta ? Device::meta() : Device::cpu());
+    out = empty_tensor(sizes, dtype, meta ? Device::meta() : Device::cpu(), op);
   }
   if (meta || valid == tensors.size()) return out;
 

@@ -95,9 +95,11 @@ Tensor constant_pad_nd(const Tensor& self, IntArrayRef pad, const Scalar& value)
   for (int64_t d = first; d < nd; ++d) {
     const int64_t left = pad[2 * (nd - d - 1)], right = pad[2 * (nd - d - 1) + 1];
     const int64_t size = self.sizes()[d];
-    KILN_CHECK(-std::min<int64_t>(left, 0) - std::min<int64_t>(right, 0) <= size, "[", op,
-               "] expected negative pads to crop at most the ", size, " elements of dim ", d,
-               ", got pads ", left, " and ", right);
+    // Each bound first, so that no sum overflows.
+    const bool crop_fits = left >= -size && right >= -size &&
+                           std::min<int64_t>(left, 0) >= -size - std::min<int64_t>(right, 0);
+    KILN_CHECK(crop_fits, "[", op, "] expected negative pads to crop at most the ", size,
+               " elements of dim ", d, ", got pads ", left, " and ", right);
     if (left < 0) {
       begin[d] = -left;
       cropped[d] += left;
@@ -119,8 +121,9 @@ Tensor constant_pad_nd(const Tensor& self, IntArrayRef pad, const Scalar& value)
     inner_begin[d] = std::max<int64_t>(left, 0);
   }
   check_convertible(value, self.dtype(), op);
-  check_size_fits(sizes, self.dtype(), op);
-  Tensor out = empty_tensor(sizes, self.dtype(), self.is_meta() ? Device::meta() : Device::cpu());
+  checked_bytes_numel(sizes, self.dtype(), op);
+  Tensor out =
+      empty_tensor(sizes, self.dtype(), self.is_meta() ? Device::meta() : Device::cpu(), op);
   if (self.is_meta()) return out;
   check_cpu(self, op, "self");
   kiln::fill_(out, value);

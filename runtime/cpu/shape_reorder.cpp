@@ -34,7 +34,7 @@ Tensor repeat(const Tensor& self, IntArrayRef repeats) {
     strides[nr - nd + d] = self.strides()[d];
   }
   for (int64_t d = 0; d < nr; ++d) target[d] = checked_mul(sizes[d], repeats[d], op);
-  check_size_fits(target, self.dtype(), op);
+  checked_bytes_numel(target, self.dtype(), op);
   Tensor out = fresh_like(self, target);
   if (self.is_meta() || out.numel() == 0) return out;
   check_cpu(self, op, "self");

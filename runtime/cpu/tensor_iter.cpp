@@ -185,8 +185,8 @@ TensorIter& TensorIter::build() {
   if (fast_build()) return *this;
   check_overlaps();
   compute_shape();
-  numel_ = 1;
-  for (int64_t s : shape_) numel_ *= s;
+  // A broadcast of valid inputs may still not fit ([2^40, 1] + [1, 2^40]).
+  numel_ = checked_numel(shape_, op_);
 
   // Dtypes.
   if (num_ops_ > num_outputs_ && compute_ != ComputeType::Given) {

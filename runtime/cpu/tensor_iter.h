@@ -71,8 +71,10 @@ class TensorIter {
     return *this;
   }
   // A defined output (in place, out=): written, never replaced.
+  // An undefined one is the caller's Tensor() (self of an in-place op, out=).
   TensorIter& output_into(const Tensor& out) {
-    KILN_INTERNAL_ASSERT(out.defined(), "output_into expects a defined tensor");
+    KILN_CHECK(out.defined(), "[", op_,
+               "] expected a defined tensor to write into, got an undefined one (Tensor())");
     return output(const_cast<Tensor&>(out));
   }
   TensorIter& input(const Tensor& t) {

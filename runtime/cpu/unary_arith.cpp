@@ -147,7 +147,8 @@ Tensor round_decimals(const Tensor& self, int64_t decimals) {
     visit_allowed<kFloatingMask>(it.dtype(), op, [&]<class T>() {
       using M = opmath_t<T>;
       const bool negative = decimals < 0;
-      const double power = std::pow(10.0, static_cast<double>(negative ? -decimals : decimals));
+      // In double: -decimals overflows for int64's min.
+      const double power = std::pow(10.0, std::fabs(static_cast<double>(decimals)));
       const M ten = round_to<T>(static_cast<M>(power));
       if (negative) {
         cpu_kernel<T>(

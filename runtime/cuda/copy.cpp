@@ -389,6 +389,7 @@ void fill_span(char* dst, int64_t count, const unsigned char* pattern, size_t si
 
 Tensor fill_kernel(const Tensor& self, const Scalar& value) {
   KILN_CHECK(self.is_cuda(), "[fill_] expected a cuda tensor, got one on ", self.device());
+  check_convertible(value, self.dtype(), "fill_");
   if (self.numel() > 0) {
     unsigned char pattern[16] = {};
     store_scalar(pattern, self.dtype(), value);

@@ -4,9 +4,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
+#include "allocator/allocator.h"
 #include "kiln/dispatch.h"
 
 namespace kiln {
@@ -326,10 +328,34 @@ uint64_t keys_of_stack(const Stack& stack) {
   return k;
 }
 
+// Note [Out of memory in a kernel]
+// Kernels allocate scratch memory (sort buffers, packed matrices, index
+// lists) with the standard library, whose failure is std::bad_alloc; tensors
+// come from the allocators, which already throw kiln::Error. kiln promises
+// one exception type, so every kernel call (typed ones in
+// OpHandle::Caller::call, boxed ones here) turns a std::bad_alloc into a
+// kiln::Error naming the op. Memory held by the CPU allocator's cache may be
+// what the kernel lacked, so the cache is emptied first and the next request
+// can have it. The op is not retried: an in-place op may have written part of
+// its target. The try block costs nothing on the path that does not throw.
+void fail_out_of_memory(const OperatorEntry& op) {
+  alloc::Allocator& cpu = alloc::cpu_allocator();
+  cpu.empty_cache();
+  const alloc::MemoryStats stats = cpu.stats();
+  KILN_FAIL("[", op.name(), "] out of memory: expected the op's host scratch memory to be ",
+            "available, got std::bad_alloc (kiln's CPU allocator: ", stats.allocated_bytes.current,
+            " bytes allocated, ", stats.reserved_bytes.current,
+            " reserved; its cache was emptied)");
+}
+
 Stack call_boxed_kernel(const OperatorEntry& op, int key, Stack stack) {
   BoxedKernel fn = op.boxed(key);
   KILN_INTERNAL_ASSERT(fn != nullptr, "no boxed kernel for ", op.name(), " at key ", key);
-  fn(op, stack);
+  try {
+    fn(op, stack);
+  } catch (const std::bad_alloc&) {
+    fail_out_of_memory(op);
+  }
   return stack;
 }
 
@@ -366,12 +392,20 @@ IValue coerce(const FunctionSchema& schema, const Argument& a, size_t index, IVa
     case ArgType::Tensor:
       if (!v.is_tensor()) fail();
       if (!v.to_tensor().defined()) {
-        if (!a.optional) fail();
+        KILN_CHECK(a.optional, "[", schema.full_name(), "] argument '", a.name, "' (position ",
+                   index, ") expected a defined Tensor, got an undefined one (Tensor())");
         return IValue();
       }
       return v;
     case ArgType::TensorList:
       if (!v.is_tensor_list()) fail();
+      for (size_t i = 0; i < v.to_tensor_list().size(); ++i) {
+        KILN_CHECK(v.to_tensor_list()[i].defined(), "[", schema.full_name(), "] argument '", a.name,
+                   "' (position ", index,
+                   ") expected a list of defined Tensors, got an undefined one (Tensor()) at "
+                   "index ",
+                   i);
+      }
       return v;
     case ArgType::Int:
       if (!v.is_int()) fail();
@@ -453,7 +487,11 @@ Stack normalize_arguments(const FunctionSchema& schema, Stack args,
 Stack call_normalized(const OperatorEntry& op, Stack stack) {
   int key = op.pick_key(detail::default_keys(detail::keys_of_stack(stack)));
   if (void* fn = op.unboxed(key)) {
-    op.unboxed_caller()(fn, stack);
+    try {
+      op.unboxed_caller()(fn, stack);
+    } catch (const std::bad_alloc&) {
+      detail::fail_out_of_memory(op);
+    }
     return stack;
   }
   return detail::call_boxed_kernel(op, key, std::move(stack));

@@ -13,13 +13,8 @@ Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, DType dtype
   KILN_CHECK(sizes.size() == strides.size(), "[from_blob] expected as many strides as sizes (",
              sizes.size(), "), got ", strides.size());
   KILN_CHECK(!device.is_meta(), "[from_blob] expected a cpu or cuda device, got meta");
-  int64_t numel = checked_numel(sizes, "from_blob");
-  KILN_CHECK(data != nullptr || numel == 0, "[from_blob] expected a data pointer, got null");
-  int64_t extent = numel ? 1 : 0;
-  for (size_t i = 0; i < sizes.size() && numel; ++i) {
-    KILN_CHECK(strides[i] >= 0, "[from_blob] expected non-negative strides, got ", strides);
-    extent += (sizes[i] - 1) * strides[i];
-  }
+  const int64_t extent = checked_extent(sizes, strides, 0, dtype, "from_blob");
+  KILN_CHECK(data != nullptr || extent == 0, "[from_blob] expected a data pointer, got null");
   auto storage = StorageImpl::from_blob(data, static_cast<size_t>(extent) * itemsize(dtype), device,
                                         std::move(deleter));
   return Tensor(
@@ -28,13 +23,14 @@ Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, DType dtype
 
 Tensor from_blob(void* data, IntArrayRef sizes, DType dtype, std::function<void(void*)> deleter,
                  Device device) {
+  checked_bytes_numel(sizes, dtype, "from_blob");  // before the strides are computed
   return from_blob(data, sizes, contiguous_strides(sizes), dtype, std::move(deleter), device);
 }
 
 Tensor from_data(const void* data, IntArrayRef sizes, DType dtype, TensorOptions options) {
-  int64_t numel = checked_numel(sizes, "from_data");
+  int64_t numel = checked_bytes_numel(sizes, dtype, "from_data");
   KILN_CHECK(data != nullptr || numel == 0, "[from_data] expected a data pointer, got null");
-  Tensor host = empty_tensor(sizes, dtype, Device::cpu());
+  Tensor host = empty_tensor(sizes, dtype, Device::cpu(), "from_data");
   if (numel) std::memcpy(host.data_ptr(), data, host.nbytes());
   Tensor out = host;
   if (options.dtype_ && *options.dtype_ != dtype) out = out.to(*options.dtype_);

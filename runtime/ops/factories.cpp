@@ -16,33 +16,43 @@ Device device_or_cpu(OptDev d) {
 }
 
 Tensor empty_kernel(IntArrayRef size, OptD dtype, OptDev device) {
-  checked_numel(size, "empty");
-  return empty_tensor(size, dtype.value_or(kFloat32), device_or_cpu(device));
+  return empty_tensor(size, dtype.value_or(kFloat32), device_or_cpu(device), "empty");
 }
 
 Tensor empty_strided_kernel(IntArrayRef size, IntArrayRef stride, OptD dtype, OptDev device) {
-  checked_numel(size, "empty_strided");
-  return empty_strided_tensor(size, stride, dtype.value_or(kFloat32), device_or_cpu(device));
+  return empty_strided_tensor(size, stride, dtype.value_or(kFloat32), device_or_cpu(device),
+                              "empty_strided");
 }
 
-Tensor full_kernel(IntArrayRef size, const Scalar& value, OptD dtype, OptDev device) {
-  // PyTorch infers bool, int64 or the default float from the fill value.
-  DType t = dtype ? *dtype : value.is_floating_point() ? kFloat32 : value.dtype();
-  Tensor out = empty_kernel(size, t, device);
+// PyTorch infers bool, int64 or the default float from the fill value.
+DType full_dtype(const Scalar& value, OptD dtype) {
+  return dtype ? *dtype : value.is_floating_point() ? kFloat32 : value.dtype();
+}
+
+// full, zeros, ones and scalar_tensor: refuses a value the dtype cannot hold
+// before allocating ("[full] value 300 cannot be converted to int8 without
+// overflow", as PyTorch's fill_ refuses it).
+Tensor filled(IntArrayRef size, const Scalar& value, DType dtype, Device device, const char* op) {
+  check_convertible(value, dtype, op);
+  Tensor out = empty_tensor(size, dtype, device, op);
   fill_(out, value);
   return out;
 }
 
+Tensor full_kernel(IntArrayRef size, const Scalar& value, OptD dtype, OptDev device) {
+  return filled(size, value, full_dtype(value, dtype), device_or_cpu(device), "full");
+}
+
 Tensor zeros_kernel(IntArrayRef size, OptD dtype, OptDev device) {
-  return full_kernel(size, 0, dtype.value_or(kFloat32), device);
+  return filled(size, 0, dtype.value_or(kFloat32), device_or_cpu(device), "zeros");
 }
 
 Tensor ones_kernel(IntArrayRef size, OptD dtype, OptDev device) {
-  return full_kernel(size, 1, dtype.value_or(kFloat32), device);
+  return filled(size, 1, dtype.value_or(kFloat32), device_or_cpu(device), "ones");
 }
 
 Tensor scalar_tensor_kernel(const Scalar& s, OptD dtype, OptDev device) {
-  return full_kernel({}, s, dtype.value_or(s.is_floating_point() ? kFloat32 : s.dtype()), device);
+  return filled({}, s, full_dtype(s, dtype), device_or_cpu(device), "scalar_tensor");
 }
 
 // Note [Preserved layout]
@@ -97,9 +107,19 @@ Tensor contiguous_kernel(const Tensor& self) {
   return out;
 }
 
-Tensor fill_tensor_kernel(const Tensor& self, const Tensor& value) {
+void check_fill_value(const Tensor& self, const Tensor& value) {
+  check_defined(self, "fill_", "self");
+  check_defined(value, "fill_", "value");
   KILN_CHECK(value.dim() == 0, "[fill_] expected a 0-dim value tensor, got one with ", value.dim(),
              " dims");
+}
+
+// Composite, so that in lazy mode the value is read (and checked) at the call
+// and the fill is recorded as fill_.Scalar. A meta value has no number: the
+// meta self only has its geometry checked.
+Tensor fill_tensor_kernel(const Tensor& self, const Tensor& value) {
+  check_fill_value(self, value);
+  if (value.is_meta()) return self;
   Tensor s = self;
   fill_(s, value.item());
   return self;
@@ -114,22 +134,27 @@ Tensor zero_kernel(const Tensor& self) {
 // Meta kernels: the same geometry and dtype, on the meta device whatever device
 // the call names (the lazy tracer asks for shapes this way).
 Tensor empty_meta(IntArrayRef size, OptD dtype, OptDev) {
-  checked_numel(size, "empty");
-  return empty_tensor(size, dtype.value_or(kFloat32), Device::meta());
+  return empty_tensor(size, dtype.value_or(kFloat32), Device::meta(), "empty");
 }
 Tensor empty_strided_meta(IntArrayRef size, IntArrayRef stride, OptD dtype, OptDev) {
-  checked_numel(size, "empty_strided");
-  return empty_strided_tensor(size, stride, dtype.value_or(kFloat32), Device::meta());
+  return empty_strided_tensor(size, stride, dtype.value_or(kFloat32), Device::meta(),
+                              "empty_strided");
 }
 Tensor full_meta(IntArrayRef size, const Scalar& value, OptD dtype, OptDev) {
-  DType t = dtype ? *dtype : value.is_floating_point() ? kFloat32 : value.dtype();
-  return empty_meta(size, t, std::nullopt);
+  const DType t = full_dtype(value, dtype);
+  check_convertible(value, t, "full");
+  return empty_tensor(size, t, Device::meta(), "full");
 }
 Tensor zeros_meta(IntArrayRef size, OptD dtype, OptDev) {
-  return empty_meta(size, dtype, std::nullopt);
+  return empty_tensor(size, dtype.value_or(kFloat32), Device::meta(), "zeros");
+}
+Tensor ones_meta(IntArrayRef size, OptD dtype, OptDev) {
+  return empty_tensor(size, dtype.value_or(kFloat32), Device::meta(), "ones");
 }
 Tensor scalar_tensor_meta(const Scalar& s, OptD dtype, OptDev) {
-  return empty_meta({}, dtype.value_or(s.is_floating_point() ? kFloat32 : s.dtype()), std::nullopt);
+  const DType t = full_dtype(s, dtype);
+  check_convertible(s, t, "scalar_tensor");
+  return empty_tensor({}, t, Device::meta(), "scalar_tensor");
 }
 Tensor to_copy_meta(const Tensor& self, OptD dtype, OptDev, bool) {
   return empty_like_preserve(self, dtype.value_or(self.dtype()), Device::meta());
@@ -141,7 +166,7 @@ KILN_LIBRARY_IMPL(kiln, Meta, m) {
   m.impl("empty", &empty_meta);
   m.impl("empty_strided", &empty_strided_meta);
   m.impl("zeros", &zeros_meta);
-  m.impl("ones", &zeros_meta);
+  m.impl("ones", &ones_meta);
   m.impl("full", &full_meta);
   m.impl("scalar_tensor", &scalar_tensor_meta);
   m.impl("_to_copy", &to_copy_meta);
@@ -150,6 +175,7 @@ KILN_LIBRARY_IMPL(kiln, Meta, m) {
 // contiguous may return its argument itself, so it never becomes a trace node.
 KILN_LIBRARY_IMPL(kiln, Composite, m) {
   m.impl("contiguous", &contiguous_kernel);
+  m.impl("fill_.Tensor", &fill_tensor_kernel);
 }
 
 KILN_LIBRARY_IMPL(kiln, AllBackends, m) {
@@ -161,7 +187,6 @@ KILN_LIBRARY_IMPL(kiln, AllBackends, m) {
   m.impl("scalar_tensor", &scalar_tensor_kernel);
   m.impl("_to_copy", &to_copy_kernel);
   m.impl("clone", &clone_kernel);
-  m.impl("fill_.Tensor", &fill_tensor_kernel);
   m.impl("zero_", &zero_kernel);
 }
 

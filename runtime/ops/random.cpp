@@ -64,10 +64,9 @@ uint64_t bits64_at(const RandomState& s, int64_t i) {
 }
 
 Tensor random_output(IntArrayRef size, DType dtype, OptDev device, const char* op) {
-  checked_numel(size, op);
   Device d = device.value_or(Device::cpu());
   KILN_CHECK(d.is_cpu(), "[", op, "] expected a cpu device for this kernel, got ", d);
-  return empty_tensor(size, dtype, d);
+  return empty_tensor(size, dtype, d, op);
 }
 
 Tensor rand_cpu(IntArrayRef size, OptD dtype, OptDev device) {
@@ -109,7 +108,8 @@ Tensor randint_low_cpu(int64_t low, int64_t high, IntArrayRef size, OptD dtype, 
     T* p = out.data_ptr<T>();
     cpu::parallel_range(out.numel(), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        int64_t v = low + static_cast<int64_t>(bits64_at(s, i) % range);
+        // In unsigned arithmetic: low + offset may pass through the int64 ends.
+        int64_t v = static_cast<int64_t>(static_cast<uint64_t>(low) + bits64_at(s, i) % range);
         p[i] = static_cast<T>(static_cast<opmath_t<T>>(v));
       }
     });
@@ -121,18 +121,17 @@ Tensor randint_cpu(int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
   return randint_low_cpu(0, high, size, dtype, device);
 }
 
-Tensor random_meta(IntArrayRef size, OptD dtype, DType fallback) {
-  checked_numel(size, "random");
-  return empty_tensor(size, dtype.value_or(fallback), Device::meta());
-}
 Tensor rand_meta(IntArrayRef size, OptD dtype, OptDev) {
-  return random_meta(size, dtype, kFloat32);
+  return empty_tensor(size, dtype.value_or(kFloat32), Device::meta(), "rand");
+}
+Tensor randn_meta(IntArrayRef size, OptD dtype, OptDev) {
+  return empty_tensor(size, dtype.value_or(kFloat32), Device::meta(), "randn");
 }
 Tensor randint_meta(int64_t, IntArrayRef size, OptD dtype, OptDev) {
-  return random_meta(size, dtype, kInt64);
+  return empty_tensor(size, dtype.value_or(kInt64), Device::meta(), "randint");
 }
 Tensor randint_low_meta(int64_t, int64_t, IntArrayRef size, OptD dtype, OptDev) {
-  return random_meta(size, dtype, kInt64);
+  return empty_tensor(size, dtype.value_or(kInt64), Device::meta(), "randint");
 }
 
 // Note [Random ops run at the call]
@@ -177,7 +176,7 @@ KILN_LIBRARY_IMPL(kiln, CPU, m) {
 
 KILN_LIBRARY_IMPL(kiln, Meta, m) {
   m.impl("rand", &rand_meta);
-  m.impl("randn", &rand_meta);
+  m.impl("randn", &randn_meta);
   m.impl("randint", &randint_meta);
   m.impl("randint.low", &randint_low_meta);
 }

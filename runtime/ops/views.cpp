@@ -19,7 +19,7 @@ using OptI = std::optional<int64_t>;
 // invalid for input of size 6".
 DimVector infer_size(IntArrayRef shape, int64_t numel, const char* op) {
   DimVector out(shape);
-  int64_t known = 1;
+  int64_t known = 1, span = 1;  // span: the product of max(size, 1), checked
   int infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
@@ -27,6 +27,8 @@ DimVector infer_size(IntArrayRef shape, int64_t numel, const char* op) {
       infer = static_cast<int>(i);
     } else {
       KILN_CHECK(shape[i] >= 0, "[", op, "] invalid shape dimension ", shape[i], " in ", shape);
+      KILN_CHECK(!__builtin_mul_overflow(span, std::max<int64_t>(shape[i], 1), &span), "[", op,
+                 "] expected a size whose element count fits in int64, got ", shape);
       known *= shape[i];
     }
   }
@@ -145,9 +147,18 @@ Tensor slice_kernel(const Tensor& self, int64_t dim, OptI start, OptI end, int64
   s = std::clamp<int64_t>(s, 0, n);
   e = std::clamp<int64_t>(e, s, n);
   DimVector sizes(self.sizes()), strides(self.strides());
-  sizes[dim] = (e - s + step - 1) / step;
-  strides[dim] *= step;
-  return make_view(self, sizes, strides, self.storage_offset() + s * self.strides()[dim]);
+  sizes[dim] = e == s ? 0 : (e - s - 1) / step + 1;  // no e - s + step: it may overflow
+  // A stride times a step beyond the dim (one element left) may overflow; a
+  // dim of size 1 takes any stride, so it keeps its own.
+  int64_t stride;
+  if (!__builtin_mul_overflow(strides[dim], step, &stride)) strides[dim] = stride;
+  // s * stride stays inside the base's extent unless the slice is empty at the end.
+  int64_t offset;
+  if (__builtin_mul_overflow(s, self.strides()[dim], &offset) ||
+      __builtin_add_overflow(offset, self.storage_offset(), &offset)) {
+    offset = self.storage_offset();
+  }
+  return make_view(self, sizes, strides, offset);
 }
 
 Tensor narrow_kernel(const Tensor& self, int64_t dim, int64_t start, int64_t length) {
@@ -157,7 +168,7 @@ Tensor narrow_kernel(const Tensor& self, int64_t dim, int64_t start, int64_t len
   KILN_CHECK(start >= -n && start <= n, "[narrow] start out of range: expected a start in [", -n,
              ", ", n, "], got ", start);
   if (start < 0) start += n;
-  KILN_CHECK(length >= 0 && start + length <= n, "[narrow] expected start (", start, ") + length (",
+  KILN_CHECK(length >= 0 && length <= n - start, "[narrow] expected start (", start, ") + length (",
              length, ") to be at most the size of dim ", dim, " (", n, ")");
   return slice_kernel(self, dim, start, start + length, 1);
 }
@@ -205,6 +216,7 @@ Tensor expand_kernel(const Tensor& self, IntArrayRef size, bool implicit) {
       strides[i] = 0;
     }
   }
+  checked_numel(sizes, "expand");
   return make_view(self, sizes, strides, self.storage_offset());
 }
 
@@ -233,7 +245,9 @@ Tensor squeeze_dim_kernel(const Tensor& self, int64_t dim) {
 Tensor unsqueeze_kernel(const Tensor& self, int64_t dim) {
   dim = wrap_dim(dim, self.dim() + 1, "unsqueeze");
   DimVector sizes(self.sizes()), strides(self.strides());
-  int64_t st = dim < self.dim() ? sizes[dim] * strides[dim] : 1;
+  // Any stride serves a size-1 dim: the product, as PyTorch, unless it overflows.
+  int64_t st = 1;
+  if (dim < self.dim() && __builtin_mul_overflow(sizes[dim], strides[dim], &st)) st = strides[dim];
   sizes.insert(dim, 1);
   strides.insert(dim, st);
   return make_view(self, sizes, strides, self.storage_offset());
@@ -272,15 +286,9 @@ Tensor as_strided_kernel(const Tensor& self, IntArrayRef size, IntArrayRef strid
   KILN_CHECK(size.size() == stride.size(), "[as_strided] expected as many strides as sizes (",
              size.size(), "), got ", stride.size());
   int64_t off = offset.value_or(self.storage_offset());
-  KILN_CHECK(off >= 0, "[as_strided] expected a non-negative storage offset, got ", off);
-  int64_t numel = checked_numel(size, "as_strided");
-  int64_t extent = numel ? off + 1 : off;
-  for (size_t i = 0; i < size.size(); ++i) {
-    KILN_CHECK(stride[i] >= 0, "[as_strided] expected non-negative strides, got ", stride);
-    if (numel) extent += (size[i] - 1) * stride[i];
-  }
+  const int64_t extent = checked_extent(size, stride, off, self.dtype(), "as_strided");
   const auto& storage = self.impl()->storage();
-  if (storage && numel > 0) {
+  if (storage && extent > 0) {
     int64_t capacity = static_cast<int64_t>(storage->nbytes() / self.element_size());
     KILN_CHECK(extent <= capacity, "[as_strided] sizes ", size, ", strides ", stride,
                " and storage offset ", off, " need a storage of ", extent, " elements, got one of ",
@@ -296,6 +304,8 @@ Tensor diagonal_kernel(const Tensor& self, int64_t offset, int64_t d1, int64_t d
   d2 = wrap_dim(d2, nd, "diagonal");
   KILN_CHECK(d1 != d2, "[diagonal] expected two different dims, got ", d1, " and ", d2);
   int64_t n1 = self.sizes()[d1], n2 = self.sizes()[d2];
+  // Past either size the diagonal is empty; clamping keeps n - offset in range.
+  offset = std::clamp<int64_t>(offset, -n1, n2);
   int64_t len, start = self.storage_offset();
   if (offset >= 0) {
     len = std::max<int64_t>(std::min(n1, n2 - offset), 0);
@@ -322,7 +332,7 @@ std::vector<Tensor> split_with_sizes_kernel(const Tensor& self, IntArrayRef spli
   int64_t total = 0;
   for (int64_t s : split_sizes) {
     KILN_CHECK(s >= 0, "[split_with_sizes] expected non-negative split sizes, got ", split_sizes);
-    total += s;
+    total = checked_add(total, s, "split_with_sizes");
   }
   KILN_CHECK(total == self.sizes()[dim], "[split_with_sizes] expected split sizes that sum to ",
              self.sizes()[dim], " (the size of dim ", dim, "), got ", split_sizes);
@@ -357,10 +367,15 @@ std::vector<Tensor> chunk_kernel(const Tensor& self, int64_t chunks, int64_t dim
   KILN_CHECK(chunks > 0, "[chunk] expected a positive number of chunks, got ", chunks);
   dim = wrap_dim(dim, self.dim(), "chunk");
   const int64_t n = self.sizes()[dim];
-  int64_t size = (n + chunks - 1) / chunks;
+  int64_t size = n == 0 ? 0 : (n - 1) / chunks + 1;
   if (size == 0 && n == 0) {
-    // PyTorch returns `chunks` empty pieces of an empty dim.
+    // PyTorch returns `chunks` empty pieces of an empty dim. The list is
+    // allocated first, so a count no memory holds fails at once (Note [Out of
+    // memory in a kernel]) instead of after filling memory piece by piece.
     std::vector<Tensor> out;
+    KILN_CHECK(static_cast<uint64_t>(chunks) <= out.max_size(),
+               "[chunk] expected a number of chunks a list can hold, got ", chunks);
+    out.reserve(static_cast<size_t>(chunks));
     for (int64_t i = 0; i < chunks; ++i) out.push_back(narrow_kernel(self, dim, 0, 0));
     return out;
   }

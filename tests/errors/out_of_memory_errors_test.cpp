@@ -1,0 +1,207 @@
+// Must-fail cases of memory exhaustion: an op that runs out of host memory
+// raises kiln::Error naming it (Note [Out of memory in a kernel]), never
+// std::bad_alloc, and a product under a capped address space fails instead of
+// hanging in OpenBLAS (Note [OpenBLAS under a memory cap]). The process goes
+// on: after the memory comes back, the same calls succeed.
+//
+// The capped cases run in a child process (this binary, one test) with a
+// watchdog, so a hang fails the test rather than the suite; sanitizer builds
+// skip them, since the sanitizers' own mappings do not work under RLIMIT_AS.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <new>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "tests/support/testing.h"
+
+extern char** environ;
+
+namespace {
+
+using kiln::Tensor;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// A custom op whose kernel fails to allocate, as a kernel's scratch vector does.
+Tensor throw_bad_alloc(const Tensor&) {
+  throw std::bad_alloc();
+}
+
+KILN_LIBRARY(oomtest, m) {
+  m.def("throw_bad_alloc(Tensor x) -> Tensor");
+}
+KILN_LIBRARY_IMPL(oomtest, CPU, m) {
+  m.impl("throw_bad_alloc", &throw_bad_alloc);
+}
+
+TEST(OutOfMemoryErrors, BadAllocInAKernelIsAKilnError) {
+  static const kiln::TypedOp<Tensor(const Tensor&)> op("oomtest::throw_bad_alloc");
+  Tensor x = kiln::ones({4});
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    EXPECT_KILN_ERROR(op(x),
+                      "[oomtest::throw_bad_alloc] out of memory: expected the op's host "
+                      "scratch memory to be available, got std::bad_alloc");
+    EXPECT_KILN_ERROR(kiln::call_op("oomtest::throw_bad_alloc", {x}),
+                      "[oomtest::throw_bad_alloc] out of memory");
+    // The process goes on.
+    EXPECT_TENSOR_CLOSE(kiln::add(x, x), kiln::full({4}, 2.0));
+  }
+}
+
+// --- Capped address space, in a child process -------------------------------------
+
+bool in_child() {
+  return std::getenv("KILN_OOM_CHILD") != nullptr;
+}
+
+int64_t mapped_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoll(line.substr(7)) * 1024;
+  }
+  return -1;
+}
+
+// Caps the address space at what is mapped now plus `headroom`, for the scope.
+class AddressCap {
+ public:
+  explicit AddressCap(int64_t headroom) {
+    getrlimit(RLIMIT_AS, &saved_);
+    rlimit r = saved_;
+    r.rlim_cur = static_cast<rlim_t>(mapped_bytes() + headroom);
+    EXPECT_EQ(setrlimit(RLIMIT_AS, &r), 0);
+  }
+  ~AddressCap() { setrlimit(RLIMIT_AS, &saved_); }
+
+ private:
+  rlimit saved_;
+};
+
+// Runs OutOfMemoryChild.<name> of this binary in a child process, killing it
+// after `timeout`; "" when it passed, else what happened and its output.
+std::string run_child(const std::string& name, std::chrono::seconds timeout) {
+  const std::string exe = "/proc/self/exe";
+  const std::string filter = "--gtest_filter=OutOfMemoryChild." + name;
+  const std::string log = ::testing::TempDir() + "kiln_oom_" + name + ".log";
+  std::vector<std::string> env_strings{"KILN_OOM_CHILD=1"};
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv{const_cast<char*>(exe.c_str()), const_cast<char*>(filter.c_str()),
+                          nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid;
+  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return "posix_spawn failed: " + std::to_string(rc);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    done = waitpid(pid, &status, WNOHANG) == pid;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::ifstream f(log);
+  std::stringstream out;
+  out << f.rdbuf();
+  if (!done) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return "the child hung (killed after " + std::to_string(timeout.count()) + " s):\n" + out.str();
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return "the child failed (status " + std::to_string(status) + "):\n" + out.str();
+  }
+  if (out.str().find("[  PASSED  ] 1 test") == std::string::npos) {
+    return "the child ran no test:\n" + out.str();
+  }
+  return "";
+}
+
+TEST(OutOfMemoryErrors, TopkUnderAddressCap) {
+  if (kSanitized) GTEST_SKIP() << "sanitizers cannot run under RLIMIT_AS";
+  const std::string r = run_child("TopkUnderAddressCap", std::chrono::seconds(120));
+  EXPECT_TRUE(r.empty()) << r;
+}
+
+TEST(OutOfMemoryErrors, MatmulUnderAddressCap) {
+  if (kSanitized) GTEST_SKIP() << "sanitizers cannot run under RLIMIT_AS";
+  const std::string r = run_child("MatmulUnderAddressCap", std::chrono::seconds(120));
+  EXPECT_TRUE(r.empty()) << r;
+}
+
+// The children: skipped unless run by the tests above.
+
+// topk's values, computed (in lazy mode the work runs here).
+Tensor top4(const Tensor& x) {
+  Tensor values = std::get<0>(kiln::topk(x, 4));
+  (void)values.data_ptr();
+  return values;
+}
+
+TEST(OutOfMemoryChild, TopkUnderAddressCap) {
+  if (!in_child()) GTEST_SKIP() << "run by OutOfMemoryErrors.TopkUnderAddressCap";
+  const int64_t n = int64_t{1} << 23;  // topk's scratch: n (value, index) pairs, 128 MiB
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    Tensor x = kiln::arange(n, kiln::TensorOptions(kiln::kFloat32)).contiguous();
+    kiln::sync();
+    {
+      AddressCap cap(int64_t{48} << 20);
+      EXPECT_KILN_ERROR(top4(x), "[topk] out of memory");
+    }
+    EXPECT_TENSOR_CLOSE(top4(x), kiln::tensor({8388607.f, 8388606.f, 8388605.f, 8388604.f}));
+  }
+}
+
+TEST(OutOfMemoryChild, MatmulUnderAddressCap) {
+  if (!in_child()) GTEST_SKIP() << "run by OutOfMemoryErrors.MatmulUnderAddressCap";
+  kiln::EagerGuard eager;
+  kiln::manual_seed(17);
+  const int64_t n = 4096;
+  Tensor a = kiln::randn({n, n}), b = kiln::randn({n, n});
+  {
+    // Room for the 64 MiB result, not for OpenBLAS's 128 MiB work buffer.
+    AddressCap cap(int64_t{96} << 20);
+    EXPECT_KILN_ERROR(kiln::matmul(a, b), "[gemm] out of memory");
+  }
+  // Uncapped, the product runs: check a few entries against float64 sums.
+  Tensor c = kiln::matmul(a, b);
+  for (int64_t i : {int64_t{0}, int64_t{1234}, n - 1}) {
+    const double ref =
+        kiln::sum(a[i].to(kiln::kFloat64) * b.select(1, i).to(kiln::kFloat64)).item<double>();
+    EXPECT_NEAR(c[i][i].item<double>(), ref, 1e-3 * std::sqrt(static_cast<double>(n)));
+  }
+}
+
+}  // namespace

@@ -1,0 +1,189 @@
+// Must-fail cases of values that do not fit the dtype they are stored in:
+// full, fill_ and their relatives refuse what PyTorch's checked Scalar
+// conversion refuses ("value cannot be converted to type int8_t without
+// overflow") instead of storing a wrapped value, in eager and lazy mode and
+// on meta tensors; the values PyTorch accepts are stored as it stores them.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "kiln/kiln.h"
+#include "tests/support/cuda_test_util.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Device;
+using kiln::DType;
+using kiln::Scalar;
+using kiln::Tensor;
+using kiln::TensorOptions;
+
+template <class F>
+void eager_lazy_meta(F body) {
+  {
+    SCOPED_TRACE("eager");
+    kiln::EagerGuard eager;
+    body(Device::cpu());
+  }
+  {
+    SCOPED_TRACE("lazy");
+    body(Device::cpu());
+    kiln::sync();
+  }
+  {
+    SCOPED_TRACE("meta");
+    body(Device::meta());
+  }
+}
+
+// A 0-dim tensor that holds `v` exactly (float64 or int64).
+Tensor wide_scalar(const Scalar& v) {
+  return kiln::scalar_tensor(v,
+                             TensorOptions(v.is_floating_point() ? kiln::kFloat64 : kiln::kInt64));
+}
+
+struct Case {
+  DType dtype;
+  Scalar value;
+};
+
+// Each refused by PyTorch 1.13 (torch.full((3,), v, dtype=...) and fill_).
+const Case kRefused[] = {
+    {kiln::kInt8, 300},
+    {kiln::kInt8, -129},
+    {kiln::kInt8, 255},
+    {kiln::kInt8, 300.0},
+    {kiln::kUInt8, 256},
+    {kiln::kUInt8, -256},
+    {kiln::kUInt8, -1.0},
+    {kiln::kInt16, 40000},
+    {kiln::kInt32, int64_t{1} << 40},
+    {kiln::kInt64, 1e30},
+    {kiln::kInt64, 9.3e18},
+    {kiln::kInt64, 9223372036854775808.0},  // 2^63: the double int64's max rounds to
+    {kiln::kInt64, std::numeric_limits<double>::quiet_NaN()},
+    {kiln::kInt64, std::numeric_limits<double>::infinity()},
+    {kiln::kFloat16, 70000},
+    {kiln::kFloat16, 1e6},
+    {kiln::kFloat16, -65505.0},
+    {kiln::kBFloat16, 1e300},
+    {kiln::kFloat32, 1e300},
+    {kiln::kFloat32, -1e39},
+};
+
+// Each accepted by PyTorch 1.13, with the value it stores.
+struct Accepted {
+  DType dtype;
+  Scalar value;
+  double stored;
+};
+const Accepted kAccepted[] = {
+    {kiln::kInt8, 127, 127},
+    {kiln::kInt8, -128, -128},
+    {kiln::kInt8, 2.5, 2},
+    {kiln::kUInt8, -1, 255},  // negative integers wrap into unsigned types
+    {kiln::kUInt8, -255, 1},
+    {kiln::kInt64, std::numeric_limits<int64_t>::max(), 9223372036854775807.0},
+    {kiln::kInt64, 9.2e18, 9.2e18},
+    {kiln::kFloat16, 65504, 65504},
+    {kiln::kFloat32, std::numeric_limits<double>::infinity(), INFINITY},
+    {kiln::kBool, 5, 1},
+    {kiln::kBool, 2.5, 1},
+    {kiln::kInt8, true, 1},
+};
+
+TEST(ValueFitErrors, Full) {
+  eager_lazy_meta([](Device d) {
+    for (const Case& c : kRefused) {
+      SCOPED_TRACE(::testing::Message() << c.value << " into " << c.dtype);
+      EXPECT_KILN_ERROR(kiln::full({3}, c.value, TensorOptions(c.dtype).device(d)),
+                        "[full] value ");
+      EXPECT_KILN_ERROR(kiln::full({3}, c.value, TensorOptions(c.dtype).device(d)),
+                        "without overflow");
+    }
+    EXPECT_KILN_ERROR(kiln::full({3}, 300, TensorOptions(kiln::kInt8).device(d)),
+                      "[full] value 300 cannot be converted to int8 without overflow");
+    // Zero elements: still refused, as PyTorch.
+    EXPECT_KILN_ERROR(kiln::full({0}, 300, TensorOptions(kiln::kInt8).device(d)), "[full]");
+    EXPECT_KILN_ERROR(kiln::scalar_tensor(300, TensorOptions(kiln::kInt8).device(d)),
+                      "[scalar_tensor] value 300 cannot be converted to int8");
+  });
+}
+
+TEST(ValueFitErrors, Fill) {
+  eager_lazy_meta([](Device d) {
+    for (const Case& c : kRefused) {
+      SCOPED_TRACE(::testing::Message() << c.value << " into " << c.dtype);
+      Tensor t = kiln::zeros({3}, TensorOptions(c.dtype).device(d));
+      EXPECT_KILN_ERROR(t.fill_(c.value), "[fill_] value ");
+      // A 0-dim value tensor goes the same way.
+      if (!d.is_meta()) {
+        EXPECT_KILN_ERROR(kiln::call_op("fill_.Tensor", {t, wide_scalar(c.value)}),
+                          "without overflow");
+        // The target keeps its value.
+        EXPECT_EQ(t.to(kiln::kFloat64).sum().item<double>(), 0.0);
+      }
+    }
+    Tensor i8 = kiln::zeros({3}, TensorOptions(kiln::kInt8).device(d));
+    EXPECT_KILN_ERROR(i8.fill_(300),
+                      "[fill_] value 300 cannot be converted to int8 without overflow");
+    // A strided view and an empty tensor check the same.
+    Tensor wide = kiln::zeros({4, 4}, TensorOptions(kiln::kInt8).device(d));
+    EXPECT_KILN_ERROR(wide.t().fill_(-200), "[fill_] value -200");
+    EXPECT_KILN_ERROR(wide.slice(0, 0, 0).fill_(-200), "[fill_] value -200");
+  });
+}
+
+TEST(ValueFitErrors, MaskedFillSharesTheRule) {
+  eager_lazy_meta([](Device d) {
+    for (const Case& c : kRefused) {
+      SCOPED_TRACE(::testing::Message() << c.value << " into " << c.dtype);
+      Tensor t = kiln::zeros({3}, TensorOptions(c.dtype).device(d));
+      Tensor mask = kiln::ones({3}, TensorOptions(kiln::kBool).device(d));
+      EXPECT_KILN_ERROR(kiln::masked_fill_(t, mask, c.value), "without overflow");
+    }
+  });
+}
+
+TEST(ValueFitErrors, AcceptedValuesStoreAsPyTorch) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    for (const Accepted& c : kAccepted) {
+      SCOPED_TRACE(::testing::Message() << c.value << " into " << c.dtype);
+      Tensor f = kiln::full({3}, c.value, TensorOptions(c.dtype));
+      Tensor z = kiln::zeros({3}, TensorOptions(c.dtype));
+      z.fill_(c.value);
+      Tensor expected = kiln::full({3}, c.stored, TensorOptions(kiln::kFloat64));
+      EXPECT_TENSOR_CLOSE(f.to(kiln::kFloat64), expected);
+      EXPECT_TENSOR_CLOSE(z.to(kiln::kFloat64), expected);
+    }
+  }
+}
+
+// The CUDA fill kernel and the lazy CUDA path check the same (GPU machine only).
+TEST(ValueFitErrors, Cuda) {
+  KILN_REQUIRE_CUDA();
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    const TensorOptions i8 = TensorOptions(kiln::kInt8).device(Device::cuda());
+    EXPECT_KILN_ERROR(kiln::full({3}, 300, i8), "[full] value 300 cannot be converted to int8");
+    Tensor t = kiln::zeros({3}, i8);
+    EXPECT_KILN_ERROR(t.fill_(300), "[fill_] value 300 cannot be converted to int8");
+    EXPECT_KILN_ERROR(t.fill_(1e300), "without overflow");
+    EXPECT_KILN_ERROR(
+        kiln::zeros({3}, TensorOptions(kiln::kFloat16).device(Device::cuda())).fill_(70000),
+        "[fill_] value 70000 cannot be converted to float16");
+    Tensor u8 = kiln::full({3}, -1, TensorOptions(kiln::kUInt8).device(Device::cuda()));
+    EXPECT_TENSOR_CLOSE(u8.cpu(), kiln::full({3}, 255, TensorOptions(kiln::kUInt8)));
+  }
+}
+
+}  // namespace
