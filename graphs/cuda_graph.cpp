@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graphs/graph.h"
+#include "graphs/node_kernels.h"
 #include "kiln/cuda.h"
 #include "kiln/error.h"
 #include "kiln/logging.h"
@@ -30,6 +31,7 @@ struct KernelRecord {
   size_t shared_bytes = 0;
   std::vector<unsigned char> bytes;  // every parameter, one after another
   std::vector<size_t> offsets;       // where each parameter starts in `bytes`
+  bool copy = false;                 // kiln_graph_copy: its unit follows its pointers
 };
 
 // A pointer inside a recorded parameter that follows a binding.
@@ -57,12 +59,66 @@ struct OtherNode {
   int64_t dst_delta = 0, src_delta = 0;
 };
 
+// A copy of the graph's own (Capture::copy_in / copy_out): a kiln_graph_copy
+// launch whose source or destination replay sets.
 struct CopyNode {
-  cudaGraphNode_t node = nullptr;
-  void* dst = nullptr;
-  const void* src = nullptr;
-  size_t bytes = 0;
+  size_t record = 0;  // index into records
 };
+
+// The parameter bytes of a launch whose parameters are 8-byte words.
+KernelRecord record_of(const NodeKernel& k) {
+  KernelRecord r;
+  r.func = k.func;
+  r.grid = k.grid;
+  r.block = k.block;
+  r.bytes.resize(k.words.size() * 8);
+  std::memcpy(r.bytes.data(), k.words.data(), r.bytes.size());
+  for (size_t i = 0; i < k.words.size(); ++i) r.offsets.push_back(i * 8);
+  return r;
+}
+
+uint64_t word_at(const KernelRecord& r, int w) {
+  uint64_t v;
+  std::memcpy(&v, r.bytes.data() + r.offsets[w], 8);
+  return v;
+}
+
+void set_word(KernelRecord& r, int w, uint64_t v) {
+  std::memcpy(r.bytes.data() + r.offsets[w], &v, 8);
+}
+
+// Replaces `node` of `graph` by a kernel node running `k`, with the same
+// dependencies and dependents (Note [Kernel-only graphs]).
+cudaGraphNode_t replace_with_kernel(cudaGraph_t graph, cudaGraphNode_t node, const NodeKernel& k,
+                                    int device) {
+  size_t n_deps = 0, n_next = 0;
+  KILN_CUDA_CHECK_DEVICE(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n_deps), device);
+  KILN_CUDA_CHECK_DEVICE(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &n_next), device);
+  std::vector<cudaGraphNode_t> deps(n_deps), next(n_next);
+  if (n_deps) {
+    KILN_CUDA_CHECK_DEVICE(cudaGraphNodeGetDependencies(node, deps.data(), nullptr, &n_deps),
+                           device);
+  }
+  if (n_next) {
+    KILN_CUDA_CHECK_DEVICE(cudaGraphNodeGetDependentNodes(node, next.data(), nullptr, &n_next),
+                           device);
+  }
+  std::vector<uint64_t> words = k.words;
+  std::vector<void*> params;
+  for (uint64_t& w : words) params.push_back(&w);
+  cudaKernelNodeParams p{};
+  p.func = const_cast<void*>(k.func);
+  p.gridDim = k.grid;
+  p.blockDim = k.block;
+  p.kernelParams = params.data();
+  cudaGraphNode_t added = nullptr;
+  KILN_CUDA_CHECK_DEVICE(cudaGraphAddKernelNode(&added, graph, deps.data(), n_deps, &p), device);
+  for (cudaGraphNode_t d : next) {
+    KILN_CUDA_CHECK_DEVICE(cudaGraphAddDependencies(graph, &added, &d, nullptr, 1), device);
+  }
+  KILN_CUDA_CHECK_DEVICE(cudaGraphDestroyNode(node), device);
+  return added;
+}
 
 // The node the last captured operation on `stream` added.
 cudaGraphNode_t last_node(cudaStream_t stream, int device) {
@@ -142,7 +198,7 @@ struct Graph::Impl {
   std::vector<CopyNode> copies;
   std::vector<OtherNode> others;
   std::vector<const unsigned char*> current;  // per binding: its base now
-  std::vector<bool> dirty_records, dirty_copies, dirty_others;
+  std::vector<bool> dirty_records, dirty_others;
   size_t nodes = 0, patched = 0;
   double capture_ms = 0;
 
@@ -194,9 +250,17 @@ void Capture::begin() {
 namespace {
 
 int add_copy(Capture::Impl& c, void* dst, const void* src, size_t bytes) {
-  KILN_CUDA_CHECK_DEVICE(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c.stream),
+  const NodeKernel k = copy_kernel(c.index, dst, src, bytes);
+  std::vector<uint64_t> words = k.words;
+  std::vector<void*> params;
+  for (uint64_t& w : words) params.push_back(&w);
+  KILN_CUDA_CHECK_DEVICE(cudaLaunchKernel(k.func, k.grid, k.block, params.data(), 0, c.stream),
                          c.index);
-  c.copies.push_back({last_node(c.stream, c.index), dst, src, bytes});
+  KernelRecord r = record_of(k);
+  r.node = last_node(c.stream, c.index);
+  r.copy = true;
+  c.records.push_back(std::move(r));
+  c.copies.push_back({c.records.size() - 1});
   return static_cast<int>(c.copies.size() - 1);
 }
 
@@ -264,16 +328,29 @@ std::unique_ptr<Graph> Capture::finish() {
     return -1;
   };
   for (cudaGraphNode_t node : nodes) {
-    if (std::any_of(g->copies.begin(), g->copies.end(),
-                    [&](const CopyNode& k) { return k.node == node; })) {
-      continue;
-    }
     cudaGraphNodeType type;
     KILN_CUDA_CHECK_DEVICE(cudaGraphNodeGetType(node, &type), c.index);
     OtherNode o;
     o.node = node;
+    // Note [Kernel-only graphs]: copies and fills become kernels when they can.
+    NodeKernel k;
+    bool as_kernel = false;
     if (type == cudaGraphNodeTypeMemcpy) {
       KILN_CUDA_CHECK_DEVICE(cudaGraphMemcpyNodeGetParams(node, &o.copy), c.index);
+      as_kernel = copy_node_kernel(c.index, o.copy, &k);
+    } else if (type == cudaGraphNodeTypeMemset) {
+      KILN_CUDA_CHECK_DEVICE(cudaGraphMemsetNodeGetParams(node, &o.set), c.index);
+      k = fill_kernel(c.index, o.set);
+      as_kernel = true;
+    }
+    if (as_kernel) {
+      KernelRecord r = record_of(k);
+      r.node = replace_with_kernel(graph, node, k, c.index);
+      r.copy = type == cudaGraphNodeTypeMemcpy;
+      g->records.push_back(std::move(r));
+      continue;
+    }
+    if (type == cudaGraphNodeTypeMemcpy) {
       const cudaMemcpy3DParms& p = o.copy;
       const size_t len = p.extent.width * std::max<size_t>(p.extent.height, 1) *
                          std::max<size_t>(p.extent.depth, 1);
@@ -286,7 +363,6 @@ std::unique_ptr<Graph> Capture::finish() {
       o.src_binding = binding_of(p.srcPtr.ptr, src_len, &o.src_delta);
     } else if (type == cudaGraphNodeTypeMemset) {
       o.memset = true;
-      KILN_CUDA_CHECK_DEVICE(cudaGraphMemsetNodeGetParams(node, &o.set), c.index);
       const cudaMemsetParams& p = o.set;
       const size_t len = std::max(p.pitch, p.width * p.elementSize) * std::max<size_t>(p.height, 1);
       o.dst_binding = binding_of(p.dst, len, &o.dst_delta);
@@ -320,7 +396,6 @@ std::unique_ptr<Graph> Capture::finish() {
   }
   for (const BindingInfo& b : g->bindings) g->current.push_back(b.base);
   g->dirty_records.assign(g->records.size(), false);
-  g->dirty_copies.assign(g->copies.size(), false);
   g->dirty_others.assign(g->others.size(), false);
   KILN_CUDA_CHECK_DEVICE(cudaGraphInstantiate(&g->exec, graph, 0), c.index);
   g->capture_ms =
@@ -331,18 +406,24 @@ std::unique_ptr<Graph> Capture::finish() {
 Graph::Graph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Graph::~Graph() = default;
 
+namespace {
+
+void set_copy_word(Graph::Impl& g, int copy, int w, const void* p) {
+  const size_t r = g.copies[copy].record;
+  const auto v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+  if (word_at(g.records[r], w) == v) return;
+  set_word(g.records[r], w, v);
+  g.dirty_records[r] = true;
+}
+
+}  // namespace
+
 void Graph::set_copy_source(int copy, const void* src) {
-  Impl& g = *impl_;
-  if (g.copies[copy].src == src) return;
-  g.copies[copy].src = src;
-  g.dirty_copies[copy] = true;
+  set_copy_word(*impl_, copy, kCopySrc, src);
 }
 
 void Graph::set_copy_destination(int copy, void* dst) {
-  Impl& g = *impl_;
-  if (g.copies[copy].dst == dst) return;
-  g.copies[copy].dst = dst;
-  g.dirty_copies[copy] = true;
+  set_copy_word(*impl_, copy, kCopyDst, dst);
 }
 
 void Graph::set_binding(int binding, const void* base) {
@@ -367,11 +448,24 @@ void Graph::set_binding(int binding, const void* base) {
 }
 
 void Graph::launch() {
+  update();
+  Impl& g = *impl_;
+  kiln::cuda::DeviceGuard guard(g.index);
+  cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(g.device));
+  KILN_CUDA_CHECK_DEVICE(cudaGraphLaunch(g.exec, stream), g.index);
+}
+
+void Graph::update() {
   Impl& g = *impl_;
   kiln::cuda::DeviceGuard guard(g.index);
   for (size_t r = 0; r < g.records.size(); ++r) {
     if (!g.dirty_records[r]) continue;
     KernelRecord& rec = g.records[r];
+    if (rec.copy) {
+      uint64_t words[kCopyWords];
+      for (int w = 0; w < kCopyWords; ++w) words[w] = word_at(rec, w);
+      set_word(rec, kCopyUnit, copy_unit(words));
+    }
     std::vector<void*> params;
     params.reserve(rec.offsets.size());
     for (size_t off : rec.offsets) params.push_back(rec.bytes.data() + off);
@@ -384,14 +478,6 @@ void Graph::launch() {
     KILN_CUDA_CHECK_DEVICE(cudaGraphExecKernelNodeSetParams(g.exec, rec.node, &p), g.index);
     g.dirty_records[r] = false;
   }
-  for (size_t k = 0; k < g.copies.size(); ++k) {
-    if (!g.dirty_copies[k]) continue;
-    const CopyNode& c = g.copies[k];
-    KILN_CUDA_CHECK_DEVICE(cudaGraphExecMemcpyNodeSetParams1D(g.exec, c.node, c.dst, c.src, c.bytes,
-                                                              cudaMemcpyDeviceToDevice),
-                           g.index);
-    g.dirty_copies[k] = false;
-  }
   for (size_t k = 0; k < g.others.size(); ++k) {
     if (!g.dirty_others[k]) continue;
     const OtherNode& o = g.others[k];
@@ -402,8 +488,6 @@ void Graph::launch() {
     }
     g.dirty_others[k] = false;
   }
-  cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(g.device));
-  KILN_CUDA_CHECK_DEVICE(cudaGraphLaunch(g.exec, stream), g.index);
 }
 
 size_t Graph::nodes() const {

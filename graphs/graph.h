@@ -34,9 +34,13 @@ class Graph;
 //   they are the token ids, the position and the logits, a few kilobytes.
 // - Captured copy and memset nodes (fills, contiguous copies) that point into
 //   a binding are patched the same way, through their own node parameters.
-// Everything else the graph touches (the plan's arena, what extern steps
-// allocate while captured, static buffers) comes from a private pool of the
-// caching allocator (Note [Private pools]) that lives as long as the graph.
+// What extern steps allocate while captured, and static buffers, come from a
+// private pool of the caching allocator (Note [Private pools]) that lives as
+// long as the graph. The plan's arena is the instance's own: allocated once
+// from the device's caching allocator when the instance is built (before any
+// capture, so its warm-up run uses it too), counted in memory_summary() like
+// any block, and freed with the instance (the compiled function, or its
+// cache entry, going away).
 
 // A capture in progress on the current stream of `device`. Allocations on
 // that stream go to the graph's private pool from construction until
@@ -78,6 +82,9 @@ class Graph {
   void set_copy_source(int copy, const void* src);
   void set_copy_destination(int copy, void* dst);
   void set_binding(int binding, const void* base);
+  // Applies the parameter changes made since the last launch (launch() does
+  // it too; separate to time it).
+  void update();
   // Launches on the current stream of the graph's device.
   void launch();
 
@@ -95,5 +102,10 @@ class Graph {
 
 // Whether this build can capture graphs (built with CUDA).
 bool available();
+
+// The CUDA source of the copy and fill kernels that stand for memcpy and
+// memset nodes (Note [Kernel-only graphs], graphs/node_kernels.h); empty
+// without CUDA.
+std::string node_kernels_source();
 
 }  // namespace kiln::graphs

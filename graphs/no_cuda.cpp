@@ -34,6 +34,7 @@ Graph::~Graph() = default;
 void Graph::set_copy_source(int, const void*) {}
 void Graph::set_copy_destination(int, void*) {}
 void Graph::set_binding(int, const void*) {}
+void Graph::update() {}
 void Graph::launch() {}
 size_t Graph::nodes() const {
   return 0;
@@ -46,6 +47,10 @@ size_t Graph::pool_bytes() const {
 }
 double Graph::capture_ms() const {
   return 0;
+}
+
+std::string node_kernels_source() {
+  return {};
 }
 
 bool available() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the CPU reference workloads through kiln (eager and lazy) and through
-# libtorch 1.13 in one run, and prints latencies with the ratios.
+# Runs the CPU reference workloads through kiln (eager, lazy and compiled) and
+# through libtorch 1.13 in one run, and prints latencies, kiln's host CPU time
+# per call, and the ratios.
 #   perf/compare_cpu.sh [--build DIR] [--threads N] [--workload W]
 #
 # libtorch runs at its best: OpenMP threads wait passively (libgomp's default
@@ -32,7 +33,7 @@ done
 # kiln's TBB pool sizes itself from the CPUs the process may run on.
 pin=()
 [ "$threads" -lt "$(nproc)" ] && pin=(taskset -c "0-$((threads - 1))")
-OPENBLAS_NUM_THREADS=$threads "${pin[@]}" "$build/kiln-bench" --device cpu --workload "$workload" --json >> "$tmp"
+OPENBLAS_NUM_THREADS=$threads "${pin[@]}" "$build/kiln-bench" --device cpu --workload "$workload" --mode all --json >> "$tmp"
 python3 - "$tmp" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
@@ -41,14 +42,15 @@ for r in rows:
     key = (r["workload"], r["shape"])
     if r["mode"] == "libtorch" and (key not in torch or r["latency_us_p50"] < torch[key]["latency_us_p50"]):
         torch[key] = r
-print(f"{'workload':9} {'shape':8} {'mode':8} {'p50 us':>12} {'libtorch us':>12} {'(threads)':>9} {'speedup':>8}")
+print(f"{'workload':9} {'shape':8} {'mode':16} {'p50 us':>12} {'host us':>10} {'libtorch us':>12} {'(threads)':>9} {'speedup':>8}")
 for r in rows:
     if r["mode"] == "libtorch":
         continue
     t = torch.get((r["workload"], r["shape"]))
     ref = t["latency_us_p50"] if t else float("nan")
     th = t["threads"] if t else 0
-    print(f"{r['workload']:9} {r['shape']:8} {r['mode']:8} {r['latency_us_p50']:12.1f} {ref:12.1f} "
+    print(f"{r['workload']:9} {r['shape']:8} {r['mode']:16} {r['latency_us_p50']:12.1f} "
+          f"{r['host_us_per_call']:10.1f} {ref:12.1f} "
           f"{th:>9} {ref / r['latency_us_p50']:8.2f}x")
 PY
 rm -f "$tmp"

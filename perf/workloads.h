@@ -29,6 +29,13 @@ inline std::vector<Case> cases_for(bool gpu, const std::string& only) {
   // One decode step against a static KV cache of 1024 positions (logits included).
   all.push_back({"gpt2-decode", "1x1024", 1, 1024});
   all.push_back({"gpt2-decode", "8x1024", 8, 1024});
+  // A 1B-class Llama decode step (Llama 3.2 1B shapes, random bf16 weights,
+  // cache of 2048): GPU only, and only when asked for by name (making its
+  // 1.24B random weights takes a while).
+  if (gpu && only == "llama-decode") {
+    all.push_back({"llama-decode", "1x2048", 1, 2048});
+    all.push_back({"llama-decode", "8x2048", 8, 2048});
+  }
   std::vector<Case> out;
   for (const Case& c : all) {
     if (only == "all" || only == c.workload) out.push_back(c);

@@ -181,6 +181,8 @@ if [ $bench = 1 ]; then
     "$here/kiln-bench" --device cuda --mode $mode --json >> "$out/bench.jsonl" \
       2>> "$out/bench.err" || status=1
   done
+  "$here/kiln-bench" --device cuda --workload llama-decode --mode compile --json \
+    >> "$out/bench.jsonl" 2>> "$out/bench.err" || status=1
   echo "== first call of gpt2 compiled alone: new process, empty kernel cache, then warm"
   rm -rf "$KILN_CACHE_DIR"
   for run in cold warm; do
@@ -189,9 +191,10 @@ if [ $bench = 1 ]; then
       >> "$out/bench.jsonl" || status=1
   done
   echo "== host time of a compiled call by phase (KILN_COMPILE_PROFILE=1)"
-  for w in gpt2 gpt2-decode; do
-    KILN_COMPILE_PROFILE=1 "$here/kiln-bench" --device cuda --workload $w --mode compile \
-      --iters 200 --json 2>&1 >/dev/null | grep "compile profile"
+  for w in chain16:4096 gpt2:1x1 gpt2-decode:1x1024 gpt2-decode:8x1024; do
+    echo "-- ${w%%:*} ${w#*:}"
+    KILN_COMPILE_PROFILE=1 "$here/kiln-bench" --device cuda --workload "${w%%:*}" \
+      --shape "${w#*:}" --mode compile --iters 200 --json 2>&1 >/dev/null | grep "compile profile"
   done
   tail -5 "$out/bench.err"
 fi

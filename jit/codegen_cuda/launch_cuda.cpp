@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <unordered_map>
 
 #include "jit/codegen_cuda/kernel_loader.h"
@@ -21,16 +20,8 @@ namespace {
 
 constexpr int kBlock = 256;
 
-// Launch counts of pointwise kernels; compiles and loads are the loader's (Note [Kernel loader]).
-struct Cache {
-  std::mutex mu;
-  CudaKernelStats stats;
-};
-
-Cache& cache() {
-  static auto* c = new Cache();  // leaked: libraries stay loaded for the process
-  return *c;
-}
+// Launches of pointwise kernels; compiles and loads are the loader's (Note [Kernel loader]).
+std::atomic<int64_t> g_launches{0};
 
 // The kernel named by `spec` on `device`, compiled or read from disk once.
 cudaKernel_t get_kernel(const PointwiseSpec& spec, int device) {
@@ -79,8 +70,8 @@ void check_zero_divisor(const Tensor& flag, cudaStream_t stream, int device) {
 
 CudaKernelStats cuda_kernel_stats() {
   const KernelLoaderStats l = kernel_loader_stats();
-  std::lock_guard<std::mutex> lock(cache().mu);
-  CudaKernelStats s = cache().stats;
+  CudaKernelStats s;
+  s.launches = g_launches.load(std::memory_order_relaxed);
   s.compiled = l.compiled;
   s.disk_hits = l.disk_hits;
   s.compile_ms = l.compile_ms;
@@ -89,20 +80,86 @@ CudaKernelStats cuda_kernel_stats() {
   return s;
 }
 
-bool run_pointwise_cuda(const FusedGroup& g) {
+namespace {
+
+// What a launch of one group worked out (Note [Launch memo]): valid while the
+// operands keep the device and geometry they had and the dense ones stay
+// aligned for the vector width.
+struct PointwiseMemo : LaunchMemo {
+  int device = -1;
+  std::vector<DimVector> sizes, strides;  // per operand, outputs first
+  std::vector<size_t> align;              // per operand: bytes a pointer must be a multiple of
+  std::vector<size_t> slot;               // per operand: its pointer's index in `args`
+  std::vector<int64_t> args;              // the KilnArgs words, pointers refreshed per launch
+  cudaKernel_t kernel = nullptr;
+  unsigned blocks = 0;
+  bool flag = false;  // the zero-divisor flag is the last word
+  bool empty = false;
+};
+
+template <typename F>
+void for_each_operand(const FusedGroup& g, F&& f) {
+  size_t o = 0;
+  for (const Tensor& t : g.outputs) f(o++, t);
+  for (const Tensor& t : g.inputs) f(o++, t);
+}
+
+// The memo still describes `g`'s operands.
+bool memo_holds(const PointwiseMemo& m, const FusedGroup& g, const Device& device) {
+  if (m.device != device.index() || m.sizes.size() != g.outputs.size() + g.inputs.size()) {
+    return false;
+  }
+  bool holds = true;
+  for_each_operand(g, [&](size_t o, const Tensor& t) {
+    holds = holds && t.device() == device && t.sizes() == IntArrayRef(m.sizes[o]) &&
+            t.strides() == IntArrayRef(m.strides[o]);
+  });
+  return holds;
+}
+
+void put_pointer(std::vector<int64_t>& args, size_t slot, const void* p) {
+  int64_t bits;
+  std::memcpy(&bits, &p, sizeof p);
+  args[slot] = bits;
+}
+
+void launch(const PointwiseMemo& m, const FusedGroup& g, const Device& device,
+            std::vector<int64_t>& args) {
+  kiln::cuda::DeviceGuard guard(device.index());
+  cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
+  Tensor flag;
+  if (m.flag) {
+    flag = zero_divisor_flag(device);
+    KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(flag.data_ptr(), 0, sizeof(int), stream),
+                           device.index());
+    put_pointer(args, args.size() - 1, flag.data_ptr());
+  }
+  void* params[] = {args.data()};
+  KILN_CUDA_CHECK_DEVICE(cudaLaunchKernel(reinterpret_cast<const void*>(m.kernel), dim3(m.blocks),
+                                          dim3(kBlock), params, 0, stream),
+                         device.index());
+  const size_t arg_bytes = args.size() * sizeof(int64_t);
+  kiln::cuda::note_launch(stream, reinterpret_cast<const void*>(m.kernel), dim3(m.blocks),
+                          dim3(kBlock), 0, params, &arg_bytes, 1);
+  g_launches.fetch_add(1, std::memory_order_relaxed);
+  for (const Tensor& t : g.outputs) t.impl()->bump_version();
+  if (flag.defined()) check_zero_divisor(flag, stream, device.index());
+}
+
+// Works out the launch of `g` from scratch; nullptr when the group must run
+// node by node.
+std::unique_ptr<PointwiseMemo> plan_launch(const FusedGroup& g, const Device& device) {
   const PointwiseKernel& k = g.kernel;
   std::vector<Tensor> ops = g.outputs;
   ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());
-  const Device device = g.outputs.at(0).device();
-  for (const Tensor& t : ops) {
-    if (!(t.device() == device)) return false;
-  }
   const int nout = static_cast<int>(g.outputs.size());
   Iteration it = coalesce(g.shape, ops, nout);
   if (it.sizes.size() > static_cast<size_t>(kMaxDims)) {
     KILN_LOG(Fusion, "CUDA group runs node by node: ", it.sizes.size(), " dims after merging");
-    return false;
+    return nullptr;
   }
+  auto m = std::make_unique<PointwiseMemo>();
+  m->device = device.index();
   const int nd = static_cast<int>(it.sizes.size());
   PointwiseSpec spec{&k};
   int64_t max_offset = it.numel;
@@ -119,6 +176,8 @@ bool run_pointwise_cuda(const FusedGroup& g) {
     spec.layouts.push_back(scalar && o >= static_cast<size_t>(nout) ? Layout::Scalar
                            : dense                                  ? Layout::Dense
                                                                     : Layout::Strided);
+    m->sizes.push_back(ops[o].sizes());
+    m->strides.push_back(ops[o].strides());
   }
   spec.ndim = nd;
   // Room for one grid stride past the last offset (Note [CUDA pointwise ABI]):
@@ -130,42 +189,31 @@ bool run_pointwise_cuda(const FusedGroup& g) {
   for (size_t o = 0; o < ops.size() && vectorize; ++o) {
     if (spec.layouts[o] == Layout::Strided) vectorize = false;
   }
-  for (const Tensor& t : g.outputs) ensure_memory(t);
-  if (it.numel == 0) return true;
+  m->align.assign(ops.size(), 1);
   for (size_t o = 0; o < ops.size() && vectorize; ++o) {
     const auto address = reinterpret_cast<uintptr_t>(ops[o].data_ptr());
     const size_t bytes = static_cast<size_t>(width) * itemsize(ops[o].dtype());
     if (spec.layouts[o] == Layout::Dense && address % bytes != 0) vectorize = false;
+    if (spec.layouts[o] == Layout::Dense) m->align[o] = bytes;
   }
+  if (!vectorize) m->align.assign(ops.size(), 1);
   spec.vec = vectorize ? width : 1;
-  cudaKernel_t kernel = get_kernel(spec, device.index());
+  m->empty = it.numel == 0;
+  if (m->empty) return m;
+  m->kernel = get_kernel(spec, device.index());
 
   // The argument struct, laid out as the generated KilnArgs (all 8-byte fields).
-  std::vector<int64_t> args;
-  args.push_back(it.numel);
-  for (int d = 0; d < kMaxDims; ++d) args.push_back(d < nd ? it.sizes[d] : 1);
+  m->args.push_back(it.numel);
+  for (int d = 0; d < kMaxDims; ++d) m->args.push_back(d < nd ? it.sizes[d] : 1);
   for (size_t o = 0; o < ops.size(); ++o) {
-    void* p = ops[o].data_ptr();
-    int64_t bits;
-    std::memcpy(&bits, &p, sizeof p);
-    args.push_back(bits);
+    m->slot.push_back(m->args.size());
+    m->args.push_back(0);
     if (spec.layouts[o] == Layout::Strided) {
-      for (int d = 0; d < kMaxDims; ++d) args.push_back(d < nd ? it.strides[o][d] : 0);
+      for (int d = 0; d < kMaxDims; ++d) m->args.push_back(d < nd ? it.strides[o][d] : 0);
     }
   }
-  kiln::cuda::DeviceGuard guard(device.index());
-  cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
-  Tensor flag;
-  if (needs_error_flag(k)) {
-    flag = zero_divisor_flag(device);
-    KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(flag.data_ptr(), 0, sizeof(int), stream),
-                           device.index());
-    void* p = flag.data_ptr();
-    int64_t bits;
-    std::memcpy(&bits, &p, sizeof p);
-    args.push_back(bits);
-  }
-  void* params[] = {args.data()};
+  m->flag = needs_error_flag(k);
+  if (m->flag) m->args.push_back(0);
   const cudaDeviceProp& prop = kiln::cuda::device_properties(device.index());
   const int64_t work = std::max<int64_t>(1, it.numel / spec.vec);
   int64_t blocks = std::min<int64_t>((work + kBlock - 1) / kBlock, int64_t{1} << 30);
@@ -173,20 +221,41 @@ bool run_pointwise_cuda(const FusedGroup& g) {
     blocks =
         std::min<int64_t>(blocks, static_cast<int64_t>(prop.multiProcessorCount) * blocks_per_sm());
   }
-  KILN_CUDA_CHECK_DEVICE(
-      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
-                       dim3(kBlock), params, 0, stream),
-      device.index());
-  const size_t arg_bytes = args.size() * sizeof(int64_t);
-  kiln::cuda::note_launch(stream, reinterpret_cast<const void*>(kernel),
-                          dim3(static_cast<unsigned>(blocks)), dim3(kBlock), 0, params, &arg_bytes,
-                          1);
-  {
-    std::lock_guard<std::mutex> lock(cache().mu);
-    cache().stats.launches++;
+  m->blocks = static_cast<unsigned>(blocks);
+  return m;
+}
+
+}  // namespace
+
+bool run_pointwise_cuda(const FusedGroup& g) {
+  const Device device = g.outputs.at(0).device();
+  bool same_device = true;
+  for_each_operand(
+      g, [&](size_t, const Tensor& t) { same_device = same_device && t.device() == device; });
+  if (!same_device) return false;
+  for (const Tensor& t : g.outputs) ensure_memory(t);
+  auto* m = dynamic_cast<PointwiseMemo*>(g.launch.memo.get());
+  if (!m || !memo_holds(*m, g, device)) {
+    g.launch.memo = plan_launch(g, device);
+    m = static_cast<PointwiseMemo*>(g.launch.memo.get());
+    if (!m) return false;
   }
-  for (const Tensor& t : g.outputs) t.impl()->bump_version();
-  if (flag.defined()) check_zero_divisor(flag, stream, device.index());
+  if (m->empty) return true;
+  // Fresh pointers; a dense operand that lost its alignment works the launch out again.
+  std::vector<int64_t>& args = m->args;
+  bool aligned = true;
+  for_each_operand(g, [&](size_t o, const Tensor& t) {
+    const void* p = t.data_ptr();
+    aligned = aligned && reinterpret_cast<uintptr_t>(p) % m->align[o] == 0;
+    put_pointer(args, m->slot[o], p);
+  });
+  if (!aligned) {
+    g.launch.memo = plan_launch(g, device);
+    m = static_cast<PointwiseMemo*>(g.launch.memo.get());
+    for_each_operand(
+        g, [&](size_t o, const Tensor& t) { put_pointer(m->args, m->slot[o], t.data_ptr()); });
+  }
+  launch(*m, g, device, m->args);
   return true;
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 
 // Note [Compiled call profile]
-// KILN_COMPILE_PROFILE=1 times the host side of every compiled call by phase
-// (steady_clock, on the calling thread) and prints the means at exit: where a
-// hit's microseconds go besides the kernels. Off, each phase costs a branch.
+// KILN_COMPILE_PROFILE=1 times the host side of compiled calls by phase
+// (steady_clock, on the calling thread) and prints the means at exit over the
+// steady-state hits (an instance's first two runs, its warm-up and capture,
+// are left out): where a hit's microseconds go besides the kernels. Off,
+// each phase costs a branch.
 
 #include <chrono>
 #include <cstdint>
@@ -23,7 +25,9 @@ enum class CallPhase {
 
 bool call_profile_on();
 void profile_call(CallPhase phase, int64_t ns);
-void profile_call_done();
+// Ends the call's timing: its phases count when `count` (a steady-state hit:
+// not a compile, warm-up or capture).
+void profile_call_done(bool count);
 
 class CallTimer {
  public:

@@ -130,10 +130,16 @@ struct boxed::CompiledCore::Impl {
                              std::vector<Tensor>* results);
   std::vector<int64_t> spec_key(const Entry& e, const std::vector<IValue>& args) const;
   void guard_captured(Entry& e, const Pristine& p, const Instance& first);
-  std::unique_ptr<Instance> new_instance(Entry& e, const Pristine& p);
-  InstanceOptions instance_options(const Entry& e) const {
-    return {options.mode == Mode::ReduceOverhead,
-            options.name + ": entry " + std::to_string(e.index)};
+  std::unique_ptr<Instance> new_instance(Entry& e, const Specialization& spec);
+  // Logs name an instance "decode: entry 1" and, with dynamic dims, the
+  // specialization's sizes: "decode: entry 1, bucket 8".
+  InstanceOptions instance_options(const Entry& e, const std::vector<int64_t>& key) const {
+    std::string name = options.name + ": entry " + std::to_string(e.index);
+    for (size_t k = 0; k < key.size(); ++k) {
+      name += k ? "x" : (options.buckets.empty() ? ", sizes " : ", bucket ");
+      name += std::to_string(key[k]);
+    }
+    return {options.mode == Mode::ReduceOverhead, std::move(name)};
   }
 };
 
@@ -178,6 +184,7 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
   if (is_tracing()) return body.call(body.self, args);
   Impl& m = *impl_;
   m.calls.fetch_add(1, std::memory_order_relaxed);
+  profile_call_done(false);  // drops what a call that did not count left behind
   CallTimer enter(CallPhase::kEnter);
   m.check_arguments(args);
   // A compile boundary: what this thread recorded runs first, and arguments
@@ -210,7 +217,10 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
 
 std::vector<Tensor> boxed::CompiledCore::Impl::dispatch(const std::vector<IValue>& args,
                                                         Body body) {
-  if (Entry* e = lookup(args)) return run(*e, args, body);
+  CallTimer guarding(CallPhase::kGuards);
+  Entry* found = lookup(args);
+  guarding.stop();
+  if (found) return run(*found, args, body);
   Entry* hit = nullptr;
   std::vector<Tensor> results = compile(args, body, &hit);
   if (hit) return run(*hit, args, body);  // another thread built it meanwhile
@@ -360,8 +370,9 @@ void boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& p, cons
   }
 }
 
-std::unique_ptr<Instance> boxed::CompiledCore::Impl::new_instance(Entry& e, const Pristine& p) {
-  auto inst = std::make_unique<Instance>(p, instance_options(e));
+std::unique_ptr<Instance> boxed::CompiledCore::Impl::new_instance(Entry& e,
+                                                                  const Specialization& spec) {
+  auto inst = std::make_unique<Instance>(spec.pristine, instance_options(e, spec.key));
   instances.fetch_add(1, std::memory_order_relaxed);
   e.hold(inst->captured_impls());
   return inst;
@@ -389,12 +400,12 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   }
   std::unique_ptr<Instance> inst;
   if (e.specs.empty()) {
-    inst = std::make_unique<Instance>(spec->pristine, instance_options(e));
+    inst = std::make_unique<Instance>(spec->pristine, instance_options(e, spec->key));
     instances.fetch_add(1, std::memory_order_relaxed);
     guard_captured(e, spec->pristine, *inst);  // before results hold anything
   } else {
     e.hold(spec->pristine.captured_impls);
-    inst = new_instance(e, spec->pristine);
+    inst = new_instance(e, *spec);
   }
   spec->steps = inst->steps();
   *results = inst->run(args);
@@ -550,14 +561,14 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
       spec->idle.pop_back();
     }
   }
-  if (!inst) inst = new_instance(e, spec->pristine);
+  if (!inst) inst = new_instance(e, *spec);
   acquire.stop();
   Lease lease(*spec, std::move(inst));
   hits.fetch_add(1, std::memory_order_relaxed);
   steps.store(static_cast<int64_t>(spec->steps), std::memory_order_relaxed);
   results = (*lease).run(args);
   graph_nodes.store(static_cast<int64_t>((*lease).graph_nodes()), std::memory_order_relaxed);
-  profile_call_done();
+  profile_call_done((*lease).runs() > 2);
   return results;
 }
 

@@ -556,6 +556,7 @@ std::vector<Tensor> Instance::replay(const std::vector<const Tensor*>& tensors) 
     if (out.copy >= 0) graph.set_copy_destination(out.copy, f->data());
     fresh.emplace(out.storage, std::move(f));
   }
+  graph.update();
   bind.stop();
   {
     CallTimer launch(CallPhase::kLaunch);

@@ -89,6 +89,8 @@ class Instance {
   size_t arena_bytes() const { return plan_.memory.planned_bytes; }
   // Nodes of the captured graph (0 before the capture or without one).
   size_t graph_nodes() const;
+  // Calls run so far.
+  int runs() const { return runs_; }
 
  private:
   struct GraphState;

@@ -17,6 +17,7 @@
 // epilogue's shape. The epilogue may read what the prologue wrote only
 // through the same view (both run row by row, interleaved).
 
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -27,12 +28,39 @@
 
 namespace kiln::jit {
 
+// Note [Launch memo]
+// A backend may keep on a group what it worked out to launch it (the kernel
+// handle, the argument layout, the grid), so that running the same group
+// again (a compiled instance runs its plan on every call) only refreshes the
+// data pointers after checking that the operands' geometry is what it was.
+// A copy starts empty: a copied group holds other tensors, and copies run on
+// other threads (one instance per thread at a time).
+struct LaunchMemo {
+  virtual ~LaunchMemo() = default;
+};
+
+class LaunchMemoSlot {
+ public:
+  LaunchMemoSlot() = default;
+  LaunchMemoSlot(const LaunchMemoSlot&) {}
+  LaunchMemoSlot& operator=(const LaunchMemoSlot&) {
+    memo.reset();
+    return *this;
+  }
+  LaunchMemoSlot(LaunchMemoSlot&&) noexcept = default;
+  LaunchMemoSlot& operator=(LaunchMemoSlot&&) noexcept = default;
+  ~LaunchMemoSlot() = default;
+
+  mutable std::unique_ptr<LaunchMemo> memo;
+};
+
 struct FusedGroup {
   PointwiseKernel kernel;
   DimVector shape;              // the iteration shape
   std::vector<Tensor> inputs;   // loaded tensors (broadcast into `shape`)
   std::vector<Tensor> outputs;  // stored tensors (of `shape`)
   std::vector<size_t> members;  // node indices, in record order
+  LaunchMemoSlot launch;        // Note [Launch memo]
 };
 
 // A reduction group: prologue and epilogue are pointwise groups whose input

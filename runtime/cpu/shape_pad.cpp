@@ -73,7 +73,7 @@ PadGeometry pad_mode_geometry(const char* op, PadMode mode, const Tensor& self, 
     g.sizes[d] = size;
     g.dims.push_back(p);
   }
-  check_size_fits(g.sizes, self.dtype(), op);
+  checked_bytes_numel(g.sizes, self.dtype(), op);
   return g;
 }
 

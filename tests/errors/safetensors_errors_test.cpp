@@ -155,7 +155,7 @@ TEST(SafetensorsErrors, SizesAndOffsets) {
   expect_open_error(R"({"a":{"dtype":"F32","shape":[4611686018427387920],"data_offsets":[0,64]}})",
                     std::string(64, 'x'), "expected a size whose bytes fit in int64");
   expect_open_error(R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,1]}})",
-                    "x", "expected a shape whose element count fits in int64");
+                    "x", "expected a size whose element count fits in int64");
   expect_open_error(R"({"a":{"dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,1]}})",
                     "x", "below 2^63");
   // Two tensors over the same bytes.

@@ -1,7 +1,8 @@
 // CUDA graph replay of compiled functions (Note [Graph replay]): replays equal
 // eager results; decode steps at 64 successive positions replay one graph;
 // results of earlier calls keep their values; a capture that fails falls
-// back; 8 threads x 1000 calls; memory pressure during capture. GPU only.
+// back; buckets capture a graph each; 8 threads x 1000 calls; memory
+// pressure during capture. GPU only.
 
 #include <gtest/gtest.h>
 
@@ -34,6 +35,12 @@ std::string captured_logs(const std::function<void()>& f) {
   std::string s = ::testing::internal::GetCapturedStderr();
   kiln::set_logs("");
   return s;
+}
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 TEST(GraphReplay, DecodeStepsAtSixtyFourPositions) {
@@ -139,6 +146,30 @@ TEST(GraphReplay, CaptureFailureFallsBack) {
             std::string::npos)
       << logs;
   EXPECT_EQ(f.stats().graph_nodes, 0);
+}
+
+// Buckets: one graph per bucket, each captured once and named in the log.
+TEST(GraphReplay, BucketsCaptureOneGraphEach) {
+  KILN_REQUIRE_CUDA();
+  const kiln::Device cuda = kiln::Device::cuda();
+  Tensor w = random_tensor({6, 6}, kiln::kFloat32, "transposed", 9);
+  Tensor wc = w.to(cuda);
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x) { return kiln::tanh(kiln::matmul(x, wc)) + x.sum({1}, true); },
+      {.name = "b", .dynamic = {{0, 0}}, .buckets = {1, 2, 4, 8}});
+  const std::string logs = captured_logs([&] {
+    for (int64_t n : {3, 4, 5, 7, 8, 3, 6}) {
+      Tensor x = random_tensor({n, 6}, kiln::kFloat32, "contiguous", static_cast<uint64_t>(n));
+      Tensor got = f(x.to(cuda)).cpu();
+      SCOPED_TRACE("size " + std::to_string(n));
+      ASSERT_EQ(got.size(0), n);
+      kiln::EagerGuard eager;
+      EXPECT_TENSOR_CLOSE_TOL(got, kiln::tanh(kiln::matmul(x, w)) + x.sum({1}, true), 1e-4, 1e-4);
+    }
+  });
+  EXPECT_EQ(count_of(logs, "b: entry 1, bucket 4: captured a graph"), 1) << logs;
+  EXPECT_EQ(count_of(logs, "b: entry 1, bucket 8: captured a graph"), 1) << logs;
+  EXPECT_EQ(f.stats().specializations, 1) << logs;
 }
 
 TEST(GraphReplay, EightThreadsThousandCallsEach) {

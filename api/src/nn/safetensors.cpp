@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "api/src/nn/checked_size.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
+#include "runtime/core/checked_sizes.h"
 
 namespace kiln::nn {
 
@@ -232,8 +232,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
                "[safetensors] expected data_offsets [begin, end] for ", ctx, ", got ", off.dump());
     const int64_t begin = parse_index(off[0], "data_offsets", ctx);
     const int64_t end = parse_index(off[1], "data_offsets", ctx);
-    const int64_t numel = checked_numel(ti.shape, "safetensors", ctx);
-    ti.nbytes = checked_mul(numel, static_cast<int64_t>(itemsize(ti.dtype)), "safetensors", ctx);
+    // The rule every tensor kiln makes obeys (Note [Checked size arithmetic]),
+    // so that a header it accepts always gives a tensor.
+    int64_t numel = 0;
+    try {
+      numel = checked_bytes_numel(ti.shape, ti.dtype, "safetensors");
+    } catch (const Error& e) {
+      KILN_FAIL(e.what(), " (", ctx, ")");
+    }
+    ti.nbytes = numel * static_cast<int64_t>(itemsize(ti.dtype));
     KILN_CHECK(begin <= end && end <= data_size, "[safetensors] expected data_offsets of ", ctx,
                " inside the data section [0, ", data_size, "], got [", begin, ", ", end, "]");
     KILN_CHECK(end - begin == ti.nbytes, "[safetensors] expected ", ctx, " of shape ",

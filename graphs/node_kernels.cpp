@@ -1,0 +1,143 @@
+// Copies and fills as kernels (Note [Kernel-only graphs]).
+
+#include "graphs/node_kernels.h"
+
+#include <algorithm>
+#include <string>
+
+#include "graphs/graph.h"
+#include "jit/codegen_cuda/kernel_loader.h"
+#include "kiln/error.h"
+#include "runtime/cuda/check.h"
+
+namespace kiln::graphs {
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr uint64_t kMaxBlocks = 4096;  // grid-stride loops cover the rest
+
+// Both kernels walk rows of `width` bytes (`width` elements for the fill)
+// with a grid-stride loop, so a grid sized for one unit stays correct after
+// replay picks a narrower one.
+const char* kSource = R"(
+struct alignas(16) kiln_v16 { unsigned long long a, b; };
+
+extern "C" __global__ void kiln_graph_copy(unsigned long long dst, unsigned long long src,
+    unsigned long long width, unsigned long long height, unsigned long long dst_pitch,
+    unsigned long long src_pitch, unsigned long long unit) {
+  const unsigned long long per_row = width / unit, n = per_row * height;
+  const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += step) {
+    const unsigned long long r = i / per_row, c = (i - r * per_row) * unit;
+    unsigned char* d = (unsigned char*)(dst + r * dst_pitch + c);
+    const unsigned char* s = (const unsigned char*)(src + r * src_pitch + c);
+    switch (unit) {
+      case 16: *(kiln_v16*)d = *(const kiln_v16*)s; break;
+      case 8: *(unsigned long long*)d = *(const unsigned long long*)s; break;
+      case 4: *(unsigned*)d = *(const unsigned*)s; break;
+      case 2: *(unsigned short*)d = *(const unsigned short*)s; break;
+      default: *d = *s;
+    }
+  }
+}
+
+extern "C" __global__ void kiln_graph_fill(unsigned long long dst, unsigned long long value,
+    unsigned long long elem, unsigned long long width, unsigned long long height,
+    unsigned long long pitch) {
+  const unsigned long long n = width * height;
+  const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += step) {
+    const unsigned long long r = i / width, c = i - r * width;
+    unsigned char* p = (unsigned char*)(dst + r * pitch + c * elem);
+    switch (elem) {
+      case 4: *(unsigned*)p = (unsigned)value; break;
+      case 2: *(unsigned short*)p = (unsigned short)value; break;
+      default: *p = (unsigned char)value;
+    }
+  }
+}
+)";
+
+const void* kernel(const char* name, int device) {
+  // One source holds both kernels; the loader keys its caches by name.
+  return reinterpret_cast<const void*>(jit::cuda::load_kernel(
+      name, [] { return std::string(kSource); }, device));
+}
+
+dim3 grid_for(uint64_t n) {
+  return dim3(
+      static_cast<unsigned>(std::clamp<uint64_t>((n + kThreads - 1) / kThreads, 1, kMaxBlocks)));
+}
+
+uint64_t word(const void* p) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+}
+
+}  // namespace
+
+std::string node_kernels_source() {
+  return kSource;
+}
+
+uint64_t copy_unit(const uint64_t* w) {
+  uint64_t bits = w[kCopyDst] | w[kCopySrc] | w[kCopyWidth];
+  if (w[kCopyHeight] > 1) bits |= w[kCopyDstPitch] | w[kCopySrcPitch];
+  for (uint64_t u : {16, 8, 4, 2}) {
+    if (bits % u == 0) return u;
+  }
+  return 1;
+}
+
+NodeKernel copy_kernel(int device, void* dst, const void* src, size_t width, size_t height,
+                       size_t dst_pitch, size_t src_pitch) {
+  NodeKernel k;
+  k.func = kernel("kiln_graph_copy", device);
+  k.words.assign(kCopyWords, 0);
+  k.words[kCopyDst] = word(dst);
+  k.words[kCopySrc] = word(src);
+  k.words[kCopyWidth] = width;
+  k.words[kCopyHeight] = height;
+  k.words[kCopyDstPitch] = height > 1 ? dst_pitch : width;
+  k.words[kCopySrcPitch] = height > 1 ? src_pitch : width;
+  k.words[kCopyUnit] = copy_unit(k.words.data());
+  k.grid = grid_for(width / k.words[kCopyUnit] * height);
+  k.block = dim3(kThreads);
+  return k;
+}
+
+NodeKernel fill_kernel(int device, const cudaMemsetParams& p) {
+  KILN_INTERNAL_ASSERT(p.elementSize == 1 || p.elementSize == 2 || p.elementSize == 4,
+                       "a memset node of ", p.elementSize, "-byte elements");
+  NodeKernel k;
+  k.func = kernel("kiln_graph_fill", device);
+  const size_t height = std::max<size_t>(p.height, 1);
+  k.words = {word(p.dst), p.value, p.elementSize,
+             p.width,     height,  height > 1 ? p.pitch : p.width * p.elementSize};
+  k.grid = grid_for(static_cast<uint64_t>(p.width) * height);
+  k.block = dim3(kThreads);
+  return k;
+}
+
+bool copy_node_kernel(int device, const cudaMemcpy3DParms& p, NodeKernel* out) {
+  if (p.srcArray || p.dstArray || p.srcPos.x || p.srcPos.y || p.srcPos.z || p.dstPos.x ||
+      p.dstPos.y || p.dstPos.z || p.extent.depth > 1 || p.extent.width == 0) {
+    return false;
+  }
+  const void* ends[] = {p.srcPtr.ptr, p.dstPtr.ptr};
+  for (const void* ptr : ends) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    if (a.type != cudaMemoryTypeDevice || a.device != device) return false;
+  }
+  const size_t height = std::max<size_t>(p.extent.height, 1);
+  *out = copy_kernel(device, p.dstPtr.ptr, p.srcPtr.ptr, p.extent.width, height, p.dstPtr.pitch,
+                     p.srcPtr.pitch);
+  return true;
+}
+
+}  // namespace kiln::graphs
