@@ -172,10 +172,55 @@ TraceBuffer& TraceBuffer::current() {
   return *holder.trace;
 }
 
+namespace {
+
+StorageImpl* storage_of(const Tensor& t) {
+  const TensorImpl* impl = t.impl();
+  return impl ? impl->storage().get() : nullptr;
+}
+
+bool on_argument(const Node& node, const StorageImpl* s) {
+  for (const IValue& v : node.args) {
+    if (v.is_tensor()) {
+      if (storage_of(v.to_tensor()) == s) return true;
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& a : v.to_tensor_list()) {
+        if (storage_of(a) == s) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Rule 3 for an argument that carries a marker other than this trace's (out
+// of line: the common case then saves no registers).
+[[gnu::noinline]] bool arguments_ready_slow(const Node& node, const PendingValue* mine,
+                                            StorageImpl** wait);
+
+}  // namespace
+
 bool TraceBuffer::arguments_ready(const Node& node, StorageImpl** wait) {
+  // The common case, kept cheap (it runs for every recorded op): no tensor
+  // argument carries a marker but this trace's.
   const PendingValue* mine = marker_.get();
+  bool plain = true;
+  for (const IValue& v : node.args) {
+    if (v.is_tensor()) {
+      const StorageImpl* s = storage_of(v.to_tensor());
+      const PendingValue* p = s ? s->pending_marker() : nullptr;
+      plain &= p == nullptr || p == mine;
+    } else if (v.is_tensor_list()) {
+      plain = false;
+    }
+  }
+  return plain || arguments_ready_slow(node, mine, wait);
+}
+
+namespace {
+
+bool arguments_ready_slow(const Node& node, const PendingValue* mine, StorageImpl** wait) {
   auto ready = [&](const Tensor& t, size_t arg, bool written) {
-    StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
+    StorageImpl* s = storage_of(t);
     if (!s) return true;
     const PendingValue* p = s->pending_marker();
     if (p == nullptr || p == mine) return true;
@@ -208,39 +253,36 @@ bool TraceBuffer::arguments_ready(const Node& node, StorageImpl** wait) {
   return true;
 }
 
+}  // namespace
+
 void TraceBuffer::mark(const Node& node) {
   const PendingValue* mine = marker_.get();
   for (int w : node.written) {
     if (!node.args[w].is_tensor()) continue;
-    const Tensor& t = node.args[w].to_tensor();
-    StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
+    StorageImpl* s = storage_of(node.args[w].to_tensor());
     if (!s || s->pending_marker() == mine) continue;
     // A watch, a failure being overwritten, or another trace's write that a
     // racing thread recorded meanwhile: replaced under the pending lock.
     if (!s->replace_pending(nullptr, marker_)) s->set_pending(marker_);
   }
   for (const Tensor& t : node.outputs) {
-    StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
-    if (!s || s->pending_marker() == mine) continue;
+    StorageImpl* s = storage_of(t);
+    if (!s) continue;
+    const PendingValue* p = s->pending_marker();
+    if (p == mine) continue;
     // An output on an argument's storage is that argument: written (marked
-    // above) or handed back as it is (not written).
-    bool on_argument = false;
-    for (const IValue& v : node.args) {
-      if (v.is_tensor()) {
-        on_argument |= v.to_tensor().defined() && v.to_tensor().impl()->storage().get() == s;
-      } else if (v.is_tensor_list()) {
-        for (const Tensor& a : v.to_tensor_list()) {
-          on_argument |= a.defined() && a.impl()->storage().get() == s;
-        }
-      }
-    }
-    // Fresh: no other thread has seen it yet.
-    if (!on_argument && !s->replace_pending(nullptr, marker_)) s->set_pending(marker_);
+    // above) or handed back as it is (not written). A fresh output (no
+    // memory, no marker: the common case) is none, and no other thread has
+    // seen it yet.
+    const bool fresh = p == nullptr && s->data() == nullptr;
+    if (!fresh && on_argument(node, s)) continue;
+    if (!s->replace_pending(nullptr, marker_)) s->set_pending(marker_);
   }
 }
 
 void TraceBuffer::note_stream(const Node& node) {
-  if (!node.device.is_cuda()) return;
+  // Without a GPU CUDA nodes are recorded (NVRTC tests) but never run: no stream.
+  if (!node.device.is_cuda() || !cuda::is_available()) return;
   void* now = cuda::Stream::current(node.device).handle();
   for (auto& [device, handle] : streams_) {
     if (device != node.device) continue;
@@ -262,7 +304,7 @@ void TraceBuffer::append(Node&& node) {
         if (!marker_) {
           marker_ = IntrusivePtr<LazyStorage>::make(IntrusivePtr<TraceBuffer>::retain(this));
         }
-        note_stream(node);
+        if (node.device.is_cuda()) note_stream(node);
         mark(node);
         node.id = next_id_++;
         nodes_.push_back(std::move(node));
