@@ -23,7 +23,7 @@ using kiln::cuda::StreamGuard;
 
 constexpr int64_t kBig = int64_t{16} << 20;  // 64 MiB of float32 per tensor
 
-// x * 1.0001 + 1, `n` times, starting from `start`: ~n + start (float32).
+// x * 1 + 1, `n` times, starting from `start`: exactly start + n (float32).
 Tensor chain(float start, int n) {
   Tensor x =
       kiln::full({kBig}, start, kiln::TensorOptions(kiln::kFloat32).device(kiln::Device::cuda()));
