@@ -35,7 +35,7 @@ namespace jit {
 
 // True when ops on this thread are recorded (not in an EagerGuard, not KILN_EAGER=1).
 KILN_API bool is_lazy();
-// Runs everything this thread has recorded.
+// Runs what this thread recorded; raises a dropped result's failure (Note [Failures in a trace]).
 KILN_API void flush();
 // Counters of this process's lazy execution, for tests and benchmarks.
 struct TraceStats {

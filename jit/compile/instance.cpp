@@ -387,11 +387,18 @@ void Instance::recover(bool nothing_ran) {
 }
 
 void Instance::run_steps() {
+  RunFailures failures;
   try {
-    run_plan(plan_);
+    failures = run_plan(plan_);
   } catch (...) {
     recover(false);
     throw;
+  }
+  // The call's results come back together: a failed step fails the call
+  // (Note [Failures in a trace]).
+  if (!failures.empty()) {
+    recover(false);
+    std::rethrow_exception(failures.errors.front());
   }
 }
 
@@ -493,7 +500,7 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors) {
       const char* user = static_cast<const char*>(tensors[a.arg]->impl()->storage()->data());
       g->arg_copy[k] = cap.copy_in(statics[k] + a.lo, user + a.lo, a.hi - a.lo);
     }
-    run_plan(plan_);
+    if (RunFailures f = run_plan(plan_); !f.empty()) std::rethrow_exception(f.errors.front());
     for (size_t k = 0; k < arg_storages_.size(); ++k) {
       const ArgStorage& a = arg_storages_[k];
       if (!statics[k] || !written_.count(bindings_[a.arg].get())) continue;

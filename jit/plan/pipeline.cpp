@@ -69,19 +69,222 @@ void run_extern(const Plan& plan, const Node& n, size_t index) {
   if (t.on()) profile_extern(*n.op, t.elapsed_ns());
 }
 
-// Marks every storage the live nodes from the `done`-th on write as failed with `message`.
-void poison_rest(const Plan& plan, size_t done, const char* message) {
-  auto poison = IntrusivePtr<FailedStorage>::make(message);
-  auto mark = [&](const Tensor& t) {
-    if (t.defined() && t.impl()->storage()) t.impl()->storage()->set_pending(poison);
-  };
-  for (size_t k = done; k < plan.live.size(); ++k) {
-    const Node& n = plan.nodes[plan.live[k]];
-    for (const Tensor& t : n.outputs) mark(t);
-    for (int w : n.written) {
-      if (n.args[w].is_tensor()) mark(n.args[w].to_tensor());
+// Calls f(StorageImpl*) for each storage `n` writes: its outputs and written arguments.
+template <class F>
+void for_each_write(const Node& n, F&& f) {
+  for (const Tensor& t : n.outputs) {
+    if (t.defined() && t.impl()->storage()) f(t.impl()->storage().get());
+  }
+  for (int w : n.written) {
+    if (!n.args[w].is_tensor()) continue;
+    const Tensor& t = n.args[w].to_tensor();
+    if (t.defined() && t.impl()->storage()) f(t.impl()->storage().get());
+  }
+}
+
+thread_local int t_running = 0;
+thread_local const PendingValue* t_running_marker = nullptr;
+
+// The run of a plan on this thread, with the marker of its trace.
+class Running {
+ public:
+  explicit Running(const PendingValue* marker) : saved_(t_running_marker) {
+    ++t_running;
+    t_running_marker = marker;
+  }
+  ~Running() {
+    --t_running;
+    t_running_marker = saved_;
+  }
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
+
+ private:
+  const PendingValue* saved_;
+};
+
+// The failures of one run as it goes (Note [Failures in a trace]).
+class Failures {
+ public:
+  Failures(const Plan& plan, RunFailures& out) : plan_(plan), out_(out) {}
+
+  bool empty() const { return out_.storages.empty() && out_.errors.empty(); }
+
+  // The failure node `i` may not run past (an input a failed step should have
+  // written), or -1.
+  int64_t blocking(size_t i) const {
+    if (out_.storages.empty()) return -1;
+    const Node& n = plan_.nodes[i];
+    auto find = [&](const Tensor& t) -> int64_t {
+      if (!t.defined() || !t.impl()->storage()) return -1;
+      auto it = out_.storages.find(t.impl()->storage().get());
+      return it == out_.storages.end() ? -1 : static_cast<int64_t>(it->second);
+    };
+    for (size_t a = 0; a < n.args.size(); ++a) {
+      const IValue& v = n.args[a];
+      if (v.is_tensor()) {
+        const Tensor& t = v.to_tensor();
+        const int64_t f = find(t);
+        if (f < 0) continue;
+        bool written = false;
+        for (int w : n.written) written |= static_cast<size_t>(w) == a;
+        if (written && overwrites_storage(*n.op, a, t)) continue;  // not read
+        return f;
+      }
+      if (v.is_tensor_list()) {
+        for (const Tensor& t : v.to_tensor_list()) {
+          if (const int64_t f = find(t); f >= 0) return f;
+        }
+      }
+    }
+    return -1;
+  }
+
+  size_t add(std::exception_ptr error, size_t node) {
+    out_.errors.push_back(std::move(error));
+    out_.nodes.push_back(node);
+    return out_.errors.size() - 1;
+  }
+  // Node `i` did not run: what it writes carries failure `f`.
+  void fail(size_t i, size_t f) {
+    for_each_write(plan_.nodes[i], [&](StorageImpl* s) { out_.storages[s] = f; });
+  }
+  // Node `i` ran: what it writes holds a value (a write that would have read
+  // a failed storage was blocked, so this one overwrote it whole).
+  void ran(size_t i) {
+    if (out_.storages.empty()) return;
+    for_each_write(plan_.nodes[i], [&](StorageImpl* s) { out_.storages.erase(s); });
+  }
+
+ private:
+  const Plan& plan_;
+  RunFailures& out_;
+};
+
+const std::vector<size_t>& members_of(const Step& step) {
+  return step.kind == Step::Kind::Fused ? step.group.members : step.reduction.members;
+}
+
+// Runs one step; throws what it throws.
+void run_step(const Plan& plan, const Step& step, size_t* done) {
+  switch (step.kind) {
+    case Step::Kind::Extern:
+      run_extern(plan, plan.nodes[step.node], step.node);
+      ++*done;
+      break;
+    case Step::Kind::Fused: {
+      PhaseTimer t(Phase::kFused);
+      run_fused(plan.nodes, step.group, done);
+      break;
+    }
+    case Step::Kind::Reduction: {
+      PhaseTimer t(Phase::kReduce);
+      run_reduction(plan.nodes, step.reduction, done);
+      break;
     }
   }
+}
+
+// Runs one step after an earlier one failed: what a failure reaches is
+// skipped; a group part of which it reaches runs member by member.
+void run_step_after_failure(const Plan& plan, const Step& step, Failures& f, size_t* done) {
+  if (step.kind == Step::Kind::Extern) {
+    if (const int64_t b = f.blocking(step.node); b >= 0) {
+      f.fail(step.node, static_cast<size_t>(b));
+      return;
+    }
+    try {
+      run_step(plan, step, done);
+      f.ran(step.node);
+    } catch (...) {
+      f.fail(step.node, f.add(std::current_exception(), step.node));
+    }
+    return;
+  }
+  const std::vector<size_t>& members = members_of(step);
+  bool reached = false;
+  for (size_t m : members) reached = reached || f.blocking(m) >= 0;
+  if (!reached) {
+    try {
+      run_step(plan, step, done);
+      for (size_t m : members) f.ran(m);
+    } catch (...) {
+      const size_t e = f.add(std::current_exception(), members.front());
+      for (size_t m : members) f.fail(m, e);
+    }
+    return;
+  }
+  for (size_t m : members) {
+    if (const int64_t b = f.blocking(m); b >= 0) {
+      f.fail(m, static_cast<size_t>(b));
+      continue;
+    }
+    try {
+      execute_node(plan.nodes[m]);
+      ++*done;
+      f.ran(m);
+    } catch (...) {
+      f.fail(m, f.add(std::current_exception(), m));
+    }
+  }
+}
+
+// Puts each failure's marker on the storages it reaches.
+void mark_failed(const RunFailures& f) {
+  std::vector<IntrusivePtr<PendingValue>> markers;
+  markers.reserve(f.errors.size());
+  for (const std::exception_ptr& e : f.errors)
+    markers.push_back(IntrusivePtr<FailedStorage>::make(e));
+  for (const auto& [storage, index] : f.storages) storage->set_pending(markers[index]);
+}
+
+// "[lazy] op 3 'index_select' failed and nothing held its result: ..."
+std::exception_ptr unclaimed_error(const Plan& plan, const RunFailures& f, size_t index) {
+  std::string what;
+  try {
+    std::rethrow_exception(f.errors[index]);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  const size_t node = f.nodes[index];
+  return std::make_exception_ptr(Error("[lazy] op " + std::to_string(node) + " '" +
+                                       plan.nodes[node].op->name() +
+                                       "' failed and nothing held its result: " + what));
+}
+
+// Dead nodes that check index values stay live (Note [Failures in a trace]):
+// their results are held by the plan while it runs.
+void keep_checked(Plan& p) {
+  std::vector<char> live(p.nodes.size(), 0);
+  for (size_t i : p.live) live[i] = 1;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    if (live[i] || !checks_values(*p.nodes[i].op)) continue;
+    for (const Tensor& t : p.nodes[i].outputs) p.kept.push_back(t);
+  }
+  if (!p.kept.empty()) p.live = live_nodes(p.nodes);
+}
+
+void build_steps(Plan& p) {
+  timed(Phase::kEpilogue, [&] { return fuse_matmul_epilogues(p.nodes); });
+  // Held outside the trace: CSE rewrites only handles inside it, and fusion
+  // (whose steps hold handles of their own) is not run yet.
+  p.live = timed(Phase::kDead, [&] { return live_nodes(p.nodes, &p.external); });
+  if (p.live.size() < p.nodes.size()) keep_checked(p);
+  KILN_LOG(Fusion, "trace: ", p.nodes.size(), " nodes, ", p.live.size(),
+           " live after dead-code elimination");
+  g_dead.fetch_add(static_cast<int64_t>(p.nodes.size() - p.live.size()), std::memory_order_relaxed);
+  CseResult cse = timed(
+      Phase::kCse, [&] { return eliminate_common_subexpressions(p.nodes, p.live, p.external); });
+  if (cse.merged > 0) {
+    g_cse.fetch_add(static_cast<int64_t>(cse.merged), std::memory_order_relaxed);
+    p.live = live_nodes(p.nodes);
+    KILN_LOG(Fusion, "cse: ", cse.merged, " node(s) merged (", cse.copies, " as copies), ",
+             p.live.size(), " live");
+  }
+  p.steps = timed(Phase::kFuse, [&] { return fuse(p.nodes, p.live, p.external); });
+  KILN_LOG(Fusion, "plan: ", describe(p.nodes, p.steps));
 }
 
 }  // namespace
@@ -115,23 +318,7 @@ TraceStats trace_stats() {
 Plan build_plan(std::vector<Node> nodes) {
   Plan p;
   p.nodes = std::move(nodes);
-  timed(Phase::kEpilogue, [&] { return fuse_matmul_epilogues(p.nodes); });
-  // Held outside the trace: CSE rewrites only handles inside it, and fusion
-  // (whose steps hold handles of their own) is not run yet.
-  p.live = timed(Phase::kDead, [&] { return live_nodes(p.nodes, &p.external); });
-  KILN_LOG(Fusion, "trace: ", p.nodes.size(), " nodes, ", p.live.size(),
-           " live after dead-code elimination");
-  g_dead.fetch_add(static_cast<int64_t>(p.nodes.size() - p.live.size()), std::memory_order_relaxed);
-  CseResult cse = timed(
-      Phase::kCse, [&] { return eliminate_common_subexpressions(p.nodes, p.live, p.external); });
-  if (cse.merged > 0) {
-    g_cse.fetch_add(static_cast<int64_t>(cse.merged), std::memory_order_relaxed);
-    p.live = live_nodes(p.nodes);
-    KILN_LOG(Fusion, "cse: ", cse.merged, " node(s) merged (", cse.copies, " as copies), ",
-             p.live.size(), " live");
-  }
-  p.steps = timed(Phase::kFuse, [&] { return fuse(p.nodes, p.live, p.external); });
-  KILN_LOG(Fusion, "plan: ", describe(p.nodes, p.steps));
+  build_steps(p);
   return p;
 }
 
@@ -142,62 +329,84 @@ void place_memory(Plan& plan) {
   g_naive.store(static_cast<int64_t>(plan.memory.naive_bytes), std::memory_order_relaxed);
 }
 
-void clear_markers(const std::vector<Node>& nodes) {
+void clear_markers(const std::vector<Node>& nodes, const PendingValue* marker) {
   PhaseTimer t(Phase::kMarkers);
-  auto clear = [](const Tensor& t) {
-    if (t.defined() && t.impl()->storage()) t.impl()->storage()->set_pending(nullptr);
-  };
   for (const Node& n : nodes) {
-    for (const Tensor& t : n.outputs) clear(t);
-    for (int w : n.written) {
-      if (n.args[w].is_tensor()) clear(n.args[w].to_tensor());
-    }
+    for_each_write(n, [&](StorageImpl* s) {
+      if (s->pending_marker() == marker) s->replace_pending(marker, nullptr);
+    });
   }
 }
 
-void run_plan(const Plan& plan) {
-  size_t done = 0;  // live nodes run so far
-  try {
-    for (const Step& step : plan.steps) {
-      switch (step.kind) {
-        case Step::Kind::Extern:
-          run_extern(plan, plan.nodes[step.node], step.node);
-          ++done;
-          break;
-        case Step::Kind::Fused: {
-          PhaseTimer t(Phase::kFused);
-          run_fused(plan.nodes, step.group, &done);
-          break;
-        }
-        case Step::Kind::Reduction: {
-          PhaseTimer t(Phase::kReduce);
-          run_reduction(plan.nodes, step.reduction, &done);
-          break;
-        }
+bool plan_running() {
+  return t_running > 0;
+}
+
+const PendingValue* running_marker() {
+  return t_running_marker;
+}
+
+RunFailures run_plan(const Plan& plan) {
+  Running running(t_running_marker);
+  RunFailures out;
+  Failures f(plan, out);
+  size_t done = 0;  // live nodes run
+  for (const Step& step : plan.steps) {
+    if (KILN_LIKELY(f.empty())) {
+      try {
+        run_step(plan, step, &done);
+      } catch (...) {
+        const std::vector<size_t> one{step.node};
+        const std::vector<size_t>& members =
+            step.kind == Step::Kind::Extern ? one : members_of(step);
+        const size_t e = f.add(std::current_exception(), members.front());
+        for (size_t m : members) f.fail(m, e);
       }
+      continue;
     }
-  } catch (const Error& e) {
-    // What did not run stays unreadable, carrying the error, rather than garbage.
-    g_executed.fetch_add(static_cast<int64_t>(done), std::memory_order_relaxed);
-    poison_rest(plan, done, e.what());
-    throw;
+    run_step_after_failure(plan, step, f, &done);
   }
   g_executed.fetch_add(static_cast<int64_t>(done), std::memory_order_relaxed);
+  if (!out.empty()) mark_failed(out);
+  return out;
 }
 
-void run_trace(std::vector<Node> nodes) {
+std::vector<std::exception_ptr> run_trace(std::vector<Node> nodes, const PendingValue* marker) {
   g_flushes.fetch_add(1, std::memory_order_relaxed);
   profile_flush(nodes.size());
-  Plan plan = build_plan(std::move(nodes));
-  // Storages are computed from here on; eager kernels below must see plain memory.
-  clear_markers(plan.nodes);
+  // Storages keep their marker until their value exists (Note [Pending state
+  // across threads]); the steps below read them as plain memory.
+  Running running(marker);
+  Plan plan;
+  plan.nodes = std::move(nodes);
+  RunFailures failures;
+  bool planned = false;
   try {
+    build_steps(plan);
     place_memory(plan);
-  } catch (const Error& e) {
-    poison_rest(plan, 0, e.what());
-    throw;
+    planned = true;
+  } catch (...) {
+    // Nothing runs: everything the trace writes carries the error.
+    failures.errors.push_back(std::current_exception());
+    failures.nodes.push_back(0);
+    for (const Node& n : plan.nodes) {
+      for_each_write(n, [&](StorageImpl* s) { failures.storages[s] = 0; });
+    }
+    mark_failed(failures);
   }
-  run_plan(plan);
+  if (planned) failures = run_plan(plan);
+  clear_markers(plan.nodes, marker);
+  std::vector<std::exception_ptr> unclaimed;
+  if (planned && !failures.empty()) {
+    std::vector<char> claimed(failures.errors.size(), 0);
+    for (const auto& [storage, index] : failures.storages) {
+      if (plan.external.count(storage)) claimed[index] = 1;
+    }
+    for (size_t e = 0; e < claimed.size(); ++e) {
+      if (!claimed[e]) unclaimed.push_back(unclaimed_error(plan, failures, e));
+    }
+  }
+  return unclaimed;
 }
 
 }  // namespace kiln::jit

@@ -176,9 +176,7 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   auto map_output = [&](const Tensor& m) -> Tensor {
     auto it = twin_of.find(m.impl());
     if (it != twin_of.end()) return stack[it->second].to_tensor();  // a written argument
-    Tensor out = fresh_output_like(m, node.device);
-    TraceBuffer::current().mark_written(out.impl()->storage().get());
-    return out;
+    return fresh_output_like(m, node.device);                       // marked by append()
   };
   for (const IValue& v : meta_stack) {
     if (v.is_tensor()) {
@@ -194,14 +192,12 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
     }
   }
   if (returns_list) results.emplace_back(std::move(list_out));
-  TraceBuffer& trace = TraceBuffer::current();
   for (int w : node.written) {
     // The write happens now as far as anyone can tell: bump the version at the call.
     stack[w].to_tensor().impl()->bump_version();
-    trace.mark_written(stack[w].to_tensor().impl()->storage().get());
   }
   node.args = std::move(stack);
-  trace.append(std::move(node));
+  TraceBuffer::current().append(std::move(node));
   count_recorded();
   stack = std::move(results);
 }
@@ -227,15 +223,19 @@ void cuda_fallback(const OperatorEntry& op, Stack& stack) {
   TraceBuffer::current().flush();
 }
 
-void sync_all() {
-  TraceBuffer::current().flush();
+// kiln::sync() and jit::flush() are materializations too: they raise what a
+// dropped result's failure left (Note [Failures in a trace]).
+void flush_and_raise() {
+  TraceBuffer& trace = TraceBuffer::current();
+  trace.flush();
+  if (std::exception_ptr e = trace.take_unclaimed()) std::rethrow_exception(e);
 }
 
 // Runs at library load: installs the hooks and turns lazy mode on unless KILN_EAGER=1.
 struct Install {
   Install() {
     set_materialize_hook(&materialize);
-    set_sync_hook(&sync_all);
+    set_sync_hook(&flush_and_raise);
     const char* eager = std::getenv("KILN_EAGER");
     bool off = eager && eager[0] && std::string(eager) != "0";
     if (!off) detail::g_default_keys |= key_bit(DispatchKey::Lazy);
@@ -251,7 +251,7 @@ bool is_lazy() {
 }
 
 void flush() {
-  TraceBuffer::current().flush();
+  flush_and_raise();
 }
 
 }  // namespace jit

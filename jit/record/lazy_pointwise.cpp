@@ -113,22 +113,19 @@ bool pointwise_geometry(std::initializer_list<const Tensor*> inputs, Rule rule, 
 // A functional op's node with one fresh output.
 Tensor record_functional(const OperatorEntry& op, Stack args, const Geometry& g) {
   Tensor out = unallocated_tensor(g.sizes, g.dtype, g.device);
-  TraceBuffer& trace = TraceBuffer::current();
-  trace.mark_written(out.impl()->storage().get());
   Node node;
   node.op = &op;
   node.device = g.device;
   node.outputs = node_outputs();
   node.outputs.push_back(out);
   node.args = std::move(args);
-  trace.append(std::move(node));
+  TraceBuffer::current().append(std::move(node));  // marks `out` written by the trace
   count_recorded();
   return out;
 }
 
 // An in-place op's node: it writes and returns argument 0, `self`.
 void record_in_place(const OperatorEntry& op, Stack args, const Tensor& self, Device device) {
-  TraceBuffer& trace = TraceBuffer::current();
   Node node;
   node.op = &op;
   node.device = device;
@@ -137,9 +134,8 @@ void record_in_place(const OperatorEntry& op, Stack args, const Tensor& self, De
   node.outputs.push_back(self);
   // The write happens now as far as anyone can tell: bump the version at the call.
   self.impl()->bump_version();
-  trace.mark_written(self.impl()->storage().get());
   node.args = std::move(args);
-  trace.append(std::move(node));
+  TraceBuffer::current().append(std::move(node));
   count_recorded();
 }
 

@@ -1,6 +1,9 @@
 #include "jit/record/trace_buffer.h"
 
+#include <memory>
+
 #include "jit/plan/pipeline.h"
+#include "kiln/cuda.h"
 #include "kiln/logging.h"
 
 namespace kiln::jit {
@@ -69,9 +72,69 @@ std::vector<Tensor> node_outputs() {
   return {};
 }
 
+FailedStorage::FailedStorage(std::exception_ptr error) : error_(std::move(error)) {
+  try {
+    std::rethrow_exception(error_);
+  } catch (const std::exception& e) {
+    message_ = e.what();
+  } catch (...) {
+    message_ = "an exception that is not a std::exception";
+  }
+}
+
+bool overwrites_storage(const OperatorEntry& op, size_t arg, const Tensor& t) {
+  const FunctionSchema& schema = op.schema();
+  if (arg >= schema.arguments.size() || !schema.arguments[arg].is_write) return false;
+  bool write_only = schema.arguments[arg].name == "out";
+  if (!write_only && arg == 0 && schema.ns == "kiln") {
+    write_only = schema.name == "fill_" || schema.name == "zero_" || schema.name == "copy_";
+  }
+  if (!write_only || !t.defined() || !t.impl()->has_storage()) return false;
+  return t.is_contiguous() && t.storage_offset() == 0 &&
+         static_cast<size_t>(t.numel()) * t.element_size() == t.impl()->storage()->nbytes();
+}
+
+bool checks_values(const OperatorEntry& op) {
+  for (const Argument& a : op.schema().arguments) {
+    if ((a.type == ArgType::Tensor || a.type == ArgType::TensorList) &&
+        (a.name == "index" || a.name == "indices")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 namespace {
 // The trace a TraceScope installed on this thread (null: the thread's own).
 thread_local TraceBuffer* t_scoped = nullptr;
+
+// Makes each recorded CUDA stream current for a flush, and the flushing
+// thread's own streams wait for the work (Note [Pending state across
+// threads], rule 5).
+class StreamScope {
+ public:
+  explicit StreamScope(const std::vector<std::pair<Device, void*>>& streams) {
+    for (const auto& [device, handle] : streams) {
+      const cuda::Stream recorded = cuda::Stream::from_external(handle, device);
+      const cuda::Stream mine = cuda::Stream::current(device);
+      if (mine != recorded) waits_.emplace_back(mine, recorded);
+      guards_.push_back(std::make_unique<cuda::StreamGuard>(recorded));
+    }
+  }
+  // The flushing thread's streams wait for the work just queued.
+  void done() {
+    for (const auto& [mine, recorded] : waits_) {
+      cuda::Event e;
+      e.record(recorded);
+      mine.wait(e);
+    }
+  }
+
+ private:
+  std::vector<std::pair<cuda::Stream, cuda::Stream>> waits_;
+  std::vector<std::unique_ptr<cuda::StreamGuard>> guards_;
+};
+
 }  // namespace
 
 TraceScope::TraceScope(TraceBuffer* trace) : saved_(t_scoped) {
@@ -92,34 +155,166 @@ TraceBuffer& TraceBuffer::current() {
     ~Holder() {
       try {
         trace->flush();
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
         KILN_LOG(Perf, "a trace left by an exiting thread failed: ", e.what());
       }
-      trace->marker_.reset();  // the marker's reference to the trace
+      while (std::exception_ptr unclaimed = trace->take_unclaimed()) {
+        try {
+          std::rethrow_exception(unclaimed);
+        } catch (const std::exception& e) {
+          KILN_LOG(Perf, "an exiting thread's trace had a failure nobody read: ", e.what());
+        }
+      }
+      trace->drop_marker();
     }
   };
   static thread_local Holder holder;
   return *holder.trace;
 }
 
-void TraceBuffer::append(Node&& node) {
-  std::lock_guard<Lock> lock(mu_);
-  node.id = next_id_++;
-  nodes_.push_back(std::move(node));
-  if (nodes_.size() >= kMaxNodes && !observer_) flush({"the trace is full"});
+namespace {
+
+StorageImpl* storage_of(const Tensor& t) {
+  const TensorImpl* impl = t.impl();
+  return impl ? impl->storage().get() : nullptr;
 }
 
-void TraceBuffer::mark_written(StorageImpl* storage) {
-  const auto& p = storage->pending();
-  auto* lazy = dynamic_cast<LazyStorage*>(p.get());
-  if (lazy && lazy->trace() == this) return;
-  if (p && !dynamic_cast<ReadWatch*>(p.get())) {
-    // Written by another thread's trace (run it first so writes stay ordered),
-    // or left by a failed trace (raise its error).
-    materialize(storage);
+bool on_argument(const Node& node, const StorageImpl* s) {
+  for (const IValue& v : node.args) {
+    if (v.is_tensor()) {
+      if (storage_of(v.to_tensor()) == s) return true;
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& a : v.to_tensor_list()) {
+        if (storage_of(a) == s) return true;
+      }
+    }
   }
-  if (!marker_) marker_ = IntrusivePtr<LazyStorage>::make(IntrusivePtr<TraceBuffer>::retain(this));
-  storage->set_pending(marker_);
+  return false;
+}
+
+// Rule 3 for an argument that carries a marker other than this trace's (out
+// of line: the common case then saves no registers).
+[[gnu::noinline]] bool arguments_ready_slow(const Node& node, const PendingValue* mine,
+                                            StorageImpl** wait);
+
+}  // namespace
+
+bool TraceBuffer::arguments_ready(const Node& node, StorageImpl** wait) {
+  // The common case, kept cheap (it runs for every recorded op): no tensor
+  // argument carries a marker but this trace's.
+  const PendingValue* mine = marker_.get();
+  bool plain = true;
+  for (const IValue& v : node.args) {
+    if (v.is_tensor()) {
+      const StorageImpl* s = storage_of(v.to_tensor());
+      const PendingValue* p = s ? s->pending_marker() : nullptr;
+      plain &= p == nullptr || p == mine;
+    } else if (v.is_tensor_list()) {
+      plain = false;
+    }
+  }
+  return plain || arguments_ready_slow(node, mine, wait);
+}
+
+namespace {
+
+bool arguments_ready_slow(const Node& node, const PendingValue* mine, StorageImpl** wait) {
+  auto ready = [&](const Tensor& t, size_t arg, bool written) {
+    StorageImpl* s = storage_of(t);
+    if (!s) return true;
+    const PendingValue* p = s->pending_marker();
+    if (p == nullptr || p == mine) return true;
+    IntrusivePtr<PendingValue> held = s->pending();
+    if (!held || held.get() == mine) return true;
+    // A stand-in read by a kernel, not on the host; a write replaces the watch.
+    if (dynamic_cast<ReadWatch*>(held.get())) return true;
+    if (auto* failed = dynamic_cast<FailedStorage*>(held.get())) {
+      if (written && overwrites_storage(*node.op, arg, t)) return true;
+      failed->raise();
+    }
+    // Pending on another trace (rule 3). Inside a running plan (a one-node
+    // trace of Note [Eager CUDA ops]) the memory is read as it is (rule 2).
+    if (plan_running()) return true;
+    *wait = s;
+    return false;
+  };
+  for (size_t a = 0; a < node.args.size(); ++a) {
+    const IValue& v = node.args[a];
+    if (v.is_tensor()) {
+      bool written = false;
+      for (int w : node.written) written |= static_cast<size_t>(w) == a;
+      if (!ready(v.to_tensor(), a, written)) return false;
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) {
+        if (!ready(t, a, false)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void TraceBuffer::mark(const Node& node) {
+  const PendingValue* mine = marker_.get();
+  for (int w : node.written) {
+    if (!node.args[w].is_tensor()) continue;
+    StorageImpl* s = storage_of(node.args[w].to_tensor());
+    if (!s || s->pending_marker() == mine) continue;
+    // A watch, a failure being overwritten, or another trace's write that a
+    // racing thread recorded meanwhile: replaced under the pending lock.
+    if (!s->replace_pending(nullptr, marker_)) s->set_pending(marker_);
+  }
+  for (const Tensor& t : node.outputs) {
+    StorageImpl* s = storage_of(t);
+    if (!s) continue;
+    const PendingValue* p = s->pending_marker();
+    if (p == mine) continue;
+    // An output on an argument's storage is that argument: written (marked
+    // above) or handed back as it is (not written). A fresh output (no
+    // memory, no marker: the common case) is none, and no other thread has
+    // seen it yet.
+    const bool fresh = p == nullptr && s->data() == nullptr;
+    if (!fresh && on_argument(node, s)) continue;
+    if (!s->replace_pending(nullptr, marker_)) s->set_pending(marker_);
+  }
+}
+
+void TraceBuffer::note_stream(const Node& node) {
+  // Without a GPU CUDA nodes are recorded (NVRTC tests) but never run: no stream.
+  if (!node.device.is_cuda() || !cuda::is_available()) return;
+  void* now = cuda::Stream::current(node.device).handle();
+  for (auto& [device, handle] : streams_) {
+    if (device != node.device) continue;
+    if (handle == now) return;
+    // Rule 5: what was recorded under the old stream runs there first, and
+    // the new one (current here) waits for it (StreamScope::done).
+    flush_locked({"a CUDA op was recorded under another stream"});
+    break;
+  }
+  streams_.emplace_back(node.device, now);
+}
+
+void TraceBuffer::append(Node&& node) {
+  for (;;) {
+    StorageImpl* wait = nullptr;
+    {
+      std::lock_guard<Lock> lock(mu_);
+      if (arguments_ready(node, &wait)) {
+        if (!marker_) {
+          marker_ = IntrusivePtr<LazyStorage>::make(IntrusivePtr<TraceBuffer>::retain(this));
+        }
+        if (node.device.is_cuda()) note_stream(node);
+        mark(node);
+        node.id = next_id_++;
+        nodes_.push_back(std::move(node));
+        if (nodes_.size() >= kMaxNodes && !observer_) flush_locked({"the trace is full"});
+        return;
+      }
+    }
+    // Rule 3: another trace's write runs first, with no trace lock held here.
+    materialize_for_recording(wait);
+  }
 }
 
 namespace {
@@ -142,7 +337,19 @@ std::string writer_of(const std::vector<Node>& nodes, const StorageImpl* storage
 
 void TraceBuffer::flush(FlushCause cause) {
   std::lock_guard<Lock> lock(mu_);
-  if (nodes_.empty()) return;
+  if (!nodes_.empty()) flush_locked(cause);
+}
+
+void TraceBuffer::flush_for(StorageImpl* storage, const PendingValue* found, FlushCause cause) {
+  std::lock_guard<Lock> lock(mu_);
+  // Computed (or written again) while this thread waited for the lock.
+  if (storage->pending_marker() != found) return;
+  KILN_INTERNAL_ASSERT(found == marker_.get() && !nodes_.empty(),
+                       "a storage pending on a trace with nothing recorded to compute it");
+  flush_locked(cause);
+}
+
+void TraceBuffer::flush_locked(FlushCause cause) {
   if (observer_) {
     TraceObserver* observer = observer_;
     observer_ = nullptr;  // reported once; from here on an ordinary trace
@@ -159,12 +366,39 @@ void TraceBuffer::flush(FlushCause cause) {
   nodes.swap(nodes_);
   // The next trace is likely as long as this one: spare it the regrowth.
   nodes_.reserve(nodes.capacity());
-  run_trace(std::move(nodes));
+  std::vector<std::pair<Device, void*>> streams;
+  streams.swap(streams_);
+  std::vector<std::exception_ptr> unclaimed;
+  if (streams.empty()) {
+    unclaimed = run_trace(std::move(nodes), marker_.get());
+  } else {
+    StreamScope scope(streams);
+    unclaimed = run_trace(std::move(nodes), marker_.get());
+    scope.done();
+  }
+  constexpr size_t kMaxUnclaimed = 16;  // the first ones say enough
+  for (std::exception_ptr& e : unclaimed) {
+    if (unclaimed_.size() < kMaxUnclaimed) unclaimed_.push_back(std::move(e));
+  }
+}
+
+size_t TraceBuffer::size() {
+  std::lock_guard<Lock> lock(mu_);
+  return nodes_.size();
+}
+
+std::exception_ptr TraceBuffer::take_unclaimed() {
+  std::lock_guard<Lock> lock(mu_);
+  if (unclaimed_.empty()) return nullptr;
+  std::exception_ptr e = std::move(unclaimed_.front());
+  unclaimed_.erase(unclaimed_.begin());
+  return e;
 }
 
 std::vector<Node> TraceBuffer::take_nodes() {
   std::lock_guard<Lock> lock(mu_);
   observer_ = nullptr;
+  streams_.clear();
   std::vector<Node> nodes;
   nodes.swap(nodes_);
   return nodes;
@@ -175,27 +409,62 @@ std::string TraceBuffer::describe_pending() {
   return describe_plan(nodes_);
 }
 
+void TraceBuffer::drop_marker() {
+  // Rule 4: a thread that read the marker off a storage takes hold of it first.
+  StorageImpl::pending_barrier();
+  std::lock_guard<Lock> lock(mu_);
+  marker_.reset();
+}
+
+namespace {
+
+// Runs what `storage` is waiting for; raises the error it carries.
+void compute(StorageImpl* storage, FlushCause cause) {
+  for (;;) {
+    IntrusivePtr<PendingValue> p = storage->pending();
+    if (!p) return;
+    if (auto* watch = dynamic_cast<ReadWatch*>(p.get())) {
+      if (!storage->replace_pending(p.get(), nullptr)) continue;  // written meanwhile
+      StorageImpl::pending_barrier();  // rule 4: `p` may die with this scope
+      watch->on_read(storage);
+      return;
+    }
+    if (auto* failed = dynamic_cast<FailedStorage*>(p.get())) failed->raise();
+    // `p` keeps the trace alive while it runs: running it clears the marker.
+    TraceBuffer* trace = static_cast<LazyStorage*>(p.get())->trace();
+    cause.storage = storage;
+    trace->flush_for(storage, p.get(), cause);
+  }
+}
+
+}  // namespace
+
+void materialize_for_recording(StorageImpl* storage) {
+  compute(storage, {"an op on another thread read or wrote it"});
+}
+
 void materialize(StorageImpl* storage) {
   materialize(storage, {"item(), data_ptr(), printing or a copy to the host"});
 }
 
 void materialize(StorageImpl* storage, FlushCause cause) {
-  const auto& p = storage->pending();
-  if (!p) return;
-  if (auto* watch = dynamic_cast<ReadWatch*>(p.get())) {
-    IntrusivePtr<PendingValue> keep = p;  // clearing drops the storage's reference
-    storage->set_pending(nullptr);
-    watch->on_read(storage);
+  if (plan_running()) {
+    if (const PendingValue* running = running_marker()) {
+      // Rule 2: the running flush computes it in record order, or it is
+      // another trace's later write (memory read as it is); only a failure
+      // stops the step.
+      if (storage->pending_marker() == running) return;
+      IntrusivePtr<PendingValue> p = storage->pending();
+      if (auto* failed = dynamic_cast<FailedStorage*>(p.get())) failed->raise();
+      return;
+    }
+    // A compiled instance's plan (no trace lock held): a captured tensor that
+    // some trace still has to write is computed first.
+    compute(storage, cause);
     return;
   }
-  if (auto* failed = dynamic_cast<FailedStorage*>(p.get())) {
-    KILN_FAIL("[lazy] this tensor was never computed: its trace failed with: ", failed->message());
-  }
-  // Keep the trace alive: flushing clears the marker that owns a reference to it.
-  IntrusivePtr<TraceBuffer> trace =
-      IntrusivePtr<TraceBuffer>::retain(static_cast<LazyStorage*>(p.get())->trace());
-  cause.storage = storage;
-  trace->flush(cause);
+  compute(storage, cause);
+  if (std::exception_ptr e = TraceBuffer::current().take_unclaimed()) std::rethrow_exception(e);
 }
 
 }  // namespace kiln::jit

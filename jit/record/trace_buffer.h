@@ -8,12 +8,14 @@
 // writes an argument (add_, copy_, index_copy_, out=) records a new write to
 // that argument's storage. Each written storage carries a LazyStorage marker
 // (Note [Pending storage]) naming the trace that will compute it, so touching
-// its data anywhere runs that trace. A trace runs whole, in record order: a
-// node that read an older state of a storage runs before the write that
-// replaces it.
+// its data anywhere runs that trace. A trace runs in record order: a node
+// that read an older state of a storage runs before the write that replaces
+// it. It runs whole, but for the steps that depend on a failed one (Note
+// [Failures in a trace] in jit/plan/pipeline.h).
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -54,6 +56,44 @@ struct Node {
 Stack node_stack();
 std::vector<Tensor> node_outputs();
 
+// Note [Pending state across threads]
+// Any thread may hold a tensor whose storage another thread's trace will
+// compute (Note [Pending storage]). Five rules keep reads, writes and
+// recording from other threads correct:
+// 1. A marker comes off a storage only once its value exists. A flush runs
+//    its plan, then clears the markers of the storages it wrote (or puts the
+//    error of a failed step there instead: Note [Failures in a trace]), all
+//    under its trace's lock. Recording into a trace takes the same lock. So a
+//    thread that finds a storage pending takes that lock, which waits out a
+//    flush in progress, and runs only what is still pending for it
+//    (materialize).
+// 2. While a plan runs on a thread, that thread's data access does not
+//    materialize: the storages the steps touch still carry their marker
+//    (rule 1), and record order already put each step after what it reads.
+// 3. A trace holds no node that reads or writes a storage pending on another
+//    trace: append() computes such an argument first, holding no trace lock
+//    (the hand-off flushes). So a flush never needs another trace's lock, and
+//    threads passing tensors back and forth cannot deadlock.
+// 4. A marker is read without a lock (the fast path of data()), taken hold of
+//    under the process-wide pending lock, and replaced under it or by a
+//    compare-and-swap from a marker the replacing thread keeps alive. A
+//    trace's marker lives as long as its trace; dropping it passes
+//    StorageImpl::pending_barrier() first.
+// 5. On CUDA a trace remembers, per device, the stream its ops were recorded
+//    on, and runs on it whichever thread flushes. Recording on a device under
+//    another stream first runs what was recorded under the old one, and the
+//    new stream waits for it. A thread that materializes work of another
+//    stream makes its own current stream wait for that work. (A tensor already
+//    computed and handed to another stream is the caller's to order, as in
+//    eager mode.)
+// Not covered: a trace that only reads a storage (no pending write to it)
+// does not stop another thread from writing it in place before that read
+// runs. A thread that records `y = x * 2`, then hands `x` to a thread that
+// records `x.add_(1)`, may see y computed from the new x. Hand such a tensor
+// over once what reads it is computed (kiln::sync(), or a read of it).
+// Ordering that too would need each storage to list the traces that read it:
+// a cost on every recorded op.
+
 // Marks a storage whose latest contents come from a trace that has not run.
 class LazyStorage final : public PendingValue {
  public:
@@ -64,14 +104,16 @@ class LazyStorage final : public PendingValue {
   IntrusivePtr<TraceBuffer> trace_;
 };
 
-// Marks a storage whose trace failed: touching it raises the original error
-// instead of handing out memory that was never written.
+// Marks a storage that a failed step (or one that depended on it) should have
+// written: touching it raises that step's error (Note [Failures in a trace]).
 class FailedStorage final : public PendingValue {
  public:
-  explicit FailedStorage(std::string message) : message_(std::move(message)) {}
+  explicit FailedStorage(std::exception_ptr error);
+  [[noreturn]] void raise() const { std::rethrow_exception(error_); }
   const std::string& message() const { return message_; }
 
  private:
+  std::exception_ptr error_;
   std::string message_;
 };
 
@@ -83,6 +125,15 @@ class ReadWatch : public PendingValue {
  public:
   virtual void on_read(StorageImpl* storage) = 0;
 };
+
+// True when `op` writes argument `arg` (the tensor `t`) without reading it
+// (fill_, zero_, copy_, an out= argument) and `t` covers its whole storage:
+// after it, nothing of the storage's earlier contents is left.
+bool overwrites_storage(const OperatorEntry& op, size_t arg, const Tensor& t);
+
+// True when `op` can fail on the values of its inputs, which no Meta kernel
+// sees: it takes an index tensor (an argument named index or indices).
+bool checks_values(const OperatorEntry& op);
 
 // Why a trace runs before its owner asked for a result: what a tracing
 // observer reports as a graph break. `storage`: a storage whose value was
@@ -112,15 +163,27 @@ class TraceBuffer final : public RefCounted {
   // (created on first use).
   static TraceBuffer& current();
 
-  // Appends a node; may flush first when the trace is full.
+  // Appends a node and marks what it writes (its fresh outputs: those on no
+  // argument's storage; its written arguments) as written by this trace. An
+  // argument pending on another trace is computed first (Note [Pending state
+  // across threads], rule 3); one that a failed step should have written
+  // raises that error, unless the node overwrites it whole. May flush first
+  // when the trace is full, or when a CUDA node comes under another stream.
   void append(Node&& node);
-  // Marks `storage` as written by this trace.
-  void mark_written(StorageImpl* storage);
-  // Runs every recorded node (after dead-code elimination) and clears the trace.
+  // Runs every recorded node (after dead-code elimination) and clears the
+  // trace. A step that fails does not make this throw: its error stays with
+  // what it should have written (Note [Failures in a trace]).
   void flush(FlushCause cause = {});
-  size_t size() const { return nodes_.size(); }
+  // Runs the trace if `storage` still carries `found`, this trace's marker
+  // (which the caller holds): else it was computed meanwhile.
+  void flush_for(StorageImpl* storage, const PendingValue* found, FlushCause cause);
+  size_t size();
   // What flush() would run, without running it (golden tests of fusion).
   std::string describe_pending();
+
+  // The first error of a failed op whose results nobody held (Note
+  // [Failures in a trace]), taken off the trace; null when none.
+  std::exception_ptr take_unclaimed();
 
   // Hands the recorded nodes over without running them (jit::compile builds
   // its plan from them). Their storages keep this trace's marker.
@@ -132,12 +195,12 @@ class TraceBuffer final : public RefCounted {
   const PendingValue* marker() const { return marker_.get(); }
   // Drops the marker's reference to this trace (a trace not owned by a
   // thread, once no storage carries its marker any more).
-  void drop_marker() { marker_.reset(); }
+  void drop_marker();
 
  private:
-  // Recursive: appending may flush, and running a trace may materialize a
-  // storage it wrote. The owning thread re-enters without atomics; other
-  // threads (materializing a storage this trace wrote) wait on the mutex.
+  // Recursive: appending may flush, and running a trace may record and run a
+  // one-node trace on the same thread (Note [Eager CUDA ops]). The owning
+  // thread re-enters without atomics; other threads wait on the mutex.
   class Lock {
    public:
     void lock() {
@@ -161,16 +224,26 @@ class TraceBuffer final : public RefCounted {
     std::atomic<std::thread::id> owner_{};
     int depth_ = 0;
   };
+
+  // Whether `node`'s arguments may go in as they are (rule 3); else the
+  // storage to compute first (`*wait`). Throws the error of a failed one.
+  bool arguments_ready(const Node& node, StorageImpl** wait);
+  void mark(const Node& node);
+  void flush_locked(FlushCause cause);
+  void note_stream(const Node& node);
+
   Lock mu_;
   std::vector<Node> nodes_;
-  // The marker mark_written() gives storages: one per trace, not one per
-  // output. Only the owning thread touches it (mark_written is called on
-  // current()); its reference to this trace is dropped when the thread exits.
+  // The marker this trace gives the storages it writes: one per trace, not
+  // one per output, read and replaced under mu_. Its reference to this trace
+  // is dropped when the owning thread exits (drop_marker).
   IntrusivePtr<LazyStorage> marker_;
   TraceObserver* observer_ = nullptr;
   uint32_t next_id_ = 0;
+  std::vector<std::exception_ptr> unclaimed_;
+  // CUDA: per device, the stream the recorded nodes run on (rule 5).
+  std::vector<std::pair<Device, void*>> streams_;
 };
-
 // Makes `trace` the calling thread's current trace for its lifetime.
 class TraceScope {
  public:
@@ -183,9 +256,13 @@ class TraceScope {
   TraceBuffer* saved_;
 };
 
-// Materializes `storage` (the runtime hook for data access on a pending storage).
+// Materializes `storage` (the runtime hook for data access on a pending
+// storage), then raises the unclaimed error of this thread's trace, if any.
 void materialize(StorageImpl* storage);
 // The same, saying what needs it when that is not a read of its data.
 void materialize(StorageImpl* storage, FlushCause cause);
+// Computes `storage` for an op being recorded on another trace (Note
+// [Pending state across threads], rule 3); raises only its own error.
+void materialize_for_recording(StorageImpl* storage);
 
 }  // namespace kiln::jit

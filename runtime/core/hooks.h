@@ -25,8 +25,10 @@ class Tensor;
 
 // --- Lazy evaluation -------------------------------------------------------------
 
-// Computes a storage's pending contents (Note [Pending storage]). Empty: reading
-// a pending storage is an internal error (only jit/ makes pending storages).
+// Computes a storage's pending contents (Note [Pending storage]), returning
+// once the calling thread may read its memory (or throwing the error that kept
+// it from being computed). Empty: reading a pending storage is an internal
+// error (only jit/ makes pending storages).
 using MaterializeHook = void (*)(StorageImpl* storage);
 void set_materialize_hook(MaterializeHook hook);
 MaterializeHook materialize_hook();

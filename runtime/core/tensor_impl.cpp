@@ -1,6 +1,7 @@
 #include "kiln/impl/tensor_impl.h"
 
 #include <memory>
+#include <mutex>
 #include <new>
 
 #include "allocator/allocator.h"
@@ -89,7 +90,48 @@ void TensorImpl::operator delete(void* p, size_t nbytes) {
 // StorageImpl
 
 StorageImpl::~StorageImpl() {
+  if (PendingValue* p = pending_.load(std::memory_order_relaxed)) p->release();
   if (deleter_) deleter_(ctx_, data_);
+}
+
+namespace {
+// Held while a thread reads a marker and takes a reference to it, and while
+// one is replaced, so that no marker is freed between the two (Note [Pending
+// storage]). Never held while acquiring another lock or releasing a
+// reference (releasing may free a trace).
+std::mutex& pending_mutex() {
+  static auto* mu = new std::mutex();  // leaked: storages die at exit
+  return *mu;
+}
+}  // namespace
+
+IntrusivePtr<PendingValue> StorageImpl::pending() const {
+  if (!has_pending()) return nullptr;
+  std::lock_guard<std::mutex> lock(pending_mutex());
+  return IntrusivePtr<PendingValue>::retain(pending_.load(std::memory_order_acquire));
+}
+
+void StorageImpl::set_pending(IntrusivePtr<PendingValue> p) {
+  if (!p && !has_pending()) return;  // nothing to clear (a compiled call's storages, each run)
+  PendingValue* old;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex());
+    old = pending_.exchange(p.detach(), std::memory_order_acq_rel);
+  }
+  if (old) old->release();
+}
+
+bool StorageImpl::replace_pending(const PendingValue* expected, IntrusivePtr<PendingValue> p) {
+  PendingValue* want = const_cast<PendingValue*>(expected);
+  if (!pending_.compare_exchange_strong(want, p.get(), std::memory_order_acq_rel)) return false;
+  (void)p.detach();  // the storage's reference now
+  // The caller keeps `expected` alive: this never frees it.
+  if (want) want->release();
+  return true;
+}
+
+void StorageImpl::pending_barrier() {
+  std::lock_guard<std::mutex> lock(pending_mutex());
 }
 
 void StorageImpl::set_data(void* data, void* ctx, Deleter deleter) {
@@ -205,9 +247,12 @@ void TensorImpl::refresh() {
 }
 
 void* TensorImpl::data_slow() {
-  if (storage_ && storage_->pending()) {
+  if (storage_ && storage_->has_pending()) {
     MaterializeHook hook = materialize_hook();
     KILN_INTERNAL_ASSERT(hook != nullptr, "a pending tensor with no materialize hook");
+    // Returns once this thread may read the memory: the value exists, or a
+    // plan running on this thread computes it in record order (the marker
+    // then stays until the plan is done: Note [Pending state across threads]).
     try {
       hook(storage_.get());
     } catch (const std::bad_alloc&) {
@@ -217,7 +262,6 @@ void* TensorImpl::data_slow() {
           "[materialize] out of memory: expected host memory to run the lazy trace, got "
           "std::bad_alloc");
     }
-    KILN_INTERNAL_ASSERT(!storage_->pending(), "materialize left the storage pending");
   }
   KILN_CHECK(!device_.is_meta(), "[data_ptr] expected a tensor with data, got a meta tensor");
   if (!storage_) return nullptr;

@@ -46,11 +46,26 @@ class KILN_API StorageImpl : public RefCounted {
 
   // Note [Pending storage]
   // In lazy mode a storage's latest contents may be a recorded write not yet
-  // computed: `pending()` is then set (by jit/), and a fresh lazy output has no
+  // computed: a marker is then set (by jit/), and a fresh lazy output has no
   // memory until its trace runs. Views share the storage, so they see pending
-  // writes through it exactly as they see eager ones.
-  const IntrusivePtr<PendingValue>& pending() const { return pending_; }
-  void set_pending(IntrusivePtr<PendingValue> p) { pending_ = std::move(p); }
+  // writes through it exactly as they see eager ones. Any thread may look at
+  // the marker while another replaces it (Note [Pending state across
+  // threads] in jit/record/trace_buffer.h): it is read without a lock, taken
+  // hold of under one process-wide lock, and replaced under it or by a
+  // compare-and-swap.
+  bool has_pending() const { return pending_.load(std::memory_order_acquire) != nullptr; }
+  // The marker's address, only to compare with a marker the caller holds.
+  const PendingValue* pending_marker() const { return pending_.load(std::memory_order_acquire); }
+  // A reference to the marker (null when none), taken under the pending lock.
+  IntrusivePtr<PendingValue> pending() const;
+  // Replaces the marker (null: none) under the pending lock.
+  void set_pending(IntrusivePtr<PendingValue> p);
+  // Replaces the marker only while it is `expected`, without the lock; true
+  // when it did. The caller keeps `expected` alive until after
+  // pending_barrier(), so a thread that just read it can still take hold of it.
+  bool replace_pending(const PendingValue* expected, IntrusivePtr<PendingValue> p);
+  // Returns once every thread that read a marker under the lock has taken hold of it.
+  static void pending_barrier();
   // Gives this storage memory of at least nbytes() (a lazy storage being materialized).
   void set_data(void* data, void* ctx, Deleter deleter);
   // Takes `other`'s memory (same size or larger), leaving `other` empty.
@@ -65,7 +80,7 @@ class KILN_API StorageImpl : public RefCounted {
   Deleter deleter_;
   Device device_;
   std::atomic<int64_t> version_{0};
-  IntrusivePtr<PendingValue> pending_;
+  std::atomic<PendingValue*> pending_{nullptr};  // owns one reference
 };
 
 class KILN_API TensorImpl : public RefCounted {
@@ -111,7 +126,7 @@ class KILN_API TensorImpl : public RefCounted {
   bool has_storage() const { return static_cast<bool>(storage_); }
   void set_storage(IntrusivePtr<StorageImpl> s) { storage_ = std::move(s); }
   // True while the storage's latest contents are a recorded, uncomputed value.
-  bool is_pending() const { return storage_ && storage_->pending(); }
+  bool is_pending() const { return storage_ && storage_->has_pending(); }
 
   // Replaces sizes and strides (views made in place, resize of outputs).
   void set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset);
@@ -119,7 +134,7 @@ class KILN_API TensorImpl : public RefCounted {
 
   // The data of element 0, materializing a pending value first. Throws for meta tensors.
   void* data() {
-    if (KILN_LIKELY(storage_ && !storage_->pending())) {
+    if (KILN_LIKELY(storage_ && !storage_->has_pending())) {
       return static_cast<char*>(storage_->data()) +
              storage_offset_ * static_cast<int64_t>(itemsize(dtype_));
     }

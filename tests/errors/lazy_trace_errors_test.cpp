@@ -1,0 +1,289 @@
+// An error inside a lazy trace stays with its request (Note [Failures in a
+// trace]): each case runs in eager mode, where the bad op raises at its call,
+// and in lazy mode, where it raises from the code that needs its result while
+// everything independent of it keeps its value.
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <optional>
+#include <thread>
+
+#include "kiln/kiln.h"
+#include "tests/support/testing.h"
+
+namespace {
+
+using kiln::Tensor;
+using kiln::testing::random_tensor;
+
+constexpr const char* kBadIndex = "index 7 is out of bounds";
+
+// A non-contiguous 5x3 input with values that are never zero.
+Tensor input(uint64_t seed) {
+  kiln::EagerGuard eager;
+  return random_tensor({5, 3}, kiln::kFloat32, "transposed", seed, 0.5, 2.0);
+}
+
+Tensor bad_index() {
+  kiln::EagerGuard eager;
+  return kiln::tensor<int64_t>({1, 7});
+}
+
+Tensor good_index() {
+  kiln::EagerGuard eager;
+  return kiln::tensor<int64_t>({1, 4});
+}
+
+// An eager copy of `t` (its value, computed now).
+Tensor value_of(const Tensor& t) {
+  Tensor v = t.contiguous();
+  kiln::EagerGuard eager;
+  return v.clone();
+}
+
+// What a program computes when nothing fails: the reference for lazy mode.
+Tensor eager_reference(const std::function<Tensor()>& f) {
+  kiln::EagerGuard eager;
+  return f();
+}
+
+class LazyTraceErrors : public ::testing::TestWithParam<bool> {
+ protected:
+  bool lazy() const { return GetParam(); }
+  void SetUp() override {
+    kiln::jit::flush();
+    if (!lazy()) eager_.emplace();
+  }
+  void TearDown() override {
+    eager_.reset();
+    kiln::jit::flush();
+  }
+  std::optional<kiln::EagerGuard> eager_;
+};
+
+TEST_P(LazyTraceErrors, TheFailingOpsErrorReachesWhoNeedsItsResult) {
+  Tensor x = input(1);
+  if (!lazy()) {
+    EXPECT_KILN_ERROR(kiln::index_select(x, 0, bad_index()), kBadIndex);
+    return;
+  }
+  Tensor bad = kiln::index_select(x, 0, bad_index());
+  Tensor after = bad * 2.0f + 1.0f;
+  EXPECT_TRUE(after.is_pending());
+  EXPECT_KILN_ERROR(after.data_ptr(), kBadIndex);
+  EXPECT_KILN_ERROR(after.data_ptr(), "[index_select");  // it names the op that failed
+  // Again, from the op itself and from its dependant: the same error, each time.
+  EXPECT_KILN_ERROR(bad[0][1].item<float>(), kBadIndex);
+  EXPECT_KILN_ERROR(after.to(kiln::Device::cpu()).data_ptr(), kBadIndex);
+  EXPECT_KILN_ERROR(after.data_ptr(), kBadIndex);
+  // Recording an op that reads it raises at the call.
+  EXPECT_KILN_ERROR(bad + 1.0f, kBadIndex);
+}
+
+TEST_P(LazyTraceErrors, IndependentWorkInTheSameTraceKeepsItsValues) {
+  Tensor x = input(2), y = input(3);
+  auto before = [&] { return kiln::sigmoid(x) * y; };
+  auto after = [&] { return kiln::exp(x) - kiln::matmul(kiln::matmul(x, y.t()), y) * 0.01f; };
+  const Tensor want_before = eager_reference(before), want_after = eager_reference(after);
+  Tensor a = before();
+  if (lazy()) {
+    Tensor bad = kiln::index_select(x, 0, bad_index());
+    Tensor bad_too = kiln::relu(bad) * a.narrow(0, 0, 2);  // also reads independent work
+    Tensor b = after();
+    // Reading independent work runs the trace, bad op included, without raising.
+    EXPECT_TENSOR_CLOSE(b, want_after);
+    EXPECT_TENSOR_CLOSE(a, want_before);
+    EXPECT_KILN_ERROR(bad_too.data_ptr(), kBadIndex);
+    EXPECT_KILN_ERROR(bad.data_ptr(), kBadIndex);
+  } else {
+    EXPECT_KILN_ERROR(kiln::index_select(x, 0, bad_index()), kBadIndex);
+    EXPECT_TENSOR_CLOSE(after(), want_after);
+    EXPECT_TENSOR_CLOSE(a, want_before);
+  }
+}
+
+// A weight (or KV cache) written in place after someone's bad op, in the same trace.
+TEST_P(LazyTraceErrors, AnInPlaceWriteAfterAnUnrelatedFailureIsKept) {
+  Tensor x = input(4);
+  Tensor w = value_of(input(5));
+  const Tensor want = eager_reference([&] { return w + 1.0f; });
+  Tensor bad;
+  if (lazy()) {
+    bad = kiln::index_select(x, 0, bad_index());
+  } else {
+    EXPECT_KILN_ERROR(kiln::index_select(x, 0, bad_index()), kBadIndex);
+  }
+  w.add_(1.0f);
+  EXPECT_TENSOR_CLOSE(w, want);
+  w.fill_(3.0f);  // and it stays writable
+  EXPECT_FLOAT_EQ(w[2][1].item<float>(), 3.0f);
+  if (lazy()) {
+    EXPECT_KILN_ERROR(bad.data_ptr(), kBadIndex);
+  }
+}
+
+// The target of the failing write holds the error until something overwrites all of it.
+TEST_P(LazyTraceErrors, AFailedInPlaceTargetHoldsTheErrorUntilOverwritten) {
+  Tensor cache = value_of(input(6));
+  Tensor src = value_of(input(7).narrow(0, 0, 2));
+  if (!lazy()) {
+    EXPECT_KILN_ERROR(kiln::index_copy_(cache, 0, bad_index(), src), kBadIndex);
+    cache.fill_(0.0f);
+    EXPECT_FLOAT_EQ(cache[4][2].item<float>(), 0.0f);
+    return;
+  }
+  kiln::index_copy_(cache, 0, bad_index(), src);
+  EXPECT_KILN_ERROR(cache.data_ptr(), kBadIndex);
+  EXPECT_KILN_ERROR(cache.data_ptr(), "[index_copy_]");     // it names the op that failed
+  EXPECT_KILN_ERROR(cache[0][0].item<float>(), kBadIndex);  // views too
+  // A write that reads the lost value raises at the call; so does one that covers part of it.
+  EXPECT_KILN_ERROR(cache.add_(1.0f), kBadIndex);
+  EXPECT_KILN_ERROR(cache.narrow(0, 0, 2).fill_(1.0f), kBadIndex);
+  EXPECT_KILN_ERROR(cache.data_ptr(), kBadIndex);
+  // fill_ of all of it makes it usable again, then a good index_copy_ works.
+  cache.fill_(0.5f);
+  kiln::index_copy_(cache, 0, good_index(), src);
+  const Tensor want = eager_reference([&] {
+    Tensor c = kiln::full({5, 3}, 0.5f);
+    kiln::index_copy_(c, 0, good_index(), src);
+    return c;
+  });
+  EXPECT_TENSOR_CLOSE(cache, want);
+}
+
+TEST_P(LazyTraceErrors, CopyAndZeroOverwriteAFailedTarget) {
+  Tensor fresh = value_of(input(8));
+  Tensor src = value_of(input(9).narrow(0, 0, 2));
+  for (int how = 0; how < 2; ++how) {
+    Tensor cache = value_of(input(10));
+    if (lazy()) {
+      kiln::index_copy_(cache, 0, bad_index(), src);
+      EXPECT_KILN_ERROR(cache.data_ptr(), kBadIndex);
+    } else {
+      EXPECT_KILN_ERROR(kiln::index_copy_(cache, 0, bad_index(), src), kBadIndex);
+    }
+    if (how == 0) {
+      cache.copy_(fresh);
+      EXPECT_TENSOR_CLOSE(cache, fresh);
+    } else {
+      cache.zero_();
+      EXPECT_FLOAT_EQ(cache.sum().item<float>(), 0.0f);
+    }
+  }
+}
+
+// An in-place write that reads a failed result did not happen: its target says why.
+TEST_P(LazyTraceErrors, AnInPlaceWriteOfAFailedValueCarriesItsError) {
+  Tensor x = input(11);
+  Tensor w = value_of(input(12).narrow(0, 0, 2));
+  if (!lazy()) {
+    EXPECT_KILN_ERROR(kiln::index_select(x, 0, bad_index()), kBadIndex);
+    return;
+  }
+  Tensor bad = kiln::index_select(x, 0, bad_index());
+  kiln::jit::flush();  // the failure is known when the write is recorded
+  EXPECT_KILN_ERROR(w.add_(bad), kBadIndex);
+  // Recorded before the failure is known: the write is skipped, its target carries the error.
+  Tensor bad2 = kiln::index_select(x, 0, bad_index());
+  w.add_(bad2);
+  EXPECT_KILN_ERROR(w.data_ptr(), kBadIndex);
+  w.copy_(x.narrow(0, 0, 2));
+  EXPECT_TENSOR_CLOSE(w, value_of(x.narrow(0, 0, 2)));
+}
+
+TEST_P(LazyTraceErrors, AFullTraceDoesNotRaiseAnotherOpsError) {
+  Tensor x = input(13);
+  Tensor bad;
+  if (lazy()) {
+    bad = kiln::index_select(x, 0, bad_index());
+  } else {
+    EXPECT_KILN_ERROR(kiln::index_select(x, 0, bad_index()), kBadIndex);
+  }
+  Tensor y = value_of(input(14));
+  auto before = kiln::jit::trace_stats();
+  constexpr int kOps = 10240;  // the trace fills up twice on the way
+  for (int i = 0; i < kOps; ++i) y = y + 1.0f;
+  if (lazy()) {
+    EXPECT_GE(kiln::jit::trace_stats().flushes - before.flushes, 2);
+  }
+  const Tensor want = eager_reference([&] {
+    Tensor r = input(14);
+    for (int i = 0; i < kOps; ++i) r = r + 1.0f;
+    return r;
+  });
+  EXPECT_TENSOR_CLOSE(y, want);
+  if (lazy()) {
+    EXPECT_KILN_ERROR(bad.data_ptr(), kBadIndex);
+  }
+}
+
+// Nobody holds its result: the next materialization on the thread raises it, once.
+TEST_P(LazyTraceErrors, ABadOpWhoseResultIsDroppedStillRaises) {
+  Tensor x = input(15);
+  if (!lazy()) {
+    EXPECT_KILN_ERROR((void)kiln::index_select(x, 0, bad_index()), kBadIndex);
+    return;
+  }
+  (void)kiln::index_select(x, 0, bad_index());
+  Tensor y = x * 3.0f;
+  EXPECT_KILN_ERROR(y.data_ptr(), "[lazy] op 0 'index_select' failed and nothing held its result");
+  EXPECT_TENSOR_CLOSE(y, eager_reference([&] { return x * 3.0f; }));  // computed all the same
+  // Raised by kiln::sync() too, and by a full trace only later.
+  (void)kiln::index_select(x, 0, bad_index());
+  EXPECT_KILN_ERROR(kiln::sync(), kBadIndex);
+  kiln::sync();  // raised once
+  // A dead node whose op checks nothing is still dropped unrun.
+  auto before = kiln::jit::trace_stats();
+  (void)(x * 2.0f);
+  Tensor z = x + 2.0f;
+  z.data_ptr();
+  EXPECT_EQ(kiln::jit::trace_stats().dead_nodes - before.dead_nodes, 1);
+}
+
+// A thread's dropped failure is its own: another thread's reads do not raise it.
+TEST_P(LazyTraceErrors, ADroppedFailureBelongsToItsThread) {
+  if (!lazy()) GTEST_SKIP() << "eager mode raises at the call";
+  Tensor x = input(16);
+  Tensor ok;
+  std::thread other([&] {
+    (void)kiln::index_select(x, 0, bad_index());
+    ok = x - 1.0f;
+  });
+  other.join();  // the thread's exit runs its trace, logging the failure
+  EXPECT_TENSOR_CLOSE(ok, eager_reference([&] { return x - 1.0f; }));
+  kiln::sync();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, LazyTraceErrors, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "lazy" : "eager"; });
+
+// A compiled call with a failing step raises it, leaves what it captured
+// carrying it, and the function works on the next call.
+TEST(CompiledCallErrors, ACallFailsWholeAndTheFunctionStaysUsable) {
+  Tensor cache = value_of(input(17));
+  auto step = kiln::jit::compile(
+      [&cache](const Tensor& rows, const Tensor& index) {
+        kiln::index_copy_(cache, 0, index, rows);
+        return kiln::index_select(cache, 0, index) * 2.0f;
+      },
+      {.name = "write_rows"});
+  Tensor rows = value_of(input(18).narrow(0, 0, 2));
+  const Tensor start = value_of(cache);
+  const Tensor want = eager_reference([&] {
+    Tensor c = start.clone();
+    kiln::index_copy_(c, 0, good_index(), rows);
+    return kiln::index_select(c, 0, good_index()) * 2.0f;
+  });
+  EXPECT_TENSOR_CLOSE(step(rows, good_index()), want);  // traced
+  cache.copy_(start);
+  EXPECT_TENSOR_CLOSE(step(rows, good_index()), want);  // replayed
+  EXPECT_KILN_ERROR(step(rows, bad_index()), kBadIndex);
+  EXPECT_KILN_ERROR(cache.data_ptr(), kBadIndex);
+  cache.copy_(start);
+  EXPECT_TENSOR_CLOSE(step(rows, good_index()), want);
+  cache.copy_(start);
+  EXPECT_TENSOR_CLOSE(step(rows, good_index()), want);
+}
+
+}  // namespace
