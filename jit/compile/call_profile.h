@@ -4,9 +4,13 @@
 // KILN_COMPILE_PROFILE=1 times the host side of every compiled call by phase
 // (steady_clock, on the calling thread) and prints the means at exit: where a
 // hit's microseconds go besides the kernels. Off, each phase costs a branch.
+// While a kiln::profiler::Profile records, each phase is also a profiler
+// event ("jit::compile: guards", ...) on the calling thread.
 
 #include <chrono>
 #include <cstdint>
+
+#include "runtime/profiler/recorder.h"
 
 namespace kiln::jit {
 
@@ -18,20 +22,29 @@ enum class CallPhase {
   kLaunch,   // the plan's steps, or the graph launch
   kResults,  // result tensors
   kRelease,  // what the run took given back, the stream event
+  kTrace,    // a miss: tracing the function
+  kCompile,  // a miss: planning the trace and building its first instance
   kCount,
 };
 
 bool call_profile_on();
 void profile_call(CallPhase phase, int64_t ns);
 void profile_call_done();
+// The phase's profiler event name: "jit::compile: guards".
+const char* call_phase_event(CallPhase phase);
 
 class CallTimer {
  public:
   explicit CallTimer(CallPhase p) : p_(p), on_(call_profile_on()) {
     if (on_) t0_ = std::chrono::steady_clock::now();
+    if (profiler::detail::recording()) {
+      event_ = profiler::detail::begin(profiler::EventKind::Compiled, call_phase_event(p));
+    }
   }
   ~CallTimer() { stop(); }
   void stop() {
+    if (event_.buffer) profiler::detail::end(event_);
+    event_.buffer = nullptr;
     if (!on_) return;
     on_ = false;
     profile_call(p_, std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -43,6 +56,7 @@ class CallTimer {
   CallPhase p_;
   bool on_;
   std::chrono::steady_clock::time_point t0_{};
+  profiler::detail::Handle event_;
 };
 
 }  // namespace kiln::jit
