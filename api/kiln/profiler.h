@@ -19,11 +19,14 @@
 //   kernels a lazy flush runs for extern steps;
 // - each compiled call (jit::compile) and its phases: guard check, trace and
 //   compile on a miss, argument binding, the launch of its plan or graph;
-// - each lazy flush, each fused CPU kernel (wall time on the calling thread);
+// - each kiln::sync() (where a lazy trace runs) and each fused CPU kernel
+//   (wall time on the calling thread; TBB workers' shares are inside it);
 // - on CUDA, each kernel kiln generated, each CUDA op's span on its stream,
 //   and each graph replay, timed with CUDA events (Note [Profiler GPU timing]
 //   in runtime/profiler/recorder.h);
 // - user ranges (Range).
+// A lazy flush outside kiln::sync() (item(), data_ptr()) shows as the ops and
+// fused kernels it runs, inside whatever event was open.
 // Not recording costs one predicted branch per op (Note [Dispatch observers]
 // in runtime/dispatch/dispatcher.cpp).
 
