@@ -12,8 +12,9 @@
 // thread's events are in start order, and each names the event open around
 // it (parent) when it started: that is the nesting the table's self times
 // and the trace's slices use. Names are computed only while recording.
-// Hooks test one relaxed atomic flag first; the dispatcher's per-op hook is
-// cheaper still (Note [Dispatch observers] in runtime/dispatch/dispatcher.cpp).
+// Hooks test one relaxed atomic flag first; the dispatcher tests its observer
+// word, which a recording session sets (Note [Dispatch observers] in
+// runtime/dispatch/dispatcher.cpp).
 //
 // Note [Profiler GPU timing]
 // CUDA work is timed with CUDA events, without CUPTI (no extra library, no
