@@ -152,15 +152,52 @@ DeviceCachingAllocator::~DeviceCachingAllocator() {
   for (Block* b : all) delete b;
 }
 
-void DeviceCachingAllocator::update(Stat (&stat)[kNumPoolKinds], bool small, int64_t delta) {
-  int kind = static_cast<int>(small ? PoolKind::Small : PoolKind::Large);
-  if (delta >= 0) {
-    stat[kAgg].add(delta);
-    stat[kind].add(delta);
-  } else {
-    stat[kAgg].sub(-delta);
-    stat[kind].sub(-delta);
+std::string PoolStats::name() const {
+  if (pool) return "graph pool " + std::to_string(pool);
+  return is_small ? "small pool" : "large pool";
+}
+
+PoolStats& DeviceCachingAllocator::pool_stats(const BlockPool& pool) {
+  if (!pool.owner) return pool.is_small ? small_stats_ : large_stats_;
+  PoolStats& p = private_stats_[pool.owner->id];
+  p.pool = pool.owner->id;
+  return p;
+}
+
+void DeviceCachingAllocator::update(Stat (&stat)[kNumPoolKinds], Stat PoolStats::*per_pool,
+                                    const BlockPool& pool, int64_t delta) {
+  int kind = static_cast<int>(pool.is_small ? PoolKind::Small : PoolKind::Large);
+  Stat* targets[] = {&stat[kAgg], &stat[kind], per_pool ? &(pool_stats(pool).*per_pool) : nullptr};
+  for (Stat* t : targets) {
+    if (!t) continue;
+    if (delta >= 0) {
+      t->add(delta);
+    } else {
+      t->sub(-delta);
+    }
   }
+}
+
+// Note [Inactive split blocks]
+// A free block of a segment that is split (it has a neighbour) is cached
+// memory only requests that fit it can use: PyTorch's "inactive split"
+// statistics, a measure of fragmentation. A block's neighbours change only
+// while it is out of its pool's free set (split on allocation, merged on
+// free), so counting it as it enters and leaves the set keeps the statistic.
+void DeviceCachingAllocator::insert_free(Block* b) {
+  b->pool->blocks.insert(b);
+  if (!b->prev && !b->next) return;
+  update(stats_.inactive_split_bytes, &PoolStats::inactive_split_bytes, *b->pool,
+         static_cast<int64_t>(b->size));
+  update(stats_.inactive_split, nullptr, *b->pool, 1);
+}
+
+void DeviceCachingAllocator::erase_free(Block* b) {
+  if (b->pool->blocks.erase(b) == 0) return;
+  if (!b->prev && !b->next) return;
+  update(stats_.inactive_split_bytes, &PoolStats::inactive_split_bytes, *b->pool,
+         -static_cast<int64_t>(b->size));
+  update(stats_.inactive_split, nullptr, *b->pool, -1);
 }
 
 DeviceCachingAllocator::BlockPool& DeviceCachingAllocator::pool_for(size_t size, StreamId stream) {
@@ -183,7 +220,7 @@ DeviceCachingAllocator::Block* DeviceCachingAllocator::find_free_block(BlockPool
   auto it = pool.blocks.lower_bound(&key);
   if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
   Block* b = *it;
-  pool.blocks.erase(it);
+  erase_free(b);
   return b;
 }
 
@@ -198,8 +235,8 @@ DeviceCachingAllocator::Block* DeviceCachingAllocator::new_segment(BlockPool& po
   b->size = size;
   b->ptr = static_cast<char*>(p);
   b->pool = &pool;
-  update(stats_.reserved_bytes, pool.is_small, static_cast<int64_t>(size));
-  update(stats_.segments, pool.is_small, 1);
+  update(stats_.reserved_bytes, &PoolStats::reserved_bytes, pool, static_cast<int64_t>(size));
+  update(stats_.segments, &PoolStats::segments, pool, 1);
   stats_.num_device_allocs++;
   if (pool.owner) pool.owner->num_segments++;
   KILN_LOG(Alloc, memory_->name(), " new segment ", size, " B at ", p, " (",
@@ -224,6 +261,7 @@ void* DeviceCachingAllocator::allocate(size_t nbytes, StreamId stream) {
   if (!b) {
     // Note [Caching allocator policy]: free what the cache holds, try once more.
     stats_.num_alloc_retries++;
+    pool_stats(pool).alloc_retries++;
     synchronize_and_free_events();
     b = find_free_block(pool, stream, size);
     if (!b) {
@@ -231,7 +269,10 @@ void* DeviceCachingAllocator::allocate(size_t nbytes, StreamId stream) {
       b = new_segment(pool, stream, alloc_size);
     }
   }
-  if (!b) throw_oom(nbytes, alloc_size);
+  if (!b) {
+    pool_stats(pool).ooms++;
+    throw_oom(nbytes, alloc_size);
+  }
 
   if (should_split(b, size)) {
     auto* rest = new Block;
@@ -244,16 +285,16 @@ void* DeviceCachingAllocator::allocate(size_t nbytes, StreamId stream) {
     if (b->next) b->next->prev = rest;
     b->next = rest;
     b->size = size;
-    pool.blocks.insert(rest);
+    insert_free(rest);
   }
   b->allocated = true;
   b->requested = nbytes;
   live_.emplace(b->ptr, b);
   const int64_t bs = static_cast<int64_t>(b->size);
-  update(stats_.allocated_bytes, pool.is_small, bs);
-  update(stats_.allocations, pool.is_small, 1);
-  update(stats_.active_bytes, pool.is_small, bs);
-  update(stats_.active_blocks, pool.is_small, 1);
+  update(stats_.allocated_bytes, &PoolStats::allocated_bytes, pool, bs);
+  update(stats_.allocations, &PoolStats::allocations, pool, 1);
+  update(stats_.active_bytes, &PoolStats::active_bytes, pool, bs);
+  update(stats_.active_blocks, nullptr, pool, 1);
   KILN_LOG(Alloc, memory_->name(), " alloc ", nbytes, " B (block ", b->size, " B, ",
            pool.is_small ? "small" : "large", " pool", pool.owner ? ", private" : "", ") at ",
            static_cast<void*>(b->ptr), " on stream ", stream_str(stream));
@@ -287,9 +328,9 @@ void DeviceCachingAllocator::free(void* ptr) noexcept {
   Block* b = it->second;
   live_.erase(it);
   b->allocated = false;
-  const bool small = b->pool->is_small;
-  update(stats_.allocated_bytes, small, -static_cast<int64_t>(b->size));
-  update(stats_.allocations, small, -1);
+  update(stats_.allocated_bytes, &PoolStats::allocated_bytes, *b->pool,
+         -static_cast<int64_t>(b->size));
+  update(stats_.allocations, &PoolStats::allocations, *b->pool, -1);
   KILN_LOG(Alloc, memory_->name(), " free ", b->size, " B at ", ptr,
            b->stream_uses.empty() ? "" : " (waiting for other streams)");
   if (b->stream_uses.empty()) {
@@ -324,7 +365,7 @@ bool DeviceCachingAllocator::record_stream(void* ptr, StreamId stream) {
 
 bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
   if (!src || src->allocated || src->event_count > 0 || !src->stream_uses.empty()) return false;
-  dst->pool->blocks.erase(src);
+  erase_free(src);
   if (dst->prev == src) {
     dst->ptr = src->ptr;
     dst->prev = src->prev;
@@ -339,13 +380,12 @@ bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
 }
 
 void DeviceCachingAllocator::free_block(Block* b) {
-  const bool small = b->pool->is_small;
-  update(stats_.active_bytes, small, -static_cast<int64_t>(b->size));
-  update(stats_.active_blocks, small, -1);
+  update(stats_.active_bytes, &PoolStats::active_bytes, *b->pool, -static_cast<int64_t>(b->size));
+  update(stats_.active_blocks, nullptr, *b->pool, -1);
   try_merge(b, b->prev);
   try_merge(b, b->next);
   b->requested = 0;
-  b->pool->blocks.insert(b);
+  insert_free(b);
   PrivatePool* pp = b->pool->owner;
   if (pp && pp->use_count == 0 && !b->prev && !b->next) {
     release_segment(b);
@@ -363,13 +403,13 @@ void DeviceCachingAllocator::synchronize_and_free_events() {
 
 void DeviceCachingAllocator::release_segment(Block* b) {
   KILN_INTERNAL_ASSERT(!b->allocated && !b->prev && !b->next, "releasing part of a segment");
-  b->pool->blocks.erase(b);
-  const bool small = b->pool->is_small;
+  erase_free(b);
   KILN_LOG(Alloc, memory_->name(), " release segment ", b->size, " B at ",
            static_cast<void*>(b->ptr));
   memory_->raw_free(b->ptr);
-  update(stats_.reserved_bytes, small, -static_cast<int64_t>(b->size));
-  update(stats_.segments, small, -1);
+  update(stats_.reserved_bytes, &PoolStats::reserved_bytes, *b->pool,
+         -static_cast<int64_t>(b->size));
+  update(stats_.segments, &PoolStats::segments, *b->pool, -1);
   stats_.num_device_frees++;
   if (b->pool->owner) b->pool->owner->num_segments--;
   delete b;
@@ -388,6 +428,7 @@ void DeviceCachingAllocator::maybe_drop_private_pool(PrivatePool* pp) {
   for (auto& r : routes_) {
     if (r.first == pp->id) return;  // still routed to: allocations would come back here
   }
+  private_stats_.erase(pp->id);
   private_pools_.erase(pp->id);
 }
 
@@ -481,15 +522,30 @@ void DeviceCachingAllocator::throw_oom(size_t nbytes, size_t alloc_size) {
 
 CachingStats DeviceCachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  CachingStats s = stats_;
+  s.pools.push_back(small_stats_);
+  s.pools.back().is_small = true;
+  s.pools.push_back(large_stats_);
+  for (const auto& [id, p] : private_stats_) s.pools.push_back(p);
+  return s;
 }
 
 void DeviceCachingAllocator::reset_peak_stats() {
   std::lock_guard<std::mutex> lock(mu_);
   for (Stat* s : {stats_.allocated_bytes, stats_.reserved_bytes, stats_.active_bytes,
-                  stats_.allocations, stats_.segments, stats_.active_blocks}) {
+                  stats_.allocations, stats_.segments, stats_.active_blocks,
+                  stats_.inactive_split_bytes, stats_.inactive_split}) {
     for (int k = 0; k < kNumPoolKinds; ++k) s[k].peak = s[k].current;
   }
+  auto reset = [](PoolStats& p) {
+    for (Stat* s : {&p.allocated_bytes, &p.reserved_bytes, &p.active_bytes, &p.inactive_split_bytes,
+                    &p.allocations, &p.segments}) {
+      s->peak = s->current;
+    }
+  };
+  reset(small_stats_);
+  reset(large_stats_);
+  for (auto& [id, p] : private_stats_) reset(p);
 }
 
 std::vector<SegmentInfo> DeviceCachingAllocator::snapshot() const {
@@ -522,7 +578,9 @@ std::vector<SegmentInfo> DeviceCachingAllocator::snapshot() const {
     s.pool = h->pool->owner ? h->pool->owner->id : 0;
     for (const Block* b = h; b; b = b->next) {
       s.size += b->size;
-      s.blocks.push_back({b->size, b->allocated, !b->allocated && b->event_count > 0});
+      s.blocks.push_back({reinterpret_cast<uintptr_t>(b->ptr), b->size,
+                          b->allocated ? b->requested : 0, b->allocated,
+                          !b->allocated && b->event_count > 0});
     }
     out.push_back(std::move(s));
   }

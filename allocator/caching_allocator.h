@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -24,6 +25,21 @@ enum class PoolKind : int { Aggregate = 0, Small = 1, Large = 2 };
 constexpr int kNumPoolKinds = 3;
 const char* pool_kind_name(PoolKind k);
 
+// A graph's private pool: blocks allocated while the pool is active stay in
+// it until the pool is released (Note [Private pools]).
+using PoolId = uint64_t;
+
+// One pool's statistics: a shared pool (small or large) or a private pool.
+struct PoolStats {
+  PoolId pool = 0;  // 0: a shared pool
+  bool is_small = false;
+  Stat allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes;
+  Stat allocations, segments;
+  int64_t alloc_retries = 0;
+  int64_t ooms = 0;
+  std::string name() const;  // "small pool", "large pool", "graph pool 7"
+};
+
 struct CachingStats {
   Stat allocated_bytes[kNumPoolKinds];  // in blocks handed out and not freed
   Stat reserved_bytes[kNumPoolKinds];   // in segments held from the device
@@ -35,6 +51,11 @@ struct CachingStats {
   int64_t num_ooms = 0;                 // allocations that failed after the retry
   int64_t num_device_allocs = 0;        // raw allocations from the device
   int64_t num_device_frees = 0;         // raw frees back to the device
+  // Free blocks of split segments (Note [Inactive split blocks]).
+  Stat inactive_split_bytes[kNumPoolKinds];
+  Stat inactive_split[kNumPoolKinds];
+  // Per pool: small, large, then the private pools by id (filled by stats()).
+  std::vector<PoolStats> pools;
 };
 
 // Policy constants (PyTorch's values; see Note [Caching allocator policy]).
@@ -50,10 +71,6 @@ constexpr size_t kRoundLarge = size_t{2} << 20;      // ... rounded up to this
 size_t round_request(size_t nbytes);
 size_t segment_size(size_t rounded);
 
-// A graph's private pool: blocks allocated while the pool is active stay in
-// it until the pool is released (Note [Private pools]).
-using PoolId = uint64_t;
-
 // One segment as the allocator holds it (tests and memory_summary read these).
 struct SegmentInfo {
   uintptr_t address = 0;
@@ -62,7 +79,9 @@ struct SegmentInfo {
   bool is_small = false;
   PoolId pool = 0;  // 0: the shared pools
   struct BlockInfo {
+    uintptr_t address;
     size_t size;
+    size_t requested;  // 0 unless allocated
     bool allocated;
     bool awaiting_events;  // freed, but other streams' work may still use it
   };
@@ -132,7 +151,12 @@ class DeviceCachingAllocator {
   void release_segment(Block* block);
   void maybe_drop_private_pool(PrivatePool* pp);
   [[noreturn]] void throw_oom(size_t nbytes, size_t alloc_size);
-  void update(Stat (&stat)[kNumPoolKinds], bool small, int64_t delta);
+  PoolStats& pool_stats(const BlockPool& pool);
+  void update(Stat (&stat)[kNumPoolKinds], Stat PoolStats::*per_pool, const BlockPool& pool,
+              int64_t delta);
+  // A free block enters or leaves its pool's set (counts inactive split blocks).
+  void insert_free(Block* block);
+  void erase_free(Block* block);
 
   std::unique_ptr<DeviceMemory> memory_;
   mutable std::mutex mu_;
@@ -143,6 +167,8 @@ class DeviceCachingAllocator {
   std::unordered_map<const void*, Block*> live_;     // allocated blocks by address
   std::vector<std::pair<EventId, Block*>> pending_;  // events freed blocks wait on
   CachingStats stats_;
+  PoolStats small_stats_, large_stats_;
+  std::map<PoolId, PoolStats> private_stats_;
   size_t memory_cap_ = SIZE_MAX;  // reserved bytes allowed (set_memory_fraction)
   double fraction_ = 1.0;
 };

@@ -10,7 +10,11 @@ namespace kiln::alloc {
 // One row per statistic and pool kind, columns as PyTorch's memory_summary()
 // has them (current, peak, total allocated, total freed), so users who know
 // that table read this one at a glance. Byte rows print human units; block
-// and segment rows print counts.
+// and segment rows print counts. "Non-releasable" rows are PyTorch's names
+// for the inactive split blocks (Note [Inactive split blocks]). Below, per
+// pool (the shared small and large pools and every CUDA graph's private
+// pool): current and peak allocated, reserved, active and inactive-split
+// bytes, its segments, allocations, retries and OOMs.
 
 std::string format_bytes(int64_t bytes) {
   const char* sign = bytes < 0 ? "-" : "";
@@ -91,6 +95,22 @@ std::string format_memory_summary(const CachingStats& s, const std::string& devi
   rows(os, "Allocations", s.allocations, false);
   rows(os, "Active blocks", s.active_blocks, false);
   rows(os, "Segments", s.segments, false);
+  rows(os, "Non-releasable memory", s.inactive_split_bytes, true);
+  rows(os, "Non-releasable allocs", s.inactive_split, false);
+  os << line("Per pool (current / peak)");
+  os << rule('-');
+  for (const PoolStats& p : s.pools) {
+    os << line(p.name() + ": " + std::to_string(p.segments.current) + " segments, " +
+               std::to_string(p.allocations.current) + " allocations, alloc retries " +
+               std::to_string(p.alloc_retries) + ", OOMs " + std::to_string(p.ooms));
+    auto pair = [](const Stat& st) {
+      return format_bytes(st.current) + " / " + format_bytes(st.peak);
+    };
+    os << line("  allocated " + pair(p.allocated_bytes) + ", reserved " + pair(p.reserved_bytes));
+    os << line("  active " + pair(p.active_bytes) + ", inactive split " +
+               pair(p.inactive_split_bytes));
+  }
+  os << rule('=');
   return os.str();
 }
 

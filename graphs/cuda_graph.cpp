@@ -17,6 +17,7 @@
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
 #include "runtime/cuda/launch_record.h"
+#include "runtime/profiler/recorder.h"
 
 namespace kiln::graphs {
 namespace {
@@ -452,6 +453,10 @@ void Graph::launch() {
   Impl& g = *impl_;
   kiln::cuda::DeviceGuard guard(g.index);
   cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(g.device));
+  // Its kernels are timed as one span (Note [Profiler GPU timing]).
+  kiln::profiler::detail::GpuSpan span(g.index, kiln::profiler::EventKind::GpuGraph, [&] {
+    return "cuda graph (" + std::to_string(g.nodes) + " nodes)";
+  });
   KILN_CUDA_CHECK_DEVICE(cudaGraphLaunch(g.exec, stream), g.index);
 }
 

@@ -3,7 +3,7 @@
 //
 //   kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|gpt2-decode|all]
 //              [--mode eager|lazy|compile-default|compile|all] [--shape S] [--iters N]
-//              [--json]
+//              [--json] [--profile FILE]
 //
 // Modes: eager (EagerGuard), lazy (traced and fused per call), compile-default
 // (jit::compile, Mode::Default) and compile (jit::compile, Mode::ReduceOverhead).
@@ -23,6 +23,11 @@
 // (first_compiled by NVRTC, first_disk_hits from the disk cache, module loads
 // included) and first_blas_ms the part choosing cuBLASLt algorithms (first_blas_queries
 // choices, first_blas_disk_hits of them from the disk cache).
+// --profile FILE: a kiln::profiler::Profile records the timed calls (each a
+// range named after its case) and writes them as a Chrome trace to FILE, or,
+// when several cases or modes run, to FILE.<workload>.<shape>.<mode>.json.
+// The profiler's own cost is then part of the times printed; the 15 rows of
+// most self CPU time are printed to stderr.
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +41,7 @@
 
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "kiln/kiln.h"
+#include "kiln/profiler.h"
 #include "perf/workloads.h"
 #include "runtime/cuda/blas_lt.h"
 
@@ -48,7 +54,12 @@ struct Options {
   std::string device = "auto", workload = "all", mode = "all", shape;  // shape: all when empty
   int iters = 0;                                                       // 0: per-workload default
   bool json = false;
+  std::string profile;  // --profile FILE ("": none)
 };
+
+// Where measure() writes the trace of its timed calls ("": it records none),
+// and the name of their ranges.
+std::string g_trace_path, g_trace_label;
 
 double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -100,13 +111,23 @@ Result measure(const std::function<Tensor()>& step, int iters) {
   const auto l0 = kiln::jit::cuda::cuda_kernel_stats();
   const auto m0 = kiln::cuda::lt_cache_stats();
   std::vector<double> samples, host;
+  std::unique_ptr<kiln::profiler::Profile> prof;
+  if (!g_trace_path.empty()) prof = std::make_unique<kiln::profiler::Profile>();
   for (int i = 0; i < iters; ++i) {
+    kiln::profiler::Range range(g_trace_label);
     auto t = Clock::now();
     const double c0 = thread_cpu_us();
     out = step();
     host.push_back(thread_cpu_us() - c0);
     kiln::sync();
     samples.push_back(us_since(t));
+  }
+  if (prof) {
+    prof->stop();
+    prof->export_chrome_trace(g_trace_path);
+    std::fprintf(stderr, "kiln-bench: wrote a trace of %d calls (%zu events) to %s\n%s", iters,
+                 prof->events().size(), g_trace_path.c_str(),
+                 prof->key_averages().table(kiln::profiler::SortBy::SelfCpu, 15).c_str());
   }
   std::sort(host.begin(), host.end());
   r.host_us_per_call = host[host.size() / 2];
@@ -235,9 +256,12 @@ int run(const Options& o) {
     std::printf("%-11s %-8s %-8s %-5s %-15s %10s %10s %10s %10s %7s\n", "workload", "shape",
                 "dtype", "dev", "mode", "p50 us", "p90 us", "host us", "first ms", "kernels");
   }
+  std::vector<kiln::perf::Case> cases;
   for (const kiln::perf::Case& c : kiln::perf::cases_for(gpu, o.workload)) {
-    if (!o.shape.empty() && c.shape != o.shape) continue;
-    kiln::DType dt = c.workload == "llama-decode"         ? kiln::kBFloat16
+    if (o.shape.empty() || c.shape == o.shape) cases.push_back(c);
+  }
+  for (const kiln::perf::Case& c : cases) {
+    kiln::DType dt = c.workload == "llama-decode" ? kiln::kBFloat16
                      : gpu && c.workload != "chain16"
                          ? (c.workload == "mlp" ? kiln::kBFloat16 : kiln::kFloat16)
                          : kiln::kFloat32;
@@ -246,6 +270,11 @@ int run(const Options& o) {
       int iters = o.iters
                       ? o.iters
                       : (c.workload == "gpt2" && c.b > 1 && !gpu ? 10 : (c.a > 1000000 ? 20 : 200));
+      g_trace_label = c.workload + " " + c.shape + " " + mode;
+      g_trace_path = o.profile;
+      if (!o.profile.empty() && (cases.size() > 1 || modes.size() > 1)) {
+        g_trace_path += "." + c.workload + "." + c.shape + "." + mode + ".json";
+      }
       Result r;
       if (mode == "eager") {
         kiln::EagerGuard eager;
@@ -292,12 +321,14 @@ int main(int argc, char** argv) {
         o.iters = std::stoi(value());
       } else if (a == "--json") {
         o.json = true;
+      } else if (a == "--profile") {
+        o.profile = value();
       } else {
         std::fprintf(
             stderr,
             "usage: kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|gpt2-decode|all]\n"
             "                  [--mode eager|lazy|compile-default|compile|all] [--shape S]\n"
-            "                  [--iters N] [--json]\n");
+            "                  [--iters N] [--json] [--profile FILE]\n");
         return 2;
       }
     } catch (const std::exception& e) {

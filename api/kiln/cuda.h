@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kiln/api.h"
 #include "kiln/device.h"
@@ -137,10 +138,56 @@ struct MemoryStats {
   MemoryStat active_blocks[3];
   int64_t num_alloc_retries = 0;  // allocations that freed the cache and retried
   int64_t num_ooms = 0;           // allocations that failed
+  // Free blocks in segments that are split (cached but usable only by
+  // requests that fit): fragmentation.
+  MemoryStat inactive_split_bytes[3];
+  MemoryStat inactive_split[3];  // their count
+  // Per pool: the shared small and large pools, then each CUDA graph's private pool.
+  struct Pool {
+    uint64_t pool = 0;  // 0: a shared pool; else the private pool's id
+    bool is_small = false;
+    std::string name;  // "small pool", "large pool", "graph pool 3"
+    MemoryStat allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes;
+    MemoryStat allocations, segments;
+    int64_t alloc_retries = 0;
+    int64_t ooms = 0;
+  };
+  std::vector<Pool> pools;
 };
+using PoolMemoryStats = MemoryStats::Pool;
 KILN_API MemoryStats memory_stats(Device device = Device::cuda());
 // A readable table of memory_stats and the device's free and total memory.
 KILN_API std::string memory_summary(Device device = Device::cuda());
+// memory_snapshot(): every segment the allocator holds, block by block.
+struct MemoryBlock {
+  enum class State { ActiveAllocated, ActivePendingFree, Inactive };
+  uint64_t address = 0;
+  int64_t size = 0;
+  int64_t requested_size = 0;  // what was asked for (size is rounded up)
+  // Allocated; freed but awaiting other streams' work; or free (cached).
+  State state = State::Inactive;
+};
+struct MemorySegment {
+  int device = 0;
+  uint64_t address = 0;
+  int64_t total_size = 0;
+  int64_t allocated_size = 0;  // in ActiveAllocated blocks
+  int64_t active_size = 0;     // in blocks not Inactive
+  int64_t requested_size = 0;
+  uint64_t stream = 0;  // the cudaStream_t it was allocated for
+  bool is_small = false;
+  uint64_t pool = 0;                // 0: the shared pools; else a CUDA graph's private pool
+  std::vector<MemoryBlock> blocks;  // in address order, tiling the segment
+};
+struct KILN_API MemorySnapshot {
+  std::vector<MemorySegment> segments;
+  // PyTorch's torch.cuda.memory._snapshot() layout (Note [Memory snapshot
+  // JSON] in allocator/memory_snapshot.cpp).
+  std::string to_json() const;
+};
+// Every device's segments (an empty snapshot without CUDA).
+KILN_API MemorySnapshot memory_snapshot();
+
 // Gives cached, unused device memory back to the driver on every device (and
 // cached pinned host memory). Does nothing without CUDA.
 KILN_API void empty_cache();

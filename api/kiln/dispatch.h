@@ -3,6 +3,7 @@
 // The dispatcher: every op call goes through here. Public because custom ops
 // (KILN_LIBRARY) are registered and called through the same machinery.
 
+#include <atomic>
 #include <cstdint>
 #include <new>
 #include <optional>
@@ -60,6 +61,16 @@ inline LocalDispatchKeySet& local_keys() {
 }
 // Keys every thread includes unless it excludes them: Lazy, unless KILN_EAGER=1.
 KILN_API extern uint64_t g_default_keys;
+
+// Who observes op calls (Note [Dispatch observers] in runtime/dispatch/dispatcher.cpp):
+// one word, zero when nobody does.
+constexpr uint32_t kDispatchLogHook = 1;  // KILN_LOGS=dispatch
+constexpr uint32_t kProfilerHook = 2;     // a kiln::profiler::Profile records
+KILN_API extern std::atomic<uint32_t> g_dispatch_hooks;
+KILN_API void set_dispatch_hook(uint32_t hook, bool on);
+inline bool dispatch_observed() {
+  return g_dispatch_hooks.load(std::memory_order_relaxed) != 0;
+}
 }  // namespace detail
 
 class KILN_API IncludeKeyGuard {
@@ -113,14 +124,13 @@ class KILN_API OperatorEntry {
     uint64_t ks = (tensor_keys | l.included | detail::g_default_keys) & ~l.excluded;
     uint64_t hit = ks & mask_;
     if (KILN_UNLIKELY(hit == 0)) fail_no_kernel(ks);
-    int key = 63 - __builtin_clzll(hit);
-    if (KILN_UNLIKELY(log_enabled(LogChannel::Dispatch))) log_dispatch(ks, key);
-    return key;
+    return 63 - __builtin_clzll(hit);
   }
+  // Logs the choice pick_key(tensor_keys) made (KILN_LOGS=dispatch).
+  void log_dispatch(uint64_t tensor_keys, int key) const;
 
  private:
   friend class Dispatcher;
-  void log_dispatch(uint64_t ks, int key) const;
 
   FunctionSchema schema_;
   std::string name_;
@@ -356,6 +366,40 @@ void check_signature(const FunctionSchema& schema, const char* what) {
 
 KILN_API Stack call_boxed_kernel(const OperatorEntry& op, int key, Stack stack);
 
+// An argument's sizes, as the profiler records them ([] for a non-tensor).
+inline std::vector<int64_t> arg_sizes(const Tensor& t) {
+  return t.defined() ? std::vector<int64_t>(t.sizes().begin(), t.sizes().end())
+                     : std::vector<int64_t>();
+}
+template <class T>
+std::vector<int64_t> arg_sizes(const T&) {
+  return {};
+}
+
+// One op call while observed: logs the dispatch, and while a profile records,
+// records the call from start() to destruction.
+class KILN_API ObservedCall {
+ public:
+  ObservedCall(const OperatorEntry& op, uint64_t tensor_keys, int key);
+  ~ObservedCall();
+  ObservedCall(const ObservedCall&) = delete;
+  ObservedCall& operator=(const ObservedCall&) = delete;
+  // Whether start() wants the arguments' sizes.
+  bool wants_sizes() const { return wants_sizes_; }
+  void start(std::vector<std::vector<int64_t>> sizes);
+
+ private:
+  const OperatorEntry& op_;
+  int key_;
+  bool wants_sizes_ = false;
+  // The recorder's open event (runtime/profiler/recorder.h's Handle) and,
+  // for a CUDA kernel while GPU work is timed, its GpuSpan.
+  void* buffer_ = nullptr;
+  uint64_t session_ = 0;
+  int32_t index_ = -1;
+  void* gpu_span_ = nullptr;
+};
+
 }  // namespace detail
 
 // A handle to a registered op; typed calls go straight to the kernel table.
@@ -398,6 +442,20 @@ struct OpHandle::Caller<R(Args...)> {
   static R call(const OperatorEntry& op, Args... args) {
     uint64_t keys = detail::default_keys((detail::keys_of(args) | ... | uint64_t{0}));
     int key = op.pick_key(keys);
+    if (KILN_UNLIKELY(detail::dispatch_observed())) return call_observed(op, keys, key, args...);
+    return run(op, key, args...);
+  }
+  [[gnu::noinline]] static R call_observed(const OperatorEntry& op, uint64_t keys, int key,
+                                           Args... args) {
+    detail::ObservedCall observed(op, keys, key);
+    if (observed.wants_sizes()) {
+      observed.start({detail::arg_sizes(args)...});
+    } else {
+      observed.start({});
+    }
+    return run(op, key, args...);
+  }
+  static R run(const OperatorEntry& op, int key, Args... args) {
     if (void* fn = op.unboxed(key)) {
       try {
         return reinterpret_cast<R (*)(Args...)>(fn)(args...);

@@ -6,6 +6,7 @@
 // recording off for the whole process; EagerGuard for a scope.
 
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -134,6 +135,55 @@ struct CompileStats {
   double last_compile_ms = 0;    // the last entry's trace, passes, compile and first run
 };
 
+// What explain() reports (jit/compile/explain.cpp prints it).
+// One plan of an entry: what a call of it launches.
+struct ExplainPlan {
+  std::vector<int64_t> sizes;     // the dynamic dims' sizes it is for (empty: static)
+  int64_t steps = 0;              // generated kernels and extern calls, in order
+  int64_t generated_kernels = 0;  // fused pointwise and reduction kernels
+  int64_t extern_calls = 0;       // ops run by their own kernels (matmul, ...)
+  std::vector<std::string>
+      kernels;  // per step: "fused kernel: mul, add over [4, 16]", "extern: mm"
+  std::vector<std::string> externs;  // the extern steps' ops
+  int64_t arena_bytes = 0;           // the plan's planned intermediate memory
+  int64_t graph_nodes = 0;           // nodes of its CUDA graph (0: none captured)
+};
+
+// One entry: the guards its calls pass and the plans built under them.
+struct ExplainEntry {
+  int index = 0;           // 1-based, in creation order
+  std::string reason;      // why it was built: "first call", the guard failure
+  bool compiled = false;   // false: it runs the function uncompiled
+  std::string uncompiled;  // why it runs uncompiled ("graph break: ...")
+  std::vector<std::string> guards;
+  std::vector<ExplainPlan> plans;
+};
+
+// A trace that broke: where, and why.
+struct GraphBreak {
+  int entry = 0;
+  int64_t op_index = -1;   // the recorded op whose value was needed (-1: an argument was read)
+  std::string op;          // its name ("" when none)
+  int64_t after_ops = -1;  // ops recorded when it broke (-1: unknown)
+  std::string reason;      // as the trace gave it
+};
+
+// An entry or a plan built after a call matched none (the recompile log's lines).
+struct Recompile {
+  int entry = 0;  // the entry built or specialized (0: none, the cache limit was reached)
+  std::string reason;
+};
+
+struct KILN_API Explanation {
+  std::string name;
+  CompileStats stats;
+  std::vector<ExplainEntry> entries;
+  std::vector<GraphBreak> graph_breaks;
+  std::vector<Recompile> recompiles;
+  std::string str() const;
+};
+KILN_API std::ostream& operator<<(std::ostream& os, const Explanation& e);
+
 namespace boxed {
 
 // Calls the typed function with type-erased arguments (stand-ins while tracing).
@@ -152,6 +202,7 @@ class KILN_API CompiledCore {
   std::vector<Tensor> call(const std::vector<IValue>& args, Body body);
   void mark_dynamic(int input, int64_t dim);
   CompileStats stats() const;
+  Explanation explain() const;
   const Options& options() const;
 
  private:
@@ -256,6 +307,8 @@ class Compiled {
   // Makes dim `dim` of argument `input` dynamic for the entries built from now on.
   void mark_dynamic(int input, int64_t dim) { core_->mark_dynamic(input, dim); }
   CompileStats stats() const { return core_->stats(); }
+  // Its entries and guards, plans, graph breaks and recompiles so far.
+  Explanation explain() const { return core_->explain(); }
 
  private:
   template <class T>
@@ -282,6 +335,15 @@ class Compiled {
 template <class F>
 Compiled<std::decay_t<F>> compile(F&& fn, Options options = {}) {
   return Compiled<std::decay_t<F>>(std::forward<F>(fn), std::move(options));
+}
+
+// Compiles `fn`, calls it once on `args` and says what that did (as
+// torch._dynamo.explain): its entry and guards, plan, graph breaks.
+template <class F, class... A>
+Explanation explain(F&& fn, const A&... args) {
+  auto compiled = compile(std::forward<F>(fn), {.name = "explain"});
+  (void)compiled(args...);
+  return compiled.explain();
 }
 
 }  // namespace jit

@@ -33,6 +33,10 @@ inline bool log_enabled(LogChannel c) {
 }
 // Replaces the enabled channels, e.g. "recompiles,graphs"; throws on an unknown name.
 KILN_API void set_logs(std::string_view channels);
+// Sends log lines to the end of the file at `path` ("": back to stderr), as
+// KILN_LOG_FILE does at startup. Throws when the file cannot be opened.
+KILN_API void set_log_file(const std::string& path);
+KILN_API std::string log_file();  // "" while lines go to stderr
 KILN_API const char* log_channel_name(LogChannel c);
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 #include "jit/codegen_cpu/pointwise_cpu.h"
 #include "jit/ir/iteration.h"
 #include "kiln/logging.h"
+#include "runtime/profiler/recorder.h"
 
 namespace kiln::jit::cpu {
 namespace {
@@ -182,6 +183,9 @@ bool run_pointwise_cpu(const FusedGroup& g) {
   Iteration iter;
   const CpuPointwiseKernel* kernel = prepare(g, &iter);
   if (!kernel) return false;
+  profiler::detail::Scope event(profiler::EventKind::CpuKernel, [&] {
+    return "cpu_fused_pointwise " + profiler::detail::dims_str(g.shape);
+  });
   std::vector<Tensor> ops = g.outputs;
   ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());
   const int nops = static_cast<int>(ops.size());

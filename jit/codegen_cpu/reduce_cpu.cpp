@@ -11,6 +11,7 @@
 #include "jit/ir/iteration.h"
 #include "kiln/logging.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/profiler/recorder.h"
 
 namespace kiln::jit::cpu {
 namespace detail {
@@ -399,6 +400,10 @@ void ReductionRun::reduced_offsets(const OuterBlocks& b, int64_t pos, const int6
 }  // namespace detail
 
 bool run_reduction_cpu(const ReductionGroup& group) {
+  profiler::detail::Scope event(profiler::EventKind::CpuKernel, [&] {
+    return std::string("cpu_fused_reduction (") + row_op_name(group.op) + ") " +
+           profiler::detail::dims_str(group.in_shape);
+  });
   return detail::ReductionRun(group).run();
 }
 

@@ -9,8 +9,12 @@ namespace kiln::jit {
 namespace {
 
 constexpr int kPhases = static_cast<int>(CallPhase::kCount);
-constexpr const char* kNames[kPhases] = {"enter",  "guards",  "acquire", "bind",
-                                         "launch", "results", "release"};
+constexpr const char* kNames[kPhases] = {"enter",   "guards",  "acquire", "bind",   "launch",
+                                         "results", "release", "trace",   "compile"};
+constexpr const char* kEvents[kPhases] = {
+    "jit::compile: enter",   "jit::compile: guards", "jit::compile: acquire",
+    "jit::compile: bind",    "jit::compile: launch", "jit::compile: results",
+    "jit::compile: release", "jit::compile: trace",  "jit::compile: compile"};
 
 struct Totals {
   std::atomic<int64_t> ns[kPhases] = {};
@@ -42,6 +46,10 @@ Totals& totals() {
 }
 
 }  // namespace
+
+const char* call_phase_event(CallPhase phase) {
+  return kEvents[static_cast<int>(phase)];
+}
 
 bool call_profile_on() {
   return g_on;

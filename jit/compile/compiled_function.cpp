@@ -14,6 +14,7 @@
 
 #include "guards/guards.h"
 #include "jit/compile/call_profile.h"
+#include "jit/compile/explain.h"
 #include "jit/compile/instance.h"
 #include "jit/compile/tracing.h"
 #include "kiln/jit.h"
@@ -66,7 +67,9 @@ struct Entry {
   guards::GuardSet guards;
   bool uncompiled = false;  // runs `fn` as it is (graph break, eager mode)
   std::string why;
-  std::mutex mu;  // specs
+  std::string reason;        // why it was built (explain)
+  std::string break_reason;  // the trace's, when it broke (explain)
+  std::mutex mu;             // specs
   std::vector<std::unique_ptr<Specialization>> specs;
   bool specs_warned = false;
   // Distinct tensors the entry holds on captured storages (Note [Guards]).
@@ -117,6 +120,13 @@ struct boxed::CompiledCore::Impl {
   std::atomic<int64_t> calls{0}, hits{0}, built{0}, specializations{0}, uncompiled{0}, breaks{0},
       instances{0}, verified{0}, steps{0}, graph_nodes{0};
   std::atomic<double> compile_ms{0};
+  mutable std::mutex history_mu;
+  std::vector<Recompile> history;  // explain(): entries and plans built, and why
+
+  void remember(int entry, std::string reason) {
+    std::lock_guard<std::mutex> lock(history_mu);
+    history.push_back({entry, std::move(reason)});
+  }
 
   std::vector<Tensor> dispatch(const std::vector<IValue>& args, Body body);
   std::vector<IValue> pad_to_bucket(const std::vector<IValue>& args, int64_t* size,
@@ -153,6 +163,44 @@ CompiledCore::CompiledCore(Options options) : impl_(std::make_unique<Impl>()) {
 
 CompiledCore::~CompiledCore() = default;
 
+Explanation CompiledCore::explain() const {
+  const Impl& m = *impl_;
+  Explanation out;
+  out.name = m.options.name;
+  out.stats = stats();
+  std::vector<std::shared_ptr<Entry>> entries;
+  {
+    std::shared_lock<std::shared_mutex> read(m.entries_mu);
+    entries = m.entries;
+  }
+  for (const auto& e : entries) {
+    ExplainEntry x;
+    x.index = e->index;
+    x.reason = e->reason;
+    x.compiled = !e->uncompiled;
+    if (e->uncompiled) x.uncompiled = e->why;
+    x.guards = e->guards.describe(m.options.input_names);
+    std::lock_guard<std::mutex> lock(e->mu);
+    for (const auto& spec : e->specs) {
+      std::lock_guard<std::mutex> spec_lock(spec->mu);
+      if (spec->idle.empty()) {  // every instance is running: what is known without one
+        ExplainPlan p;
+        p.sizes = spec->key;
+        p.steps = static_cast<int64_t>(spec->steps);
+        x.plans.push_back(std::move(p));
+        continue;
+      }
+      x.plans.push_back(explain_plan(*spec->idle.front(), spec->key));
+    }
+    if (!e->break_reason.empty())
+      out.graph_breaks.push_back(describe_break(e->index, e->break_reason));
+    out.entries.push_back(std::move(x));
+  }
+  std::lock_guard<std::mutex> lock(m.history_mu);
+  out.recompiles = m.history;
+  return out;
+}
+
 const Options& CompiledCore::options() const {
   return impl_->options;
 }
@@ -185,6 +233,8 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
   Impl& m = *impl_;
   m.calls.fetch_add(1, std::memory_order_relaxed);
   profile_call_done(false);  // drops what a call that did not count left behind
+  profiler::detail::Scope call_event(profiler::EventKind::Compiled,
+                                     [&] { return "jit::compile " + m.options.name; });
   CallTimer enter(CallPhase::kEnter);
   m.check_arguments(args);
   // A compile boundary: what this thread recorded runs first, and arguments
@@ -217,9 +267,9 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
 
 std::vector<Tensor> boxed::CompiledCore::Impl::dispatch(const std::vector<IValue>& args,
                                                         Body body) {
-  CallTimer guarding(CallPhase::kGuards);
+  CallTimer guard_check(CallPhase::kGuards);
   Entry* found = lookup(args);
-  guarding.stop();
+  guard_check.stop();
   if (found) return run(*found, args, body);
   Entry* hit = nullptr;
   std::vector<Tensor> results = compile(args, body, &hit);
@@ -381,16 +431,20 @@ std::unique_ptr<Instance> boxed::CompiledCore::Impl::new_instance(Entry& e,
 Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vector<IValue>& args,
                                                       Body body, std::vector<Tensor>* results) {
   const auto t0 = std::chrono::steady_clock::now();
+  CallTimer tracing(CallPhase::kTrace);
   Traced traced = trace_function(args, body);
+  tracing.stop();
   if (traced.broken) {
     breaks.fetch_add(1, std::memory_order_relaxed);
     e.uncompiled = true;
     e.why = "graph break: " + traced.break_reason;
+    e.break_reason = traced.break_reason;
     KILN_LOG(Recompiles, options.name, ": entry ", e.index, "/", options.cache_limit, ": ", e.why,
              "; the entry runs uncompiled (lazily) from now on");
     *results = std::move(traced.outputs);
     return nullptr;
   }
+  CallTimer compiling(CallPhase::kCompile);
   auto spec = std::make_unique<Specialization>();
   spec->key = spec_key(e, args);
   spec->pristine = make_pristine(std::move(traced));
@@ -408,6 +462,7 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
     inst = new_instance(e, *spec);
   }
   spec->steps = inst->steps();
+  compiling.stop();
   *results = inst->run(args);
   steps.store(static_cast<int64_t>(spec->steps), std::memory_order_relaxed);
   spec->idle.push_back(std::move(inst));
@@ -443,6 +498,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
                              std::to_string(options.cache_limit) +
                              " entries reached; last guard failure: " + reason;
     KILN_CHECK(options.on_limit != OnLimit::Throw, "[jit::compile] ", what);
+    if (!limit_warned) remember(0, what);
     if (!limit_warned) {
       limit_warned = true;
       kiln::detail::log_line(
@@ -455,6 +511,8 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
   auto e = std::make_shared<Entry>();
   e->index = count + 1;
   e->guards = guards::GuardSet::from_call(args, dynamic_for(args));
+  e->reason = reason + dynamic_note;
+  remember(e->index, e->reason);
   built.fetch_add(1, std::memory_order_relaxed);
   KILN_LOG(Recompiles, options.name, ": entry ", e->index, "/", options.cache_limit, ": ", reason,
            dynamic_note,
@@ -526,6 +584,8 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
           return body.call(body.self, args);
         }
         specializations.fetch_add(1, std::memory_order_relaxed);
+        remember(e.index, "a plan for new sizes of its dynamic dims (specialization " +
+                              std::to_string(e.specs.size() + 1) + ")");
         KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": a plan for new sizes of its ",
                  "dynamic dims (specialization ", e.specs.size() + 1,
                  "; kernels take sizes as arguments: none is recompiled)");

@@ -87,6 +87,7 @@ class Instance {
   // Steps per run: generated kernels and extern calls.
   size_t steps() const { return plan_.steps.size(); }
   size_t arena_bytes() const { return plan_.memory.planned_bytes; }
+  const Plan& plan() const { return plan_; }  // for explain()
   // Nodes of the captured graph (0 before the capture or without one).
   size_t graph_nodes() const;
   // Calls run so far.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kiln/device.h"
+#include "kiln/dispatch.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "kiln/logging.h"
@@ -186,9 +187,42 @@ uint32_t parse_channels(std::string_view list, bool strict) {
   return mask;
 }
 
+// The dispatcher calls its observed path while the dispatch channel is on
+// (Note [Dispatch observers]).
+uint32_t with_dispatch_hook(uint32_t mask) {
+  detail::set_dispatch_hook(detail::kDispatchLogHook,
+                            (mask >> static_cast<int>(LogChannel::Dispatch)) & 1u);
+  return mask;
+}
+
 uint32_t initial_mask() {
   const char* env = std::getenv("KILN_LOGS");
-  return env ? parse_channels(env, /*strict=*/false) : 0;
+  return with_dispatch_hook(env ? parse_channels(env, /*strict=*/false) : 0);
+}
+
+// Where log lines go: stderr, or the file KILN_LOG_FILE / set_log_file() names.
+struct LogSink {
+  std::mutex mu;
+  std::FILE* file = nullptr;  // null: stderr
+  std::string path;
+};
+
+LogSink& sink() {
+  static auto* s = [] {
+    auto* sk = new LogSink();  // leaked: lines may be logged during static teardown
+    const char* env = std::getenv("KILN_LOG_FILE");
+    if (env && env[0]) {
+      sk->file = std::fopen(env, "a");
+      if (sk->file) {
+        sk->path = env;
+      } else {
+        std::fprintf(stderr, "[kiln] KILN_LOG_FILE: cannot append to '%s'; logging to stderr\n",
+                     env);
+      }
+    }
+    return sk;
+  }();
+  return *s;
 }
 
 }  // namespace
@@ -198,15 +232,36 @@ namespace detail {
 uint32_t g_log_mask = initial_mask();
 
 void log_line(LogChannel channel, const std::string& line) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  std::fprintf(stderr, "[kiln %s] %s\n", kChannelNames[static_cast<int>(channel)], line.c_str());
+  LogSink& s = sink();
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::FILE* out = s.file ? s.file : stderr;
+  std::fprintf(out, "[kiln %s] %s\n", kChannelNames[static_cast<int>(channel)], line.c_str());
+  if (s.file) std::fflush(s.file);  // readable while the program runs, complete if it crashes
 }
 
 }  // namespace detail
 
 void set_logs(std::string_view channels) {
-  detail::g_log_mask = parse_channels(channels, /*strict=*/true);
+  detail::g_log_mask = with_dispatch_hook(parse_channels(channels, /*strict=*/true));
+}
+
+void set_log_file(const std::string& path) {
+  LogSink& s = sink();
+  std::FILE* f = nullptr;
+  if (!path.empty()) {
+    f = std::fopen(path.c_str(), "a");
+    KILN_CHECK(f != nullptr, "[set_log_file] expected a path open for appending, got '", path, "'");
+  }
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.file) std::fclose(s.file);
+  s.file = f;
+  s.path = path;
+}
+
+std::string log_file() {
+  LogSink& s = sink();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.path;
 }
 
 const char* log_channel_name(LogChannel c) {

@@ -6,10 +6,12 @@
 #include "kiln/ops.h"
 #include "runtime/core/hooks.h"
 #include "runtime/cuda/cuda_runtime.h"
+#include "runtime/profiler/recorder.h"
 
 namespace kiln {
 
 void sync() {
+  profiler::detail::Scope event(profiler::EventKind::Range, "kiln::sync");
   if (SyncHook hook = sync_hook()) hook();
   if (cuda::is_available()) {
     for (int i = 0; i < cuda::device_count(); ++i) cuda::synchronize(Device::cuda(i));

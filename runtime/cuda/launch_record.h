@@ -8,7 +8,8 @@
 // knows every pointer its own kernel nodes hold and can point them at new
 // memory on replay (Note [Graph addresses]). Library kernels (cuBLASLt)
 // report nothing. With no recorder installed a report costs one thread-local
-// load.
+// load, and one relaxed load more for the profiler, which times each
+// reported launch while a Profile times GPU work (Note [Profiler GPU timing]).
 
 #include <cuda_runtime_api.h>
 

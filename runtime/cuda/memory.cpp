@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "allocator/memory_snapshot.h"
 #include "allocator/memory_summary.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
@@ -222,9 +223,38 @@ MemoryStats memory_stats(Device device) {
     out.allocations[k] = convert(s.allocations[k]);
     out.segments[k] = convert(s.segments[k]);
     out.active_blocks[k] = convert(s.active_blocks[k]);
+    out.inactive_split_bytes[k] = convert(s.inactive_split_bytes[k]);
+    out.inactive_split[k] = convert(s.inactive_split[k]);
   }
   out.num_alloc_retries = s.num_alloc_retries;
   out.num_ooms = s.num_ooms;
+  for (const alloc::PoolStats& p : s.pools) {
+    MemoryStats::Pool q;
+    q.pool = p.pool;
+    q.is_small = p.is_small;
+    q.name = p.name();
+    q.allocated_bytes = convert(p.allocated_bytes);
+    q.reserved_bytes = convert(p.reserved_bytes);
+    q.active_bytes = convert(p.active_bytes);
+    q.inactive_split_bytes = convert(p.inactive_split_bytes);
+    q.allocations = convert(p.allocations);
+    q.segments = convert(p.segments);
+    q.alloc_retries = p.alloc_retries;
+    q.ooms = p.ooms;
+    out.pools.push_back(std::move(q));
+  }
+  return out;
+}
+
+MemorySnapshot memory_snapshot() {
+  MemorySnapshot out;
+  if (!is_available()) return out;
+  for (int i = 0; i < device_count() && i < kMaxDevices; ++i) {
+    // Only allocators that exist: a snapshot must not create CUDA contexts.
+    if (alloc::DeviceCachingAllocator* a = created_allocator(i)) {
+      alloc::append_snapshot(out, a->snapshot(), i);
+    }
+  }
   return out;
 }
 

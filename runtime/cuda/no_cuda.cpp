@@ -113,6 +113,9 @@ std::string memory_summary(Device) {
   no_cuda("memory_summary");
 }
 void empty_cache() {}
+MemorySnapshot memory_snapshot() {
+  return {};
+}
 void set_memory_fraction(double, Device) {
   no_cuda("set_memory_fraction");
 }

@@ -10,6 +10,7 @@
 
 #include "allocator/allocator.h"
 #include "kiln/dispatch.h"
+#include "runtime/profiler/recorder.h"
 
 namespace kiln {
 
@@ -83,12 +84,64 @@ void OperatorEntry::fail_no_kernel(uint64_t keys) const {
   KILN_FAIL("[", name_, "] no kernel for ", key_list(keys), " (kernels: ", key_list(mask_), ")");
 }
 
-void OperatorEntry::log_dispatch(uint64_t ks, int key) const {
+void OperatorEntry::log_dispatch(uint64_t tensor_keys, int key) const {
+  const LocalDispatchKeySet& l = detail::local_keys();
+  const uint64_t ks = (tensor_keys | l.included | detail::g_default_keys) & ~l.excluded;
   detail::log_line(LogChannel::Dispatch,
                    detail::str(name_, ": keys {", key_list(ks), "} -> ",
                                dispatch_key_name(static_cast<DispatchKey>(key)),
                                unboxed_[key] ? "" : " (boxed)"));
 }
+
+// ---------------------------------------------------------------------------
+// Observers
+
+// Note [Dispatch observers]
+// The dispatch log and the profiler watch every op call. Unobserved, a call
+// pays one relaxed load of g_dispatch_hooks and a predicted branch (after
+// choosing its kernel, so the load overlaps that work); observed, it takes the
+// out-of-line call_observed, which logs and records around the same kernel
+// call. Each observer owns a bit: set_logs() sets kDispatchLogHook when the
+// dispatch channel is on, a recording Profile sets kProfilerHook.
+namespace detail {
+
+std::atomic<uint32_t> g_dispatch_hooks{0};
+
+void set_dispatch_hook(uint32_t hook, bool on) {
+  if (on) {
+    g_dispatch_hooks.fetch_or(hook, std::memory_order_relaxed);
+  } else {
+    g_dispatch_hooks.fetch_and(~hook, std::memory_order_relaxed);
+  }
+}
+
+ObservedCall::ObservedCall(const OperatorEntry& op, uint64_t tensor_keys, int key)
+    : op_(op), key_(key) {
+  if (log_enabled(LogChannel::Dispatch)) op.log_dispatch(tensor_keys, key);
+  wants_sizes_ = profiler::detail::recording() && profiler::detail::record_shapes();
+}
+
+void ObservedCall::start(std::vector<std::vector<int64_t>> sizes) {
+  if (!profiler::detail::recording()) return;
+  const profiler::detail::Handle h =
+      profiler::detail::begin(profiler::EventKind::Op, op_.name(), std::move(sizes));
+  buffer_ = h.buffer;
+  session_ = h.session;
+  index_ = h.index;
+  if (key_ == static_cast<int>(DispatchKey::CUDA) && profiler::detail::gpu_recording()) {
+    gpu_span_ = new profiler::detail::GpuSpan(-1, profiler::EventKind::GpuOp, op_.name());
+  }
+}
+
+ObservedCall::~ObservedCall() {
+  delete static_cast<profiler::detail::GpuSpan*>(gpu_span_);
+  if (buffer_) {
+    profiler::detail::end(
+        {static_cast<profiler::detail::ThreadBuffer*>(buffer_), session_, index_});
+  }
+}
+
+}  // namespace detail
 
 // ---------------------------------------------------------------------------
 // Registry
@@ -485,7 +538,19 @@ Stack normalize_arguments(const FunctionSchema& schema, Stack args,
 }
 
 Stack call_normalized(const OperatorEntry& op, Stack stack) {
-  int key = op.pick_key(detail::default_keys(detail::keys_of_stack(stack)));
+  const uint64_t keys = detail::default_keys(detail::keys_of_stack(stack));
+  int key = op.pick_key(keys);
+  std::optional<detail::ObservedCall> observed;
+  if (KILN_UNLIKELY(detail::dispatch_observed())) {
+    observed.emplace(op, keys, key);
+    std::vector<std::vector<int64_t>> sizes;
+    if (observed->wants_sizes()) {
+      for (const IValue& v : stack) {
+        sizes.push_back(v.is_tensor() ? detail::arg_sizes(v.to_tensor()) : std::vector<int64_t>());
+      }
+    }
+    observed->start(std::move(sizes));
+  }
   if (void* fn = op.unboxed(key)) {
     try {
       op.unboxed_caller()(fn, stack);

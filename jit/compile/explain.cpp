@@ -1,0 +1,121 @@
+#include "jit/compile/explain.h"
+
+#include <ostream>
+#include <regex>
+#include <sstream>
+
+#include "jit/ir/reduction_ir.h"
+
+namespace kiln::jit {
+namespace {
+
+std::string sizes_str(const DimVector& shape) {
+  std::string s = "[";
+  for (size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
+  return s + "]";
+}
+
+std::string members_str(const Plan& plan, const std::vector<size_t>& members) {
+  std::string s;
+  for (size_t m : members) s += (s.empty() ? "" : ", ") + plan.nodes[m].op->name();
+  return s;
+}
+
+}  // namespace
+
+ExplainPlan explain_plan(const Instance& inst, const std::vector<int64_t>& sizes) {
+  const Plan& plan = inst.plan();
+  ExplainPlan p;
+  p.sizes = sizes;
+  p.steps = static_cast<int64_t>(plan.steps.size());
+  p.arena_bytes = static_cast<int64_t>(plan.memory.planned_bytes);
+  p.graph_nodes = static_cast<int64_t>(inst.graph_nodes());
+  for (const Step& step : plan.steps) {
+    switch (step.kind) {
+      case Step::Kind::Extern: {
+        const std::string op = plan.nodes[step.node].op->name();
+        p.externs.push_back(op);
+        p.kernels.push_back("extern: " + op);
+        ++p.extern_calls;
+        break;
+      }
+      case Step::Kind::Fused:
+        p.kernels.push_back("fused kernel: " + members_str(plan, step.group.members) + " over " +
+                            sizes_str(step.group.shape));
+        ++p.generated_kernels;
+        break;
+      case Step::Kind::Reduction:
+        p.kernels.push_back(std::string("reduction kernel (") + row_op_name(step.reduction.op) +
+                            "): " + members_str(plan, step.reduction.members) + " over " +
+                            sizes_str(step.reduction.in_shape));
+        ++p.generated_kernels;
+        break;
+    }
+  }
+  return p;
+}
+
+GraphBreak describe_break(int entry, const std::string& reason) {
+  GraphBreak b;
+  b.entry = entry;
+  b.reason = reason;
+  static const std::regex op_re("op ([0-9]+) '([^']+)'");
+  static const std::regex after_re("after ([0-9]+) recorded ops");
+  std::smatch m;
+  if (std::regex_search(reason, m, op_re)) {
+    b.op_index = std::stoll(m[1].str());
+    b.op = m[2].str();
+  }
+  if (std::regex_search(reason, m, after_re)) b.after_ops = std::stoll(m[1].str());
+  return b;
+}
+
+std::string Explanation::str() const {
+  std::ostringstream os;
+  os << "compiled function '" << name << "': " << entries.size() << " entr"
+     << (entries.size() == 1 ? "y" : "ies") << ", " << stats.calls << " calls (" << stats.hits
+     << " hits, " << stats.uncompiled_calls << " uncompiled), " << graph_breaks.size()
+     << " graph break" << (graph_breaks.size() == 1 ? "" : "s") << "\n";
+  for (const ExplainEntry& e : entries) {
+    os << "entry " << e.index << " (" << e.reason
+       << "): " << (e.compiled ? "compiled" : "uncompiled: " + e.uncompiled) << "\n";
+    os << "  guards:\n";
+    for (const std::string& g : e.guards) os << "    " << g << "\n";
+    for (size_t k = 0; k < e.plans.size(); ++k) {
+      const ExplainPlan& p = e.plans[k];
+      os << "  plan " << k + 1;
+      if (!p.sizes.empty()) {
+        os << " (dynamic sizes";
+        for (int64_t v : p.sizes) os << " " << v;
+        os << ")";
+      }
+      os << ": " << p.steps << " steps (" << p.generated_kernels << " generated kernels, "
+         << p.extern_calls << " extern calls), arena " << p.arena_bytes << " bytes, "
+         << (p.graph_nodes ? "CUDA graph of " + std::to_string(p.graph_nodes) + " nodes"
+                           : std::string("no CUDA graph"))
+         << "\n";
+      for (size_t s = 0; s < p.kernels.size(); ++s) {
+        os << "    " << s + 1 << ". " << p.kernels[s] << "\n";
+      }
+    }
+  }
+  if (!graph_breaks.empty()) os << "graph breaks:\n";
+  for (const GraphBreak& b : graph_breaks) {
+    os << "  entry " << b.entry << ": ";
+    if (b.op_index >= 0) os << "at op " << b.op_index << " '" << b.op << "', ";
+    if (b.after_ops >= 0) os << "after " << b.after_ops << " recorded ops: ";
+    os << b.reason << "\n";
+  }
+  if (!recompiles.empty()) os << "recompiles:\n";
+  for (const Recompile& r : recompiles) {
+    os << "  " << (r.entry > 0 ? "entry " + std::to_string(r.entry) : std::string("cache")) << ": "
+       << r.reason << "\n";
+  }
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Explanation& e) {
+  return os << e.str();
+}
+
+}  // namespace kiln::jit
