@@ -12,6 +12,7 @@
 
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
+#include "tests/support/modes.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -24,27 +25,8 @@ constexpr int64_t k62 = int64_t{1} << 62;
 constexpr int64_t k61 = int64_t{1} << 61;
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-// Runs `body` in eager mode, then in lazy mode (materializing what it returns).
-template <class F>
-void eager_and_lazy(F body) {
-  {
-    SCOPED_TRACE("eager");
-    kiln::EagerGuard eager;
-    body(Device::cpu());
-  }
-  {
-    SCOPED_TRACE("lazy");
-    body(Device::cpu());
-    kiln::sync();
-  }
-  {
-    SCOPED_TRACE("meta");
-    body(Device::meta());
-  }
-}
-
 TEST(SizeOverflowErrors, FactoryBytes) {
-  eager_and_lazy([](Device d) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
     TensorOptions f32 = TensorOptions(kiln::kFloat32).device(d);
     TensorOptions f64 = TensorOptions(kiln::kFloat64).device(d);
     // The element count fits; times the item size it does not.
@@ -67,7 +49,7 @@ TEST(SizeOverflowErrors, FactoryBytes) {
 }
 
 TEST(SizeOverflowErrors, FactoryElementCount) {
-  eager_and_lazy([](Device d) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
     TensorOptions opt = TensorOptions(kiln::kUInt8).device(d);
     EXPECT_KILN_ERROR(kiln::empty({k62, 4}, opt),
                       "[empty] expected a size whose element count fits in int64");
@@ -81,13 +63,13 @@ TEST(SizeOverflowErrors, FactoryElementCount) {
 
 TEST(SizeOverflowErrors, EmptyThenFill) {
   // Used to hand out a null buffer that fill_ then stored through.
-  eager_and_lazy([](Device d) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
     EXPECT_KILN_ERROR(kiln::empty({k62}, TensorOptions(d)).fill_(1), "[empty]");
   });
 }
 
 TEST(SizeOverflowErrors, StridedExtent) {
-  eager_and_lazy([](Device d) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
     TensorOptions opt(d);
     // The offsets (n - 1) * stride wrap.
     EXPECT_KILN_ERROR(kiln::empty_strided({2, 2}, {k62, k62}, opt),
@@ -103,7 +85,7 @@ TEST(SizeOverflowErrors, StridedExtent) {
 }
 
 TEST(SizeOverflowErrors, AsStrided) {
-  eager_and_lazy([](Device d) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
     Tensor t = kiln::ones({4}, TensorOptions(d));
     // Used to return {1, 1, 1}: the offsets wrapped back into the storage.
     EXPECT_KILN_ERROR(t.as_strided({3}, {k62}), "[as_strided] expected sizes and strides");
@@ -120,7 +102,7 @@ TEST(SizeOverflowErrors, AsStrided) {
 }
 
 TEST(SizeOverflowErrors, Views) {
-  eager_and_lazy([](Device d) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
     Tensor t = kiln::ones({4}, TensorOptions(d));
     Tensor e = kiln::ones({0}, TensorOptions(d));
     EXPECT_KILN_ERROR(t.expand({k62, k62, 4}), "[expand] expected a size whose element count");
@@ -146,7 +128,7 @@ TEST(SizeOverflowErrors, Views) {
 }
 
 TEST(SizeOverflowErrors, DerivedShapes) {
-  eager_and_lazy([](Device d) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
     Tensor t = kiln::ones({4}, TensorOptions(d));
     Tensor big = kiln::ones({1}, TensorOptions(d)).expand({k61});
     // Ops whose output size is a sum or product of user sizes.

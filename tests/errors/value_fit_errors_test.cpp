@@ -12,6 +12,7 @@
 
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
+#include "tests/support/modes.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -21,24 +22,6 @@ using kiln::DType;
 using kiln::Scalar;
 using kiln::Tensor;
 using kiln::TensorOptions;
-
-template <class F>
-void eager_lazy_meta(F body) {
-  {
-    SCOPED_TRACE("eager");
-    kiln::EagerGuard eager;
-    body(Device::cpu());
-  }
-  {
-    SCOPED_TRACE("lazy");
-    body(Device::cpu());
-    kiln::sync();
-  }
-  {
-    SCOPED_TRACE("meta");
-    body(Device::meta());
-  }
-}
 
 // A 0-dim tensor that holds `v` exactly (float64 or int64).
 Tensor wide_scalar(const Scalar& v) {
@@ -97,7 +80,7 @@ const Accepted kAccepted[] = {
 };
 
 TEST(ValueFitErrors, Full) {
-  eager_lazy_meta([](Device d) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
     for (const Case& c : kRefused) {
       SCOPED_TRACE(::testing::Message() << c.value << " into " << c.dtype);
       EXPECT_KILN_ERROR(kiln::full({3}, c.value, TensorOptions(c.dtype).device(d)),
@@ -115,7 +98,7 @@ TEST(ValueFitErrors, Full) {
 }
 
 TEST(ValueFitErrors, Fill) {
-  eager_lazy_meta([](Device d) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
     for (const Case& c : kRefused) {
       SCOPED_TRACE(::testing::Message() << c.value << " into " << c.dtype);
       Tensor t = kiln::zeros({3}, TensorOptions(c.dtype).device(d));
@@ -139,7 +122,7 @@ TEST(ValueFitErrors, Fill) {
 }
 
 TEST(ValueFitErrors, MaskedFillSharesTheRule) {
-  eager_lazy_meta([](Device d) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
     for (const Case& c : kRefused) {
       SCOPED_TRACE(::testing::Message() << c.value << " into " << c.dtype);
       Tensor t = kiln::zeros({3}, TensorOptions(c.dtype).device(d));
