@@ -1,20 +1,49 @@
-// addmm_act(bias, mat1, mat2, act) = act(bias + mat1 @ mat2) on the CPU and
-// for Meta: addmm, then the activation in place, through the ordinary ops, so
-// its checks and numerics are exactly those of the unfused form. The CUDA
-// kernel fuses the activation into cuBLASLt's epilogue (Note [Matmul epilogues]).
+// addmm_act(bias, mat1, mat2, act) = act(bias + mat1 @ mat2) and
+// linear_act(input, weight, bias, act, residual) = act(linear(input, weight,
+// bias)) + residual, on the CPU and for Meta: the unfused ops in order, so
+// their checks and numerics are exactly those of the unfused form. The CUDA
+// kernels fuse the activation and the residual into the product's epilogue
+// (Note [Matmul epilogues]).
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/matrix_view.h"
 
 namespace kiln::cpu {
 namespace {
 
-Tensor addmm_act(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, std::string_view act) {
-  KILN_CHECK(act == "none" || act == "relu" || act == "gelu_tanh",
-             "[addmm_act] expected act to be one of 'none', 'relu', 'gelu_tanh', got '", act, "'");
-  Tensor r = kiln::addmm(bias, mat1, mat2);
+void check_act(std::string_view act, const char* op) {
+  KILN_CHECK(act == "none" || act == "relu" || act == "gelu_tanh", "[", op,
+             "] expected act to be one of 'none', 'relu', 'gelu_tanh', got '", act, "'");
+}
+
+void apply_act(Tensor& r, std::string_view act) {
   if (act == "relu") kiln::relu_(r);
   if (act == "gelu_tanh") kiln::gelu_(r, "tanh");
+}
+
+Tensor addmm_act(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, std::string_view act) {
+  check_act(act, "addmm_act");
+  Tensor r = kiln::addmm(bias, mat1, mat2);
+  apply_act(r, act);
+  return r;
+}
+
+Tensor linear_act(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                  std::string_view act, const std::optional<Tensor>& residual) {
+  check_act(act, "linear_act");
+  Tensor r = kiln::linear(input, weight, bias);
+  apply_act(r, act);
+  if (residual && residual->defined()) {
+    // The residual is added to the product, never the other way round: the
+    // result keeps the product's shape and dtype.
+    KILN_CHECK(residual->dtype() == r.dtype(), "[linear_act] expected residual of dtype ",
+               r.dtype(), " (the product's), got ", residual->dtype());
+    KILN_CHECK(broadcasts_to(residual->sizes(), r.sizes()),
+               "[linear_act] expected residual to broadcast to ", r.sizes(), ", got shape ",
+               residual->sizes());
+    kiln::add_(r, *residual);
+  }
   return r;
 }
 
@@ -22,9 +51,11 @@ Tensor addmm_act(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, std
 
 KILN_LIBRARY_IMPL(kiln, CPU, m) {
   m.impl("addmm_act", &addmm_act);
+  m.impl("linear_act", &linear_act);
 }
 KILN_LIBRARY_IMPL(kiln, Meta, m) {
   m.impl("addmm_act", &addmm_act);
+  m.impl("linear_act", &linear_act);
 }
 
 }  // namespace kiln::cpu

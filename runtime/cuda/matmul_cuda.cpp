@@ -1,5 +1,5 @@
 // Matrix products on CUDA through cuBLASLt: mm, bmm, mv, addmm, baddbmm,
-// matmul, linear and kiln's addmm_act. Each kernel first runs the op's Meta
+// matmul, linear and kiln's addmm_act and linear_act. Each kernel first runs the op's Meta
 // kernel on meta twins of its arguments, so shapes, dtypes and the error text
 // of every user mistake are the CPU kernels' own; then it checks devices and
 // dtypes CUDA admits, makes its output and calls lt_matmul (Note [cuBLASLt
@@ -301,6 +301,55 @@ Tensor addmm_act(T bias, T a, T b, std::string_view act) {
   return r;
 }
 
+// act(input @ weight^T + bias) + residual (Note [Matmul epilogues]).
+Tensor linear_act(T input, T weight, const std::optional<Tensor>& bias, std::string_view act,
+                  const std::optional<Tensor>& residual) {
+  using Opt = const std::optional<Tensor>&;
+  static const TypedOp<Tensor(T, T, Opt, std::string_view, Opt)> op("linear_act");
+  const bool has_bias = bias && bias->defined();
+  const bool has_res = residual && residual->defined();
+  auto meta_opt = [](const std::optional<Tensor>& t, bool defined) {
+    return defined ? std::optional<Tensor>(meta(*t)) : t;
+  };
+  Tensor shape =
+      op(meta(input), meta(weight), meta_opt(bias, has_bias), act, meta_opt(residual, has_res));
+  const Activation activation = parse_activation(act, "linear_act");
+  const Tensor none;
+  Device dev = check_operands("linear_act", {{&input, "input"},
+                                             {&weight, "weight"},
+                                             {has_bias ? &*bias : &none, "bias"},
+                                             {has_res ? &*residual : &none, "residual"}});
+  if (!is_floating(input.dtype())) {  // no epilogue to fuse into: the unfused form, as on the CPU
+    Tensor r = kiln::linear(input, weight, bias);
+    if (activation == Activation::Relu) kiln::relu_(r);
+    if (activation == Activation::GeluTanh) kiln::gelu_(r, "tanh");
+    if (has_res) kiln::add_(r, *residual);
+    return r;
+  }
+  Tensor out = empty_tensor(shape.sizes(), input.dtype(), dev);
+  if (out.numel() == 0) return out;
+  const auto [out2, in2, w2] = linear_matrices(out, input, weight);
+  // The residual as out2's matrix where its rows fold, else added after.
+  Tensor res2;
+  if (has_res && residual->sizes() == out.sizes() && residual->dim() >= 1) {
+    if (std::optional<int64_t> rs = folded_row_stride(*residual)) {
+      res2 = make_view(*residual, out2.sizes(), {*rs, residual->stride(-1)},
+                       residual->storage_offset());
+    }
+  }
+  const Tensor* res_ptr = res2.defined() ? &res2 : nullptr;
+  Tensor vec = has_bias ? as_row_vector(*bias) : Tensor();
+  if (!has_bias || vec.dim() <= 1) {
+    lt_matmul(out2, in2, w2, 0, 1, activation, has_bias ? &vec : nullptr, res_ptr);
+  } else {
+    out.copy_(*bias);  // a full bias broadcasts through C
+    lt_matmul(out2, in2, w2, 1, 1, activation);
+    res_ptr = nullptr;
+  }
+  if (has_res && !res_ptr) kiln::add_(out, *residual);
+  return out;
+}
+
 }  // namespace
 
 KILN_LIBRARY_IMPL(kiln, CUDA, m) {
@@ -317,6 +366,7 @@ KILN_LIBRARY_IMPL(kiln, CUDA, m) {
   m.impl("matmul.out", &matmul_out);
   m.impl("linear", &linear);
   m.impl("addmm_act", &addmm_act);
+  m.impl("linear_act", &linear_act);
 }
 
 }  // namespace kiln::cuda

@@ -55,6 +55,15 @@ void set_allow_tf32(bool allow) {
 bool allow_tf32() {
   return g_allow_tf32.load();
 }
+MatmulTuning::MatmulTuning() {}
+MatmulTuning::~MatmulTuning() {}
+void set_skinny_path(SkinnyPath) {}
+SkinnyPath skinny_path() {
+  return SkinnyPath::Auto;
+}
+SkinnyStats skinny_stats() {
+  return {};
+}
 
 Stream Stream::current(Device) {
   no_cuda("Stream::current");

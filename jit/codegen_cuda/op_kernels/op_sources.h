@@ -22,5 +22,6 @@ NamedSources sort_source_samples();
 NamedSources shape_source_samples();
 NamedSources int_matmul_source_samples();
 NamedSources attention_source_samples();
+NamedSources gemv_source_samples();
 
 }  // namespace kiln::jit::cuda
