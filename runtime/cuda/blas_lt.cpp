@@ -260,6 +260,32 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
   KILN_CHECK(out.size(nd - 2) <= limit && out.size(nd - 1) <= limit && a.size(nd - 1) <= limit,
              "[matmul] expected matrix sizes below 2^31 on CUDA, got a product of ", a.sizes(),
              " and ", b.sizes());
+  // A batch over one shared b (x[B, T, k] @ w^T, a language model's head) is
+  // one product of B * T rows where a's and out's batch dims fold into rows:
+  // one call without a batch loop or stride-0 batch, and a skinny one when
+  // the rows are few.
+  if (nd > 2 && batch_is_broadcast(b)) {
+    const std::optional<int64_t> ra = folded_row_stride(a), ro = folded_row_stride(out);
+    const std::optional<int64_t> rr =
+        residual ? folded_row_stride(*residual) : std::optional<int64_t>(0);
+    const int64_t rows = out.numel() / out.size(nd - 1);
+    if (ra && ro && rr && rows <= limit) {
+      const int64_t k = a.size(nd - 1), n = out.size(nd - 1);
+      const Tensor out2 =
+          make_view(out, {rows, n}, {*ro, out.stride(nd - 1)}, out.storage_offset());
+      const Tensor a2 = make_view(a, {rows, k}, {*ra, a.stride(nd - 1)}, a.storage_offset());
+      const Tensor b2 =
+          make_view(b, {k, n}, {b.stride(nd - 2), b.stride(nd - 1)}, b.storage_offset());
+      Tensor r2;
+      if (residual) {
+        r2 = make_view(*residual, {rows, n}, {*rr, residual->stride(nd - 1)},
+                       residual->storage_offset());
+      }
+      lt_matmul_impl(out2, a2, b2, beta, alpha, act, bias, residual ? &r2 : nullptr, may_retry,
+                     skinny);
+      return;
+    }
+  }
   const bool overlaps = shares_storage(out, a) || shares_storage(out, b);
   if (skinny && nd == 2 && beta_is_zero && alpha_d == 1.0 && !overlaps &&
       run_skinny(out, a, b, act, bias, residual, [&] {
