@@ -15,6 +15,9 @@
 //   kernel and cuBLASLt, Note [Skinny matmuls]), the two KV-cache writes,
 //   kv_cache_attention (and the masked sdpa it replaced); then the block's
 //   decode step, lazily and compiled.
+//   At up to 16 rows the LayerNorms are the QKV and FC products' prologues
+//   (Note [Norm prologues]): the "ln_1+qkv" rows; the LayerNorm rows are
+//   shown but not summed.
 // Columns: `dev us`, the device time per call (CUDA: Note [Device time per
 // call], launch gaps included, host excluded; CPU: the wall time); `wall
 // us`, the median wall time of one call plus a synchronize (the floor of a
@@ -132,16 +135,31 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
   Tensor a = rnd({batch, heads, tokens, hd});
   Tensor merged = rnd({batch, tokens, d}), h4 = rnd({batch, tokens, 4 * d});
   const std::string none = "none", gelu = "gelu_tanh";
-  static const kiln::TypedOp<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&,
-                                    std::string_view, const std::optional<Tensor>&)>
-      linear_act("linear_act");
+  // linear_act, with `ln` (optional) as its norm prologue (Note [Norm prologues]).
+  auto linear_act = [](const Tensor& in, const Tensor& w, const std::optional<Tensor>& b,
+                       const std::string& act, const std::optional<Tensor>& res,
+                       const kiln::nn::LayerNorm* ln = nullptr) {
+    using kiln::IValue;
+    return kiln::call_op(
+               "linear_act",
+               {in, w, b ? IValue(*b) : IValue(), act, res ? IValue(*res) : IValue(),
+                std::string(ln ? "layer_norm" : "none"), ln ? IValue(ln->weight) : IValue(),
+                ln ? IValue(ln->bias) : IValue(), ln ? ln->eps : 0.0})[0]
+        .to_tensor();
+  };
+  // Few rows: the LayerNorms are the products' prologues (the rows show them alone too).
+  const bool norm_prologue = M <= 16;
+  const kiln::nn::LayerNorm* ln1 = norm_prologue ? &blk.ln_1 : nullptr;
+  const kiln::nn::LayerNorm* ln2 = norm_prologue ? &blk.ln_2 : nullptr;
+  const std::string pre1 = norm_prologue ? "ln_1+" : "", pre2 = norm_prologue ? "ln_2+" : "";
   // Causal attention: half of the 2 * 2 * B * H * T * T * hd multiply-adds.
   const double causal_flops = 2.0 * batch * heads * tokens * tokens * hd;
   auto mm_flops = [](int64_t m, int64_t k, int64_t n) { return 2.0 * m * k * n; };
   std::vector<Row> rows = {
       {"ln_1", [&] { return blk.ln_1.forward(x); }, 2 * act, 0},
-      {"qkv +bias", [&] { return blk.c_attn.forward(x); }, product_bytes(M, d, 3 * d, es, false),
-       mm_flops(M, d, 3 * d)},
+      {pre1 + "qkv +bias",
+       [&] { return linear_act(x, blk.c_attn.weight, blk.c_attn.bias, none, std::nullopt, ln1); },
+       product_bytes(M, d, 3 * d, es, false), mm_flops(M, d, 3 * d)},
       {"attention causal",
        [&] { return kiln::scaled_dot_product_attention(q, k, v, std::nullopt, true); }, 4 * act,
        causal_flops},
@@ -154,14 +172,17 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
        [&] { return linear_act(merged, blk.attn_proj.weight, blk.attn_proj.bias, none, x); },
        product_bytes(M, d, d, es, true), mm_flops(M, d, d)},
       {"ln_2", [&] { return blk.ln_2.forward(x); }, 2 * act, 0},
-      {"fc +bias +gelu",
-       [&] { return linear_act(x, blk.c_fc.weight, blk.c_fc.bias, gelu, std::nullopt); },
+      {pre2 + "fc +bias +gelu",
+       [&] { return linear_act(x, blk.c_fc.weight, blk.c_fc.bias, gelu, std::nullopt, ln2); },
        product_bytes(M, d, 4 * d, es, false), mm_flops(M, d, 4 * d)},
       {"down +bias +residual",
        [&] { return linear_act(h4, blk.mlp_proj.weight, blk.mlp_proj.bias, none, x); },
        product_bytes(M, 4 * d, d, es, true), mm_flops(M, 4 * d, d)},
   };
-  for (Row& r : rows) r.summed = !(tokens == 1 && r.name == "merge heads copy");
+  for (Row& r : rows) {
+    r.summed = !(tokens == 1 && r.name == "merge heads copy") &&
+               !(norm_prologue && (r.name == "ln_1" || r.name == "ln_2"));
+  }
   if (tokens == 1) rows.erase(rows.begin() + 3);  // a view at one token
   rows.push_back({"layer lazy (one flush)", [&] {
                     Tensor y = blk.forward(x, heads);
@@ -200,7 +221,10 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
        kv_flops},
       {"decode ln_2", [&] { return blk.ln_2.forward(x1); }, 2 * act1, 0},
   };
-  decode[0].summed = decode[1].summed = decode[2].summed = decode[4].summed = true;
+  // The LayerNorms run as the products' prologues at up to 16 rows.
+  const bool decode_prologue = batch <= 16;
+  decode[0].summed = decode[4].summed = !decode_prologue;
+  decode[1].summed = decode[2].summed = true;
   struct Product {
     const char* name;
     const kiln::nn::Linear* lin;
@@ -208,12 +232,15 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
     const std::string* act;
     bool residual;
     int64_t k, n;
+    const kiln::nn::LayerNorm* ln;
   };
   const Product products[] = {
-      {"decode qkv +bias", &blk.c_attn, &x1, &none, false, d, 3 * d},
-      {"decode proj +bias +res", &blk.attn_proj, &x1, &none, true, d, d},
-      {"decode fc +bias +gelu", &blk.c_fc, &x1, &gelu, false, d, 4 * d},
-      {"decode down +bias +res", &blk.mlp_proj, &h1, &none, true, 4 * d, d},
+      {decode_prologue ? "decode ln_1+qkv +bias" : "decode qkv +bias", &blk.c_attn, &x1, &none,
+       false, d, 3 * d, decode_prologue ? &blk.ln_1 : nullptr},
+      {"decode proj +bias +res", &blk.attn_proj, &x1, &none, true, d, d, nullptr},
+      {decode_prologue ? "decode ln_2+fc +bias +gelu" : "decode fc +bias +gelu", &blk.c_fc, &x1,
+       &gelu, false, d, 4 * d, decode_prologue ? &blk.ln_2 : nullptr},
+      {"decode down +bias +res", &blk.mlp_proj, &h1, &none, true, 4 * d, d, nullptr},
   };
   for (const Product& p : products) {
     for (auto [suffix, path] :
@@ -223,7 +250,7 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
       Row r{std::string(p.name) + suffix,
             [&, p] {
               return linear_act(*p.in, p.lin->weight, p.lin->bias, *p.act,
-                                p.residual ? std::optional<Tensor>(x1) : std::nullopt);
+                                p.residual ? std::optional<Tensor>(x1) : std::nullopt, p.ln);
             },
             product_bytes(batch, p.k, p.n, es, p.residual), mm_flops(batch, p.k, p.n), path};
       r.summed = path == kiln::cuda::SkinnyPath::Auto;

@@ -10,6 +10,18 @@
 namespace kiln::jit {
 namespace {
 
+// Note [Norm prologues]
+// On CUDA a LayerNorm or RMSNorm over the last dim whose output only a
+// linear reads becomes that product's prologue when the rows are few
+// (kNormPrologueRows: a decode step's, or one token's): the skinny kernel
+// normalizes x on the fly (Note [Skinny matmul kernel]), each block
+// recomputing the rows' statistics from L2 (a row of 768 halves is 1.5 KB),
+// and no normalized tensor is written or read. Products the skinny kernel
+// does not take run the norm as its own kernel first, as before. The fused
+// node reads x, the norm's weight and bias where the product was: they must
+// be final there.
+constexpr int64_t kNormPrologueRows = 16;
+
 bool is_one(const IValue& v) {
   return v.is_number() && v.to_scalar().to<double>() == 1.0;
 }
@@ -66,11 +78,19 @@ class EpilogueFolder {
     }
     if (candidate_.empty()) return 0;  // most traces hold no product
     // An activation of a product may be followed by a residual add: its
-    // output is a candidate too.
-    for (const Node& n : nodes_) {
+    // output is a candidate too. So is a CUDA norm's output (a prologue).
+    static const OperatorEntry* layer_norm = &find_op("layer_norm").entry();
+    static const OperatorEntry* rms_norm = &find_op("rms_norm").entry();
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const Node& n = nodes_[i];
       if (n.outputs.size() == 1 && activation_of(n) && !n.args.empty() && n.args[0].is_tensor() &&
           uses_of(n.args[0].to_tensor())) {
         add_candidate(n.outputs[0]);
+      }
+      if ((n.op == layer_norm || n.op == rms_norm) && n.device.is_cuda() && n.outputs.size() == 1 &&
+          n.outputs[0].defined() && n.outputs[0].impl()->storage()) {
+        add_candidate(n.outputs[0]);
+        norm_nodes_.emplace(n.outputs[0].impl(), i);
       }
     }
     count_uses();
@@ -186,6 +206,51 @@ class EpilogueFolder {
     return r;
   }
 
+  // The norm a linear's input comes from, when it can be the product's
+  // prologue (Note [Norm prologues]).
+  struct NormPrologue {
+    size_t node = 0;
+    const char* kind = nullptr;  // "layer_norm" or "rms_norm"
+    IValue weight, bias;
+    double eps = 0;
+  };
+  bool norm_prologue(size_t i, NormPrologue* out) {
+    static const OperatorEntry* layer_norm = &find_op("layer_norm").entry();
+    const Node& p = nodes_[i];
+    if (kinds_[i] != Product::Linear || !p.device.is_cuda() || !p.args[0].is_tensor()) {
+      return false;
+    }
+    const Tensor& y = p.args[0].to_tensor();
+    if (!y.defined()) return false;
+    auto it = norm_nodes_.find(y.impl());
+    if (it == norm_nodes_.end() || it->second >= i || erased_[it->second]) return false;
+    size_t reader = 0;
+    if (!sole_reader(y, &reader) || reader != i) return false;
+    const Node& n = nodes_[it->second];
+    if (!n.written.empty() || !n.args[0].is_tensor() || !n.args[1].is_int_list()) return false;
+    const Tensor& x = n.args[0].to_tensor();
+    if (!x.defined() || x.dim() < 1) return false;
+    const int64_t k = x.size(-1);
+    const std::vector<int64_t> shape = n.args[1].to_int_list();
+    if (shape.size() != 1 || shape[0] != k || k == 0) return false;
+    if (x.numel() / k > kNormPrologueRows) return false;
+    const bool layer = n.op == layer_norm;
+    const Tensor* w = defined_tensor(n.args[2]);
+    const Tensor* b = layer ? defined_tensor(n.args[3]) : nullptr;
+    // rms_norm's weight multiplies with type promotion: only x's dtype keeps the result's.
+    if (w && w->dtype() != x.dtype()) return false;
+    for (const Tensor* t : {&x, w, b}) {
+      if (t && !final_between(*t, it->second, i)) return false;
+    }
+    out->node = it->second;
+    out->kind = layer ? "layer_norm" : "rms_norm";
+    out->weight = w ? IValue(*w) : IValue();
+    out->bias = b ? IValue(*b) : IValue();
+    const IValue& eps = n.args[layer ? 4 : 3];
+    out->eps = eps.is_none() ? machine_epsilon(x.dtype()) : eps.to_double();
+    return true;
+  }
+
   // Absorbs what follows product i; returns how many nodes it absorbed.
   // Tensors are looked at through the nodes' own handles, never copied, so
   // that the use counts external() reads stay the trace's.
@@ -217,27 +282,45 @@ class EpilogueFolder {
       absorbed.push_back(j);
       last = j;
     }
-    if (absorbed.empty()) return 0;
+    NormPrologue norm;
+    const bool has_norm = norm_prologue(i, &norm);
+    if (absorbed.empty() && !has_norm) return 0;
+    if (has_norm) {
+      KILN_LOG(Fusion, "matmul epilogue: ", p.op->name(), " absorbs ", norm.kind,
+               " as its prologue");
+    }
     // The fused node takes the product's place, so its operands are read when
     // they were before (a write between the two nodes cannot slip in), and
     // produces the last absorbed node's output, which no node reads before it.
     Stack args;
     if (is_linear) {
-      args = {p.args[0], p.args[1], p.args[2], IValue(std::string(act)),
-              residual ? IValue(*residual) : IValue()};
+      const IValue input = has_norm ? nodes_[norm.node].args[0] : p.args[0];
+      args = {input,
+              p.args[1],
+              p.args[2],
+              IValue(std::string(act)),
+              residual ? IValue(*residual) : IValue(),
+              IValue(std::string(has_norm ? norm.kind : "none")),
+              norm.weight,
+              norm.bias,
+              IValue(norm.eps)};
       p.op = linear_act;
     } else {
       args = {p.args[0], p.args[1], p.args[2], IValue(std::string(act))};
       p.op = addmm_act;
     }
     p.args = std::move(args);
-    p.outputs = std::move(nodes_[last].outputs);
-    p.device = nodes_[last].device;
+    if (!absorbed.empty()) {
+      p.outputs = std::move(nodes_[last].outputs);
+      p.device = nodes_[last].device;
+    }
+    if (has_norm) absorbed.push_back(norm.node);
     for (size_t j : absorbed) erased_[j] = true;
     return absorbed.size();
   }
 
   std::vector<Node>& nodes_;
+  std::unordered_map<const TensorImpl*, size_t> norm_nodes_;  // CUDA norm output -> its node
   std::vector<Product> kinds_;
   std::vector<bool> erased_;
   std::unordered_map<const StorageImpl*, size_t> candidate_;  // storage -> index in uses_

@@ -10,6 +10,9 @@
 //   linear(x, w, bias?) [+ act] + add(y, r) or add(r, y) (alpha 1, r of y's
 //   shape and dtype), on CUDA
 //       -> linear_act(x, w, bias, act, residual=r)
+//   linear(layer_norm(x) or rms_norm(x), ...) over the last dim, few rows, on CUDA
+//       -> linear_act(x, ..., norm=..., norm_weight, norm_bias, norm_eps)
+//          (Note [Norm prologues])
 // The residual is folded on CUDA only: there the product writes y + r in the
 // same kernel (cuBLASLt's C operand, or the skinny kernel's epilogue), while
 // on the CPU the add is better left to join the next group (a LayerNorm's

@@ -78,9 +78,10 @@ void set_device_copy_kernel(DeviceCopyKernel kernel);
 DeviceCopyKernel device_copy_kernel();
 
 // Note [Skinny matmuls] (runtime/cuda/blas_lt_skinny.cpp): a product of few
-// rows, out[m, n] = act(a[m, k] @ b[k, n] + bias[n]) + residual[m, n], with b
-// read as rows of a weight (b.stride(0) == 1), through a generated kernel
-// that streams the weight. act: 0 none, 1 relu, 2 gelu (tanh form).
+// rows, out[m, n] = act(norm(a)[m, k] @ b[k, n] + bias[n]) + residual[m, n],
+// with b read as rows of a weight (b.stride(0) == 1), through a generated
+// kernel that streams the weight. act: 0 none, 1 relu, 2 gelu (tanh form);
+// norm (of a's rows, before the product): 0 none, 1 layer_norm, 2 rms_norm.
 struct SkinnyMatmul {
   const Tensor* out = nullptr;
   const Tensor* a = nullptr;
@@ -88,6 +89,10 @@ struct SkinnyMatmul {
   const Tensor* bias = nullptr;      // optional
   const Tensor* residual = nullptr;  // optional, of out's sizes
   int act = 0;
+  int norm = 0;
+  const Tensor* norm_weight = nullptr;  // optional, [k]
+  const Tensor* norm_bias = nullptr;    // optional, [k] (layer_norm)
+  double norm_eps = 0;
 };
 // `takes`: whether `run` takes these operands (host checks only; nothing
 // runs); `run`: the product on the current stream. Empty: every product goes

@@ -1,9 +1,12 @@
 // addmm_act(bias, mat1, mat2, act) = act(bias + mat1 @ mat2) and
-// linear_act(input, weight, bias, act, residual) = act(linear(input, weight,
-// bias)) + residual, on the CPU and for Meta: the unfused ops in order, so
-// their checks and numerics are exactly those of the unfused form. The CUDA
-// kernels fuse the activation and the residual into the product's epilogue
-// (Note [Matmul epilogues]).
+// linear_act(input, weight, bias, act, residual, norm, norm_weight,
+// norm_bias, norm_eps) = act(linear(norm(input), weight, bias)) + residual,
+// on the CPU and for Meta: the unfused ops in order, so their checks and
+// numerics are exactly those of the unfused form. `norm` normalizes the
+// input over its last dim first: "layer_norm" (norm_weight, norm_bias) or
+// "rms_norm" (norm_weight). The CUDA kernels fuse the activation and the
+// residual into the product's epilogue, and for few rows the norm into its
+// prologue (Note [Matmul epilogues], Note [Skinny matmuls]).
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
@@ -22,6 +25,22 @@ void apply_act(Tensor& r, std::string_view act) {
   if (act == "gelu_tanh") kiln::gelu_(r, "tanh");
 }
 
+// linear_act's input after its `norm` (the input itself for "none").
+Tensor normalized(const Tensor& input, std::string_view norm,
+                  const std::optional<Tensor>& norm_weight, const std::optional<Tensor>& norm_bias,
+                  double eps) {
+  KILN_CHECK(norm == "none" || norm == "layer_norm" || norm == "rms_norm",
+             "[linear_act] expected norm to be one of 'none', 'layer_norm', 'rms_norm', got '",
+             norm, "'");
+  if (norm == "none") return input;
+  KILN_CHECK(input.dim() >= 1, "[linear_act] expected an input of at least 1 dim to normalize");
+  const int64_t k = input.size(-1);
+  if (norm == "layer_norm") return kiln::layer_norm(input, {k}, norm_weight, norm_bias, eps);
+  KILN_CHECK(!norm_bias || !norm_bias->defined(),
+             "[linear_act] expected no norm_bias with norm 'rms_norm', got one");
+  return kiln::rms_norm(input, {k}, norm_weight, eps);
+}
+
 Tensor addmm_act(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, std::string_view act) {
   check_act(act, "addmm_act");
   Tensor r = kiln::addmm(bias, mat1, mat2);
@@ -30,9 +49,11 @@ Tensor addmm_act(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, std
 }
 
 Tensor linear_act(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
-                  std::string_view act, const std::optional<Tensor>& residual) {
+                  std::string_view act, const std::optional<Tensor>& residual,
+                  std::string_view norm, const std::optional<Tensor>& norm_weight,
+                  const std::optional<Tensor>& norm_bias, double norm_eps) {
   check_act(act, "linear_act");
-  Tensor r = kiln::linear(input, weight, bias);
+  Tensor r = kiln::linear(normalized(input, norm, norm_weight, norm_bias, norm_eps), weight, bias);
   apply_act(r, act);
   if (residual && residual->defined()) {
     // The residual is added to the product, never the other way round: the

@@ -60,6 +60,17 @@ void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar
                const Scalar& alpha = 1, Activation act = Activation::None,
                const Tensor* bias = nullptr, const Tensor* residual = nullptr);
 
+// out[m, n] = act(norm(a)[m, k] @ b[k, n] + bias) + residual through the
+// generated skinny kernel, its norm prologue normalizing a's rows (norm 1:
+// layer_norm with `norm_weight`, `norm_bias`; 2: rms_norm with
+// `norm_weight`), the only kernel that fuses a norm (Note [Norm prologues]);
+// 2-D operands, out sharing no memory with the others. False, nothing
+// queued, when that kernel does not take these operands (or
+// SkinnyPath::Cublas is forced): the caller then normalizes first.
+bool skinny_matmul_with_norm(const Tensor& out, const Tensor& a, const Tensor& b, Activation act,
+                             const Tensor* bias, const Tensor* residual, int norm,
+                             const Tensor* norm_weight, const Tensor* norm_bias, double norm_eps);
+
 // Note [Skinny matmul choice] (blas_lt_skinny.cpp)
 // While a MatmulTuning object lives on a thread, each skinny product it runs
 // whose choice between cuBLASLt and the generated kernel was not timed yet is

@@ -29,7 +29,10 @@
 //      bandwidth with plain float32 FMAs; cuBLASLt above, where the
 //      generated kernel's conversions and FMAs (m per weight element)
 //      approach the SM's arithmetic limit.
-// SkinnyPath (KILN_SKINNY_MATMUL) forces one way for benchmarks and tests.
+// A product with a norm prologue (Note [Norm prologues]) takes the
+// generated kernel whenever it can: cuBLASLt would need the norm as a
+// kernel of its own. SkinnyPath (KILN_SKINNY_MATMUL) forces one way for
+// benchmarks and tests.
 
 #include "runtime/cuda/blas_lt_skinny.h"
 
@@ -206,6 +209,25 @@ SkinnyPath skinny_path() {
 SkinnyStats skinny_stats() {
   Choices& c = choices();
   return {c.generated.load(), c.cublas.load(), c.timed.load()};
+}
+
+bool skinny_matmul_with_norm(const Tensor& out, const Tensor& a, const Tensor& b, Activation act,
+                             const Tensor* bias, const Tensor* residual, int norm,
+                             const Tensor* norm_weight, const Tensor* norm_bias, double norm_eps) {
+  const SkinnyMatmulKernel kernel = skinny_matmul_kernel();
+  if (!kernel.takes || !kernel.run || skinny_path() == SkinnyPath::Cublas) return false;
+  if (out.dim() != 2 || shares_storage(out, a) || shares_storage(out, b)) return false;
+  if (residual && shares_storage(*residual, out)) return false;
+  if (bias && bias->dim() != 1) return false;
+  SkinnyMatmul p{&out, &a, &b, bias, residual, act_code(act)};
+  p.norm = norm;
+  p.norm_weight = norm_weight;
+  p.norm_bias = norm_bias;
+  p.norm_eps = norm_eps;
+  if (!kernel.takes(p)) return false;
+  kernel.run(p);
+  choices().generated.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 bool run_skinny(const Tensor& out, const Tensor& a, const Tensor& b, Activation act,

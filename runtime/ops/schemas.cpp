@@ -241,10 +241,11 @@ KILN_LIBRARY(kiln, m) {
   m.def("outer(Tensor self, Tensor vec2) -> Tensor");
   // kiln's own: act(bias + mat1 @ mat2) (Note [Matmul epilogues]).
   m.def("addmm_act(Tensor bias, Tensor mat1, Tensor mat2, str act=\"none\") -> Tensor");
-  // kiln's own: act(linear(input, weight, bias)) + residual (Note [Matmul epilogues]).
+  // kiln's own: act(linear(norm(input), weight, bias)) + residual (Note [Matmul epilogues]).
   m.def(
       "linear_act(Tensor input, Tensor weight, Tensor? bias=None, str act=\"none\", "
-      "Tensor? residual=None) -> Tensor");
+      "Tensor? residual=None, str norm=\"none\", Tensor? norm_weight=None, "
+      "Tensor? norm_bias=None, float norm_eps=0.0) -> Tensor");
 
   // --- Shape and indexing ------------------------------------------------------
   m.def("cat(Tensor[] tensors, int dim=0) -> Tensor");

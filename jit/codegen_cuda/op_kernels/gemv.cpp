@@ -70,13 +70,77 @@ std::string store_source(const GemvSpec& s) {
   return src;
 }
 
-// Parameters: out, x, w, bias (null without), residual (null without); n
-// outputs, kv = k / V vectors per row, and the row strides (elements) of
-// out, x, w and the residual.
-const char kGemvBody[] = R"((
+// The norm prologue (Note [Skinny matmul kernel]): each row's statistics
+// into s_scale / s_shift, the eager kernels' float64 sums and float32 scale
+// and shift (layer_norm: x * rstd - mean * rstd; rms_norm: x * rstd).
+const char kNormStats[] = R"(
+#if KNORM
+  __shared__ double kiln_scratch[32];
+  __shared__ float s_scale[KM], s_shift[KM];
+  for (int i = 0; i < KM; ++i) {
+    const uint4* xr = (const uint4*)(x + (i64)i * ldx);
+    double mean = 0.0;
+#if KNORM == 1
+    double s = 0.0;
+    for (i64 j = threadIdx.x; j < kv; j += 256) {
+      float f[KV];
+      kiln_unpack(xr[j], f);
+#pragma unroll
+      for (int e = 0; e < KV; ++e) s += (double)f[e];
+    }
+    mean = kiln_block_sum<double, 256>(s, kiln_scratch) / (double)(kv * KV);
+#endif
+    double q = 0.0;
+    for (i64 j = threadIdx.x; j < kv; j += 256) {
+      float f[KV];
+      kiln_unpack(xr[j], f);
+#pragma unroll
+      for (int e = 0; e < KV; ++e) {
+        const double d = (double)f[e] - mean;
+        q += d * d;
+      }
+    }
+    q = kiln_block_sum<double, 256>(q, kiln_scratch);
+    if (threadIdx.x == 0) {
+      const float rstd = (float)(1.0 / sqrt(q / (double)(kv * KV) + eps));
+      s_scale[i] = rstd;
+      s_shift[i] = -(rstd * (float)mean);
+    }
+  }
+  __syncthreads();
+#endif
+)";
+
+// One x vector normalized as the eager norm stores it: layer_norm rounds
+// (x * scale + shift) * w + b once; rms_norm rounds x * scale, and a
+// weight's product again (it is a separate multiply there).
+std::string normalize_source(const GemvSpec& s) {
+  const std::string r = s.dtype == kFloat32 ? "" : s.dtype == kFloat16 ? "h" : "bf";
+  auto round = [&](const std::string& v) {
+    return r.empty() ? v : "kiln_" + r + "2f(kiln_f2" + r + "(" + v + "))";
+  };
+  std::string src =
+      "__device__ __forceinline__ void kiln_normalize(float* f, const float* nw, const float* nb, "
+      "float scale, float shift) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) {\n";
+  if (s.norm == 1) {
+    src += "    f[e] = " + round("(f[e] * scale + shift) * nw[e] + nb[e]") + ";\n";
+  } else {
+    src += "    f[e] = " + round("f[e] * scale") + ";\n";
+    if (s.norm_weight) src += "    f[e] = " + round("f[e] * nw[e]") + ";\n";
+  }
+  return src + "  }\n}\n";
+}
+
+// Parameters: out, x, w, bias (null without), residual (null without), the
+// norm's weight and bias (null without); n outputs, kv = k / V vectors per
+// row, the row strides (elements) of out, x, w and the residual, the norm's eps.
+const char kGemvHead[] = R"((
     T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ w,
-    const T* __restrict__ bias, const T* __restrict__ res,
-    i64 n, i64 kv, i64 ldo, i64 ldx, i64 ldw, i64 ldr) {
+    const T* __restrict__ bias, const T* __restrict__ res, const T* __restrict__ nw,
+    const T* __restrict__ nb, i64 n, i64 kv, i64 ldo, i64 ldx, i64 ldw, i64 ldr, double eps) {
+)";
+
+const char kGemvBody[] = R"(
   const int lane = threadIdx.x % KTPR, group = threadIdx.x / KTPR;
   const i64 n0 = ((i64)blockIdx.x * (256 / KTPR) + group) * KRN;
   // Rows past n read row n - 1 (in bounds) and are never stored.
@@ -122,10 +186,24 @@ const char kGemvBody[] = R"((
         float wf[KRN][KV];
 #pragma unroll
         for (int r = 0; r < KRN; ++r) kiln_unpack(wv[u][r], wf[r]);
+#if KNORM
+        float nwf[KV], nbf[KV];
+#pragma unroll
+        for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, nbf[e] = 0.0f;
+#if KNORM_W
+        kiln_unpack(((const uint4*)nw)[j], nwf);
+#endif
+#if KNORM_B
+        kiln_unpack(((const uint4*)nb)[j], nbf);
+#endif
+#endif
 #pragma unroll
         for (int i = 0; i < KM; ++i) {
           float xf[KV];
           kiln_unpack(KILN_X(u, i), xf);
+#if KNORM
+          kiln_normalize(xf, nwf, nbf, s_scale[i], s_shift[i]);
+#endif
 #pragma unroll
           for (int r = 0; r < KRN; ++r) {
 #pragma unroll
@@ -187,7 +265,8 @@ int gemv_vector(DType dtype) {
   return static_cast<int>(16 / itemsize(dtype));
 }
 
-GemvSpec gemv_spec(DType dtype, int64_t m, int64_t k, int act, bool bias, bool residual) {
+GemvSpec gemv_spec(DType dtype, int64_t m, int64_t k, int act, bool bias, bool residual, int norm,
+                   bool norm_weight, bool norm_bias) {
   GemvSpec s;
   s.dtype = dtype;
   s.m = static_cast<int>(m);
@@ -199,6 +278,9 @@ GemvSpec gemv_spec(DType dtype, int64_t m, int64_t k, int act, bool bias, bool r
   s.act = act;
   s.bias = bias;
   s.residual = residual;
+  s.norm = norm;
+  s.norm_weight = norm != 0 && norm_weight;
+  s.norm_bias = norm == 1 && norm_bias;
   return s;
 }
 
@@ -209,13 +291,16 @@ int64_t gemv_outputs_per_block(const GemvSpec& s) {
 std::string gemv_name(const GemvSpec& s) {
   return std::string("kiln_gemv_") + dtype_tag(s.dtype) + "_m" + std::to_string(s.m) + "_t" +
          std::to_string(s.tpr) + "_r" + std::to_string(s.rn) + "_u" + std::to_string(s.unroll) +
-         "_a" + std::to_string(s.act) + (s.bias ? "_b" : "") + (s.residual ? "_res" : "");
+         "_a" + std::to_string(s.act) + (s.bias ? "_b" : "") + (s.residual ? "_res" : "") +
+         (s.norm ? "_n" + std::to_string(s.norm) + (s.norm_weight ? "w" : "") +
+                       (s.norm_bias ? "b" : "")
+                 : "");
 }
 
 std::string gemv_source(const GemvSpec& s) {
   KILN_INTERNAL_ASSERT(gemv_dtype(s.dtype) && s.m >= 1 && s.m <= kGemvMaxRows && s.tpr >= 8 &&
                            s.tpr <= kBlock && (s.tpr & (s.tpr - 1)) == 0 && s.rn >= 1 &&
-                           s.unroll >= 1 && s.act >= 0 && s.act <= 2,
+                           s.unroll >= 1 && s.act >= 0 && s.act <= 2 && s.norm >= 0 && s.norm <= 2,
                        "gemv_source: bad spec");
   std::string src = op_prelude();
   src += "typedef " + std::string(mem_type(s.dtype)) + " T;\n";
@@ -232,9 +317,15 @@ __device__ __forceinline__ uint4 kiln_ld_stream(const uint4* p) {
   return r;
 }
 )";
+  src += "#define KNORM " + std::to_string(s.norm) + "\n#define KNORM_W " +
+         std::to_string(s.norm_weight ? 1 : 0) + "\n#define KNORM_B " +
+         std::to_string(s.norm_bias ? 1 : 0) + "\n";
   src += unpack_source(s.dtype);
   src += store_source(s);
-  src += "extern \"C\" __global__ void __launch_bounds__(256) " + gemv_name(s) + kGemvBody;
+  if (s.norm) src += normalize_source(s);
+  src += "extern \"C\" __global__ void __launch_bounds__(256) " + gemv_name(s) + kGemvHead;
+  src += kNormStats;
+  src += kGemvBody;
   return src;
 }
 
@@ -246,6 +337,11 @@ NamedSources gemv_source_samples() {
         const int act = static_cast<int>((m + k) % 3);
         GemvSpec s = gemv_spec(t, m, k, act, m != 3, m >= 8);
         out.emplace_back(gemv_name(s), gemv_source(s));
+        // The norm prologues (Note [Norm prologues]): GPT-2's and Llama's.
+        if (k == 768) {
+          s = gemv_spec(t, m, k, act, true, false, m == 3 ? 2 : 1, true, m != 3);
+          out.emplace_back(gemv_name(s), gemv_source(s));
+        }
       }
     }
   }
@@ -282,6 +378,12 @@ bool gemv_takes(const kiln::cuda::SkinnyMatmul& p) {
     if (r.dim() != 2 || r.size(0) != m || r.size(1) != n || r.dtype() != t) return false;
     if (n > 1 && r.stride(1) != 1) return false;
   }
+  if (p.norm < 0 || p.norm > 2 || (p.norm != 1 && p.norm_bias)) return false;
+  for (const Tensor* nt : {p.norm_weight, p.norm_bias}) {
+    if (!nt) continue;
+    if (!p.norm || nt->dim() != 1 || nt->size(0) != k || nt->dtype() != t) return false;
+    if (nt->stride(0) != 1 || !aligned16(*nt)) return false;
+  }
   return true;
 }
 
@@ -289,16 +391,20 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   KILN_INTERNAL_ASSERT(gemv_takes(p), "skinny matmul kernel called with operands it does not take");
   const Tensor &out = *p.out, &a = *p.a, &b = *p.b;
   const int64_t m = out.size(0), n = out.size(1), k = a.size(1);
-  const GemvSpec s = gemv_spec(out.dtype(), m, k, p.act, p.bias != nullptr, p.residual != nullptr);
+  const GemvSpec s = gemv_spec(out.dtype(), m, k, p.act, p.bias != nullptr, p.residual != nullptr,
+                               p.norm, p.norm_weight != nullptr, p.norm_bias != nullptr);
   cudaKernel_t kernel = load_kernel(
       gemv_name(s), [&] { return gemv_source(s); }, out.device().index());
   KernelArgs args;
   args.ptr(out).ptr(a).ptr(b);
   args.ptr(p.bias ? p.bias->data_ptr() : nullptr);
   args.ptr(p.residual ? p.residual->data_ptr() : nullptr);
+  args.ptr(p.norm_weight ? p.norm_weight->data_ptr() : nullptr);
+  args.ptr(p.norm_bias ? p.norm_bias->data_ptr() : nullptr);
   args.i64(n).i64(k / gemv_vector(out.dtype()));
   args.i64(out.stride(0)).i64(a.stride(0)).i64(b.stride(1));
   args.i64(p.residual ? p.residual->stride(0) : 0);
+  args.f64(p.norm_eps);
   launch(kernel, out.device(), grid_for(n, gemv_outputs_per_block(s)), kBlock, 0, args);
   out.impl()->bump_version();
 }

@@ -28,6 +28,12 @@ namespace kiln::jit::cuda {
 // every group reads again through L1). Products accumulate in float32; the
 // epilogue adds the bias, applies the activation, adds the residual, all in
 // float32, and rounds once, as cuBLASLt's epilogues do.
+// With a norm prologue (Note [Norm prologues]), each block first takes the
+// statistics of its m rows of x (all 256 threads, sums in float64 as the
+// eager kernels, mean then squared deviations), then normalizes each x
+// vector as it loads it and rounds it to the dtype, where the eager norm
+// stores its output: the same values the unfused product reads, up to the
+// order of the statistics' sums.
 // Choice: tpr is the largest power of two that still leaves each thread at
 // least two vectors of k (more threads per row, more loads in flight and
 // more blocks for a short n), rn grows with m so that each x vector loaded
@@ -44,11 +50,15 @@ struct GemvSpec {
   int act = 0;  // 0 none, 1 relu, 2 gelu (tanh form)
   bool bias = false;
   bool residual = false;
+  int norm = 0;  // 0 none, 1 layer_norm, 2 rms_norm
+  bool norm_weight = false;
+  bool norm_bias = false;
 };
 
 // The configuration for a product of m rows and k inputs (k a multiple of
 // the 16-byte vector).
-GemvSpec gemv_spec(DType dtype, int64_t m, int64_t k, int act, bool bias, bool residual);
+GemvSpec gemv_spec(DType dtype, int64_t m, int64_t k, int act, bool bias, bool residual,
+                   int norm = 0, bool norm_weight = false, bool norm_bias = false);
 // Elements per 16-byte vector.
 int gemv_vector(DType dtype);
 // Outputs one block computes.

@@ -64,22 +64,27 @@ TEST_F(Gemv, NamesDifferWhereSourcesDo) {
   c.act = 1;
   kc::GemvSpec d = a;
   d.dtype = kiln::kBFloat16;
+  kc::GemvSpec e = kc::gemv_spec(kiln::kFloat16, 1, 768, 2, true, true, 1, true, true);
+  kc::GemvSpec f = kc::gemv_spec(kiln::kFloat16, 1, 768, 2, true, true, 2, true, true);
   EXPECT_EQ(kc::gemv_name(a), "kiln_gemv_f16_m1_t32_r1_u4_a2_b_res");
-  for (const kc::GemvSpec* o : {&b, &c, &d}) {
+  EXPECT_EQ(kc::gemv_name(e), "kiln_gemv_f16_m1_t32_r1_u4_a2_b_res_n1wb");
+  EXPECT_EQ(kc::gemv_name(f), "kiln_gemv_f16_m1_t32_r1_u4_a2_b_res_n2w") << "rms_norm has no bias";
+  for (const kc::GemvSpec* o : {&b, &c, &d, &e, &f}) {
     EXPECT_NE(kc::gemv_name(*o), kc::gemv_name(a));
     EXPECT_NE(kc::gemv_source(*o), kc::gemv_source(a));
   }
 }
 
 // The op-kernel source test compiles gemv_source_samples() (every dtype, row
-// counts 1 to 16, each epilogue) for sm_90; here the fullest epilogue at each
-// source shape (x in registers, per-step x loads, groups across warps) for
-// sm_80 too.
+// counts 1 to 16, each epilogue, the norm prologues) for sm_90; here the
+// fullest epilogue and a norm prologue at each source shape (x in registers,
+// per-step x loads, groups across warps) for sm_80 too.
 TEST_F(Gemv, FullEpilogueCompilesForAmpere) {
   int compiled = 0;
   for (kiln::DType t : {kiln::kFloat16, kiln::kBFloat16, kiln::kFloat32}) {
     for (int64_t m : {1, 5, 16}) {
-      const kc::GemvSpec s = kc::gemv_spec(t, m, m == 5 ? 4096 : 768, 2, true, true);
+      const kc::GemvSpec s =
+          kc::gemv_spec(t, m, m == 5 ? 4096 : 768, 2, true, true, m == 16 ? 2 : 1, true, true);
       SCOPED_TRACE(kc::gemv_name(s));
       kc::CompiledKernel ck = kc::nvrtc_compile(kc::gemv_source(s), kc::gemv_name(s), 80);
       EXPECT_FALSE(ck.is_ptx);

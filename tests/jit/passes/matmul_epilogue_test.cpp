@@ -234,30 +234,134 @@ TEST_F(MatmulEpilogue, ActivationThenResidualIsOneNode) {
 
 // A GPT-2 block as the CUDA plan sees it: two LayerNorms, the attention, and
 // products that absorb their bias, GELU and residual adds (issue: at most 7
-// kernels per layer; the merge-heads copy_ is the eighth at T > 1).
+// kernels per layer; the merge-heads copy_ is the eighth at T > 1); at up to
+// 16 rows the LayerNorms too (Note [Norm prologues]): 5 kernels.
 TEST_F(MatmulEpilogue, Gpt2BlockOnCuda) {
   kiln::nn::GPT2Config c;
   c.n_layer = 1;
   c.d_model = 64;
   c.n_head = 4;
   c.vocab = 16;
-  c.n_positions = 8;
+  c.n_positions = 16;
   const kiln::nn::GPT2 m = kiln::nn::GPT2::random(c, kiln::kFloat32, kiln::Device::cpu(), 7);
   kiln::sync();
-  Tensor x = real({2, 5, 64}, 1);
+  Tensor x = real({3, 9, 64}, 1);  // 27 rows
   expect_cuda_plan([&] { return m.blocks[0].forward(x, c.n_head); },
                    "reduce[layer_norm -> 1 out] extern[linear] "
                    "extern[scaled_dot_product_attention] extern[empty] extern[copy_] "
                    "extern[linear_act] reduce[layer_norm -> 1 out] extern[linear_act] "
                    "extern[linear_act]",
                    1e-6);
+  // Two tokens of two rows: few rows, the LayerNorms are prologues.
+  Tensor x2 = real({2, 2, 64}, 3);
+  expect_cuda_plan([&] { return m.blocks[0].forward(x2, c.n_head); },
+                   "extern[linear_act] extern[scaled_dot_product_attention] extern[empty] "
+                   "extern[copy_] extern[linear_act] extern[linear_act] extern[linear_act]",
+                   1e-6);
   // One token: the merge of heads is a view, no copy.
   Tensor x1 = real({2, 1, 64}, 2);
   expect_cuda_plan([&] { return m.blocks[0].forward(x1, c.n_head); },
-                   "reduce[layer_norm -> 1 out] extern[linear] "
-                   "extern[scaled_dot_product_attention] extern[linear_act] "
-                   "reduce[layer_norm -> 1 out] extern[linear_act] extern[linear_act]",
+                   "extern[linear_act] extern[scaled_dot_product_attention] extern[linear_act] "
+                   "extern[linear_act] extern[linear_act]",
                    1e-6);
+}
+
+// A decode step: the cache writes stay, the rest is 5 nodes.
+TEST_F(MatmulEpilogue, Gpt2DecodeStepOnCuda) {
+  kiln::nn::GPT2Config c;
+  c.n_layer = 1;
+  c.d_model = 64;
+  c.n_head = 4;
+  c.vocab = 16;
+  c.n_positions = 16;
+  const kiln::nn::GPT2 m = kiln::nn::GPT2::random(c, kiln::kFloat32, kiln::Device::cpu(), 7);
+  kiln::sync();
+  Tensor x = real({3, 1, 64}, 1);
+  Tensor pos = [] {
+    kiln::EagerGuard g;
+    return kiln::full({1}, 5, kiln::TensorOptions(kiln::kInt64));
+  }();
+  auto caches = [] {
+    kiln::EagerGuard g;
+    return std::pair<Tensor, Tensor>{random_tensor({3, 4, 8, 16}, kiln::kFloat32, "contiguous", 4),
+                                     random_tensor({3, 4, 8, 16}, kiln::kFloat32, "contiguous", 5)};
+  };
+  auto [k_eager, v_eager] = caches();
+  auto [k_lazy, v_lazy] = caches();
+  Tensor eager;
+  {
+    kiln::EagerGuard g;
+    eager = m.blocks[0].forward_decode(x, c.n_head, k_eager, v_eager, pos);
+  }
+  Tensor lazy = m.blocks[0].forward_decode(x, c.n_head, k_lazy, v_lazy, pos);
+  EXPECT_EQ(plan_as_cuda_then_run(),
+            "extern[linear_act] extern[index_copy_] extern[index_copy_] "
+            "extern[kv_cache_attention] extern[linear_act] extern[linear_act] extern[linear_act]");
+  EXPECT_TENSOR_CLOSE_TOL(lazy, eager, 1e-6, 1e-6);
+  EXPECT_TENSOR_CLOSE_TOL(k_lazy, k_eager, 0, 0);
+}
+
+// Note [Norm prologues]: which norms a linear takes as its prologue.
+TEST_F(MatmulEpilogue, NormPrologues) {
+  Tensor x = real({2, 3, 16}, 1), w = real({8, 16}, 2), b = real({8}, 3);
+  Tensor lw = real({16}, 4), lb = real({16}, 5);
+  // LayerNorm with and without its affine parameters; RMSNorm with its
+  // default eps (the dtype's) and a weight.
+  expect_cuda_plan([&] { return kiln::linear(kiln::layer_norm(x, {16}, lw, lb), w, b); },
+                   "extern[linear_act]");
+  expect_cuda_plan([&] { return kiln::linear(kiln::layer_norm(x, {16}), w); },
+                   "extern[linear_act]");
+  expect_cuda_plan([&] { return kiln::relu(kiln::linear(kiln::rms_norm(x, {16}, lw), w, b)); },
+                   "extern[linear_act]");
+  expect_cuda_plan([&] { return kiln::linear(kiln::rms_norm(x, {16}, std::nullopt, 1e-3), w); },
+                   "extern[linear_act]");
+  // With a residual too: norm, product, bias, residual in one node.
+  Tensor r = real({2, 3, 8}, 6);
+  expect_cuda_plan([&] { return r + kiln::linear(kiln::layer_norm(x, {16}, lw, lb), w, b); },
+                   "extern[linear_act]");
+}
+
+TEST_F(MatmulEpilogue, NormsThatStayApart) {
+  Tensor w = real({8, 16}, 2), lw = real({16}, 4);
+  // 17 rows: too many for the skinny kernel's prologue.
+  Tensor x17 = real({17, 16}, 1);
+  expect_cuda_plan([&] { return kiln::linear(kiln::layer_norm(x17, {16}), w); },
+                   "reduce[layer_norm -> 1 out] extern[linear]", 1e-5);
+  // Normalized over more than the last dim.
+  Tensor x = real({2, 4, 4}, 3), w4 = real({8, 4}, 6);
+  expect_cuda_plan(
+      [&] {
+        return kiln::linear(kiln::layer_norm(x, {4, 4}), w4);
+      },
+      "reduce[layer_norm -> 1 out] extern[linear]", 1e-5);
+  // The norm's output read twice.
+  Tensor x2 = real({2, 16}, 5);
+  expect_cuda_plan(
+      [&] {
+        Tensor n = kiln::layer_norm(x2, {16});
+        return kiln::linear(n, w) + n.sum({-1}, true);
+      },
+      "reduce[layer_norm -> 1 out] reduce[sum.dim_IntList -> 1 out] extern[linear] "
+      "fused[add.Tensor -> 1 out]",
+      1e-5);
+  // x written between the norm and the product: the product must see the old rows.
+  auto written = [&](Tensor xs) {
+    Tensor n = kiln::layer_norm(xs, {16});
+    xs.mul_(2.0f);
+    return kiln::linear(n, w);
+  };
+  Tensor xe = real({2, 16}, 7), xl = real({2, 16}, 7);
+  Tensor eager;
+  {
+    kiln::EagerGuard g;
+    eager = written(xe);
+  }
+  Tensor lazy = written(xl);
+  EXPECT_EQ(plan_as_cuda_then_run(), "reduce[layer_norm > mul_.Tensor -> 2 out] extern[linear]");
+  EXPECT_TENSOR_CLOSE_TOL(lazy, eager, 1e-5, 1e-5);
+  // On the CPU nothing is a prologue.
+  Tensor y = kiln::linear(kiln::layer_norm(x2, {16}, lw), w);
+  EXPECT_EQ(plan(), "reduce[layer_norm -> 1 out] extern[linear]");
 }
 
 TEST_F(MatmulEpilogue, ResidualsThatStayApart) {
