@@ -6,11 +6,14 @@
 // input over its last dim first: "layer_norm" (norm_weight, norm_bias) or
 // "rms_norm" (norm_weight). The CUDA kernels fuse the activation and the
 // residual into the product's epilogue, and for few rows the norm into its
-// prologue (Note [Matmul epilogues], Note [Skinny matmuls]).
+// prologue (Note [Matmul epilogues], Note [Skinny matmuls]). And
+// attention_merged_heads: attention, then the merge of heads as a copy
+// (Note [Merged heads]: the CUDA kernel writes the merged layout itself).
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/matrix_view.h"
+#include "runtime/core/tensor_utils.h"
 
 namespace kiln::cpu {
 namespace {
@@ -68,15 +71,34 @@ Tensor linear_act(const Tensor& input, const Tensor& weight, const std::optional
   return r;
 }
 
+Tensor attention_merged_heads(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const std::optional<Tensor>& attn_mask, double dropout_p,
+                              bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  // Through the op, so that its checks (dropout_p among them) name it.
+  Tensor a = call_op("scaled_dot_product_attention",
+                     {q, k, v, attn_mask ? IValue(*attn_mask) : IValue(), dropout_p, is_causal},
+                     {{"scale", scale ? IValue(*scale) : IValue()}, {"enable_gqa", enable_gqa}})[0]
+                 .to_tensor();
+  KILN_CHECK(a.dim() >= 3,
+             "[attention_merged_heads] expected an output with a heads dim (at least "
+             "3 dims), got shape ",
+             a.sizes());
+  Tensor t = a.transpose(-3, -2);
+  if (a.is_meta()) return empty_tensor(t.sizes(), t.dtype(), t.device());
+  return t.contiguous();
+}
+
 }  // namespace
 
 KILN_LIBRARY_IMPL(kiln, CPU, m) {
   m.impl("addmm_act", &addmm_act);
   m.impl("linear_act", &linear_act);
+  m.impl("attention_merged_heads", &attention_merged_heads);
 }
 KILN_LIBRARY_IMPL(kiln, Meta, m) {
   m.impl("addmm_act", &addmm_act);
   m.impl("linear_act", &linear_act);
+  m.impl("attention_merged_heads", &attention_merged_heads);
 }
 
 }  // namespace kiln::cpu

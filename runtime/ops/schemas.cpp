@@ -215,6 +215,12 @@ KILN_LIBRARY(kiln, m) {
       "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? "
       "attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool "
       "enable_gqa=False) -> Tensor");
+  // kiln's own: scaled_dot_product_attention(...).transpose(-3, -2), contiguous
+  // (Note [Merged heads]): the heads' outputs side by side in each row.
+  m.def(
+      "attention_merged_heads(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "
+      "float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) "
+      "-> Tensor");
   // kiln's own: attention over a static KV cache up to a position held in a tensor.
   m.def(
       "kv_cache_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor "

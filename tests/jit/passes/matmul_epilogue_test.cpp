@@ -233,9 +233,10 @@ TEST_F(MatmulEpilogue, ActivationThenResidualIsOneNode) {
 }
 
 // A GPT-2 block as the CUDA plan sees it: two LayerNorms, the attention, and
-// products that absorb their bias, GELU and residual adds (issue: at most 7
-// kernels per layer; the merge-heads copy_ is the eighth at T > 1); at up to
-// 16 rows the LayerNorms too (Note [Norm prologues]): 5 kernels.
+// products that absorb their bias, GELU and residual adds, the attention
+// writing merged heads (Note [Merged heads]): 7 kernels per layer; at up to
+// 16 rows the LayerNorms are the products' prologues (Note [Norm
+// prologues]): 5 kernels.
 TEST_F(MatmulEpilogue, Gpt2BlockOnCuda) {
   kiln::nn::GPT2Config c;
   c.n_layer = 1;
@@ -247,16 +248,15 @@ TEST_F(MatmulEpilogue, Gpt2BlockOnCuda) {
   kiln::sync();
   Tensor x = real({3, 9, 64}, 1);  // 27 rows
   expect_cuda_plan([&] { return m.blocks[0].forward(x, c.n_head); },
-                   "reduce[layer_norm -> 1 out] extern[linear] "
-                   "extern[scaled_dot_product_attention] extern[empty] extern[copy_] "
+                   "reduce[layer_norm -> 1 out] extern[linear] extern[attention_merged_heads] "
                    "extern[linear_act] reduce[layer_norm -> 1 out] extern[linear_act] "
                    "extern[linear_act]",
                    1e-6);
   // Two tokens of two rows: few rows, the LayerNorms are prologues.
   Tensor x2 = real({2, 2, 64}, 3);
   expect_cuda_plan([&] { return m.blocks[0].forward(x2, c.n_head); },
-                   "extern[linear_act] extern[scaled_dot_product_attention] extern[empty] "
-                   "extern[copy_] extern[linear_act] extern[linear_act] extern[linear_act]",
+                   "extern[linear_act] extern[attention_merged_heads] extern[linear_act] "
+                   "extern[linear_act] extern[linear_act]",
                    1e-6);
   // One token: the merge of heads is a view, no copy.
   Tensor x1 = real({2, 1, 64}, 2);
