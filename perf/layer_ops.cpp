@@ -6,7 +6,9 @@
 //
 // Rows, in the order the fused layer runs them (Note [Matmul epilogues]):
 //   prefill (B, T): ln_1, the QKV product with its bias, causal attention,
-//   the merge-heads copy (T > 1), the output projection with bias and
+//   the merge-heads copy and the attention writing merged heads (T > 1,
+//   Note [Merged heads]: the layer runs the latter; the first two are shown,
+//   not summed), the output projection with bias and
 //   residual, ln_2, the FC product with bias and GELU, the down projection
 //   with bias and residual; then the sum of those rows and the whole block
 //   as the lazy path and jit::compile run it.
@@ -168,6 +170,13 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
          return a.transpose(1, 2).reshape({batch, tokens, d});
        },
        2 * act, 0},
+      // What the layer runs at T > 1 (Note [Merged heads]): the merge costs no pass.
+      {"attention causal +merge",
+       [&] {
+         return kiln::call_op("attention_merged_heads", {q, k, v, kiln::IValue(), 0.0, true})[0]
+             .to_tensor();
+       },
+       4 * act, causal_flops},
       {"proj +bias +residual",
        [&] { return linear_act(merged, blk.attn_proj.weight, blk.attn_proj.bias, none, x); },
        product_bytes(M, d, d, es, true), mm_flops(M, d, d)},
@@ -179,11 +188,22 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
        [&] { return linear_act(h4, blk.mlp_proj.weight, blk.mlp_proj.bias, none, x); },
        product_bytes(M, 4 * d, d, es, true), mm_flops(M, 4 * d, d)},
   };
-  for (Row& r : rows) {
-    r.summed = !(tokens == 1 && r.name == "merge heads copy") &&
-               !(norm_prologue && (r.name == "ln_1" || r.name == "ln_2"));
+  // At T > 1 the summed attention is the one writing merged heads; at one
+  // token the merge is a view and the plain attention is the layer's.
+  auto not_run = [&](const std::string& name) {
+    if (norm_prologue && (name == "ln_1" || name == "ln_2")) return true;
+    if (tokens > 1) return name == "attention causal" || name == "merge heads copy";
+    return name == "attention causal +merge";
+  };
+  for (Row& r : rows) r.summed = !not_run(r.name);
+  if (tokens == 1) {
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [](const Row& r) {
+                                return r.name == "merge heads copy" ||
+                                       r.name == "attention causal +merge";
+                              }),
+               rows.end());
   }
-  if (tokens == 1) rows.erase(rows.begin() + 3);  // a view at one token
   rows.push_back({"layer lazy (one flush)", [&] {
                     Tensor y = blk.forward(x, heads);
                     kiln::jit::flush();
