@@ -238,6 +238,44 @@ TEST_F(SkinnyMatmulCuda, TuningTimesEachProblemOnce) {
   EXPECT_MATCHES_CPU(linear_act(dx, dw, db, "none", dr), expected, kFloat16, "none");
 }
 
+// Mode::MaxAutotune: the first run of a compiled entry times its skinny
+// products (once, or found on disk); Mode::Default times nothing.
+TEST_F(SkinnyMatmulCuda, MaxAutotuneTimesOnTheFirstRun) {
+  KILN_REQUIRE_CUDA();
+  Tensor x, w, b, xd, wd, bd;
+  {
+    EagerGuard eager;
+    x = random_tensor({2, 512}, kFloat16, "contiguous", 11, -1, 1);
+    w = random_tensor({1240, 512}, kFloat16, "contiguous", 12, -1, 1);
+    b = random_tensor({1240}, kFloat16, "contiguous", 13);
+    xd = to_cuda(x), wd = to_cuda(w), bd = to_cuda(b);
+  }
+  Tensor expected;
+  {
+    EagerGuard eager;
+    expected = relu(linear(x, w, b));
+  }
+  for (jit::Mode mode : {jit::Mode::Default, jit::Mode::MaxAutotune}) {
+    SCOPED_TRACE(mode == jit::Mode::Default ? "default" : "max-autotune");
+    // A problem of its own per mode (n differs), so neither sees the other's choice.
+    const int64_t n = mode == jit::Mode::Default ? 1240 : 1232;
+    auto f = jit::compile(
+        [&](const Tensor& in) { return relu(linear(in, wd.narrow(0, 0, n), bd.narrow(0, 0, n))); },
+        {.name = "skinny", .mode = mode});
+    const int64_t timed = cuda::skinny_stats().timed;
+    Tensor got = f(xd);
+    const int64_t after = cuda::skinny_stats().timed;
+    if (mode == jit::Mode::Default) {
+      EXPECT_EQ(after, timed);
+    } else {
+      EXPECT_LE(after, timed + 1);
+    }
+    EXPECT_MATCHES_CPU(got, expected.narrow(1, 0, n), kFloat16, "relu");
+    EXPECT_MATCHES_CPU(f(xd), expected.narrow(1, 0, n), kFloat16, "relu");  // a replay
+    EXPECT_EQ(cuda::skinny_stats().timed, after);
+  }
+}
+
 // Without a kept choice, one row goes to the generated kernel (the default
 // of Note [Skinny matmul choice]); an odd shape no timing here stores.
 TEST_F(SkinnyMatmulCuda, DefaultTakesTheGeneratedKernelForOneRow) {
