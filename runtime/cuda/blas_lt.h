@@ -33,6 +33,7 @@
 // CUDA linear + a residual add, into these ops.
 
 #include <cstdint>
+#include <functional>
 
 #include "kiln/scalar.h"
 #include "kiln/tensor.h"
@@ -63,13 +64,16 @@ void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar
 // out[m, n] = act(norm(a)[m, k] @ b[k, n] + bias) + residual through the
 // generated skinny kernel, its norm prologue normalizing a's rows (norm 1:
 // layer_norm with `norm_weight`, `norm_bias`; 2: rms_norm with
-// `norm_weight`), the only kernel that fuses a norm (Note [Norm prologues]);
+// `norm_weight`), the only kernel that fuses a norm (Note [Norm prologues]),
+// when that is the choice for this problem (Note [Skinny matmul choice]);
 // 2-D operands, out sharing no memory with the others. False, nothing
-// queued, when that kernel does not take these operands (or
-// SkinnyPath::Cublas is forced): the caller then normalizes first.
+// queued, when that kernel does not take these operands, SkinnyPath::Cublas
+// is forced or the other way was found faster: the caller then normalizes
+// first. `run_unfused` queues that other way into `out` (timing runs both).
 bool skinny_matmul_with_norm(const Tensor& out, const Tensor& a, const Tensor& b, Activation act,
                              const Tensor* bias, const Tensor* residual, int norm,
-                             const Tensor* norm_weight, const Tensor* norm_bias, double norm_eps);
+                             const Tensor* norm_weight, const Tensor* norm_bias, double norm_eps,
+                             const std::function<void()>& run_unfused);
 
 // Note [Skinny matmul choice] (blas_lt_skinny.cpp)
 // While a MatmulTuning object lives on a thread, each skinny product it runs

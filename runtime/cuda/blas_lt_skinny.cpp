@@ -29,10 +29,11 @@
 //      bandwidth with plain float32 FMAs; cuBLASLt above, where the
 //      generated kernel's conversions and FMAs (m per weight element)
 //      approach the SM's arithmetic limit.
-// A product with a norm prologue (Note [Norm prologues]) takes the
-// generated kernel whenever it can: cuBLASLt would need the norm as a
-// kernel of its own. SkinnyPath (KILN_SKINNY_MATMUL) forces one way for
-// benchmarks and tests.
+// A product with a norm prologue (Note [Norm prologues]) is chosen the same
+// way, against the norm as its own kernel then the product (itself chosen
+// as above); its default is the generated kernel up to kNormRows, as the
+// other way is two kernels. The key names the prologue. SkinnyPath (KILN_SKINNY_MATMUL) forces one
+// way for benchmarks and tests.
 
 #include "runtime/cuda/blas_lt_skinny.h"
 
@@ -63,9 +64,12 @@ namespace kiln::cuda {
 namespace {
 
 constexpr int64_t kDefaultRows = 4;
+// Products with a norm prologue take the generated kernel by default up to
+// this many rows (the matmul epilogue pass folds norms up to 16 rows).
+constexpr int64_t kNormRows = 16;
 constexpr int kRuns = 20;
 // Bumped when the generated kernel changes enough to void stored timings.
-constexpr int kGeneratorVersion = 1;
+constexpr int kGeneratorVersion = 2;
 
 using ChoiceKey = std::array<int64_t, 13>;
 
@@ -211,54 +215,29 @@ SkinnyStats skinny_stats() {
   return {c.generated.load(), c.cublas.load(), c.timed.load()};
 }
 
-bool skinny_matmul_with_norm(const Tensor& out, const Tensor& a, const Tensor& b, Activation act,
-                             const Tensor* bias, const Tensor* residual, int norm,
-                             const Tensor* norm_weight, const Tensor* norm_bias, double norm_eps) {
-  const SkinnyMatmulKernel kernel = skinny_matmul_kernel();
-  if (!kernel.takes || !kernel.run || skinny_path() == SkinnyPath::Cublas) return false;
-  if (out.dim() != 2 || shares_storage(out, a) || shares_storage(out, b)) return false;
-  if (residual && shares_storage(*residual, out)) return false;
-  if (bias && bias->dim() != 1) return false;
-  SkinnyMatmul p{&out, &a, &b, bias, residual, act_code(act)};
-  p.norm = norm;
-  p.norm_weight = norm_weight;
-  p.norm_bias = norm_bias;
-  p.norm_eps = norm_eps;
-  if (!kernel.takes(p)) return false;
-  kernel.run(p);
-  choices().generated.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
+namespace {
 
-bool run_skinny(const Tensor& out, const Tensor& a, const Tensor& b, Activation act,
-                const Tensor* bias, const Tensor* residual,
-                const std::function<void()>& run_cublas) {
-  const SkinnyMatmulKernel kernel = skinny_matmul_kernel();
-  const SkinnyPath forced = skinny_path();
-  if (!kernel.takes || !kernel.run || forced == SkinnyPath::Cublas) return false;
-  if (residual && shares_storage(*residual, out)) return false;
-  if (bias && bias->dim() != 1) return false;
-  const SkinnyMatmul p{&out, &a, &b, bias, residual, act_code(act)};
-  if (!kernel.takes(p)) return false;
+// Note [Skinny matmul choice] for problem `p`: true when the generated
+// kernel ran, false when `run_cublas`'s way should (nothing queued), unless
+// both were timed (then `out` holds the product). `default_generated`: the
+// choice of step 3.
+bool choose_and_run(const SkinnyMatmulKernel& kernel, const SkinnyMatmul& p,
+                    const std::function<void()>& run_cublas, bool default_generated) {
+  const Tensor &out = *p.out, &a = *p.a, &b = *p.b;
   Choices& all = choices();
-  if (forced == SkinnyPath::Generated) {
-    kernel.run(p);
-    all.generated.fetch_add(1, std::memory_order_relaxed);
-    return true;
-  }
   const ChoiceKey key{out.device().index(),
                       static_cast<int64_t>(out.dtype()),
                       out.size(0),
                       out.size(1),
                       a.size(1),
                       p.act,
-                      bias != nullptr,
-                      residual != nullptr,
+                      p.bias != nullptr,
+                      p.residual != nullptr,
                       a.stride(0),
                       b.stride(1),
                       out.stride(0),
-                      residual ? residual->stride(0) : 0,
-                      0};
+                      p.residual ? p.residual->stride(0) : 0,
+                      p.norm};
   Choice choice;
   bool known = false;
   {
@@ -275,7 +254,7 @@ bool run_skinny(const Tensor& out, const Tensor& a, const Tensor& b, Activation 
     if (stored && stored->size() == 1 && ((*stored)[0] == 0 || (*stored)[0] == 1)) {
       choice = {(*stored)[0] == 1, true};
     } else {
-      choice = {out.size(0) <= kDefaultRows, false};
+      choice = {default_generated, false};
     }
   }
   if (!choice.timed && t_tuning > 0 && !capturing(out.device())) {
@@ -285,8 +264,11 @@ bool run_skinny(const Tensor& out, const Tensor& a, const Tensor& b, Activation 
     persistent_store(disk_key(key), std::vector<char>{static_cast<char>(choice.generated ? 1 : 0)});
     all.timed.fetch_add(1, std::memory_order_relaxed);
     KILN_LOG(Perf, "skinny matmul ", out.dtype(), " m=", out.size(0), " n=", out.size(1),
-             " k=", a.size(1), ": generated ", t.generated_us, " us, cuBLASLt ", t.cublas_us,
-             " us -> ", choice.generated ? "generated" : "cuBLASLt");
+             " k=", a.size(1), p.norm ? " (norm prologue)" : "", ": generated ", t.generated_us,
+             " us, ", p.norm ? "norm + product " : "cuBLASLt ", t.cublas_us, " us -> ",
+             choice.generated ? "generated"
+             : p.norm         ? "norm + product"
+                              : "cuBLASLt");
     std::lock_guard<std::mutex> lock(all.mu);
     all.entries[key] = choice;
     // Both ran: `out` holds the product either way.
@@ -304,6 +286,51 @@ bool run_skinny(const Tensor& out, const Tensor& a, const Tensor& b, Activation 
   kernel.run(p);
   all.generated.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+}  // namespace
+
+bool skinny_matmul_with_norm(const Tensor& out, const Tensor& a, const Tensor& b, Activation act,
+                             const Tensor* bias, const Tensor* residual, int norm,
+                             const Tensor* norm_weight, const Tensor* norm_bias, double norm_eps,
+                             const std::function<void()>& run_unfused) {
+  const SkinnyMatmulKernel kernel = skinny_matmul_kernel();
+  const SkinnyPath forced = skinny_path();
+  if (!kernel.takes || !kernel.run || forced == SkinnyPath::Cublas) return false;
+  if (out.dim() != 2 || shares_storage(out, a) || shares_storage(out, b)) return false;
+  if (residual && shares_storage(*residual, out)) return false;
+  if (bias && bias->dim() != 1) return false;
+  SkinnyMatmul p{&out, &a, &b, bias, residual, act_code(act)};
+  p.norm = norm;
+  p.norm_weight = norm_weight;
+  p.norm_bias = norm_bias;
+  p.norm_eps = norm_eps;
+  if (!kernel.takes(p)) return false;
+  if (forced == SkinnyPath::Generated) {
+    kernel.run(p);
+    choices().generated.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  // The other way is two kernels: the prologue's by default (Note [Norm prologues]).
+  return choose_and_run(kernel, p, run_unfused, out.size(0) <= kNormRows);
+}
+
+bool run_skinny(const Tensor& out, const Tensor& a, const Tensor& b, Activation act,
+                const Tensor* bias, const Tensor* residual,
+                const std::function<void()>& run_cublas) {
+  const SkinnyMatmulKernel kernel = skinny_matmul_kernel();
+  const SkinnyPath forced = skinny_path();
+  if (!kernel.takes || !kernel.run || forced == SkinnyPath::Cublas) return false;
+  if (residual && shares_storage(*residual, out)) return false;
+  if (bias && bias->dim() != 1) return false;
+  const SkinnyMatmul p{&out, &a, &b, bias, residual, act_code(act)};
+  if (!kernel.takes(p)) return false;
+  if (forced == SkinnyPath::Generated) {
+    kernel.run(p);
+    choices().generated.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  return choose_and_run(kernel, p, run_cublas, out.size(0) <= kDefaultRows);
 }
 
 }  // namespace kiln::cuda

@@ -357,31 +357,34 @@ Tensor linear_act(T input, T weight, const std::optional<Tensor>& bias, std::str
   Tensor out = empty_tensor(shape.sizes(), input.dtype(), dev);
   if (out.numel() == 0) return out;
   Tensor vec = has_bias ? as_row_vector(*bias) : Tensor();
+  // The product of x (the input after its norm) through lt_matmul.
+  auto product = [&](const Tensor& x) {
+    const auto [out2, in2, w2] = linear_matrices(out, x, weight);
+    // The residual as out2's matrix where its rows fold, else added after.
+    const Tensor res2 = has_res ? residual_matrix(*residual, out, out2) : Tensor();
+    const Tensor* res_ptr = res2.defined() ? &res2 : nullptr;
+    if (!has_bias || vec.dim() <= 1) {
+      lt_matmul(out2, in2, w2, 0, 1, activation, has_bias ? &vec : nullptr, res_ptr);
+    } else {
+      out.copy_(*bias);  // a full bias broadcasts through C
+      lt_matmul(out2, in2, w2, 1, 1, activation);
+      res_ptr = nullptr;
+    }
+    if (has_res && !res_ptr) kiln::add_(out, *residual);
+  };
   if (norm != "none" && input.size(-1) > 0 && (!has_bias || vec.dim() == 1)) {
     // Few rows: the skinny kernel normalizes as it reads (Note [Norm prologues]).
     const auto [out2, in2, w2] = linear_matrices(out, input, weight);
     const Tensor res2 = has_res ? residual_matrix(*residual, out, out2) : Tensor();
     if ((!has_res || res2.defined()) &&
-        skinny_matmul_with_norm(out2, in2, w2, activation, has_bias ? &vec : nullptr,
-                                has_res ? &res2 : nullptr, norm == "layer_norm" ? 1 : 2,
-                                defined_or_null(norm_weight), defined_or_null(norm_bias),
-                                norm_eps)) {
+        skinny_matmul_with_norm(
+            out2, in2, w2, activation, has_bias ? &vec : nullptr, has_res ? &res2 : nullptr,
+            norm == "layer_norm" ? 1 : 2, defined_or_null(norm_weight), defined_or_null(norm_bias),
+            norm_eps, [&] { product(normalize(input, norm, norm_weight, norm_bias, norm_eps)); })) {
       return out;
     }
   }
-  const Tensor x = normalize(input, norm, norm_weight, norm_bias, norm_eps);
-  const auto [out2, in2, w2] = linear_matrices(out, x, weight);
-  // The residual as out2's matrix where its rows fold, else added after.
-  const Tensor res2 = has_res ? residual_matrix(*residual, out, out2) : Tensor();
-  const Tensor* res_ptr = res2.defined() ? &res2 : nullptr;
-  if (!has_bias || vec.dim() <= 1) {
-    lt_matmul(out2, in2, w2, 0, 1, activation, has_bias ? &vec : nullptr, res_ptr);
-  } else {
-    out.copy_(*bias);  // a full bias broadcasts through C
-    lt_matmul(out2, in2, w2, 1, 1, activation);
-    res_ptr = nullptr;
-  }
-  if (has_res && !res_ptr) kiln::add_(out, *residual);
+  product(normalize(input, norm, norm_weight, norm_bias, norm_eps));
   return out;
 }
 

@@ -56,7 +56,8 @@ bool allow_tf32() {
   return g_allow_tf32.load();
 }
 bool skinny_matmul_with_norm(const Tensor&, const Tensor&, const Tensor&, Activation, const Tensor*,
-                             const Tensor*, int, const Tensor*, const Tensor*, double) {
+                             const Tensor*, int, const Tensor*, const Tensor*, double,
+                             const std::function<void()>&) {
   no_cuda("skinny matmul");
 }
 MatmulTuning::MatmulTuning() {}

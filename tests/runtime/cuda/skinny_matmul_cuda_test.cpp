@@ -214,6 +214,39 @@ TEST_F(SkinnyMatmulCuda, NormPrologueMatchesTheCpu) {
   EXPECT_EQ(cases, 3 * 6 * 3 * 2 * 2);
 }
 
+// A norm prologue's product is chosen too: inside MatmulTuning it is timed
+// once against the norm then the product, and either way gives the CPU's
+// result; later runs take the kept choice.
+TEST_F(SkinnyMatmulCuda, NormPrologueIsTimedAgainstNormThenProduct) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  for (int64_t m : {1, 8, 16}) {
+    SCOPED_TRACE("m=" + std::to_string(m));
+    Tensor x = random_tensor({m, 768}, kFloat16, "contiguous", 20 + m, 2, 5);
+    Tensor w = random_tensor({1000, 768}, kFloat16, "contiguous", 40 + m, -1, 1);
+    Tensor nw = random_tensor({768}, kFloat16, "contiguous", 60 + m);
+    Tensor nb = random_tensor({768}, kFloat16, "contiguous", 80 + m);
+    auto call = [](const Tensor& xx, const Tensor& ww, const Tensor& nww, const Tensor& nbb) {
+      return call_op("linear_act", {xx, ww, IValue(), std::string("gelu_tanh"), IValue(),
+                                    std::string("layer_norm"), nww, nbb, 1e-5})[0]
+          .to_tensor();
+    };
+    const Tensor expected = call(x, w, nw, nb);
+    const Tensor dx = to_cuda(x), dw = to_cuda(w), dnw = to_cuda(nw), dnb = to_cuda(nb);
+    const int64_t timed = cuda::skinny_stats().timed;
+    {
+      cuda::MatmulTuning tune;
+      EXPECT_MATCHES_CPU(call(dx, dw, dnw, dnb), expected, kFloat16, "gelu_tanh");
+      const int64_t after = cuda::skinny_stats().timed;
+      // The prologue's problem, and perhaps the unfused product's inside the other way.
+      EXPECT_LE(after, timed + 2);
+      EXPECT_MATCHES_CPU(call(dx, dw, dnw, dnb), expected, kFloat16, "gelu_tanh");
+      EXPECT_EQ(cuda::skinny_stats().timed, after);
+    }
+    EXPECT_MATCHES_CPU(call(dx, dw, dnw, dnb), expected, kFloat16, "gelu_tanh");
+  }
+}
+
 // Note [Skinny matmul choice]: inside MatmulTuning a problem is timed once,
 // both ways, and the result is right; later runs take the kept choice.
 TEST_F(SkinnyMatmulCuda, TuningTimesEachProblemOnce) {
