@@ -140,13 +140,28 @@ const char kGemvHead[] = R"((
     const T* __restrict__ nb, i64 n, i64 kv, i64 ldo, i64 ldx, i64 ldw, i64 ldr, double eps) {
 )";
 
-const char kGemvBody[] = R"(
+const char kGemvSetup[] = R"(
   const int lane = threadIdx.x % KTPR, group = threadIdx.x / KTPR;
   const i64 n0 = ((i64)blockIdx.x * (256 / KTPR) + group) * KRN;
   // Rows past n read row n - 1 (in bounds) and are never stored.
   const uint4* wr[KRN];
 #pragma unroll
   for (int r = 0; r < KRN; ++r) wr[r] = (const uint4*)(w + (n0 + r < n ? n0 + r : n - 1) * ldw);
+#if KNORM
+  // The first step's weight vectors start their trip from DRAM into L2
+  // while the statistics are taken (a prefetch holds no register).
+#pragma unroll
+  for (int u = 0; u < KU; ++u) {
+    const i64 j = lane + (i64)u * KTPR;
+    if (j < kv) {
+#pragma unroll
+      for (int r = 0; r < KRN; ++r) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr[r] + j));
+    }
+  }
+#endif
+)";
+
+const char kGemvBody[] = R"(
   float acc[KM][KRN];
 #pragma unroll
   for (int i = 0; i < KM; ++i) {
@@ -324,6 +339,7 @@ __device__ __forceinline__ uint4 kiln_ld_stream(const uint4* p) {
   src += store_source(s);
   if (s.norm) src += normalize_source(s);
   src += "extern \"C\" __global__ void __launch_bounds__(256) " + gemv_name(s) + kGemvHead;
+  src += kGemvSetup;
   src += kNormStats;
   src += kGemvBody;
   return src;

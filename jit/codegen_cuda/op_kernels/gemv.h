@@ -33,7 +33,9 @@ namespace kiln::jit::cuda {
 // eager kernels, mean then squared deviations), then normalizes each x
 // vector as it loads it and rounds it to the dtype, where the eager norm
 // stores its output: the same values the unfused product reads, up to the
-// order of the statistics' sums.
+// order of the statistics' sums. The first step's weight vectors are
+// prefetched into L2 before the statistics, so that their DRAM latency
+// overlaps the two block reductions instead of following them.
 // Choice: tpr is the largest power of two that still leaves each thread at
 // least two vectors of k (more threads per row, more loads in flight and
 // more blocks for a short n), rn grows with m so that each x vector loaded
