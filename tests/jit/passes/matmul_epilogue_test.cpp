@@ -266,6 +266,43 @@ TEST_F(MatmulEpilogue, Gpt2BlockOnCuda) {
                    1e-6);
 }
 
+// Steps of a CUDA plan: its described steps, the kernels it launches.
+int64_t steps(const std::string& described) {
+  int64_t n = 0;
+  for (size_t at = described.find('['); at != std::string::npos; at = described.find('[', at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// Two layers and the final LayerNorm as kiln-bench's kernels_per_call sees
+// them: 7 steps per layer at many rows, 5 at few, one for ln_f (a matmul,
+// the LM head, is not a linear: its LayerNorm stays apart).
+TEST_F(MatmulEpilogue, Gpt2LayersOnCudaAreSevenStepsOrFewer) {
+  kiln::nn::GPT2Config c;
+  c.n_layer = 2;
+  c.d_model = 64;
+  c.n_head = 4;
+  c.vocab = 16;
+  c.n_positions = 32;
+  const kiln::nn::GPT2 m = kiln::nn::GPT2::random(c, kiln::kFloat32, kiln::Device::cpu(), 9);
+  kiln::sync();
+  for (auto [b, t, per_layer] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 5}, {2, 8, 5}, {1, 17, 7}, {4, 16, 7}}) {
+    SCOPED_TRACE("batch " + std::to_string(b) + " tokens " + std::to_string(t));
+    Tensor x = real({b, t, 64}, 10 + b * t);
+    Tensor eager;
+    {
+      kiln::EagerGuard g;
+      eager = m.forward_hidden(x);
+    }
+    Tensor lazy = m.forward_hidden(x);
+    const std::string described = plan_as_cuda_then_run();
+    EXPECT_EQ(steps(described), 2 * per_layer + 1) << described;
+    EXPECT_TENSOR_CLOSE_TOL(lazy, eager, 1e-5, 1e-5);
+  }
+}
+
 // A decode step: the cache writes stay, the rest is 5 nodes.
 TEST_F(MatmulEpilogue, Gpt2DecodeStepOnCuda) {
   kiln::nn::GPT2Config c;
