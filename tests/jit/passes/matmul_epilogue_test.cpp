@@ -220,6 +220,23 @@ TEST_F(MatmulEpilogue, ResidualAddStaysApartOnTheCpu) {
   EXPECT_EQ(plan(), "extern[linear] reduce[add.Tensor > layer_norm -> 2 out]");
 }
 
+// A residual add no product absorbs joins the next LayerNorm or RMSNorm on
+// CUDA too, stored as it is normalized (GPU: CudaReduceGroups).
+TEST_F(MatmulEpilogue, ResidualAddJoinsTheNextNormOnCuda) {
+  Tensor x = real({3, 16}, 1), a = real({3, 16}, 2), w = real({16}, 3), b = real({16}, 4);
+  Tensor h = x + a;  // held: the residual stream
+  Tensor y = kiln::layer_norm(h, {16}, w, b);
+  Tensor z = kiln::rms_norm(h, {16}, w);
+  EXPECT_EQ(plan_as_cuda_then_run(),
+            "reduce[add.Tensor > layer_norm -> 2 out] reduce[rms_norm -> 1 out]");
+  Tensor h2 = x + a;
+  Tensor z2 = kiln::rms_norm(h2, {16}, w);
+  EXPECT_EQ(plan_as_cuda_then_run(), "reduce[add.Tensor > rms_norm -> 2 out]");
+  kiln::EagerGuard g;
+  EXPECT_TENSOR_CLOSE_TOL(z2, kiln::rms_norm(x + a, {16}, w), 1e-6, 1e-6);
+  EXPECT_TENSOR_CLOSE_TOL(y, kiln::layer_norm(x + a, {16}, w, b), 1e-6, 1e-6);
+}
+
 // The GELU-MLP with its residual: one node for product, GELU and residual.
 TEST_F(MatmulEpilogue, ActivationThenResidualIsOneNode) {
   Tensor x = real({4, 8}, 1), w1 = real({16, 8}, 2), b1 = real({16}, 3), w2 = real({8, 16}, 4);
