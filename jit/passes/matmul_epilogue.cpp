@@ -42,16 +42,31 @@ const Tensor* defined_tensor(const IValue& v) {
   return v.is_tensor() && v.to_tensor().defined() ? &v.to_tensor() : nullptr;
 }
 
-enum class Product { None, Addmm, Linear };
+// MatmulT: matmul(x, w.t()) with w a row-major [n, k] weight (GPT-2's tied
+// LM head); it takes a norm prologue only, as linear_act(x, w).
+enum class Product { None, Addmm, Linear, MatmulT };
+
+// `t` is w.t() for a row-major 2-D w.
+bool is_transposed_weight(const IValue& v) {
+  const Tensor* t = v.is_tensor() && v.to_tensor().defined() ? &v.to_tensor() : nullptr;
+  return t && t->dim() == 2 && t->size(0) > 1 && t->size(1) > 1 && t->stride(0) == 1 &&
+         t->stride(1) == t->size(0) && t->impl()->storage();
+}
 
 // Which product `n` is, when it is one whose epilogue can absorb a reader.
-Product product_kind(const Node& n, const OperatorEntry* addmm, const OperatorEntry* linear) {
+Product product_kind(const Node& n, const OperatorEntry* addmm, const OperatorEntry* linear,
+                     const OperatorEntry* matmul) {
   if (n.outputs.size() != 1 || !n.written.empty()) return Product::None;
   if (n.op == addmm && n.args.size() == 5 && defined_tensor(n.args[0]) && is_one(n.args[3]) &&
       is_one(n.args[4])) {
     return Product::Addmm;
   }
   if (n.op == linear && n.args.size() == 3) return Product::Linear;
+  if (n.op == matmul && n.args.size() == 2 && n.device.is_cuda() && n.args[0].is_tensor() &&
+      n.args[0].to_tensor().defined() && n.args[0].to_tensor().dim() >= 2 &&
+      is_transposed_weight(n.args[1])) {
+    return Product::MatmulT;
+  }
   return Product::None;
 }
 
@@ -71,9 +86,10 @@ class EpilogueFolder {
   size_t run() {
     static const OperatorEntry* addmm = &find_op("addmm").entry();
     static const OperatorEntry* linear = &find_op("linear").entry();
+    static const OperatorEntry* matmul = &find_op("matmul").entry();
     kinds_.assign(nodes_.size(), Product::None);
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      kinds_[i] = product_kind(nodes_[i], addmm, linear);
+      kinds_[i] = product_kind(nodes_[i], addmm, linear, matmul);
       if (kinds_[i] != Product::None) add_candidate(nodes_[i].outputs[0]);
     }
     if (candidate_.empty()) return 0;  // most traces hold no product
@@ -217,7 +233,8 @@ class EpilogueFolder {
   bool norm_prologue(size_t i, NormPrologue* out) {
     static const OperatorEntry* layer_norm = &find_op("layer_norm").entry();
     const Node& p = nodes_[i];
-    if (kinds_[i] != Product::Linear || !p.device.is_cuda() || !p.args[0].is_tensor()) {
+    if ((kinds_[i] != Product::Linear && kinds_[i] != Product::MatmulT) || !p.device.is_cuda() ||
+        !p.args[0].is_tensor()) {
       return false;
     }
     const Tensor& y = p.args[0].to_tensor();
@@ -251,6 +268,31 @@ class EpilogueFolder {
     return true;
   }
 
+  // matmul(norm(x), w.t()) -> linear_act(x, w, norm=...): the norm only.
+  size_t fold_matmul_t(size_t i) {
+    static const OperatorEntry* linear_act = &find_op("linear_act").entry();
+    NormPrologue norm;
+    if (!norm_prologue(i, &norm)) return 0;
+    Node& p = nodes_[i];
+    const Tensor& wt = p.args[1].to_tensor();
+    Tensor w =
+        make_view(wt, {wt.size(1), wt.size(0)}, {wt.stride(1), wt.stride(0)}, wt.storage_offset());
+    KILN_LOG(Fusion, "matmul epilogue: matmul by a transposed weight absorbs ", norm.kind,
+             " as its prologue");
+    p.args = {nodes_[norm.node].args[0],
+              IValue(std::move(w)),
+              IValue(),
+              IValue(std::string("none")),
+              IValue(),
+              IValue(std::string(norm.kind)),
+              norm.weight,
+              norm.bias,
+              IValue(norm.eps)};
+    p.op = linear_act;
+    erased_[norm.node] = true;
+    return 1;
+  }
+
   // Absorbs what follows product i; returns how many nodes it absorbed.
   // Tensors are looked at through the nodes' own handles, never copied, so
   // that the use counts external() reads stay the trace's.
@@ -258,6 +300,7 @@ class EpilogueFolder {
     static const OperatorEntry* addmm_act = &find_op("addmm_act").entry();
     static const OperatorEntry* linear_act = &find_op("linear_act").entry();
     Node& p = nodes_[i];
+    if (kinds_[i] == Product::MatmulT) return fold_matmul_t(i);
     const bool is_linear = kinds_[i] == Product::Linear;
     const char* act = "none";
     const Tensor* residual = nullptr;

@@ -10,7 +10,8 @@
 //   linear(x, w, bias?) [+ act] + add(y, r) or add(r, y) (alpha 1, r of y's
 //   shape and dtype), on CUDA
 //       -> linear_act(x, w, bias, act, residual=r)
-//   linear(layer_norm(x) or rms_norm(x), ...) over the last dim, few rows, on CUDA
+//   linear(layer_norm(x) or rms_norm(x), ...) over the last dim, few rows, on CUDA,
+//   or matmul(that norm, w.t()) for a row-major weight w (a tied LM head)
 //       -> linear_act(x, ..., norm=..., norm_weight, norm_bias, norm_eps)
 //          (Note [Norm prologues])
 // The residual is folded on CUDA only: there the product writes y + r in the

@@ -373,6 +373,18 @@ TEST_F(MatmulEpilogue, NormPrologues) {
   Tensor r = real({2, 3, 8}, 6);
   expect_cuda_plan([&] { return r + kiln::linear(kiln::layer_norm(x, {16}, lw, lb), w, b); },
                    "extern[linear_act]");
+  // GPT-2's tied LM head, a matmul by the transposed embedding: as linear_act
+  // (a linear's sums, not a matmul's: close, not the same bits).
+  Tensor wte = real({24, 16}, 7);
+  expect_cuda_plan([&] { return kiln::matmul(kiln::layer_norm(x, {16}, lw, lb), wte.t()); },
+                   "extern[linear_act]", 1e-5);
+  // Too many rows, or a weight that is not a transposed row-major one: apart.
+  Tensor x17 = real({17, 16}, 8);
+  expect_cuda_plan([&] { return kiln::matmul(kiln::layer_norm(x17, {16}, lw, lb), wte.t()); },
+                   "reduce[layer_norm -> 1 out] extern[matmul]", 1e-5);
+  Tensor wk = real({16, 24}, 9);
+  expect_cuda_plan([&] { return kiln::matmul(kiln::layer_norm(x, {16}, lw, lb), wk); },
+                   "reduce[layer_norm -> 1 out] extern[matmul]", 1e-5);
 }
 
 TEST_F(MatmulEpilogue, NormsThatStayApart) {
