@@ -15,8 +15,9 @@
 //   decode (B rows, a KV cache of S slots, the step at position S - 1): the
 //   same products with m = B rows, each both ways (the generated skinny
 //   kernel and cuBLASLt, Note [Skinny matmuls]), the two KV-cache writes,
-//   kv_cache_attention (and the masked sdpa it replaced); then the block's
-//   decode step, lazily and compiled.
+//   kv_cache_attention (and the masked sdpa it replaced), on CUDA the tied
+//   LM head (ln_f as its prologue; not summed); then the block's decode
+//   step, lazily and compiled.
 //   At up to 16 rows the LayerNorms are the QKV and FC products' prologues
 //   (Note [Norm prologues]): the "ln_1+qkv" rows; the LayerNorm rows are
 //   shown but not summed.
@@ -275,6 +276,23 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
             product_bytes(batch, p.k, p.n, es, p.residual), mm_flops(batch, p.k, p.n), path};
       r.summed = path == kiln::cuda::SkinnyPath::Auto;
       if (gpu || r.summed) decode.push_back(r);  // both ways on CUDA only
+    }
+  }
+  // GPT-2's tied LM head (50257 x 768, 77 MB in float16) with ln_f as its
+  // prologue, on CUDA: once per step, not the layer's (not summed); the
+  // largest skinny product, the one that shows the weight stream's rate.
+  Tensor lm_w = gpu ? rnd({50257, d}) : Tensor();
+  if (gpu) {
+    const kiln::nn::LayerNorm* ln_f = decode_prologue ? &blk.ln_2 : nullptr;  // ln_f's shape
+    for (auto [suffix, path] :
+         {std::pair<const char*, kiln::cuda::SkinnyPath>{"", kiln::cuda::SkinnyPath::Auto},
+          {" (generated)", kiln::cuda::SkinnyPath::Generated},
+          {" (cuBLASLt)", kiln::cuda::SkinnyPath::Cublas}}) {
+      Row r{std::string(decode_prologue ? "decode ln_f+lm head" : "decode lm head") + suffix,
+            [&, ln_f] { return linear_act(x1, lm_w, std::nullopt, none, std::nullopt, ln_f); },
+            product_bytes(batch, d, 50257, es, false) - 50257 * es, mm_flops(batch, d, 50257),
+            path};
+      decode.push_back(r);
     }
   }
   decode.push_back({"decode layer lazy (one flush)", [&] {
