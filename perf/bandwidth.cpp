@@ -3,12 +3,17 @@
 //
 //   kiln-bandwidth [--device cpu|cuda] [--size ELEMENTS] [--iters N]
 //
-// Rows, each one tensor of `size` float32 in and one out:
-//   copy     y.copy_(x): the device's own copy (cudaMemcpyAsync on CUDA)
-//   axpy8    x*1.0001 + 0.5, four times: one fused kernel, memory-bound
-//   chain16  the chain16 workload: one fused kernel with 8 sigmoid/tanh
-// Bandwidth counts bytes read + written once (2 * 4 * size) over the median
-// wall time of one call including a device synchronize.
+// Rows, each one tensor of `size` elements in and one out:
+//   copy         y.copy_(x), float32: the device's own copy (cudaMemcpyAsync on CUDA)
+//   axpy8        x*1.0001 + 0.5, four times, float32: one fused kernel, memory-bound
+//   chain16      the chain16 workload, float32: one fused kernel with 8 sigmoid/tanh
+//   axpy8 f16    axpy8 on float16 (16-byte vectors of 8 elements)
+//   merge f16    [1, 12, S, 64] -> [1, S, 12 * 64] (GPT-2's merge of heads), float16:
+//                a copy dense only along the innermost dim (Note [CUDA pointwise
+//                kernel shape])
+//   bias f16     x[S, 768] + b[768], float16: a row broadcast
+// Bandwidth counts bytes read + written once over the median wall time of one
+// call including a device synchronize; "% of copy" compares GB/s with copy's.
 
 #include <algorithm>
 #include <chrono>
@@ -53,6 +58,12 @@ Tensor chain16(const Tensor& x0) {
   return x;
 }
 
+struct Row {
+  const char* name;
+  double us;
+  double bytes;
+};
+
 int run(const std::string& device, int64_t size, int iters) {
   const bool gpu = device == "cuda" || (device == "auto" && kiln::cuda::is_available());
   KILN_CHECK(!gpu || kiln::cuda::is_available(),
@@ -60,24 +71,43 @@ int run(const std::string& device, int64_t size, int iters) {
   const kiln::Device dev = gpu ? kiln::Device::cuda() : kiln::Device::cpu();
   Tensor x = kiln::randn({size}).to(dev);
   Tensor y = kiln::empty({size}, kiln::TensorOptions(kiln::kFloat32).device(dev));
+  // float16 operands: the merge and the broadcast use size rounded down to whole rows.
+  const int64_t rows = std::max<int64_t>(1, size / 768);
+  Tensor h = kiln::randn({size}).to(dev, kiln::kFloat16);
+  Tensor heads = kiln::randn({1, 12, rows, 64}).to(dev, kiln::kFloat16);
+  Tensor hx = kiln::randn({rows, 768}).to(dev, kiln::kFloat16);
+  Tensor hb = kiln::randn({768}).to(dev, kiln::kFloat16);
   kiln::sync();
-  const double bytes = 2.0 * 4.0 * static_cast<double>(size);
+  const double n = static_cast<double>(size), nr = static_cast<double>(rows * 768);
   Tensor keep;
-  const double copy_us = median_us(
-      [&] {
-        kiln::EagerGuard eager;
-        y.copy_(x);
-      },
-      iters);
-  const double axpy_us = median_us([&] { keep = axpy8(x); }, iters);
-  const double chain_us = median_us([&] { keep = chain16(x); }, iters);
-  std::printf("kiln-bandwidth on %s, %lld float32, median of %d\n",
+  std::vector<Row> out = {
+      {"copy",
+       median_us(
+           [&] {
+             kiln::EagerGuard eager;
+             y.copy_(x);
+           },
+           iters),
+       8 * n},
+      {"axpy8", median_us([&] { keep = axpy8(x); }, iters), 8 * n},
+      {"chain16", median_us([&] { keep = chain16(x); }, iters), 8 * n},
+      {"axpy8 f16", median_us([&] { keep = axpy8(h); }, iters), 4 * n},
+      {"merge f16",
+       median_us(
+           [&] {
+             keep = heads.transpose(1, 2).reshape({1, rows, 768});
+           },
+           iters),
+       4 * nr},
+      {"bias f16", median_us([&] { keep = hx + hb; }, iters), 4 * nr + 2 * 768},
+  };
+  std::printf("kiln-bandwidth on %s, %lld elements, median of %d\n",
               gpu ? kiln::cuda::device_name().c_str() : "cpu", static_cast<long long>(size), iters);
-  std::printf("%-8s %10s %10s %12s\n", "row", "us", "GB/s", "% of copy");
-  for (auto [name, us] : {std::pair<const char*, double>{"copy", copy_us},
-                          {"axpy8", axpy_us},
-                          {"chain16", chain_us}}) {
-    std::printf("%-8s %10.1f %10.1f %11.1f%%\n", name, us, bytes / us / 1e3, 100.0 * copy_us / us);
+  std::printf("%-10s %10s %10s %12s\n", "row", "us", "GB/s", "% of copy");
+  const double copy_gbps = out[0].bytes / out[0].us / 1e3;
+  for (const Row& r : out) {
+    const double gbps = r.bytes / r.us / 1e3;
+    std::printf("%-10s %10.1f %10.1f %11.1f%%\n", r.name, r.us, gbps, 100.0 * gbps / copy_gbps);
   }
   return 0;
 }

@@ -183,18 +183,23 @@ std::unique_ptr<PointwiseMemo> plan_launch(const FusedGroup& g, const Device& de
   // Room for one grid stride past the last offset (Note [CUDA pointwise ABI]):
   // an uncapped grid's stride is about the element count itself.
   spec.index32 = max_offset < (int64_t{1} << 30) - (int64_t{1} << 20);
-  // Vector accesses when every operand is Dense or Scalar and dense pointers align.
+  // Vector accesses where every operand's vectors stay aligned (Note [CUDA
+  // pointwise kernel shape]): Dense operands with aligned pointers, Strided
+  // ones dense along the innermost dim with their other strides multiples of
+  // the width, that dim's size a multiple of it.
   const int width = vector_width(k);
   bool vectorize = width > 1;
   for (size_t o = 0; o < ops.size() && vectorize; ++o) {
-    if (spec.layouts[o] == Layout::Strided) vectorize = false;
+    if (spec.layouts[o] != Layout::Strided) continue;
+    vectorize = it.sizes[nd - 1] % width == 0 && it.strides[o][nd - 1] == 1;
+    for (int d = 0; d + 1 < nd && vectorize; ++d) vectorize = it.strides[o][d] % width == 0;
   }
   m->align.assign(ops.size(), 1);
   for (size_t o = 0; o < ops.size() && vectorize; ++o) {
     const auto address = reinterpret_cast<uintptr_t>(ops[o].data_ptr());
     const size_t bytes = static_cast<size_t>(width) * itemsize(ops[o].dtype());
-    if (spec.layouts[o] == Layout::Dense && address % bytes != 0) vectorize = false;
-    if (spec.layouts[o] == Layout::Dense) m->align[o] = bytes;
+    if (spec.layouts[o] != Layout::Scalar && address % bytes != 0) vectorize = false;
+    if (spec.layouts[o] != Layout::Scalar) m->align[o] = bytes;
   }
   if (!vectorize) m->align.assign(ops.size(), 1);
   spec.vec = vectorize ? width : 1;

@@ -2,6 +2,7 @@
 // every function the headers below declare, so that tests of the CUDA code
 // generator link (and skip) in such a build too.
 
+#include "jit/codegen_cuda/device_timer.h"
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/codegen_cuda/nvrtc.h"
 #include "jit/codegen_cuda/pointwise_source.h"
@@ -84,6 +85,9 @@ std::string reduce_source(const ReduceSpec&) {
 }
 CudaKernelStats cuda_kernel_stats() {
   return {};
+}
+double device_us_per_call(Device, int, const std::function<void()>&) {
+  no_cuda("device timer");
 }
 
 }  // namespace kiln::jit::cuda

@@ -430,12 +430,17 @@ int vector_width(const PointwiseKernel& k) {
 
 // Note [CUDA pointwise kernel shape]
 // A grid-stride loop over the elements; the launch gives each thread one
-// vector (or a capped grid loops, for tuning: launch_cuda.cpp). When every operand is Dense or
-// Scalar and the dense pointers are aligned, each step moves `vec` elements
-// per operand with one vector access (16 bytes for the widest dtype): fewer
-// memory instructions per byte, which is what gets a memory-bound group near
-// copy bandwidth. The last numel % vec elements take a scalar loop. Scalar
-// operands are read once per thread, before the loop.
+// vector (or a capped grid loops, for tuning: launch_cuda.cpp). When every
+// operand's vectors stay aligned, each step moves `vec` elements per operand
+// with one vector access (16 bytes for the widest dtype): fewer memory
+// instructions per byte, which is what gets a memory-bound group near copy
+// bandwidth. That holds for Dense and Scalar operands with aligned pointers,
+// and for Strided ones dense along the innermost dim when that dim's size and
+// their other strides are multiples of `vec` (a transposing copy such as
+// GPT-2's merge of heads, a row broadcast such as a bias): the N-d index is
+// then taken once per vector, not once per element. The last numel % vec
+// elements take a scalar loop. Scalar operands are read once per thread,
+// before the loop.
 std::string pointwise_source(const PointwiseSpec& spec) {
   const PointwiseKernel& k = *spec.kernel;
   const size_t nout = k.outputs.size(), nops = nout + k.inputs.size();
@@ -445,9 +450,8 @@ std::string pointwise_source(const PointwiseSpec& spec) {
              " iteration dims, got ", spec.ndim);
   bool strided = false;
   for (Layout l : spec.layouts) strided = strided || l == Layout::Strided;
-  KILN_CHECK(spec.vec == 1 || (!strided && spec.vec == vector_width(k)),
-             "[cuda codegen] expected vector width 1 or ", vector_width(k),
-             " over dense operands, got ", spec.vec);
+  KILN_CHECK(spec.vec == 1 || spec.vec == vector_width(k),
+             "[cuda codegen] expected vector width 1 or ", vector_width(k), ", got ", spec.vec);
   const std::string idx = spec.index32 ? "int" : "i64";
   std::ostringstream os;
   os << kDevicePrelude << kPreludeRest;
@@ -540,11 +544,33 @@ std::string pointwise_source(const PointwiseSpec& spec) {
          << (in ? "const " : "") << t << "*)a.p" << o << ";\n";
     }
     os << "  const " << idx << " nv = n / " << w << ";\n";
+    const std::string last = std::to_string(spec.ndim - 1);
+    if (strided) {
+      os << "  const " << idx << " inner_v = (" << idx << ")a.sizes[" << last << "] / " << w
+         << ";\n";
+    }
     os << "#pragma unroll 4\n";
     os << "  for (" << idx << " j = first; j < nv; j += step) {\n";
+    if (strided) {
+      // The N-d index of element j * w: the innermost dim counts vectors
+      // (its size is a multiple of w, and every strided operand is dense
+      // along it, with its other strides multiples of w).
+      os << "    " << idx << " rem = j;\n";
+      os << "    const " << idx << " i" << last << " = rem % inner_v * " << w
+         << "; rem /= inner_v;\n";
+      for (int d = spec.ndim - 2; d >= 0; --d) {
+        os << "    const " << idx << " i" << d << " = rem % (" << idx << ")a.sizes[" << d
+           << "]; rem /= (" << idx << ")a.sizes[" << d << "];\n";
+      }
+    }
     for (size_t o = nout; o < nops; ++o) {
-      if (spec.layouts[o] != Layout::Dense) continue;
-      os << "    const " << vtype(k.inputs[o - nout]) << " l" << o << " = q" << o << "[j];\n";
+      if (spec.layouts[o] == Layout::Dense) {
+        os << "    const " << vtype(k.inputs[o - nout]) << " l" << o << " = q" << o << "[j];\n";
+      } else if (spec.layouts[o] == Layout::Strided) {
+        const std::string t = vtype(k.inputs[o - nout]);
+        os << "    const " << t << " l" << o << " = *(const " << t << "*)((const "
+           << mem_type(k.inputs[o - nout]) << "*)a.p" << o << " + " << offset(o) << ");\n";
+      }
     }
     for (size_t o = 0; o < nout; ++o) os << "    " << vtype(k.outputs[o]) << " s" << o << ";\n";
     os << "#pragma unroll\n    for (int e = 0; e < " << w << "; ++e) {\n";
@@ -556,7 +582,12 @@ std::string pointwise_source(const PointwiseSpec& spec) {
         [&](size_t o, const std::string& v) { return "s" + std::to_string(o) + ".v[e] = " + v; });
     os << "    }\n";
     for (size_t o = 0; o < nout; ++o) {
-      os << "    q" << o << "[j] = s" << o << ";\n";
+      if (spec.layouts[o] == Layout::Strided) {
+        os << "    *(" << vtype(k.outputs[o]) << "*)((" << mem_type(k.outputs[o]) << "*)a.p" << o
+           << " + " << offset(o) << ") = s" << o << ";\n";
+      } else {
+        os << "    q" << o << "[j] = s" << o << ";\n";
+      }
     }
     os << "  }\n";
     tail_start = "nv * " + w + " + first";

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -20,6 +21,7 @@
 #include "kiln/jit.h"
 #include "kiln/logging.h"
 #include "kiln/ops.h"
+#include "runtime/cuda/blas_lt.h"
 
 // GCC 12 warns falsely on std::string concatenation at -O3.
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -520,7 +522,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
                       : std::string(""));
   if (options.mode == Mode::MaxAutotune) {
     KILN_LOG(Recompiles, options.name,
-             ": mode max-autotune compiles as mode default (no configurations are timed yet)");
+             ": mode max-autotune times its skinny products both ways on the first run");
   }
   std::vector<Tensor> results;
   if (!is_lazy()) {
@@ -532,6 +534,9 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
     results = body.call(body.self, args);
   } else {
     std::lock_guard<std::mutex> spec_lock(e->mu);
+    // The first run (never captured) times what it can (Note [Skinny matmul choice]).
+    std::optional<kiln::cuda::MatmulTuning> tuning;
+    if (options.mode == Mode::MaxAutotune) tuning.emplace();
     Specialization* spec = specialize(*e, args, body, &results);
     if (!spec) uncompiled.fetch_add(1, std::memory_order_relaxed);
   }

@@ -118,7 +118,7 @@ std::string describe(const std::vector<Node>& nodes, const std::vector<Step>& st
 // strides over the group's iteration space, and broadcast dims become stride
 // 0. So a view of a weight, of an input, or of an intermediate that an
 // earlier step stored costs no copy kernel; reshape of a tensor strides cannot
-// express becomes a fused clone that loads through the view.
+// express becomes one copy_ into a fresh row-major tensor, read through the view.
 // A value produced in the same group and read through another geometry
 // (`(x * 2).transpose(0, 1) + 1`) is recomputed at the viewed elements
 // (GroupBuilder::fold_view in jit/passes/group_builder.cpp, so pointwise groups

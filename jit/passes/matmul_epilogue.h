@@ -1,11 +1,26 @@
 #pragma once
 
-// Folds an activation into the matrix product that feeds it (Note [Matmul
-// epilogues] in runtime/cuda/blas_lt.h): addmm(bias, a, b) with beta = alpha
-// = 1, or linear(x, w, bias) with 2-D x and w and a bias, followed by relu(y)
-// or gelu(y, approximate="tanh"), becomes one addmm_act(bias, a, b, act) node
-// when the activation is the product's only reader and no tensor outside the
-// trace holds the product. Runs before dead-code elimination and fusion.
+// Folds what follows a matrix product into the product's epilogue (Note
+// [Matmul epilogues] in runtime/cuda/blas_lt.h). A product's output read by
+// one node only, and held by no tensor outside the trace, absorbs that node:
+//   addmm(bias, a, b) (beta = alpha = 1) + relu / gelu(tanh)
+//       -> addmm_act(bias, a, b, act)
+//   linear(x, w, bias?) + relu / gelu(tanh)
+//       -> linear_act(x, w, bias, act)
+//   linear(x, w, bias?) [+ act] + add(y, r) or add(r, y) (alpha 1, r of y's
+//   shape and dtype), on CUDA
+//       -> linear_act(x, w, bias, act, residual=r)
+//   linear(layer_norm(x) or rms_norm(x), ...) over the last dim, few rows, on CUDA,
+//   or matmul(that norm, w.t()) for a row-major weight w (a tied LM head)
+//       -> linear_act(x, ..., norm=..., norm_weight, norm_bias, norm_eps)
+//          (Note [Norm prologues])
+// The residual is folded on CUDA only: there the product writes y + r in the
+// same kernel (cuBLASLt's C operand, or the skinny kernel's epilogue), while
+// on the CPU the add is better left to join the next group (a LayerNorm's
+// storing prologue, Note [Storing prologues]). The fused node takes the
+// product's place in the trace, so r must be final there: no node between
+// the product and the add writes r's storage. Runs before dead-code
+// elimination and fusion.
 
 #include <vector>
 
@@ -13,7 +28,7 @@
 
 namespace kiln::jit {
 
-// Rewrites `nodes` in place; returns how many pairs became one node.
+// Rewrites `nodes` in place; returns how many nodes were absorbed into products.
 size_t fuse_matmul_epilogues(std::vector<Node>& nodes);
 
 }  // namespace kiln::jit

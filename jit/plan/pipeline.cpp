@@ -9,6 +9,7 @@
 #include "jit/passes/cse.h"
 #include "jit/passes/dead_code.h"
 #include "jit/passes/matmul_epilogue.h"
+#include "jit/passes/merged_heads.h"
 #include "jit/plan/executor.h"
 #include "jit/plan/flush_profile.h"
 #include "kiln/jit.h"
@@ -267,7 +268,8 @@ void keep_checked(Plan& p) {
 }
 
 void build_steps(Plan& p) {
-  timed(Phase::kEpilogue, [&] { return fuse_matmul_epilogues(p.nodes); });
+  timed(Phase::kEpilogue,
+        [&] { return fold_merged_heads(p.nodes) + fuse_matmul_epilogues(p.nodes); });
   // Held outside the trace: CSE rewrites only handles inside it, and fusion
   // (whose steps hold handles of their own) is not run yet.
   p.live = timed(Phase::kDead, [&] { return live_nodes(p.nodes, &p.external); });
@@ -290,6 +292,7 @@ void build_steps(Plan& p) {
 }  // namespace
 
 std::string describe_plan(std::vector<Node>& nodes) {
+  fold_merged_heads(nodes);
   fuse_matmul_epilogues(nodes);
   std::vector<size_t> live = live_nodes(nodes);
   return describe(nodes, fuse(nodes, live));

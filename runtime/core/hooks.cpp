@@ -14,6 +14,8 @@ std::atomic<decltype(PersistentCache::load)> g_load{nullptr};
 std::atomic<decltype(PersistentCache::store)> g_store{nullptr};
 std::atomic<cuda::IntMatmulKernel> g_int_matmul{nullptr};
 std::atomic<cuda::DeviceCopyKernel> g_device_copy{nullptr};
+std::atomic<decltype(cuda::SkinnyMatmulKernel::takes)> g_skinny_takes{nullptr};
+std::atomic<decltype(cuda::SkinnyMatmulKernel::run)> g_skinny_run{nullptr};
 
 }  // namespace
 
@@ -59,6 +61,14 @@ void set_device_copy_kernel(DeviceCopyKernel kernel) {
 }
 DeviceCopyKernel device_copy_kernel() {
   return g_device_copy.load();
+}
+
+void set_skinny_matmul_kernel(SkinnyMatmulKernel kernel) {
+  g_skinny_takes.store(kernel.takes);
+  g_skinny_run.store(kernel.run);
+}
+SkinnyMatmulKernel skinny_matmul_kernel() {
+  return {g_skinny_takes.load(), g_skinny_run.load()};
 }
 
 }  // namespace cuda

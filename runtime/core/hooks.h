@@ -4,14 +4,14 @@
 // runtime/ never includes jit/: jit/ records, plans and generates code on top
 // of runtime/'s tensors and kernels. A few things runtime/ does still need
 // from jit/: computing a pending storage, running what is pending, the kernel
-// disk cache, and two CUDA kernels that exist only as generated code. Each is
+// disk cache, and three CUDA kernels that exist only as generated code. Each is
 // a slot declared here, and only here. jit/ fills its slots from static
 // initializers when the library loads (record/lazy_kernel.cpp,
 // cache/persistent_cache.cpp, codegen_cuda/op_kernels/int_matmul.cpp,
-// codegen_cuda/copy_cuda.cpp); runtime/ reads them when it needs them. Every
-// slot exists in every build, with or without CUDA: without it the CUDA slots
-// stay empty and nothing reads them. A slot is an atomic, set once at load and
-// read afterwards from any thread; an empty slot behaves as its comment says.
+// codegen_cuda/op_kernels/gemv.cpp, codegen_cuda/copy_cuda.cpp); runtime/ reads them when it needs
+// them. Every slot exists in every build, with or without CUDA: without it the CUDA slots stay
+// empty and nothing reads them. A slot is an atomic, set once at load and read afterwards from any
+// thread; an empty slot behaves as its comment says.
 
 #include <optional>
 #include <string>
@@ -78,6 +78,33 @@ IntMatmulKernel int_matmul_kernel();
 using DeviceCopyKernel = void (*)(const Tensor& dst, const Tensor& src);
 void set_device_copy_kernel(DeviceCopyKernel kernel);
 DeviceCopyKernel device_copy_kernel();
+
+// Note [Skinny matmuls] (runtime/cuda/blas_lt_skinny.cpp): a product of few
+// rows, out[m, n] = act(norm(a)[m, k] @ b[k, n] + bias[n]) + residual[m, n],
+// with b read as rows of a weight (b.stride(0) == 1), through a generated
+// kernel that streams the weight. act: 0 none, 1 relu, 2 gelu (tanh form);
+// norm (of a's rows, before the product): 0 none, 1 layer_norm, 2 rms_norm.
+struct SkinnyMatmul {
+  const Tensor* out = nullptr;
+  const Tensor* a = nullptr;
+  const Tensor* b = nullptr;
+  const Tensor* bias = nullptr;      // optional
+  const Tensor* residual = nullptr;  // optional, of out's sizes
+  int act = 0;
+  int norm = 0;
+  const Tensor* norm_weight = nullptr;  // optional, [k]
+  const Tensor* norm_bias = nullptr;    // optional, [k] (layer_norm)
+  double norm_eps = 0;
+};
+// `takes`: whether `run` takes these operands (host checks only; nothing
+// runs); `run`: the product on the current stream. Empty: every product goes
+// to cuBLASLt.
+struct SkinnyMatmulKernel {
+  bool (*takes)(const SkinnyMatmul& p) = nullptr;
+  void (*run)(const SkinnyMatmul& p) = nullptr;
+};
+void set_skinny_matmul_kernel(SkinnyMatmulKernel kernel);
+SkinnyMatmulKernel skinny_matmul_kernel();
 
 }  // namespace cuda
 }  // namespace kiln

@@ -4,6 +4,7 @@
 
 #include "runtime/cuda/blas_lt.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "runtime/cpu/blas.h"
 #include "runtime/cuda/blas_lt_algo.h"
 #include "runtime/cuda/blas_lt_impl.h"
+#include "runtime/cuda/blas_lt_skinny.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
 
@@ -101,8 +103,9 @@ cublasLtEpilogue_t epilogue_for(Activation act, bool bias) {
 // during capture hands out blocks of the graph's private pool.
 
 // Runs `p`; false (nothing queued) when cuBLASLt has no algorithm for it.
-bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, double alpha,
-                 double beta, Activation act, const void* bias, int device) {
+// `c` (optional: D itself) is C, laid out as D.
+bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, const char* c,
+                 double alpha, double beta, Activation act, const void* bias, int device) {
   // The heuristic reads the current device's properties; the kernels launch on it.
   DeviceGuard guard(device);
   const Types t = types_for(dtype);
@@ -119,7 +122,9 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
   }
   const int64_t align_a = alignment_of(a, outer_a | p.stride_a * isz);
   const int64_t align_b = alignment_of(b, outer_b | p.stride_b * isz);
-  const int64_t align_d = alignment_of(d, outer_d | p.stride_d * isz);
+  // C is read with D's layout: the key and the heuristic take the weaker alignment.
+  const int64_t align_d = std::min(alignment_of(d, outer_d | p.stride_d * isz),
+                                   c ? alignment_of(c, outer_d | p.stride_d * isz) : 256);
   const int64_t align_bias = bias ? alignment_of(bias) : 0;
 
   MatmulDesc desc(t.compute, t.scale, device);
@@ -179,8 +184,9 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, doubl
     char* pa = a + o[0] * isz;
     char* pb = b + o[1] * isz;
     char* pd = d + o[2] * isz;
+    const char* pc = c ? c + o[2] * isz : pd;
     KILN_CUBLAS_CHECK_DEVICE(
-        cublasLtMatmul(handle, desc.desc, alpha_p, pa, la.layout, pb, lb.layout, beta_p, pd,
+        cublasLtMatmul(handle, desc.desc, alpha_p, pa, la.layout, pb, lb.layout, beta_p, pc,
                        ld.layout, pd, ld.layout, &entry.algo, ws, entry.workspace, raw(stream)),
         device);
   }
@@ -213,20 +219,33 @@ Activation parse_activation(std::string_view act, const char* op) {
 
 namespace {
 
+// Whether `r` can be C for D = `dst`: the same geometry, no shared memory.
+bool residual_as_c(const Tensor& r, const Tensor& dst) {
+  return r.sizes() == dst.sizes() && r.strides() == dst.strides() && r.dtype() == dst.dtype() &&
+         !shares_storage(r, dst);
+}
+
 // `may_retry`: when cuBLASLt has no algorithm for these operands (a stride-0
 // batch, an odd alignment), try once more with dense copies of them.
+// `skinny`: products of few rows may take the generated kernel (Note
+// [Skinny matmuls]); false when timing cuBLASLt against it.
 void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta,
-                    const Scalar& alpha, Activation act, const Tensor* bias, bool may_retry) {
+                    const Scalar& alpha, Activation act, const Tensor* bias, const Tensor* residual,
+                    bool may_retry, bool skinny) {
   const int64_t nd = out.dim();
   KILN_INTERNAL_ASSERT(nd >= 2 && a.dim() == nd && b.dim() == nd, "lt_matmul ranks differ");
   if (out.numel() == 0) return;
   const DType dtype = out.dtype();
   const int device = out.device().index();
   const bool beta_is_zero = cpu::scalar_is_zero(beta, dtype);
+  KILN_INTERNAL_ASSERT(!residual || (beta_is_zero && residual->sizes() == out.sizes() &&
+                                     residual->dtype() == dtype && !shares_storage(*residual, out)),
+                       "lt_matmul: a residual needs a zero beta, out's sizes and dtype, and "
+                       "memory of its own");
   const double beta_d = beta_is_zero ? 0.0 : beta.to<double>();
   const double alpha_d = alpha.to<double>();
   Tensor target = out;
-  if (a.size(nd - 1) == 0) {  // an empty sum: beta * out (+ bias, act)
+  if (a.size(nd - 1) == 0) {  // an empty sum: beta * out (+ bias, act, residual)
     if (beta_is_zero) {
       target.zero_();
     } else if (beta_d != 1.0) {
@@ -234,19 +253,52 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
     }
     if (bias) target.add_(*bias);
     apply_activation(target, act);
+    if (residual) target.add_(*residual);
     return;
   }
   const int64_t limit = std::numeric_limits<int32_t>::max();
   KILN_CHECK(out.size(nd - 2) <= limit && out.size(nd - 1) <= limit && a.size(nd - 1) <= limit,
              "[matmul] expected matrix sizes below 2^31 on CUDA, got a product of ", a.sizes(),
              " and ", b.sizes());
+  // A batch over one shared b (x[B, T, k] @ w^T, a language model's head) is
+  // one product of B * T rows where a's and out's batch dims fold into rows:
+  // one call without a batch loop or stride-0 batch, and a skinny one when
+  // the rows are few.
+  if (nd > 2 && batch_is_broadcast(b)) {
+    const std::optional<int64_t> ra = folded_row_stride(a), ro = folded_row_stride(out);
+    const std::optional<int64_t> rr =
+        residual ? folded_row_stride(*residual) : std::optional<int64_t>(0);
+    const int64_t rows = out.numel() / out.size(nd - 1);
+    if (ra && ro && rr && rows <= limit) {
+      const int64_t k = a.size(nd - 1), n = out.size(nd - 1);
+      const Tensor out2 =
+          make_view(out, {rows, n}, {*ro, out.stride(nd - 1)}, out.storage_offset());
+      const Tensor a2 = make_view(a, {rows, k}, {*ra, a.stride(nd - 1)}, a.storage_offset());
+      const Tensor b2 =
+          make_view(b, {k, n}, {b.stride(nd - 2), b.stride(nd - 1)}, b.storage_offset());
+      Tensor r2;
+      if (residual) {
+        r2 = make_view(*residual, {rows, n}, {*rr, residual->stride(nd - 1)},
+                       residual->storage_offset());
+      }
+      lt_matmul_impl(out2, a2, b2, beta, alpha, act, bias, residual ? &r2 : nullptr, may_retry,
+                     skinny);
+      return;
+    }
+  }
+  const bool overlaps = shares_storage(out, a) || shares_storage(out, b);
+  if (skinny && nd == 2 && beta_is_zero && alpha_d == 1.0 && !overlaps &&
+      run_skinny(out, a, b, act, bias, residual, [&] {
+        lt_matmul_impl(out, a, b, beta, alpha, act, bias, residual, may_retry, false);
+      })) {
+    return;
+  }
   // Layouts cuBLASLt cannot read become dense copies; an output it cannot
   // write, or one that overlaps an operand, becomes a dense scratch tensor.
   auto try_plan = [](const Tensor& o, const Tensor& x, const Tensor& y) {
     std::optional<Problem> p = plan_problem(o, x, y, /*swap=*/true);
     return p ? p : plan_problem(o, x, y, /*swap=*/false);
   };
-  const bool overlaps = shares_storage(out, a) || shares_storage(out, b);
   Tensor da = a, db = b, dst = out;
   std::optional<Problem> p;
   if (!overlaps) p = try_plan(out, a, b);
@@ -275,16 +327,21 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
   char* slot_b = bytes(p->swapped ? da : db);
   // RELU/GELU epilogues only alongside the bias (Note [Matmul epilogues]).
   bool fused = bias_epilogue;
+  // The residual as C when it follows the product directly.
+  const bool residual_c = residual && act == Activation::None && residual_as_c(*residual, dst);
+  const char* c = residual_c ? bytes(*residual) : nullptr;
+  const double beta_run = residual_c ? 1.0 : beta_d;
   bool ran =
-      run_problem(*p, dtype, slot_a, slot_b, bytes(dst), alpha_d, beta_d,
+      run_problem(*p, dtype, slot_a, slot_b, bytes(dst), c, alpha_d, beta_run,
                   fused ? act : Activation::None, fused ? bias->data_ptr() : nullptr, device);
   if (!ran && fused) {
     fused = false;
-    ran = run_problem(*p, dtype, slot_a, slot_b, bytes(dst), alpha_d, beta_d, Activation::None,
+    ran = run_problem(*p, dtype, slot_a, slot_b, bytes(dst), c, alpha_d, beta_run, Activation::None,
                       nullptr, device);
   }
   if (!ran && may_retry) {
-    lt_matmul_impl(out, dense_copy(a), dense_copy(b), beta, alpha, act, bias, false);
+    lt_matmul_impl(out, dense_copy(a), dense_copy(b), beta, alpha, act, bias, residual, false,
+                   false);
     return;
   }
   KILN_CHECK(ran, "[matmul] cuBLASLt found no algorithm for a ", dtype, " product of ", a.sizes(),
@@ -293,14 +350,16 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
     if (bias) dst.add_(*bias);
     apply_activation(dst, act);
   }
+  if (residual && !residual_c) dst.add_(*residual);
   if (!dst.is_same(out)) target.copy_(dst);
 }
 
 }  // namespace
 
 void lt_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta,
-               const Scalar& alpha, Activation act, const Tensor* bias) {
-  lt_matmul_impl(out, a, b, beta, alpha, act, bias, /*may_retry=*/true);
+               const Scalar& alpha, Activation act, const Tensor* bias, const Tensor* residual) {
+  lt_matmul_impl(out, a, b, beta, alpha, act, bias, residual, /*may_retry=*/true,
+                 /*skinny=*/true);
 }
 
 void set_allow_tf32(bool allow) {

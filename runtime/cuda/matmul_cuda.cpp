@@ -1,5 +1,5 @@
 // Matrix products on CUDA through cuBLASLt: mm, bmm, mv, addmm, baddbmm,
-// matmul, linear and kiln's addmm_act. Each kernel first runs the op's Meta
+// matmul, linear and kiln's addmm_act and linear_act. Each kernel first runs the op's Meta
 // kernel on meta twins of its arguments, so shapes, dtypes and the error text
 // of every user mistake are the CPU kernels' own; then it checks devices and
 // dtypes CUDA admits, makes its output and calls lt_matmul (Note [cuBLASLt
@@ -301,6 +301,93 @@ Tensor addmm_act(T bias, T a, T b, std::string_view act) {
   return r;
 }
 
+// The input after linear_act's norm, as its own kernel (the CPU op's rule).
+Tensor normalize(const Tensor& input, std::string_view norm, const std::optional<Tensor>& w,
+                 const std::optional<Tensor>& b, double eps) {
+  if (norm == "none") return input;
+  const int64_t k = input.size(-1);
+  if (norm == "layer_norm") return kiln::layer_norm(input, {k}, w, b, eps);
+  return kiln::rms_norm(input, {k}, w, eps);
+}
+
+const Tensor* defined_or_null(const std::optional<Tensor>& t) {
+  return t && t->defined() ? &*t : nullptr;
+}
+
+// `residual` (of out's sizes) as out2's matrix where its rows fold; else undefined.
+Tensor residual_matrix(const Tensor& residual, const Tensor& out, const Tensor& out2) {
+  if (residual.sizes() != out.sizes() || residual.dim() < 1) return Tensor();
+  std::optional<int64_t> rs = folded_row_stride(residual);
+  if (!rs) return Tensor();
+  return make_view(residual, out2.sizes(), {*rs, residual.stride(-1)}, residual.storage_offset());
+}
+
+// act(norm(input) @ weight^T + bias) + residual (Note [Matmul epilogues],
+// Note [Norm prologues]).
+Tensor linear_act(T input, T weight, const std::optional<Tensor>& bias, std::string_view act,
+                  const std::optional<Tensor>& residual, std::string_view norm,
+                  const std::optional<Tensor>& norm_weight, const std::optional<Tensor>& norm_bias,
+                  double norm_eps) {
+  using Opt = const std::optional<Tensor>&;
+  static const TypedOp<Tensor(T, T, Opt, std::string_view, Opt, std::string_view, Opt, Opt, double)>
+      op("linear_act");
+  const bool has_bias = bias && bias->defined();
+  const bool has_res = residual && residual->defined();
+  auto meta_opt = [](const std::optional<Tensor>& t) {
+    return t && t->defined() ? std::optional<Tensor>(meta(*t)) : t;
+  };
+  Tensor shape = op(meta(input), meta(weight), meta_opt(bias), act, meta_opt(residual), norm,
+                    meta_opt(norm_weight), meta_opt(norm_bias), norm_eps);
+  const Activation activation = parse_activation(act, "linear_act");
+  const Tensor none;
+  auto or_none = [&](const std::optional<Tensor>& t) { return t && t->defined() ? &*t : &none; };
+  Device dev = check_operands("linear_act", {{&input, "input"},
+                                             {&weight, "weight"},
+                                             {or_none(bias), "bias"},
+                                             {or_none(residual), "residual"},
+                                             {or_none(norm_weight), "norm_weight"},
+                                             {or_none(norm_bias), "norm_bias"}});
+  if (!is_floating(input.dtype())) {  // no epilogue to fuse into: the unfused form, as on the CPU
+    Tensor r = kiln::linear(normalize(input, norm, norm_weight, norm_bias, norm_eps), weight, bias);
+    if (activation == Activation::Relu) kiln::relu_(r);
+    if (activation == Activation::GeluTanh) kiln::gelu_(r, "tanh");
+    if (has_res) kiln::add_(r, *residual);
+    return r;
+  }
+  Tensor out = empty_tensor(shape.sizes(), input.dtype(), dev);
+  if (out.numel() == 0) return out;
+  Tensor vec = has_bias ? as_row_vector(*bias) : Tensor();
+  // The product of x (the input after its norm) through lt_matmul.
+  auto product = [&](const Tensor& x) {
+    const auto [out2, in2, w2] = linear_matrices(out, x, weight);
+    // The residual as out2's matrix where its rows fold, else added after.
+    const Tensor res2 = has_res ? residual_matrix(*residual, out, out2) : Tensor();
+    const Tensor* res_ptr = res2.defined() ? &res2 : nullptr;
+    if (!has_bias || vec.dim() <= 1) {
+      lt_matmul(out2, in2, w2, 0, 1, activation, has_bias ? &vec : nullptr, res_ptr);
+    } else {
+      out.copy_(*bias);  // a full bias broadcasts through C
+      lt_matmul(out2, in2, w2, 1, 1, activation);
+      res_ptr = nullptr;
+    }
+    if (has_res && !res_ptr) kiln::add_(out, *residual);
+  };
+  if (norm != "none" && input.size(-1) > 0 && (!has_bias || vec.dim() == 1)) {
+    // Few rows: the skinny kernel normalizes as it reads (Note [Norm prologues]).
+    const auto [out2, in2, w2] = linear_matrices(out, input, weight);
+    const Tensor res2 = has_res ? residual_matrix(*residual, out, out2) : Tensor();
+    if ((!has_res || res2.defined()) &&
+        skinny_matmul_with_norm(
+            out2, in2, w2, activation, has_bias ? &vec : nullptr, has_res ? &res2 : nullptr,
+            norm == "layer_norm" ? 1 : 2, defined_or_null(norm_weight), defined_or_null(norm_bias),
+            norm_eps, [&] { product(normalize(input, norm, norm_weight, norm_bias, norm_eps)); })) {
+      return out;
+    }
+  }
+  product(normalize(input, norm, norm_weight, norm_bias, norm_eps));
+  return out;
+}
+
 }  // namespace
 
 KILN_LIBRARY_IMPL(kiln, CUDA, m) {
@@ -317,6 +404,7 @@ KILN_LIBRARY_IMPL(kiln, CUDA, m) {
   m.impl("matmul.out", &matmul_out);
   m.impl("linear", &linear);
   m.impl("addmm_act", &addmm_act);
+  m.impl("linear_act", &linear_act);
 }
 
 }  // namespace kiln::cuda

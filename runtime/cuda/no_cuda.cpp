@@ -55,6 +55,20 @@ void set_allow_tf32(bool allow) {
 bool allow_tf32() {
   return g_allow_tf32.load();
 }
+bool skinny_matmul_with_norm(const Tensor&, const Tensor&, const Tensor&, Activation, const Tensor*,
+                             const Tensor*, int, const Tensor*, const Tensor*, double,
+                             const std::function<void()>&) {
+  no_cuda("skinny matmul");
+}
+MatmulTuning::MatmulTuning() {}
+MatmulTuning::~MatmulTuning() {}
+void set_skinny_path(SkinnyPath) {}
+SkinnyPath skinny_path() {
+  return SkinnyPath::Auto;
+}
+SkinnyStats skinny_stats() {
+  return {};
+}
 
 Stream Stream::current(Device) {
   no_cuda("Stream::current");

@@ -228,6 +228,12 @@ KILN_LIBRARY(kiln, m) {
       "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? "
       "attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool "
       "enable_gqa=False) -> Tensor");
+  // kiln's own: scaled_dot_product_attention(...).transpose(-3, -2), contiguous
+  // (Note [Merged heads]): the heads' outputs side by side in each row.
+  m.def(
+      "attention_merged_heads(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "
+      "float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) "
+      "-> Tensor");
   // kiln's own: attention over a static KV cache up to a position held in a tensor.
   m.def(
       "kv_cache_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor "
@@ -254,6 +260,11 @@ KILN_LIBRARY(kiln, m) {
   m.def("outer(Tensor self, Tensor vec2) -> Tensor");
   // kiln's own: act(bias + mat1 @ mat2) (Note [Matmul epilogues]).
   m.def("addmm_act(Tensor bias, Tensor mat1, Tensor mat2, str act=\"none\") -> Tensor");
+  // kiln's own: act(linear(norm(input), weight, bias)) + residual (Note [Matmul epilogues]).
+  m.def(
+      "linear_act(Tensor input, Tensor weight, Tensor? bias=None, str act=\"none\", "
+      "Tensor? residual=None, str norm=\"none\", Tensor? norm_weight=None, "
+      "Tensor? norm_bias=None, float norm_eps=0.0) -> Tensor");
 
   // --- Shape and indexing ------------------------------------------------------
   m.def("cat(Tensor[] tensors, int dim=0) -> Tensor");

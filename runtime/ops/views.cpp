@@ -98,7 +98,9 @@ Tensor reshape_kernel(const Tensor& self, IntArrayRef size) {
   if (auto strides = view_strides(self.sizes(), self.strides(), shape)) {
     return make_view(self, shape, *strides, self.storage_offset());
   }
-  return clone(self).contiguous().view(shape);
+  // One copy into row-major memory: a clone would keep self's permuted
+  // strides and need a second copy to become viewable (Note [View folding]).
+  return self.contiguous().view(shape);
 }
 
 Tensor permute_kernel(const Tensor& self, IntArrayRef dims) {

@@ -89,6 +89,44 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                  sc);
 }
 
+// Note [Merged heads]
+// A multi-head block reads attention's output [B, H, T, D] as [B, T, H * D]:
+// transpose(1, 2).reshape(...) copies it, a kernel of its own that reads and
+// writes the whole output again. On CUDA the trace pass fold_merged_heads
+// (jit/passes/merged_heads.h) turns sdpa + that copy into
+// attention_merged_heads, whose result [..., T, H, D] the prefill kernel
+// writes directly through a transposed view (its output row stride H * D
+// instead of D), so the reshape after it is a view. Other attention (the
+// unfused path, float32) writes its usual output and copies it, as before.
+Tensor attention_merged_heads(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const std::optional<Tensor>& attn_mask, double dropout_p,
+                              bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  const char* op = "attention_merged_heads";
+  Tensor meta = kiln::scaled_dot_product_attention(
+      meta_of(q), meta_of(k), meta_of(v), meta_of(attn_mask), is_causal, scale, enable_gqa);
+  KILN_CHECK(meta.dim() >= 3, "[", op,
+             "] expected an output with a heads dim (at least 3 dims), got shape ", meta.sizes());
+  std::vector<int64_t> sizes(meta.sizes().begin(), meta.sizes().end());
+  std::swap(sizes[sizes.size() - 3], sizes[sizes.size() - 2]);
+  Tensor result = empty_tensor(sizes, q.dtype(), q.device());
+  const Tensor heads = result.transpose(-3, -2);  // [..., H, L, Ev] over result's memory
+  const bool gqa =
+      enable_gqa && q.dim() >= 3 && k.dim() >= 3 && v.dim() >= 3 && q.size(-3) > k.size(-3);
+  if (dropout_p == 0.0 && result.numel() > 0 && k.size(-2) > 0 && k.device() == q.device() &&
+      v.device() == q.device() && (!attn_mask || attn_mask->device() == q.device()) &&
+      prefill_supported(q.dtype(), q.size(-1), v.size(-1)) && prefill_writes(heads)) {
+    const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    run_prefill_attention(heads, q, k, v, attn_mask, is_causal, Tensor(), sc,
+                          gqa ? q.size(-3) / k.size(-3) : 1);
+    return result;
+  }
+  // Every error, and every other case, as scaled_dot_product_attention's.
+  Tensor a =
+      scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  if (result.numel() > 0) copy_into_cuda(heads, a);
+  return result;
+}
+
 Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos,
                           std::optional<double> scale) {
   const char* op = "kv_cache_attention";
@@ -130,6 +168,7 @@ NamedSources attention_source_samples() {
 KILN_LIBRARY_IMPL(kiln, CUDA, m) {
   m.impl("scaled_dot_product_attention", &scaled_dot_product_attention);
   m.impl("kv_cache_attention", &kv_cache_attention);
+  m.impl("attention_merged_heads", &attention_merged_heads);
 }
 
 }  // namespace kiln::jit::cuda

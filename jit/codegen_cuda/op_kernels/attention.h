@@ -4,7 +4,8 @@
 // kv_cache_attention on CUDA (attention.cpp): a tensor-core prefill kernel
 // (attention_prefill.cpp) and a split-sequence decode kernel
 // (attention_decode.cpp). Each launcher takes the op's arguments after the
-// Meta kernel checked them and writes a fresh contiguous `out`.
+// Meta kernel checked them and writes a fresh `out`: contiguous, or for the
+// prefill kernel the transposed view of merged heads (Note [Merged heads]).
 
 #include <optional>
 #include <string>
@@ -36,7 +37,12 @@ constexpr int64_t kDecodeMaxRows = 16;
 // Whether the prefill kernel takes query/key/value of this dtype and head
 // dims (key dim `e`, value dim `ev`).
 bool prefill_supported(DType dtype, int64_t e, int64_t ev);
-// out [batch..., L, E] = attention of q [..., L, E] over k, v [..., S, E]
+// Whether the prefill kernel can write `out` in its layout: the last dim
+// dense, the other strides and the data aligned to two elements (a
+// contiguous tensor, or attention_merged_heads' transposed view, Note
+// [Merged heads]).
+bool prefill_writes(const Tensor& out);
+// out [batch..., L, E] (strided: prefill_writes) = attention of q [..., L, E] over k, v [..., S, E]
 // whose batch dims broadcast to out's (k and v heads read as head / group,
 // Note [Grouped-query attention as a batch dim]). `mask` (optional): bool or
 // floating, broadcastable to [batch..., L, S]. `causal`: key j is seen by row

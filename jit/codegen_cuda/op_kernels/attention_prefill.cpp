@@ -112,8 +112,9 @@ std::string prefill_source(const PrefillSpec& s) {
          MT +
          "* __restrict__ mask, const i64* __restrict__ pos, i64 pos_div, i64 pos_stride,\n"
          "    i64 L, i64 S, i64 Z, i64 ntq, i64 group, int nb, KilnDims bsizes, KilnDims qb,\n"
-         "    KilnDims kb, KilnDims vb, KilnDims mb, i64 qsl, i64 ksl, i64 vsl, i64 msl, i64 mss,\n"
-         "    float scale_log2) {\n";
+         "    KilnDims kb, KilnDims vb, KilnDims mb, KilnDims ob, i64 qsl, i64 ksl, i64 vsl, i64 "
+         "msl,\n"
+         "    i64 mss, i64 osl, float scale_log2) {\n";
   src += "  __shared__ alignas(16) unsigned short sk[64 * " + KROW +
          "];\n"
          "  __shared__ alignas(16) unsigned short sv[64 * " +
@@ -301,20 +302,14 @@ std::string prefill_source(const PrefillSpec& s) {
       "  l_b += kiln_shfl_xor(l_b, 1);\n"
       "  l_b += kiln_shfl_xor(l_b, 2);\n"
       "  const float ia = 1.f / l_a, ib = 1.f / l_b;\n"  // 0 * inf = NaN for an unseen row
-      "  unsigned short* oz = out + z * L * " +
-      D +
-      ";\n"
+      "  unsigned short* oz = out + kiln_batch_offset(z, nb, bsizes, ob, 1);\n"
       "#pragma unroll\n"
       "  for (int i = 0; i < " +
       D +
       " / 8; ++i) {\n"
       "    const int c = i * 8 + 2 * t;\n"
-      "    if (ra < L) *(unsigned*)(oz + ra * " +
-      D +
-      " + c) = kiln_pack2(o[i][0] * ia, o[i][1] * ia);\n"
-      "    if (rb < L) *(unsigned*)(oz + rb * " +
-      D +
-      " + c) = kiln_pack2(o[i][2] * ib, o[i][3] * ib);\n"
+      "    if (ra < L) *(unsigned*)(oz + ra * osl + c) = kiln_pack2(o[i][0] * ia, o[i][1] * ia);\n"
+      "    if (rb < L) *(unsigned*)(oz + rb * osl + c) = kiln_pack2(o[i][2] * ib, o[i][3] * ib);\n"
       "  }\n"
       "}\n";
   return src;
@@ -348,11 +343,19 @@ bool prefill_supported(DType dtype, int64_t e, int64_t ev) {
   return (dtype == kFloat16 || dtype == kBFloat16) && e == ev && (e == 64 || e == 128);
 }
 
+bool prefill_writes(const Tensor& out) {
+  // Pairs of 16-bit values are stored as one 32-bit word.
+  bool ok =
+      out.dim() >= 2 && out.stride(-1) == 1 && reinterpret_cast<uintptr_t>(out.data_ptr()) % 4 == 0;
+  for (int64_t d = 0; ok && d + 1 < out.dim(); ++d) ok = out.stride(d) % 2 == 0;
+  return ok;
+}
+
 void run_prefill_attention(const Tensor& out, const Tensor& q_in, const Tensor& k_in,
                            const Tensor& v_in, const std::optional<Tensor>& mask_in, bool causal,
                            const Tensor& pos, double scale, int64_t group) {
   KILN_INTERNAL_ASSERT(
-      prefill_supported(q_in.dtype(), q_in.size(-1), v_in.size(-1)) && out.is_contiguous(),
+      prefill_supported(q_in.dtype(), q_in.size(-1), v_in.size(-1)) && prefill_writes(out),
       "prefill attention arguments");
   const char* op = "scaled_dot_product_attention";
   const int64_t nb = out.dim() - 2;
@@ -406,7 +409,8 @@ void run_prefill_attention(const Tensor& out, const Tensor& q_in, const Tensor& 
     msl = inner_stride(mask, 2, L);
     mss = inner_stride(mask, 1, S);
   }
-  a.dims(mb).i64(q.stride(-2)).i64(k.stride(-2)).i64(v.stride(-2)).i64(msl).i64(mss);
+  a.dims(mb).dims(batch_strides(out, batch, 2));
+  a.i64(q.stride(-2)).i64(k.stride(-2)).i64(v.stride(-2)).i64(msl).i64(mss).i64(out.stride(-2));
   a.f32(static_cast<float>(scale * 1.4426950408889634));
   launch(kern, q.device(), dim3(static_cast<unsigned>(ntq * Z)), 128, 0, a);
   out.impl()->bump_version();

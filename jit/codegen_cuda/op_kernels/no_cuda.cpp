@@ -1,12 +1,38 @@
-// Stub for builds without the CUDA toolkit: no op kernel sources to offer.
+// Stubs for builds without the CUDA toolkit: no op kernel sources to offer,
+// and the skinny-matmul generator's host side throws (its tests skip).
 
+#include "jit/codegen_cuda/op_kernels/gemv.h"
 #include "jit/codegen_cuda/op_kernels/op_sources.h"
 #include "kiln/error.h"
 
 namespace kiln::jit::cuda {
 
-NamedSources op_source_samples() {
+namespace {
+[[noreturn]] void no_cuda() {
   KILN_FAIL("[cuda codegen] kiln was built without CUDA: expected a cpu device, got a cuda one");
+}
+}  // namespace
+
+NamedSources op_source_samples() {
+  no_cuda();
+}
+GemvSpec gemv_spec(DType, int64_t, int64_t, int, bool, bool) {
+  no_cuda();
+}
+int gemv_vector(DType) {
+  no_cuda();
+}
+int64_t gemv_outputs_per_block(const GemvSpec&) {
+  no_cuda();
+}
+std::string gemv_name(const GemvSpec&) {
+  no_cuda();
+}
+std::string gemv_source(const GemvSpec&) {
+  no_cuda();
+}
+NamedSources gemv_source_samples() {
+  no_cuda();
 }
 
 }  // namespace kiln::jit::cuda

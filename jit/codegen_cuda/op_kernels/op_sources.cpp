@@ -11,7 +11,7 @@ NamedSources op_source_samples() {
        {support_source_samples(), softmax_source_samples(), norm_source_samples(),
         reduce_source_samples(), index_source_samples(), scan_source_samples(),
         sort_source_samples(), shape_source_samples(), int_matmul_source_samples(),
-        attention_source_samples(), embedding_renorm_source_samples()}) {
+        attention_source_samples(), embedding_renorm_source_samples(), gemv_source_samples()}) {
     for (auto& s : part) out.push_back(std::move(s));
   }
   return out;

@@ -23,5 +23,6 @@ NamedSources shape_source_samples();
 NamedSources int_matmul_source_samples();
 NamedSources attention_source_samples();
 NamedSources embedding_renorm_source_samples();
+NamedSources gemv_source_samples();
 
 }  // namespace kiln::jit::cuda

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jit/codegen_cuda/launch_cuda.h"
+#include "jit/record/trace_buffer.h"
 #include "kiln/kiln.h"
 #include "tests/jit/codegen_cuda/fused_reduce_check.h"
 #include "tests/support/cuda_test_util.h"
@@ -62,26 +63,39 @@ TEST_P(CudaReduceGroups, RowNormalizationsMatchEagerCpu) {
   }
 }
 
+// The residual add joins the next LayerNorm or RMSNorm on CUDA: one kernel
+// stores the residual stream and normalizes it.
 TEST_P(CudaReduceGroups, ResidualStreamIsStoredAndNormalized) {
   const kiln::DType t = GetParam();
-  for (int64_t n : {768, 6000}) {
-    Tensor x = rnd({4, 3, n}, t, "contiguous", 11), a = rnd({4, 3, n}, t, "strided", 12);
-    Tensor w = rnd({n}, t, "contiguous", 13), b = rnd({n}, t, "contiguous", 14);
-    Tensor h_cpu, y_cpu;
-    {
-      kiln::EagerGuard g;
-      h_cpu = x + a;
-      y_cpu = kiln::layer_norm(h_cpu, {n}, w, b);
+  for (bool rms : {false, true}) {
+    for (int64_t n : {768, 6000}) {
+      SCOPED_TRACE(std::string(rms ? "rms_norm" : "layer_norm") + " n=" + std::to_string(n));
+      Tensor x = rnd({4, 3, n}, t, "contiguous", 11), a = rnd({4, 3, n}, t, "strided", 12);
+      Tensor w = rnd({n}, t, "contiguous", 13), b = rnd({n}, t, "contiguous", 14);
+      auto norm = [&](const Tensor& h, const Tensor& ww, const Tensor& bb) {
+        return rms ? kiln::rms_norm(h, {n}, ww) : kiln::layer_norm(h, {n}, ww, bb);
+      };
+      Tensor h_cpu, y_cpu;
+      {
+        kiln::EagerGuard g;
+        h_cpu = x + a;
+        y_cpu = norm(h_cpu, w, b);
+      }
+      Tensor xd = on_cuda(x), ad = on_cuda(a), wd = on_cuda(w), bd = on_cuda(b);
+      kiln::jit::flush();
+      const int64_t before = kiln::jit::cuda::cuda_reductions_run();
+      Tensor h = xd + ad;
+      Tensor y = norm(h, wd, bd);
+      EXPECT_EQ(
+          kiln::jit::TraceBuffer::current().describe_pending(),
+          std::string("reduce[add.Tensor > ") + (rms ? "rms_norm" : "layer_norm") + " -> 2 out]");
+      Tensor hc = h.cpu(), yc = y.cpu();
+      kiln::sync();
+      EXPECT_EQ(kiln::jit::cuda::cuda_reductions_run(), before + 1);
+      EXPECT_TRUE(kiln::testing::compare(hc, h_cpu, kiln::testing::reduce_tol(t, n)).empty());
+      std::string msg = kiln::testing::compare(yc, y_cpu, kiln::testing::reduce_tol(t, n));
+      EXPECT_TRUE(msg.empty()) << msg;
     }
-    const int64_t before = kiln::jit::cuda::cuda_reductions_run();
-    Tensor h = on_cuda(x) + on_cuda(a);
-    Tensor y = kiln::layer_norm(h, {n}, on_cuda(w), on_cuda(b));
-    Tensor hc = h.cpu(), yc = y.cpu();
-    kiln::sync();
-    EXPECT_GT(kiln::jit::cuda::cuda_reductions_run(), before);
-    EXPECT_TRUE(kiln::testing::compare(hc, h_cpu, kiln::testing::reduce_tol(t, n)).empty());
-    std::string msg = kiln::testing::compare(yc, y_cpu, kiln::testing::reduce_tol(t, n));
-    EXPECT_TRUE(msg.empty()) << "n=" << n << ": " << msg;
   }
 }
 

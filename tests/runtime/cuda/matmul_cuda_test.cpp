@@ -334,7 +334,7 @@ TEST_F(MatmulCuda, GeluEpilogueIsTheTanhForm) {
   EXPECT_TENSOR_CLOSE_TOL(got, gelu(sum, "tanh"), 2e-3, 2e-3);
 }
 
-// Lazy mode: linear + gelu(tanh) on CUDA becomes addmm_act (one cuBLASLt call).
+// Lazy mode: linear + gelu(tanh) on CUDA becomes linear_act (one cuBLASLt call).
 TEST_F(MatmulCuda, LazyLinearGeluUsesTheEpilogue) {
   KILN_REQUIRE_CUDA();
   Tensor x = random_tensor({8, 16}, kFloat16, "contiguous", 1);
@@ -348,7 +348,7 @@ TEST_F(MatmulCuda, LazyLinearGeluUsesTheEpilogue) {
   Tensor dx = to_cuda(x), dw = to_cuda(w), db = to_cuda(bias);
   jit::flush();
   Tensor y = gelu(linear(dx, dw, db), "tanh");
-  EXPECT_EQ(jit::TraceBuffer::current().describe_pending(), "extern[addmm_act]");
+  EXPECT_EQ(jit::TraceBuffer::current().describe_pending(), "extern[linear_act]");
   EXPECT_CLOSE_FOR(y, expected, kFloat16);
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "jit/codegen_cuda/launch_cuda.h"
+#include "jit/record/trace_buffer.h"
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
@@ -451,6 +452,89 @@ TEST(CudaAttention, DecodeOtherPaths) {
           [&] { return kiln::kv_cache_attention(q.cuda, kc.cuda, vc.cuda, pos.cuda); },
           ref_cache(q.cpu, kc.cpu, vc.cpu, pos.cpu), c.dt);
     }
+  }
+}
+
+// --- attention_merged_heads (Note [Merged heads]) -------------------------------------
+
+Tensor merged_heads(const Tensor& q, const Tensor& k, const Tensor& v,
+                    const std::optional<Tensor>& mask, bool causal, bool gqa) {
+  return kiln::call_op("attention_merged_heads",
+                       {q, k, v, mask ? kiln::IValue(*mask) : kiln::IValue(), 0.0, causal},
+                       {{"enable_gqa", gqa}})[0]
+      .to_tensor();
+}
+
+// [..., H, L, Ev] -> [..., L, H, Ev]
+Tensor merged(const Tensor& t) {
+  kiln::EagerGuard eager;
+  return t.transpose(-3, -2).contiguous();
+}
+
+// The prefill kernel writes [..., L, H, D] through a transposed view: one
+// kernel, the values of attention then the merge; other dtypes and head
+// dims take attention then a copy.
+TEST(CudaAttention, MergedHeadsMatchAttentionThenMerge) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 9600;
+  for (kiln::DType dt : {kiln::kFloat16, kiln::kBFloat16, kiln::kFloat32}) {
+    for (int64_t d : {64, 128, 40}) {
+      for (int64_t t : {1, 17, 130}) {
+        for (bool causal : {false, true}) {
+          Qkv x = gpt2_views(2, 3, t, d, dt, ++seed);
+          const std::string what = "merged heads " + tag(dt) + " d" + std::to_string(d) + " T" +
+                                   std::to_string(t) + (causal ? " causal" : "");
+          const bool fused = dt != kiln::kFloat32 && d != 40;
+          expect_close(
+              what,
+              [&] {
+                Tensor r = merged_heads(x.q.cuda, x.k.cuda, x.v.cuda, std::nullopt, causal, false);
+                EXPECT_TRUE(r.is_contiguous()) << what;
+                EXPECT_EQ(r.sizes(), (std::vector<int64_t>{2, t, 3, d})) << what;
+                return r;
+              },
+              merged(
+                  ref_sdpa(x.q.cpu, x.k.cpu, x.v.cpu, std::nullopt, causal, std::nullopt, false)),
+              dt, fused ? 1 : -1);
+        }
+      }
+    }
+  }
+  // A mask, grouped-query heads, extra batch dims, strided and transposed operands.
+  for (kiln::DType dt : kHalfs) {
+    Both q = apply(random_both({2, 3, 4, 64, 33}, dt, ++seed),
+                   [](const Tensor& a) { return a.narrow(-1, 0, 32).transpose(-1, -2); });
+    Both k = random_both({2, 3, 2, 50, 64}, dt, ++seed),
+         v = random_both({2, 3, 2, 50, 64}, dt, ++seed);
+    Both mask = random_both({32, 50}, kiln::kBool, ++seed, 0, 2);
+    expect_close(
+        "merged heads gqa masked " + tag(dt),
+        [&] { return merged_heads(q.cuda, k.cuda, v.cuda, mask.cuda, false, true); },
+        merged(ref_sdpa(q.cpu, k.cpu, v.cpu, mask.cpu, false, std::nullopt, true)), dt);
+  }
+}
+
+// A GPT-2 merge of heads, recorded lazily: the trace folds it into the
+// attention (one kernel, no copy) and the values are attention's.
+TEST(CudaAttention, MergedHeadsLazy) {
+  KILN_REQUIRE_CUDA();
+  for (kiln::DType dt : kHalfs) {
+    Qkv x = gpt2_views(2, 12, 128, 64, dt, 9700);
+    Tensor want =
+        merged(ref_sdpa(x.q.cpu, x.k.cpu, x.v.cpu, std::nullopt, true, std::nullopt, false));
+    kiln::jit::flush();
+    kiln::sync();
+    const int64_t before = launches();
+    Tensor got =
+        kiln::scaled_dot_product_attention(x.q.cuda, x.k.cuda, x.v.cuda, std::nullopt, true)
+            .transpose(1, 2)
+            .reshape({2, 128, 768});
+    EXPECT_EQ(kiln::jit::TraceBuffer::current().describe_pending(),
+              "extern[attention_merged_heads]");
+    kiln::sync();
+    EXPECT_EQ(launches() - before, 1) << tag(dt);
+    std::string msg = kiln::testing::compare(f64(got.cpu()), want.reshape({2, 128, 768}), tol(dt));
+    EXPECT_TRUE(msg.empty()) << tag(dt) << ": " << msg;
   }
 }
 

@@ -1,0 +1,434 @@
+// Skinny matrix products on CUDA (Note [Skinny matmul kernel]): the source,
+// its configuration, and the runtime/ slot through which cuBLASLt's caller
+// reaches it (Note [Skinny matmuls], Note [Runtime hooks]).
+
+#include "jit/codegen_cuda/op_kernels/gemv.h"
+
+#include <algorithm>
+
+#include "jit/codegen_cuda/kernel_loader.h"
+#include "jit/codegen_cuda/op_kernels/op_support.h"
+#include "kiln/error.h"
+#include "runtime/core/hooks.h"
+
+// GCC 12 reports false stringop-overflow warnings for std::string
+// concatenation inlined at -O3; this file builds strings.
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wrestrict"
+
+namespace kiln::jit::cuda {
+namespace {
+
+constexpr int kBlock = 256;
+
+bool gemv_dtype(DType t) {
+  return t == kFloat16 || t == kBFloat16 || t == kFloat32;
+}
+
+// 16 bytes `v` (four 32-bit words) as floats f[0..V).
+std::string unpack_source(DType t) {
+  std::string s = "__device__ __forceinline__ void kiln_unpack(const uint4& v, float* f) {\n";
+  s += "  const unsigned w[4] = {v.x, v.y, v.z, v.w};\n";
+  if (t == kFloat32) {
+    s += "#pragma unroll\n  for (int i = 0; i < 4; ++i) f[i] = __uint_as_float(w[i]);\n";
+  } else if (t == kBFloat16) {
+    s += "#pragma unroll\n  for (int i = 0; i < 4; ++i) {\n"
+         "    f[2 * i] = __uint_as_float(w[i] << 16);\n"
+         "    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);\n  }\n";
+  } else {
+    s += "#pragma unroll\n  for (int i = 0; i < 4; ++i) {\n"
+         "    f[2 * i] = kiln_h2f((unsigned short)(w[i] & 0xffffu));\n"
+         "    f[2 * i + 1] = kiln_h2f((unsigned short)(w[i] >> 16));\n  }\n";
+  }
+  return s + "}\n";
+}
+
+// The epilogue of one output: bias, activation, residual, one rounding.
+std::string store_source(const GemvSpec& s) {
+  const std::string T = mem_type(s.dtype);
+  std::string src = "__device__ __forceinline__ void kiln_store(" + T +
+                    "* __restrict__ out, const " + T + "* __restrict__ bias, const " + T +
+                    "* __restrict__ res, i64 n, i64 ldo, i64 ldr, int i, i64 col, float v) {\n"
+                    "  if (col >= n) return;\n";
+  if (s.bias) src += "  v += " + load_expr(s.dtype, "bias[col]") + ";\n";
+  if (s.act == 1) src += "  v = v < 0.0f ? 0.0f : v;\n";
+  if (s.act == 2) {
+    // x * sigmoid(2u) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+    // without the cancellation where tanh(u) nears -1 (as the pointwise gelu).
+    src +=
+        "  {\n"
+        "    const float u2 = 1.5957691216057308f * (v + 0.044715f * v * v * v);\n"
+        "    float e, r;\n"
+        "    asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(e) : \"f\"(fabsf(u2) * "
+        "-1.4426950408889634f));\n"
+        "    asm(\"rcp.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(1.0f + e));\n"
+        "    v = v * (u2 >= 0.0f ? r : e * r);\n"
+        "  }\n";
+  }
+  if (s.residual) src += "  v += " + load_expr(s.dtype, "res[(i64)i * ldr + col]") + ";\n";
+  src += "  out[(i64)i * ldo + col] = " + store_expr(s.dtype, "v") + ";\n}\n";
+  return src;
+}
+
+// The norm prologue (Note [Skinny matmul kernel]): each row's statistics
+// into s_scale / s_shift, the eager kernels' float64 sums and float32 scale
+// and shift (layer_norm: x * rstd - mean * rstd; rms_norm: x * rstd).
+const char kNormStats[] = R"(
+#if KNORM
+  __shared__ double kiln_scratch[32];
+  __shared__ float s_scale[KM], s_shift[KM];
+  for (int i = 0; i < KM; ++i) {
+    const uint4* xr = (const uint4*)(x + (i64)i * ldx);
+    double mean = 0.0;
+#if KNORM == 1
+    double s = 0.0;
+    for (i64 j = threadIdx.x; j < kv; j += 256) {
+      float f[KV];
+      kiln_unpack(xr[j], f);
+#pragma unroll
+      for (int e = 0; e < KV; ++e) s += (double)f[e];
+    }
+    mean = kiln_block_sum<double, 256>(s, kiln_scratch) / (double)(kv * KV);
+#endif
+    double q = 0.0;
+    for (i64 j = threadIdx.x; j < kv; j += 256) {
+      float f[KV];
+      kiln_unpack(xr[j], f);
+#pragma unroll
+      for (int e = 0; e < KV; ++e) {
+        const double d = (double)f[e] - mean;
+        q += d * d;
+      }
+    }
+    q = kiln_block_sum<double, 256>(q, kiln_scratch);
+    if (threadIdx.x == 0) {
+      const float rstd = (float)(1.0 / sqrt(q / (double)(kv * KV) + eps));
+      s_scale[i] = rstd;
+      s_shift[i] = -(rstd * (float)mean);
+    }
+  }
+  __syncthreads();
+#endif
+)";
+
+// One x vector normalized as the eager norm stores it: layer_norm rounds
+// (x * scale + shift) * w + b once; rms_norm rounds x * scale, and a
+// weight's product again (it is a separate multiply there).
+std::string normalize_source(const GemvSpec& s) {
+  const std::string r = s.dtype == kFloat32 ? "" : s.dtype == kFloat16 ? "h" : "bf";
+  auto round = [&](const std::string& v) {
+    return r.empty() ? v : "kiln_" + r + "2f(kiln_f2" + r + "(" + v + "))";
+  };
+  std::string src =
+      "__device__ __forceinline__ void kiln_normalize(float* f, const float* nw, const float* nb, "
+      "float scale, float shift) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) {\n";
+  if (s.norm == 1) {
+    src += "    f[e] = " + round("(f[e] * scale + shift) * nw[e] + nb[e]") + ";\n";
+  } else {
+    src += "    f[e] = " + round("f[e] * scale") + ";\n";
+    if (s.norm_weight) src += "    f[e] = " + round("f[e] * nw[e]") + ";\n";
+  }
+  return src + "  }\n}\n";
+}
+
+// Parameters: out, x, w, bias (null without), residual (null without), the
+// norm's weight and bias (null without); n outputs, kv = k / V vectors per
+// row, the row strides (elements) of out, x, w and the residual, the norm's eps.
+const char kGemvHead[] = R"((
+    T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ w,
+    const T* __restrict__ bias, const T* __restrict__ res, const T* __restrict__ nw,
+    const T* __restrict__ nb, i64 n, i64 kv, i64 ldo, i64 ldx, i64 ldw, i64 ldr, double eps) {
+)";
+
+const char kGemvSetup[] = R"(
+  const int lane = threadIdx.x % KTPR, group = threadIdx.x / KTPR;
+  const i64 n0 = ((i64)blockIdx.x * (256 / KTPR) + group) * KRN;
+  // Rows past n read row n - 1 (in bounds) and are never stored.
+  const uint4* wr[KRN];
+#pragma unroll
+  for (int r = 0; r < KRN; ++r) wr[r] = (const uint4*)(w + (n0 + r < n ? n0 + r : n - 1) * ldw);
+#if KNORM
+  // The first step's weight vectors start their trip from DRAM into L2
+  // while the statistics are taken (a prefetch holds no register).
+#pragma unroll
+  for (int u = 0; u < KU; ++u) {
+    const i64 j = lane + (i64)u * KTPR;
+    if (j < kv) {
+#pragma unroll
+      for (int r = 0; r < KRN; ++r) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr[r] + j));
+    }
+  }
+#endif
+)";
+
+const char kGemvBody[] = R"(
+  float acc[KM][KRN];
+#pragma unroll
+  for (int i = 0; i < KM; ++i) {
+#pragma unroll
+    for (int r = 0; r < KRN; ++r) acc[i][r] = 0.0f;
+  }
+  for (i64 j0 = lane; j0 < kv; j0 += (i64)KTPR * KU) {
+    // The step's loads first, so that they are in flight together: the
+    // weight vectors, and x's too when they fit in a few registers (else
+    // each u's x vectors load together).
+    uint4 wv[KU][KRN];
+#if KM * KU <= 8
+    uint4 xv[KU][KM];
+#endif
+#pragma unroll
+    for (int u = 0; u < KU; ++u) {
+      const i64 j = j0 + (i64)u * KTPR;
+#pragma unroll
+      for (int r = 0; r < KRN; ++r) wv[u][r] = j < kv ? kiln_ld_stream(wr[r] + j) : kiln_zero4();
+#if KM * KU <= 8
+#pragma unroll
+      for (int i = 0; i < KM; ++i) xv[u][i] = j < kv ? ((const uint4*)(x + (i64)i * ldx))[j] : kiln_zero4();
+#endif
+    }
+#pragma unroll
+    for (int u = 0; u < KU; ++u) {
+      const i64 j = j0 + (i64)u * KTPR;
+      if (j < kv) {
+#if KM * KU > 8
+        uint4 xu[KM];
+#pragma unroll
+        for (int i = 0; i < KM; ++i) xu[i] = ((const uint4*)(x + (i64)i * ldx))[j];
+#define KILN_X(u, i) xu[i]
+#else
+#define KILN_X(u, i) xv[u][i]
+#endif
+        float wf[KRN][KV];
+#pragma unroll
+        for (int r = 0; r < KRN; ++r) kiln_unpack(wv[u][r], wf[r]);
+#if KNORM
+        float nwf[KV], nbf[KV];
+#pragma unroll
+        for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, nbf[e] = 0.0f;
+#if KNORM_W
+        kiln_unpack(((const uint4*)nw)[j], nwf);
+#endif
+#if KNORM_B
+        kiln_unpack(((const uint4*)nb)[j], nbf);
+#endif
+#endif
+#pragma unroll
+        for (int i = 0; i < KM; ++i) {
+          float xf[KV];
+          kiln_unpack(KILN_X(u, i), xf);
+#if KNORM
+          kiln_normalize(xf, nwf, nbf, s_scale[i], s_shift[i]);
+#endif
+#pragma unroll
+          for (int r = 0; r < KRN; ++r) {
+#pragma unroll
+            for (int e = 0; e < KV; ++e) acc[i][r] = fmaf(wf[r][e], xf[e], acc[i][r]);
+          }
+        }
+      }
+    }
+  }
+  // The group's sums: a warp's lanes by shuffles (within aligned runs of
+  // KTPR lanes when KTPR < 32), a group's warps through shared memory.
+  constexpr int WL = KTPR < 32 ? KTPR : 32;
+#pragma unroll
+  for (int i = 0; i < KM; ++i) {
+#pragma unroll
+    for (int r = 0; r < KRN; ++r) {
+#pragma unroll
+      for (int o = WL / 2; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+    }
+  }
+#if KTPR > 32
+  constexpr int WPG = KTPR / 32;
+  __shared__ float red[256 / 32][KM * KRN];
+  if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+    for (int i = 0; i < KM; ++i) {
+#pragma unroll
+      for (int r = 0; r < KRN; ++r) red[threadIdx.x / 32][i * KRN + r] = acc[i][r];
+    }
+  }
+  __syncthreads();
+  for (int q = lane; q < KM * KRN; q += KTPR) {
+    float v = 0.0f;
+#pragma unroll
+    for (int g = 0; g < WPG; ++g) v += red[group * WPG + g][q];
+    kiln_store(out, bias, res, n, ldo, ldr, q / KRN, n0 + q % KRN, v);
+  }
+#else
+#pragma unroll
+  for (int i = 0; i < KM; ++i) {
+#pragma unroll
+    for (int r = 0; r < KRN; ++r) {
+      if ((i * KRN + r) % KTPR == lane) kiln_store(out, bias, res, n, ldo, ldr, i, n0 + r, acc[i][r]);
+    }
+  }
+#endif
+}
+)";
+
+int pow2_floor(int64_t v) {
+  int p = 1;
+  while (static_cast<int64_t>(p) * 2 <= v) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+int gemv_vector(DType dtype) {
+  return static_cast<int>(16 / itemsize(dtype));
+}
+
+GemvSpec gemv_spec(DType dtype, int64_t m, int64_t k, int act, bool bias, bool residual, int norm,
+                   bool norm_weight, bool norm_bias) {
+  GemvSpec s;
+  s.dtype = dtype;
+  s.m = static_cast<int>(m);
+  s.rn = m <= 2 ? 1 : m <= 8 ? 2 : 4;
+  s.unroll = std::max(1, 4 / s.rn);
+  const int64_t kv = k / gemv_vector(dtype);
+  // At least two vectors of k per thread; 8 to 256 threads per group.
+  s.tpr = std::clamp(pow2_floor(std::max<int64_t>(1, kv / 2)), 8, kBlock);
+  s.act = act;
+  s.bias = bias;
+  s.residual = residual;
+  s.norm = norm;
+  s.norm_weight = norm != 0 && norm_weight;
+  s.norm_bias = norm == 1 && norm_bias;
+  return s;
+}
+
+int64_t gemv_outputs_per_block(const GemvSpec& s) {
+  return static_cast<int64_t>(kBlock / s.tpr) * s.rn;
+}
+
+std::string gemv_name(const GemvSpec& s) {
+  return std::string("kiln_gemv_") + dtype_tag(s.dtype) + "_m" + std::to_string(s.m) + "_t" +
+         std::to_string(s.tpr) + "_r" + std::to_string(s.rn) + "_u" + std::to_string(s.unroll) +
+         "_a" + std::to_string(s.act) + (s.bias ? "_b" : "") + (s.residual ? "_res" : "") +
+         (s.norm ? "_n" + std::to_string(s.norm) + (s.norm_weight ? "w" : "") +
+                       (s.norm_bias ? "b" : "")
+                 : "");
+}
+
+std::string gemv_source(const GemvSpec& s) {
+  KILN_INTERNAL_ASSERT(gemv_dtype(s.dtype) && s.m >= 1 && s.m <= kGemvMaxRows && s.tpr >= 8 &&
+                           s.tpr <= kBlock && (s.tpr & (s.tpr - 1)) == 0 && s.rn >= 1 &&
+                           s.unroll >= 1 && s.act >= 0 && s.act <= 2 && s.norm >= 0 && s.norm <= 2,
+                       "gemv_source: bad spec");
+  std::string src = op_prelude();
+  src += "typedef " + std::string(mem_type(s.dtype)) + " T;\n";
+  src += "#define KM " + std::to_string(s.m) + "\n#define KTPR " + std::to_string(s.tpr) +
+         "\n#define KRN " + std::to_string(s.rn) + "\n#define KU " + std::to_string(s.unroll) +
+         "\n#define KV " + std::to_string(gemv_vector(s.dtype)) + "\n";
+  src +=
+      R"(__device__ __forceinline__ uint4 kiln_zero4() { uint4 z; z.x = z.y = z.z = z.w = 0u; return z; }
+// Read once: no L1 line for it (x, read by every group, keeps L1 to itself).
+__device__ __forceinline__ uint4 kiln_ld_stream(const uint4* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+)";
+  src += "#define KNORM " + std::to_string(s.norm) + "\n#define KNORM_W " +
+         std::to_string(s.norm_weight ? 1 : 0) + "\n#define KNORM_B " +
+         std::to_string(s.norm_bias ? 1 : 0) + "\n";
+  src += unpack_source(s.dtype);
+  src += store_source(s);
+  if (s.norm) src += normalize_source(s);
+  src += "extern \"C\" __global__ void __launch_bounds__(256) " + gemv_name(s) + kGemvHead;
+  src += kGemvSetup;
+  src += kNormStats;
+  src += kGemvBody;
+  return src;
+}
+
+NamedSources gemv_source_samples() {
+  NamedSources out;
+  for (DType t : {kFloat16, kBFloat16, kFloat32}) {
+    for (int64_t m : {1, 3, 8, 16}) {
+      for (int64_t k : {64, 768, 3072}) {
+        const int act = static_cast<int>((m + k) % 3);
+        GemvSpec s = gemv_spec(t, m, k, act, m != 3, m >= 8);
+        out.emplace_back(gemv_name(s), gemv_source(s));
+        // The norm prologues (Note [Norm prologues]): GPT-2's and Llama's.
+        if (k == 768) {
+          s = gemv_spec(t, m, k, act, true, false, m == 3 ? 2 : 1, true, m != 3);
+          out.emplace_back(gemv_name(s), gemv_source(s));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+bool aligned16(const Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+// Note [Skinny matmul kernel]: the layouts the kernel reads.
+bool gemv_takes(const kiln::cuda::SkinnyMatmul& p) {
+  const Tensor &out = *p.out, &a = *p.a, &b = *p.b;
+  if (out.dim() != 2 || a.dim() != 2 || b.dim() != 2) return false;
+  const DType t = out.dtype();
+  if (!gemv_dtype(t) || a.dtype() != t || b.dtype() != t) return false;
+  const int64_t m = out.size(0), n = out.size(1), k = a.size(1);
+  if (m < 1 || m > kGemvMaxRows || n < 1 || k < 1) return false;
+  if (a.size(0) != m || b.size(0) != k || b.size(1) != n) return false;
+  const int v = gemv_vector(t);
+  if (k % v != 0 || p.act < 0 || p.act > 2) return false;
+  if (a.stride(1) != 1 || (m > 1 && a.stride(0) % v != 0) || !aligned16(a)) return false;
+  if (b.stride(0) != 1 || (n > 1 && b.stride(1) % v != 0) || !aligned16(b)) return false;
+  if (n > 1 && out.stride(1) != 1) return false;
+  if (p.bias) {
+    const Tensor& bias = *p.bias;
+    if (bias.dim() != 1 || bias.size(0) != n || bias.dtype() != t) return false;
+    if (n > 1 && bias.stride(0) != 1) return false;
+  }
+  if (p.residual) {
+    const Tensor& r = *p.residual;
+    if (r.dim() != 2 || r.size(0) != m || r.size(1) != n || r.dtype() != t) return false;
+    if (n > 1 && r.stride(1) != 1) return false;
+  }
+  if (p.norm < 0 || p.norm > 2 || (p.norm != 1 && p.norm_bias)) return false;
+  for (const Tensor* nt : {p.norm_weight, p.norm_bias}) {
+    if (!nt) continue;
+    if (!p.norm || nt->dim() != 1 || nt->size(0) != k || nt->dtype() != t) return false;
+    if (nt->stride(0) != 1 || !aligned16(*nt)) return false;
+  }
+  return true;
+}
+
+void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
+  KILN_INTERNAL_ASSERT(gemv_takes(p), "skinny matmul kernel called with operands it does not take");
+  const Tensor &out = *p.out, &a = *p.a, &b = *p.b;
+  const int64_t m = out.size(0), n = out.size(1), k = a.size(1);
+  const GemvSpec s = gemv_spec(out.dtype(), m, k, p.act, p.bias != nullptr, p.residual != nullptr,
+                               p.norm, p.norm_weight != nullptr, p.norm_bias != nullptr);
+  cudaKernel_t kernel = load_kernel(
+      gemv_name(s), [&] { return gemv_source(s); }, out.device().index());
+  KernelArgs args;
+  args.ptr(out).ptr(a).ptr(b);
+  args.ptr(p.bias ? p.bias->data_ptr() : nullptr);
+  args.ptr(p.residual ? p.residual->data_ptr() : nullptr);
+  args.ptr(p.norm_weight ? p.norm_weight->data_ptr() : nullptr);
+  args.ptr(p.norm_bias ? p.norm_bias->data_ptr() : nullptr);
+  args.i64(n).i64(k / gemv_vector(out.dtype()));
+  args.i64(out.stride(0)).i64(a.stride(0)).i64(b.stride(1));
+  args.i64(p.residual ? p.residual->stride(0) : 0);
+  args.f64(p.norm_eps);
+  launch(kernel, out.device(), grid_for(n, gemv_outputs_per_block(s)), kBlock, 0, args);
+  out.impl()->bump_version();
+}
+
+[[maybe_unused]] const bool g_registered = [] {
+  kiln::cuda::set_skinny_matmul_kernel({&gemv_takes, &gemv_run});
+  return true;
+}();
+
+}  // namespace
+}  // namespace kiln::jit::cuda

@@ -1,0 +1,98 @@
+// The skinny-matmul kernel's host side (Note [Skinny matmul kernel]): its
+// configuration for GPT-2's decode products, and NVRTC compiling every
+// epilogue and row count to SASS for sm_90 and sm_80. No GPU needed; the GPU
+// suite is tests/runtime/cuda/skinny_matmul_cuda_test.cpp.
+
+#include "jit/codegen_cuda/op_kernels/gemv.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "jit/codegen_cuda/nvrtc.h"
+#include "runtime/cuda/cuda_runtime.h"
+
+namespace {
+
+namespace kc = kiln::jit::cuda;
+
+class Gemv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kiln::cuda::built()) GTEST_SKIP() << "kiln was built without the CUDA toolkit (no NVRTC)";
+  }
+};
+
+// Note [Skinny matmul kernel]: at least two 16-byte vectors of k per thread,
+// rn grows with m, unroll * rn = 4.
+TEST_F(Gemv, ConfigurationForGpt2DecodeProducts) {
+  struct Case {
+    kiln::DType t;
+    int64_t m, k;
+    int tpr, rn, unroll;
+  };
+  const Case cases[] = {
+      {kiln::kFloat16, 1, 768, 32, 1, 4},    // qkv, proj, fc: 96 vectors of k
+      {kiln::kFloat16, 1, 3072, 128, 1, 4},  // down: 384 vectors
+      {kiln::kBFloat16, 2, 768, 32, 1, 4},     {kiln::kFloat16, 4, 768, 32, 2, 2},
+      {kiln::kFloat16, 8, 3072, 128, 2, 2},    {kiln::kFloat16, 16, 768, 32, 4, 1},
+      {kiln::kFloat32, 1, 768, 64, 1, 4},  // 192 vectors of 4 floats
+      {kiln::kFloat16, 1, 64, 8, 1, 4},    // 8 vectors: the smallest group
+      {kiln::kFloat16, 1, 1 << 16, 256, 1, 4},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(kiln::dtype_name(c.t)) + " m=" + std::to_string(c.m) +
+                 " k=" + std::to_string(c.k));
+    const kc::GemvSpec s = kc::gemv_spec(c.t, c.m, c.k, 0, true, false);
+    EXPECT_EQ(s.tpr, c.tpr);
+    EXPECT_EQ(s.rn, c.rn);
+    EXPECT_EQ(s.unroll, c.unroll);
+    EXPECT_EQ(kc::gemv_outputs_per_block(s), 256 / c.tpr * c.rn);
+  }
+  // 768 outputs of k = 3072 (GPT-2's down projection): 768 / 2 = 384 blocks.
+  EXPECT_EQ(kc::gemv_outputs_per_block(kc::gemv_spec(kiln::kFloat16, 1, 3072, 0, true, true)), 2);
+  EXPECT_EQ(kc::gemv_vector(kiln::kFloat16), 8);
+  EXPECT_EQ(kc::gemv_vector(kiln::kFloat32), 4);
+}
+
+// The name spells every choice the source depends on.
+TEST_F(Gemv, NamesDifferWhereSourcesDo) {
+  const kc::GemvSpec a = kc::gemv_spec(kiln::kFloat16, 1, 768, 2, true, true);
+  kc::GemvSpec b = a;
+  b.residual = false;
+  kc::GemvSpec c = a;
+  c.act = 1;
+  kc::GemvSpec d = a;
+  d.dtype = kiln::kBFloat16;
+  kc::GemvSpec e = kc::gemv_spec(kiln::kFloat16, 1, 768, 2, true, true, 1, true, true);
+  kc::GemvSpec f = kc::gemv_spec(kiln::kFloat16, 1, 768, 2, true, true, 2, true, true);
+  EXPECT_EQ(kc::gemv_name(a), "kiln_gemv_f16_m1_t32_r1_u4_a2_b_res");
+  EXPECT_EQ(kc::gemv_name(e), "kiln_gemv_f16_m1_t32_r1_u4_a2_b_res_n1wb");
+  EXPECT_EQ(kc::gemv_name(f), "kiln_gemv_f16_m1_t32_r1_u4_a2_b_res_n2w") << "rms_norm has no bias";
+  for (const kc::GemvSpec* o : {&b, &c, &d, &e, &f}) {
+    EXPECT_NE(kc::gemv_name(*o), kc::gemv_name(a));
+    EXPECT_NE(kc::gemv_source(*o), kc::gemv_source(a));
+  }
+}
+
+// The op-kernel source test compiles gemv_source_samples() (every dtype, row
+// counts 1 to 16, each epilogue, the norm prologues) for sm_90; here the
+// fullest epilogue and a norm prologue at each source shape (x in registers,
+// per-step x loads, groups across warps) for sm_80 too.
+TEST_F(Gemv, FullEpilogueCompilesForAmpere) {
+  int compiled = 0;
+  for (kiln::DType t : {kiln::kFloat16, kiln::kBFloat16, kiln::kFloat32}) {
+    for (int64_t m : {1, 5, 16}) {
+      const kc::GemvSpec s =
+          kc::gemv_spec(t, m, m == 5 ? 4096 : 768, 2, true, true, m == 16 ? 2 : 1, true, true);
+      SCOPED_TRACE(kc::gemv_name(s));
+      kc::CompiledKernel ck = kc::nvrtc_compile(kc::gemv_source(s), kc::gemv_name(s), 80);
+      EXPECT_FALSE(ck.is_ptx);
+      EXPECT_GT(ck.image.size(), 1000u);
+      ++compiled;
+    }
+  }
+  EXPECT_EQ(compiled, 9);
+}
+
+}  // namespace
