@@ -6,7 +6,7 @@
 #     --oracle   also bundle kiln_oracle_tests and golden files (needs python3-torch here)
 # The bundle (default .gpu/) holds the binaries, the shared libraries they need
 # beyond glibc, libstdc++ and the toolkit (RUNPATH $ORIGIN), and run.sh:
-#   .gpu/run.sh [--filter F] [--no-tests] [--no-oracle] [--oracle-modes M] [--no-bench] [--no-torch]
+#   .gpu/run.sh [--filter F] [--test-shards N] [--no-tests] [--no-oracle] [--oracle-modes M] [--no-bench] [--no-torch]
 #   (on the GPU machine: tests, the op oracle on CUDA, benchmarks beside PyTorch;
 #   logs go to $OUT when set)
 set -euo pipefail
@@ -105,17 +105,18 @@ cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs kiln's tests (GPU suites included), the op oracle on the GPU, and the
 # benchmarks beside PyTorch, from this bundle:
-#   run.sh [--filter GTEST_FILTER] [--no-tests] [--no-oracle] [--oracle-modes "eager lazy"]
-#          [--no-bench] [--no-torch]
+#   run.sh [--filter GTEST_FILTER] [--test-shards N] [--no-tests] [--no-oracle]
+#          [--oracle-modes "eager lazy"] [--no-bench] [--no-torch]
 # Logs: $OUT when set, else ./gpu-logs. Exit status: nonzero when a test failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$(pwd)/gpu-logs}
 mkdir -p "$out"
-filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy"
+filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy" test_shards=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --filter) filter=$2; shift ;;
+    --test-shards) test_shards=$2; shift ;;
     --no-tests) tests=0 ;;
     --no-oracle) oracle=0 ;;
     --oracle-modes) modes=$2; shift ;;
@@ -135,13 +136,27 @@ status=0
 cat "$out/kiln-info.txt"
 
 if [ $tests = 1 ]; then
-  echo "== kiln_tests (filter: $filter)"
+  # --test-shards N runs N processes side by side, each every Nth test (gtest sharding).
+  echo "== kiln_tests (filter: $filter, $test_shards process(es))"
   # Two CPU tests read golden files from the source tree, which is not here.
-  "$here/kiln_tests" --gtest_filter="$filter-CpuCodegen.GoldenListings:Print.MatchesPyTorchRepr" \
-    --gtest_output="xml:$out/kiln_tests.xml" \
-    > "$out/kiln_tests.log" 2>&1 || status=1
+  exclude="CpuCodegen.GoldenListings:Print.MatchesPyTorchRepr"
+  case "$filter" in
+    *-*) filter="$filter:$exclude" ;;
+    *) filter="$filter-$exclude" ;;
+  esac
+  pids=()
+  for k in $(seq 0 $((test_shards - 1))); do
+    GTEST_TOTAL_SHARDS=$test_shards GTEST_SHARD_INDEX=$k "$here/kiln_tests" \
+      --gtest_filter="$filter" \
+      --gtest_output="xml:$out/kiln_tests.$k.xml" > "$out/kiln_tests.$k.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait $p || status=1; done
+  cat "$out"/kiln_tests.*.log > "$out/kiln_tests.log"
+  rm -f "$out"/kiln_tests.*.log
   grep -A12 "Failure$" "$out/kiln_tests.log" | head -200
-  sed -n '/^\[==========\] .* ran\./,$p' "$out/kiln_tests.log"
+  grep -h "^\[  FAILED  \] .*)$\|^\[==========\] .* ran\.\|^\[  PASSED  \]\|^\[  SKIPPED \] [0-9]" \
+    "$out/kiln_tests.log"
 fi
 
 if [ $oracle = 1 ] && [ -d "$here/oracle" ] && [ -x "$here/kiln_oracle_tests" ]; then

@@ -83,8 +83,10 @@ KILN_API TraceStats trace_stats();
 enum class Mode {
   ReduceOverhead,  // on CUDA: the plan replays as one CUDA graph (default)
   Default,         // the plan's kernels launched one by one
-  // As Default until kernel configurations and cuBLASLt algorithms are
-  // timed at compile time; the log says so.
+  // As ReduceOverhead, and an entry's first run (never captured) times
+  // each few-row matmul both ways (cuBLASLt, or the generated skinny kernel
+  // with or without its norm prologue) and keeps the faster, on disk too
+  // (Note [Skinny matmul choice]); KILN_LOGS=perf prints each choice.
   MaxAutotune,
 };
 

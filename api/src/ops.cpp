@@ -4,6 +4,7 @@
 #include "kiln/ops.h"
 
 #include "kiln/dispatch.h"
+#include "runtime/core/tensor_utils.h"
 
 namespace kiln {
 
@@ -309,16 +310,24 @@ KILN_DEFINE_BINARY_TENSOR(logical_xor)
 Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   KILN_CALL("where.self", Tensor(T, T, T), condition, self, other);
 }
+namespace {
+
+// A Python-style number operand: a CPU 0-dim tensor made here, not recorded
+// (a wrapped number is a constant the fusion passes fold into the kernel;
+// recorded lazily it would be a pending CPU operand of a CUDA group).
+Tensor wrapped_number(const Scalar& v) {
+  Tensor t = kiln::scalar_tensor(v, v.dtype() == kFloat64 ? kFloat32 : v.dtype());
+  t.impl()->set_wrapped_number(true);
+  return t;
+}
+
+}  // namespace
+
 Tensor where(const Tensor& condition, const Scalar& self, const Tensor& other) {
-  Tensor s = scalar_tensor(self, TensorOptions(self.dtype() == kFloat64 ? kFloat32 : self.dtype()));
-  s.impl()->set_wrapped_number(true);
-  return where(condition, s, other);
+  return where(condition, wrapped_number(self), other);
 }
 Tensor where(const Tensor& condition, const Tensor& self, const Scalar& other) {
-  Tensor o =
-      scalar_tensor(other, TensorOptions(other.dtype() == kFloat64 ? kFloat32 : other.dtype()));
-  o.impl()->set_wrapped_number(true);
-  return where(condition, self, o);
+  return where(condition, self, wrapped_number(other));
 }
 Tensor lerp(const Tensor& self, const Tensor& end, const Scalar& weight) {
   KILN_CALL("lerp.Scalar", Tensor(T, T, S), self, end, weight);

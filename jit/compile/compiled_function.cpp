@@ -151,7 +151,7 @@ struct boxed::CompiledCore::Impl {
       name += k ? "x" : (options.buckets.empty() ? ", sizes " : ", bucket ");
       name += std::to_string(key[k]);
     }
-    return {options.mode == Mode::ReduceOverhead, std::move(name)};
+    return {options.mode != Mode::Default, std::move(name)};
   }
 };
 

@@ -221,6 +221,11 @@ void cuda_fallback(const OperatorEntry& op, Stack& stack) {
   } restore;
   lazy_fallback(op, stack);
   TraceBuffer::current().flush();
+  // An eager call raises its own failure at the call (the flush keeps a
+  // failure with the results that carry it: Note [Failures in a trace]).
+  for (const IValue& v : stack) {
+    if (v.is_tensor() && v.to_tensor().defined()) (void)v.to_tensor().data_ptr();
+  }
 }
 
 // kiln::sync() and jit::flush() are materializations too: they raise what a

@@ -72,7 +72,10 @@ struct Tolerance {
 };
 Tolerance tolerance(kiln::DType dtype) {
   if (dtype == kiln::kFloat32) return {1e-4, 1e-4, 1e-5};
-  if (dtype == kiln::kFloat16) return {1e-2, 2e-2, 5e-3};
+  // float16's mean: fused CUDA paths round at their own points (a norm as a
+  // product's prologue, split-K sums); measured up to 5.3e-3 on an H100
+  // (llama_tied_bf16 run in float16, decode step 6).
+  if (dtype == kiln::kFloat16) return {1e-2, 2e-2, 6e-3};
   return {4e-2, 3.5e-1, 1e-1};
 }
 

@@ -108,7 +108,14 @@ std::string run_child(const std::string& name, std::chrono::seconds timeout) {
   const std::string filter = "--gtest_filter=OutOfMemoryChild." + name;
   const std::string log = ::testing::TempDir() + "kiln_oom_" + name + ".log";
   std::vector<std::string> env_strings{"KILN_OOM_CHILD=1"};
-  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  // The child runs its one test whatever shard of the suite this process is.
+  for (char** e = environ; *e; ++e) {
+    const std::string var = *e;
+    if (var.rfind("GTEST_SHARD_INDEX=", 0) == 0 || var.rfind("GTEST_TOTAL_SHARDS=", 0) == 0) {
+      continue;
+    }
+    env_strings.push_back(var);
+  }
   std::vector<char*> envp;
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);

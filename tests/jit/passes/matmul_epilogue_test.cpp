@@ -11,6 +11,7 @@
 #include "jit/plan/pipeline.h"
 #include "jit/record/trace_buffer.h"
 #include "kiln/kiln.h"
+#include "tests/support/cuda_plan.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -174,18 +175,7 @@ TEST_F(MatmulEpilogue, AWriteBetweenProductAndActivationIsNotSeen) {
 
 // --- Residual adds (CUDA) ---------------------------------------------------------------
 
-// The pass sees only the nodes' device, so a CPU trace whose nodes are
-// marked cuda gets the CUDA plan. Takes this thread's trace, returns that
-// plan, and runs the rewritten nodes on the CPU (the CPU linear_act adds the
-// residual as eager mode does), so every tensor of the trace is then real.
-std::string plan_as_cuda_then_run() {
-  std::vector<kiln::jit::Node> nodes = kiln::jit::TraceBuffer::current().take_nodes();
-  for (kiln::jit::Node& n : nodes) n.device = kiln::Device::cuda();
-  std::string described = kiln::jit::describe_plan(nodes);
-  for (kiln::jit::Node& n : nodes) n.device = kiln::Device::cpu();
-  kiln::jit::run_trace(std::move(nodes));
-  return described;
-}
+using kiln::testing::plan_as_cuda_then_run;
 
 // `fn` traced lazily and planned as on CUDA must give `golden` and eager's
 // values: its bits, unless a reduction group sums in another order (`tol`).

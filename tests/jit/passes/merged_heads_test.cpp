@@ -9,6 +9,7 @@
 #include "jit/plan/pipeline.h"
 #include "jit/record/trace_buffer.h"
 #include "kiln/kiln.h"
+#include "tests/support/cuda_plan.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -22,15 +23,7 @@ Tensor real(std::initializer_list<int64_t> sizes, uint64_t seed,
   return random_tensor(sizes, kiln::kFloat32, layout, seed);
 }
 
-// The pending trace planned as on CUDA, then run (on the CPU).
-std::string plan_as_cuda_then_run() {
-  std::vector<kiln::jit::Node> nodes = kiln::jit::TraceBuffer::current().take_nodes();
-  for (kiln::jit::Node& n : nodes) n.device = kiln::Device::cuda();
-  std::string described = kiln::jit::describe_plan(nodes);
-  for (kiln::jit::Node& n : nodes) n.device = kiln::Device::cpu();
-  kiln::jit::run_trace(std::move(nodes));
-  return described;
-}
+using kiln::testing::plan_as_cuda_then_run;
 
 // `fn` traced lazily and planned as on CUDA must give `golden` and eager's bits.
 template <class F>
