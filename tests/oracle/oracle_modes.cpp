@@ -101,6 +101,16 @@ Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kw
   KILN_CHECK(jit::is_lazy(), "[oracle] lazy mode requested but recording is off (KILN_EAGER?)");
   Stack out = call_any(op, args, kwargs);
   jit::flush();
+  // A failed op's error stays with its results (Note [Failures in a trace]):
+  // reading them raises it as the call's error.
+  for (const IValue& v : out) {
+    if (v.is_tensor() && v.to_tensor().defined()) (void)v.to_tensor().data_ptr();
+    if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) {
+        if (t.defined()) (void)t.data_ptr();
+      }
+    }
+  }
   return out;
 }
 

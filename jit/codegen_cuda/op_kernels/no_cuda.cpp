@@ -16,7 +16,7 @@ namespace {
 NamedSources op_source_samples() {
   no_cuda();
 }
-GemvSpec gemv_spec(DType, int64_t, int64_t, int, bool, bool) {
+GemvSpec gemv_spec(DType, int64_t, int64_t, int, bool, bool, int, bool, bool) {
   no_cuda();
 }
 int gemv_vector(DType) {
