@@ -1,13 +1,23 @@
 #include "jit/compile/explain.h"
 
 #include <ostream>
-#include <regex>
 #include <sstream>
 
 #include "jit/ir/reduction_ir.h"
 
 namespace kiln::jit {
 namespace {
+
+// The decimal number starting at `at` (its end in *end), or -1 when none.
+int64_t number_at(const std::string& s, size_t at, size_t* end) {
+  int64_t n = -1;
+  size_t i = at;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9' && i - at < 18; ++i) {
+    n = (n < 0 ? 0 : n * 10) + (s[i] - '0');
+  }
+  *end = i;
+  return n;
+}
 
 std::string sizes_str(const DimVector& shape) {
   std::string s = "[";
@@ -59,14 +69,23 @@ GraphBreak describe_break(int entry, const std::string& reason) {
   GraphBreak b;
   b.entry = entry;
   b.reason = reason;
-  static const std::regex op_re("op ([0-9]+) '([^']+)'");
-  static const std::regex after_re("after ([0-9]+) recorded ops");
-  std::smatch m;
-  if (std::regex_search(reason, m, op_re)) {
-    b.op_index = std::stoll(m[1].str());
-    b.op = m[2].str();
+  // The reason reads "... op N 'name' ..." and "... after N recorded ops ...".
+  for (size_t at = reason.find("op "); at != std::string::npos; at = reason.find("op ", at + 1)) {
+    size_t end = 0;
+    const int64_t n = number_at(reason, at + 3, &end);
+    if (n < 0 || reason.compare(end, 2, " '") != 0) continue;
+    const size_t close = reason.find('\'', end + 2);
+    if (close == std::string::npos) continue;
+    b.op_index = n;
+    b.op = reason.substr(end + 2, close - end - 2);
+    break;
   }
-  if (std::regex_search(reason, m, after_re)) b.after_ops = std::stoll(m[1].str());
+  const size_t after = reason.find("after ");
+  if (after != std::string::npos) {
+    size_t end = 0;
+    const int64_t n = number_at(reason, after + 6, &end);
+    if (n >= 0 && reason.compare(end, 13, " recorded ops") == 0) b.after_ops = n;
+  }
   return b;
 }
 
