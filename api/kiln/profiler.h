@@ -111,7 +111,9 @@ class KILN_API KeyAverages {
   // and the totals of self CPU and self device time below it.
   std::string table(SortBy by = SortBy::SelfCpu, int row_limit = 0) const;
   // The row named `name` (nullptr when absent; the first when grouped by shape).
-  const KeyAverage* find(std::string_view name) const;
+  // A row of this table; not on a temporary table (the row would dangle).
+  const KeyAverage* find(std::string_view name) const&;
+  const KeyAverage* find(std::string_view name) const&& = delete;
 };
 
 struct Options {

@@ -3,6 +3,7 @@
 // registered for the CPU and Meta keys, so shape and dtype rules are shared.
 
 #include <cmath>
+#include <type_traits>
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
@@ -64,6 +65,14 @@ Tensor add_sub(const char* op, Form form, const Tensor& self, const Tensor& othe
       if constexpr (std::is_same_v<T, bool>) {
         bool a = alpha.to_bool();
         cpu_kernel<T>(it, [a](bool x, bool y) { return x || (a && y); });
+      } else if constexpr (std::is_integral_v<M> && std::is_signed_v<M>) {
+        // Integers wrap as PyTorch's do (two's complement), without the
+        // undefined behaviour of signed overflow: the sums are unsigned.
+        using U = std::make_unsigned_t<M>;
+        const U a = kSub ? U(0) - static_cast<U>(alpha.to<M>()) : static_cast<U>(alpha.to<M>());
+        cpu_kernel<T>(it, [a](M x, M y) {
+          return static_cast<M>(static_cast<U>(x) + a * static_cast<U>(y));
+        });
       } else {
         M a = alpha.to<M>();
         if (kSub) a = -a;

@@ -335,7 +335,8 @@ TEST(Profiler, EagerOpsThreadsAndErrors) {
   EXPECT_TRUE(add);
   EXPECT_TRUE(mul_in_worker);
   EXPECT_EQ(threads.size(), 2u);
-  const auto* row = prof.key_averages().find("worker");
+  const kiln::profiler::KeyAverages table = prof.key_averages();
+  const auto* row = table.find("worker");
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(row->calls, 1);
   expect_valid_nesting(ev);

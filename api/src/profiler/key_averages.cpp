@@ -107,7 +107,7 @@ KeyAverages compute_key_averages(const detail::Collected& data, bool group_by_sh
   return out;
 }
 
-const KeyAverage* KeyAverages::find(std::string_view name) const {
+const KeyAverage* KeyAverages::find(std::string_view name) const& {
   for (const KeyAverage& r : rows) {
     if (r.name == name) return &r;
   }

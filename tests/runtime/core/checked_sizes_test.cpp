@@ -51,10 +51,10 @@ Reference reference(const std::vector<int64_t>& sizes, const std::vector<int64_t
   for (int64_t s : sizes) {
     if (s < 0) r.sizes_ok = false;
     if (!r.sizes_ok) continue;
-    r.numel *= s;
     span *= s > 1 ? s : 1;
     if (span > kMax) r.count_ok = false;
     if (!r.count_ok) span = kMax + 1;  // keep it from overflowing 128 bits
+    if (r.count_ok) r.numel *= s;      // at most span: no overflow either
   }
   const i128 item = static_cast<i128>(kiln::itemsize(dtype));
   r.bytes_ok = r.sizes_ok && r.count_ok && span * item <= kMax;
