@@ -1,5 +1,6 @@
 #include "kiln/nn/attention.h"
 
+#include "api/src/nn/cache_steps.h"
 #include "kiln/ops.h"
 
 namespace kiln::nn {
@@ -124,6 +125,44 @@ void Attention::visit(const TensorVisitor& f, const std::string& prefix) {
   k_proj.visit(f, child_name(prefix, "k_proj"));
   v_proj.visit(f, child_name(prefix, "v_proj"));
   o_proj.visit(f, child_name(prefix, "o_proj"));
+}
+
+}  // namespace kiln::nn
+
+namespace kiln::nn {
+
+void check_ids(const Tensor& ids, const char* op) {
+  KILN_CHECK(ids.defined() && ids.dim() == 2, "[", op, "] expected token ids [batch, tokens], got ",
+             ids.defined() ? ids.sizes() : IntArrayRef());
+}
+
+void check_prefill(const char* op, const Tensor& ids, const KVCache& cache, size_t layers,
+                   const char* unit) {
+  check_ids(ids, op);
+  KILN_CHECK(cache.k.size() == layers && cache.batch() == ids.size(0), "[", op,
+             "] expected a cache of ", layers, " ", unit, " and batch ", ids.size(0), ", got ",
+             cache.k.size(), " and ", cache.batch());
+  KILN_CHECK(ids.size(1) <= cache.length(), "[", op, "] expected at most ", cache.length(),
+             " tokens (the cache length), got ", ids.size(1));
+}
+
+void check_decode(const char* op, const Tensor& ids, const Tensor& pos, const KVCache& cache,
+                  size_t layers, const char* unit) {
+  KILN_CHECK(ids.dim() == 2 && ids.size(1) == 1, "[", op, "] expected ids [batch, 1], got ",
+             ids.sizes());
+  KILN_CHECK(pos.dtype() == kInt64 && (pos.numel() == 1 || pos.numel() == ids.size(0)), "[", op,
+             "] expected pos as one int64 element or int64 [", ids.size(0), "], got ", pos.dtype(),
+             " ", pos.sizes());
+  KILN_CHECK(cache.k.size() == layers && cache.batch() == ids.size(0), "[", op,
+             "] expected a cache of ", layers, " ", unit, " and batch ", ids.size(0), ", got ",
+             cache.k.size(), " and ", cache.batch());
+}
+
+Tensor rows_at(const Tensor& hidden, const Tensor& last) {
+  const int64_t b = hidden.size(0), d = hidden.size(2);
+  KILN_CHECK(last.dtype() == kInt64 && last.numel() == b, "[prefill] expected last as int64 [", b,
+             "], got ", last.dtype(), " ", last.sizes());
+  return gather(hidden, 1, last.reshape({b, 1, 1}).expand({b, 1, d})).view({b, d});
 }
 
 }  // namespace kiln::nn

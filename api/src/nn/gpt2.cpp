@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "api/src/nn/cache_steps.h"
 #include "api/src/nn/json_file.h"
 #include "api/src/nn/weight_loader.h"
 #include "kiln/jit.h"
@@ -267,27 +268,9 @@ GPT2::Cache GPT2::make_cache(int64_t batch, int64_t length) const {
                        config_.d_model / config_.n_head, TensorOptions(dtype_).device(device_));
 }
 
-namespace {
-
-// hidden [B, T, d] at row b's position last[b] -> [B, d].
-Tensor rows_at(const Tensor& hidden, const Tensor& last) {
-  const int64_t b = hidden.size(0), d = hidden.size(2);
-  KILN_CHECK(last.dtype() == kInt64 && last.numel() == b, "[prefill] expected last as int64 [", b,
-             "], got ", last.dtype(), " ", last.sizes());
-  return gather(hidden, 1, last.reshape({b, 1, 1}).expand({b, 1, d})).view({b, d});
-}
-
-}  // namespace
-
 Tensor GPT2::prefill(const Tensor& ids, Cache& cache, const std::optional<Tensor>& last) const {
-  KILN_CHECK(ids.dim() == 2, "[GPT2::prefill] expected token ids [batch, tokens], got ",
-             ids.sizes());
-  KILN_CHECK(cache.k.size() == blocks.size() && cache.batch() == ids.size(0),
-             "[GPT2::prefill] expected a cache of ", blocks.size(), " blocks and batch ",
-             ids.size(0), ", got ", cache.k.size(), " and ", cache.batch());
+  check_prefill("GPT2::prefill", ids, cache, blocks.size(), "blocks");
   const int64_t t = ids.size(1);
-  KILN_CHECK(t <= cache.length(), "[GPT2::prefill] expected at most ", cache.length(),
-             " tokens (the cache length), got ", t);
   Tensor pos = arange(t, TensorOptions(kInt64).device(device_));
   Tensor h = embedding(wte, ids) + embedding(wpe, pos);
   for (size_t i = 0; i < blocks.size(); ++i) {
@@ -298,14 +281,7 @@ Tensor GPT2::prefill(const Tensor& ids, Cache& cache, const std::optional<Tensor
 }
 
 Tensor GPT2::decode_step(const Tensor& ids, const Tensor& pos, Cache& cache) const {
-  KILN_CHECK(ids.dim() == 2 && ids.size(1) == 1,
-             "[GPT2::decode_step] expected ids [batch, 1], got ", ids.sizes());
-  KILN_CHECK(pos.dtype() == kInt64 && (pos.numel() == 1 || pos.numel() == ids.size(0)),
-             "[GPT2::decode_step] expected pos as one int64 element or int64 [", ids.size(0),
-             "], got ", pos.dtype(), " ", pos.sizes());
-  KILN_CHECK(cache.k.size() == blocks.size() && cache.batch() == ids.size(0),
-             "[GPT2::decode_step] expected a cache of ", blocks.size(), " blocks and batch ",
-             ids.size(0), ", got ", cache.k.size(), " and ", cache.batch());
+  check_decode("GPT2::decode_step", ids, pos, cache, blocks.size(), "blocks");
   Tensor p = pos.reshape({-1});  // [1] (every row) or [B] (per row)
   Tensor h = embedding(wte, ids) + embedding(wpe, p).unsqueeze(1);
   for (size_t i = 0; i < blocks.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "api/src/nn/cache_steps.h"
 #include "api/src/nn/weight_loader.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
@@ -94,22 +95,6 @@ Llama Llama::from_pretrained(const std::string& folder, Device device, std::opti
 
 // ---------------------------------------------------------------------------
 
-namespace {
-
-void check_ids(const Tensor& ids, const char* op) {
-  KILN_CHECK(ids.defined() && ids.dim() == 2, "[", op, "] expected token ids [batch, tokens], got ",
-             ids.defined() ? ids.sizes() : IntArrayRef());
-}
-
-Tensor rows_at(const Tensor& hidden, const Tensor& last) {
-  const int64_t b = hidden.size(0), d = hidden.size(2);
-  KILN_CHECK(last.dtype() == kInt64 && last.numel() == b, "[prefill] expected last as int64 [", b,
-             "], got ", last.dtype(), " ", last.sizes());
-  return gather(hidden, 1, last.reshape({b, 1, 1}).expand({b, 1, d})).view({b, d});
-}
-
-}  // namespace
-
 Tensor Llama::forward_hidden(const Tensor& ids) const {
   check_ids(ids, "Llama");
   Tensor h = embed_tokens.forward(ids);
@@ -137,12 +122,7 @@ Llama::Cache Llama::make_cache(int64_t batch, int64_t length) const {
 }
 
 Tensor Llama::prefill(const Tensor& ids, Cache& cache, const std::optional<Tensor>& last) const {
-  check_ids(ids, "Llama::prefill");
-  KILN_CHECK(cache.k.size() == layers.size() && cache.batch() == ids.size(0),
-             "[Llama::prefill] expected a cache of ", layers.size(), " layers and batch ",
-             ids.size(0), ", got ", cache.k.size(), " and ", cache.batch());
-  KILN_CHECK(ids.size(1) <= cache.length(), "[Llama::prefill] expected at most ", cache.length(),
-             " tokens (the cache length), got ", ids.size(1));
+  check_prefill("Llama::prefill", ids, cache, layers.size(), "layers");
   Tensor h = embed_tokens.forward(ids);
   for (size_t i = 0; i < layers.size(); ++i) {
     h = layers[i].forward(h, rotary, &cache.k[i], &cache.v[i]);
@@ -152,14 +132,7 @@ Tensor Llama::prefill(const Tensor& ids, Cache& cache, const std::optional<Tenso
 }
 
 Tensor Llama::decode_step(const Tensor& ids, const Tensor& pos, Cache& cache) const {
-  KILN_CHECK(ids.dim() == 2 && ids.size(1) == 1,
-             "[Llama::decode_step] expected ids [batch, 1], got ", ids.sizes());
-  KILN_CHECK(pos.dtype() == kInt64 && (pos.numel() == 1 || pos.numel() == ids.size(0)),
-             "[Llama::decode_step] expected pos as one int64 element or int64 [", ids.size(0),
-             "], got ", pos.dtype(), " ", pos.sizes());
-  KILN_CHECK(cache.k.size() == layers.size() && cache.batch() == ids.size(0),
-             "[Llama::decode_step] expected a cache of ", layers.size(), " layers and batch ",
-             ids.size(0), ", got ", cache.k.size(), " and ", cache.batch());
+  check_decode("Llama::decode_step", ids, pos, cache, layers.size(), "layers");
   Tensor h = embed_tokens.forward(ids);
   for (size_t i = 0; i < layers.size(); ++i) {
     h = layers[i].forward_decode(h, rotary, cache.k[i], cache.v[i], pos);
