@@ -287,10 +287,9 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_
   return out;
 }
 
-// Writes src (or value) into `out` at index positions along dim.
-void scatter_into(const char* op, Mode mode, const Tensor& out, int64_t dim, const Tensor& index,
-                  const Tensor& src, double value) {
-  const int64_t d = out.dim() == 0 ? 0 : wrap_dim(dim, out.dim(), op);
+// The geometry of a scatter along dim d: the index's iteration space, out's
+// strides with dim d zeroed (the index picks it), src's (or none for a value).
+IndexLaunch scatter_launch(const Tensor& out, int64_t d, const Tensor& index, const Tensor& src) {
   IndexLaunch l;
   l.iter = cpu::nonempty_sizes(index);
   l.dst_st = zero_at(cpu::nonempty_strides(out), d);
@@ -299,6 +298,14 @@ void scatter_into(const char* op, Mode mode, const Tensor& out, int64_t dim, con
   l.kstride = cpu::nonempty_strides(out)[d];
   l.bound = cpu::nonempty_sizes(out)[d];
   l.dim = d;
+  return l;
+}
+
+// Writes src (or value) into `out` at index positions along dim.
+void scatter_into(const char* op, Mode mode, const Tensor& out, int64_t dim, const Tensor& index,
+                  const Tensor& src, double value) {
+  const int64_t d = out.dim() == 0 ? 0 : wrap_dim(dim, out.dim(), op);
+  IndexLaunch l = scatter_launch(out, d, index, src);
   l.value = value;
   if (mode == Mode::ScatterAdd && is_reduced_float(out.dtype())) {
     // Note [CUDA ordered scatter_add]
@@ -499,14 +506,7 @@ void scatter_reduce_into(const char* op, const Tensor& out, int64_t dim, const T
   if (index.numel() == 0) return;
   const int64_t d = out.dim() == 0 ? 0 : wrap_dim(dim, out.dim(), op);
   const ReduceSpec spec{r, include_self, value != nullptr, out.dtype()};
-  IndexLaunch l;
-  l.iter = cpu::nonempty_sizes(index);
-  l.dst_st = zero_at(cpu::nonempty_strides(out), d);
-  l.src_st = src.defined() ? cpu::nonempty_strides(src) : DimVector(l.iter.size(), 0);
-  l.idx_st = cpu::nonempty_strides(index);
-  l.kstride = cpu::nonempty_strides(out)[d];
-  l.bound = cpu::nonempty_sizes(out)[d];
-  l.dim = d;
+  IndexLaunch l = scatter_launch(out, d, index, src);
   l.line = l.iter[d];
   l.src_step = l.src_st[d];
   l.idx_step = l.idx_st[d];
