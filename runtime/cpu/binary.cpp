@@ -10,6 +10,7 @@
 #include "runtime/core/dtype_dispatch.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/core/type_promotion.h"
+#include "runtime/core/wrapping.h"
 #include "runtime/cpu/loops.h"
 
 namespace kiln::cpu {
@@ -65,14 +66,10 @@ Tensor add_sub(const char* op, Form form, const Tensor& self, const Tensor& othe
       if constexpr (std::is_same_v<T, bool>) {
         bool a = alpha.to_bool();
         cpu_kernel<T>(it, [a](bool x, bool y) { return x || (a && y); });
-      } else if constexpr (std::is_integral_v<M> && std::is_signed_v<M>) {
-        // Integers wrap as PyTorch's do (two's complement), without the
-        // undefined behaviour of signed overflow: the sums are unsigned.
-        using U = std::make_unsigned_t<M>;
-        const U a = kSub ? U(0) - static_cast<U>(alpha.to<M>()) : static_cast<U>(alpha.to<M>());
-        cpu_kernel<T>(it, [a](M x, M y) {
-          return static_cast<M>(static_cast<U>(x) + a * static_cast<U>(y));
-        });
+      } else if constexpr (std::is_integral_v<M>) {
+        // Integers wrap as PyTorch's do (Note [Integer wrap-around]).
+        const M a = kSub ? wrap_neg(alpha.to<M>()) : alpha.to<M>();
+        cpu_kernel<T>(it, [a](M x, M y) { return wrap_add(x, wrap_mul(a, y)); });
       } else {
         M a = alpha.to<M>();
         if (kSub) a = -a;
@@ -117,7 +114,7 @@ Tensor mul_impl(const char* op, Form form, const Tensor& s, const Tensor& o, con
       if constexpr (std::is_same_v<T, bool>) {
         cpu_kernel<T>(it, [](bool x, bool y) { return x && y; });
       } else {
-        cpu_kernel<T>(it, [](M x, M y) { return x * y; });
+        cpu_kernel<T>(it, [](M x, M y) { return wrap_mul(x, y); });
       }
     });
   });

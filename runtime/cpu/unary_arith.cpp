@@ -8,21 +8,11 @@
 #include <type_traits>
 
 #include "kiln/dispatch.h"
+#include "runtime/core/wrapping.h"
 #include "runtime/cpu/loops.h"
 
 namespace kiln::cpu {
 namespace {
-
-// -x in two's complement for integers (no signed overflow), plain negation else.
-template <class M>
-M wrapping_neg(M x) {
-  if constexpr (std::is_integral_v<M>) {
-    using U = std::make_unsigned_t<M>;
-    return static_cast<M>(static_cast<U>(U{0} - static_cast<U>(x)));
-  } else {
-    return -x;
-  }
-}
 
 // self's dtype in, the same dtype out; `allowed` lists the dtypes admitted.
 template <class Body>
@@ -40,7 +30,7 @@ Tensor neg_impl(const char* op, Form form, const Tensor& self, const Tensor* out
              "] expected a non-bool tensor, got bool; use logical_not to invert a mask");
   return same_dtype_unary(op, form, self, out, kNoBoolMask, [&](TensorIter& it) {
     visit_allowed<kNoBoolMask>(it.dtype(), op, [&]<class T>() {
-      cpu_kernel<T>(it, [](opmath_t<T> x) { return wrapping_neg(x); });
+      cpu_kernel<T>(it, [](opmath_t<T> x) { return wrap_neg(x); });
     });
   });
 }
@@ -52,7 +42,7 @@ Tensor abs_impl(const char* op, Form form, const Tensor& self, const Tensor* out
       if constexpr (std::is_unsigned_v<T>) {
         cpu_kernel<T>(it, [](M x) { return x; });
       } else if constexpr (std::is_integral_v<T>) {
-        cpu_kernel<T>(it, [](M x) { return x < 0 ? wrapping_neg(x) : x; });
+        cpu_kernel<T>(it, [](M x) { return x < 0 ? wrap_neg(x) : x; });
       } else {
         cpu_kernel<T>(it, [](M x) { return std::abs(x); });
       }

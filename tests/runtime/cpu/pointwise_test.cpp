@@ -263,6 +263,44 @@ TEST(PointwiseIntegers, MinDividedByMinusOneWraps) {
   check_int_min_by_minus_one<int32_t>(kiln::kInt32);
 }
 
+// add, sub (with alpha) and mul at the extremes of each integer type wrap in
+// two's complement (Note [Integer wrap-around]); the expected values are the
+// exact results reduced modulo 2^bits. Under UBSan this also proves there is no
+// signed overflow, including the promotion of 8- and 16-bit operands to int.
+template <class T>
+void check_wrapping_arithmetic(DType dt) {
+  const T lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  const std::vector<T> xs = {lo, hi, T(-1), T(3), T(0), hi};
+  const std::vector<T> ys = {T(-1), hi, lo, T(-3), hi, T(2)};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Tensor x = kiln::tensor<T>(xs, {n}), y = kiln::tensor<T>(ys, {n});
+  ASSERT_EQ(x.dtype(), dt);
+  auto low_bits = [](__int128 v) {
+    return static_cast<int64_t>(static_cast<T>(static_cast<uint64_t>(v)));
+  };
+  std::vector<int64_t> add, sub, sub3, mul;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const __int128 a = xs[i], b = ys[i];
+    add.push_back(low_bits(a + b));
+    sub.push_back(low_bits(a - b));
+    sub3.push_back(low_bits(a - 3 * b));
+    mul.push_back(low_bits(a * b));
+  }
+  EXPECT_EQ(kiln::add(x, y).tolist<int64_t>(), add) << dt;
+  EXPECT_EQ(kiln::sub(x, y).tolist<int64_t>(), sub) << dt;
+  EXPECT_EQ(kiln::sub(x, y, 3).tolist<int64_t>(), sub3) << dt;
+  EXPECT_EQ(kiln::mul(x, y).tolist<int64_t>(), mul) << dt;
+}
+
+TEST(PointwiseIntegers, AddSubMulWrapInEveryIntegerType) {
+  kiln::EagerGuard eager;  // the eager kernels; fused integer code is checked against them
+  check_wrapping_arithmetic<int64_t>(kiln::kInt64);
+  check_wrapping_arithmetic<int32_t>(kiln::kInt32);
+  check_wrapping_arithmetic<int16_t>(kiln::kInt16);
+  check_wrapping_arithmetic<int8_t>(kiln::kInt8);
+  check_wrapping_arithmetic<uint8_t>(kiln::kUInt8);
+}
+
 TEST(PointwiseIntegers, PowWrapsAndNegativeExponents) {
   Tensor base = kiln::tensor<int64_t>({3, -1, -1, 1, 0, 2});
   Tensor exp = kiln::tensor<int64_t>({40, -3, -4, -7, -1, 64});
