@@ -2,15 +2,19 @@
 # Builds examples/ the way a program outside kiln would, and runs it:
 #   scripts/consumer.sh [BUILD_DIR]     against kiln installed from BUILD_DIR (default build)
 #                                       with cmake --install, found by find_package(kiln)
-#   scripts/consumer.sh --subdirectory  with kiln's source tree as add_subdirectory(kiln)
+#   scripts/consumer.sh --subdirectory [CMAKE_ARGS...]
+#                                       with kiln's source tree as add_subdirectory(kiln);
+#                                       CMAKE_ARGS (e.g. -DKILN_CUDA=OFF) go to that configure
 # then serves a few requests with a random tiny Llama and a random tiny GPT-2 on the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 if [ "${1:-}" = "--subdirectory" ]; then
+  shift
   out=build-consumer-subdirectory
-  cmake -S examples -B "$out" -G Ninja -DKILN_SOURCE_DIR="$PWD" -DKILN_WERROR=ON
+  rm -rf "$out"
+  cmake -S examples -B "$out" -G Ninja -DKILN_SOURCE_DIR="$PWD" -DKILN_WERROR=ON "$@"
 else
   build=${1:-build}
   out=$build/consumer

@@ -99,20 +99,24 @@ if [ "$oracle" = 1 ]; then
     /usr/bin/python3 generate.py --out "$bundle/oracle")
 fi
 
-cp perf/torch_gpu.py perf/compare_gpu.py "$bundle/"
+cp perf/torch_gpu.py perf/compare_gpu.py perf/ncu_kernels.py "$bundle/"
 
 cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs kiln's tests (GPU suites included), the op oracle on the GPU, and the
 # benchmarks beside PyTorch, from this bundle:
 #   run.sh [--filter GTEST_FILTER] [--test-shards N] [--no-tests] [--no-oracle]
-#          [--oracle-modes "eager lazy"] [--no-bench] [--no-torch]
+#          [--oracle-modes "eager lazy"] [--no-bench] [--no-torch] [--layer-ops]
+#          [--ncu "WORKLOAD:SHAPE ..."]
+#   --layer-ops  kiln-layer-ops (a GPT-2 block kernel by kernel) at the reference shapes
+#   --ncu        each compiled call's kernels timed one by one by Nsight Compute
+#                (ncu_kernels.py), where ncu is installed
 # Logs: $OUT when set, else ./gpu-logs. Exit status: nonzero when a test failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$(pwd)/gpu-logs}
 mkdir -p "$out"
-filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy" test_shards=1
+filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy" test_shards=1 layer_ops=0 ncu=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --filter) filter=$2; shift ;;
@@ -122,6 +126,8 @@ while [ $# -gt 0 ]; do
     --oracle-modes) modes=$2; shift ;;
     --no-bench) bench=0 ;;
     --no-torch) torch=0 ;;
+    --layer-ops) layer_ops=1 ;;
+    --ncu) ncu=$2; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -212,6 +218,34 @@ if [ $bench = 1 ]; then
       --shape "${w#*:}" --mode compile --iters 200 --json 2>&1 >/dev/null | grep "compile profile"
   done
   tail -5 "$out/bench.err"
+fi
+
+if [ $layer_ops = 1 ]; then
+  for shape in "1 1 1024" "8 1 1024" "1 128 1024" "8 128 1024"; do
+    set -- $shape
+    echo "== kiln-layer-ops --batch $1 --tokens $2 --cache $3"
+    "$here/kiln-layer-ops" --device cuda --batch $1 --tokens $2 --cache $3 2>&1 |
+      tee "$out/layer-ops-$1x$2.log" || status=1
+  done
+fi
+
+if [ -n "$ncu" ]; then
+  ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for w in $ncu; do
+    name=${w%%:*} shape=${w#*:}
+    echo "== ncu: kernels of one compiled call, $name $shape"
+    if [ -z "$ncu_bin" ]; then echo "ncu not found"; break; fi
+    "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+      --export "$out/ncu-$name-$shape" -f "$here/kiln-bench" --device cuda --workload "$name" \
+      --shape "$shape" --mode compile --iters 5 --json > "$out/ncu-$name-$shape.jsonl" \
+      2> "$out/ncu-$name-$shape.err" || { status=1; tail -5 "$out/ncu-$name-$shape.err"; continue; }
+    "$ncu_bin" --import "$out/ncu-$name-$shape.ncu-rep" --csv --page raw --print-units base \
+      > "$out/ncu-$name-$shape.csv"
+    rm -f "$out/ncu-$name-$shape.ncu-rep"
+    kpc=$(grep -m1 '^{' "$out/ncu-$name-$shape.jsonl" |
+      python3 -c "import json,sys; print(round(json.loads(sys.stdin.read())['kernels_per_call']))")
+    python3 "$here/ncu_kernels.py" "$out/ncu-$name-$shape.csv" --per-call "$kpc" | tee "$out/ncu-$name-$shape.txt"
+  done
 fi
 
 if [ $torch = 1 ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then

@@ -39,6 +39,9 @@ if [ "$quick" = 0 ]; then
   # Without the CUDA toolkit: every target, the unit suites and the oracle
   # (about 6 minutes on 2 cores, most of it the build).
   run_suite build-nocuda -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=OFF
+  # kiln as add_subdirectory(kiln) of the examples (the README's other way in),
+  # without CUDA to keep it short: the library alone, then the examples served.
+  scripts/consumer.sh --subdirectory -DKILN_CUDA=OFF
   # Sanitizers: RelWithDebInfo keeps it fast enough; leaks are checked too.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined
