@@ -19,7 +19,28 @@
 namespace kiln::jit::cpu {
 namespace {
 
-constexpr int64_t kGrain = 32768;  // elements per task
+// Note [Task grain]
+// A fused kernel splits its elements over TBB workers only where each task is
+// worth handing over (waking a worker and joining it cost a microsecond or
+// two). Cheap bodies (a few instructions per vector: memory-bound adds,
+// casts, a GELU) keep PyTorch's fixed grain of 32,768 elements. Costly ones
+// (chains of exp, sigmoid, tanh, pow: hundreds of instructions per vector)
+// would run 4,096 elements alone for 10 us while the other core idles, so the
+// grain shrinks with the work per element, estimated by the machine code of
+// the kernel's vector body: kTaskWork code bytes x elements is a task of
+// about 4 us on a core of this class (chain16's body, 77 bytes an element,
+// ran 4,096 elements in 10.5 us). Results do not depend on the split: every
+// element is computed by the same code wherever its task runs.
+constexpr int64_t kGrain = 32768;     // elements per task, at most
+constexpr int64_t kMinGrain = 1024;   // elements per task, at least
+constexpr double kTaskWork = 131072;  // code bytes x elements per task
+constexpr double kCheapBytes = 4;     // a body this small per element keeps kGrain
+
+int64_t task_grain(const CpuPointwiseKernel& kernel) {
+  const double per_element = std::max(kernel.code_bytes_per_element(), kCheapBytes);
+  const auto grain = static_cast<int64_t>(kTaskWork / per_element) & ~int64_t{63};
+  return std::clamp(grain, kMinGrain, kGrain);
+}
 
 std::atomic<int64_t> g_compiled{0};
 std::atomic<int64_t> g_groups_run{0};
@@ -224,10 +245,11 @@ bool run_pointwise_cpu(const FusedGroup& g) {
       begin += n;
     }
   };
-  if (numel < 2 * kGrain) {
+  const int64_t grain = task_grain(*kernel);
+  if (numel < 2 * grain) {
     run_range(0, numel);
   } else {
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, numel, kGrain),
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, numel, grain),
                       [&](const tbb::blocked_range<int64_t>& r) { run_range(r.begin(), r.end()); });
   }
   for (const Tensor& t : g.outputs) t.impl()->bump_version();

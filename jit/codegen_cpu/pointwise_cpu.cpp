@@ -451,9 +451,10 @@ int body_copies(const PointwiseKernel& k, BodyEmitter::Live live, Isa isa) {
 }
 
 // Emits the kernel's loops into e with `copies` body copies in the unrolled
-// loop; a negative count is first set to body_copies' estimate.
+// loop; a negative count is first set to body_copies' estimate. Sets
+// `body_bytes` to the machine code of one vector's body (Note [Task grain]).
 void generate(Emitter& e, const PointwiseKernel& kernel, const std::vector<RunLayout>& layouts,
-              int& copies) {
+              int& copies, size_t& body_bytes) {
   auto& as = e.as();
   Gp args = e.arg(0);
   Gp n = e.acquire_gp(), i = e.acquire_gp(), tmp = e.acquire_gp(), rem = e.acquire_gp();
@@ -478,7 +479,9 @@ void generate(Emitter& e, const PointwiseKernel& kernel, const std::vector<RunLa
   as.sub(rem, i);
   as.cmp(rem, e.lanes());
   as.jl(tail);
+  const size_t body_start = as.offset();
   body.emit(nullptr);
+  body_bytes = as.offset() - body_start;
   as.add(i, e.lanes());
   as.jmp(one);
   e.bind(tail);
@@ -533,10 +536,11 @@ CpuPointwiseKernel::CpuPointwiseKernel(JitRuntime& rt, Isa isa, const PointwiseK
   // The copy count is an estimate; should the unrolled body still run out of
   // registers, fewer copies are tried (one copy fits whenever the body does).
   int copies = -1;
+  size_t body_bytes = 0;
   for (;;) {
     Emitter e(isa, name, 1);
     try {
-      generate(e, kernel, layouts, copies);
+      generate(e, kernel, layouts, copies, body_bytes);
     } catch (const Error&) {
       if (copies <= 1) throw;
       --copies;
@@ -544,10 +548,12 @@ CpuPointwiseKernel::CpuPointwiseKernel(JitRuntime& rt, Isa isa, const PointwiseK
     }
     code_ = JitCode(rt, e);
     listing_ = e.listing();
+    code_bytes_per_element_ = static_cast<double>(body_bytes) / isa_lanes(isa);
     break;
   }
   KILN_LOG(OutputCode, "fused CPU kernel ", name, " (", isa_name(isa), ", ", copies,
-           " vectors per unrolled trip):\n", kernel.str(), listing_);
+           " vectors per unrolled trip, ", code_bytes_per_element_, " code bytes per element):\n",
+           kernel.str(), listing_);
 }
 
 }  // namespace kiln::jit::cpu

@@ -62,10 +62,14 @@ class CpuPointwiseKernel {
                      const std::vector<RunLayout>& layouts);
   void run(const CpuRun& r) const { code_.as<void (*)(const CpuRun*)>()(&r); }
   const std::string& listing() const { return listing_; }
+  // Machine code bytes of the body per element: the launcher's estimate of
+  // the work an element costs (Note [Task grain] in launch_cpu.cpp).
+  double code_bytes_per_element() const { return code_bytes_per_element_; }
 
  private:
   JitCode code_;
   std::string listing_;
+  double code_bytes_per_element_ = 0;
 };
 
 // True when the generator handles every dtype and primitive of `kernel`.
