@@ -23,6 +23,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 
 #include "jit/plan/pipeline.h"
 #include "jit/record/lazy_kernel.h"
@@ -153,12 +154,23 @@ bool in_place_ok(const Tensor& self, std::initializer_list<const Tensor*> inputs
   return true;
 }
 
-// The arguments boxed as the dispatcher boxes them for the fallback.
+// The arguments boxed as the dispatcher boxes them for the fallback. Tensors
+// and Scalars box as IValue's own constructor does: built in place, with no
+// temporary IValue to move and destroy.
+template <class A>
+void push_boxed(Stack& s, const A& a) {
+  if constexpr (std::is_same_v<A, Tensor> || std::is_same_v<A, Scalar>) {
+    s.emplace_back(a);
+  } else {
+    s.push_back(detail::box(a));
+  }
+}
+
 template <class... A>
 Stack make_stack(const A&... args) {
   Stack s = node_stack();
   s.reserve(sizeof...(A));
-  (s.push_back(detail::box(args)), ...);
+  (push_boxed(s, args), ...);
   return s;
 }
 

@@ -295,6 +295,14 @@ void TraceBuffer::note_stream(const Node& node) {
   streams_.emplace_back(node.device, now);
 }
 
+void TraceBuffer::Lock::lock_contended() {
+  // Mark the lock contended (2) and sleep until it is given back; whoever
+  // takes it from here takes it as contended, so its unlock wakes the next.
+  while (state_.exchange(2, std::memory_order_acquire) != 0) {
+    state_.wait(2, std::memory_order_relaxed);
+  }
+}
+
 void TraceBuffer::append(Node&& node) {
   for (;;) {
     StorageImpl* wait = nullptr;
