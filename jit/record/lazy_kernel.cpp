@@ -18,7 +18,25 @@
 
 namespace kiln {
 
-EagerGuard::EagerGuard() : guard_(DispatchKey::Lazy) {}
+namespace {
+
+// Note [Entering eager mode]
+// An op run eagerly takes effect at once, while what the thread recorded
+// before runs later: an eager in-place write inside an EagerGuard would be
+// seen by a recorded read that came before it (y = x * 2; then, eagerly,
+// x.add_(1): y must not see the new x). So entering a guard from lazy mode
+// first runs the thread's trace (a graph break when jit::compile traces).
+// Writes from other threads, or by the host through data_ptr(), to a tensor
+// that a recorded op reads are Note [Pending state across threads]'s
+// uncovered case.
+DispatchKey run_recorded_first() {
+  if (jit::is_lazy()) jit::TraceBuffer::current().flush({"an EagerGuard was entered"});
+  return DispatchKey::Lazy;
+}
+
+}  // namespace
+
+EagerGuard::EagerGuard() : guard_(run_recorded_first()) {}
 EagerGuard::~EagerGuard() = default;
 
 namespace jit {

@@ -89,10 +89,12 @@ std::vector<Tensor> node_outputs();
 // Not covered: a trace that only reads a storage (no pending write to it)
 // does not stop another thread from writing it in place before that read
 // runs. A thread that records `y = x * 2`, then hands `x` to a thread that
-// records `x.add_(1)`, may see y computed from the new x. Hand such a tensor
-// over once what reads it is computed (kiln::sync(), or a read of it).
+// records `x.add_(1)`, may see y computed from the new x; so may a host
+// write through x's data_ptr(). Hand such a tensor over, or write its
+// memory, once what reads it is computed (kiln::sync(), or a read of it).
 // Ordering that too would need each storage to list the traces that read it:
-// a cost on every recorded op.
+// a cost on every recorded op. (The same thread's eager writes are ordered:
+// Note [Entering eager mode].)
 
 // Marks a storage whose latest contents come from a trace that has not run.
 class LazyStorage final : public PendingValue {

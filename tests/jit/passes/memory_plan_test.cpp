@@ -195,12 +195,12 @@ TEST_F(MemoryPlanRun, ExternsWriteThroughTheirOutOverloads) {
   // slices. The integer sum's scaling fuses with the add.
   Tensor a = input({5, 7}, "strided", 5), b = input({7, 6}, "transposed", 6);
   auto f = [&] { return kiln::sum(kiln::mm(a, b) > 0.1f, {1}, true) * 2.0f + a.narrow(1, 0, 1); };
-  Tensor lazy = f();
   Tensor eager;
   {
-    kiln::EagerGuard g;
+    kiln::EagerGuard g;  // first: entering it runs what this thread recorded
     eager = f();
   }
+  Tensor lazy = f();
   EXPECT_EQ(kiln::jit::TraceBuffer::current().describe_pending(),
             "extern[mm] fused[gt.Tensor -> 1 out] extern[sum.dim_IntList] "
             "fused[mul.Tensor add.Tensor -> 1 out]");

@@ -99,6 +99,31 @@ TEST(Trace, InPlaceIntoARealTensorLikeAKvCache) {
   EXPECT_FALSE(cache_l.is_pending());
 }
 
+// Note [Entering eager mode]: an eager write after a recorded read of the same
+// tensor does not reach that read, in place or through out=, and the values
+// computed in the guard are the eager ones.
+TEST(Trace, EagerWritesAfterARecordedReadDoNotReachIt) {
+  Tensor x = seq({4});
+  Tensor out = seq({4}, 10.0f);
+  kiln::jit::flush();
+  Tensor y = x * 2.0f;    // recorded: reads x
+  Tensor z = out + 1.0f;  // recorded: reads out
+  {
+    kiln::EagerGuard g;
+    EXPECT_FALSE(y.is_pending());  // the trace ran on entry
+    x.add_(100.0f);
+    kiln::mul_out(out, x, x);
+  }
+  Tensor expected_y, expected_z;
+  {
+    kiln::EagerGuard g;
+    expected_y = seq({4}) * 2.0f;
+    expected_z = seq({4}, 10.0f) + 1.0f;
+  }
+  EXPECT_TENSOR_CLOSE(y, expected_y);
+  EXPECT_TENSOR_CLOSE(z, expected_z);
+}
+
 TEST(Trace, EagerGuardRunsAtOnce) {
   Tensor a = seq({3});
   kiln::EagerGuard g;
