@@ -300,6 +300,7 @@ class EpilogueFolder {
     static const OperatorEntry* addmm_act = &find_op("addmm_act").entry();
     static const OperatorEntry* linear_act = &find_op("linear_act").entry();
     Node& p = nodes_[i];
+    if (!p.device.is_cuda()) return 0;  // nothing folds on the CPU (matmul_epilogue.h)
     if (kinds_[i] == Product::MatmulT) return fold_matmul_t(i);
     const bool is_linear = kinds_[i] == Product::Linear;
     const char* act = "none";
@@ -315,7 +316,7 @@ class EpilogueFolder {
       if (a && absorbed.empty() && r->args[0].is_tensor() && r->args[0].to_tensor().is_same(y)) {
         act = a;
       } else if (const Tensor* res = residual_of(*r, y);
-                 res && is_linear && p.device.is_cuda() && final_between(*res, i, j)) {
+                 res && is_linear && final_between(*res, i, j)) {
         residual = res;
       } else {
         break;
