@@ -104,6 +104,36 @@ bool checks_values(const OperatorEntry& op) {
   return false;
 }
 
+// Rule 6's registry: every thread-owned trace (Note [Reads across traces]),
+// and how many of them have reads recorded.
+struct TraceRegistry {
+  std::mutex mu;
+  std::vector<IntrusivePtr<TraceBuffer>> traces;
+  std::atomic<int> reading{0};
+
+  static TraceRegistry& get() {
+    static auto* r = new TraceRegistry();  // leaked: threads exit during static teardown
+    return *r;
+  }
+  IntrusivePtr<TraceBuffer> add(IntrusivePtr<TraceBuffer> t) {
+    std::lock_guard<std::mutex> lock(mu);
+    t->registered_ = true;
+    traces.push_back(t);
+    return t;
+  }
+  void remove(const TraceBuffer* t) {
+    IntrusivePtr<TraceBuffer> gone;  // released after the lock
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t i = 0; i < traces.size(); ++i) {
+      if (traces[i].get() != t) continue;
+      std::swap(traces[i], traces.back());
+      gone = std::move(traces.back());
+      traces.pop_back();
+      return;
+    }
+  }
+};
+
 namespace {
 // The trace a TraceScope installed on this thread (null: the thread's own).
 thread_local TraceBuffer* t_scoped = nullptr;
@@ -151,13 +181,14 @@ TraceBuffer& TraceBuffer::current() {
   // outputs, whose markers hold the trace: the thread flushes on exit to break
   // that cycle (running what someone still references, dropping the rest).
   struct Holder {
-    IntrusivePtr<TraceBuffer> trace = IntrusivePtr<TraceBuffer>::make();
+    IntrusivePtr<TraceBuffer> trace = TraceRegistry::get().add(IntrusivePtr<TraceBuffer>::make());
     ~Holder() {
       try {
         trace->flush();
       } catch (const std::exception& e) {
         KILN_LOG(Perf, "a trace left by an exiting thread failed: ", e.what());
       }
+      TraceRegistry::get().remove(trace.get());
       while (std::exception_ptr unclaimed = trace->take_unclaimed()) {
         try {
           std::rethrow_exception(unclaimed);
@@ -199,17 +230,29 @@ bool on_argument(const Node& node, const StorageImpl* s) {
 
 }  // namespace
 
-bool TraceBuffer::arguments_ready(const Node& node, StorageImpl** wait) {
+[[gnu::always_inline]] inline bool TraceBuffer::arguments_ready(const Node& node,
+                                                                StorageImpl** wait) {
   // The common case, kept cheap (it runs for every recorded op): no tensor
-  // argument carries a marker but this trace's.
+  // argument carries a marker but this trace's. The same pass notes what the
+  // node reads (rule 6; harmless should the node not go in after all).
   const PendingValue* mine = marker_.get();
   bool plain = true;
   for (const IValue& v : node.args) {
     if (v.is_tensor()) {
       const StorageImpl* s = storage_of(v.to_tensor());
-      const PendingValue* p = s ? s->pending_marker() : nullptr;
-      plain &= p == nullptr || p == mine;
+      if (!s) continue;
+      const PendingValue* p = s->pending_marker();
+      // Only a storage no trace writes needs its read noted: a write to one
+      // pending here goes through rule 3 on any other trace.
+      if (p == nullptr) {
+        note_read(s);
+      } else {
+        plain &= p == mine;
+      }
     } else if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) {
+        if (const StorageImpl* s = storage_of(t)) note_read(s);
+      }
       plain = false;
     }
   }
@@ -303,25 +346,71 @@ void TraceBuffer::Lock::lock_contended() {
   }
 }
 
+void TraceBuffer::clear_reads() {
+  if (!reading_) return;
+  for (std::atomic<uint64_t>& w : reads_) {
+    if (w.load(std::memory_order_relaxed) != 0) w.store(0, std::memory_order_release);
+  }
+  reading_ = false;
+  TraceRegistry::get().reading.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+bool TraceBuffer::may_read(uint32_t bit) const {
+  return (reads_[bit >> 6].load(std::memory_order_acquire) >> (bit & 63)) & 1;
+}
+
+IntrusivePtr<TraceBuffer> TraceBuffer::reader_of_written(const Node& node) {
+  // Inside a running plan (a one-node trace of Note [Eager CUDA ops]) record
+  // order already placed this write (rule 2), as rule 3 does.
+  if (plan_running()) return {};
+  TraceRegistry& r = TraceRegistry::get();
+  // Only this trace's own reads (or none) recorded anywhere: nothing to check.
+  if (r.reading.load(std::memory_order_acquire) <= (reading_ ? 1 : 0)) return {};
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (int w : node.written) {
+    if (!node.args[w].is_tensor()) continue;
+    const StorageImpl* s = storage_of(node.args[w].to_tensor());
+    if (!s) continue;
+    const uint32_t bit = read_bit(s);
+    for (const IntrusivePtr<TraceBuffer>& t : r.traces) {
+      if (t.get() != this && t->may_read(bit)) return t;
+    }
+  }
+  return {};
+}
+
 void TraceBuffer::append(Node&& node) {
   for (;;) {
     StorageImpl* wait = nullptr;
+    IntrusivePtr<TraceBuffer> reader;
     {
       std::lock_guard<Lock> lock(mu_);
       if (arguments_ready(node, &wait)) {
-        if (!marker_) {
-          marker_ = IntrusivePtr<LazyStorage>::make(IntrusivePtr<TraceBuffer>::retain(this));
+        // Rule 6: a write waits for another thread's recorded reads of it.
+        if (!node.written.empty()) reader = reader_of_written(node);
+        if (!reader) {
+          if (!marker_) {
+            marker_ = IntrusivePtr<LazyStorage>::make(IntrusivePtr<TraceBuffer>::retain(this));
+          }
+          if (node.device.is_cuda()) note_stream(node);
+          mark(node);
+          if (!reading_ && registered_) {
+            reading_ = true;
+            TraceRegistry::get().reading.fetch_add(1, std::memory_order_acq_rel);
+          }
+          node.id = next_id_++;
+          nodes_.push_back(std::move(node));
+          if (nodes_.size() >= kMaxNodes && !observer_) flush_locked({"the trace is full"});
+          return;
         }
-        if (node.device.is_cuda()) note_stream(node);
-        mark(node);
-        node.id = next_id_++;
-        nodes_.push_back(std::move(node));
-        if (nodes_.size() >= kMaxNodes && !observer_) flush_locked({"the trace is full"});
-        return;
       }
     }
-    // Rule 3: another trace's write runs first, with no trace lock held here.
-    materialize_for_recording(wait);
+    // Rules 3 and 6: the other trace runs first, with no trace lock held here.
+    if (reader) {
+      reader->flush({"another thread recorded a write to a tensor it reads"});
+    } else {
+      materialize_for_recording(wait);
+    }
   }
 }
 
@@ -384,6 +473,7 @@ void TraceBuffer::flush_locked(FlushCause cause) {
     unclaimed = run_trace(std::move(nodes), marker_.get());
     scope.done();
   }
+  clear_reads();                        // after the reads ran (rule 6)
   constexpr size_t kMaxUnclaimed = 16;  // the first ones say enough
   for (std::exception_ptr& e : unclaimed) {
     if (unclaimed_.size() < kMaxUnclaimed) unclaimed_.push_back(std::move(e));
@@ -409,6 +499,7 @@ std::vector<Node> TraceBuffer::take_nodes() {
   streams_.clear();
   std::vector<Node> nodes;
   nodes.swap(nodes_);
+  clear_reads();  // the nodes are the caller's now
   return nodes;
 }
 

@@ -13,6 +13,7 @@
 // it. It runs whole, but for the steps that depend on a failed one (Note
 // [Failures in a trace] in jit/plan/pipeline.h).
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -86,15 +87,18 @@ std::vector<Tensor> node_outputs();
 //    stream makes its own current stream wait for that work. (A tensor already
 //    computed and handed to another stream is the caller's to order, as in
 //    eager mode.)
-// Not covered: a trace that only reads a storage (no pending write to it)
-// does not stop another thread from writing it in place before that read
-// runs. A thread that records `y = x * 2`, then hands `x` to a thread that
-// records `x.add_(1)`, may see y computed from the new x; so may a host
-// write through x's data_ptr(). Hand such a tensor over, or write its
-// memory, once what reads it is computed (kiln::sync(), or a read of it).
-// Ordering that too would need each storage to list the traces that read it:
-// a cost on every recorded op. (The same thread's eager writes are ordered:
-// Note [Entering eager mode].)
+// 6. A write recorded on one trace to a storage that another thread's trace
+//    has recorded a read of, and not run yet, runs that trace first (a
+//    thread that records `y = x * 2`, then hands `x` to a thread that
+//    records `x.add_(1)`: y is computed from the old x). Each thread's trace
+//    keeps a filter of the storages its nodes read (Note [Reads across
+//    traces]); a write checks the other threads' filters, and a hit flushes
+//    that trace, holding no trace lock, as rule 3 does.
+// Not covered: a host write through data_ptr(), an eager write on another
+// thread (inside its EagerGuard), or a write while jit::compile traces,
+// to a storage a pending trace reads: write such memory once what reads it
+// is computed (kiln::sync(), or a read of it). (The same thread's eager
+// writes are ordered: Note [Entering eager mode].)
 
 // Marks a storage whose latest contents come from a trace that has not run.
 class LazyStorage final : public PendingValue {
@@ -237,6 +241,39 @@ class TraceBuffer final : public RefCounted {
   // Whether `node`'s arguments may go in as they are (rule 3); else the
   // storage to compute first (`*wait`). Throws the error of a failed one.
   bool arguments_ready(const Node& node, StorageImpl** wait);
+  // Note [Reads across traces]
+  // Rule 6 needs to know, at a write, which other traces read the storage
+  // and have not run. Listing readers on each storage would cost every
+  // recorded op a write to shared memory (weights are read by every thread's
+  // trace). Instead each thread's own trace keeps a Bloom filter of the
+  // storages its pending nodes read: 8192 bits, one per hash of the
+  // storage's address, set by the owner while recording (a load and, the
+  // first time, a store per tensor argument) and cleared once the trace has
+  // run (release stores, so a writer that then finds the bit clear writes
+  // after those reads). A write recorded on another trace checks the filters
+  // of the registered traces (only when some trace besides its own has
+  // reads): a false hit, about 4% with 300 storages read, flushes a trace
+  // early, never wrongly.
+  static constexpr int kReadWords = 128;
+  // A storage's bit: its address past the low bits every StorageImpl shares,
+  // folded onto 13 bits (8192 = 64 * kReadWords).
+  static uint32_t read_bit(const StorageImpl* s) {
+    const auto a = reinterpret_cast<uintptr_t>(s);
+    return static_cast<uint32_t>(((a >> 6) ^ (a >> 19)) & 8191);
+  }
+  // Sets `s`'s bit (owner only, under mu_; others read the filter).
+  void note_read(const StorageImpl* s) {
+    const uint32_t bit = read_bit(s);
+    std::atomic<uint64_t>& word = reads_[bit >> 6];
+    const uint64_t mask = uint64_t{1} << (bit & 63);
+    const uint64_t w = word.load(std::memory_order_relaxed);
+    if (!(w & mask)) word.store(w | mask, std::memory_order_relaxed);
+  }
+  void clear_reads();
+  bool may_read(uint32_t bit) const;
+  // The first other registered trace that may read what `node` writes.
+  IntrusivePtr<TraceBuffer> reader_of_written(const Node& node);
+  friend struct TraceRegistry;
   void mark(const Node& node);
   void flush_locked(FlushCause cause);
   void note_stream(const Node& node);
@@ -252,6 +289,12 @@ class TraceBuffer final : public RefCounted {
   std::vector<std::exception_ptr> unclaimed_;
   // CUDA: per device, the stream the recorded nodes run on (rule 5).
   std::vector<std::pair<Device, void*>> streams_;
+  // Rule 6: the storages the pending nodes read (owner-written, read by
+  // others), whether any bit is set, and whether a thread owns this trace
+  // (only those are registered and keep a filter).
+  std::array<std::atomic<uint64_t>, kReadWords> reads_{};
+  bool reading_ = false;
+  bool registered_ = false;
 };
 // Makes `trace` the calling thread's current trace for its lifetime.
 class TraceScope {

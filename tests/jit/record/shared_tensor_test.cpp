@@ -174,6 +174,45 @@ TEST(SharedTensors, InPlaceWritesFromAnotherThreadAreKept) {
   EXPECT_FLOAT_EQ(noise[0].item<float>(), 8.0f * rounds);
 }
 
+// Rule 6: a thread records reads of a computed tensor (nothing pending on
+// it), hands the tensor to a helper, which records in-place writes to it
+// (add_, a whole-storage copy_, index_copy_) and runs them: the reads,
+// still pending on the first thread, see the values from before the writes.
+TEST(SharedTensors, WritesFromAnotherThreadWaitForEarlierReads) {
+  const int rounds = scaled(1500);
+  Channel<std::optional<Tensor>> to_helper;
+  Channel<int> done;
+  std::thread helper([&] {
+    Tensor idx = kiln::tensor<int64_t>({1, 5});
+    Tensor src = kiln::full({2}, -7.0f);
+    for (int i = 0;; ++i) {
+      std::optional<Tensor> t = to_helper.pop();
+      if (!t) break;
+      if (i % 3 == 0) t->add_(100.0f);
+      if (i % 3 == 1) t->copy_(kiln::full({8}, -1.0f));
+      if (i % 3 == 2) kiln::index_copy_(*t, 0, idx, src);
+      kiln::sync();  // the helper's write runs now, before the owner's reads
+      done.push(i);
+    }
+  });
+  int wrong = 0;
+  for (int i = 0; i < rounds; ++i) {
+    Tensor x = kiln::full({8}, static_cast<float>(i));
+    kiln::sync();         // x is computed: nothing pending on it
+    Tensor y = x * 2.0f;  // recorded reads of x
+    Tensor z = kiln::sum(x, {0});
+    to_helper.push(x);
+    (void)done.pop();
+    if (y[5].item<float>() != 2.0f * static_cast<float>(i) ||
+        z.item<float>() != 8.0f * static_cast<float>(i)) {
+      wrong++;
+    }
+  }
+  to_helper.push(std::nullopt);
+  helper.join();
+  EXPECT_EQ(wrong, 0) << "of " << rounds << " rounds";
+}
+
 // Two threads pass one tensor back and forth, each recording writes to it
 // and ops on it without reading, so each trace holds the other's work: no
 // deadlock, no lost or reordered write.
