@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "perf/workloads.h"
 
 namespace {
 
@@ -46,15 +47,6 @@ double median_us(const std::function<void()>& step, int iters) {
 Tensor axpy8(const Tensor& x0) {
   Tensor x = x0;
   for (int i = 0; i < 4; ++i) x = x * 1.0001 + 0.5;
-  return x;
-}
-
-Tensor chain16(const Tensor& x0) {
-  Tensor x = x0;
-  for (int i = 0; i < 4; ++i) {
-    x = kiln::sigmoid(x * 1.0001 + 0.5);
-    x = kiln::tanh(x - 0.25);
-  }
   return x;
 }
 
@@ -90,7 +82,7 @@ int run(const std::string& device, int64_t size, int iters) {
            iters),
        8 * n},
       {"axpy8", median_us([&] { keep = axpy8(x); }, iters), 8 * n},
-      {"chain16", median_us([&] { keep = chain16(x); }, iters), 8 * n},
+      {"chain16", median_us([&] { keep = kiln::perf::chain16(x); }, iters), 8 * n},
       {"axpy8 f16", median_us([&] { keep = axpy8(h); }, iters), 4 * n},
       {"merge f16",
        median_us(

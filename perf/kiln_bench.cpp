@@ -143,18 +143,6 @@ Result measure(const std::function<Tensor()>& step, int iters) {
   return r;
 }
 
-// chain16: x = x*1.0001 + 0.5; sigmoid; -0.25; tanh, four times.
-Tensor chain16(const Tensor& x0) {
-  Tensor x = x0;
-  for (int i = 0; i < 4; ++i) {
-    x = x * 1.0001 + 0.5;
-    x = kiln::sigmoid(x);
-    x = x - 0.25;
-    x = kiln::tanh(x);
-  }
-  return x;
-}
-
 // A workload: a function of its input tensors (weights and caches captured).
 struct Workload {
   std::function<Tensor(const std::vector<Tensor>&)> fn;
@@ -165,7 +153,7 @@ Workload build(const kiln::perf::Case& c, kiln::Device dev, kiln::DType dt) {
   kiln::manual_seed(0);
   kiln::EagerGuard setup;  // weights are plain tensors
   if (c.workload == "chain16") {
-    return {[](const std::vector<Tensor>& in) { return chain16(in[0]); },
+    return {[](const std::vector<Tensor>& in) { return kiln::perf::chain16(in[0]); },
             {kiln::randn({c.a}).to(dev, dt)}};
   }
   if (c.workload == "mlp") {

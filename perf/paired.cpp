@@ -23,6 +23,7 @@
 
 #include "kiln/kiln.h"
 #include "kiln/nn/gpt2.h"
+#include "perf/workloads.h"
 
 namespace {
 
@@ -40,16 +41,6 @@ double us_of(const std::function<void()>& f) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
-Tensor chain16(const Tensor& x0) {
-  Tensor x = x0;
-  for (int i = 0; i < 4; ++i) {
-    x = x * 1.0001 + 0.5;
-    x = kiln::sigmoid(x) - 0.25;
-    x = kiln::tanh(x);
-  }
-  return x;
-}
-
 int run(const std::string& device, const std::string& workload, int pairs) {
   const kiln::Device dev = device == "cuda" ? kiln::Device::cuda(0) : kiln::Device::cpu();
   const kiln::DType dt = dev.is_cuda() ? kiln::kFloat16 : kiln::kFloat32;
@@ -62,7 +53,7 @@ int run(const std::string& device, const std::string& workload, int pairs) {
     kiln::EagerGuard eager;
     if (workload == "chain16") {
       a = kiln::randn({4096}).to(dev, kiln::kFloat32);
-      fn = [](const Tensor& x, const Tensor&, bool) { return chain16(x); };
+      fn = [](const Tensor& x, const Tensor&, bool) { return kiln::perf::chain16(x); };
     } else {
       model = std::make_unique<kiln::nn::GPT2>(kiln::nn::GPT2::random(cfg, dt, dev, 0));
       if (workload == "gpt2-decode") {

@@ -31,17 +31,6 @@ double cpu_us() {
   return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
 }
 
-Tensor chain16(const Tensor& x0) {
-  Tensor x = x0;
-  for (int i = 0; i < 4; ++i) {
-    x = x * 1.0001 + 0.5;
-    x = torch::sigmoid(x);
-    x = x - 0.25;
-    x = torch::tanh(x);
-  }
-  return x;
-}
-
 struct Linear {
   Tensor w, b;
   Tensor operator()(const Tensor& x) const { return torch::nn::functional::linear(x, w, b); }
@@ -103,7 +92,7 @@ int main(int argc, char** argv) {
     std::function<Tensor()> step;
     if (c.workload == "chain16") {
       Tensor x = torch::randn({c.a});
-      step = [x] { return chain16(x); };
+      step = [x] { return kiln::perf::chain16(x); };
     } else if (c.workload == "mlp") {
       Tensor x = torch::randn({c.a, c.b});
       Linear l1 = make_linear(1024, 4096), l2 = make_linear(4096, 1024);

@@ -10,6 +10,20 @@
 
 namespace kiln::perf {
 
+// chain16: x = x*1.0001 + 0.5; sigmoid; -0.25; tanh, four times. sigmoid and
+// tanh are the tensor library's, found by argument-dependent lookup.
+template <class T>
+T chain16(const T& x0) {
+  T x = x0;
+  for (int i = 0; i < 4; ++i) {
+    x = x * 1.0001 + 0.5;
+    x = sigmoid(x);
+    x = x - 0.25;
+    x = tanh(x);
+  }
+  return x;
+}
+
 struct Case {
   std::string workload;  // chain16, mlp, gpt2, gpt2-decode
   std::string shape;     // "4096", "32x1024", "1x128"
