@@ -15,6 +15,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/wrapping.h"
 #include "runtime/cpu/loops.h"
 
 namespace kiln::cpu {
@@ -32,9 +33,7 @@ template <class T>
 T int_div_trunc(T a, T b) {
   check_divisor(b);
   if constexpr (std::is_signed_v<T>) {
-    if (b == -1)
-      return static_cast<T>(static_cast<std::make_unsigned_t<T>>(0) -
-                            static_cast<std::make_unsigned_t<T>>(a));
+    if (b == -1) return wrap_neg(a);
   }
   return static_cast<T>(a / b);
 }

@@ -11,6 +11,7 @@
 
 #include "kiln/dispatch.h"
 #include "runtime/core/dtype_dispatch.h"
+#include "runtime/core/wrapping.h"
 #include "runtime/cpu/copy.h"
 #include "runtime/cpu/index_scatter_reduce.h"
 #include "runtime/cpu/index_utils.h"
@@ -235,13 +236,13 @@ inline T combine(ScatterReduce r, T a, T b) {
   if constexpr (std::is_same_v<T, bool>) {
     return r == ScatterReduce::Sum || r == ScatterReduce::Max ? (a || b) : (a && b);
   } else if constexpr (std::is_integral_v<T>) {
-    // Wraps on overflow: the low bits of the 64-bit unsigned result.
+    // Wraps on overflow (Note [Integer wrap-around]).
     switch (r) {
       case ScatterReduce::Sum:
       case ScatterReduce::Mean:
-        return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+        return wrap_add(a, b);
       case ScatterReduce::Prod:
-        return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+        return wrap_mul(a, b);
       case ScatterReduce::Max:
         return a < b ? b : a;
       case ScatterReduce::Min:
@@ -355,9 +356,7 @@ void scatter_add_loop(const Tensor& index, int64_t dim, const Tensor& dst, const
     if constexpr (std::is_same_v<T, bool>) {
       target = target || s[x];
     } else if constexpr (std::is_integral_v<T>) {
-      // Wraps on overflow, as PyTorch's integer adds do.
-      using U = std::make_unsigned_t<T>;
-      target = static_cast<T>(static_cast<U>(static_cast<U>(target) + static_cast<U>(s[x])));
+      target = wrap_add(target, s[x]);  // Note [Integer wrap-around]
     } else {
       target = static_cast<T>(static_cast<opmath_t<T>>(target) + static_cast<opmath_t<T>>(s[x]));
     }

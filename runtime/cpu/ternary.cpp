@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "kiln/dispatch.h"
+#include "runtime/core/wrapping.h"
 #include "runtime/cpu/loops.h"
 
 namespace kiln::cpu {
@@ -135,11 +136,9 @@ Tensor addc_impl(const char* op, Form form, const Tensor& self, const Tensor& t1
           const M v = scalar_to<T>(value, op, "value");
           if constexpr (std::is_integral_v<T>) {
             // Wrapping arithmetic, as the integer types do in PyTorch.
-            cpu_kernel<T>(it, [v](T a, T b, T c) {
-              return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(v) *
-                                                                   static_cast<uint64_t>(b) *
-                                                                   static_cast<uint64_t>(c));
-            });
+            const T vt = static_cast<T>(v);
+            cpu_kernel<T>(
+                it, [vt](T a, T b, T c) { return wrap_add(a, wrap_mul(wrap_mul(vt, b), c)); });
           } else {
             const M vf = static_cast<M>(value.to_double());
             if constexpr (kDiv) {
