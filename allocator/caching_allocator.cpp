@@ -43,6 +43,15 @@ namespace kiln::alloc {
 // by later allocations routed to the same pool. release_pool drops a user; at
 // zero users the pool's whole free segments go back to the device at once and
 // the rest as their blocks come home.
+// While a pool takes allocations (between begin and end), its blocks freed
+// in the meantime are held back and return to the pool only at
+// end_allocate_to_pool: every address that a capture's nodes hold then
+// belongs to one allocation. Graph replay relies on it (Note [Graph
+// addresses]): it patches each kernel parameter that points into a result's
+// buffer, so scratch that a library call used and freed earlier in the same
+// capture must not sit at that address too, or replay would move the
+// scratch's writes into the result. The pool then holds the sum of what
+// the capture allocated rather than its peak.
 // Raw allocations made while a graph is captured are allowed by the CUDA
 // backend (Note [Allocating during capture] in runtime/cuda/memory.cpp).
 // Not handled: a block with uses on other streams (record_stream) freed while
@@ -117,6 +126,8 @@ struct DeviceCachingAllocator::PrivatePool {
   PoolId id;
   int use_count = 1;
   int64_t num_segments = 0;
+  int routes = 0;            // active begin_allocate_to_pool calls
+  std::vector<Block*> held;  // freed while routed to (Note [Private pools])
   BlockPool small;
   BlockPool large;
 };
@@ -147,6 +158,7 @@ DeviceCachingAllocator::~DeviceCachingAllocator() {
   for (auto& [id, pp] : private_pools_) {
     collect(pp->small);
     collect(pp->large);
+    all.insert(all.end(), pp->held.begin(), pp->held.end());
   }
   for (auto& [ptr, b] : live_) all.push_back(b);
   for (Block* b : all) delete b;
@@ -334,6 +346,14 @@ void DeviceCachingAllocator::free(void* ptr) noexcept {
   KILN_LOG(Alloc, memory_->name(), " free ", b->size, " B at ", ptr,
            b->stream_uses.empty() ? "" : " (waiting for other streams)");
   if (b->stream_uses.empty()) {
+    PrivatePool* pp = b->pool->owner;
+    if (pp && pp->routes > 0) {
+      // Note [Private pools]: back at end_allocate_to_pool. Until then it
+      // counts as a block awaiting its uses (active, never merged).
+      b->event_count++;
+      pp->held.push_back(b);
+      return;
+    }
     free_block(b);
     return;
   }
@@ -468,10 +488,11 @@ void DeviceCachingAllocator::begin_allocate_to_pool(PoolId pool, StreamId stream
   std::lock_guard<std::mutex> lock(mu_);
   auto it = private_pools_.find(pool);
   if (it == private_pools_.end()) {
-    private_pools_.emplace(pool, std::make_unique<PrivatePool>(pool));
+    it = private_pools_.emplace(pool, std::make_unique<PrivatePool>(pool)).first;
   } else {
     it->second->use_count++;
   }
+  it->second->routes++;
   routes_.emplace_back(pool, stream);
 }
 
@@ -482,6 +503,14 @@ void DeviceCachingAllocator::end_allocate_to_pool(PoolId pool) {
   KILN_CHECK(it != routes_.rend(), "[end_allocate_to_pool] expected pool ", pool,
              " to be active, got one that is not");
   routes_.erase(std::next(it).base());
+  auto pp = private_pools_.find(pool);
+  if (pp != private_pools_.end() && --pp->second->routes == 0) {
+    std::vector<Block*> held = std::move(pp->second->held);
+    pp->second->held.clear();
+    for (Block* b : held) {
+      if (--b->event_count == 0) free_block(b);  // may drop the pool: `pp` is not used after
+    }
+  }
 }
 
 void DeviceCachingAllocator::release_pool(PoolId pool) {
@@ -550,7 +579,8 @@ void DeviceCachingAllocator::reset_peak_stats() {
 
 std::vector<SegmentInfo> DeviceCachingAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
-  // Every block is either live or in a pool; a segment starts at a block with no prev.
+  // Every block is live, in a pool, awaiting events or held back for a
+  // capture; a segment starts at a block with no prev.
   std::vector<const Block*> heads;
   auto consider = [&](const Block* b) {
     if (!b->prev) heads.push_back(b);
@@ -563,6 +593,7 @@ std::vector<SegmentInfo> DeviceCachingAllocator::snapshot() const {
     for (const BlockPool* pool : {&pp->small, &pp->large}) {
       for (const Block* b : pool->blocks) consider(b);
     }
+    for (const Block* b : pp->held) consider(b);
   }
   for (auto& [event, b] : pending_) {
     if (!b->prev && std::find(heads.begin(), heads.end(), b) == heads.end()) heads.push_back(b);

@@ -83,7 +83,8 @@ struct SegmentInfo {
     size_t size;
     size_t requested;  // 0 unless allocated
     bool allocated;
-    bool awaiting_events;  // freed, but other streams' work may still use it
+    bool awaiting_events;  // freed, but other streams' work may still use it, or held
+                           // back until a capture ends (Note [Private pools])
   };
   std::vector<BlockInfo> blocks;  // in address order
 };

@@ -36,7 +36,11 @@ class Graph;
 //   a binding are patched the same way, through their own node parameters.
 // What extern steps allocate while captured, and static buffers, come from a
 // private pool of the caching allocator (Note [Private pools]) that lives as
-// long as the graph. The plan's arena is the instance's own: allocated once
+// long as the graph. Patching tells memory apart by address alone, so no two
+// allocations of one capture may share one: the pool holds back what is
+// freed during the capture (scratch a library call used, then a result
+// placed at the same address, would have the scratch's writes patched into
+// each replay's fresh result). The plan's arena is the instance's own: allocated once
 // from the device's caching allocator when the instance is built (before any
 // capture, so its warm-up run uses it too), counted in memory_summary() like
 // any block, and freed with the instance (the compiled function, or its

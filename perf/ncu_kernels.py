@@ -35,7 +35,9 @@ def main():
         for r in csv.DictReader(f):
             if not r.get("ID", "").isdigit():
                 continue  # the units row
-            rows.append((int(r["ID"]), r["Kernel Name"], float(r["gpu__time_duration.sum"])))
+            # ncu may print numbers with thousands separators ("6,624").
+            ns = float(r["gpu__time_duration.sum"].replace(",", ""))
+            rows.append((int(r["ID"]), r["Kernel Name"], ns))
     rows.sort()
     window = rows[-args.per_call * args.calls:]
     if not window:

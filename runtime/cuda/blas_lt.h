@@ -104,6 +104,9 @@ struct SkinnyStats {
   int64_t timed = 0;
 };
 SkinnyStats skinny_stats();
+// Rows up to which a product with a norm prologue takes the generated kernel
+// by default (Note [Skinny matmul choice]).
+int64_t skinny_norm_rows();
 
 // Heuristic cache statistics (tests): lookups that found a cached algorithm,
 // and those that asked cuBLASLt.

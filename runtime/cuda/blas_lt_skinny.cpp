@@ -317,6 +317,10 @@ bool skinny_matmul_with_norm(const Tensor& out, const Tensor& a, const Tensor& b
   return choose_and_run(kernel, p, run_unfused, out.size(0) <= kNormRows);
 }
 
+int64_t skinny_norm_rows() {
+  return kNormRows;
+}
+
 bool run_skinny(const Tensor& out, const Tensor& a, const Tensor& b, Activation act,
                 const Tensor* bias, const Tensor* residual,
                 const std::function<void()>& run_cublas) {

@@ -188,6 +188,34 @@ TEST(CachingAllocator, PrivatePools) {
   a.free(outside);
 }
 
+// Note [Private pools]: while a pool takes allocations, what is freed is
+// held back, so no two allocations of one capture share an address; at the
+// end it returns to the pool for the next capture.
+TEST(CachingAllocator, PrivatePoolHoldsFreedBlocksUntilTheCaptureEnds) {
+  Fixture f;
+  auto& a = *f.alloc;
+  a.begin_allocate_to_pool(3, kS1);
+  void* scratch = a.allocate(64 * kKiB, kS1);
+  a.free(scratch);
+  void* result = a.allocate(64 * kKiB, kS1);
+  EXPECT_NE(result, scratch);
+  void* big = a.allocate(12 * kMiB, kS1);
+  a.free(big);
+  void* big2 = a.allocate(12 * kMiB, kS1);
+  EXPECT_NE(big2, big);
+  a.end_allocate_to_pool(3);
+  a.begin_allocate_to_pool(3, kS1);  // the next capture reuses what the last one freed
+  EXPECT_EQ(a.allocate(64 * kKiB, kS1), scratch);
+  a.end_allocate_to_pool(3);
+  a.free(scratch);
+  a.free(result);
+  a.free(big2);
+  a.release_pool(3);
+  a.release_pool(3);
+  for (const auto& s : a.snapshot()) EXPECT_NE(s.pool, 3u);
+  EXPECT_EQ(a.stats().allocated_bytes[0].current, 0);
+}
+
 TEST(CachingAllocator, OomFreesCacheRetriesThenThrowsAndRecovers) {
   Fixture f(64 * kMiB);
   auto& a = *f.alloc;

@@ -171,47 +171,67 @@ TEST_F(SkinnyMatmulCuda, CublasEpiloguesWithAResidual) {
 
 // Note [Norm prologues]: LayerNorm and RMSNorm of x's rows inside the
 // skinny kernel, against the CPU's norm then product, for every row count.
+// By default the prologue is the generated kernel's up to skinny_norm_rows()
+// rows, and above it the norm's own kernel then the product (Note [Skinny
+// matmul choice]); `forced` runs the generated kernel at every row count.
+void check_norm_prologue(DType t, int64_t m, int64_t k, const char* norm, bool affine, bool forced,
+                         uint64_t& seed) {
+  SCOPED_TRACE(std::string(dtype_name(t)) + " m=" + std::to_string(m) + " k=" + std::to_string(k) +
+               " " + norm + (affine ? " affine" : "") + (forced ? " (generated forced)" : ""));
+  cuda::set_skinny_path(forced ? cuda::SkinnyPath::Generated : cuda::SkinnyPath::Auto);
+  const int64_t n = 40;
+  // Rows of mean far from 0: the statistics must take it out.
+  Tensor x = random_tensor({m, k}, t, "contiguous", seed++, 2, 5);
+  Tensor w = random_tensor({n, k}, t, "contiguous", seed++, -1, 1);
+  Tensor b = random_tensor({n}, t, "contiguous", seed++);
+  Tensor r = random_tensor({m, n}, t, "contiguous", seed++);
+  OptT nw = affine ? OptT(random_tensor({k}, t, "contiguous", seed++)) : std::nullopt;
+  OptT nb = affine && std::string(norm) == "layer_norm"
+                ? OptT(random_tensor({k}, t, "contiguous", seed++))
+                : std::nullopt;
+  auto call = [&](const Tensor& xx, const Tensor& ww, const Tensor& bb, const Tensor& rr,
+                  const OptT& nww, const OptT& nbb) {
+    return call_op("linear_act",
+                   {xx, ww, bb, std::string("gelu_tanh"), rr, std::string(norm),
+                    nww ? IValue(*nww) : IValue(), nbb ? IValue(*nbb) : IValue(), 1e-5})[0]
+        .to_tensor();
+  };
+  const int64_t before = cuda::skinny_stats().generated;
+  Tensor got = call(to_cuda(x), to_cuda(w), to_cuda(b), to_cuda(r), on_cuda(nw), on_cuda(nb));
+  const bool generated = forced || m <= cuda::skinny_norm_rows();
+  EXPECT_EQ(cuda::skinny_stats().generated, before + (generated ? 1 : 0));
+  EXPECT_MATCHES_CPU(got, call(x, w, b, r, nw, nb), t, "gelu_tanh");
+  cuda::set_skinny_path(cuda::SkinnyPath::Auto);
+}
+
 TEST_F(SkinnyMatmulCuda, NormPrologueMatchesTheCpu) {
   EagerGuard eager;
   KILN_REQUIRE_CUDA();
   uint64_t seed = 500;
   int cases = 0;
+  // Every way by default (each generated variant is one NVRTC compile, so
+  // the forced rows above the default take one width and the 16-bit types).
   for (DType t : {kFloat16, kBFloat16, kFloat32}) {
     for (int64_t m : {1, 2, 3, 5, 8, 16}) {
       for (int64_t k : {64, 768, 3072}) {
         for (const char* norm : {"layer_norm", "rms_norm"}) {
           for (bool affine : {true, false}) {
-            SCOPED_TRACE(std::string(dtype_name(t)) + " m=" + std::to_string(m) +
-                         " k=" + std::to_string(k) + " " + norm + (affine ? " affine" : ""));
-            const int64_t n = 40;
-            // Rows of mean far from 0: the statistics must take it out.
-            Tensor x = random_tensor({m, k}, t, "contiguous", seed++, 2, 5);
-            Tensor w = random_tensor({n, k}, t, "contiguous", seed++, -1, 1);
-            Tensor b = random_tensor({n}, t, "contiguous", seed++);
-            Tensor r = random_tensor({m, n}, t, "contiguous", seed++);
-            OptT nw = affine ? OptT(random_tensor({k}, t, "contiguous", seed++)) : std::nullopt;
-            OptT nb = affine && std::string(norm) == "layer_norm"
-                          ? OptT(random_tensor({k}, t, "contiguous", seed++))
-                          : std::nullopt;
-            auto call = [&](const Tensor& xx, const Tensor& ww, const Tensor& bb, const Tensor& rr,
-                            const OptT& nww, const OptT& nbb) {
-              return call_op("linear_act", {xx, ww, bb, std::string("gelu_tanh"), rr,
-                                            std::string(norm), nww ? IValue(*nww) : IValue(),
-                                            nbb ? IValue(*nbb) : IValue(), 1e-5})[0]
-                  .to_tensor();
-            };
-            const int64_t before = cuda::skinny_stats().generated;
-            Tensor got =
-                call(to_cuda(x), to_cuda(w), to_cuda(b), to_cuda(r), on_cuda(nw), on_cuda(nb));
-            EXPECT_EQ(cuda::skinny_stats().generated, before + 1);
-            EXPECT_MATCHES_CPU(got, call(x, w, b, r, nw, nb), t, "gelu_tanh");
+            check_norm_prologue(t, m, k, norm, affine, false, seed);
             ++cases;
           }
         }
       }
     }
   }
-  EXPECT_EQ(cases, 3 * 6 * 3 * 2 * 2);
+  for (DType t : {kFloat16, kBFloat16}) {
+    for (int64_t m : {5, 8, 16}) {
+      for (const char* norm : {"layer_norm", "rms_norm"}) {
+        check_norm_prologue(t, m, 768, norm, true, true, seed);
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 3 * 6 * 3 * 2 * 2 + 2 * 3 * 2);
 }
 
 // A norm prologue's product is chosen too: inside MatmulTuning it is timed
