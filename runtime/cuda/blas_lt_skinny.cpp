@@ -182,13 +182,6 @@ Timing time_both(Device device, const std::function<void()>& generated,
   return t;
 }
 
-bool capturing(Device device) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  KILN_CUDA_CHECK_DEVICE(cudaStreamIsCapturing(raw(Stream::current(device)), &status),
-                         device.index());
-  return status != cudaStreamCaptureStatusNone;
-}
-
 }  // namespace
 
 MatmulTuning::MatmulTuning() {

@@ -26,6 +26,9 @@ alloc::DeviceCachingAllocator& device_allocator(int device);
 alloc::HostCachingAllocator& pinned_allocator();
 // The allocator's name for a stream.
 alloc::StreamId stream_id(const Stream& s);
+// Whether the current stream of `device` is being captured into a CUDA graph
+// (work launched now is recorded, not run; nothing may wait for it).
+bool capturing(Device device);
 
 // Copies `nbytes` between any two of host / device memory, ordered on the
 // current stream of the device side (the destination's for device to device);

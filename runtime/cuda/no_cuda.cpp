@@ -73,6 +73,9 @@ int64_t skinny_norm_rows() {
   return 0;
 }
 
+bool capturing(Device) {
+  return false;
+}
 Stream Stream::current(Device) {
   no_cuda("Stream::current");
 }

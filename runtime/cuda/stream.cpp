@@ -140,4 +140,11 @@ alloc::StreamId stream_id(const Stream& s) {
   return alloc::StreamId{reinterpret_cast<uintptr_t>(s.handle()), s.device().index()};
 }
 
+bool capturing(Device device) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  KILN_CUDA_CHECK_DEVICE(cudaStreamIsCapturing(raw(Stream::current(device)), &status),
+                         device.index());
+  return status != cudaStreamCaptureStatusNone;
+}
+
 }  // namespace kiln::cuda
