@@ -55,8 +55,9 @@ void run_prefill_attention(const Tensor& out, const Tensor& q, const Tensor& k, 
 // Whether the decode kernel takes this dtype, head dims and rows per kv head.
 bool decode_supported(DType dtype, int64_t e, int64_t ev, int64_t rows);
 // out [B, Hq, L, E] = kv_cache_attention(q [B, Hq, L, E], k, v [B, Hkv, S, E], pos).
+// With `pos` undefined every row takes `p_const` (Note [Few-row attention]).
 void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                          const Tensor& pos, double scale);
+                          const Tensor& pos, double scale, int64_t p_const = 0);
 
 // `t` itself when its last dim is dense, its other strides are multiples of
 // `align` elements and its data is aligned to `align` elements; else a

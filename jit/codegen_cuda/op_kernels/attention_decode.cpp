@@ -105,7 +105,7 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
   src += "extern \"C\" __global__ void __launch_bounds__(128) " + decode_name(s) + "(" + T +
          "* __restrict__ out, const " + T + "* __restrict__ q,\n    const " + T +
          "* __restrict__ k, const " + T +
-         "* __restrict__ v, const i64* __restrict__ pos, i64 pos_stride,\n"
+         "* __restrict__ v, const i64* __restrict__ pos, i64 pos_stride, i64 p_const,\n"
          "    float* __restrict__ ws, i64 Hkv, i64 G, i64 L, i64 S, i64 chunk, i64 qsb, i64 qsh,\n"
          "    i64 qsl, i64 qsd, i64 ksb, i64 ksh, i64 kss, i64 vsb, i64 vsh, i64 vss,\n"
          "    float scale_log2) {\n";
@@ -130,7 +130,7 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
       "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
       "  const float ninf = -kiln_inf(0.f);\n"
       "  const i64 bh = blockIdx.y, b = bh / Hkv, hkv = bh % Hkv, R = G * L;\n"
-      "  const i64 p = pos[b * pos_stride];\n"
+      "  const i64 p = pos ? pos[b * pos_stride] : p_const;\n"
       "  const i64 k_begin = (i64)blockIdx.x * chunk;\n"
       // Row l sees keys j <= p + l: the block needs keys below p + L (no overflow: p < S).
       "  i64 k_end = min(S, k_begin + chunk);\n"
@@ -395,7 +395,7 @@ bool decode_supported(DType dtype, int64_t e, int64_t ev, int64_t rows) {
 }
 
 void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in,
-                          const Tensor& v_in, const Tensor& pos, double scale) {
+                          const Tensor& v_in, const Tensor& pos, double scale, int64_t p_const) {
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), D = q.size(3);
   const int64_t Hkv = k_in.size(1), S = k_in.size(2), G = Hq / Hkv;
   KILN_INTERNAL_ASSERT(
@@ -434,7 +434,8 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
   cudaKernel_t kern = load_kernel(
       decode_name(spec), [&] { return decode_source(spec); }, device);
   KernelArgs a;
-  a.ptr(out).ptr(q).ptr(k).ptr(v).ptr(pos).i64(pos.numel() > 1 ? pos.stride(0) : 0).ptr(ws);
+  a.ptr(out).ptr(q).ptr(k).ptr(v).ptr(pos);
+  a.i64(pos.defined() && pos.numel() > 1 ? pos.stride(0) : 0).i64(p_const).ptr(ws);
   a.i64(Hkv).i64(G).i64(L).i64(S).i64(chunk);
   a.i64(q.stride(0)).i64(q.stride(1)).i64(q.stride(2)).i64(q.stride(3));
   a.i64(k.stride(0)).i64(k.stride(1)).i64(k.stride(2));

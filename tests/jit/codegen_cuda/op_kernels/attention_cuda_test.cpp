@@ -175,6 +175,40 @@ TEST(CudaAttention, PrefillQueryAndKeyLengthsDiffer) {
   }
 }
 
+// Note [Few-row attention]: up to kDecodeMaxRows query rows per kv head take
+// the decode kernel with a constant position, one kernel per call: causal
+// (top-left) or not, grouped-query heads, keys from 1 to several splits.
+TEST(CudaAttention, FewRowsTakeTheDecodeKernel) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 2500;
+  for (kiln::DType dt : {kiln::kFloat16, kiln::kBFloat16, kiln::kFloat32}) {
+    for (int64_t d : {64, 128}) {
+      for (int64_t l : {1, 3, 8}) {
+        for (int64_t s : {1, 17, 700}) {
+          for (bool causal : {false, true}) {
+            for (bool gqa : {false, true}) {
+              const int64_t hq = 4, hkv = gqa ? 2 : 4;
+              Both q = random_both({2, hq, l, d}, dt, ++seed),
+                   k = random_both({2, hkv, s, d}, dt, ++seed);
+              Both v = random_both({2, hkv, s, d}, dt, ++seed, -1, 1);
+              const std::string what = "few rows " + tag(dt) + " d" + std::to_string(d) + " L" +
+                                       std::to_string(l) + " S" + std::to_string(s) +
+                                       (causal ? " causal" : "") + (gqa ? " gqa" : "");
+              expect_close(
+                  what,
+                  [&] {
+                    return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, std::nullopt,
+                                                              causal, std::nullopt, gqa);
+                  },
+                  ref_sdpa(q.cpu, k.cpu, v.cpu, std::nullopt, causal, std::nullopt, gqa), dt, 1);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaAttention, PrefillLongCausal) {
   KILN_REQUIRE_CUDA();
   uint64_t seed = 2500;
