@@ -37,6 +37,16 @@ std::unordered_set<const StorageImpl*> external_storages(const std::vector<Node>
   return live;
 }
 
+bool touches(const Node& n, const StorageImpl* s) {
+  auto of = [](const Tensor& t) {
+    return t.defined() && t.impl()->storage() ? t.impl()->storage().get() : nullptr;
+  };
+  bool hit = false;
+  for_each_input(n, [&](const Tensor& t) { hit = hit || of(t) == s; });
+  for (const Tensor& t : n.outputs) hit = hit || of(t) == s;
+  return hit;
+}
+
 std::vector<size_t> live_nodes(const std::vector<Node>& nodes) {
   return live_nodes(nodes, nullptr);
 }

@@ -18,6 +18,9 @@ std::vector<size_t> live_nodes(const std::vector<Node>& nodes);
 std::vector<size_t> live_nodes(const std::vector<Node>& nodes,
                                std::unordered_set<const StorageImpl*>* external);
 
+// Whether node `n` reads, writes or produces storage `s` (the folding passes).
+bool touches(const Node& n, const StorageImpl* s);
+
 // Calls f(const Tensor&) for every tensor argument of `node` (lists included).
 template <class F>
 void for_each_input(const Node& node, F&& f) {

@@ -12,14 +12,6 @@ const StorageImpl* storage_of(const Tensor& t) {
   return t.defined() && t.impl()->storage() ? t.impl()->storage().get() : nullptr;
 }
 
-// Whether node `n` reads, writes or produces storage `s`.
-bool touches(const Node& n, const StorageImpl* s) {
-  bool hit = false;
-  for_each_input(n, [&](const Tensor& t) { hit = hit || storage_of(t) == s; });
-  for (const Tensor& t : n.outputs) hit = hit || storage_of(t) == s;
-  return hit;
-}
-
 // `t` owns all of its storage in row-major order.
 bool whole_and_contiguous(const Tensor& t) {
   const StorageImpl* s = storage_of(t);

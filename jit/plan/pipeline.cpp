@@ -8,6 +8,7 @@
 #include "jit/ir/iteration.h"
 #include "jit/passes/cse.h"
 #include "jit/passes/dead_code.h"
+#include "jit/passes/kv_writes.h"
 #include "jit/passes/matmul_epilogue.h"
 #include "jit/passes/merged_heads.h"
 #include "jit/plan/executor.h"
@@ -268,8 +269,9 @@ void keep_checked(Plan& p) {
 }
 
 void build_steps(Plan& p) {
-  timed(Phase::kEpilogue,
-        [&] { return fold_merged_heads(p.nodes) + fuse_matmul_epilogues(p.nodes); });
+  timed(Phase::kEpilogue, [&] {
+    return fold_merged_heads(p.nodes) + fold_kv_writes(p.nodes) + fuse_matmul_epilogues(p.nodes);
+  });
   // Held outside the trace: CSE rewrites only handles inside it, and fusion
   // (whose steps hold handles of their own) is not run yet.
   p.live = timed(Phase::kDead, [&] { return live_nodes(p.nodes, &p.external); });
@@ -293,6 +295,7 @@ void build_steps(Plan& p) {
 
 std::string describe_plan(std::vector<Node>& nodes) {
   fold_merged_heads(nodes);
+  fold_kv_writes(nodes);
   fuse_matmul_epilogues(nodes);
   std::vector<size_t> live = live_nodes(nodes);
   return describe(nodes, fuse(nodes, live));

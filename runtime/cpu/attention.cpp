@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "kiln/dispatch.h"
+#include "kiln/ops.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/blas_tensor.h"
 #include "runtime/cpu/parallel.h"
@@ -277,15 +278,29 @@ Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   return merge_group(out, out_shape);
 }
 
+// The writes, then the attention: what the CUDA kernel fuses (Note [Cache
+// writes in the decode kernel]); the same on Meta tensors.
+Tensor kv_cache_attention_write(const Tensor& q, const Tensor& kc, const Tensor& vc,
+                                const Tensor& pos, const Tensor& k, const Tensor& v,
+                                std::optional<double> scale) {
+  check_defined(pos, "kv_cache_attention_write", "cache_position");
+  Tensor kw = kc, vw = vc;
+  kiln::index_copy_(kw, 2, pos.reshape({-1}), k);
+  kiln::index_copy_(vw, 2, pos.reshape({-1}), v);
+  return cpu::kv_cache_attention(q, kc, vc, pos, scale);
+}
+
 }  // namespace
 
 KILN_LIBRARY_IMPL(kiln, CPU, m) {
   m.impl("scaled_dot_product_attention", &scaled_dot_product_attention);
   m.impl("kv_cache_attention", &kv_cache_attention);
+  m.impl("kv_cache_attention_write", &kv_cache_attention_write);
 }
 KILN_LIBRARY_IMPL(kiln, Meta, m) {
   m.impl("scaled_dot_product_attention", &scaled_dot_product_attention);
   m.impl("kv_cache_attention", &kv_cache_attention);
+  m.impl("kv_cache_attention_write", &kv_cache_attention_write);
 }
 
 }  // namespace kiln::cpu

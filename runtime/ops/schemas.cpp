@@ -238,6 +238,11 @@ KILN_LIBRARY(kiln, m) {
   m.def(
       "kv_cache_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor "
       "cache_position, *, float? scale=None) -> Tensor");
+  // kiln's own: index_copy_ of key and value into the caches at the position
+  // (dim 2), then kv_cache_attention (Note [Cache writes in the decode kernel]).
+  m.def(
+      "kv_cache_attention_write(Tensor query, Tensor(a!) key_cache, Tensor(b!) value_cache, "
+      "Tensor cache_position, Tensor key, Tensor value, *, float? scale=None) -> Tensor");
 
   // --- Matrix products ---------------------------------------------------------
   m.def("matmul(Tensor self, Tensor other) -> Tensor");

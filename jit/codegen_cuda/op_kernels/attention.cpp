@@ -21,6 +21,7 @@
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
 
 namespace kiln::jit::cuda {
@@ -187,6 +188,53 @@ Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   return unfused(result, q, repeat_heads(k, group), repeat_heads(v, group), keep, false, sc);
 }
 
+// Note [Cache writes in the decode kernel]: the writes and the attention in
+// one decode kernel where it takes them, else the three ops as recorded.
+Tensor kv_cache_attention_write(const Tensor& q, const Tensor& kc, const Tensor& vc,
+                                const Tensor& pos, const Tensor& k, const Tensor& v,
+                                std::optional<double> scale) {
+  const char* op = "kv_cache_attention_write";
+  Tensor km = meta_of(kc), vm = meta_of(vc);
+  kiln::index_copy_(km, 2, meta_of(pos).reshape({-1}), meta_of(k));
+  kiln::index_copy_(vm, 2, meta_of(pos).reshape({-1}), meta_of(v));
+  Tensor meta = kiln::kv_cache_attention(meta_of(q), km, vm, meta_of(pos), scale);
+  for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&kc, "key_cache"},
+                                {&vc, "value_cache"},
+                                {&pos, "cache_position"},
+                                {&k, "key"},
+                                {&v, "value"}}) {
+    check_device(*t, q.device(), op, name);
+  }
+  const int64_t es = static_cast<int64_t>(q.element_size());
+  const int64_t S = kc.size(2), group = q.size(1) / kc.size(1);
+  const bool fused =
+      pos.numel() == 1 && q.size(2) == 1 && k.size(2) == 1 && v.size(2) == 1 && S > 0 &&
+      k.dtype() == q.dtype() && v.dtype() == q.dtype() && kc.dtype() == q.dtype() &&
+      vc.dtype() == q.dtype() && decode_supported(q.dtype(), q.size(3), vc.size(3), group) &&
+      aligned_operand(kc, 16 / es).is_same(kc) && aligned_operand(vc, 16 / es).is_same(vc);
+  if (!fused) {
+    Tensor kw = kc, vw = vc;
+    kiln::index_copy_(kw, 2, pos.reshape({-1}), k);
+    kiln::index_copy_(vw, 2, pos.reshape({-1}), v);
+    return kiln::kv_cache_attention(q, kc, vc, pos, scale);
+  }
+  const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  Tensor result = empty_tensor(meta.sizes(), q.dtype(), q.device());
+  DecodeWrite w{aligned_operand(k, 16 / es), aligned_operand(v, 16 / es), Tensor()};
+  if (!kiln::cuda::capturing(q.device())) {
+    w.flag = empty_tensor({2}, kInt64, q.device());
+    fill_zero(w.flag);
+  }
+  run_decode_attention(result, q, kc, vc, pos, sc, 0, &w);
+  if (w.flag.defined()) {
+    Tensor host = w.flag.cpu();
+    const int64_t* f = host.data_ptr<int64_t>();
+    KILN_CHECK(f[0] == 0, "[index_copy_] index ", f[1],
+               " is out of bounds for dimension 2 with size ", S);
+  }
+  return result;
+}
+
 }  // namespace
 
 NamedSources attention_source_samples() {
@@ -199,6 +247,7 @@ KILN_LIBRARY_IMPL(kiln, CUDA, m) {
   m.impl("scaled_dot_product_attention", &scaled_dot_product_attention);
   m.impl("kv_cache_attention", &kv_cache_attention);
   m.impl("attention_merged_heads", &attention_merged_heads);
+  m.impl("kv_cache_attention_write", &kv_cache_attention_write);
 }
 
 }  // namespace kiln::jit::cuda

@@ -54,10 +54,30 @@ void run_prefill_attention(const Tensor& out, const Tensor& q, const Tensor& k, 
 
 // Whether the decode kernel takes this dtype, head dims and rows per kv head.
 bool decode_supported(DType dtype, int64_t e, int64_t ev, int64_t rows);
+// Note [Cache writes in the decode kernel]
+// A decode step writes this token's key and value into the cache at the
+// position, then attends over the cache (write_kv's two index_copy_, then
+// kv_cache_attention): three kernels, where the two writes are pure latency
+// (3.4 us each on an H200 for one row per head). The trace pass
+// fold_kv_writes (jit/passes/kv_writes.h) turns them into one
+// kv_cache_attention_write, run by the decode kernel: every block reads slot
+// p's key and value from the new ones instead of the cache (so no block
+// waits for the store), and block 0 of each (batch, kv head) stores them in
+// the cache. A position outside [0, S) stores nothing and sets the error
+// flag, which the launcher reads back (and raises as index_copy_ does)
+// unless the stream is being captured (Note [CUDA index bounds]).
+struct DecodeWrite {
+  Tensor k, v;  // [B, Hkv, 1, E]: this step's keys and values, last dim dense and aligned
+  Tensor flag;  // two int64 words, zeroed; undefined while captured
+};
+
 // out [B, Hq, L, E] = kv_cache_attention(q [B, Hq, L, E], k, v [B, Hkv, S, E], pos).
 // With `pos` undefined every row takes `p_const` (Note [Few-row attention]).
+// With `write`, also stores write->k / write->v at the position in k and v,
+// which must be aligned as they are (no copy).
 void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                          const Tensor& pos, double scale, int64_t p_const = 0);
+                          const Tensor& pos, double scale, int64_t p_const = 0,
+                          const DecodeWrite* write = nullptr);
 
 // `t` itself when its last dim is dense, its other strides are multiples of
 // `align` elements and its data is aligned to `align` elements; else a

@@ -108,7 +108,11 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
          "* __restrict__ v, const i64* __restrict__ pos, i64 pos_stride, i64 p_const,\n"
          "    float* __restrict__ ws, i64 Hkv, i64 G, i64 L, i64 S, i64 chunk, i64 qsb, i64 qsh,\n"
          "    i64 qsl, i64 qsd, i64 ksb, i64 ksh, i64 kss, i64 vsb, i64 vsh, i64 vss,\n"
-         "    float scale_log2) {\n";
+         "    float scale_log2, const " +
+         T + "* __restrict__ knew, const " + T +
+         "* __restrict__ vnew, i64 knsb, i64 knsh, i64 vnsb, i64 vnsh,\n"
+         "    " +
+         T + "* kw, " + T + "* vw, i64* err) {\n";
   src += "  __shared__ alignas(16) unsigned char sk[" + TK + " * " + KROWB +
          "];\n"
          "  __shared__ alignas(16) " +
@@ -152,6 +156,23 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
   src +=
       "  const char* kb = (const char*)(k + b * ksb + hkv * ksh);\n"
       "  const char* vb = (const char*)(v + b * vsb + hkv * vsh);\n"
+      // Note [Cache writes in the decode kernel]: slot p's key and value come
+      // from knew / vnew, and block 0 of each (batch, kv head) stores them.
+      "  const char* knb = knew ? (const char*)(knew + b * knsb + hkv * knsh) : kb;\n"
+      "  const char* vnb = vnew ? (const char*)(vnew + b * vnsb + hkv * vnsh) : vb;\n"
+      "  if (knew && blockIdx.x == 0) {\n"
+      "    if (p >= 0 && p < S) {\n"
+      "      for (int i = tid; i < " +
+      D +
+      "; i += 128) {\n"
+      "        kw[b * ksb + hkv * ksh + p * kss + i] = knew[b * knsb + hkv * knsh + i];\n"
+      "        vw[b * vsb + hkv * vsh + p * vss + i] = vnew[b * vnsb + hkv * vnsh + i];\n"
+      "      }\n"
+      "    } else if (tid == 0 && err) {\n"
+      "      err[1] = p;\n"
+      "      atomicExch((unsigned long long*)err, 1ull);\n"
+      "    }\n"
+      "  }\n"
       "  const unsigned sk0 = kiln_smem(sk), sv0 = kiln_smem(sv);\n"
       "  __syncthreads();\n";
   src += "  for (i64 t0 = k_begin; t0 < k_end; t0 += " + TK + ") {\n";
@@ -159,13 +180,19 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
   src += "    for (int c = tid; c < " + TK + " * " + CPR + "; c += 128) {\n";
   src += "      const int row = c / " + CPR + ", cc = c % " + CPR +
          ";\n"
-         "      const bool ok = t0 + row < k_end;\n"
+         "      const bool ok = t0 + row < k_end, fresh = knew && t0 + row == p;\n"
+         "      const char* kr = fresh ? knb : kb + (t0 + row) * kss * " +
+         ES +
+         ";\n"
+         "      const char* vr = fresh ? vnb : vb + (t0 + row) * vss * " +
+         ES +
+         ";\n"
          "      kiln_cp16(sk0 + row * " +
-         KROWB + " + cc * 16, ok ? (const void*)(kb + (t0 + row) * kss * " + ES +
-         " + cc * 16) : (const void*)kb, ok);\n"
+         KROWB +
+         " + cc * 16, ok ? (const void*)(kr + cc * 16) : (const void*)kb, ok);\n"
          "      kiln_cp16(sv0 + row * " +
-         D + " * " + ES + " + cc * 16, ok ? (const void*)(vb + (t0 + row) * vss * " + ES +
-         " + cc * 16) : (const void*)vb, ok);\n"
+         D + " * " + ES +
+         " + cc * 16, ok ? (const void*)(vr + cc * 16) : (const void*)vb, ok);\n"
          "    }\n"
          "    asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n"
          "    asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");\n"
@@ -395,7 +422,8 @@ bool decode_supported(DType dtype, int64_t e, int64_t ev, int64_t rows) {
 }
 
 void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in,
-                          const Tensor& v_in, const Tensor& pos, double scale, int64_t p_const) {
+                          const Tensor& v_in, const Tensor& pos, double scale, int64_t p_const,
+                          const DecodeWrite* write) {
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), D = q.size(3);
   const int64_t Hkv = k_in.size(1), S = k_in.size(2), G = Hq / Hkv;
   KILN_INTERNAL_ASSERT(
@@ -441,9 +469,25 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
   a.i64(k.stride(0)).i64(k.stride(1)).i64(k.stride(2));
   a.i64(v.stride(0)).i64(v.stride(1)).i64(v.stride(2));
   a.f32(static_cast<float>(scale * 1.4426950408889634));
+  if (write) {
+    KILN_INTERNAL_ASSERT(k.is_same(k_in) && v.is_same(v_in), "decode cache writes into a copy");
+    a.ptr(write->k).ptr(write->v);
+    a.i64(write->k.stride(0))
+        .i64(write->k.stride(1))
+        .i64(write->v.stride(0))
+        .i64(write->v.stride(1));
+    a.ptr(k).ptr(v).ptr(write->flag);
+  } else {
+    const void* none = nullptr;
+    a.ptr(none).ptr(none).i64(0).i64(0).i64(0).i64(0).ptr(none).ptr(none).ptr(none);
+  }
   launch(kern, q.device(), dim3(static_cast<unsigned>(splits), static_cast<unsigned>(groups)),
          kThreads, 0, a);
   out.impl()->bump_version();
+  if (write) {
+    k_in.impl()->bump_version();
+    v_in.impl()->bump_version();
+  }
 }
 
 std::vector<std::pair<std::string, std::string>> decode_source_samples() {

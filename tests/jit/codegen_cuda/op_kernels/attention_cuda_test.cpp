@@ -585,4 +585,61 @@ TEST(CudaAttention, DecodeLazy) {
   EXPECT_TRUE(msg.empty()) << msg;
 }
 
+// Note [Cache writes in the decode kernel]: a recorded decode step (write_kv
+// twice, then decode_attention) runs as one kernel that also stores the new
+// key and value; output and both caches equal the eager CPU step, at the
+// first, a middle and the last slot, with grouped-query heads and with a
+// split sequence. A position past the cache raises as index_copy_ does.
+TEST(CudaAttention, DecodeCacheWritesFoldIntoTheKernel) {
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 9700;
+  for (kiln::DType dt : {kiln::kFloat16, kiln::kBFloat16, kiln::kFloat32}) {
+    for (int64_t d : {64, 128}) {
+      for (int64_t s : {33, 1000}) {
+        for (int64_t p : {int64_t{0}, s / 2, s - 1}) {
+          for (int64_t hkv : {4, 2}) {
+            const std::string what = "cache writes " + tag(dt) + " d" + std::to_string(d) + " S" +
+                                     std::to_string(s) + " p" + std::to_string(p) + " kv heads " +
+                                     std::to_string(hkv);
+            Both q = random_both({2, 4, 1, d}, dt, ++seed);
+            Both k = random_both({2, hkv, 1, d}, dt, ++seed),
+                 v = random_both({2, hkv, 1, d}, dt, ++seed);
+            Both kc = random_both({2, hkv, s, d}, dt, ++seed),
+                 vc = random_both({2, hkv, s, d}, dt, ++seed);
+            Both pos = positions({p});
+            Tensor kc_ref = kc.cpu.clone(), vc_ref = vc.cpu.clone(), want;
+            {
+              kiln::EagerGuard eager;
+              kiln::nn::write_kv(kc_ref, pos.cpu, k.cpu);
+              kiln::nn::write_kv(vc_ref, pos.cpu, v.cpu);
+              want = ref_cache(q.cpu, kc_ref, vc_ref, pos.cpu);
+            }
+            kiln::sync();
+            const int64_t before = launches();
+            Tensor dk = kc.cuda, dv = vc.cuda;
+            kiln::nn::write_kv(dk, pos.cuda, k.cuda);
+            kiln::nn::write_kv(dv, pos.cuda, v.cuda);
+            Tensor got = kiln::nn::decode_attention(q.cuda, dk, dv, pos.cuda).cpu();
+            EXPECT_EQ(launches() - before, 1) << what << ": one kernel";
+            std::string msg = kiln::testing::compare(f64(got), want, tol(dt));
+            EXPECT_TRUE(msg.empty()) << what << ": " << msg;
+            EXPECT_TENSOR_CLOSE_TOL(dk.cpu(), kc_ref, 0, 0);
+            EXPECT_TENSOR_CLOSE_TOL(dv.cpu(), vc_ref, 0, 0);
+          }
+        }
+      }
+    }
+  }
+  Both q = random_both({1, 2, 1, 64}, kiln::kFloat16, ++seed);
+  Both k = random_both({1, 2, 1, 64}, kiln::kFloat16, ++seed);
+  Both kc = random_both({1, 2, 16, 64}, kiln::kFloat16, ++seed),
+       vc = random_both({1, 2, 16, 64}, kiln::kFloat16, ++seed);
+  Tensor dk = kc.cuda, dv = vc.cuda;
+  Tensor far = positions({16}).cuda;
+  kiln::nn::write_kv(dk, far, k.cuda);
+  kiln::nn::write_kv(dv, far, k.cuda);
+  EXPECT_KILN_ERROR(kiln::nn::decode_attention(q.cuda, dk, dv, far).cpu(),
+                    "index 16 is out of bounds for dimension 2 with size 16");
+}
+
 }  // namespace
