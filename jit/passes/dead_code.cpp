@@ -47,6 +47,15 @@ bool touches(const Node& n, const StorageImpl* s) {
   return hit;
 }
 
+void drop_erased(std::vector<Node>& nodes, const std::vector<bool>& erased) {
+  std::vector<Node> kept;
+  kept.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!erased[i]) kept.push_back(std::move(nodes[i]));
+  }
+  nodes = std::move(kept);
+}
+
 std::vector<size_t> live_nodes(const std::vector<Node>& nodes) {
   return live_nodes(nodes, nullptr);
 }

@@ -20,6 +20,8 @@ std::vector<size_t> live_nodes(const std::vector<Node>& nodes,
 
 // Whether node `n` reads, writes or produces storage `s` (the folding passes).
 bool touches(const Node& n, const StorageImpl* s);
+// Removes the nodes marked in `erased` (one flag per node), keeping the order.
+void drop_erased(std::vector<Node>& nodes, const std::vector<bool>& erased);
 
 // Calls f(const Tensor&) for every tensor argument of `node` (lists included).
 template <class F>

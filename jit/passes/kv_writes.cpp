@@ -39,13 +39,7 @@ class KvWriteFolder {
     for (size_t i = 0; i < nodes_.size(); ++i) {
       if (nodes_[i].op == attention && nodes_[i].device.is_cuda()) removed += fold(i);
     }
-    if (removed == 0) return 0;
-    std::vector<Node> kept;
-    kept.reserve(nodes_.size() - removed);
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (!erased_[i]) kept.push_back(std::move(nodes_[i]));
-    }
-    nodes_ = std::move(kept);
+    if (removed > 0) drop_erased(nodes_, erased_);
     return removed;
   }
 

@@ -115,13 +115,7 @@ class EpilogueFolder {
     for (size_t i = 0; i < nodes_.size(); ++i) {
       if (!erased_[i] && kinds_[i] != Product::None) absorbed += fold(i);
     }
-    if (absorbed == 0) return 0;
-    std::vector<Node> kept;
-    kept.reserve(nodes_.size() - absorbed);
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (!erased_[i]) kept.push_back(std::move(nodes_[i]));
-    }
-    nodes_ = std::move(kept);
+    if (absorbed > 0) drop_erased(nodes_, erased_);
     return absorbed;
   }
 
