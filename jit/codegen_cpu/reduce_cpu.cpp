@@ -372,6 +372,9 @@ OuterBlocks ReductionRun::outer_blocks(int64_t width) const {
   b.kd = kept_.back();
   b.width_all = r_.in_shape[b.kd];
   b.width = width;
+  // No kept position (a kept dim of size 0, so no result): no unit, and no
+  // division by that extent or by a width made from it.
+  if (rows_ == 0 || width <= 0 || b.width_all <= 0) return b;
   b.blocks = (b.width_all + width - 1) / width;
   b.units = rows_ / b.width_all * b.blocks;
   for (size_t d = 0; d < r_.in_shape.size(); ++d) {

@@ -31,6 +31,24 @@ class FusionReduce : public ::testing::Test {
   void TearDown() override { kiln::jit::flush(); }
 };
 
+// A kept dim of size 0: nothing to compute, in every schedule (the outer
+// one divided by that extent; found by the call_op fuzz test).
+TEST_F(FusionReduce, EmptyKeptDimsGiveEmptyResults) {
+  for (std::vector<int64_t> sizes : {std::vector<int64_t>{2, 1, 0}, {0, 3}, {3, 0, 5}}) {
+    Tensor x = rnd(sizes);
+    for (int64_t dim : {0, 1}) {
+      if (sizes[dim] == 0) continue;
+      for (bool keepdim : {true, false}) {
+        Tensor got_max = kiln::amax(x * 2.0, {dim}, keepdim);
+        Tensor got_sum = kiln::sum(x * 2.0, {dim}, keepdim);
+        kiln::EagerGuard eager;
+        EXPECT_TENSOR_CLOSE(got_max, kiln::amax(x * 2.0, {dim}, keepdim));
+        EXPECT_TENSOR_CLOSE(got_sum, kiln::sum(x * 2.0, {dim}, keepdim));
+      }
+    }
+  }
+}
+
 TEST_F(FusionReduce, SoftmaxIsOneRowGroup) {
   Tensor x = rnd({4, 16});
   Tensor y = kiln::softmax(x, -1);
