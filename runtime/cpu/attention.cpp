@@ -284,6 +284,11 @@ Tensor kv_cache_attention_write(const Tensor& q, const Tensor& kc, const Tensor&
                                 const Tensor& pos, const Tensor& k, const Tensor& v,
                                 std::optional<double> scale) {
   check_defined(pos, "kv_cache_attention_write", "cache_position");
+  if (!q.device().is_meta()) {
+    // Every check first, on meta twins, so that a bad call writes nothing.
+    kv_cache_attention_write(meta_twin(q), meta_twin(kc), meta_twin(vc), meta_twin(pos),
+                             meta_twin(k), meta_twin(v), scale);
+  }
   Tensor kw = kc, vw = vc;
   kiln::index_copy_(kw, 2, pos.reshape({-1}), k);
   kiln::index_copy_(vw, 2, pos.reshape({-1}), v);

@@ -76,4 +76,28 @@ TEST(AttentionErrors, KvCachePositionOnTheHost) {
       "[kv_cache_attention] expected 'cache_position' on cuda:0 like the input, got cpu");
 }
 
+// kv_cache_attention_write (Note [Cache writes in the decode kernel]): a
+// call that fails any check, the attention's included, leaves both caches
+// as they were.
+TEST(AttentionErrors, CacheWriteThatFailsWritesNothing) {
+  kiln::EagerGuard eager;
+  Tensor kc = kiln::zeros({1, 2, 4, 8}), vc = kiln::zeros({1, 2, 4, 8});
+  Tensor k = f32({1, 2, 1, 8}), v = f32({1, 2, 1, 8});
+  auto call = [&](const Tensor& q, const Tensor& p) {
+    return kiln::call_op("kv_cache_attention_write", {q, kc, vc, p, k, v});
+  };
+  EXPECT_KILN_ERROR(call(f32({1, 3, 1, 8}), pos({1})),
+                    "[kv_cache_attention] expected query heads a multiple of the cache's heads");
+  EXPECT_KILN_ERROR(call(f32({1, 2, 1, 8}), pos({1}, kiln::kInt32)), "int64");
+  EXPECT_KILN_ERROR(call(f32({1, 2, 1, 8}), kiln::full({1}, 4, kiln::TensorOptions(kiln::kInt64))),
+                    "out of bounds");
+  EXPECT_EQ(kiln::sum(kiln::abs(kc)).item<float>(), 0.f);
+  EXPECT_EQ(kiln::sum(kiln::abs(vc)).item<float>(), 0.f);
+  // A good call writes slot 2 of each and attends to slots 0..2.
+  Tensor out =
+      call(f32({1, 2, 1, 8}), kiln::full({1}, 2, kiln::TensorOptions(kiln::kInt64)))[0].to_tensor();
+  EXPECT_EQ(kiln::sum(kc).item<float>(), 16.f);
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{1, 2, 1, 8}));
+}
+
 }  // namespace
