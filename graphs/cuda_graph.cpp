@@ -167,6 +167,36 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
     records.push_back(std::move(r));
   }
 
+  // Note [Library scratch under capture]: one workspace for all of a capture's
+  // cuBLASLt calls. Each call used to take its own block of the private pool,
+  // which holds back what is freed during a capture (Note [Private pools]), so
+  // a forward of 48 matmuls replayed with 48 distinct workspaces, up to 32 MiB
+  // apart, where eager calls reuse one block that stays in L2. The calls run
+  // one after another on the capture's stream, so they can share one; it is
+  // the graph's (kept with its buffers) and no kernel kiln patches points into
+  // it. A larger request takes a larger block; the smaller one stays alive.
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
+  void* library_scratch(cudaStream_t s, size_t bytes) override {
+    if (s != stream || !capturing) return nullptr;
+    if (bytes > scratch_bytes) {
+      buffers.push_back(kiln::cuda::allocate(bytes, device));
+      scratch = buffers.back().ptr;
+      scratch_bytes = bytes;
+    }
+    return scratch;
+  }
+
+  // Note [Counters that reset themselves]: cleared once, when the capture
+  // ends, instead of by a memset node on every replay.
+  std::vector<std::pair<void*, size_t>> zeroed;
+  void* zeroed_scratch(cudaStream_t s, size_t bytes) override {
+    if (s != stream || !capturing) return nullptr;
+    buffers.push_back(kiln::cuda::allocate(bytes, device));
+    zeroed.emplace_back(buffers.back().ptr, bytes);
+    return buffers.back().ptr;
+  }
+
   void abandon() noexcept {
     if (capturing) {
       cudaGraph_t g = nullptr;
@@ -295,6 +325,11 @@ std::unique_ptr<Graph> Capture::finish() {
               cudaGetErrorString(err),
               "): an op synchronized with the host or used another stream while captured");
   }
+  // Counters that reset themselves start at zero (the stream no longer captures).
+  for (const auto& [p, bytes] : c.zeroed) {
+    KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(p, 0, bytes, c.stream), c.index);
+  }
+  if (!c.zeroed.empty()) KILN_CUDA_CHECK_DEVICE(cudaStreamSynchronize(c.stream), c.index);
   auto g = std::make_unique<Graph::Impl>();
   g->device = c.device;
   g->index = c.index;
@@ -500,6 +535,21 @@ size_t Graph::nodes() const {
 }
 size_t Graph::patched_nodes() const {
   return impl_->patched;
+}
+size_t Graph::early_edges() const {
+  const Impl& g = *impl_;
+  kiln::cuda::DeviceGuard guard(g.index);
+  size_t n = 0;
+  KILN_CUDA_CHECK_DEVICE(cudaGraphGetEdges(g.graph, nullptr, nullptr, nullptr, &n), g.index);
+  std::vector<cudaGraphNode_t> from(n), to(n);
+  std::vector<cudaGraphEdgeData> data(n);
+  if (n) {
+    KILN_CUDA_CHECK_DEVICE(cudaGraphGetEdges(g.graph, from.data(), to.data(), data.data(), &n),
+                           g.index);
+  }
+  size_t early = 0;
+  for (const cudaGraphEdgeData& e : data) early += e.type == cudaGraphDependencyTypeProgrammatic;
+  return early;
 }
 double Graph::capture_ms() const {
   return impl_->capture_ms;

@@ -94,7 +94,10 @@ class Graph {
 
   size_t nodes() const;
   size_t patched_nodes() const;  // kernel nodes holding a binding
-  size_t pool_bytes() const;     // memory reserved by the graph's private pool
+  // Edges along which a kernel starts before the one it follows has finished
+  // (Note [Early launch] in jit/codegen_cuda/kernel_loader.h).
+  size_t early_edges() const;
+  size_t pool_bytes() const;  // memory reserved by the graph's private pool
   double capture_ms() const;
 
   struct Impl;

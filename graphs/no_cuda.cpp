@@ -42,6 +42,9 @@ size_t Graph::nodes() const {
 size_t Graph::patched_nodes() const {
   return 0;
 }
+size_t Graph::early_edges() const {
+  return 0;
+}
 size_t Graph::pool_bytes() const {
   return 0;
 }

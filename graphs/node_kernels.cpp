@@ -6,6 +6,7 @@
 #include <string>
 
 #include "graphs/graph.h"
+#include "jit/codegen_cuda/device_prelude.h"
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "kiln/error.h"
 #include "runtime/cuda/check.h"
@@ -25,6 +26,7 @@ struct alignas(16) kiln_v16 { unsigned long long a, b; };
 extern "C" __global__ void kiln_graph_copy(unsigned long long dst, unsigned long long src,
     unsigned long long width, unsigned long long height, unsigned long long dst_pitch,
     unsigned long long src_pitch, unsigned long long unit) {
+  kiln_grid_enter();
   const unsigned long long per_row = width / unit, n = per_row * height;
   const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
@@ -45,6 +47,7 @@ extern "C" __global__ void kiln_graph_copy(unsigned long long dst, unsigned long
 extern "C" __global__ void kiln_graph_fill(unsigned long long dst, unsigned long long value,
     unsigned long long elem, unsigned long long width, unsigned long long height,
     unsigned long long pitch) {
+  kiln_grid_enter();
   const unsigned long long n = width * height;
   const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
@@ -63,7 +66,7 @@ extern "C" __global__ void kiln_graph_fill(unsigned long long dst, unsigned long
 const void* kernel(const char* name, int device) {
   // One source holds both kernels; the loader keys its caches by name.
   return reinterpret_cast<const void*>(jit::cuda::load_kernel(
-      name, [] { return std::string(kSource); }, device));
+      name, [] { return node_kernels_source(); }, device));
 }
 
 dim3 grid_for(uint64_t n) {
@@ -78,7 +81,8 @@ uint64_t word(const void* p) {
 }  // namespace
 
 std::string node_kernels_source() {
-  return kSource;
+  // The prelude brings kiln_grid_enter (Note [Early launch]).
+  return std::string(jit::cuda::kDevicePrelude) + kSource;
 }
 
 uint64_t copy_unit(const uint64_t* w) {

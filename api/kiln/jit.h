@@ -149,6 +149,9 @@ struct ExplainPlan {
   std::vector<std::string> externs;  // the extern steps' ops
   int64_t arena_bytes = 0;           // the plan's planned intermediate memory
   int64_t graph_nodes = 0;           // nodes of its CUDA graph (0: none captured)
+  // Kernels of the graph that start while the one before them finishes
+  // (Hopper's programmatic dependent launch; 0 before sm_90 or with KILN_PDL=0).
+  int64_t early_launches = 0;
 };
 
 // One entry: the guards its calls pass and the plans built under them.

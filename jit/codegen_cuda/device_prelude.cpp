@@ -16,6 +16,13 @@ __device__ __forceinline__ unsigned short kiln_f2bf(float f) {
 }
 template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 template <class T> __device__ __forceinline__ T kiln_min(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+// Note [Early launch]: wait for the kernels before this one, then let the next one start.
+__device__ __forceinline__ void kiln_grid_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 )";
 
 const char* mem_type(DType t) {

@@ -2,7 +2,8 @@
 
 // The device code every generated CUDA source starts with: the i64 type,
 // float16/bfloat16 conversions in inline PTX (no toolkit header is included,
-// Note [CUDA pointwise ABI]) and NaN-propagating max/min.
+// Note [CUDA pointwise ABI]), NaN-propagating max/min, and kiln_grid_enter
+// (Note [Early launch] in kernel_loader.h).
 
 #include "kiln/dtype.h"
 

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -9,6 +11,7 @@
 
 #include "jit/cache/kernel_cache.h"
 #include "jit/codegen_cuda/nvrtc.h"
+#include "kiln/error.h"
 #include "kiln/logging.h"
 #include "runtime/cuda/device_guard.h"
 
@@ -76,7 +79,10 @@ cudaKernel_t load_kernel(const std::string& name, const std::function<std::strin
   const auto t0 = std::chrono::steady_clock::now();
   const cudaDeviceProp& prop = kiln::cuda::device_properties(device);
   const int arch = prop.major * 10 + prop.minor;
-  std::vector<char> image = build(name, make_source(), arch);
+  const std::string source = make_source();
+  KILN_INTERNAL_ASSERT(source.find("kiln_grid_enter();") != std::string::npos, "generated kernel ",
+                       name, " does not call kiln_grid_enter() (Note [Early launch])");
+  std::vector<char> image = build(name, source, arch);
   kiln::cuda::DeviceGuard guard(device);
   cudaLibrary_t library = nullptr;
   KILN_CUDA_CHECK_DEVICE(
@@ -97,6 +103,35 @@ cudaKernel_t load_kernel(const std::string& name, const std::function<std::strin
     loader().stats.ready_ms += ms;
   }
   return kernel;
+}
+
+namespace {
+
+bool early_launch_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_PDL");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+}  // namespace
+
+cudaError_t launch_generated(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
+                             void** params, cudaStream_t stream, int device) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  if (early_launch_enabled() && kiln::cuda::device_properties(device).major >= 9) {
+    config.attrs = &early;
+    config.numAttrs = 1;
+  }
+  return cudaLaunchKernelExC(&config, kernel, params);
 }
 
 KernelLoaderStats kernel_loader_stats() {

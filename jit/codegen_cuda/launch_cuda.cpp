@@ -135,8 +135,8 @@ void launch(const PointwiseMemo& m, const FusedGroup& g, const Device& device,
     put_pointer(args, args.size() - 1, flag.data_ptr());
   }
   void* params[] = {args.data()};
-  KILN_CUDA_CHECK_DEVICE(cudaLaunchKernel(reinterpret_cast<const void*>(m.kernel), dim3(m.blocks),
-                                          dim3(kBlock), params, 0, stream),
+  KILN_CUDA_CHECK_DEVICE(launch_generated(reinterpret_cast<const void*>(m.kernel), dim3(m.blocks),
+                                          dim3(kBlock), 0, params, stream, device.index()),
                          device.index());
   const size_t arg_bytes = args.size() * sizeof(int64_t);
   kiln::cuda::note_launch(stream, reinterpret_cast<const void*>(m.kernel), dim3(m.blocks),

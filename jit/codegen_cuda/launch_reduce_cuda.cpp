@@ -69,9 +69,9 @@ bool run_reduction_cuda(const ReductionGroup& g) {
     const int64_t blocks =
         std::min<int64_t>((plan.rows + per_block - 1) / per_block, int64_t{1} << 30);
     KILN_CUDA_CHECK_DEVICE(
-        cudaLaunchKernel(reinterpret_cast<const void*>(fn),
+        launch_generated(reinterpret_cast<const void*>(fn),
                          dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(plan.splits)),
-                         dim3(block), params, 0, stream),
+                         dim3(block), 0, params, stream, device.index()),
         device.index());
     const size_t arg_bytes = args.size() * sizeof(int64_t);
     kiln::cuda::note_launch(stream, reinterpret_cast<const void*>(fn),

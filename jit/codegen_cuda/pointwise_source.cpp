@@ -465,6 +465,7 @@ std::string pointwise_source(const PointwiseSpec& spec) {
   os << "};\n";
   os << "extern \"C\" __global__ void __launch_bounds__(256) " << pointwise_name(spec)
      << "(const __grid_constant__ KilnArgs a) {\n";
+  os << "  kiln_grid_enter();\n";  // Note [Early launch]
   os << "  const " << idx << " n = (" << idx << ")a.numel;\n";
   os << "  const " << idx << " step = (" << idx << ")gridDim.x * 256;\n";
   os << "  const " << idx << " first = (" << idx << ")blockIdx.x * 256 + threadIdx.x;\n";

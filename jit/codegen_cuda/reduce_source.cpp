@@ -202,6 +202,7 @@ class ReduceWriter {
     const std::string& I = I_;
     os_ << "extern \"C\" __global__ void __launch_bounds__(" << B_ << ") " << reduce_name(spec_)
         << "(const __grid_constant__ KilnArgs a) {\n";
+    os_ << "  kiln_grid_enter();\n";  // Note [Early launch]
     os_ << "  __shared__ double kiln_sm[" << B_ / 32 << "];\n";
     os_ << "  const " << I << " rows = (" << I << ")a.rows, n = (" << I << ")a.n;\n";
     os_ << "  const int lane = threadIdx.x % " << T_ << ";\n";

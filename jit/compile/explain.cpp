@@ -40,6 +40,7 @@ ExplainPlan explain_plan(const Instance& inst, const std::vector<int64_t>& sizes
   p.steps = static_cast<int64_t>(plan.steps.size());
   p.arena_bytes = static_cast<int64_t>(plan.memory.planned_bytes);
   p.graph_nodes = static_cast<int64_t>(inst.graph_nodes());
+  p.early_launches = static_cast<int64_t>(inst.graph_early_edges());
   for (const Step& step : plan.steps) {
     switch (step.kind) {
       case Step::Kind::Extern: {
@@ -110,7 +111,8 @@ std::string Explanation::str() const {
       }
       os << ": " << p.steps << " steps (" << p.generated_kernels << " generated kernels, "
          << p.extern_calls << " extern calls), arena " << p.arena_bytes << " bytes, "
-         << (p.graph_nodes ? "CUDA graph of " + std::to_string(p.graph_nodes) + " nodes"
+         << (p.graph_nodes ? "CUDA graph of " + std::to_string(p.graph_nodes) + " nodes, " +
+                                 std::to_string(p.early_launches) + " launched early"
                            : std::string("no CUDA graph"))
          << "\n";
       for (size_t s = 0; s < p.kernels.size(); ++s) {

@@ -354,6 +354,10 @@ size_t Instance::graph_nodes() const {
   return graph_ ? graph_->graph->nodes() : 0;
 }
 
+size_t Instance::graph_early_edges() const {
+  return graph_ ? graph_->graph->early_edges() : 0;
+}
+
 void Instance::bind_arguments(const std::vector<const Tensor*>& tensors) {
   KILN_INTERNAL_ASSERT(tensors.size() == bindings_.size(), "a compiled instance got ",
                        tensors.size(), " tensor arguments, its trace had ", bindings_.size());

@@ -90,6 +90,7 @@ class Instance {
   const Plan& plan() const { return plan_; }  // for explain()
   // Nodes of the captured graph (0 before the capture or without one).
   size_t graph_nodes() const;
+  size_t graph_early_edges() const;  // Note [Early launch]
   // Calls run so far.
   int runs() const { return runs_; }
 

@@ -19,6 +19,7 @@
 #include "runtime/cuda/blas_lt_skinny.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
+#include "runtime/cuda/launch_record.h"
 
 namespace kiln::cuda {
 
@@ -99,8 +100,8 @@ cublasLtEpilogue_t epilogue_for(Activation act, bool bias) {
 // A call is safe to capture: alpha and beta are host values (read when the
 // call is made, so baked into the captured kernels), the heuristic is a host
 // query whose answer is cached before capture usually begins, and the
-// workspace comes from the caching allocator on the current stream, which
-// during capture hands out blocks of the graph's private pool.
+// workspace is one block of the graph's private pool that all of the
+// capture's calls share (Note [Library scratch under capture]).
 
 // Runs `p`; false (nothing queued) when cuBLASLt has no algorithm for it.
 // `c` (optional: D itself) is C, laid out as D.
@@ -174,12 +175,19 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, const
   const Device dev = Device::cuda(device);
   // From the caching allocator on the current stream: freed after the calls
   // are queued, reused only by work ordered after them.
-  Tensor workspace;
-  if (entry.workspace > 0) {
-    workspace = empty_tensor({static_cast<int64_t>(entry.workspace)}, kUInt8, dev);
-  }
-  void* ws = entry.workspace > 0 ? workspace.data_ptr() : nullptr;
+  // While a graph is captured, its one shared block (Note [Library scratch
+  // under capture]).
   const Stream stream = Stream::current(dev);
+  Tensor workspace;
+  void* ws = nullptr;
+  if (entry.workspace > 0) {
+    if (LaunchRecorder* r = launch_recorder())
+      ws = r->library_scratch(raw(stream), entry.workspace);
+    if (!ws) {
+      workspace = empty_tensor({static_cast<int64_t>(entry.workspace)}, kUInt8, dev);
+      ws = workspace.data_ptr();
+    }
+  }
   for (const auto& o : p.offsets) {
     char* pa = a + o[0] * isz;
     char* pb = b + o[1] * isz;

@@ -14,6 +14,10 @@ LaunchRecorder* set_launch_recorder(LaunchRecorder* recorder) {
   return previous;
 }
 
+LaunchRecorder* launch_recorder() {
+  return t_recorder;
+}
+
 void note_launch(cudaStream_t stream, const void* func, dim3 grid, dim3 block, size_t shared_bytes,
                  void* const* params, const size_t* sizes, int count) {
   if (t_recorder)

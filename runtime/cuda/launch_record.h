@@ -23,7 +23,30 @@ class LaunchRecorder {
   virtual void on_launch(cudaStream_t stream, const void* func, dim3 grid, dim3 block,
                          size_t shared_bytes, void* const* params, const size_t* sizes,
                          int count) = 0;
+  // Scratch for a library call (cuBLASLt's workspace) queued on `stream`: at
+  // least `bytes`, the same block for every call of one capture (they run one
+  // after another), or null to let the caller allocate its own.
+  virtual void* library_scratch(cudaStream_t stream, size_t bytes) = 0;
+  // Memory for a kernel's counters queued on `stream`, `bytes` long, that is
+  // zero when each replay starts provided the kernels that use it leave it
+  // zero (Note [Counters that reset themselves]); null to clear its own.
+  virtual void* zeroed_scratch(cudaStream_t stream, size_t bytes) = 0;
 };
+
+// Note [Counters that reset themselves]
+// Some kernels elect a last block with an atomic counter per group (the
+// decode attention's combine, Note [Decode combine]). Eager calls clear the
+// counters with a memset before each launch. In a captured graph that memset
+// is a node of its own on every replay (a fill kernel, about 1.6 us on an
+// H200, and a full stop for early launch, Note [Early launch]). So while
+// captured, the counters are the graph's own memory, cleared once when the
+// capture ends, and the elected block sets its counter back to zero: every
+// other block has already counted, so nothing reads it again in that launch,
+// and the next replay finds it zero. One graph exec never runs concurrently
+// with itself, so its counters have one user at a time.
+
+// This thread's recorder, or null.
+LaunchRecorder* launch_recorder();
 
 // Installs `recorder` for this thread's launches (null: none); returns the previous one.
 LaunchRecorder* set_launch_recorder(LaunchRecorder* recorder);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -204,6 +205,51 @@ TEST(GraphReplay, NormBeforeAProductReadsEachCallsInput) {
         return;
       }
     }
+  }
+}
+
+// The decode attention's combine counters are the graph's own, cleared once
+// and left zero by the kernel (Note [Counters that reset themselves]): every
+// replay elects its last blocks again. A cache of 1024 splits the sequence.
+// On sm_90 the graph's generated kernels also launch early (Note [Early
+// launch]), which explain() reports.
+TEST(GraphReplay, DecodeAttentionCountersResetOnEveryReplay) {
+  KILN_REQUIRE_CUDA();
+  const kiln::Device cuda = kiln::Device::cuda();
+  Tensor q = random_tensor({1, 12, 1, 64}, kiln::kFloat16, "contiguous", 71).cuda();
+  Tensor kc = random_tensor({1, 12, 1024, 64}, kiln::kFloat16, "contiguous", 72).cuda();
+  Tensor vc = random_tensor({1, 12, 1024, 64}, kiln::kFloat16, "contiguous", 73).cuda();
+  auto body = [&](const Tensor& x, const Tensor& pos) {
+    return kiln::add(kiln::kv_cache_attention(kiln::mul(x, 2.0), kc, vc, pos), 1.0);
+  };
+  auto f = kiln::jit::compile(body, {.name = "attend"});
+  const std::vector<int64_t> positions = {0, 1, 63, 64, 65, 500, 1023, 17, 1023, 0};
+  for (int round = 0; round < 3; ++round) {
+    for (int64_t p : positions) {
+      Tensor pos = kiln::full({1}, p, kiln::TensorOptions(kiln::kInt64)).to(cuda);
+      Tensor x = random_tensor({1, 12, 1, 64}, kiln::kFloat16, "contiguous", 100 + p).cuda();
+      Tensor got = f(x, pos).cpu();
+      kiln::EagerGuard eager;
+      Tensor want = body(x, pos).cpu();
+      SCOPED_TRACE("round " + std::to_string(round) + ", position " + std::to_string(p));
+      EXPECT_TENSOR_CLOSE_TOL(got, want, 2e-3, 2e-3);
+    }
+  }
+  EXPECT_EQ(f.stats().entries, 1);
+  EXPECT_GT(f.stats().graph_nodes, 0);
+  const kiln::jit::Explanation ex = f.explain();
+  ASSERT_FALSE(ex.entries.empty());
+  ASSERT_FALSE(ex.entries[0].plans.empty());
+  const kiln::jit::ExplainPlan& plan = ex.entries[0].plans[0];
+  // mul, attention, add: at least two edges between generated kernels (a copy
+  // node of the position, itself a kernel, may add one).
+  int major = 0, minor = 0;
+  kiln::cuda::device_capability(0, &major, &minor);
+  const char* pdl = std::getenv("KILN_PDL");
+  if (major >= 9 && !(pdl && std::string(pdl) == "0")) {
+    EXPECT_GE(plan.early_launches, 2) << ex;
+  } else {
+    EXPECT_EQ(plan.early_launches, 0) << ex;
   }
 }
 

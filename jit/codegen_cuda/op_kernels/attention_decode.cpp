@@ -24,6 +24,7 @@
 #include "kiln/error.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/device_guard.h"
+#include "runtime/cuda/launch_record.h"
 
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wrestrict"
@@ -106,13 +107,14 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
          "* __restrict__ out, const " + T + "* __restrict__ q,\n    const " + T +
          "* __restrict__ k, const " + T +
          "* __restrict__ v, const i64* __restrict__ pos, i64 pos_stride, i64 p_const,\n"
-         "    float* __restrict__ ws, i64 Hkv, i64 G, i64 L, i64 S, i64 chunk, i64 qsb, i64 qsh,\n"
+         "    float* __restrict__ ws, unsigned* __restrict__ count, i64 Hkv, i64 G, i64 L, i64 S, "
+         "i64 chunk, i64 qsb, i64 qsh,\n"
          "    i64 qsl, i64 qsd, i64 ksb, i64 ksh, i64 kss, i64 vsb, i64 vsh, i64 vss,\n"
          "    float scale_log2, const " +
          T + "* __restrict__ knew, const " + T +
          "* __restrict__ vnew, i64 knsb, i64 knsh, i64 vnsb, i64 vnsh,\n"
          "    " +
-         T + "* kw, " + T + "* vw, i64* err) {\n";
+         T + "* kw, " + T + "* vw, i64* err) {\n  kiln_grid_enter();\n";
   src += "  __shared__ alignas(16) unsigned char sk[" + TK + " * " + KROWB +
          "];\n"
          "  __shared__ alignas(16) " +
@@ -316,8 +318,9 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
          "    }\n"
          "    return;\n"
          "  }\n";
-  // Partials: O [rows][ns][D], then max [rows][ns], sum [rows][ns], then a
-  // counter per (batch, kv head); rows = gridDim.y * R.
+  // Partials: O [rows][ns][D], then max [rows][ns], sum [rows][ns]; rows =
+  // gridDim.y * R. `count`: a counter per (batch, kv head), zero on entry and
+  // left zero (Note [Counters that reset themselves]).
   src +=
       "  const i64 rows = (i64)gridDim.y * R;\n"
       "  float* wo = ws;\n"
@@ -325,7 +328,6 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
       D +
       ";\n"
       "  float* wl = wm + rows * ns;\n"
-      "  unsigned* count = (unsigned*)(wl + rows * ns);\n"
       "  if (k_begin < k_end) {\n"
       "#pragma unroll\n"
       "    for (int i = 0; i < " +
@@ -345,6 +347,7 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
       "  if (tid == 0) s_last = atomicAdd(count + bh, 1u) == (unsigned)(ns - 1);\n"
       "  __syncthreads();\n"
       "  if (!s_last) return;\n"
+      "  if (tid == 0) count[bh] = 0u;\n"
       "  __threadfence();\n"
       // The last block of the group combines (Note [Decode combine]): a warp
       // per row reads every split's (max, sum) at once and leaves each split's
@@ -449,21 +452,29 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
   const int64_t splits = (tiles + tiles_per - 1) / tiles_per;
   const int64_t chunk = tiles_per * geo.tk;
   Tensor ws;
+  void* count = nullptr;
   if (splits > 1) {
     const int64_t rows = B * Hq * L;
     const int64_t floats = rows * splits * (D + 2);
     ws = empty_tensor({floats + groups}, kFloat32, q.device());
     kiln::cuda::DeviceGuard guard(device);
     cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(q.device()));
-    KILN_CUDA_CHECK_DEVICE(
-        cudaMemsetAsync(ws.data_ptr<float>() + floats, 0, static_cast<size_t>(groups) * 4, stream),
-        device);
+    const size_t count_bytes = static_cast<size_t>(groups) * 4;
+    // Inside a captured graph the counters are the graph's, cleared once; the
+    // kernel leaves them zero (Note [Counters that reset themselves]).
+    if (kiln::cuda::LaunchRecorder* r = kiln::cuda::launch_recorder()) {
+      count = r->zeroed_scratch(stream, count_bytes);
+    }
+    if (!count) {
+      count = ws.data_ptr<float>() + floats;
+      KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(count, 0, count_bytes, stream), device);
+    }
   }
   cudaKernel_t kern = load_kernel(
       decode_name(spec), [&] { return decode_source(spec); }, device);
   KernelArgs a;
   a.ptr(out).ptr(q).ptr(k).ptr(v).ptr(pos);
-  a.i64(pos.defined() && pos.numel() > 1 ? pos.stride(0) : 0).i64(p_const).ptr(ws);
+  a.i64(pos.defined() && pos.numel() > 1 ? pos.stride(0) : 0).i64(p_const).ptr(ws).ptr(count);
   a.i64(Hkv).i64(G).i64(L).i64(S).i64(chunk);
   a.i64(q.stride(0)).i64(q.stride(1)).i64(q.stride(2)).i64(q.stride(3));
   a.i64(k.stride(0)).i64(k.stride(1)).i64(k.stride(2));

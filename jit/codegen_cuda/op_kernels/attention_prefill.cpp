@@ -114,7 +114,8 @@ std::string prefill_source(const PrefillSpec& s) {
          "    i64 L, i64 S, i64 Z, i64 ntq, i64 group, int nb, KilnDims bsizes, KilnDims qb,\n"
          "    KilnDims kb, KilnDims vb, KilnDims mb, KilnDims ob, i64 qsl, i64 ksl, i64 vsl, i64 "
          "msl,\n"
-         "    i64 mss, i64 osl, float scale_log2) {\n";
+         "    i64 mss, i64 osl, float scale_log2) {\n"
+         "  kiln_grid_enter();\n";
   src += "  __shared__ alignas(16) unsigned short sk[64 * " + KROW +
          "];\n"
          "  __shared__ alignas(16) unsigned short sv[64 * " +

@@ -40,6 +40,7 @@ std::string renorm_source(DType t, DType index) {
          renorm_name(t, index) + "(" + T + "* __restrict__ w, const " + mem_type(index) +
          "* __restrict__ idx, i64 n, i64 rows, i64 cols, i64 rs, i64 cs, double max_norm, "
          "double p, int kind, int* __restrict__ claimed, i64* err) {\n"
+         "  kiln_grid_enter();\n"
          "  __shared__ double scratch[32];\n"
          "  __shared__ int mine;\n"
          "  for (i64 b = blockIdx.x; b < n; b += gridDim.x) {\n"

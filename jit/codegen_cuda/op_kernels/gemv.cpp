@@ -5,11 +5,14 @@
 #include "jit/codegen_cuda/op_kernels/gemv.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/op_kernels/op_support.h"
 #include "kiln/error.h"
 #include "runtime/core/hooks.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/device_guard.h"
 
 // GCC 12 reports false stringop-overflow warnings for std::string
 // concatenation inlined at -O3; this file builds strings.
@@ -142,26 +145,27 @@ const char kGemvHead[] = R"((
 
 const char kGemvSetup[] = R"(
   const int lane = threadIdx.x % KTPR, group = threadIdx.x / KTPR;
-  const i64 n0 = ((i64)blockIdx.x * (256 / KTPR) + group) * KRN;
+  // This thread's weight vectors of the block's first step start their trip
+  // from DRAM into L2 while the kernel before this one finishes (Note [Early
+  // launch]) and, with a norm prologue, while the statistics are taken. A
+  // prefetch holds no register and reads no value, so it may run before the wait.
+  kiln_prefetch_rows(w, ((i64)blockIdx.x * (256 / KTPR) + group) * KRN, n, kv, ldw, lane);
+  kiln_grid_enter();
+)";
+
+const char kGemvBody[] = R"(
+  // Steps of 256 / KTPR * KRN outputs; the grid holds at most as many blocks
+  // as fit on the GPU at once, and each walks the steps gridDim.x apart,
+  // prefetching its next step's weight rows while it computes this one.
+  for (i64 step = blockIdx.x; step * (256 / KTPR) * KRN < n; step += gridDim.x) {
+  const i64 n0 = (step * (256 / KTPR) + group) * KRN;
+  if ((step + gridDim.x) * (256 / KTPR) * KRN < n) {
+    kiln_prefetch_rows(w, ((step + gridDim.x) * (256 / KTPR) + group) * KRN, n, kv, ldw, lane);
+  }
   // Rows past n read row n - 1 (in bounds) and are never stored.
   const uint4* wr[KRN];
 #pragma unroll
   for (int r = 0; r < KRN; ++r) wr[r] = (const uint4*)(w + (n0 + r < n ? n0 + r : n - 1) * ldw);
-#if KNORM
-  // The first step's weight vectors start their trip from DRAM into L2
-  // while the statistics are taken (a prefetch holds no register).
-#pragma unroll
-  for (int u = 0; u < KU; ++u) {
-    const i64 j = lane + (i64)u * KTPR;
-    if (j < kv) {
-#pragma unroll
-      for (int r = 0; r < KRN; ++r) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr[r] + j));
-    }
-  }
-#endif
-)";
-
-const char kGemvBody[] = R"(
   float acc[KM][KRN];
 #pragma unroll
   for (int i = 0; i < KM; ++i) {
@@ -256,6 +260,7 @@ const char kGemvBody[] = R"(
     for (int g = 0; g < WPG; ++g) v += red[group * WPG + g][q];
     kiln_store(out, bias, res, n, ldo, ldr, q / KRN, n0 + q % KRN, v);
   }
+  __syncthreads();  // `red` is written again by the next step
 #else
 #pragma unroll
   for (int i = 0; i < KM; ++i) {
@@ -265,6 +270,7 @@ const char kGemvBody[] = R"(
     }
   }
 #endif
+  }
 }
 )";
 
@@ -330,6 +336,16 @@ __device__ __forceinline__ uint4 kiln_ld_stream(const uint4* p) {
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
+}
+)";
+  src += R"(// Rows n0 .. n0 + KRN - 1 of w (those below n): this lane's vectors into L2.
+__device__ __forceinline__ void kiln_prefetch_rows(const T* w, i64 n0, i64 n, i64 kv, i64 ldw, int lane) {
+#pragma unroll
+  for (int r = 0; r < KRN; ++r) {
+    if (n0 + r >= n) break;
+    const uint4* row = (const uint4*)(w + (n0 + r) * ldw);
+    for (i64 j = lane; j < kv; j += KTPR) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + j));
+  }
 }
 )";
   src += "#define KNORM " + std::to_string(s.norm) + "\n#define KNORM_W " +
@@ -403,6 +419,26 @@ bool gemv_takes(const kiln::cuda::SkinnyMatmul& p) {
   return true;
 }
 
+// One block per step of outputs, but no more blocks than fit on the GPU at
+// once (Note [Skinny matmul kernel]): a large n (an LM head) then runs one
+// wave whose blocks take their norm statistics once and walk the steps.
+unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s) {
+  const unsigned steps = grid_for(n, gemv_outputs_per_block(s));
+  thread_local std::unordered_map<const void*, int> resident;  // per kernel, blocks per SM
+  const void* f = reinterpret_cast<const void*>(kernel);
+  auto it = resident.find(f);
+  if (it == resident.end()) {
+    int per_sm = 0;
+    kiln::cuda::DeviceGuard guard(device);
+    KILN_CUDA_CHECK_DEVICE(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, kBlock, 0),
+                           device);
+    it = resident.emplace(f, std::max(1, per_sm)).first;
+  }
+  const int64_t fit =
+      static_cast<int64_t>(it->second) * kiln::cuda::device_properties(device).multiProcessorCount;
+  return static_cast<unsigned>(std::min<int64_t>(steps, fit));
+}
+
 void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   KILN_INTERNAL_ASSERT(gemv_takes(p), "skinny matmul kernel called with operands it does not take");
   const Tensor &out = *p.out, &a = *p.a, &b = *p.b;
@@ -421,7 +457,7 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   args.i64(out.stride(0)).i64(a.stride(0)).i64(b.stride(1));
   args.i64(p.residual ? p.residual->stride(0) : 0);
   args.f64(p.norm_eps);
-  launch(kernel, out.device(), grid_for(n, gemv_outputs_per_block(s)), kBlock, 0, args);
+  launch(kernel, out.device(), gemv_grid(kernel, out.device().index(), n, s), kBlock, 0, args);
   out.impl()->bump_version();
 }
 

@@ -33,9 +33,17 @@ namespace kiln::jit::cuda {
 // eager kernels, mean then squared deviations), then normalizes each x
 // vector as it loads it and rounds it to the dtype, where the eager norm
 // stores its output: the same values the unfused product reads, up to the
-// order of the statistics' sums. The first step's weight vectors are
-// prefetched into L2 before the statistics, so that their DRAM latency
-// overlaps the two block reductions instead of following them.
+// order of the statistics' sums. Each thread's weight vectors are
+// prefetched into L2 before anything else, even before the kernel waits for
+// the one before it (Note [Early launch] in kernel_loader.h), so that their
+// DRAM latency overlaps that kernel's end and the two block reductions
+// instead of following them.
+// The grid is at most the blocks that fit on the GPU at once; a block walks
+// its steps of outputs gridDim.x apart and prefetches the next step's weight
+// rows into L2 before it computes the current one. For an LM head (n = 50257:
+// six waves of blocks at one step each) that takes the norm statistics once
+// per block instead of once per step, and keeps the weight stream going
+// across steps instead of refilling the GPU wave after wave.
 // Choice: tpr is the largest power of two that still leaves each thread at
 // least two vectors of k (more threads per row, more loads in flight and
 // more blocks for a short n), rn grows with m so that each x vector loaded

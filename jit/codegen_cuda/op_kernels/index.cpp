@@ -114,6 +114,7 @@ std::string index_source(const IndexSpec& s) {
          "* __restrict__ index, i64 n, int nd, KilnDims sizes, KilnDims dst_st, KilnDims src_st, "
          "KilnDims idx_st, i64 kstride, i64 bound, double value, i64* err, i64 line, "
          "i64 src_step, i64 idx_step) {\n"
+         "  kiln_grid_enter();\n"
          "  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < n; i += (i64)gridDim.x * 256) {\n"
          "    " +
          IX + " rem = (" + IX +
@@ -466,6 +467,7 @@ std::string reduce_source(const ReduceSpec& s) {
          "KilnDims dst_st, KilnDims src_st, KilnDims idx_st, KilnDims cnt_st, i64 kstride, "
          "i64 bound, i64 value_bits, i64* err, i64 line, i64 src_step, i64 idx_step, "
          "i64* __restrict__ cnt, i64 cnt_kstride) {\n"
+         "  kiln_grid_enter();\n"
          "  const " +
          T + " value = *(const " + T +
          "*)&value_bits;\n"

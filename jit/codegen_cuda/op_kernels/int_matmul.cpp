@@ -34,6 +34,7 @@ std::string kernel_name(DType t) {
 const char kIntMatmulBody[] = R"((Elem* out, const Elem* self, const Elem* a,
     const Elem* b, i64 m, i64 n, i64 k, i64 batch, int nbd, KilnDims bsizes, KilnDims out_b,
     KilnDims self_b, KilnDims a_b, KilnDims b_b, KilnDims mat, i64 alpha, i64 beta) {
+  kiln_grid_enter();
   __shared__ Acc as[TILE][TILE];
   __shared__ Acc bs[TILE][TILE];
   const int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;

@@ -46,7 +46,8 @@ std::string norm_source(const NormSpec& s) {
   src += "extern \"C\" __global__ void __launch_bounds__(" + B + ") " + norm_name(s) + "(" +
          mem_type(s.out) + "* __restrict__ y, const " + T + "* __restrict__ x, const " +
          mem_type(s.has_weight ? s.weight : s.dtype) + "* __restrict__ w, const " + T +
-         "* __restrict__ b, i64 rows, i64 n, double eps) {\n";
+         "* __restrict__ b, i64 rows, i64 n, double eps) {\n"
+         "  kiln_grid_enter();\n";
   if (s.cached) src += "  extern __shared__ " + A + " row[];\n";
   src += "  __shared__ " + A + " scratch[32];\n";
   src +=

@@ -155,8 +155,8 @@ void launch(cudaKernel_t kernel, Device device, dim3 grid, dim3 block, size_t sh
   // Dynamic shared memory past 48 KiB would need an opt-in per kernel; rows cached in
   // shared memory are capped below that.
   KILN_INTERNAL_ASSERT(shared_bytes <= 48 * 1024, "kernel asks for too much shared memory");
-  KILN_CUDA_CHECK_DEVICE(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block,
-                                          args.data(), shared_bytes, stream),
+  KILN_CUDA_CHECK_DEVICE(launch_generated(reinterpret_cast<const void*>(kernel), grid, block,
+                                          shared_bytes, args.data(), stream, index),
                          index);
   kiln::cuda::note_launch(stream, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes,
                           args.data(), args.sizes(), args.count());
@@ -201,6 +201,7 @@ std::string copy_source(DType dst, DType src, int nd) {
   s += "extern \"C\" __global__ void __launch_bounds__(256) " + copy_name(dst, src, nd) + "(" +
        mem_type(dst) + "* __restrict__ y, const " + mem_type(src) +
        "* __restrict__ x, i64 n, KilnDims sizes, KilnDims ys, KilnDims xs) {\n"
+       "  kiln_grid_enter();\n"
        "  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < n; i += (i64)gridDim.x * 256) {\n"
        "    const " +
        acc + " v = " + load_expr(src, "x[kiln_offset(i, " + std::to_string(nd) + ", sizes, xs)]") +

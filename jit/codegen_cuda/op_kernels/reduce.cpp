@@ -273,7 +273,7 @@ std::string reduce_source(const ReduceSpec& s) {
          mem_type(s.out) + "* __restrict__ y, i64* __restrict__ yi, const " + mem_type(s.in) +
          "* __restrict__ x, i64 M, i64 R, int ond, KilnDims osize, KilnDims os_in, KilnDims "
          "os_y, KilnDims os_yi, int rnd, KilnDims rsize, KilnDims rs, " +
-         A + " p" + (s.split ? ", i64 chunk, void* ws" : "") + ") {\n";
+         A + " p" + (s.split ? ", i64 chunk, void* ws" : "") + ") {\n  kiln_grid_enter();\n";
   auto write = [&](const std::string& ind) {
     std::string w;
     if (vals)

@@ -48,7 +48,7 @@ std::string block_scan_source(bool prod, DType t) {
                     tile = std::to_string(kScanBlock * kScanPer);
   std::string src = op_prelude() + "extern \"C\" __global__ void __launch_bounds__(" + B + ") " +
                     block_scan_name(prod, t) + "(" + T + "* __restrict__ y, const " + T +
-                    "* __restrict__ x, i64 lines, i64 n, i64 inner) {\n";
+                    "* __restrict__ x, i64 lines, i64 n, i64 inner) {\n  kiln_grid_enter();\n";
   src += "  __shared__ " + A + " wsum[" + W + "];\n";
   src += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
   src += "  for (i64 l = blockIdx.x; l < lines; l += gridDim.x) {\n";
@@ -90,6 +90,7 @@ std::string scan_source(bool prod, DType t) {
   return op_prelude() + "extern \"C\" __global__ void __launch_bounds__(128) " +
          scan_name(prod, t) + "(" + T + "* __restrict__ y, const " + T +
          "* __restrict__ x, i64 lines, i64 n, i64 inner) {\n"
+         "  kiln_grid_enter();\n"
          "  for (i64 l = (i64)blockIdx.x * 128 + threadIdx.x; l < lines; l += (i64)gridDim.x * "
          "128) {\n"
          "    const i64 base = (l / inner) * n * inner + l % inner;\n"
@@ -148,6 +149,7 @@ std::string tri_source(bool upper, DType t) {
   return op_prelude() + "extern \"C\" __global__ void __launch_bounds__(256) " +
          tri_name(upper, t) + "(" + T + "* __restrict__ y, const " + T +
          "* __restrict__ x, i64 numel, i64 rows, i64 cols, i64 diag) {\n"
+         "  kiln_grid_enter();\n"
          "  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < numel; i += (i64)gridDim.x * "
          "256) {\n"
          "    const i64 c = i % cols, r = (i / cols) % rows;\n"

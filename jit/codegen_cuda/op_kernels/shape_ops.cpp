@@ -56,6 +56,7 @@ std::string remap_source(int64_t bytes) {
          "* __restrict__ x, i64 n, int nd, KilnDims sizes, KilnDims in_sizes, KilnDims in_st, "
          "KilnDims mul, KilnDims add, int modulo, int reflect, int clamp, unsigned long long fill) "
          "{\n"
+         "  kiln_grid_enter();\n"
          "  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < n; i += (i64)gridDim.x * 256) {\n"
          "    i64 rem = i, off = 0;\n"
          "    bool inside = true;\n"

@@ -62,7 +62,8 @@ std::string softmax_source(const SoftmaxSpec& s) {
          (s.mask == MaskKind::None ? std::string("void") : std::string(mem_type(s.mask_dtype))) +
          "* __restrict__ mask, i64 rows, i64 n, i64 inner, " + A +
          " scale, i64 qlen, int mask_nd, KilnDims mask_sizes, KilnDims mask_strides, i64 "
-         "mask_col_stride) {\n";
+         "mask_col_stride) {\n"
+         "  kiln_grid_enter();\n";
   if (s.cached) src += "  extern __shared__ " + A + " row[];\n";
   src += "  __shared__ " + A + " sm[32], ss[32];\n";
   src +=

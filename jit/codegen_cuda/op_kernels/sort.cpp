@@ -72,6 +72,7 @@ std::string tile_source(DType t, bool descending) {
        "* __restrict__ x, i64 rows, i64 n, i64 tile, i64 k, " + T +
        "* __restrict__ values, i64* __restrict__ indices, " + K +
        "* __restrict__ skeys, i64* __restrict__ sidx) {\n"
+       "  kiln_grid_enter();\n"
        "  extern __shared__ unsigned long long kiln_smem_words[];\n"
        "  unsigned char* kiln_smem = (unsigned char*)kiln_smem_words;\n"
        "  int* pos = (int*)kiln_smem;\n"
@@ -136,6 +137,7 @@ std::string merge_source(DType t, bool descending) {
   s += "extern \"C\" __global__ void __launch_bounds__(256) " + sort_name("merge", t, descending) +
        "(const " + K + "* __restrict__ ik, const i64* __restrict__ ii, " + K +
        "* __restrict__ ok, i64* __restrict__ oi, i64 rows, i64 n, i64 w) {\n"
+       "  kiln_grid_enter();\n"
        "  for (i64 e = (i64)blockIdx.x * 256 + threadIdx.x; e < rows * n; e += (i64)gridDim.x * "
        "256) {\n"
        "    const i64 row = e / n, p = e % n, s = p / (2 * w) * (2 * w);\n"
@@ -168,6 +170,7 @@ std::string gather_source(DType t) {
          dtype_tag(t) + "(const " + T +
          "* __restrict__ x, const i64* __restrict__ sidx, i64 rows, i64 n, i64 k, " + T +
          "* __restrict__ values, i64* __restrict__ indices) {\n"
+         "  kiln_grid_enter();\n"
          "  for (i64 e = (i64)blockIdx.x * 256 + threadIdx.x; e < rows * k; e += (i64)gridDim.x * "
          "256) {\n"
          "    const i64 row = e / k, i = e % k;\n"

@@ -74,4 +74,24 @@ TEST_F(CudaOpsSource, NamesIdentifySources) {
   }
 }
 
+// Note [Early launch]: a kernel launched early waits for the kernels before it
+// (kiln_grid_enter) before it can return; only prefetches may come first.
+TEST_F(CudaOpsSource, EveryKernelWaitsForTheOneBeforeBeforeItCanReturn) {
+  for (const auto& [name, src] : kc::op_source_samples()) {
+    const size_t body = src.find(name + "(");
+    ASSERT_NE(body, std::string::npos) << name;
+    const size_t enter = src.find("kiln_grid_enter();", body);
+    ASSERT_NE(enter, std::string::npos) << name << " never calls kiln_grid_enter()";
+    const std::string before = src.substr(body, enter - body);
+    EXPECT_EQ(before.find("return"), std::string::npos) << name;
+    EXPECT_EQ(before.find("atomic"), std::string::npos) << name;
+    // Statements before the wait, if any, are prefetches and pointer arithmetic.
+    size_t loads = 0;
+    for (size_t at = before.find("ld."); at != std::string::npos; at = before.find("ld.", at + 1)) {
+      ++loads;
+    }
+    EXPECT_EQ(loads, 0u) << name << " loads before kiln_grid_enter():\n" << before;
+  }
+}
+
 }  // namespace

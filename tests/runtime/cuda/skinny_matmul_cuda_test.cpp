@@ -175,11 +175,11 @@ TEST_F(SkinnyMatmulCuda, CublasEpiloguesWithAResidual) {
 // rows, and above it the norm's own kernel then the product (Note [Skinny
 // matmul choice]); `forced` runs the generated kernel at every row count.
 void check_norm_prologue(DType t, int64_t m, int64_t k, const char* norm, bool affine, bool forced,
-                         uint64_t& seed) {
+                         uint64_t& seed, int64_t n = 40) {
   SCOPED_TRACE(std::string(dtype_name(t)) + " m=" + std::to_string(m) + " k=" + std::to_string(k) +
-               " " + norm + (affine ? " affine" : "") + (forced ? " (generated forced)" : ""));
+               " n=" + std::to_string(n) + " " + norm + (affine ? " affine" : "") +
+               (forced ? " (generated forced)" : ""));
   cuda::set_skinny_path(forced ? cuda::SkinnyPath::Generated : cuda::SkinnyPath::Auto);
-  const int64_t n = 40;
   // Rows of mean far from 0: the statistics must take it out.
   Tensor x = random_tensor({m, k}, t, "contiguous", seed++, 2, 5);
   Tensor w = random_tensor({n, k}, t, "contiguous", seed++, -1, 1);
@@ -232,6 +232,26 @@ TEST_F(SkinnyMatmulCuda, NormPrologueMatchesTheCpu) {
     }
   }
   EXPECT_EQ(cases, 3 * 6 * 3 * 2 * 2 + 2 * 3 * 2);
+}
+
+// An LM head's n: more steps of outputs than blocks fit on the GPU, so each
+// block walks several (Note [Skinny matmul kernel]), with and without the
+// norm prologue whose statistics a block takes once.
+TEST_F(SkinnyMatmulCuda, LargeNWalksSeveralStepsPerBlock) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 900;
+  for (int64_t m : {1, 4}) {
+    check_norm_prologue(kFloat16, m, 768, "layer_norm", true, true, seed, 50257);
+    cuda::set_skinny_path(cuda::SkinnyPath::Generated);
+    SCOPED_TRACE("no prologue, m=" + std::to_string(m));
+    Tensor x = random_tensor({m, 768}, kFloat16, "contiguous", seed++, -1, 1);
+    Tensor w = random_tensor({50257, 768}, kFloat16, "contiguous", seed++, -1, 1);
+    const int64_t before = cuda::skinny_stats().generated;
+    Tensor got = linear_act(to_cuda(x), to_cuda(w), std::nullopt, "none", std::nullopt);
+    EXPECT_EQ(cuda::skinny_stats().generated, before + 1) << "the kernel did not run";
+    EXPECT_MATCHES_CPU(got, linear_act(x, w, std::nullopt, "none", std::nullopt), kFloat16, "none");
+  }
 }
 
 // A norm prologue's product is chosen too: inside MatmulTuning it is timed
