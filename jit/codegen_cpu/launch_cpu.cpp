@@ -62,7 +62,8 @@ Cache& cache() {
 
 const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& k,
                                                const std::vector<RunLayout>& layouts) {
-  std::string key = k.key();
+  const Isa isa = host_isa();  // KILN_CPU_ISA may change between calls
+  std::string key = k.key() + isa_name(isa);
   for (RunLayout l : layouts) {
     key += l == RunLayout::Dense ? 'd' : l == RunLayout::Broadcast ? 'b' : 's';
   }
@@ -72,7 +73,7 @@ const CpuPointwiseKernel* cpu_pointwise_kernel(const PointwiseKernel& k,
   if (it != c.kernels.end()) return it->second.get();
   if (c.refused.count(key)) return nullptr;
   try {
-    auto kernel = std::make_unique<CpuPointwiseKernel>(c.runtime, host_isa(), k, layouts);
+    auto kernel = std::make_unique<CpuPointwiseKernel>(c.runtime, isa, k, layouts);
     g_compiled.fetch_add(1, std::memory_order_relaxed);
     return c.kernels.emplace(key, std::move(kernel)).first->second.get();
   } catch (const Error& e) {

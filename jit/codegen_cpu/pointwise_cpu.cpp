@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 
 #include "jit/codegen_cpu/vecmath.h"
 #include "kiln/error.h"
@@ -105,11 +106,16 @@ class BodyEmitter {
       regs_[c].assign(k_.body.size(), Vec());
       has_reg_[c].assign(k_.body.size(), false);
     }
+    // One copy may spill (Note [Spilled values]); more copies than fit are
+    // tried again with fewer instead.
+    spill_ = copies == 1;
+    spilled_.assign(k_.body.size(), false);
     const int nout = static_cast<int>(k_.outputs.size());
     for (size_t n = 0; n < k_.body.size(); ++n) {
       const Instr& in = k_.body[n];
       if (in.op == Prim::Const || last_use_[n] < 0) continue;  // consts fold into uses
       for (copy_ = 0; copy_ < copies; ++copy_) {
+        if (spill_) make_room(in);
         Vec d = e_.acquire_vec();
         instr(in, d, nout, tail);
         regs_[copy_][n] = d;
@@ -121,6 +127,10 @@ class BodyEmitter {
     }
     for (int o = 0; o < nout; ++o) {
       for (copy_ = 0; copy_ < copies; ++copy_) {
+        if (spill_ && spilled_[k_.stores[o]]) {
+          evict_until(1 + kStoreScratch, -1, -1, -1);
+          reload(k_.stores[o]);
+        }
         pointer(o);
         Vec v = reg(k_.stores[o]);
         if (layouts_[o] == RunLayout::Strided) {
@@ -163,6 +173,73 @@ class BodyEmitter {
   }
 
  private:
+  // Note [Spilled values]
+  // A body whose values and an op's scratch need more vector registers than
+  // the ISA has (AVX2's 16, with sin, cos and gelu in one group) would be
+  // refused and run node by node. Instead, with one copy, the values an op
+  // does not read are moved to stack slots until the op has the registers it
+  // needs: first those used last (the furthest last use, an approximation of
+  // the furthest next use), each to its own slot; a value is loaded back
+  // when an op reads it or it is stored. A spill is a store and a load per
+  // vector, far cheaper than running the group's nodes one by one.
+  static constexpr int kStoreScratch = 3;  // an output conversion's registers
+
+  // Registers op `in` takes besides its destination and its operands.
+  int op_scratch(const Instr& in) const {
+    int need = 2;                       // a mask and a vector at most, for the plain ops
+    if (in.op == Prim::Load) need = 3;  // conversions and gathers
+    if (in.op == Prim::Pow) {
+      need = std::max(math_scratch_vecs(MathOp::kPow, e_.isa()),
+                      math_scratch_vecs(MathOp::kPowScalar, e_.isa())) +
+             1;
+    } else if (math_of(in.op) != MathOp::kNumOps) {
+      need = math_scratch_vecs(math_of(in.op), e_.isa());
+    }
+    for (int32_t o : {in.a, in.b, in.c}) {
+      if (o >= 0 && k_.body[o].op == Prim::Const) ++need;  // reg() sets a constant
+    }
+    return need + 1;
+  }
+  // Frees registers for `in` (its destination and scratch), then loads its
+  // spilled operands back.
+  void make_room(const Instr& in) {
+    int reloads = 0;
+    for (int32_t o : {in.a, in.b, in.c}) {
+      if (o >= 0 && spilled_[o]) ++reloads;
+    }
+    evict_until(1 + op_scratch(in) + reloads, in.a, in.b, in.c);
+    for (int32_t o : {in.a, in.b, in.c}) {
+      if (o >= 0 && spilled_[o]) reload(o);
+    }
+  }
+  // Spills values other than a, b, c until `want` registers are free (or
+  // nothing is left to spill: the op then fails as it would have).
+  void evict_until(int want, int32_t a, int32_t b, int32_t c) {
+    while (e_.free_vecs() < want) {
+      int32_t victim = -1;
+      for (size_t v = 0; v < k_.body.size(); ++v) {
+        const auto iv = static_cast<int32_t>(v);
+        if (!has_reg_[0][v] || iv == a || iv == b || iv == c) continue;
+        if (victim < 0 || last_use_[v] > last_use_[victim]) victim = iv;
+      }
+      if (victim < 0) return;
+      if (slots_.size() < k_.body.size()) slots_.resize(k_.body.size());
+      if (!slots_[victim]) slots_[victim] = e_.stack_slot(e_.vec_bytes(), e_.vec_bytes());
+      e_.as().vmovups(*slots_[victim], wide(regs_[0][victim]));
+      e_.release(regs_[0][victim]);
+      has_reg_[0][victim] = false;
+      spilled_[victim] = true;
+    }
+  }
+  void reload(int32_t v) {
+    Vec r = e_.acquire_vec();
+    e_.as().vmovups(wide(r), *slots_[v]);
+    regs_[0][v] = r;
+    has_reg_[0][v] = true;
+    spilled_[v] = false;
+  }
+  Vec wide(const Vec& v) const { return e_.avx512() ? Vec(v.zmm()) : Vec(v.ymm()); }
+
   void free(int32_t v) {
     if (has_reg_[copy_][v]) {
       e_.release(regs_[copy_][v]);
@@ -422,6 +499,9 @@ class BodyEmitter {
   std::vector<int> last_use_;
   std::vector<Vec> regs_[kMaxCopies];
   std::vector<bool> has_reg_[kMaxCopies];
+  bool spill_ = false;
+  std::vector<bool> spilled_;              // copy 0's values now in their stack slot
+  std::vector<std::optional<Mem>> slots_;  // per value, once it has spilled
   int copy_ = 0;
 };
 

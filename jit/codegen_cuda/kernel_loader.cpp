@@ -117,6 +117,10 @@ bool early_launch_enabled() {
 
 }  // namespace
 
+bool launches_early(int device) {
+  return early_launch_enabled() && kiln::cuda::device_properties(device).major >= 9;
+}
+
 cudaError_t launch_generated(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
                              void** params, cudaStream_t stream, int device) {
   cudaLaunchConfig_t config{};
@@ -127,7 +131,7 @@ cudaError_t launch_generated(const void* kernel, dim3 grid, dim3 block, size_t s
   cudaLaunchAttribute early{};
   early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   early.val.programmaticStreamSerializationAllowed = 1;
-  if (early_launch_enabled() && kiln::cuda::device_properties(device).major >= 9) {
+  if (launches_early(device)) {
     config.attrs = &early;
     config.numAttrs = 1;
   }

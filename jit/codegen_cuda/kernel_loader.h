@@ -55,6 +55,8 @@ cudaKernel_t load_kernel(const std::string& name, const std::function<std::strin
 // allows (Note [Early launch]). Returns what the launch returned.
 cudaError_t launch_generated(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
                              void** params, cudaStream_t stream, int device);
+// Whether launch_generated launches early on `device` (sm_90+, KILN_PDL not 0).
+bool launches_early(int device);
 
 struct KernelLoaderStats {
   int64_t compiled = 0;   // NVRTC compiles

@@ -63,6 +63,8 @@ struct GemvSpec {
   int norm = 0;  // 0 none, 1 layer_norm, 2 rms_norm
   bool norm_weight = false;
   bool norm_bias = false;
+  // Launched early (Note [Early launch]): prefetch the weights before the wait.
+  bool early = false;
 };
 
 // The configuration for a product of m rows and k inputs (k a multiple of

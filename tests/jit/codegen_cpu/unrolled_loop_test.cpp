@@ -6,9 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "jit/codegen_cpu/emitter.h"
 #include "jit/codegen_cpu/launch_cpu.h"
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -105,6 +108,52 @@ TEST(CpuUnrolledLoop, SpecialValuesPerLane) {
   Tensor got = f(x);
   kiln::sync();
   EXPECT_TENSOR_CLOSE_TOL(got, want, 2e-5, 2e-6);
+}
+
+}  // namespace
+
+namespace {
+
+// Note [Spilled values]: 40 values live at once (each sin(x * c) is kept until
+// the sums at the end) need more vector registers than AVX2's 16 or
+// AVX-512's 32; the kernel spills instead of refusing the group, and gives
+// the eager result on each ISA the CPU has.
+TEST(CpuUnrolledLoop, ValuesPastTheRegisterFileSpill) {
+  const char* saved = std::getenv("KILN_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  for (kiln::jit::cpu::Isa isa : {kiln::jit::cpu::Isa::kAvx2, kiln::jit::cpu::Isa::kAvx512}) {
+    if (!kiln::jit::cpu::isa_supported(isa)) continue;
+    setenv("KILN_CPU_ISA", kiln::jit::cpu::isa_name(isa), 1);
+    SCOPED_TRACE(kiln::jit::cpu::isa_name(isa));
+    for (int64_t n : {5, 64, 1000}) {
+      Tensor x = kiln::testing::random_tensor({n}, kiln::kFloat32, "contiguous", 77 + n, -2, 2);
+      auto body = [&] {
+        std::vector<Tensor> v;
+        for (int i = 0; i < 40; ++i) v.push_back(kiln::sin(x * (0.5 + 0.05 * i)));
+        Tensor sum = v.back();
+        for (int i = 38; i >= 0; --i) sum = sum + v[static_cast<size_t>(i)] * (1.0 + i);
+        return sum;
+      };
+      Tensor want;
+      {
+        kiln::EagerGuard eager;
+        want = body();
+      }
+      const int64_t refused = kiln::jit::cpu::cpu_pointwise_groups_refused();
+      const int64_t runs = kiln::jit::cpu::cpu_pointwise_groups_run();
+      Tensor got = body();
+      kiln::sync();
+      EXPECT_EQ(kiln::jit::cpu::cpu_pointwise_groups_refused(), refused);
+      EXPECT_GT(kiln::jit::cpu::cpu_pointwise_groups_run(), runs) << "no fused kernel ran";
+      const std::string msg = kiln::testing::compare(got, want, {1e-4, 1e-4});
+      EXPECT_TRUE(msg.empty()) << "n=" << n << ": " << msg;
+    }
+  }
+  if (saved) {
+    setenv("KILN_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("KILN_CPU_ISA");
+  }
 }
 
 }  // namespace

@@ -66,10 +66,13 @@ TEST_F(Gemv, NamesDifferWhereSourcesDo) {
   d.dtype = kiln::kBFloat16;
   kc::GemvSpec e = kc::gemv_spec(kiln::kFloat16, 1, 768, 2, true, true, 1, true, true);
   kc::GemvSpec f = kc::gemv_spec(kiln::kFloat16, 1, 768, 2, true, true, 2, true, true);
+  kc::GemvSpec g = a;
+  g.early = true;
+  EXPECT_EQ(kc::gemv_name(g), "kiln_gemv_f16_m1_t32_r1_u4_a2_b_res_e");
   EXPECT_EQ(kc::gemv_name(a), "kiln_gemv_f16_m1_t32_r1_u4_a2_b_res");
   EXPECT_EQ(kc::gemv_name(e), "kiln_gemv_f16_m1_t32_r1_u4_a2_b_res_n1wb");
   EXPECT_EQ(kc::gemv_name(f), "kiln_gemv_f16_m1_t32_r1_u4_a2_b_res_n2w") << "rms_norm has no bias";
-  for (const kc::GemvSpec* o : {&b, &c, &d, &e, &f}) {
+  for (const kc::GemvSpec* o : {&b, &c, &d, &e, &f, &g}) {
     EXPECT_NE(kc::gemv_name(*o), kc::gemv_name(a));
     EXPECT_NE(kc::gemv_source(*o), kc::gemv_source(a));
   }
