@@ -10,7 +10,9 @@ ncu runs every kernel alone (serialized), so a kernel's duration here has no
 launch gap and no overlap; their sum against the call's latency says how much
 of the call is kernels and how much is gaps. The last C calls' kernels (the
 last C*K launches, K = kiln-bench's kernels_per_call) are summed per kernel
-name and divided by C.
+name and divided by C. K = 0 (what kiln-bench reports for a call replayed as a
+CUDA graph, whose kernels it does not count) finds K as the shortest period
+with which the last C calls' kernel names repeat.
 """
 import argparse
 import csv
@@ -24,10 +26,20 @@ def short(name):
     return name[:70]
 
 
+def period(names, calls):
+    """The shortest K such that the last calls * K names are `calls` equal runs."""
+    for k in range(1, len(names) // calls + 1):
+        tail = names[-k * calls:]
+        if all(tail[i] == tail[i % k] for i in range(len(tail))):
+            return k
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
-    ap.add_argument("--per-call", type=int, required=True, help="kernels per call")
+    ap.add_argument("--per-call", type=int, required=True,
+                    help="kernels per call (0: find it from the names' period)")
     ap.add_argument("--calls", type=int, default=3)
     args = ap.parse_args()
     rows = []
@@ -39,6 +51,10 @@ def main():
             ns = float(r["gpu__time_duration.sum"].replace(",", ""))
             rows.append((int(r["ID"]), r["Kernel Name"], ns))
     rows.sort()
+    if args.per_call <= 0:
+        args.per_call = period([short(name) for _, name, _ in rows], args.calls)
+        if args.per_call == 0:
+            sys.exit("ncu_kernels.py: the kernels of " + args.csv + " do not repeat per call")
     window = rows[-args.per_call * args.calls:]
     if not window:
         sys.exit("ncu_kernels.py: no kernels in " + args.csv)
