@@ -180,11 +180,16 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
   void* library_scratch(cudaStream_t s, size_t bytes) override {
     if (s != stream || !capturing) return nullptr;
     if (bytes > scratch_bytes) {
-      buffers.push_back(kiln::cuda::allocate(bytes, device));
-      scratch = buffers.back().ptr;
+      scratch = own(bytes);
       scratch_bytes = bytes;
     }
     return scratch;
+  }
+
+  // Memory from the graph's pool that lives as long as the graph.
+  void* own(size_t bytes) {
+    buffers.push_back(kiln::cuda::allocate(bytes, device));
+    return buffers.back().ptr;
   }
 
   // Note [Counters that reset themselves]: cleared once, when the capture
@@ -192,9 +197,8 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
   std::vector<std::pair<void*, size_t>> zeroed;
   void* zeroed_scratch(cudaStream_t s, size_t bytes) override {
     if (s != stream || !capturing) return nullptr;
-    buffers.push_back(kiln::cuda::allocate(bytes, device));
-    zeroed.emplace_back(buffers.back().ptr, bytes);
-    return buffers.back().ptr;
+    zeroed.emplace_back(own(bytes), bytes);
+    return zeroed.back().first;
   }
 
   void abandon() noexcept {
@@ -265,8 +269,7 @@ Capture::~Capture() {
 }
 
 void* Capture::static_buffer(size_t bytes) {
-  impl_->buffers.push_back(kiln::cuda::allocate(bytes, impl_->device));
-  return impl_->buffers.back().ptr;
+  return impl_->own(bytes);
 }
 
 void Capture::begin() {

@@ -1,10 +1,11 @@
 #pragma once
 
 // Comparison helpers every suite uses: a mismatch reports the index, the
-// expected value, the actual value, the shape and the dtype.
+// expected value, the actual value, the shape and the dtype; IsaScope.
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "kiln/kiln.h"
@@ -35,6 +36,32 @@ Tensor random_tensor(IntArrayRef sizes, DType dtype, const char* layout, uint64_
 
 // Index in row-major order -> "[i, j, k]" for `sizes`.
 std::string index_string(int64_t flat, IntArrayRef sizes);
+
+// Sets KILN_CPU_ISA for a scope (generated CPU kernels read it when they
+// are compiled) and restores the caller's value after.
+class IsaScope {
+ public:
+  explicit IsaScope(const char* isa) {
+    if (const char* v = std::getenv("KILN_CPU_ISA")) {
+      saved_ = v;
+      had_ = true;
+    }
+    setenv("KILN_CPU_ISA", isa, 1);
+  }
+  ~IsaScope() {
+    if (had_) {
+      setenv("KILN_CPU_ISA", saved_.c_str(), 1);
+    } else {
+      unsetenv("KILN_CPU_ISA");
+    }
+  }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  std::string saved_;
+  bool had_ = false;
+};
 
 }  // namespace kiln::testing
 

@@ -110,28 +110,7 @@ void expect_worker_independent(const std::function<Outputs()>& f) {
   }
 }
 
-// Sets KILN_CPU_ISA for a scope (the reduction reads it once per group).
-class IsaScope {
- public:
-  explicit IsaScope(const char* isa) {
-    if (const char* v = std::getenv("KILN_CPU_ISA")) {
-      saved_ = v;
-      had_ = true;
-    }
-    setenv("KILN_CPU_ISA", isa, 1);
-  }
-  ~IsaScope() {
-    if (had_) {
-      setenv("KILN_CPU_ISA", saved_.c_str(), 1);
-    } else {
-      unsetenv("KILN_CPU_ISA");
-    }
-  }
-
- private:
-  std::string saved_;
-  bool had_ = false;
-};
+using kiln::testing::IsaScope;
 
 Tensor random(std::vector<int64_t> shape, kiln::DType dt, const char* layout, uint64_t seed,
               double lo = -3, double hi = 3) {

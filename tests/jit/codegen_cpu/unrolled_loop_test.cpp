@@ -119,11 +119,9 @@ namespace {
 // AVX-512's 32; the kernel spills instead of refusing the group, and gives
 // the eager result on each ISA the CPU has.
 TEST(CpuUnrolledLoop, ValuesPastTheRegisterFileSpill) {
-  const char* saved = std::getenv("KILN_CPU_ISA");
-  const std::string restore = saved ? saved : "";
   for (kiln::jit::cpu::Isa isa : {kiln::jit::cpu::Isa::kAvx2, kiln::jit::cpu::Isa::kAvx512}) {
     if (!kiln::jit::cpu::isa_supported(isa)) continue;
-    setenv("KILN_CPU_ISA", kiln::jit::cpu::isa_name(isa), 1);
+    kiln::testing::IsaScope scope(kiln::jit::cpu::isa_name(isa));
     SCOPED_TRACE(kiln::jit::cpu::isa_name(isa));
     for (int64_t n : {5, 64, 1000}) {
       Tensor x = kiln::testing::random_tensor({n}, kiln::kFloat32, "contiguous", 77 + n, -2, 2);
@@ -148,11 +146,6 @@ TEST(CpuUnrolledLoop, ValuesPastTheRegisterFileSpill) {
       const std::string msg = kiln::testing::compare(got, want, {1e-4, 1e-4});
       EXPECT_TRUE(msg.empty()) << "n=" << n << ": " << msg;
     }
-  }
-  if (saved) {
-    setenv("KILN_CPU_ISA", restore.c_str(), 1);
-  } else {
-    unsetenv("KILN_CPU_ISA");
   }
 }
 
