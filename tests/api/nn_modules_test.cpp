@@ -56,7 +56,7 @@ TEST(NnModules, NamedParametersUseHuggingFaceNames) {
 TEST(NnModules, StateDictRoundTripsThroughACheckpoint) {
   const kiln::nn::LlamaConfig c = tiny_llama();
   kiln::nn::Llama a = kiln::nn::Llama::random(c, kiln::kFloat32, kiln::Device::cpu(), 7);
-  const std::string path = std::string(::testing::TempDir()) + "/kiln_llama_sd.safetensors";
+  const std::string path = kiln::testing::temp_path("llama_sd.safetensors");
   kiln::nn::save_safetensors(path, kiln::nn::state_dict(a));
   kiln::nn::Llama b = kiln::nn::Llama::from_checkpoint(path, c, kiln::Device::cpu());
   for (auto& [name, t] : kiln::nn::state_dict(b)) {

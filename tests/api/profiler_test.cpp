@@ -178,10 +178,6 @@ nlohmann::json expect_valid_trace(const Profile& prof, const std::string& path) 
   return trace;
 }
 
-std::string temp_path(const char* name) {
-  return ::testing::TempDir() + name;
-}
-
 // A profile of one lazy forward, one eager forward and two compiled calls.
 void profile_gpt2(kiln::Device device) {
   const kiln::nn::GPT2Config cfg = tiny_config();
@@ -264,7 +260,7 @@ void profile_gpt2(kiln::Device device) {
   }
   expect_valid_nesting(ev);
   expect_valid_table(prof);
-  const nlohmann::json trace = expect_valid_trace(prof, temp_path("kiln_profile.json"));
+  const nlohmann::json trace = expect_valid_trace(prof, kiln::testing::temp_path("profile.json"));
   if (device.is_cuda()) {
     bool arrow = false;
     for (const auto& e : trace["traceEvents"]) arrow = arrow || e["ph"] == "f";
@@ -340,7 +336,7 @@ TEST(Profiler, EagerOpsThreadsAndErrors) {
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(row->calls, 1);
   expect_valid_nesting(ev);
-  expect_valid_trace(prof, temp_path("kiln_profile_threads.json"));
+  expect_valid_trace(prof, kiln::testing::temp_path("profile_threads.json"));
   // A new recording starts empty.
   prof.start();
   prof.stop();

@@ -13,7 +13,7 @@ using kiln::Tensor;
 using kiln::nn::SafetensorsFile;
 
 std::string temp_path(const char* name) {
-  return std::string(::testing::TempDir()) + "/kiln_" + name + ".safetensors";
+  return kiln::testing::temp_path(std::string(name) + ".safetensors");
 }
 
 void write_raw(const std::string& path, const std::string& header, const std::string& data) {
@@ -123,7 +123,7 @@ TEST(Safetensors, AcceptsHolesAndEmptyTensorsAnywhere) {
 }
 
 TEST(Safetensors, ShardedCheckpoint) {
-  const std::string dir = std::string(::testing::TempDir()) + "/kiln_sharded";
+  const std::string dir = kiln::testing::temp_path("sharded");
   ::mkdir(dir.c_str(), 0700);
   std::map<std::string, Tensor> in = sample_tensors();
   std::map<std::string, Tensor> first, second;

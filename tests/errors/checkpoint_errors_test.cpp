@@ -36,7 +36,7 @@ void write_text(const std::string& path, const std::string& text) {
 std::string make_folder(const std::string& name, const std::map<std::string, Tensor>& tensors,
                         const std::string& config,
                         const std::map<std::string, std::string>& metadata = {}) {
-  const std::string dir = std::string(::testing::TempDir()) + "/kiln_ckpt_" + name;
+  const std::string dir = kiln::testing::temp_path("ckpt_" + name);
   ::mkdir(dir.c_str(), 0700);
   std::remove((dir + "/config.json").c_str());
   kiln::nn::save_safetensors(dir + "/model.safetensors", tensors, metadata);

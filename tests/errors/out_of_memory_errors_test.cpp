@@ -106,7 +106,7 @@ class AddressCap {
 std::string run_child(const std::string& name, std::chrono::seconds timeout) {
   const std::string exe = "/proc/self/exe";
   const std::string filter = "--gtest_filter=OutOfMemoryChild." + name;
-  const std::string log = ::testing::TempDir() + "kiln_oom_" + name + ".log";
+  const std::string log = kiln::testing::temp_path("oom_" + name + ".log");
   std::vector<std::string> env_strings{"KILN_OOM_CHILD=1"};
   // The child runs its one test whatever shard of the suite this process is.
   for (char** e = environ; *e; ++e) {

@@ -15,7 +15,7 @@ namespace {
 using kiln::nn::SafetensorsFile;
 
 std::string temp_path(const std::string& name) {
-  return std::string(::testing::TempDir()) + "/kiln_st_err_" + name;
+  return kiln::testing::temp_path("st_err_" + name);
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {

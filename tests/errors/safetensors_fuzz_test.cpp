@@ -12,6 +12,7 @@
 #include <random>
 
 #include "kiln/kiln.h"
+#include "tests/support/testing.h"
 
 namespace {
 
@@ -142,13 +143,13 @@ class HeaderFuzzer {
 };
 
 TEST(SafetensorsFuzz, RandomHeadersGiveValuesOrErrors) {
-  const std::string dir = std::string(::testing::TempDir());
   HeaderFuzzer fuzz(20260117);
   int accepted = 0, refused = 0, tensors_read = 0;
   for (int i = 0; i < 10000; ++i) {
     const std::string bytes = fuzz.file();
     // A fresh name each time: truncating a file just written waits for its writeback.
-    const std::string path = cat(dir, "/kiln_st_fuzz_", std::to_string(i), ".safetensors");
+    const std::string path =
+        kiln::testing::temp_path(cat("st_fuzz_", std::to_string(i), ".safetensors"));
     {
       std::ofstream f(path, std::ios::binary | std::ios::trunc);
       f << bytes;

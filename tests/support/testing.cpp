@@ -1,6 +1,9 @@
 #include "tests/support/testing.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 namespace kiln::testing {
@@ -123,6 +126,41 @@ Tensor random_tensor(IntArrayRef sizes, DType dtype, const char* layout, uint64_
     return values(one).expand(shape);
   }
   throw Error("random_tensor: unknown layout " + l);
+}
+
+namespace {
+
+// This process's own folder under the test temp folder, removed with what the
+// tests left in it when the process exits (by the process that made it only:
+// a forked child exiting does not take its parent's files).
+class TempFolder {
+ public:
+  TempFolder() : owner_(::getpid()) {
+    std::string dir = ::testing::TempDir();
+    if (dir.empty() || dir.back() != '/') dir += '/';
+    path_ = dir + "kiln_" + std::to_string(owner_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempFolder() {
+    if (::getpid() != owner_) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  pid_t owner_;
+  std::string path_;
+};
+
+}  // namespace
+
+std::string temp_path(const std::string& name) {
+  static TempFolder folder;
+  return folder.path() + "/" + name;
 }
 
 }  // namespace kiln::testing

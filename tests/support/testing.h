@@ -1,7 +1,7 @@
 #pragma once
 
 // Comparison helpers every suite uses: a mismatch reports the index, the
-// expected value, the actual value, the shape and the dtype; IsaScope.
+// expected value, the actual value, the shape and the dtype; IsaScope; temp_path.
 
 #include <gtest/gtest.h>
 
@@ -39,6 +39,11 @@ std::string index_string(int64_t flat, IntArrayRef sizes);
 
 // Sets KILN_CPU_ISA for a scope (generated CPU kernels read it when they
 // are compiled) and restores the caller's value after.
+// A path in a folder that belongs to this test process alone, removed when it
+// exits: ctest runs every test as its own process, several at once, so a fixed
+// file name would be written and removed by two tests at the same time.
+std::string temp_path(const std::string& name);
+
 class IsaScope {
  public:
   explicit IsaScope(const char* isa) {

@@ -5,13 +5,14 @@
 #include <cstdio>
 #include <fstream>
 
+#include "tests/support/testing.h"
+
 namespace {
 
 using kiln::jit::DiskCache;
 
 std::string fresh_dir(const char* name) {
-  return std::string(::testing::TempDir()) + "/kiln_cache_" + name + "_" +
-         std::to_string(::testing::UnitTest::GetInstance()->random_seed());
+  return kiln::testing::temp_path(std::string("cache_") + name);
 }
 
 TEST(KernelCache, StoresAndLoadsByKey) {

@@ -20,7 +20,7 @@ std::string read_file(const std::string& path) {
 }
 
 TEST(LogFile, LinesGoToTheFileAndBackToStderr) {
-  const std::string path = ::testing::TempDir() + "kiln_log_file_test.log";
+  const std::string path = kiln::testing::temp_path("log_file_test.log");
   std::remove(path.c_str());
   kiln::set_log_file(path);
   EXPECT_EQ(kiln::log_file(), path);
