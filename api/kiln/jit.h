@@ -115,8 +115,13 @@ struct Options {
   // every compiled function.
   bool verify = false;
   std::vector<std::string> input_names;  // argument names for logs (optional)
-  // Sizes a dynamic dim is padded up to (at most one dynamic dim, sliced
-  // back in the results), e.g. {1, 2, 4, 8, 16, 32}; empty: one plan per size.
+  // Sizes the `dynamic` dims are padded up to (with zeros), e.g. {1, 2, 4,
+  // 8, 16, 32}: one plan per bucket; empty: one plan per size. Dims of the
+  // same size are padded together; results come back at the sizes the
+  // function gives unpadded (learned once per argument sizes by a trace).
+  // Rows along a padded dim must not mix: the first call at each size of a
+  // function that writes nothing but its results also runs it unpadded and
+  // compares, and a difference turns buckets off (logged). Note [Buckets].
   std::vector<int64_t> buckets;
   // Distinct sizes (or dynamic scalar values) one entry specializes for
   // before it warns and runs further ones uncompiled.

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "guards/guards.h"
+#include "jit/compile/buckets.h"
 #include "jit/compile/call_profile.h"
 #include "jit/compile/explain.h"
 #include "jit/compile/instance.h"
@@ -124,6 +125,12 @@ struct boxed::CompiledCore::Impl {
   std::atomic<double> compile_ms{0};
   mutable std::mutex history_mu;
   std::vector<Recompile> history;  // explain(): entries and plans built, and why
+  // Padding to Options::buckets (Note [Buckets]); what turns them off goes
+  // to the recompile log and explain().
+  Buckets buckets{options, [this](const std::string& what) {
+                    remember(0, what);
+                    kiln::detail::log_line(LogChannel::Recompiles, what);
+                  }};
 
   void remember(int entry, std::string reason) {
     std::lock_guard<std::mutex> lock(history_mu);
@@ -131,8 +138,6 @@ struct boxed::CompiledCore::Impl {
   }
 
   std::vector<Tensor> dispatch(const std::vector<IValue>& args, Body body);
-  std::vector<IValue> pad_to_bucket(const std::vector<IValue>& args, int64_t* size,
-                                    int64_t* bucket) const;
   void check_arguments(const std::vector<IValue>& args);
   guards::DynamicDims dynamic_for(const std::vector<IValue>& args) const;
   Entry* lookup(const std::vector<IValue>& args) const;
@@ -251,16 +256,10 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
     }
   }
   enter.stop();
-  if (!m.options.buckets.empty()) {
-    int64_t size = 0, bucket = 0;
-    std::vector<IValue> padded = m.pad_to_bucket(args, &size, &bucket);
-    if (bucket != size) {
-      std::vector<Tensor> results = m.dispatch(padded, body);
-      for (Tensor& t : results) {
-        if (t.defined() && t.dim() > 0 && t.size(0) == bucket) t = t.narrow(0, 0, size);
-      }
-      return results;
-    }
+  if (m.buckets.on() && is_lazy()) {
+    std::optional<std::vector<Tensor>> padded = m.buckets.call(
+        args, body, [&](const std::vector<IValue>& a) { return m.dispatch(a, body); });
+    if (padded) return std::move(*padded);
   }
   return m.dispatch(args, body);
 }
@@ -277,50 +276,6 @@ std::vector<Tensor> boxed::CompiledCore::Impl::dispatch(const std::vector<IValue
   std::vector<Tensor> results = compile(args, body, &hit);
   if (hit) return run(*hit, args, body);  // another thread built it meanwhile
   return results;
-}
-
-// Note [Buckets]
-// With Options::buckets, the dims listed in Options::dynamic are padded up to
-// the smallest bucket that holds them (zeros after the argument's values),
-// so one plan (one CUDA graph) serves every size up to its bucket; results
-// whose dim 0 has the bucket's size are sliced back (batch-first results).
-// Padding copies the padded arguments once per call (a fill and a copy
-// kernel each): meant for small per-request tensors (token ids, positions).
-// Sizes past the largest bucket, and sizes that are a bucket, run as they are.
-std::vector<IValue> boxed::CompiledCore::Impl::pad_to_bucket(const std::vector<IValue>& args,
-                                                             int64_t* size, int64_t* bucket) const {
-  *size = *bucket = 0;
-  std::vector<std::pair<size_t, int64_t>> dims;  // (argument, dim) to pad
-  for (const DynamicDim& dd : options.dynamic) {
-    if (dd.input < 0 || static_cast<size_t>(dd.input) >= args.size()) continue;
-    const IValue& a = args[dd.input];
-    if (!a.is_tensor()) continue;
-    const int64_t rank = a.to_tensor().dim();
-    const int64_t dim = dd.dim < 0 ? dd.dim + rank : dd.dim;
-    if (dim < 0 || dim >= rank) continue;
-    const int64_t n = a.to_tensor().size(dim);
-    if (dims.empty()) *size = n;
-    if (n == *size) dims.emplace_back(dd.input, dim);
-  }
-  if (dims.empty()) return {};
-  int64_t best = -1;  // the smallest bucket that holds the size
-  for (int64_t b : options.buckets) {
-    if (b >= *size && (best < 0 || b < best)) best = b;
-  }
-  *bucket = best < 0 ? *size : best;
-  if (*bucket == *size) return {};
-  std::vector<IValue> padded = args;
-  EagerGuard eager;
-  for (const auto& [input, dim] : dims) {
-    const Tensor& t = args[input].to_tensor();
-    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
-    sizes[static_cast<size_t>(dim)] = *bucket;
-    Tensor p = kiln::zeros(sizes, TensorOptions(t.dtype()).device(t.device()));
-    Tensor view = p.narrow(dim, 0, *size);
-    view.copy_(t);
-    padded[input] = IValue(std::move(p));
-  }
-  return padded;
 }
 
 void boxed::CompiledCore::Impl::check_arguments(const std::vector<IValue>& args) {
@@ -515,6 +470,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
   e->guards = guards::GuardSet::from_call(args, dynamic_for(args));
   e->reason = reason + dynamic_note;
   remember(e->index, e->reason);
+  buckets.forget();  // a captured tensor replaced may give results other sizes
   built.fetch_add(1, std::memory_order_relaxed);
   KILN_LOG(Recompiles, options.name, ": entry ", e->index, "/", options.cache_limit, ": ", reason,
            dynamic_note,

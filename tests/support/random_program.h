@@ -49,7 +49,8 @@ class Program {
         if (pick(4) == 0) s[d] = 1;
       }
       if (pick(3) == 0 && s.size() > 1) s.erase(s.begin());
-      inputs_.push_back({s, dtypes[pick(4)], layouts[pick(5)], seed_ * 31 + i});
+      const bool follows_lead = s.size() == shape_.size() && s[0] == shape_[0] && s[0] != 1;
+      inputs_.push_back({s, dtypes[pick(4)], layouts[pick(5)], seed_ * 31 + i, follows_lead});
     }
     int n_steps = std::uniform_int_distribution<int>(1, 7)(rng_);
     for (int k = 0; k < n_steps; ++k) steps_.push_back(pick(1 << 20));
@@ -59,12 +60,16 @@ class Program {
   // leaves (several, to force stores).
   std::vector<Tensor> run(std::string* text) { return run_on(make_inputs(0), text); }
 
-  // The program's inputs; another `variant` gives other values of the same layouts.
-  std::vector<Tensor> make_inputs(uint64_t variant) const {
+  // The program's inputs; another `variant` gives other values of the same
+  // layouts. A `lead` of 1 or more replaces the leading size of the inputs
+  // that follow it (leading_inputs()).
+  std::vector<Tensor> make_inputs(uint64_t variant, int64_t lead = 0) const {
     std::vector<Tensor> out;
     kiln::EagerGuard eager;
     for (const Input& in : inputs_) {
-      Tensor t = kiln::testing::random_tensor(in.shape, in.dtype, in.layout,
+      std::vector<int64_t> shape = in.shape;
+      if (lead > 0 && in.follows_lead) shape[0] = lead;
+      Tensor t = kiln::testing::random_tensor(shape, in.dtype, in.layout,
                                               in.seed + variant * 1000003, -2, 2);
       out.push_back(device_.is_cpu() ? t : same_layout_on(t, device_));
     }
@@ -267,7 +272,16 @@ class Program {
     kiln::DType dtype;
     const char* layout;
     uint64_t seed;
+    bool follows_lead;  // its dim 0 is the program's leading dim (not broadcast, not dropped)
   };
+  // The inputs whose dim 0 is the program's leading dim.
+  std::vector<int> leading_inputs() const {
+    std::vector<int> out;
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (inputs_[i].follows_lead) out.push_back(static_cast<int>(i));
+    }
+    return out;
+  }
   // The least precise dtype any value of the program had (sets the tolerance).
   kiln::DType loosest() const { return loosest_; }
 

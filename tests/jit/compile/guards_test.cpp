@@ -335,6 +335,117 @@ TEST(CompileGuards, BucketsPadAndSliceBack) {
   EXPECT_EQ(f.stats().specializations, 1) << text;  // buckets 4 and 8
 }
 
+// A padded call's results have the sizes the function gives at the call's own
+// sizes: the padded dim is narrowed wherever it went (dim 1, a transpose), and
+// a result that does not follow it (a captured weight's product) is left whole
+// even when its dim 0 is the bucket's size.
+TEST(CompileGuards, BucketsNarrowWhatFollowsThePaddedDim) {
+  const Tensor w = random_tensor({4, 6}, kiln::kFloat32, "contiguous", 40);
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x) {
+        return std::vector<Tensor>{kiln::tanh(x) * 2.0, (x * 1.5).transpose(0, 1), w * 2.0,
+                                   x.sum({0}, true)};
+      },
+      {.name = "n", .dynamic = {{0, 0}}, .buckets = {4, 8}});
+  auto g = kiln::jit::compile([](const Tensor& x) { return kiln::sigmoid(x) - 0.5; },
+                              {.name = "d1", .dynamic = {{0, 1}}, .buckets = {4, 8}});
+  for (int64_t n : {3, 4, 5, 3, 7}) {
+    SCOPED_TRACE("size " + std::to_string(n));
+    const Tensor x = random_tensor({n, 6}, kiln::kFloat32, "transposed", static_cast<uint64_t>(n));
+    const Tensor y = random_tensor({2, n}, kiln::kFloat32, "strided", static_cast<uint64_t>(n));
+    std::vector<Tensor> r = f(x);
+    Tensor q = g(y);
+    kiln::EagerGuard eager;
+    ASSERT_EQ(r.size(), 4u);
+    EXPECT_TENSOR_CLOSE(r[0], kiln::tanh(x) * 2.0);
+    EXPECT_TENSOR_CLOSE(r[1], (x * 1.5).transpose(0, 1));
+    EXPECT_TENSOR_CLOSE(r[2], w * 2.0);
+    EXPECT_TENSOR_CLOSE(r[3], x.sum({0}, true));  // zeros after the rows add nothing
+    EXPECT_TENSOR_CLOSE(q, kiln::sigmoid(y) - 0.5);
+  }
+  EXPECT_EQ(f.stats().specializations, 1);  // buckets 4 and 8
+}
+
+// Padding is sound only where rows along the padded dim do not mix: the first
+// call at each size compares the padded result with the function's own, and
+// a difference turns buckets off (once, logged); every result is exact.
+TEST(CompileGuards, BucketsTurnOffWhenRowsMix) {
+  auto f = kiln::jit::compile([](const Tensor& x) { return x - x.mean({0}, true); },
+                              {.name = "mix", .dynamic = {{0, 0}}, .buckets = {4, 8}});
+  Logs logs("");
+  for (int64_t n : {3, 5, 3, 6}) {
+    SCOPED_TRACE("size " + std::to_string(n));
+    const Tensor x = random_tensor({n, 5}, kiln::kFloat32, "contiguous", static_cast<uint64_t>(n));
+    Tensor r = f(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r, x - x.mean({0}, true));
+  }
+  const std::string text = logs.take();
+  EXPECT_EQ(count_of(text,
+                     "mix: buckets are off: padding to a bucket changed the results, result "
+                     "0 changed"),
+            1)
+      << text;
+  bool explained = false;
+  for (const kiln::jit::Recompile& r : f.explain().recompiles) {
+    explained |= r.reason.find("buckets are off") != std::string::npos;
+  }
+  EXPECT_TRUE(explained);
+}
+
+// A function that writes state (a captured tensor) runs once per call, padded:
+// it is not run a second time at the call's own sizes to compare.
+TEST(CompileGuards, BucketsRunAFunctionThatWritesStateOnce) {
+  Tensor calls = kiln::zeros({1});
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x) {
+        calls.add_(1.0);
+        return x * 2.0 + calls;
+      },
+      {.name = "state", .dynamic = {{0, 0}}, .buckets = {4, 8}});
+  int k = 0;
+  for (int64_t n : {3, 3, 5, 2}) {
+    SCOPED_TRACE("size " + std::to_string(n));
+    const Tensor x = random_tensor({n, 3}, kiln::kFloat32, "contiguous", static_cast<uint64_t>(n));
+    Tensor r = f(x);
+    ++k;
+    kiln::EagerGuard eager;
+    EXPECT_EQ(r.size(0), n);
+    EXPECT_TENSOR_CLOSE(r, x * 2.0 + static_cast<double>(k));
+    EXPECT_EQ(calls.item<float>(), static_cast<float>(k));
+  }
+}
+
+// A result that padding makes smaller cannot be narrowed back. A function
+// that writes nothing else is run at the call's own sizes instead; one that
+// writes state has run padded, so the call raises; either way buckets are
+// off from then on and later calls are exact.
+TEST(CompileGuards, BucketsOffWhenPaddingShrinksAResult) {
+  auto shrink = [](const Tensor& x) { return kiln::ones({10 - x.size(0)}) * x.sum(); };
+  auto pure = kiln::jit::compile(shrink, {.name = "pure", .dynamic = {{0, 0}}, .buckets = {4}});
+  Tensor calls = kiln::zeros({1});
+  auto writes = kiln::jit::compile(
+      [&](const Tensor& x) {
+        calls.add_(1.0);
+        return shrink(x);
+      },
+      {.name = "writes", .dynamic = {{0, 0}}, .buckets = {4}});
+  const Tensor x = random_tensor({3, 2}, kiln::kFloat32, "contiguous", 50);
+  Logs logs("");
+  Tensor r = pure(x);
+  EXPECT_KILN_ERROR(writes(x),
+                    "[jit::compile] writes: expected results that padding only makes "
+                    "larger, got a function whose result 0 has sizes [6] padded and "
+                    "sizes [7] at the call's own sizes");
+  Tensor again = writes(x);
+  const std::string text = logs.take();
+  kiln::EagerGuard eager;
+  EXPECT_TENSOR_CLOSE(r, shrink(x));
+  EXPECT_TENSOR_CLOSE(again, shrink(x));
+  EXPECT_EQ(count_of(text, "pure: buckets are off"), 1) << text;
+  EXPECT_EQ(count_of(text, "writes: buckets are off"), 1) << text;
+}
+
 // Without buckets, a dynamic dim gets a plan per size up to a limit, then
 // runs uncompiled, saying which sizes it saw.
 TEST(CompileGuards, SizesPastTheSpecializationLimit) {

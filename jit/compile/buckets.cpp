@@ -1,0 +1,332 @@
+// Padding calls up to a bucket and narrowing their results back (Note [Buckets]).
+
+#include "jit/compile/buckets.h"
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "jit/compile/instance.h"
+#include "jit/compile/tracing.h"
+#include "kiln/logging.h"
+#include "kiln/ops.h"
+
+// GCC 12 warns falsely on std::string concatenation at -O3.
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wrestrict"
+
+namespace kiln::jit {
+namespace {
+
+// Learned sizes kept at most (distinct argument descriptions); past it they
+// are forgotten and learned again.
+constexpr size_t kMaxLearned = 1024;
+
+// What the results' sizes can depend on: each argument's kind, a tensor's
+// dtype, device and sizes, a number's value.
+std::vector<int64_t> describe(const std::vector<IValue>& args) {
+  std::vector<int64_t> key;
+  auto tensor = [&](const Tensor& t) {
+    if (!t.defined()) {
+      key.push_back(-1);
+      return;
+    }
+    key.push_back(static_cast<int64_t>(t.dtype()));
+    key.push_back(static_cast<int64_t>(t.device().type()) * 1024 + t.device().index());
+    key.push_back(t.dim());
+    for (int64_t s : t.sizes()) key.push_back(s);
+  };
+  for (const IValue& a : args) {
+    key.push_back(static_cast<int64_t>(a.tag()));
+    if (a.is_tensor()) {
+      tensor(a.to_tensor());
+    } else if (a.is_tensor_list()) {
+      key.push_back(static_cast<int64_t>(a.to_tensor_list().size()));
+      for (const Tensor& t : a.to_tensor_list()) tensor(t);
+    } else if (a.is_int()) {
+      key.push_back(a.to_int());
+    } else if (a.is_double()) {
+      int64_t bits;
+      const double v = a.to_double();
+      std::memcpy(&bits, &v, sizeof bits);
+      key.push_back(bits);
+    } else if (a.is_bool()) {
+      key.push_back(a.to_bool());
+    }
+  }
+  return key;
+}
+
+std::string sizes_text(IntArrayRef s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// True when every write of the trace lands in a storage the trace made: it
+// can run once more without changing anything the caller sees.
+bool writes_only_its_results(const Pristine& p) {
+  std::unordered_set<const StorageImpl*> stand_ins;
+  for (const Tensor& t : p.stand_ins) {
+    if (t.defined()) stand_ins.insert(t.impl()->storage().get());
+  }
+  auto own = [&](const Tensor& t) {
+    const StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
+    return !s || (!stand_ins.count(s) && !p.captured.count(s));
+  };
+  for (const Node& n : p.nodes) {
+    for (int w : n.written) {
+      const IValue& a = n.args[static_cast<size_t>(w)];
+      if (a.is_tensor() && !own(a.to_tensor())) return false;
+      if (a.is_tensor_list()) {
+        for (const Tensor& t : a.to_tensor_list()) {
+          if (!own(t)) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// A padded call's result `t` can be narrowed to `sizes`: the same rank, no
+// size smaller (or both undefined).
+bool fits(const Tensor& t, const std::optional<std::vector<int64_t>>& sizes) {
+  if (t.defined() != sizes.has_value()) return false;
+  if (!t.defined()) return true;
+  if (static_cast<size_t>(t.dim()) != sizes->size()) return false;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if ((*sizes)[static_cast<size_t>(d)] > t.size(d)) return false;
+  }
+  return true;
+}
+
+// `t` narrowed to `sizes` in every dim where it is larger (fits() holds).
+Tensor narrow_one(Tensor t, const std::optional<std::vector<int64_t>>& sizes) {
+  if (!t.defined()) return t;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t want = (*sizes)[static_cast<size_t>(d)];
+    if (want < t.size(d)) t = t.narrow(d, 0, want);
+  }
+  return t;
+}
+
+std::string describe_sizes(const Tensor& t) {
+  return t.defined() ? "sizes " + sizes_text(t.sizes()) : "no value";
+}
+
+std::string describe_sizes(const std::optional<std::vector<int64_t>>& s) {
+  return s ? "sizes " + sizes_text(*s) : "no value";
+}
+
+// "" when `got` (a padded call's result, narrowed) holds `want`'s values;
+// else where they differ. Tolerances allow another summation order (the
+// padded plan may pick other kernels), not a changed row.
+std::string differs(const Tensor& got, const Tensor& want) {
+  if (got.defined() != want.defined()) return "one of them is undefined";
+  if (!got.defined()) return "";
+  if (got.sizes() != want.sizes()) {
+    return "sizes " + sizes_text(got.sizes()) + " against " + sizes_text(want.sizes());
+  }
+  EagerGuard eager;
+  const Tensor a = got.to(kFloat64).cpu().contiguous();
+  const Tensor b = want.to(kFloat64).cpu().contiguous();
+  const double* x = a.data_ptr<double>();
+  const double* y = b.data_ptr<double>();
+  // Loose enough for a deep model's other kernel choices (a skinny product
+  // at one size, cuBLASLt at the other), tight against a row that mixes (a
+  // mean over 3 rows taken over 4 is off by a quarter).
+  double rtol = 0, atol = 0;
+  if (want.dtype() == kFloat16) {
+    rtol = atol = 2e-2;
+  } else if (want.dtype() == kBFloat16) {
+    rtol = atol = 6e-2;
+  } else if (want.is_floating_point()) {
+    rtol = 1e-3;
+    atol = 1e-4;
+  }
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+    if (x[i] == y[i]) continue;
+    if (std::fabs(x[i] - y[i]) <= atol + rtol * std::fabs(y[i])) continue;
+    return "element " + std::to_string(i) + " is " + std::to_string(x[i]) + " padded, " +
+           std::to_string(y[i]) + " at the call's own sizes";
+  }
+  return "";
+}
+
+}  // namespace
+
+Buckets::Buckets(const Options& options, Report report)
+    : options_(options), report_(std::move(report)) {}
+
+bool Buckets::on() const {
+  return !options_.buckets.empty() && !off_.load(std::memory_order_acquire);
+}
+
+void Buckets::forget() {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  sizes_.clear();
+}
+
+void Buckets::turn_off(const std::string& why) {
+  if (off_.exchange(true)) return;
+  report_(options_.name + ": buckets are off: " + why +
+          "; calls run at their own sizes from now on (a plan per size)");
+}
+
+std::optional<std::vector<Tensor>> Buckets::call(const std::vector<IValue>& args, boxed::Body body,
+                                                 const Run& run) {
+  int64_t size = 0, bucket = 0;
+  std::vector<IValue> padded = pad(args, &size, &bucket);
+  if (padded.empty()) return std::nullopt;
+  const std::vector<int64_t> key = describe(args);
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    auto it = sizes_.find(key);
+    if (it != sizes_.end()) {
+      const std::shared_ptr<const Sizes> sizes = it->second;
+      lock.unlock();  // run() may build an entry, which forgets what was learned
+      return narrow(run(padded), *sizes);
+    }
+  }
+  return first_call(args, padded, key, body, run);
+}
+
+std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
+                                        const std::vector<IValue>& padded,
+                                        const std::vector<int64_t>& key, boxed::Body body,
+                                        const Run& run) {
+  Traced traced = trace_function(args, body);
+  if (traced.broken) {  // it ran (lazily): its results are the call's
+    turn_off("its trace breaks (" + traced.break_reason + "), so it runs uncompiled");
+    return std::move(traced.outputs);
+  }
+  Pristine own = make_pristine(std::move(traced));
+  Sizes sizes;
+  for (const Tensor& t : own.outputs) {
+    if (t.defined()) {
+      sizes.emplace_back(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
+    } else {
+      sizes.emplace_back(std::nullopt);
+    }
+  }
+  std::vector<Tensor> results;
+  if (writes_only_its_results(own)) {
+    // The trace at the call's own sizes gives the exact results; padding must not change them.
+    Instance exact_run(own, {false, options_.name + ": at the call's own sizes"});
+    std::vector<Tensor> exact = exact_run.run(args);
+    std::vector<Tensor> got = run(padded);
+    std::string why;
+    if (got.size() != exact.size()) {
+      why = "it returned " + std::to_string(got.size()) + " results, not " +
+            std::to_string(exact.size());
+    }
+    for (size_t i = 0; i < exact.size() && why.empty(); ++i) {
+      if (!fits(got[i], sizes[i])) {
+        why = "result " + std::to_string(i) + " has " + describe_sizes(got[i]) + " padded and " +
+              describe_sizes(exact[i]) + " at the call's own sizes";
+      } else if (std::string d = differs(narrow_one(got[i], sizes[i]), exact[i]); !d.empty()) {
+        why = "result " + std::to_string(i) + " changed (" + d + "): its rows mix";
+      }
+    }
+    if (!why.empty()) {
+      turn_off("padding to a bucket changed the results, " + why);
+      return exact;
+    }
+    results = narrow(std::move(got), sizes);
+  } else {
+    results = narrow(run(padded), sizes);
+  }
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  if (sizes_.size() >= kMaxLearned) sizes_.clear();
+  sizes_.emplace(key, std::make_shared<const Sizes>(std::move(sizes)));
+  return results;
+}
+
+std::vector<Tensor> Buckets::narrow(std::vector<Tensor> results, const Sizes& sizes) {
+  std::string why;
+  if (results.size() != sizes.size()) {
+    why = "returned " + std::to_string(results.size()) + " results padded and " +
+          std::to_string(sizes.size()) + " at the call's own sizes";
+  }
+  for (size_t i = 0; i < results.size() && why.empty(); ++i) {
+    if (!fits(results[i], sizes[i])) {
+      why = "result " + std::to_string(i) + " has " + describe_sizes(results[i]) + " padded and " +
+            describe_sizes(sizes[i]) + " at the call's own sizes";
+    }
+  }
+  if (!why.empty()) {
+    // The padded call ran (its writes happened): nothing exact to return.
+    turn_off("its results depend on the padded size: " + why);
+    throw Error("[jit::compile] " + options_.name + ": expected results that padding only " +
+                "makes larger, got a function whose " + why +
+                "; buckets are off for it from now on");
+  }
+  for (size_t i = 0; i < results.size(); ++i) results[i] = narrow_one(results[i], sizes[i]);
+  return results;
+}
+
+std::vector<IValue> Buckets::pad(const std::vector<IValue>& args, int64_t* size,
+                                 int64_t* bucket) const {
+  *size = *bucket = 0;
+  // What to pad: (argument, element of a list argument or -1, dim).
+  struct Target {
+    size_t input;
+    int64_t element;
+    int64_t dim;
+  };
+  std::vector<Target> targets;
+  auto consider = [&](const Tensor& t, size_t input, int64_t element, int64_t want) {
+    if (!t.defined()) return;
+    const int64_t dim = want < 0 ? want + t.dim() : want;
+    if (dim < 0 || dim >= t.dim()) return;
+    if (targets.empty()) *size = t.size(dim);
+    if (t.size(dim) == *size) targets.push_back({input, element, dim});
+  };
+  for (const DynamicDim& dd : options_.dynamic) {
+    if (dd.input < 0 || static_cast<size_t>(dd.input) >= args.size()) continue;
+    const size_t input = static_cast<size_t>(dd.input);
+    if (args[input].is_tensor()) consider(args[input].to_tensor(), input, -1, dd.dim);
+    if (args[input].is_tensor_list()) {
+      const std::vector<Tensor>& list = args[input].to_tensor_list();
+      for (size_t k = 0; k < list.size(); ++k) {
+        consider(list[k], input, static_cast<int64_t>(k), dd.dim);
+      }
+    }
+  }
+  if (targets.empty()) return {};
+  int64_t best = -1;  // the smallest bucket that holds the size
+  for (int64_t b : options_.buckets) {
+    if (b >= *size && (best < 0 || b < best)) best = b;
+  }
+  *bucket = best < 0 ? *size : best;
+  if (*bucket == *size) return {};
+  std::vector<IValue> padded = args;
+  std::unordered_map<size_t, std::vector<Tensor>> lists;  // padded list arguments
+  EagerGuard eager;
+  for (const Target& target : targets) {
+    // The tensor as padded so far (two dims of one tensor may be dynamic).
+    Tensor* t = nullptr;
+    Tensor single;
+    if (target.element < 0) {
+      single = padded[target.input].to_tensor();
+      t = &single;
+    } else {
+      auto [it, fresh] = lists.try_emplace(target.input);
+      if (fresh) it->second = args[target.input].to_tensor_list();
+      t = &it->second[static_cast<size_t>(target.element)];
+    }
+    std::vector<int64_t> sizes(t->sizes().begin(), t->sizes().end());
+    sizes[static_cast<size_t>(target.dim)] = *bucket;
+    Tensor p = kiln::zeros(sizes, TensorOptions(t->dtype()).device(t->device()));
+    p.narrow(target.dim, 0, *size).copy_(*t);
+    *t = std::move(p);
+    if (target.element < 0) padded[target.input] = IValue(std::move(single));
+  }
+  for (auto& [input, list] : lists) padded[input] = IValue(std::move(list));
+  return padded;
+}
+
+}  // namespace kiln::jit

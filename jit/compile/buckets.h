@@ -1,0 +1,79 @@
+#pragma once
+
+// Note [Buckets]
+// With Options::buckets, the dims listed in Options::dynamic are padded up to
+// the smallest bucket that holds them (zeros after the argument's values), so
+// that one plan (one CUDA graph) serves every size up to its bucket. Sizes
+// past the largest bucket, and sizes that are a bucket, run as they are.
+// Padding copies the padded arguments once per call (a fill and a copy
+// kernel each): meant for small per-request tensors (token ids, positions).
+//
+// A padded call must still return what the function returns at the call's
+// own sizes, and padding is only sound for a function whose rows along the
+// padded dim do not mix (no reduction over it, no product contracting it).
+// So the first call at each set of argument sizes traces the function at
+// those sizes without running it, which gives its results' sizes; a padded
+// result is narrowed wherever its size differs (any dim, not only dim 0, and
+// never a result that does not follow the padded dim, such as a weight's
+// view). When the trace writes nothing but its own results, that first call
+// also runs the trace at the call's sizes and compares: a result that
+// padding changed (rows that mix) turns buckets off for the function, said
+// once on the recompile log and in explain(), and every call from then on
+// runs at its own sizes (a plan per size, Note [Compiled instances]). A
+// function that writes its arguments or captured tensors (a KV cache) is not
+// run twice, so its rows are taken to be independent, as a batch of requests
+// is; its results are still narrowed by the traced sizes.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/jit.h"
+
+namespace kiln::jit {
+
+class Buckets {
+ public:
+  // Runs arguments (padded or not) through the compiled function's cache.
+  using Run = std::function<std::vector<Tensor>(const std::vector<IValue>&)>;
+  // Says why buckets were turned off (the compiled function's recompile log).
+  using Report = std::function<void(const std::string&)>;
+
+  Buckets(const Options& options, Report report);
+
+  // Whether calls are padded: buckets were given and not turned off.
+  bool on() const;
+  // The call's results, computed padded through `run`; nullopt when the call
+  // is not padded (no dynamic dim, past the largest bucket, a bucket's size).
+  std::optional<std::vector<Tensor>> call(const std::vector<IValue>& args, boxed::Body body,
+                                          const Run& run);
+  // Forgets the results' sizes learned so far (a new entry may give others).
+  void forget();
+
+ private:
+  // Per result: its sizes at the call's own sizes (nullopt: undefined).
+  using Sizes = std::vector<std::optional<std::vector<int64_t>>>;
+
+  std::vector<IValue> pad(const std::vector<IValue>& args, int64_t* size, int64_t* bucket) const;
+  std::vector<Tensor> first_call(const std::vector<IValue>& args, const std::vector<IValue>& padded,
+                                 const std::vector<int64_t>& key, boxed::Body body, const Run& run);
+  // `results` of a padded call narrowed to `sizes`; raises kiln::Error (and
+  // turns buckets off) where padding made a result smaller or of another rank.
+  std::vector<Tensor> narrow(std::vector<Tensor> results, const Sizes& sizes);
+  void turn_off(const std::string& why);
+
+  const Options& options_;
+  Report report_;
+  std::atomic<bool> off_{false};
+  mutable std::shared_mutex mu_;
+  std::map<std::vector<int64_t>, std::shared_ptr<const Sizes>>
+      sizes_;  // by the arguments' description
+};
+
+}  // namespace kiln::jit
