@@ -278,63 +278,69 @@ TEST(Compile, RandomDagsMatchEager) {
   }
 }
 
-// Random programs whose leading dim is bucketed: every call, padded or not,
-// returns what the program gives at its own sizes (Note [Buckets]: padded
-// results are narrowed, and programs whose rows mix turn buckets off).
-TEST(Compile, RandomDagsWithBucketsMatchEager) {
-  int failures = 0, padded_programs = 0;
+// Random programs called at changing leading sizes, that dim bucketed,
+// dynamic from the start, or left to automatic_dynamic: every call returns
+// what the program gives at its own sizes (Note [Buckets]: padded results
+// are narrowed, and programs whose rows mix turn buckets off).
+TEST(Compile, RandomDagsAtChangingSizesMatchEager) {
+  int failures = 0, programs = 0;
   for (uint64_t seed = 7001; seed < 7081 && failures < 5; ++seed) {
     kiln::testing::Program p(seed);
     p.generate();
     const std::vector<int> leading = p.leading_inputs();
     if (leading.empty()) continue;
-    ++padded_programs;
+    ++programs;
     std::string text;
-    // The leading inputs come first (their dim 0 is dynamic), the others after.
-    auto f = kiln::jit::compile(
-        [&](const std::vector<Tensor>& lead, const std::vector<Tensor>& rest) {
-          std::vector<Tensor> in(lead.size() + rest.size());
-          size_t l = 0, r = 0;
-          for (size_t i = 0; i < in.size(); ++i) {
-            const bool is_lead = l < leading.size() && leading[l] == static_cast<int>(i);
-            in[i] = is_lead ? lead[l++] : rest[r++];
-          }
-          return p.run_on(in, &text);
-        },
-        {.name = "bucketed", .dynamic = {{0, 0}}, .buckets = {2, 4, 8}});
-    for (int64_t n : {3, 5, 2, 3, 8}) {
-      std::vector<Tensor> inputs = p.make_inputs(static_cast<uint64_t>(n), n), lead, rest, got,
-                          expected;
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        const bool is_lead =
-            std::find(leading.begin(), leading.end(), static_cast<int>(i)) != leading.end();
-        (is_lead ? lead : rest).push_back(inputs[i]);
-      }
-      try {
-        got = f(lead, rest);
-        kiln::EagerGuard eager;
-        expected = p.run_on(p.make_inputs(static_cast<uint64_t>(n), n), &text);
-      } catch (const kiln::Error& e) {
-        ADD_FAILURE() << "seed " << seed << " size " << n << " raised: " << e.what()
-                      << "\nprogram:\n"
-                      << text;
-        ++failures;
-        break;
-      }
-      ASSERT_EQ(got.size(), expected.size());
-      for (size_t i = 0; i < expected.size(); ++i) {
-        std::string msg = kiln::testing::compare(got[i], expected[i],
-                                                 kiln::testing::program_tolerance(p.loosest()));
-        if (!msg.empty()) {
-          ADD_FAILURE() << "seed " << seed << " size " << n << " output " << i << ": " << msg
-                        << "\nprogram:\n"
+    for (const char* how : {"buckets", "dynamic", "automatic"}) {
+      kiln::jit::Options options{.name = how};
+      if (std::string(how) != "automatic") options.dynamic = {{0, 0}};
+      if (std::string(how) == "buckets") options.buckets = {2, 4, 8};
+      // The leading inputs come first (their dim 0 is dynamic), the others after.
+      auto f = kiln::jit::compile(
+          [&](const std::vector<Tensor>& lead, const std::vector<Tensor>& rest) {
+            std::vector<Tensor> in(lead.size() + rest.size());
+            size_t l = 0, r = 0;
+            for (size_t i = 0; i < in.size(); ++i) {
+              const bool is_lead = l < leading.size() && leading[l] == static_cast<int>(i);
+              in[i] = is_lead ? lead[l++] : rest[r++];
+            }
+            return p.run_on(in, &text);
+          },
+          options);
+      for (int64_t n : {3, 5, 2, 3, 8, 6}) {
+        std::vector<Tensor> inputs = p.make_inputs(static_cast<uint64_t>(n), n), lead, rest, got,
+                            expected;
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          const bool is_lead =
+              std::find(leading.begin(), leading.end(), static_cast<int>(i)) != leading.end();
+          (is_lead ? lead : rest).push_back(inputs[i]);
+        }
+        try {
+          got = f(lead, rest);
+          kiln::EagerGuard eager;
+          expected = p.run_on(p.make_inputs(static_cast<uint64_t>(n), n), &text);
+        } catch (const kiln::Error& e) {
+          ADD_FAILURE() << "seed " << seed << ", " << how << ", size " << n
+                        << " raised: " << e.what() << "\nprogram:\n"
                         << text;
           ++failures;
+          break;
+        }
+        ASSERT_EQ(got.size(), expected.size());
+        for (size_t i = 0; i < expected.size(); ++i) {
+          std::string msg = kiln::testing::compare(got[i], expected[i],
+                                                   kiln::testing::program_tolerance(p.loosest()));
+          if (!msg.empty()) {
+            ADD_FAILURE() << "seed " << seed << ", " << how << ", size " << n << ", output " << i
+                          << ": " << msg << "\nprogram:\n"
+                          << text;
+            ++failures;
+          }
         }
       }
     }
   }
-  EXPECT_GE(padded_programs, 20);
+  EXPECT_GE(programs, 20);
 }
 
 // One compiled function called from 8 threads at once: each call's result is
