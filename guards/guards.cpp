@@ -96,7 +96,7 @@ GuardSet GuardSet::from_call(const std::vector<IValue>& args, const DynamicDims&
   GuardSet g;
   g.dynamic_ = dynamic;
   std::vector<const StorageImpl*> storages;
-  auto add_tensor = [&](const Tensor& t, int input, int element, uint64_t dyn) {
+  auto add_tensor = [&](const Tensor& t, int input, int element, uint64_t dyn, bool dyn_offset) {
     TensorGuard tg;
     tg.input = input;
     tg.element = element;
@@ -107,6 +107,7 @@ GuardSet GuardSet::from_call(const std::vector<IValue>& args, const DynamicDims&
       tg.sizes = DimVector(t.sizes());
       tg.strides = DimVector(t.strides());
       tg.storage_offset = t.storage_offset();
+      tg.dynamic_offset = dyn_offset;
       // 0 and 1 stay specialized: a dim seen at such a size is not dynamic.
       for (int64_t d = 0; d < t.dim() && d < 64; ++d) {
         if (((dyn >> d) & 1u) && t.size(d) >= 2) tg.dynamic |= uint64_t{1} << d;
@@ -130,16 +131,25 @@ GuardSet GuardSet::from_call(const std::vector<IValue>& args, const DynamicDims&
     const int input = static_cast<int>(i);
     g.kinds_.push_back(a.tag());
     const uint64_t dyn = i < dynamic.dims.size() ? dynamic.dims[i] : 0;
+    const bool dyn_offset = dynamic.offset_is_dynamic(i);
     if (a.is_tensor()) {
-      add_tensor(a.to_tensor(), input, -1, dyn);
+      add_tensor(a.to_tensor(), input, -1, dyn, dyn_offset);
     } else if (a.is_tensor_list()) {
       const auto& list = a.to_tensor_list();
       g.lists_.push_back({input, list.size()});
-      for (size_t e = 0; e < list.size(); ++e) add_tensor(list[e], input, static_cast<int>(e), dyn);
+      for (size_t e = 0; e < list.size(); ++e) {
+        add_tensor(list[e], input, static_cast<int>(e), dyn, dyn_offset);
+      }
     } else {
       const bool dyn_scalar = i < dynamic.scalars.size() && dynamic.scalars[i];
       g.scalars_.push_back({input, a, dyn_scalar});
     }
+  }
+  // Tensors that share a storage keep their offsets (how they overlap).
+  for (TensorGuard& tg : g.tensors_) {
+    if (tg.alias_of < 0) continue;
+    tg.dynamic_offset = false;
+    g.tensors_[static_cast<size_t>(tg.alias_of)].dynamic_offset = false;
   }
   const LocalDispatchKeySet& l = detail::local_keys();
   g.mode_ = {l.included, l.excluded, detail::g_default_keys, autocast_dtype()};
@@ -172,7 +182,8 @@ bool GuardSet::tensor_holds(const TensorGuard& g, const Tensor& t) const {
   if (impl->dtype() != g.dtype || !(impl->device() == g.device)) return false;
   IntArrayRef sizes = impl->sizes(), strides = impl->strides();
   const size_t rank = sizes.size();
-  if (rank != g.sizes.size() || impl->storage_offset() != g.storage_offset) return false;
+  if (rank != g.sizes.size()) return false;
+  if (!g.dynamic_offset && impl->storage_offset() != g.storage_offset) return false;
   if (g.dynamic == 0) {
     if (std::memcmp(sizes.data(), g.sizes.data(), rank * sizeof(int64_t)) != 0 ||
         std::memcmp(strides.data(), g.strides.data(), rank * sizeof(int64_t)) != 0) {
@@ -304,7 +315,8 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
       }
     }
     if (!tensor_holds(g, t)) {
-      if (t.storage_offset() != g.storage_offset) {
+      if (!g.dynamic_offset && t.storage_offset() != g.storage_offset) {
+        f.offset = true;
         f.reason = who + " storage offset mismatch: expected " + std::to_string(g.storage_offset) +
                    ", got " + std::to_string(t.storage_offset());
       } else if (!(t.strides() == IntArrayRef(g.strides)) || g.dynamic != 0) {
@@ -390,7 +402,8 @@ std::vector<std::string> GuardSet::describe(const std::vector<std::string>& name
       s += d ? ", " : "";
       s += ((g.dynamic >> d) & 1u) ? std::string("dynamic") : std::to_string(g.sizes[d]);
     }
-    s += "], strides " + dims_string(g.strides) + ", offset " + std::to_string(g.storage_offset) +
+    s += "], strides " + dims_string(g.strides) + ", offset " +
+         (g.dynamic_offset ? std::string("dynamic") : std::to_string(g.storage_offset)) +
          ", aligned to " + std::to_string(1u << g.align_log2) + " bytes";
     if (g.alias_of >= 0) s += ", shares storage with tensor " + std::to_string(g.alias_of);
     lines.push_back(std::move(s));

@@ -4,10 +4,11 @@
 // A compiled function's cache entry holds when its guards do. They are built
 // from the arguments of the call that traced it and from the thread's modes:
 // - per tensor argument (list elements included): dtype, device, rank, every
-//   static size, strides, storage offset, and the alignment class of its data
-//   (kernels picked vector widths for it); a dynamic dim accepts any size of
-//   2 or more (0 and 1 stay specialized, as PyTorch's do), with the strides
-//   of the tensor compared by pattern (zero, row-major, or exact);
+//   static size, strides, storage offset (unless dynamic: Note [Dynamic
+//   storage offsets]), and the alignment class of its data (kernels picked
+//   vector widths for it); a dynamic dim accepts any size of 2 or more (0
+//   and 1 stay specialized, as PyTorch's do), with the strides of the tensor
+//   compared by pattern (zero, row-major, or exact);
 // - which tensor arguments share a storage (the trace modeled that aliasing);
 // - per list: its length; per scalar: its value, unless it is dynamic;
 // - the thread's dispatch modes: the local include/exclude key sets (an
@@ -29,15 +30,33 @@
 
 #include "kiln/ivalue.h"
 
+// Note [Dynamic storage offsets]
+// A decode loop that hands the step a slice of one buffer (ids[:, t:t+1])
+// passes the same tensor at a new storage offset every call. An entry built
+// for one offset would fail its guard each time, recompiling until the cache
+// limit. So a storage offset that changed is dynamic on the next compile
+// (with automatic_dynamic, as sizes are): that entry accepts any offset for
+// the argument, and its instance reads the argument's memory shifted by the
+// difference (Instance::run): the trace's views of the argument (slices,
+// selects, transposes) keep their place relative to it. An argument that
+// shares its storage with another keeps its exact offset (the trace modeled
+// how they overlap). A view made with an absolute storage offset
+// (as_strided(..., storage_offset)) is read relative to the argument's
+// offset too, once it is dynamic.
+
 namespace kiln::guards {
 
 // Which dims of which arguments are dynamic: bit d of `dims[input]`.
 struct DynamicDims {
   std::vector<uint64_t> dims;  // per argument (tensors; for a list, its elements)
   std::vector<bool> scalars;   // per argument: a scalar not guarded as a constant
+  // Per argument: a storage offset not guarded (Note [Dynamic storage offsets]).
+  std::vector<bool> offsets;
   bool is_dynamic(size_t input, int64_t dim) const {
     return input < dims.size() && dim < 64 && ((dims[input] >> dim) & 1u);
   }
+  bool offset_is_dynamic(size_t input) const { return input < offsets.size() && offsets[input]; }
+  // Dynamic dims or scalars: what makes a plan per value (offsets do not).
   bool any() const;
 };
 
@@ -45,6 +64,7 @@ struct DynamicDims {
 struct Failure {
   int input = -1;         // the argument, -1 when it is not one (a mode, a captured tensor)
   int64_t size_dim = -1;  // a dim whose size differs (automatic dynamic makes it dynamic)
+  bool offset = false;    // the storage offset differs (automatic dynamic lifts that guard)
   std::string reason;     // "input 0 'ids' size mismatch at dim 0: expected 1, got 8"
 };
 
@@ -92,7 +112,8 @@ class GuardSet {
     Device device;
     DimVector sizes, strides;
     int64_t storage_offset = 0;
-    uint64_t dynamic = 0;  // bit d: dim d is dynamic
+    bool dynamic_offset = false;  // the offset is not guarded (never for shared storages)
+    uint64_t dynamic = 0;         // bit d: dim d is dynamic
     uint8_t align_log2 = 0;
     int alias_of = -1;  // index of the first earlier tensor guard sharing the storage
   };

@@ -116,8 +116,9 @@ struct boxed::CompiledCore::Impl {
 
   mutable std::shared_mutex entries_mu;
   std::vector<std::shared_ptr<Entry>> entries;
-  std::mutex compile_mu;            // one entry built at a time
-  std::vector<DynamicDim> dynamic;  // grows: marked, and automatic
+  std::mutex compile_mu;             // one entry built at a time
+  std::vector<DynamicDim> dynamic;   // grows: marked, and automatic
+  std::vector<int> dynamic_offsets;  // arguments whose storage offset changed (automatic)
   bool limit_warned = false;
 
   std::atomic<int64_t> calls{0}, hits{0}, built{0}, specializations{0}, uncompiled{0}, breaks{0},
@@ -304,6 +305,10 @@ guards::DynamicDims boxed::CompiledCore::Impl::dynamic_for(const std::vector<IVa
   guards::DynamicDims d;
   d.dims.assign(args.size(), 0);
   d.scalars.assign(args.size(), false);
+  d.offsets.assign(args.size(), false);
+  for (int i : dynamic_offsets) {
+    if (i >= 0 && static_cast<size_t>(i) < args.size()) d.offsets[i] = true;
+  }
   for (int i : options.dynamic_scalars) {
     if (i >= 0 && static_cast<size_t>(i) < args.size()) d.scalars[i] = true;
   }
@@ -446,6 +451,10 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
       if (options.automatic_dynamic && f.size_dim >= 0 && f.input >= 0) {
         dynamic.push_back({f.input, f.size_dim});
         dynamic_note = "; dim " + std::to_string(f.size_dim) + " is dynamic from now on";
+      }
+      if (options.automatic_dynamic && f.offset && f.input >= 0) {
+        dynamic_offsets.push_back(f.input);
+        dynamic_note = "; its storage offset is dynamic from now on";
       }
     }
   }

@@ -229,6 +229,7 @@ struct Instance::GraphState {
   std::unique_ptr<graphs::Graph> graph;
   // Per argument storage: a binding, or a copy node in (and one back out when the plan writes it).
   std::vector<int> arg_binding, arg_copy, arg_writeback;
+  std::vector<int64_t> arg_shift;  // per argument storage: its shift in bytes at the capture
   struct Out {
     StorageImpl* storage = nullptr;
     int binding = -1, copy = -1;
@@ -248,7 +249,9 @@ Instance::Instance(const Pristine& pristine, InstanceOptions options)
     for (const Tensor& t : pristine.outputs) outputs_.push_back(remap.tensor(t));
     for (const Tensor& t : pristine.stand_ins) {
       bindings_.push_back(t.defined() ? remap.tensor(t).impl()->storage() : nullptr);
+      traced_offsets_.push_back(t.defined() ? t.storage_offset() * t.element_size() : 0);
     }
+    shifts_.assign(bindings_.size(), 0);
   }
   plan_ = build_plan(std::move(nodes));
   place_memory(plan_);
@@ -361,12 +364,21 @@ size_t Instance::graph_early_edges() const {
 void Instance::bind_arguments(const std::vector<const Tensor*>& tensors) {
   KILN_INTERNAL_ASSERT(tensors.size() == bindings_.size(), "a compiled instance got ",
                        tensors.size(), " tensor arguments, its trace had ", bindings_.size());
+  // Note [Dynamic storage offsets]: an argument at another offset than the
+  // trace's is read shifted by the difference. (Arguments that share a
+  // storage have their exact offsets, guarded: they shift by nothing.)
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const Tensor& t = *tensors[k];
+    shifts_[k] = t.defined() ? t.storage_offset() * t.element_size() - traced_offsets_[k] : 0;
+  }
   for (size_t k = 0; k < tensors.size(); ++k) {
     StorageImpl* b = bindings_[k].get();
-    if (b && b->data() == nullptr) {
-      b->set_data(tensors[k]->impl()->storage()->data(), nullptr, nullptr);
-    }
+    if (b && b->data() == nullptr) b->set_data(argument_base(tensors, k), nullptr, nullptr);
   }
+}
+
+char* Instance::argument_base(const std::vector<const Tensor*>& tensors, size_t k) const {
+  return static_cast<char*>(tensors[k]->impl()->storage()->data()) + shifts_[k];
 }
 
 // After a failed run or capture: the instance's own storages start clean;
@@ -421,8 +433,13 @@ std::vector<Tensor> Instance::collect(
     IntrusivePtr<StorageImpl> target;
     auto bound = std::find_if(bindings_.begin(), bindings_.end(),
                               [&](const auto& b) { return b.get() == s; });
+    int64_t offset = o.storage_offset();
     if (bound != bindings_.end()) {
-      target = tensors[static_cast<size_t>(bound - bindings_.begin())]->impl()->storage();
+      const size_t k = static_cast<size_t>(bound - bindings_.begin());
+      target = tensors[k]->impl()->storage();
+      KILN_INTERNAL_ASSERT(shifts_[k] % static_cast<int64_t>(o.element_size()) == 0,
+                           "an argument shifted by a part of its result's element");
+      offset += shifts_[k] / static_cast<int64_t>(o.element_size());
     } else if (std::find(transient_.begin(), transient_.end(), s) == transient_.end()) {
       target = o.impl()->storage();  // captured: the result is (a view of) it
     } else {
@@ -430,8 +447,8 @@ std::vector<Tensor> Instance::collect(
       if (!f) f = fresh(s);
       target = f;
     }
-    results.emplace_back(IntrusivePtr<TensorImpl>::make(
-        std::move(target), o.dtype(), o.device(), o.sizes(), o.strides(), o.storage_offset()));
+    results.emplace_back(IntrusivePtr<TensorImpl>::make(std::move(target), o.dtype(), o.device(),
+                                                        o.sizes(), o.strides(), offset));
   }
   return results;
 }
@@ -487,6 +504,9 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors) {
     g->arg_binding.assign(arg_storages_.size(), -1);
     g->arg_copy.assign(arg_storages_.size(), -1);
     g->arg_writeback.assign(arg_storages_.size(), -1);
+    g->arg_shift.assign(arg_storages_.size(), 0);
+    for (size_t k = 0; k < arg_storages_.size(); ++k)
+      g->arg_shift[k] = shifts_[arg_storages_[k].arg];
     std::vector<char*> statics(arg_storages_.size(), nullptr);
     // Arguments extern steps read go through a static buffer of the graph.
     for (size_t k = 0; k < arg_storages_.size(); ++k) {
@@ -501,14 +521,14 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors) {
     for (size_t k = 0; k < arg_storages_.size(); ++k) {
       const ArgStorage& a = arg_storages_[k];
       if (!statics[k]) continue;
-      const char* user = static_cast<const char*>(tensors[a.arg]->impl()->storage()->data());
+      const char* user = argument_base(tensors, a.arg);
       g->arg_copy[k] = cap.copy_in(statics[k] + a.lo, user + a.lo, a.hi - a.lo);
     }
     if (RunFailures f = run_plan(plan_); !f.empty()) std::rethrow_exception(f.errors.front());
     for (size_t k = 0; k < arg_storages_.size(); ++k) {
       const ArgStorage& a = arg_storages_[k];
       if (!statics[k] || !written_.count(bindings_[a.arg].get())) continue;
-      char* user = static_cast<char*>(tensors[a.arg]->impl()->storage()->data());
+      char* user = argument_base(tensors, a.arg);
       g->arg_writeback[k] = cap.copy_out(user + a.lo, statics[k] + a.lo, a.hi - a.lo);
     }
     std::unordered_set<const StorageImpl*> seen;
@@ -527,9 +547,12 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors) {
     for (size_t k = 0; k < arg_storages_.size(); ++k) {
       if (statics[k]) continue;
       const ArgStorage& a = arg_storages_[k];
+      // The whole allocation tells the argument's pointers apart; replay
+      // moves them by the change of address and of shift since the capture.
       const StorageImpl* user = tensors[a.arg]->impl()->storage().get();
-      g->arg_binding[k] = cap.bind(user->data(), std::max(a.hi, user->nbytes()),
-                                   "argument " + std::to_string(a.arg));
+      const size_t reach = static_cast<size_t>(std::max<int64_t>(
+          static_cast<int64_t>(a.hi) + shifts_[a.arg], static_cast<int64_t>(user->nbytes())));
+      g->arg_binding[k] = cap.bind(user->data(), reach, "argument " + std::to_string(a.arg));
     }
     g->graph = cap.finish();
   } catch (const Error& e) {
@@ -553,12 +576,14 @@ std::vector<Tensor> Instance::replay(const std::vector<const Tensor*>& tensors) 
   graphs::Graph& graph = *graph_->graph;
   for (size_t k = 0; k < arg_storages_.size(); ++k) {
     const ArgStorage& a = arg_storages_[k];
-    const char* user = static_cast<const char*>(tensors[a.arg]->impl()->storage()->data());
+    char* user = argument_base(tensors, a.arg);
     if (graph_->arg_copy[k] >= 0) graph.set_copy_source(graph_->arg_copy[k], user + a.lo);
     if (graph_->arg_writeback[k] >= 0) {
-      graph.set_copy_destination(graph_->arg_writeback[k], const_cast<char*>(user) + a.lo);
+      graph.set_copy_destination(graph_->arg_writeback[k], user + a.lo);
     }
-    if (graph_->arg_binding[k] >= 0) graph.set_binding(graph_->arg_binding[k], user);
+    if (graph_->arg_binding[k] >= 0) {
+      graph.set_binding(graph_->arg_binding[k], user - graph_->arg_shift[k]);
+    }
   }
   std::unordered_map<const StorageImpl*, IntrusivePtr<StorageImpl>> fresh;
   for (const GraphState::Out& out : graph_->outs) {

@@ -99,6 +99,9 @@ class Instance {
   void release_after_run();
   void recover(bool nothing_ran);
   void bind_arguments(const std::vector<const Tensor*>& tensors);
+  // Where argument `k`'s stand-in storage starts this run: the argument's
+  // storage moved by its shift (Note [Dynamic storage offsets]).
+  char* argument_base(const std::vector<const Tensor*>& tensors, size_t k) const;
   void run_steps();
   std::vector<Tensor> collect(const std::vector<const Tensor*>& tensors,
                               const std::function<IntrusivePtr<StorageImpl>(StorageImpl*)>& fresh);
@@ -110,8 +113,10 @@ class Instance {
   Plan plan_;
   std::vector<Tensor> outputs_;
   std::vector<IntrusivePtr<StorageImpl>> bindings_;  // per tensor argument: its stand-in storage
-  std::vector<StorageImpl*> transient_;              // memory each run takes and releases
-  std::unordered_set<const StorageImpl*> planned_;   // storages with an arena slice
+  std::vector<int64_t> traced_offsets_;  // per tensor argument: its storage offset in bytes, traced
+  std::vector<int64_t> shifts_;          // per tensor argument: this run's offset less the traced
+  std::vector<StorageImpl*> transient_;  // memory each run takes and releases
+  std::unordered_set<const StorageImpl*> planned_;  // storages with an arena slice
   std::vector<const TensorImpl*> captured_impls_;
 
   InstanceOptions options_;

@@ -150,6 +150,39 @@ TEST(GraphReplay, CaptureFailureFallsBack) {
   EXPECT_EQ(f.stats().graph_nodes, 0);
 }
 
+// Note [Dynamic storage offsets] under replay: slices of two buffers at new
+// offsets every call replay a cached graph; the kernels' pointers into `y`
+// and the copy of `x` into the graph's buffer (a product reads it) move with
+// each slice, and a result that is a view of `y` is the call's own.
+TEST(GraphReplay, SlicesAtNewOffsetsReplayInPlace) {
+  KILN_REQUIRE_CUDA();
+  const kiln::Device cuda = kiln::Device::cuda();
+  Tensor w = random_tensor({6, 6}, kiln::kFloat32, "contiguous", 70);
+  Tensor xs = random_tensor({48, 6}, kiln::kFloat32, "contiguous", 71);
+  Tensor ys = random_tensor({48, 6}, kiln::kFloat32, "contiguous", 72);
+  Tensor wc = w.to(cuda), xc = xs.to(cuda), yc = ys.to(cuda);
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x, const Tensor& y) {
+        return std::make_pair(kiln::tanh(kiln::matmul(x, wc)) + y.narrow(0, 1, 4) * 2.0,
+                              y.narrow(0, 2, 3));
+      },
+      {.name = "slices"});
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t t : {0, 4, 8, 12, 16, 20, 24, 28, 32, 36}) {
+      SCOPED_TRACE("round " + std::to_string(round) + ", row " + std::to_string(t));
+      Tensor y = yc.narrow(0, t, 6);
+      auto [got, view] = f(xc.narrow(0, t, 4), y);
+      EXPECT_EQ(view.data_ptr(), y.narrow(0, 2, 3).data_ptr());
+      kiln::EagerGuard eager;
+      EXPECT_TENSOR_CLOSE_TOL(
+          got.cpu(), kiln::tanh(kiln::matmul(xs.narrow(0, t, 4), w)) + ys.narrow(0, t + 1, 4) * 2.0,
+          1e-4, 1e-4);
+    }
+  }
+  EXPECT_LE(f.stats().entries, 3);  // the first offset, then dynamic (and one alignment class)
+  EXPECT_GT(f.stats().graph_nodes, 0);
+}
+
 // Buckets: one graph per bucket, each captured once and named in the log.
 TEST(GraphReplay, BucketsCaptureOneGraphEach) {
   KILN_REQUIRE_CUDA();

@@ -446,6 +446,80 @@ TEST(CompileGuards, BucketsOffWhenPaddingShrinksAResult) {
   EXPECT_EQ(count_of(text, "writes: buckets are off"), 1) << text;
 }
 
+// Note [Dynamic storage offsets]: a decode loop that passes slices of one
+// buffer recompiles once (and once per coarser alignment), then any offset
+// runs a cached entry; views of the
+// argument, an in-place write to it and a result that is a view of it land
+// at the call's own offset.
+TEST(CompileGuards, StorageOffsetTurnsDynamic) {
+  Tensor buffer = random_tensor({40, 3}, kiln::kFloat32, "contiguous", 60);
+  auto f = kiln::jit::compile(
+      [](const Tensor& x) {
+        Tensor t = x;
+        t.add_(1.0);
+        return std::make_pair(kiln::tanh(x) * 2.0 + x.narrow(0, 1, 1), t.narrow(0, 2, 2));
+      },
+      {.name = "offsets", .input_names = {"x"}});
+  Tensor expected_buffer;
+  {
+    kiln::EagerGuard eager;
+    expected_buffer = buffer.clone();
+  }
+  Logs logs("recompiles");
+  for (int64_t t : {0, 4, 9, 13, 2, 30, 31}) {
+    SCOPED_TRACE("offset " + std::to_string(t * 3));
+    Tensor x = buffer.narrow(0, t, 6);
+    auto [r, view] = f(x);
+    kiln::EagerGuard eager;
+    Tensor e = expected_buffer.narrow(0, t, 6);
+    e.add_(1.0);
+    EXPECT_TENSOR_CLOSE(r, kiln::tanh(e) * 2.0 + e.narrow(0, 1, 1));
+    EXPECT_TENSOR_CLOSE(view, e.narrow(0, 2, 2));
+    EXPECT_EQ(view.data_ptr(), x.narrow(0, 2, 2).data_ptr());
+    EXPECT_TENSOR_CLOSE(buffer, expected_buffer);
+  }
+  const std::string text = logs.take();
+  // The first offset, the dynamic one, and at most one more for a coarser
+  // alignment of the data (kernels pick vector widths for it); then none.
+  EXPECT_LE(f.stats().entries, 3) << text;
+  const int64_t entries = f.stats().entries;
+  for (int64_t t = 0; t < 34; ++t) (void)f(buffer.narrow(0, t, 6));
+  EXPECT_EQ(f.stats().entries, entries);
+  EXPECT_EQ(count_of(text,
+                     "input 0 'x' storage offset mismatch: expected 0, got 12; its storage "
+                     "offset is dynamic from now on"),
+            1)
+      << text;
+}
+
+// Arguments that share a storage keep their exact offsets (how they overlap
+// is part of the trace): new offsets recompile, and every result is right.
+TEST(CompileGuards, SharedStoragesKeepTheirOffsets) {
+  Tensor buffer = random_tensor({30}, kiln::kFloat32, "contiguous", 61);
+  auto f = kiln::jit::compile(
+      [](const Tensor& a, const Tensor& b) {
+        Tensor t = a;
+        t.mul_(2.0);
+        return a + b;
+      },
+      {.name = "shared", .cache_limit = 16});
+  Tensor expected_buffer;
+  {
+    kiln::EagerGuard eager;
+    expected_buffer = buffer.clone();
+  }
+  for (int64_t t : {0, 3, 6, 9}) {
+    SCOPED_TRACE("offset " + std::to_string(t));
+    Tensor r = f(buffer.narrow(0, t, 4), buffer.narrow(0, t + 2, 4));
+    kiln::EagerGuard eager;
+    Tensor a = expected_buffer.narrow(0, t, 4);
+    a.mul_(2.0);
+    EXPECT_TENSOR_CLOSE(r, a + expected_buffer.narrow(0, t + 2, 4));
+    EXPECT_TENSOR_CLOSE(buffer, expected_buffer);
+  }
+  EXPECT_EQ(f.stats().entries, 4);
+}
+
 // Without buckets, a dynamic dim gets a plan per size up to a limit, then
 // runs uncompiled, saying which sizes it saw.
 TEST(CompileGuards, SizesPastTheSpecializationLimit) {
