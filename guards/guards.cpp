@@ -171,6 +171,12 @@ void GuardSet::add_entry_references(const StorageImpl* storage, int32_t n) {
   }
 }
 
+void GuardSet::keep_offsets(const std::vector<bool>& fixed) {
+  for (size_t i = 0; i < tensors_.size() && i < fixed.size(); ++i) {
+    if (fixed[i]) tensors_[i].dynamic_offset = false;
+  }
+}
+
 bool GuardSet::is_captured(const StorageImpl* storage) const {
   return std::binary_search(captured_sorted_.begin(), captured_sorted_.end(), storage);
 }

@@ -40,9 +40,10 @@
 // difference (Instance::run): the trace's views of the argument (slices,
 // selects, transposes) keep their place relative to it. An argument that
 // shares its storage with another keeps its exact offset (the trace modeled
-// how they overlap). A view made with an absolute storage offset
-// (as_strided(..., storage_offset)) is read relative to the argument's
-// offset too, once it is dynamic.
+// how they overlap), and so does one the trace made a view of at an
+// explicit storage offset (as_strided(..., storage_offset): an absolute
+// place, which a shift would move; tracing hears of it through a runtime
+// hook, Note [Runtime hooks]).
 
 namespace kiln::guards {
 
@@ -90,6 +91,10 @@ class GuardSet {
   void guard_captured(StorageImpl* storage, int32_t entry_refs, std::string what);
   // The entry now holds `n` more tensors on `storage` (a new instance).
   void add_entry_references(const StorageImpl* storage, int32_t n);
+  // Guards the exact offset of each tensor argument (guard order) marked in
+  // `fixed` (its trace made a view of it at an explicit storage offset).
+  // Before the entry is published: check() may not run meanwhile.
+  void keep_offsets(const std::vector<bool>& fixed);
   // Whether `storage` is a guarded captured storage.
   bool is_captured(const StorageImpl* storage) const;
 

@@ -406,6 +406,8 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
     *results = std::move(traced.outputs);
     return nullptr;
   }
+  // The entry's first plan, before it is published (Note [Dynamic storage offsets]).
+  if (e.specs.empty()) e.guards.keep_offsets(traced.fixed_offsets);
   CallTimer compiling(CallPhase::kCompile);
   auto spec = std::make_unique<Specialization>();
   spec->key = spec_key(e, args);

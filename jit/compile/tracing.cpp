@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "kiln/logging.h"
+#include "runtime/core/hooks.h"
 
 // GCC 12 warns falsely on std::string concatenation at -O3.
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -25,10 +26,33 @@ class Session final : public TraceObserver {
   bool broken() const { return broken_; }
   const std::string& reason() const { return reason_; }
 
+  // Tensor arguments (guard order) on each stand-in storage, and those a
+  // view was made of at an explicit storage offset.
+  std::unordered_map<const StorageImpl*, std::vector<size_t>> inputs_on;
+  std::vector<bool> fixed_offsets;
+
  private:
   bool broken_ = false;
   std::string reason_;
 };
+
+// The session tracing on this thread (the outermost: an inner compiled
+// function is traced inline).
+thread_local Session* t_session = nullptr;
+
+// as_strided with a storage offset, on a stand-in's storage: that argument's
+// offset matters as it is (Note [Dynamic storage offsets]).
+void note_absolute_view(const StorageImpl* storage) {
+  if (!t_session) return;
+  auto it = t_session->inputs_on.find(storage);
+  if (it == t_session->inputs_on.end()) return;
+  for (size_t input : it->second) t_session->fixed_offsets[input] = true;
+}
+
+[[maybe_unused]] const bool g_absolute_view_hook = [] {
+  set_absolute_view_hook(&note_absolute_view);
+  return true;
+}();
 
 class StandInWatch final : public ReadWatch {
  public:
@@ -102,6 +126,7 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
       real_of.emplace(s.get(), t);
     }
     Tensor st = stand_in(t, s);
+    session.inputs_on[s.get()].push_back(result.stand_ins.size());
     result.stand_ins.push_back(st);
     return st;
   };
@@ -119,6 +144,7 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
     }
   }
 
+  session.fixed_offsets.assign(result.stand_ins.size(), false);
   result.trace = IntrusivePtr<TraceBuffer>::make();
   TraceBuffer& trace = *result.trace;
   trace.set_observer(&session);
@@ -127,9 +153,15 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
     TraceScope scope(&trace);
     IncludeKeyGuard lazy(DispatchKey::Lazy);
     ++t_tracing;
+    Session* outer = t_session;
+    if (!outer) t_session = &session;
     struct Leave {
-      ~Leave() { --t_tracing; }
-    } leave;
+      Session* outer;
+      ~Leave() {
+        --t_tracing;
+        t_session = outer;
+      }
+    } leave{outer};
     try {
       outputs = body.call(body.self, in);
     } catch (...) {
@@ -147,6 +179,7 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
   if (!session.broken()) {
     result.nodes = trace.take_nodes();
     result.outputs = std::move(outputs);
+    result.fixed_offsets = std::move(session.fixed_offsets);
     return result;
   }
   // A graph break: finish the call as lazy mode would, with the arguments' own memory.

@@ -34,6 +34,10 @@ struct Traced {
   std::vector<Tensor> outputs;      // what the function returned
   std::vector<Tensor> stand_ins;    // per tensor argument in guard order (lists flattened)
   IntrusivePtr<TraceBuffer> trace;  // its marker tells the fresh storages and the writes
+  // Per tensor argument (guard order): the function made a view of it at an
+  // explicit storage offset, so its offset stays guarded (Note [Dynamic
+  // storage offsets] in guards/guards.h).
+  std::vector<bool> fixed_offsets;
   bool broken = false;
   std::string break_reason;  // "the value of op 12 'sum' was needed on the host ..."
 };

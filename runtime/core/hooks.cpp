@@ -10,6 +10,7 @@ namespace {
 
 std::atomic<MaterializeHook> g_materialize{nullptr};
 std::atomic<SyncHook> g_sync{nullptr};
+std::atomic<AbsoluteViewHook> g_absolute_view{nullptr};
 std::atomic<decltype(PersistentCache::load)> g_load{nullptr};
 std::atomic<decltype(PersistentCache::store)> g_store{nullptr};
 std::atomic<cuda::IntMatmulKernel> g_int_matmul{nullptr};
@@ -31,6 +32,13 @@ void set_sync_hook(SyncHook hook) {
 }
 SyncHook sync_hook() {
   return g_sync.load();
+}
+
+void set_absolute_view_hook(AbsoluteViewHook hook) {
+  g_absolute_view.store(hook);
+}
+AbsoluteViewHook absolute_view_hook() {
+  return g_absolute_view.load();
 }
 
 void set_persistent_cache(PersistentCache cache) {

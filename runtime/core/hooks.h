@@ -3,15 +3,15 @@
 // Note [Runtime hooks]
 // runtime/ never includes jit/: jit/ records, plans and generates code on top
 // of runtime/'s tensors and kernels. A few things runtime/ does still need
-// from jit/: computing a pending storage, running what is pending, the kernel
-// disk cache, and three CUDA kernels that exist only as generated code. Each is
-// a slot declared here, and only here. jit/ fills its slots from static
-// initializers when the library loads (record/lazy_kernel.cpp,
-// cache/persistent_cache.cpp, codegen_cuda/op_kernels/int_matmul.cpp,
-// codegen_cuda/op_kernels/gemv.cpp, codegen_cuda/copy_cuda.cpp); runtime/ reads them when it needs
-// them. Every slot exists in every build, with or without CUDA: without it the CUDA slots stay
-// empty and nothing reads them. A slot is an atomic, set once at load and read afterwards from any
-// thread; an empty slot behaves as its comment says.
+// from jit/: computing a pending storage, running what is pending, views a
+// trace must know of, the kernel disk cache, and three CUDA kernels that exist only as generated
+// code. Each is a slot declared here, and only here. jit/ fills its slots from static initializers
+// when the library loads (record/lazy_kernel.cpp, cache/persistent_cache.cpp,
+// codegen_cuda/op_kernels/int_matmul.cpp, codegen_cuda/op_kernels/gemv.cpp,
+// codegen_cuda/copy_cuda.cpp); runtime/ reads them when it needs them. Every slot exists in every
+// build, with or without CUDA: without it the CUDA slots stay empty and nothing reads them. A slot
+// is an atomic, set once at load and read afterwards from any thread; an empty slot behaves as its
+// comment says.
 
 #include <optional>
 #include <string>
@@ -38,6 +38,14 @@ MaterializeHook materialize_hook();
 using SyncHook = void (*)();
 void set_sync_hook(SyncHook hook);
 SyncHook sync_hook();
+
+// Told of a view made at an explicit storage offset (as_strided with one) of
+// `storage`: a compiled function being traced then keeps that argument's
+// offset exact (Note [Dynamic storage offsets] in guards/guards.h). Empty:
+// nothing listens.
+using AbsoluteViewHook = void (*)(const StorageImpl* storage);
+void set_absolute_view_hook(AbsoluteViewHook hook);
+AbsoluteViewHook absolute_view_hook();
 
 // --- Persistent cache ---------------------------------------------------------------
 

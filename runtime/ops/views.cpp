@@ -8,6 +8,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/hooks.h"
 #include "runtime/core/tensor_utils.h"
 
 namespace kiln {
@@ -295,6 +296,9 @@ Tensor as_strided_kernel(const Tensor& self, IntArrayRef size, IntArrayRef strid
     KILN_CHECK(extent <= capacity, "[as_strided] sizes ", size, ", strides ", stride,
                " and storage offset ", off, " need a storage of ", extent, " elements, got one of ",
                capacity);
+  }
+  if (offset && storage) {
+    if (AbsoluteViewHook hook = absolute_view_hook()) hook(storage.get());
   }
   return make_view(self, size, stride, off);
 }

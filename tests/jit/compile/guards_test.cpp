@@ -492,6 +492,22 @@ TEST(CompileGuards, StorageOffsetTurnsDynamic) {
       << text;
 }
 
+// A view at an explicit storage offset reads an absolute place of the
+// storage: that argument's offset stays guarded, so results never shift.
+TEST(CompileGuards, AbsoluteViewsKeepTheOffsetGuarded) {
+  Tensor buffer = random_tensor({20}, kiln::kFloat32, "contiguous", 62);
+  auto f =
+      kiln::jit::compile([](const Tensor& x) { return x.as_strided({2}, {1}, 3) * 2.0 + x.sum(); },
+                         {.name = "absolute", .cache_limit = 16});
+  for (int64_t t : {0, 1, 2, 5, 8}) {
+    SCOPED_TRACE("offset " + std::to_string(t));
+    Tensor x = buffer.narrow(0, t, 5);
+    Tensor r = f(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r, buffer.narrow(0, 3, 2) * 2.0 + x.sum());
+  }
+}
+
 // Arguments that share a storage keep their exact offsets (how they overlap
 // is part of the trace): new offsets recompile, and every result is right.
 TEST(CompileGuards, SharedStoragesKeepTheirOffsets) {
