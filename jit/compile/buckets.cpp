@@ -59,12 +59,6 @@ std::vector<int64_t> describe(const std::vector<IValue>& args) {
   return key;
 }
 
-std::string sizes_text(IntArrayRef s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // True when every write of the trace lands in a storage the trace made: it
 // can run once more without changing anything the caller sees.
 bool writes_only_its_results(const Pristine& p) {
@@ -113,11 +107,11 @@ Tensor narrow_one(Tensor t, const std::optional<std::vector<int64_t>>& sizes) {
 }
 
 std::string describe_sizes(const Tensor& t) {
-  return t.defined() ? "sizes " + sizes_text(t.sizes()) : "no value";
+  return t.defined() ? kiln::detail::str("sizes ", t.sizes()) : "no value";
 }
 
 std::string describe_sizes(const std::optional<std::vector<int64_t>>& s) {
-  return s ? "sizes " + sizes_text(*s) : "no value";
+  return s ? kiln::detail::str("sizes ", IntArrayRef(*s)) : "no value";
 }
 
 // "" when `got` (a padded call's result, narrowed) holds `want`'s values;
@@ -127,7 +121,7 @@ std::string differs(const Tensor& got, const Tensor& want) {
   if (got.defined() != want.defined()) return "one of them is undefined";
   if (!got.defined()) return "";
   if (got.sizes() != want.sizes()) {
-    return "sizes " + sizes_text(got.sizes()) + " against " + sizes_text(want.sizes());
+    return kiln::detail::str("sizes ", got.sizes(), " against ", want.sizes());
   }
   EagerGuard eager;
   const Tensor a = got.to(kFloat64).cpu().contiguous();
