@@ -211,7 +211,13 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
     // The trace at the call's own sizes gives the exact results; padding must not change them.
     Instance exact_run(own, {false, options_.name + ": at the call's own sizes"});
     std::vector<Tensor> exact = exact_run.run(args);
-    std::vector<Tensor> got = run(padded);
+    std::vector<Tensor> got;
+    try {
+      got = run(padded);
+    } catch (const Error& e) {
+      turn_off(std::string("the function fails at the padded size (") + e.what() + ")");
+      return exact;
+    }
     std::string why;
     if (got.size() != exact.size()) {
       why = "it returned " + std::to_string(got.size()) + " results, not " +
@@ -231,7 +237,15 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
     }
     results = narrow(std::move(got), sizes);
   } else {
-    results = narrow(run(padded), sizes);
+    std::vector<Tensor> got;
+    try {
+      got = run(padded);
+    } catch (const Error& e) {
+      // What it wrote before failing stays written: nothing to run again.
+      turn_off(std::string("the function fails at the padded size (") + e.what() + ")");
+      throw;
+    }
+    results = narrow(std::move(got), sizes);
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (sizes_.size() >= kMaxLearned) sizes_.clear();

@@ -446,6 +446,24 @@ TEST(CompileGuards, BucketsOffWhenPaddingShrinksAResult) {
   EXPECT_EQ(count_of(text, "writes: buckets are off"), 1) << text;
 }
 
+// A function that fails at the padded size but not at its own (a view whose
+// shape divides the size) gives its own result; buckets turn off.
+TEST(CompileGuards, BucketsOffWhenThePaddedCallFails) {
+  auto fn = [](const Tensor& x) { return x.view({3, -1}) * 2.0; };
+  auto f = kiln::jit::compile(fn, {.name = "fails", .dynamic = {{0, 0}}, .buckets = {4, 8}});
+  Logs logs("");
+  for (int64_t n : {3, 6, 3}) {
+    SCOPED_TRACE("size " + std::to_string(n));
+    const Tensor x = random_tensor({n, 2}, kiln::kFloat32, "contiguous", static_cast<uint64_t>(n));
+    Tensor r = f(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r, fn(x));
+  }
+  const std::string text = logs.take();
+  EXPECT_EQ(count_of(text, "fails: buckets are off: the function fails at the padded size"), 1)
+      << text;
+}
+
 // Note [Dynamic storage offsets]: a decode loop that passes slices of one
 // buffer recompiles once (and once per coarser alignment), then any offset
 // runs a cached entry; views of the
