@@ -378,7 +378,8 @@ void Instance::bind_arguments(const std::vector<const Tensor*>& tensors) {
 }
 
 char* Instance::argument_base(const std::vector<const Tensor*>& tensors, size_t k) const {
-  return static_cast<char*>(tensors[k]->impl()->storage()->data()) + shifts_[k];
+  char* data = static_cast<char*>(tensors[k]->impl()->storage()->data());
+  return data ? data + shifts_[k] : data;  // an empty storage has no memory to shift
 }
 
 // After a failed run or capture: the instance's own storages start clean;
