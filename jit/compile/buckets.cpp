@@ -3,7 +3,6 @@
 #include "jit/compile/buckets.h"
 
 #include <cmath>
-#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -45,15 +44,8 @@ std::vector<int64_t> describe(const std::vector<IValue>& args) {
     } else if (a.is_tensor_list()) {
       key.push_back(static_cast<int64_t>(a.to_tensor_list().size()));
       for (const Tensor& t : a.to_tensor_list()) tensor(t);
-    } else if (a.is_int()) {
-      key.push_back(a.to_int());
-    } else if (a.is_double()) {
-      int64_t bits;
-      const double v = a.to_double();
-      std::memcpy(&bits, &v, sizeof bits);
-      key.push_back(bits);
-    } else if (a.is_bool()) {
-      key.push_back(a.to_bool());
+    } else {
+      key.push_back(scalar_key(a));
     }
   }
   return key;

@@ -349,18 +349,7 @@ std::vector<int64_t> boxed::CompiledCore::Impl::spec_key(const Entry& e,
     if (a.is_tensor_list() && dims) {
       for (const Tensor& t : a.to_tensor_list()) sizes(t);
     }
-    if (i < d.scalars.size() && d.scalars[i]) {
-      if (a.is_double()) {
-        int64_t bits;
-        const double v = a.to_double();
-        std::memcpy(&bits, &v, sizeof bits);
-        key.push_back(bits);
-      } else if (a.is_int()) {
-        key.push_back(a.to_int());
-      } else if (a.is_bool()) {
-        key.push_back(a.to_bool());
-      }
-    }
+    if (i < d.scalars.size() && d.scalars[i]) key.push_back(scalar_key(a));
   }
   return key;
 }

@@ -1,5 +1,6 @@
 #include "jit/compile/tracing.h"
 
+#include <cstring>
 #include <unordered_map>
 
 #include "kiln/logging.h"
@@ -101,6 +102,18 @@ std::vector<const Tensor*> tensor_arguments(const std::vector<IValue>& args) {
     }
   }
   return out;
+}
+
+int64_t scalar_key(const IValue& a) {
+  if (a.is_double()) {
+    int64_t bits;
+    const double v = a.to_double();
+    std::memcpy(&bits, &v, sizeof bits);
+    return bits;
+  }
+  if (a.is_int()) return a.to_int();
+  if (a.is_bool()) return a.to_bool();
+  return 0;
 }
 
 Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {

@@ -56,4 +56,8 @@ bool is_tracing();
 // a list argument.
 std::vector<const Tensor*> tensor_arguments(const std::vector<IValue>& args);
 
+// A number argument as one word of a cache key: an int or a bool as it is, a
+// double's bits (0.0 and -0.0 apart); 0 for anything else.
+int64_t scalar_key(const IValue& a);
+
 }  // namespace kiln::jit
