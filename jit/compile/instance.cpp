@@ -249,7 +249,8 @@ Instance::Instance(const Pristine& pristine, InstanceOptions options)
     for (const Tensor& t : pristine.outputs) outputs_.push_back(remap.tensor(t));
     for (const Tensor& t : pristine.stand_ins) {
       bindings_.push_back(t.defined() ? remap.tensor(t).impl()->storage() : nullptr);
-      traced_offsets_.push_back(t.defined() ? t.storage_offset() * t.element_size() : 0);
+      traced_offsets_.push_back(
+          t.defined() ? t.storage_offset() * static_cast<int64_t>(t.element_size()) : 0);
     }
     shifts_.assign(bindings_.size(), 0);
   }
@@ -369,7 +370,9 @@ void Instance::bind_arguments(const std::vector<const Tensor*>& tensors) {
   // storage have their exact offsets, guarded: they shift by nothing.)
   for (size_t k = 0; k < tensors.size(); ++k) {
     const Tensor& t = *tensors[k];
-    shifts_[k] = t.defined() ? t.storage_offset() * t.element_size() - traced_offsets_[k] : 0;
+    shifts_[k] = t.defined() ? t.storage_offset() * static_cast<int64_t>(t.element_size()) -
+                                   traced_offsets_[k]
+                             : 0;
   }
   for (size_t k = 0; k < tensors.size(); ++k) {
     StorageImpl* b = bindings_[k].get();
