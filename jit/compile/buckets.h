@@ -17,12 +17,14 @@
 // never a result that does not follow the padded dim, such as a weight's
 // view). When the trace writes nothing but its own results, that first call
 // also runs the trace at the call's sizes and compares: a result that
-// padding changed (rows that mix) turns buckets off for the function, said
-// once on the recompile log and in explain(), and every call from then on
-// runs at its own sizes (a plan per size, Note [Compiled instances]). A
-// function that writes its arguments or captured tensors (a KV cache) is not
-// run twice, so its rows are taken to be independent, as a batch of requests
-// is; its results are still narrowed by the traced sizes.
+// padding changed (rows that mix), or a padded call that fails, turns
+// buckets off for the function, said once on the recompile log and in
+// explain(), and every call from then on runs at its own sizes (a plan per
+// size, Note [Compiled instances]). A function that writes its arguments or
+// captured tensors (a KV cache) is not run twice, so its rows are taken to
+// be independent, as a batch of requests is; its results are still narrowed
+// by the traced sizes, and a padded call of it that fails raises (and turns
+// buckets off).
 
 #include <atomic>
 #include <cstdint>
