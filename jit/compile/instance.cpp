@@ -373,8 +373,6 @@ void Instance::bind_arguments(const std::vector<const Tensor*>& tensors) {
     shifts_[k] = t.defined() ? t.storage_offset() * static_cast<int64_t>(t.element_size()) -
                                    traced_offsets_[k]
                              : 0;
-  }
-  for (size_t k = 0; k < tensors.size(); ++k) {
     StorageImpl* b = bindings_[k].get();
     if (b && b->data() == nullptr) b->set_data(argument_base(tensors, k), nullptr, nullptr);
   }
