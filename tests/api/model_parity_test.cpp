@@ -1,4 +1,5 @@
-// GPT-2 and Llama checkpoints made by Hugging Face transformers
+// GPT-2, Llama and Mistral (a sliding window shorter than the prompt)
+// checkpoints made by Hugging Face transformers
 // (tests/fixtures/make_fixtures.py) against the logits transformers computed
 // for them: the prompt's prefill logits and 8 greedy decode steps through the
 // static KV cache, on the CPU in eager and lazy mode, in float32, float16 and
@@ -74,8 +75,11 @@ Tolerance tolerance(kiln::DType dtype) {
   if (dtype == kiln::kFloat32) return {1e-4, 1e-4, 1e-5};
   // float16's mean: fused CUDA paths round at their own points (a norm as a
   // product's prologue, split-K sums); measured up to 5.3e-3 on an H100
-  // (llama_tied_bf16 run in float16, decode step 6).
-  if (dtype == kiln::kFloat16) return {1e-2, 2e-2, 6e-3};
+  // (llama_tied_bf16 run in float16, decode step 6). On the CPU,
+  // mistral_window's last position is off by 7.2e-3 on average and 0.032 at
+  // most (a logit near 0; the ulp of float16 logits of 4 to 8 is 0.004), and
+  // by as much with the window off: rounding, not the window.
+  if (dtype == kiln::kFloat16) return {1e-2, 4e-2, 1e-2};
   return {4e-2, 3.5e-1, 1e-1};
 }
 
@@ -175,7 +179,7 @@ void run_case(const Case& c, kiln::Device device) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> out;
-  for (const char* f : {"gpt2", "llama_gqa", "llama_tied_bf16"}) {
+  for (const char* f : {"gpt2", "llama_gqa", "llama_tied_bf16", "mistral_window"}) {
     for (kiln::DType t : {kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16}) {
       for (Mode m : {Mode::Eager, Mode::Lazy, Mode::Compiled}) out.push_back({f, t, m});
     }

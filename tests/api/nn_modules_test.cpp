@@ -204,6 +204,53 @@ TEST(NnModules, GroupedQueryAttention) {
   }
 }
 
+// Note [Sliding window]: each query against the keys it may see, cut out by
+// narrow() and attended without a mask.
+TEST(NnModules, SlidingWindowAttention) {
+  for (bool lazy : {false, true}) {
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    const int64_t t = 7, w = 3;
+    Tensor q = rnd({2, 4, t, 8}, 40, "transposed"), k = rnd({2, 2, t, 8}, 41),
+           v = rnd({2, 2, t, 8}, 42, "strided");
+    auto repeat_kv = [](const Tensor& x) {
+      const int64_t b = x.size(0), s = x.size(2);
+      return x.unsqueeze(2).expand({b, 2, 2, s, 8}).reshape({b, 4, s, 8});
+    };
+    Tensor got = kiln::nn::causal_attention(q, k, v, w);
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t lo = std::max<int64_t>(0, i - w + 1);
+      Tensor ref = kiln::scaled_dot_product_attention(q.narrow(2, i, 1),
+                                                      repeat_kv(k.narrow(2, lo, i - lo + 1)),
+                                                      repeat_kv(v.narrow(2, lo, i - lo + 1)));
+      SCOPED_TRACE("query " + std::to_string(i));
+      EXPECT_TENSOR_CLOSE(got.narrow(2, i, 1), ref);
+    }
+    // A window as long as the sequence is plain causal attention.
+    EXPECT_TENSOR_CLOSE(kiln::nn::causal_attention(q, k, v, t),
+                        kiln::nn::causal_attention(q, k, v));
+
+    // Decode over a cache of 9 slots: rows at positions 6 and 1, then both at 8.
+    Tensor kc = rnd({2, 2, 9, 8}, 43), vc = rnd({2, 2, 9, 8}, 44);
+    Tensor q1 = rnd({2, 4, 1, 8}, 45);
+    for (const std::vector<int64_t>& pos : {std::vector<int64_t>{6, 1}, std::vector<int64_t>{8}}) {
+      Tensor p = kiln::tensor(pos, {static_cast<int64_t>(pos.size())});
+      Tensor step = kiln::nn::decode_attention(q1, kc, vc, p, w);
+      for (int64_t b = 0; b < 2; ++b) {
+        const int64_t at = pos[pos.size() == 1 ? 0 : b];
+        const int64_t lo = std::max<int64_t>(0, at - w + 1);
+        Tensor ref = kiln::scaled_dot_product_attention(
+            q1.narrow(0, b, 1), repeat_kv(kc.narrow(0, b, 1).narrow(2, lo, at - lo + 1)),
+            repeat_kv(vc.narrow(0, b, 1).narrow(2, lo, at - lo + 1)));
+        SCOPED_TRACE("row " + std::to_string(b) + " at " + std::to_string(at));
+        EXPECT_TENSOR_CLOSE(step.narrow(0, b, 1), ref);
+      }
+    }
+    EXPECT_KILN_ERROR(kiln::nn::causal_attention(q, k, v, -1),
+                      "[attention] expected a sliding window >= 0 (0: none), got -1");
+  }
+}
+
 TEST(NnModules, KvCacheWritesOnePositionOrOnePerRow) {
   for (bool lazy : {false, true}) {
     std::optional<kiln::EagerGuard> eager;

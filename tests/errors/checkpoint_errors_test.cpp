@@ -208,4 +208,44 @@ TEST(CheckpointErrors, LlamaConfigs) {
   EXPECT_KILN_ERROR(kiln::nn::LlamaConfig::named("llama-9"), "expected a config name among");
 }
 
+// Note [Sliding window]: which layers slide, and configs that spell it out.
+TEST(CheckpointErrors, SlidingWindowConfigs) {
+  const std::string config = read_text(fixture_dir("llama_gqa") + "/config.json");
+  auto with = [&](const std::string& fields) {
+    return kiln::nn::LlamaConfig::from_json(
+        replaced(config, "\"vocab_size\": 96", "\"vocab_size\": 96, " + fields));
+  };
+  auto as = [&](const std::string& type, const std::string& fields) {
+    return kiln::nn::LlamaConfig::from_json(replaced(
+        config, "\"model_type\": \"llama\"", "\"model_type\": \"" + type + "\", " + fields));
+  };
+  kiln::nn::LlamaConfig m = as("mistral", "\"sliding_window\": 5");
+  EXPECT_EQ(m.window_of(0), 5);
+  EXPECT_EQ(m.window_of(1), 5);
+  EXPECT_EQ(as("mistral", "\"sliding_window\": null").window_of(1), 0);
+  // Llama ignores the field; Qwen 2 only with use_sliding_window, from max_window_layers on.
+  EXPECT_EQ(with("\"sliding_window\": 5").window_of(1), 0);
+  EXPECT_EQ(as("qwen2", "\"sliding_window\": 5").window_of(1), 0);
+  kiln::nn::LlamaConfig q =
+      as("qwen2", "\"use_sliding_window\": true, \"sliding_window\": 5, \"max_window_layers\": 1");
+  EXPECT_EQ(q.window_of(0), 0);
+  EXPECT_EQ(q.window_of(1), 5);
+  EXPECT_EQ(as("qwen2",
+               "\"use_sliding_window\": true, \"sliding_window\": 5, "
+               "\"layer_types\": [\"full_attention\", \"full_attention\"]")
+                .window_of(1),
+            0);  // max_window_layers defaults to 28
+  EXPECT_KILN_ERROR(
+      as("mistral",
+         "\"sliding_window\": 5, \"layer_types\": [\"full_attention\", "
+         "\"sliding_attention\"]"),
+      "[Llama] expected layer_types[0] in a Llama config to be \"sliding_attention\" "
+      "(from model_type, sliding_window and max_window_layers), got \"full_attention\"");
+  EXPECT_KILN_ERROR(with("\"layer_types\": [\"full_attention\"]"),
+                    "[Llama] expected layer_types in a Llama config to list 2 layers, got "
+                    "[\"full_attention\"]");
+  EXPECT_KILN_ERROR(as("mistral", "\"sliding_window\": -2"),
+                    "[Llama] expected sliding_window and max_window_layers >= 0, got -2 and 0");
+}
+
 }  // namespace

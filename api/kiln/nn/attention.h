@@ -16,6 +16,19 @@
 // Positions: `pos` is an int64 tensor of one element (every row at the same
 // position) or of [B] (row b at pos[b]: batches of prompts of different
 // lengths, right-padded; see Note [Batched generation] in generate.cpp).
+//
+// Note [Sliding window]
+// With a window W > 0 (Mistral's sliding_window), a query at position i sees
+// keys at positions i - W < j <= i: its own and the W - 1 before it, as
+// Hugging Face's models mask them. When every position fits in the window
+// (T <= W in a prefill, a cache of at most W slots in decode) that is plain
+// causal attention, and the two functions take their usual path. Otherwise
+// the band is an explicit bool mask: [T, T] made from aranges in a prefill,
+// and [B or 1, S] made on the device from `pos` in decode, so a decode step
+// stays the same ops at every position (one compiled entry, one graph). The
+// cache keeps every position (slots are positions, as without a window); a
+// windowed decode step reads all S slots, masked, where kv_cache_attention
+// reads up to pos.
 
 #include <cstdint>
 #include <string>
@@ -43,10 +56,14 @@ KILN_API Tensor split_heads(const Tensor& x, int64_t heads);
 KILN_API Tensor merge_heads(const Tensor& x);
 
 // q [B, Hq, T, D] over k, v [B, Hkv, T, D] with a causal mask; Hq % Hkv == 0.
-KILN_API Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v);
-// q [B, Hq, 1, D] over cache slots 0..pos of k_cache, v_cache [B, Hkv, S, D].
+// window > 0: each query sees only the last `window` positions up to its own
+// (Note [Sliding window]).
+KILN_API Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 int64_t window = 0);
+// q [B, Hq, 1, D] over cache slots 0..pos of k_cache, v_cache [B, Hkv, S, D]
+// (window > 0: slots pos - window + 1..pos).
 KILN_API Tensor decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                                 const Tensor& pos);
+                                 const Tensor& pos, int64_t window = 0);
 // Writes kv [B, H, 1, D] into cache [B, H, S, D] at slot pos (per row for a [B] pos).
 KILN_API void write_kv(Tensor& cache, const Tensor& pos, const Tensor& kv);
 // Writes kv [B, H, T, D] into cache slots [0, T).
@@ -57,6 +74,7 @@ KILN_API void write_kv_prefix(Tensor& cache, const Tensor& kv);
 struct KILN_API Attention {
   Linear q_proj, k_proj, v_proj, o_proj;
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t sliding_window = 0;  // 0: none (Note [Sliding window])
 
   static Attention empty(int64_t hidden, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                          bool qkv_bias, bool o_bias, TensorOptions options);

@@ -35,7 +35,12 @@ struct KILN_API LlamaConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v (and o) biases; qwen2 has q/k/v biases
   bool mlp_bias = false;
-  int64_t sliding_window = 0;  // 0: none (Mistral's, when set, bounds the cache length)
+  // Sliding-window attention (Note [Sliding window]): 0, none. Mistral's
+  // applies to every layer; Qwen 2's (use_sliding_window) to the layers from
+  // max_window_layers on, as Hugging Face's layer_types has it.
+  int64_t sliding_window = 0;
+  int64_t max_window_layers = 0;
+  int64_t window_of(int64_t layer) const { return layer >= max_window_layers ? sliding_window : 0; }
 
   // Unknown model types, activations other than silu, and rope_scaling types
   // other than default, linear and llama3 are errors, as are missing sizes.

@@ -43,21 +43,45 @@ Tensor merge_heads(const Tensor& x) {
   return x.transpose(1, 2).reshape({b, t, h * d});
 }
 
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window) {
   const int64_t hq = q.size(1), hkv = k.size(1);
   KILN_CHECK(hkv > 0 && hq % hkv == 0,
              "[attention] expected query heads a multiple of key/value "
              "heads, got ",
              hq, " and ", hkv);
-  return scaled_dot_product_attention(q, k, v, std::nullopt, /*is_causal=*/true, std::nullopt,
+  KILN_CHECK(window >= 0, "[attention] expected a sliding window >= 0 (0: none), got ", window);
+  const int64_t t = q.size(2);
+  if (window == 0 || t <= window) {
+    return scaled_dot_product_attention(q, k, v, std::nullopt, /*is_causal=*/true, std::nullopt,
+                                        /*enable_gqa=*/hq != hkv);
+  }
+  // Query i sees keys i - window < j <= i (Note [Sliding window]).
+  const TensorOptions i64 = TensorOptions(kInt64).device(q.device());
+  Tensor j = arange(t, i64).view({1, t});
+  Tensor i = j.view({t, 1});
+  Tensor band = logical_and(le(j, i), gt(j, i - window));
+  return scaled_dot_product_attention(q, k, v, band, /*is_causal=*/false, std::nullopt,
                                       /*enable_gqa=*/hq != hkv);
 }
 
 Tensor decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                        const Tensor& pos) {
+                        const Tensor& pos, int64_t window) {
   check_cache(k_cache, "decode_attention");
   check_pos(pos, q.size(0), "decode_attention");
-  return kv_cache_attention(q, k_cache, v_cache, pos.reshape({-1}));
+  KILN_CHECK(window >= 0, "[decode_attention] expected a sliding window >= 0 (0: none), got ",
+             window);
+  const int64_t s = k_cache.size(2);
+  if (window == 0 || s <= window) return kv_cache_attention(q, k_cache, v_cache, pos.reshape({-1}));
+  // Slots pos - window < j <= pos, from the position on the device: [B or 1, 1, 1, S].
+  const int64_t hq = q.size(1), hkv = k_cache.size(1);
+  KILN_CHECK(hkv > 0 && hq % hkv == 0,
+             "[decode_attention] expected query heads a multiple of key/value heads, got ", hq,
+             " and ", hkv);
+  Tensor j = arange(s, TensorOptions(kInt64).device(q.device())).view({1, s});
+  Tensor p = pos.reshape({-1, 1});
+  Tensor band = logical_and(le(j, p), gt(j, p - window)).view({-1, 1, 1, s});
+  return scaled_dot_product_attention(q, k_cache, v_cache, band, /*is_causal=*/false, std::nullopt,
+                                      /*enable_gqa=*/hq != hkv);
 }
 
 void write_kv(Tensor& cache, const Tensor& pos, const Tensor& kv) {
@@ -108,7 +132,7 @@ Tensor Attention::forward(const Tensor& x, const RotaryEmbedding& rope, Tensor* 
   Tensor v = split_heads(v_proj.forward(x), num_kv_heads);
   if (k_cache) write_kv_prefix(*k_cache, k);
   if (v_cache) write_kv_prefix(*v_cache, v);
-  return o_proj.forward(merge_heads(causal_attention(q, k, v)));
+  return o_proj.forward(merge_heads(causal_attention(q, k, v, sliding_window)));
 }
 
 Tensor Attention::forward_decode(const Tensor& x, const RotaryEmbedding& rope, Tensor& k_cache,
@@ -117,7 +141,7 @@ Tensor Attention::forward_decode(const Tensor& x, const RotaryEmbedding& rope, T
   Tensor k = rope.apply_at(split_heads(k_proj.forward(x), num_kv_heads), pos);
   write_kv(k_cache, pos, k);
   write_kv(v_cache, pos, split_heads(v_proj.forward(x), num_kv_heads));
-  return o_proj.forward(merge_heads(decode_attention(q, k_cache, v_cache, pos)));
+  return o_proj.forward(merge_heads(decode_attention(q, k_cache, v_cache, pos, sliding_window)));
 }
 
 void Attention::visit(const TensorVisitor& f, const std::string& prefix) {

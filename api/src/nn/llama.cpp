@@ -49,6 +49,7 @@ Llama Llama::skeleton(const LlamaConfig& c, DType dtype, int64_t max_positions) 
     b.input_layernorm = RMSNorm::empty(d, c.rms_norm_eps, meta);
     b.self_attn = Attention::empty(d, c.num_attention_heads, c.num_key_value_heads, hd,
                                    c.attention_bias, o_bias, meta);
+    b.self_attn.sliding_window = c.window_of(i);
     b.post_attention_layernorm = RMSNorm::empty(d, c.rms_norm_eps, meta);
     b.mlp = GatedMLP::empty(d, c.intermediate_size, c.mlp_bias, meta);
     m.layers.push_back(std::move(b));
@@ -114,9 +115,6 @@ Llama::Cache Llama::make_cache(int64_t batch, int64_t length) const {
   KILN_CHECK(length <= rotary.positions(), "[Llama] expected a cache of at most ",
              rotary.positions(), " slots (min(max_position_embeddings, max_positions)), got ",
              length);
-  KILN_CHECK(config_.sliding_window == 0 || length <= config_.sliding_window,
-             "[Llama] expected a cache within the sliding window of ", config_.sliding_window,
-             " positions (kiln attends to the whole cache), got ", length);
   return KVCache::make(config_.num_hidden_layers, batch, config_.num_key_value_heads, length,
                        config_.head_size(), TensorOptions(dtype_).device(device_));
 }

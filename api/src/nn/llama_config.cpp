@@ -4,6 +4,21 @@
 namespace kiln::nn {
 namespace {
 
+// Newer Hugging Face configs spell out each layer's attention; kiln's two
+// fields must give the same list.
+void check_layer_types(const nlohmann::json& types, const LlamaConfig& c, const std::string& what) {
+  KILN_CHECK(types.is_array() && static_cast<int64_t>(types.size()) == c.num_hidden_layers,
+             "[Llama] expected layer_types in ", what, " to list ", c.num_hidden_layers,
+             " layers, got ", types.dump());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string want = c.window_of(i) ? "sliding_attention" : "full_attention";
+    const nlohmann::json& got = types[static_cast<size_t>(i)];
+    KILN_CHECK(got.is_string() && got.get<std::string>() == want, "[Llama] expected layer_types[",
+               i, "] in ", what, " to be \"", want,
+               "\" (from model_type, sliding_window and max_window_layers), got ", got.dump());
+  }
+}
+
 LlamaConfig config_from(const nlohmann::json& j, const std::string& what) {
   JsonFields f(j, what, "Llama");
   LlamaConfig c;
@@ -28,10 +43,13 @@ LlamaConfig config_from(const nlohmann::json& j, const std::string& what) {
   // Qwen 2 always has q/k/v biases; Llama has them (and o_proj's) when attention_bias is set.
   c.attention_bias = c.model_type == "qwen2" || f.boolean("attention_bias", false);
   c.mlp_bias = f.boolean("mlp_bias", false);
+  // Mistral's window covers every layer; a null one is none.
   if (c.model_type == "mistral") c.sliding_window = f.integer("sliding_window", 0);
   if (c.model_type == "qwen2" && f.boolean("use_sliding_window", false)) {
     c.sliding_window = f.integer("sliding_window");
+    c.max_window_layers = f.integer("max_window_layers", 28);  // Qwen2Config's default
   }
+  if (f.has("layer_types")) check_layer_types(j.at("layer_types"), c, what);
   const nlohmann::json& scaling = f.object("rope_scaling");
   if (!scaling.is_null()) {
     JsonFields s(scaling, "rope_scaling of " + what, "Llama");
@@ -65,12 +83,15 @@ LlamaConfig LlamaConfig::from_json_file(const std::string& path) {
 void LlamaConfig::check() const {
   KILN_CHECK(vocab_size > 0 && hidden_size > 0 && intermediate_size > 0 && num_hidden_layers > 0 &&
                  num_attention_heads > 0 && num_key_value_heads > 0 && head_dim >= 0 &&
-                 max_position_embeddings > 0 && sliding_window >= 0,
+                 max_position_embeddings > 0,
              "[Llama] expected positive vocab_size, hidden_size, intermediate_size, "
              "num_hidden_layers, num_attention_heads, num_key_value_heads and "
              "max_position_embeddings, got ",
              vocab_size, ", ", hidden_size, ", ", intermediate_size, ", ", num_hidden_layers, ", ",
              num_attention_heads, ", ", num_key_value_heads, " and ", max_position_embeddings);
+  KILN_CHECK(sliding_window >= 0 && max_window_layers >= 0,
+             "[Llama] expected sliding_window and max_window_layers >= 0, got ", sliding_window,
+             " and ", max_window_layers);
   KILN_CHECK(num_attention_heads % num_key_value_heads == 0,
              "[Llama] expected num_attention_heads divisible by num_key_value_heads, got ",
              num_attention_heads, " and ", num_key_value_heads);
