@@ -18,6 +18,21 @@ void check_pos(const Tensor& pos, int64_t batch, const char* op) {
              pos.sizes());
 }
 
+void check_heads(int64_t hq, int64_t hkv, const char* op) {
+  KILN_CHECK(hkv > 0 && hq % hkv == 0, "[", op,
+             "] expected query heads a multiple of key/value heads, got ", hq, " and ", hkv);
+}
+
+void check_window(int64_t window, const char* op) {
+  KILN_CHECK(window >= 0, "[", op, "] expected a sliding window >= 0 (0: none), got ", window);
+}
+
+// Keys j a query at `at` sees through a window (Note [Sliding window]):
+// at - window < j <= at, broadcast over j's and at's shapes.
+Tensor window_band(const Tensor& j, const Tensor& at, int64_t window) {
+  return logical_and(le(j, at), gt(j, at - window));
+}
+
 }  // namespace
 
 KVCache KVCache::make(int64_t layers, int64_t batch, int64_t kv_heads, int64_t length,
@@ -45,11 +60,8 @@ Tensor merge_heads(const Tensor& x) {
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window) {
   const int64_t hq = q.size(1), hkv = k.size(1);
-  KILN_CHECK(hkv > 0 && hq % hkv == 0,
-             "[attention] expected query heads a multiple of key/value "
-             "heads, got ",
-             hq, " and ", hkv);
-  KILN_CHECK(window >= 0, "[attention] expected a sliding window >= 0 (0: none), got ", window);
+  check_heads(hq, hkv, "attention");
+  check_window(window, "attention");
   const int64_t t = q.size(2);
   if (window == 0 || t <= window) {
     return scaled_dot_product_attention(q, k, v, std::nullopt, /*is_causal=*/true, std::nullopt,
@@ -58,8 +70,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64
   // Query i sees keys i - window < j <= i (Note [Sliding window]).
   const TensorOptions i64 = TensorOptions(kInt64).device(q.device());
   Tensor j = arange(t, i64).view({1, t});
-  Tensor i = j.view({t, 1});
-  Tensor band = logical_and(le(j, i), gt(j, i - window));
+  Tensor band = window_band(j, j.view({t, 1}), window);
   return scaled_dot_product_attention(q, k, v, band, /*is_causal=*/false, std::nullopt,
                                       /*enable_gqa=*/hq != hkv);
 }
@@ -68,18 +79,14 @@ Tensor decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_
                         const Tensor& pos, int64_t window) {
   check_cache(k_cache, "decode_attention");
   check_pos(pos, q.size(0), "decode_attention");
-  KILN_CHECK(window >= 0, "[decode_attention] expected a sliding window >= 0 (0: none), got ",
-             window);
+  check_window(window, "decode_attention");
   const int64_t s = k_cache.size(2);
   if (window == 0 || s <= window) return kv_cache_attention(q, k_cache, v_cache, pos.reshape({-1}));
   // Slots pos - window < j <= pos, from the position on the device: [B or 1, 1, 1, S].
   const int64_t hq = q.size(1), hkv = k_cache.size(1);
-  KILN_CHECK(hkv > 0 && hq % hkv == 0,
-             "[decode_attention] expected query heads a multiple of key/value heads, got ", hq,
-             " and ", hkv);
+  check_heads(hq, hkv, "decode_attention");
   Tensor j = arange(s, TensorOptions(kInt64).device(q.device())).view({1, s});
-  Tensor p = pos.reshape({-1, 1});
-  Tensor band = logical_and(le(j, p), gt(j, p - window)).view({-1, 1, 1, s});
+  Tensor band = window_band(j, pos.reshape({-1, 1}), window).view({-1, 1, 1, s});
   return scaled_dot_product_attention(q, k_cache, v_cache, band, /*is_causal=*/false, std::nullopt,
                                       /*enable_gqa=*/hq != hkv);
 }
