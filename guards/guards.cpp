@@ -177,6 +177,65 @@ void GuardSet::keep_offsets(const std::vector<bool>& fixed) {
   }
 }
 
+bool GuardSet::gather(const std::vector<IValue>& args, std::vector<const Tensor*>& out) const {
+  if (args.size() != kinds_.size()) return false;
+  size_t lg = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const IValue& a = args[i];
+    if (a.tag() != kinds_[i]) return false;
+    if (a.is_tensor()) {
+      out.push_back(&a.to_tensor());
+    } else if (a.is_tensor_list()) {
+      const auto& list = a.to_tensor_list();
+      if (list.size() != lists_[lg++].length) return false;
+      for (const Tensor& t : list) out.push_back(&t);
+    }
+  }
+  return true;
+}
+
+Moved GuardSet::moved(const std::vector<IValue>& args) const {
+  Moved m;
+  std::vector<const Tensor*> ts;
+  if (!gather(args, ts)) return m;
+  for (size_t i = 0; i < ts.size() && i < tensors_.size(); ++i) {
+    const TensorGuard& g = tensors_[i];
+    const Tensor& t = *ts[i];
+    if (!g.defined || !t.defined() || t.dtype() != g.dtype || !(t.device() == g.device) ||
+        static_cast<size_t>(t.dim()) != g.sizes.size()) {
+      continue;
+    }
+    for (int64_t d = 0; d < t.dim() && d < 64; ++d) {
+      if (!((g.dynamic >> d) & 1u) && t.size(d) != g.sizes[d]) m.dims.emplace_back(g.input, d);
+    }
+    if (!g.dynamic_offset && g.alias_of < 0 && t.storage_offset() != g.storage_offset &&
+        std::find(m.offsets.begin(), m.offsets.end(), g.input) == m.offsets.end()) {
+      m.offsets.push_back(g.input);
+    }
+  }
+  return m;
+}
+
+void GuardSet::cap_alignment(const GuardSet& before) {
+  for (size_t i = 0; i < tensors_.size() && i < before.tensors_.size(); ++i) {
+    TensorGuard& g = tensors_[i];
+    const TensorGuard& b = before.tensors_[i];
+    if (!g.dynamic_offset || !g.defined || !b.defined || b.input != g.input ||
+        b.element != g.element || b.dtype != g.dtype) {
+      continue;
+    }
+    if (b.dynamic_offset) {
+      g.align_log2 = std::min(g.align_log2, b.align_log2);
+      continue;
+    }
+    const int64_t step = g.storage_offset - b.storage_offset;
+    if (step == 0) continue;
+    const auto bytes = static_cast<uint64_t>(step < 0 ? -step : step) * itemsize(g.dtype);
+    g.align_log2 = std::min<uint8_t>(
+        g.align_log2, static_cast<uint8_t>(std::min(__builtin_ctzll(bytes), kMaxAlignLog2)));
+  }
+}
+
 bool GuardSet::is_captured(const StorageImpl* storage) const {
   return std::binary_search(captured_sorted_.begin(), captured_sorted_.end(), storage);
 }

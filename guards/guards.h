@@ -69,6 +69,15 @@ struct Failure {
   std::string reason;     // "input 0 'ids' size mismatch at dim 0: expected 1, got 8"
 };
 
+// What automatic dynamic lifts after a size or offset failure: every static
+// dim whose size moved and every guarded storage offset that moved, over all
+// tensor arguments whose dtype, device and rank still match, so that one
+// recompile covers a call that moved several (Note [Dynamic storage offsets]).
+struct Moved {
+  std::vector<std::pair<int, int64_t>> dims;  // (argument, dim)
+  std::vector<int> offsets;                   // arguments
+};
+
 // A captured tensor's storage and the references the guard counts on.
 struct Captured {
   Captured(IntrusivePtr<StorageImpl> s, int32_t refs, std::string w)
@@ -102,6 +111,15 @@ class GuardSet {
   bool check(const std::vector<IValue>& args) const;
   // Why check() failed (names: the arguments' names, possibly fewer).
   Failure explain(const std::vector<IValue>& args, const std::vector<std::string>& names) const;
+  // Every size and offset `args` moved (Moved above).
+  Moved moved(const std::vector<IValue>& args) const;
+  // A new entry's alignment classes for arguments whose offset is dynamic:
+  // no finer than `before`'s for the same tensor when its offset was dynamic
+  // there too, and no finer than the distance it moved from `before`'s exact
+  // offset. A slice stepping 96 bytes is 32-byte aligned at some steps and
+  // 64 at others; the step bounds what later calls bring (Note [Dynamic
+  // storage offsets]). Before the entry is published.
+  void cap_alignment(const GuardSet& before);
   // One line per guard, for KILN_LOGS=guards.
   std::vector<std::string> describe(const std::vector<std::string>& names) const;
 

@@ -143,6 +143,9 @@ struct boxed::CompiledCore::Impl {
   guards::DynamicDims dynamic_for(const std::vector<IValue>& args) const;
   Entry* lookup(const std::vector<IValue>& args) const;
   std::vector<Tensor> compile(const std::vector<IValue>& args, Body body, Entry** hit);
+  // Automatic dynamic: every moved size and offset turns dynamic at once;
+  // returns the log's note ("; dim 0 is dynamic from now on").
+  std::string lift(const guards::Moved& moved, int failed_input);
   std::vector<Tensor> run(Entry& e, const std::vector<IValue>& args, Body body);
   Specialization* specialize(Entry& e, const std::vector<IValue>& args, Body body,
                              std::vector<Tensor>* results);
@@ -425,6 +428,35 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   return raw;
 }
 
+std::string boxed::CompiledCore::Impl::lift(const guards::Moved& moved, int failed_input) {
+  auto whose = [&](int input) {
+    if (input == failed_input) return std::string();
+    std::string s = " of input " + std::to_string(input);
+    if (static_cast<size_t>(input) < options.input_names.size() &&
+        !options.input_names[input].empty()) {
+      s += " '" + options.input_names[input] + "'";
+    }
+    return s;
+  };
+  std::vector<std::string> parts;
+  for (const auto& [input, dim] : moved.dims) {
+    dynamic.push_back({input, dim});
+    parts.push_back("dim " + std::to_string(dim) + whose(input));
+  }
+  for (int input : moved.offsets) {
+    dynamic_offsets.push_back(input);
+    parts.push_back(input == failed_input ? "its storage offset"
+                                          : "the storage offset" + whose(input));
+  }
+  if (parts.empty()) return "";
+  std::string note = "; ";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    note += i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ";
+    note += parts[i];
+  }
+  return note + (parts.size() == 1 ? " is" : " are") + " dynamic from now on";
+}
+
 std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>& args, Body body,
                                                        Entry** hit) {
   std::lock_guard<std::mutex> lock(compile_mu);
@@ -439,13 +471,8 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
     if (!entries.empty()) {
       guards::Failure f = entries.back()->guards.explain(args, options.input_names);
       reason = f.reason;
-      if (options.automatic_dynamic && f.size_dim >= 0 && f.input >= 0) {
-        dynamic.push_back({f.input, f.size_dim});
-        dynamic_note = "; dim " + std::to_string(f.size_dim) + " is dynamic from now on";
-      }
-      if (options.automatic_dynamic && f.offset && f.input >= 0) {
-        dynamic_offsets.push_back(f.input);
-        dynamic_note = "; its storage offset is dynamic from now on";
+      if (options.automatic_dynamic && (f.size_dim >= 0 || f.offset) && f.input >= 0) {
+        dynamic_note = lift(entries.back()->guards.moved(args), f.input);
       }
     }
   }
@@ -468,6 +495,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
   auto e = std::make_shared<Entry>();
   e->index = count + 1;
   e->guards = guards::GuardSet::from_call(args, dynamic_for(args));
+  if (!entries.empty()) e->guards.cap_alignment(entries.back()->guards);
   e->reason = reason + dynamic_note;
   remember(e->index, e->reason);
   buckets.forget();  // a captured tensor replaced may give results other sizes

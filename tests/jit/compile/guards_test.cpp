@@ -510,6 +510,46 @@ TEST(CompileGuards, StorageOffsetTurnsDynamic) {
       << text;
 }
 
+// A call that moves several sizes and offsets at once recompiles once for
+// all of them, and the alignment class of a moving slice is what its first
+// step allows: two slices stepping 96 bytes (32-byte aligned at some steps,
+// 64 at others) need one entry past the first.
+TEST(CompileGuards, EverythingMovedTurnsDynamicAtOnce) {
+  Tensor xs = random_tensor({48, 6}, kiln::kFloat32, "contiguous", 63);
+  Tensor ys = random_tensor({48, 6}, kiln::kFloat32, "contiguous", 64);
+  auto slices = kiln::jit::compile(
+      [](const Tensor& x, const Tensor& y) { return kiln::tanh(x) + y.narrow(0, 1, 4) * 2.0; },
+      {.name = "slices", .input_names = {"x", "y"}});
+  Logs logs("recompiles");
+  for (int64_t t : {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 0}) {
+    SCOPED_TRACE("row " + std::to_string(t));
+    Tensor got = slices(xs.narrow(0, t, 4), ys.narrow(0, t, 6));
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(got, kiln::tanh(xs.narrow(0, t, 4)) + ys.narrow(0, t + 1, 4) * 2.0);
+  }
+  std::string text = logs.take();
+  EXPECT_EQ(slices.stats().entries, 2) << text;
+  EXPECT_EQ(count_of(text,
+                     "its storage offset and the storage offset of input 1 'y' are dynamic "
+                     "from now on"),
+            1)
+      << text;
+
+  auto sums = kiln::jit::compile([](const Tensor& x) { return body(x); },
+                                 {.name = "sizes", .input_names = {"x"}});
+  Logs logs2("recompiles");
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4, 8}, {5, 9}, {6, 10}, {3, 7}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+    Tensor x = random_tensor({rows, cols}, kiln::kFloat32, "contiguous", 65);
+    Tensor got = sums(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(got, body(x));
+  }
+  text = logs2.take();
+  EXPECT_EQ(sums.stats().entries, 2) << text;
+  EXPECT_EQ(count_of(text, "dim 0 and dim 1 are dynamic from now on"), 1) << text;
+}
+
 // A view at an explicit storage offset reads an absolute place of the
 // storage: that argument's offset stays guarded, so results never shift.
 TEST(CompileGuards, AbsoluteViewsKeepTheOffsetGuarded) {
