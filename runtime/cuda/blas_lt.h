@@ -91,9 +91,11 @@ class MatmulTuning {
 };
 
 // Which kernel skinny products take: Auto (the kept choice, else the
-// default of Note [Skinny matmuls]) or one forced, for benchmarks and tests.
-// KILN_SKINNY_MATMUL=generated|cublas|auto sets it at start.
-enum class SkinnyPath { Auto, Generated, Cublas };
+// default of Note [Skinny matmuls]) or one forced, for benchmarks and tests;
+// GeneratedNorm forces the generated kernel only for products with a norm
+// prologue (the rest as Auto).
+// KILN_SKINNY_MATMUL=generated|generated-norm|cublas|auto sets it at start.
+enum class SkinnyPath { Auto, Generated, GeneratedNorm, Cublas };
 void set_skinny_path(SkinnyPath path);
 SkinnyPath skinny_path();
 

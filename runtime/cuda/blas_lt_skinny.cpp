@@ -71,7 +71,7 @@ constexpr int64_t kDefaultRows = 4;
 constexpr int64_t kNormRows = 4;
 constexpr int kRuns = 20;
 // Bumped when the generated kernel changes enough to void stored timings.
-constexpr int kGeneratorVersion = 2;
+constexpr int kGeneratorVersion = 3;
 
 using ChoiceKey = std::array<int64_t, 13>;
 
@@ -110,6 +110,7 @@ SkinnyPath path_from_env() {
   const std::string s = v;
   if (s == "generated") return SkinnyPath::Generated;
   if (s == "cublas") return SkinnyPath::Cublas;
+  if (s == "generated-norm") return SkinnyPath::GeneratedNorm;
   return SkinnyPath::Auto;
 }
 
@@ -301,7 +302,7 @@ bool skinny_matmul_with_norm(const Tensor& out, const Tensor& a, const Tensor& b
   p.norm_bias = norm_bias;
   p.norm_eps = norm_eps;
   if (!kernel.takes(p)) return false;
-  if (forced == SkinnyPath::Generated) {
+  if (forced == SkinnyPath::Generated || forced == SkinnyPath::GeneratedNorm) {
     kernel.run(p);
     choices().generated.fetch_add(1, std::memory_order_relaxed);
     return true;

@@ -74,43 +74,58 @@ std::string store_source(const GemvSpec& s) {
 }
 
 // The norm prologue (Note [Skinny matmul kernel]): each row's statistics
-// into s_scale / s_shift, the eager kernels' float64 sums and float32 scale
-// and shift (layer_norm: x * rstd - mean * rstd; rms_norm: x * rstd).
+// into s_scale / s_shift (layer_norm: x * rstd - mean * rstd; rms_norm:
+// x * rstd). One pass over x: float64 sums of x and of x * x, from which the
+// variance (the eager kernels take the mean, then squared deviations; in
+// float64 the two agree far below float32's rounding of rstd). The rows run
+// side by side, WPR warps each (all eight warps on one row when m = 1, a
+// warp per row from m = 5), so that m rows cost two barriers, not 2m block
+// reductions one after another.
 const char kNormStats[] = R"(
 #if KNORM
-  __shared__ double kiln_scratch[32];
+  constexpr int KRPP = KM >= 5 ? 8 : KM >= 3 ? 4 : KM;  // rows side by side
+  constexpr int WPR = 8 / KRPP;                         // warps per row
+  __shared__ double s_part[KM][WPR][2];
   __shared__ float s_scale[KM], s_shift[KM];
-  for (int i = 0; i < KM; ++i) {
-    const uint4* xr = (const uint4*)(x + (i64)i * ldx);
-    double mean = 0.0;
+  {
+    const int warp = threadIdx.x >> 5, part = warp % WPR;
+    for (int i0 = 0; i0 < KM; i0 += KRPP) {
+      const int i = i0 + warp / WPR;
+      if (i >= KM) break;  // the same for the whole warp
+      const uint4* xr = (const uint4*)(x + (i64)i * ldx);
+      double s = 0.0, q = 0.0;
+#pragma unroll 4
+      for (i64 j = part * 32 + (threadIdx.x & 31); j < kv; j += WPR * 32) {
+        float f[KV];
+        kiln_unpack(xr[j], f);
+#pragma unroll
+        for (int e = 0; e < KV; ++e) {
 #if KNORM == 1
-    double s = 0.0;
-    for (i64 j = threadIdx.x; j < kv; j += 256) {
-      float f[KV];
-      kiln_unpack(xr[j], f);
-#pragma unroll
-      for (int e = 0; e < KV; ++e) s += (double)f[e];
-    }
-    mean = kiln_block_sum<double, 256>(s, kiln_scratch) / (double)(kv * KV);
+          s += (double)f[e];
 #endif
-    double q = 0.0;
-    for (i64 j = threadIdx.x; j < kv; j += 256) {
-      float f[KV];
-      kiln_unpack(xr[j], f);
-#pragma unroll
-      for (int e = 0; e < KV; ++e) {
-        const double d = (double)f[e] - mean;
-        q += d * d;
+          q += (double)f[e] * (double)f[e];
+        }
       }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+        q += __shfl_xor_sync(0xffffffffu, q, o);
+      }
+      if ((threadIdx.x & 31) == 0) s_part[i][part][0] = s, s_part[i][part][1] = q;
     }
-    q = kiln_block_sum<double, 256>(q, kiln_scratch);
-    if (threadIdx.x == 0) {
-      const float rstd = (float)(1.0 / sqrt(q / (double)(kv * KV) + eps));
-      s_scale[i] = rstd;
-      s_shift[i] = -(rstd * (float)mean);
+    __syncthreads();
+    if (threadIdx.x < KM) {
+      double s = 0.0, q = 0.0;
+#pragma unroll
+      for (int p = 0; p < WPR; ++p) s += s_part[threadIdx.x][p][0], q += s_part[threadIdx.x][p][1];
+      const double count = (double)(kv * KV), mean = s / count;
+      const double var = fmax(q / count - mean * mean, 0.0);
+      const float rstd = (float)(1.0 / sqrt(var + eps));
+      s_scale[threadIdx.x] = rstd;
+      s_shift[threadIdx.x] = -(rstd * (float)mean);
     }
+    __syncthreads();
   }
-  __syncthreads();
 #endif
 )";
 

@@ -29,11 +29,11 @@ namespace kiln::jit::cuda {
 // epilogue adds the bias, applies the activation, adds the residual, all in
 // float32, and rounds once, as cuBLASLt's epilogues do.
 // With a norm prologue (Note [Norm prologues]), each block first takes the
-// statistics of its m rows of x (all 256 threads, sums in float64 as the
-// eager kernels, mean then squared deviations), then normalizes each x
-// vector as it loads it and rounds it to the dtype, where the eager norm
-// stores its output: the same values the unfused product reads, up to the
-// order of the statistics' sums. Each thread's weight vectors are
+// statistics of its m rows of x (one pass of float64 sums of x and x * x,
+// the rows side by side, eight warps per row at m = 1 and one from m = 5),
+// then normalizes each x vector as it loads it and rounds it to the dtype,
+// where the eager norm stores its output: the same values the unfused
+// product reads, up to the rounding of the statistics' sums. Each thread's weight vectors are
 // prefetched into L2 before anything else, even before the kernel waits for
 // the one before it (Note [Early launch] in kernel_loader.h), so that their
 // DRAM latency overlaps that kernel's end and the two block reductions
