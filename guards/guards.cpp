@@ -206,7 +206,11 @@ Moved GuardSet::moved(const std::vector<IValue>& args) const {
       continue;
     }
     for (int64_t d = 0; d < t.dim() && d < 64; ++d) {
-      if (!((g.dynamic >> d) & 1u) && t.size(d) != g.sizes[d]) m.dims.emplace_back(g.input, d);
+      const std::pair<int, int64_t> dim{g.input, d};
+      if (!((g.dynamic >> d) & 1u) && t.size(d) != g.sizes[d] &&
+          std::find(m.dims.begin(), m.dims.end(), dim) == m.dims.end()) {
+        m.dims.push_back(dim);
+      }
     }
     if (!g.dynamic_offset && g.alias_of < 0 && t.storage_offset() != g.storage_offset &&
         std::find(m.offsets.begin(), m.offsets.end(), g.input) == m.offsets.end()) {

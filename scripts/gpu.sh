@@ -6,9 +6,9 @@
 #     --oracle   also bundle kiln_oracle_tests and golden files (needs python3-torch here)
 # The bundle (default .gpu/) holds the binaries, the shared libraries they need
 # beyond glibc, libstdc++ and the toolkit (RUNPATH $ORIGIN), and run.sh:
-#   .gpu/run.sh [--filter F] [--test-shards N] [--no-tests] [--no-oracle] [--oracle-modes M] [--no-bench] [--no-torch]
+#   .gpu/run.sh [--filter F] [--test-shards N] [--test-timeout S] [--no-tests] [--no-oracle] ...
 #   (on the GPU machine: tests, the op oracle on CUDA, benchmarks beside PyTorch;
-#   logs go to $OUT when set)
+#   a summary and one archive of the logs go to $OUT when set; its header lists the options)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -99,28 +99,39 @@ if [ "$oracle" = 1 ]; then
     /usr/bin/python3 generate.py --out "$bundle/oracle")
 fi
 
-cp perf/torch_gpu.py perf/compare_gpu.py perf/ncu_kernels.py "$bundle/"
+cp perf/torch_gpu.py perf/compare_gpu.py perf/ncu_kernels.py perf/ncu_sections.py "$bundle/"
 
 cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs kiln's tests (GPU suites included), the op oracle on the GPU, and the
 # benchmarks beside PyTorch, from this bundle:
-#   run.sh [--filter GTEST_FILTER] [--test-shards N] [--no-tests] [--no-oracle]
-#          [--oracle-modes "eager lazy"] [--no-bench] [--no-torch] [--layer-ops]
-#          [--ncu "WORKLOAD:SHAPE ..."]
-#   --layer-ops  kiln-layer-ops (a GPT-2 block kernel by kernel) at the reference shapes
-#   --ncu        each compiled call's kernels timed one by one by Nsight Compute
-#                (ncu_kernels.py), where ncu is installed
-# Logs: $OUT when set, else ./gpu-logs. Exit status: nonzero when a test failed.
+#   run.sh [--filter GTEST_FILTER] [--test-shards N] [--test-timeout S] [--no-tests]
+#          [--no-oracle] [--oracle-modes "eager lazy"] [--no-bench] [--no-torch]
+#          [--layer-ops] [--ncu "WORKLOAD:SHAPE ..."] [--ncu-sections "WORKLOAD:SHAPE:REGEX:SKIP:COUNT ..."]
+#   --test-timeout  each test process is stopped after S seconds (its log is kept)
+#   --layer-ops     kiln-layer-ops (a GPT-2 block kernel by kernel) at the reference shapes
+#   --ncu           each compiled call's kernels timed one by one by Nsight Compute
+#                   (ncu_kernels.py), where ncu is installed
+#   --ncu-sections  occupancy, throughput and launch metrics of COUNT kernels whose
+#                   names match REGEX, after SKIP of them (ncu_sections.py)
+# Output: what it prints, also as summary.txt, and every log packed in
+# gpu-logs.tar.gz: two files in $OUT when set, else in ./gpu-logs.
+# Exit status: nonzero when a test failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${OUT:-$(pwd)/gpu-logs}
-mkdir -p "$out"
+dest=${OUT:-$(pwd)/gpu-logs}
+mkdir -p "$dest"
+out=$(mktemp -d)
+exec > >(tee "$dest/summary.txt") 2>&1
+pack() { tar -C "$out" -czf "$dest/gpu-logs.tar.gz" . 2>/dev/null; }
+trap pack EXIT
 filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy" test_shards=1 layer_ops=0 ncu=""
+test_timeout=0 sections=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --filter) filter=$2; shift ;;
     --test-shards) test_shards=$2; shift ;;
+    --test-timeout) test_timeout=$2; shift ;;
     --no-tests) tests=0 ;;
     --no-oracle) oracle=0 ;;
     --oracle-modes) modes=$2; shift ;;
@@ -128,6 +139,7 @@ while [ $# -gt 0 ]; do
     --no-torch) torch=0 ;;
     --layer-ops) layer_ops=1 ;;
     --ncu) ncu=$2; shift ;;
+    --ncu-sections) sections=$2; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -136,6 +148,7 @@ if [ -n "${CUDA_HOME:-}" ]; then
   export LD_LIBRARY_PATH="$CUDA_HOME/lib64:$CUDA_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 export KILN_CACHE_DIR="${TMPDIR:-/tmp}/kiln-gpu-cache"
+ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 status=0
 { nvidia-smi || echo "nvidia-smi: not available"; } > "$out/nvidia-smi.txt" 2>&1
 "$here/kiln-info" > "$out/kiln-info.txt" 2>&1 || status=1
@@ -151,15 +164,29 @@ if [ $tests = 1 ]; then
     *) filter="$filter-$exclude" ;;
   esac
   pids=()
+  limit=()
+  [ "$test_timeout" -gt 0 ] && limit=(timeout "$test_timeout")
   for k in $(seq 0 $((test_shards - 1))); do
-    GTEST_TOTAL_SHARDS=$test_shards GTEST_SHARD_INDEX=$k "$here/kiln_tests" \
+    GTEST_TOTAL_SHARDS=$test_shards GTEST_SHARD_INDEX=$k "${limit[@]}" "$here/kiln_tests" \
       --gtest_filter="$filter" \
       --gtest_output="xml:$out/kiln_tests.$k.xml" > "$out/kiln_tests.$k.log" 2>&1 &
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait $p || status=1; done
+  for k in "${!pids[@]}"; do
+    wait "${pids[$k]}"
+    rc=$?
+    [ $rc = 0 ] && continue
+    status=1
+    [ $rc = 124 ] && echo "kiln_tests shard $k: stopped after ${test_timeout} s (--test-timeout)"
+  done
   cat "$out"/kiln_tests.*.log > "$out/kiln_tests.log"
   rm -f "$out"/kiln_tests.*.log
+  grep -h "^\[ RUN      \]" "$out/kiln_tests.log" | sed 's/.*\] //' | sort > "$out/started.txt"
+  grep -h "^\[       OK \]\|^\[  FAILED  \]\|^\[  SKIPPED \]" "$out/kiln_tests.log" |
+    sed 's/^\[[^]]*\] //; s/ (.*//' | sort > "$out/ended.txt"
+  unfinished=$(comm -23 "$out/started.txt" "$out/ended.txt")
+  [ -n "$unfinished" ] && echo "tests started and never ended (a crash or the time limit):" &&
+    echo "$unfinished" | head -20
   grep -A12 "Failure$" "$out/kiln_tests.log" | head -200
   grep -h "^\[  FAILED  \] .*)$\|^\[==========\] .* ran\.\|^\[  PASSED  \]\|^\[  SKIPPED \] [0-9]" \
     "$out/kiln_tests.log"
@@ -230,7 +257,6 @@ if [ $layer_ops = 1 ]; then
 fi
 
 if [ -n "$ncu" ]; then
-  ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for w in $ncu; do
     name=${w%%:*} shape=${w#*:}
     echo "== ncu: kernels of one compiled call, $name $shape"
@@ -248,6 +274,22 @@ if [ -n "$ncu" ]; then
   done
 fi
 
+if [ -n "$sections" ]; then
+  for w in $sections; do
+    IFS=: read -r name shape regex skip count <<< "$w"
+    echo "== ncu sections: $name $shape, $count kernels matching '$regex' after $skip"
+    if [ -z "$ncu_bin" ]; then echo "ncu not found"; break; fi
+    rep="$out/sections-$name-$shape-$skip"
+    "$ncu_bin" --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section WarpStateStats -k "regex:$regex" --launch-skip "$skip" --launch-count "$count" \
+      --export "$rep" -f "$here/kiln-bench" --device cuda --workload "$name" --shape "$shape" \
+      --mode compile --iters 3 > "$rep.log" 2>&1 || { status=1; tail -5 "$rep.log"; continue; }
+    "$ncu_bin" --import "$rep.ncu-rep" --csv --page details --print-units base > "$rep.csv"
+    rm -f "$rep.ncu-rep"
+    python3 "$here/ncu_sections.py" "$rep.csv"
+  done
+fi
+
 if [ $torch = 1 ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   echo "== PyTorch (same machine, same run)"
   python3 "$here/torch_gpu.py" >> "$out/bench.jsonl" 2> "$out/torch.err" || status=1
@@ -257,7 +299,7 @@ if [ -f "$out/bench.jsonl" ]; then
   echo "== latency p50 per workload and mode (same run)"
   python3 "$here/compare_gpu.py" "$out/bench.jsonl"
 fi
-echo "kiln gpu run: $([ $status = 0 ] && echo ok || echo FAILED) (logs in $out)"
+echo "kiln gpu run: $([ $status = 0 ] && echo ok || echo FAILED) (logs in $dest/gpu-logs.tar.gz)"
 exit $status
 RUN
 chmod +x "$bundle/run.sh"
