@@ -44,7 +44,11 @@
 // how they overlap), and so does one the trace made a view of at an
 // explicit storage offset (as_strided(..., storage_offset): an absolute
 // place, which a shift would move; tracing hears of it through a runtime
-// hook, Note [Runtime hooks]).
+// hook, Note [Runtime hooks]). Every offset (and size) a call moved turns
+// dynamic in one recompile, not one per argument; the entry's alignment
+// class for a moving offset is bounded by the step it moved (slices 96
+// bytes apart are 32-byte aligned at some steps and 64 at others: an entry
+// that took 64 from one address would fail at the next).
 
 namespace kiln::guards {
 

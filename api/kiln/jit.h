@@ -107,7 +107,7 @@ struct Options {
   int cache_limit = 8;               // entries (different guards) kept
   std::vector<DynamicDim> dynamic;   // dims dynamic from the first compile
   std::vector<int> dynamic_scalars;  // scalar arguments not guarded as constants
-  bool automatic_dynamic = true;     // a dim whose size changed is dynamic next time
+  bool automatic_dynamic = true;     // dims and offsets that changed are dynamic next time
   OnLimit on_limit = OnLimit::RunUncompiled;
   // Traces `fn` again on every call and compares the trace with the cached
   // entry: a difference (host control flow that changed) raises an error
