@@ -2,8 +2,10 @@
 # Builds kiln (Release, with CUDA, tests and benchmarks) in build-gpu/ and packs
 # a self-contained bundle for a GPU machine that has the CUDA toolkit and
 # libstdc++ but none of kiln's Debian packages:
-#   scripts/gpu.sh [--oracle] [--bundle DIR] [--build DIR]
-#     --oracle   also bundle kiln_oracle_tests and golden files (needs python3-torch here)
+#   scripts/gpu.sh [--oracle] [--keep-base] [--bundle DIR] [--build DIR]
+#     --oracle     also bundle kiln_oracle_tests and golden files (needs python3-torch here)
+#     --keep-base  the kiln-bench of the bundle being replaced stays in the new one as
+#                  kiln-bench-base, for run.sh --compare (a baseline in the same command)
 # The bundle (default .gpu/) holds the binaries, the shared libraries they need
 # beyond glibc, libstdc++ and the toolkit (RUNPATH $ORIGIN), and run.sh:
 #   .gpu/run.sh [--filter F] [--test-shards N] [--test-timeout S] [--no-tests] [--no-oracle] ...
@@ -15,12 +17,14 @@ root=$(pwd)
 bundle=.gpu
 build=build-gpu
 oracle=0
+keep_base=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --oracle) oracle=1 ;;
+    --keep-base) keep_base=1 ;;
     --bundle) bundle=$2; shift ;;
     --build) build=$2; shift ;;
-    *) echo "usage: $0 [--oracle] [--bundle DIR] [--build DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--oracle] [--keep-base] [--bundle DIR] [--build DIR]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -40,6 +44,12 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON -DKI
 cmake --build "$build" -j "$jobs"
 
 # --- Bundle -----------------------------------------------------------------------------
+base_bench=""
+if [ "$keep_base" = 1 ]; then
+  [ -x "$bundle/kiln-bench" ] || { echo "gpu.sh: --keep-base: no $bundle/kiln-bench to keep" >&2; exit 1; }
+  base_bench=$(mktemp)
+  cp "$bundle/kiln-bench" "$base_bench"
+fi
 rm -rf "$bundle"
 mkdir -p "$bundle"
 bundle=$(cd "$bundle" && pwd)
@@ -86,6 +96,11 @@ for exe in "${exes[@]}"; do
   done < <(ldd "$exe")
 done
 
+if [ -n "$base_bench" ]; then
+  mv "$base_bench" "$bundle/kiln-bench-base"
+  chmod +x "$bundle/kiln-bench-base"
+fi
+
 # The toolkit's library folders after $ORIGIN, for machines whose loader does not know them.
 cuda_dirs="/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib"
 for f in "$bundle"/*; do
@@ -114,6 +129,9 @@ cat > "$bundle/run.sh" <<'RUN'
 #                   (ncu_kernels.py), where ncu is installed
 #   --ncu-sections  occupancy, throughput and launch metrics of COUNT kernels whose
 #                   names match REGEX, after SKIP of them (ncu_sections.py)
+#   --compare "WORKLOAD ..."  compile-mode p50 of kiln-bench-base (gpu.sh --keep-base)
+#                   and kiln-bench, interleaved, --rounds N times (default 2), and of
+#                   kiln-bench under each --variant "NAME:VAR=VALUE[,VAR=VALUE]" given
 # Output: what it prints, also as summary.txt, and every log packed in
 # gpu-logs.tar.gz: two files in $OUT when set, else in ./gpu-logs.
 # Exit status: nonzero when a test failed.
@@ -126,7 +144,7 @@ exec > >(tee "$dest/summary.txt") 2>&1
 pack() { tar -C "$out" -czf "$dest/gpu-logs.tar.gz" . 2>/dev/null; }
 trap pack EXIT
 filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy" test_shards=1 layer_ops=0 ncu=""
-test_timeout=0 sections=""
+test_timeout=0 sections="" compare="" rounds=2 variants=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --filter) filter=$2; shift ;;
@@ -140,6 +158,9 @@ while [ $# -gt 0 ]; do
     --layer-ops) layer_ops=1 ;;
     --ncu) ncu=$2; shift ;;
     --ncu-sections) sections=$2; shift ;;
+    --compare) compare=$2; shift ;;
+    --rounds) rounds=$2; shift ;;
+    --variant) variants+=("$2"); shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -245,6 +266,37 @@ if [ $bench = 1 ]; then
       --shape "${w#*:}" --mode compile --iters 200 --json 2>&1 >/dev/null | grep "compile profile"
   done
   tail -5 "$out/bench.err"
+fi
+
+if [ -n "$compare" ]; then
+  echo "== same-command comparison, compile mode, p50 us per call ($rounds rounds)"
+  [ -x "$here/kiln-bench-base" ] || echo "no kiln-bench-base in the bundle (gpu.sh --keep-base)"
+  runs=()
+  [ -x "$here/kiln-bench-base" ] && runs+=("base:")
+  runs+=("new:")
+  for v in ${variants[@]+"${variants[@]}"}; do runs+=("$v"); done
+  for w in $compare; do  # kernel caches warm for every binary first
+    for bin in kiln-bench-base kiln-bench; do
+      [ -x "$here/$bin" ] && "$here/$bin" --device cuda --workload "$w" --mode compile --iters 3 \
+        > /dev/null 2>&1
+    done
+  done
+  for round in $(seq 1 "$rounds"); do
+    for w in $compare; do
+      for r in "${runs[@]}"; do
+        name=${r%%:*} envs=${r#*:} bin=kiln-bench
+        [ "$name" = base ] && bin=kiln-bench-base
+        env ${envs//,/ } "$here/$bin" --device cuda --workload "$w" --mode compile --json \
+          2>> "$out/compare.err" | tee -a "$out/compare.jsonl" | python3 -c "
+import json, sys
+for line in sys.stdin:
+    if line.startswith('{'):
+        r = json.loads(line)
+        print(f\"round $round {r['workload']:12} {r['shape']:8} {'$name':16} {r['latency_us_p50']:9.1f} \"
+              f\"host {r.get('host_us_per_call') or 0:6.1f}\")" || status=1
+      done
+    done
+  done
 fi
 
 if [ $layer_ops = 1 ]; then
