@@ -68,6 +68,9 @@ constexpr int64_t kDefaultRows = 4;
 // this, the norm's own kernel then the product). Measured on an H100 in
 // compile mode: gpt2-decode at batch 8 took 1069 us with the fused kernel as
 // the default up to 16 rows, against 779 us before norm prologues existed.
+// With one-pass statistics (H200, perf/RESULTS.md, thirteenth session) the
+// fused kernel at 8 rows still loses: 670 against 591 us (GPT-2), 2846
+// against 1800 (Llama 1B); its FMA body is what costs at 8 rows.
 constexpr int64_t kNormRows = 4;
 constexpr int kRuns = 20;
 // Bumped when the generated kernel changes enough to void stored timings.
