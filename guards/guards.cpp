@@ -145,11 +145,15 @@ GuardSet GuardSet::from_call(const std::vector<IValue>& args, const DynamicDims&
       g.scalars_.push_back({input, a, dyn_scalar});
     }
   }
-  // Tensors that share a storage keep their offsets (how they overlap).
+  // Tensors that share a storage move together or not at all (how they
+  // overlap is part of the trace): each follows the first tensor on its
+  // storage, whose offset is dynamic when its argument's is, at a distance
+  // from it that stays guarded.
   for (TensorGuard& tg : g.tensors_) {
     if (tg.alias_of < 0) continue;
-    tg.dynamic_offset = false;
-    g.tensors_[static_cast<size_t>(tg.alias_of)].dynamic_offset = false;
+    const TensorGuard& first = g.tensors_[static_cast<size_t>(tg.alias_of)];
+    tg.dynamic_offset = first.dynamic_offset;
+    tg.distance = tg.storage_offset - first.storage_offset;
   }
   const LocalDispatchKeySet& l = detail::local_keys();
   g.mode_ = {l.included, l.excluded, detail::g_default_keys, autocast_dtype()};
@@ -173,7 +177,14 @@ void GuardSet::add_entry_references(const StorageImpl* storage, int32_t n) {
 
 void GuardSet::keep_offsets(const std::vector<bool>& fixed) {
   for (size_t i = 0; i < tensors_.size() && i < fixed.size(); ++i) {
-    if (fixed[i]) tensors_[i].dynamic_offset = false;
+    if (!fixed[i]) continue;
+    // The tensors sharing its storage move with it: they stay too.
+    const int first = tensors_[i].alias_of >= 0 ? tensors_[i].alias_of : static_cast<int>(i);
+    for (size_t j = 0; j < tensors_.size(); ++j) {
+      if (static_cast<int>(j) == first || tensors_[j].alias_of == first) {
+        tensors_[j].dynamic_offset = false;
+      }
+    }
   }
 }
 
@@ -198,6 +209,17 @@ Moved GuardSet::moved(const std::vector<IValue>& args) const {
   Moved m;
   std::vector<const Tensor*> ts;
   if (!gather(args, ts)) return m;
+  // Tensors that share a storage move together (from_call): the first one
+  // is listed when it moved and every other kept its distance from it.
+  auto moves_together = [&](size_t first) {
+    for (size_t j = first + 1; j < tensors_.size() && j < ts.size(); ++j) {
+      if (tensors_[j].alias_of != static_cast<int>(first)) continue;
+      if (ts[j]->storage_offset() - ts[first]->storage_offset() != tensors_[j].distance) {
+        return false;
+      }
+    }
+    return true;
+  };
   for (size_t i = 0; i < ts.size() && i < tensors_.size(); ++i) {
     const TensorGuard& g = tensors_[i];
     const Tensor& t = *ts[i];
@@ -213,6 +235,7 @@ Moved GuardSet::moved(const std::vector<IValue>& args) const {
       }
     }
     if (!g.dynamic_offset && g.alias_of < 0 && t.storage_offset() != g.storage_offset &&
+        moves_together(i) &&
         std::find(m.offsets.begin(), m.offsets.end(), g.input) == m.offsets.end()) {
       m.offsets.push_back(g.input);
     }
@@ -287,18 +310,25 @@ bool GuardSet::check(const std::vector<IValue>& args) const {
     return false;
   }
   SmallVector<const StorageImpl*, 8> storages;
+  SmallVector<int64_t, 8> offsets;
   size_t tg = 0, sg = 0, lg = 0;
   auto holds = [&](const Tensor& t) {
     const TensorGuard& g = tensors_[tg++];
     if (!tensor_holds(g, t)) return false;
     const StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
-    // The aliasing the trace modeled, and no argument sharing a captured storage.
+    const int64_t offset = t.defined() ? t.storage_offset() : 0;
+    // The aliasing the trace modeled (a moving group keeps its distances),
+    // and no argument sharing a captured storage.
     if (g.alias_of >= 0 ? storages[g.alias_of] != s : false) return false;
+    if (g.alias_of >= 0 && g.dynamic_offset && offset - offsets[g.alias_of] != g.distance) {
+      return false;
+    }
     for (int k = 0; k < static_cast<int>(storages.size()) && g.alias_of < 0 && s; ++k) {
       if (storages[k] == s) return false;
     }
     if (s && !captured_sorted_.empty() && is_captured(s)) return false;
     storages.push_back(s);
+    offsets.push_back(offset);
     return true;
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -344,6 +374,7 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
     return f;
   }
   std::vector<const StorageImpl*> storages;
+  std::vector<int64_t> offsets;
   size_t tg = 0, sg = 0, lg = 0;
   auto tensor_reason = [&](const Tensor& t) -> bool {
     const TensorGuard& g = tensors_[tg++];
@@ -356,6 +387,7 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
     }
     if (!t.defined()) {
       storages.push_back(nullptr);
+      offsets.push_back(0);
       return false;
     }
     if (t.dtype() != g.dtype) {
@@ -399,7 +431,7 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
     }
     const StorageImpl* s = t.impl()->storage().get();
     int shares = -1;
-    for (size_t k = 0; k < storages.size(); ++k) {
+    for (size_t k = 0; k < storages.size() && shares < 0; ++k) {
       if (s && storages[k] == s) shares = static_cast<int>(k);
     }
     if (shares != g.alias_of) {
@@ -407,11 +439,19 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
                                         : " shares its storage with another input");
       return true;
     }
+    if (g.alias_of >= 0 && g.dynamic_offset &&
+        t.storage_offset() - offsets[static_cast<size_t>(g.alias_of)] != g.distance) {
+      f.reason = who + " moved apart from the tensor it shares a storage with: expected its " +
+                 "offset " + std::to_string(g.distance) + " elements from it, got " +
+                 std::to_string(t.storage_offset() - offsets[static_cast<size_t>(g.alias_of)]);
+      return true;
+    }
     if (s && is_captured(s)) {
       f.reason = who + " shares its storage with a tensor the function captured";
       return true;
     }
     storages.push_back(s);
+    offsets.push_back(t.storage_offset());
     return false;
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -474,7 +514,10 @@ std::vector<std::string> GuardSet::describe(const std::vector<std::string>& name
     s += "], strides " + dims_string(g.strides) + ", offset " +
          (g.dynamic_offset ? std::string("dynamic") : std::to_string(g.storage_offset)) +
          ", aligned to " + std::to_string(1u << g.align_log2) + " bytes";
-    if (g.alias_of >= 0) s += ", shares storage with tensor " + std::to_string(g.alias_of);
+    if (g.alias_of >= 0) {
+      s += ", shares storage with tensor " + std::to_string(g.alias_of);
+      if (g.dynamic_offset) s += " (" + std::to_string(g.distance) + " elements from it)";
+    }
     lines.push_back(std::move(s));
   }
   for (const ListGuard& g : lists_) {

@@ -39,12 +39,15 @@
 // (with automatic_dynamic, as sizes are): that entry accepts any offset for
 // the argument, and its instance reads the argument's memory shifted by the
 // difference (Instance::run): the trace's views of the argument (slices,
-// selects, transposes) keep their place relative to it. An argument that
-// shares its storage with another keeps its exact offset (the trace modeled
-// how they overlap), and so does one the trace made a view of at an
-// explicit storage offset (as_strided(..., storage_offset): an absolute
-// place, which a shift would move; tracing hears of it through a runtime
-// hook, Note [Runtime hooks]). Every offset (and size) a call moved turns
+// selects, transposes) keep their place relative to it. Arguments that share
+// a storage move together (the trace modeled how they overlap): the first
+// one's offset is dynamic when its argument's is, and each other's distance
+// from it stays guarded, so all shift by the same bytes (x = buf[t:t+4] and
+// y = buf[t+1:t+5] compile once for every t). An argument the trace made a
+// view of at an explicit storage offset (as_strided(..., storage_offset): an
+// absolute place, which a shift would move; tracing hears of it through a
+// runtime hook, Note [Runtime hooks]) keeps its exact offset, and so do the
+// others on its storage. Every offset (and size) a call moved turns
 // dynamic in one recompile, not one per argument; the entry's alignment
 // class for a moving offset is bounded by the step it moved (slices 96
 // bytes apart are 32-byte aligned at some steps and 64 at others: an entry
@@ -140,10 +143,12 @@ class GuardSet {
     Device device;
     DimVector sizes, strides;
     int64_t storage_offset = 0;
-    bool dynamic_offset = false;  // the offset is not guarded (never for shared storages)
+    bool dynamic_offset = false;  // the offset is not guarded (Note [Dynamic storage offsets])
     uint64_t dynamic = 0;         // bit d: dim d is dynamic
     uint8_t align_log2 = 0;
     int alias_of = -1;  // index of the first earlier tensor guard sharing the storage
+    // With alias_of and a dynamic offset: this offset minus alias_of's, guarded.
+    int64_t distance = 0;
   };
   struct ScalarGuard {
     int input = 0;

@@ -367,7 +367,7 @@ void Instance::bind_arguments(const std::vector<const Tensor*>& tensors) {
                        tensors.size(), " tensor arguments, its trace had ", bindings_.size());
   // Note [Dynamic storage offsets]: an argument at another offset than the
   // trace's is read shifted by the difference. (Arguments that share a
-  // storage have their exact offsets, guarded: they shift by nothing.)
+  // storage shift by the same bytes: the guards hold their distances.)
   for (size_t k = 0; k < tensors.size(); ++k) {
     const Tensor& t = *tensors[k];
     shifts_[k] = t.defined() ? t.storage_offset() * static_cast<int64_t>(t.element_size()) -

@@ -183,6 +183,39 @@ TEST(GraphReplay, SlicesAtNewOffsetsReplayInPlace) {
   EXPECT_GT(f.stats().graph_nodes, 0);
 }
 
+// Two arguments on one storage sliding together (Note [Dynamic storage
+// offsets]) replay one graph: the in-place write through `a` lands at each
+// call's offset, `b` reads it there, and the product reads the call's rows.
+TEST(GraphReplay, SharedStorageWindowsReplayInPlace) {
+  KILN_REQUIRE_CUDA();
+  const kiln::Device cuda = kiln::Device::cuda();
+  Tensor w = random_tensor({6, 6}, kiln::kFloat32, "contiguous", 73);
+  Tensor buf = random_tensor({48, 6}, kiln::kFloat32, "contiguous", 74);
+  Tensor wc = w.to(cuda), bufc = buf.to(cuda);
+  auto f = kiln::jit::compile(
+      [&](const Tensor& a, const Tensor& b) {
+        Tensor t = a;
+        t.mul_(0.5);
+        return kiln::tanh(kiln::matmul(b, wc)) + a.narrow(0, 0, 4);
+      },
+      {.name = "windows"});
+  Tensor expected = buf.clone();
+  for (int64_t t : {0, 4, 8, 12, 16, 20, 24, 28, 32, 36}) {
+    SCOPED_TRACE("row " + std::to_string(t));
+    Tensor got = f(bufc.narrow(0, t, 6), bufc.narrow(0, t + 2, 4));
+    kiln::EagerGuard eager;
+    Tensor a = expected.narrow(0, t, 6);
+    a.mul_(0.5);
+    EXPECT_TENSOR_CLOSE_TOL(
+        got.cpu(),
+        kiln::tanh(kiln::matmul(expected.narrow(0, t + 2, 4), w)) + expected.narrow(0, t, 4), 1e-4,
+        1e-4);
+    EXPECT_TENSOR_CLOSE(bufc.cpu(), expected);
+  }
+  EXPECT_EQ(f.stats().entries, 2);  // the first offset, then the pair's offset dynamic
+  EXPECT_GT(f.stats().graph_nodes, 0);
+}
+
 // Buckets: one graph per bucket, each captured once and named in the log.
 TEST(GraphReplay, BucketsCaptureOneGraphEach) {
   KILN_REQUIRE_CUDA();

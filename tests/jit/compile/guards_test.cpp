@@ -566,32 +566,45 @@ TEST(CompileGuards, AbsoluteViewsKeepTheOffsetGuarded) {
   }
 }
 
-// Arguments that share a storage keep their exact offsets (how they overlap
-// is part of the trace): new offsets recompile, and every result is right.
-TEST(CompileGuards, SharedStoragesKeepTheirOffsets) {
-  Tensor buffer = random_tensor({30}, kiln::kFloat32, "contiguous", 61);
+// Arguments that share a storage move together (how they overlap is part of
+// the trace, Note [Dynamic storage offsets]): a window sliding over one
+// buffer compiles twice, an in-place write through one argument reaches the
+// other at every offset, and arguments that move apart recompile, saying so.
+TEST(CompileGuards, SharedStoragesMoveTogether) {
+  Tensor buffer = random_tensor({40}, kiln::kFloat32, "contiguous", 61);
   auto f = kiln::jit::compile(
       [](const Tensor& a, const Tensor& b) {
         Tensor t = a;
         t.mul_(2.0);
         return a + b;
       },
-      {.name = "shared", .cache_limit = 16});
+      {.name = "shared", .cache_limit = 16, .input_names = {"a", "b"}});
   Tensor expected_buffer;
   {
     kiln::EagerGuard eager;
     expected_buffer = buffer.clone();
   }
-  for (int64_t t : {0, 3, 6, 9}) {
-    SCOPED_TRACE("offset " + std::to_string(t));
-    Tensor r = f(buffer.narrow(0, t, 4), buffer.narrow(0, t + 2, 4));
+  Logs logs("recompiles");
+  auto call = [&](int64_t ta, int64_t tb) {
+    SCOPED_TRACE("offsets " + std::to_string(ta) + ", " + std::to_string(tb));
+    Tensor r = f(buffer.narrow(0, ta, 4), buffer.narrow(0, tb, 4));
     kiln::EagerGuard eager;
-    Tensor a = expected_buffer.narrow(0, t, 4);
+    Tensor a = expected_buffer.narrow(0, ta, 4);
     a.mul_(2.0);
-    EXPECT_TENSOR_CLOSE(r, a + expected_buffer.narrow(0, t + 2, 4));
+    EXPECT_TENSOR_CLOSE(r, a + expected_buffer.narrow(0, tb, 4));
     EXPECT_TENSOR_CLOSE(buffer, expected_buffer);
-  }
-  EXPECT_EQ(f.stats().entries, 4);
+  };
+  for (int64_t t : {0, 3, 6, 9, 12, 20, 1}) call(t, t + 2);
+  EXPECT_EQ(f.stats().entries, 2);
+  call(5, 6);  // one element apart, where the trace saw two: they overlap otherwise
+  call(8, 9);
+  const std::string text = logs.take();
+  EXPECT_EQ(f.stats().entries, 3) << text;
+  EXPECT_EQ(count_of(text,
+                     "input 1 'b' moved apart from the tensor it shares a storage with: "
+                     "expected its offset 2 elements from it, got 1"),
+            1)
+      << text;
 }
 
 // Without buckets, a dynamic dim gets a plan per size up to a limit, then
