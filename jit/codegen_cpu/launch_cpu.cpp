@@ -147,13 +147,35 @@ bool overlaps_another_view(const std::vector<Tensor>& ops, int nout) {
 }
 
 // Checks a group against what the generator handles and finds its kernel;
+// Note [Launch memo] on the CPU: the kernel and the coalesced iteration of
+// a group, kept while its shape, its operands' sizes and strides and the ISA
+// are what they were (a compiled instance runs the same group every call).
+// The overlap check depends on which storages the operands are, so it runs
+// every time.
+struct CpuPointwiseMemo : LaunchMemo {
+  Isa isa = Isa::kAvx2;
+  DimVector shape;
+  std::vector<DimVector> sizes, strides;  // outputs, then inputs
+  Iteration iter;
+  const CpuPointwiseKernel* kernel = nullptr;
+};
+
+bool memo_holds(const CpuPointwiseMemo& m, const FusedGroup& g, const std::vector<Tensor>& ops) {
+  if (m.isa != host_isa() || m.sizes.size() != ops.size() ||
+      !(IntArrayRef(m.shape) == IntArrayRef(g.shape))) {
+    return false;
+  }
+  for (size_t k = 0; k < ops.size(); ++k) {
+    if (!(ops[k].sizes() == IntArrayRef(m.sizes[k])) ||
+        !(ops[k].strides() == IntArrayRef(m.strides[k]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // null (logged) when it cannot run fused.
 const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
-  std::string why;
-  if (!cpu_supports(g.kernel, &why)) {
-    KILN_LOG(Fusion, "group runs node by node on the CPU: unsupported ", why);
-    return nullptr;
-  }
   std::vector<Tensor> ops = g.outputs;
   ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());
   for (const Tensor& t : ops) {
@@ -161,11 +183,24 @@ const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
   }
   const int nops = static_cast<int>(ops.size());
   const int nout = static_cast<int>(g.outputs.size());
+  auto* memo = dynamic_cast<CpuPointwiseMemo*>(g.launch.memo.get());
+  if (memo && !memo_holds(*memo, g, ops)) memo = nullptr;
+  if (!memo) {
+    std::string why;
+    if (!cpu_supports(g.kernel, &why)) {
+      KILN_LOG(Fusion, "group runs node by node on the CPU: unsupported ", why);
+      return nullptr;
+    }
+  }
   if (overlaps_another_view(ops, nout)) {
     KILN_LOG(Fusion,
              "group runs node by node on the CPU: an output overlaps another operand "
              "through another view");
     return refused();
+  }
+  if (memo) {
+    *iter = memo->iter;
+    return memo->kernel;
   }
   *iter = coalesce(g.shape, ops, nout);
   const DimVector& sizes = iter->sizes;
@@ -191,7 +226,20 @@ const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
       layouts[k] = RunLayout::Strided;
     }
   }
-  return cpu_pointwise_kernel(g.kernel, layouts);
+  const CpuPointwiseKernel* kernel = cpu_pointwise_kernel(g.kernel, layouts);
+  if (kernel) {
+    auto m = std::make_unique<CpuPointwiseMemo>();
+    m->isa = host_isa();
+    m->shape = g.shape;
+    for (const Tensor& t : ops) {
+      m->sizes.emplace_back(t.sizes());
+      m->strides.emplace_back(t.strides());
+    }
+    m->iter = *iter;
+    m->kernel = kernel;
+    g.launch.memo = std::move(m);
+  }
+  return kernel;
 }
 
 }  // namespace
