@@ -174,10 +174,17 @@ bool memo_holds(const CpuPointwiseMemo& m, const FusedGroup& g, const std::vecto
   return true;
 }
 
-// null (logged) when it cannot run fused.
-const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
+// A group's operands: outputs, then inputs.
+std::vector<Tensor> operands(const FusedGroup& g) {
   std::vector<Tensor> ops = g.outputs;
   ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());
+  return ops;
+}
+
+// The kernel for `g` over `ops` (operands(g)) and its iteration; null
+// (logged) when it cannot run fused.
+const CpuPointwiseKernel* prepare(const FusedGroup& g, const std::vector<Tensor>& ops,
+                                  Iteration* iter) {
   for (const Tensor& t : ops) {
     if (!t.device().is_cpu()) return nullptr;
   }
@@ -246,18 +253,17 @@ const CpuPointwiseKernel* prepare(const FusedGroup& g, Iteration* iter) {
 
 bool pointwise_cpu_ready(const FusedGroup& g) {
   Iteration iter;
-  return prepare(g, &iter) != nullptr;
+  return prepare(g, operands(g), &iter) != nullptr;
 }
 
 bool run_pointwise_cpu(const FusedGroup& g) {
   Iteration iter;
-  const CpuPointwiseKernel* kernel = prepare(g, &iter);
+  const std::vector<Tensor> ops = operands(g);
+  const CpuPointwiseKernel* kernel = prepare(g, ops, &iter);
   if (!kernel) return false;
   profiler::detail::Scope event(profiler::EventKind::CpuKernel, [&] {
     return "cpu_fused_pointwise " + profiler::detail::dims_str(g.shape);
   });
-  std::vector<Tensor> ops = g.outputs;
-  ops.insert(ops.end(), g.inputs.begin(), g.inputs.end());
   const int nops = static_cast<int>(ops.size());
   const DimVector& sizes = iter.sizes;
   const std::vector<DimVector>& strides = iter.strides;
