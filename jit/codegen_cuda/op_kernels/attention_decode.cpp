@@ -3,6 +3,18 @@
 // kDecodeMaxRows query rows per key/value head, the cache position read on
 // the device.
 //
+// Note [Decode splits follow the position]
+// The grid is sized for a full cache (about four blocks per multiprocessor,
+// at most kMaxSplits splits of whole tiles), and a captured graph keeps it
+// while the position moves. The keys the rows see, [0, p + L), are what the
+// blocks share: each takes an even slice of them, read from the position on
+// the device. Slicing the capacity instead left the blocks past p idle and
+// put every key on the first few (at p = 512 of 1024 with six splits, three
+// tiles one after another on each of two blocks, where the even slice is
+// two). A tile's rows past the block's last key are neither loaded nor
+// scored nor summed: a short slice (the first steps of a decode, a prompt
+// of one token) costs its keys, not a whole tile.
+//
 // Note [Decode combine]
 // The last block of a (batch, kv head) merges the splits' partials. It used
 // to walk the splits one after another, each step a load from L2 whose
@@ -17,6 +29,7 @@
 // the writers' fence and the counter.
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/op_kernels/attention.h"
@@ -32,6 +45,8 @@
 namespace kiln::jit::cuda {
 namespace {
 
+constexpr int kTileBytes = 8192;  // one K (or V) tile in shared memory
+
 struct DecodeSpec {
   DType dtype = kFloat16;
   int d = 64;    // head dim
@@ -39,7 +54,6 @@ struct DecodeSpec {
 };
 
 constexpr int kThreads = 128;
-constexpr int kTileBytes = 8192;  // one K (or V) tile in shared memory
 constexpr int kMaxSplits = 128;
 
 // Geometry of one variant: TK keys per tile, TPK threads per key for the
@@ -96,8 +110,8 @@ std::string decode_source(const DecodeSpec& s) {
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   return a;
 }
-__device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+__device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
 }
 )";
   src +=
@@ -137,10 +151,13 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
       "  const float ninf = -kiln_inf(0.f);\n"
       "  const i64 bh = blockIdx.y, b = bh / Hkv, hkv = bh % Hkv, R = G * L;\n"
       "  const i64 p = pos ? pos[b * pos_stride] : p_const;\n"
-      "  const i64 k_begin = (i64)blockIdx.x * chunk;\n"
-      // Row l sees keys j <= p + l: the block needs keys below p + L (no overflow: p < S).
-      "  i64 k_end = min(S, k_begin + chunk);\n"
-      "  if (p < S) k_end = min(k_end, max((i64)0, p + L));\n";
+      // Row l sees keys j <= p + l: the rows need keys below p + L (no
+      // overflow: p < S). Note [Decode splits follow the position]: those
+      // keys are shared out evenly over the grid, sized for a full cache.
+      "  const i64 seen = p < S ? min(S, max((i64)0, p + L)) : S;\n"
+      "  const i64 per = min(chunk, (seen + gridDim.x - 1) / gridDim.x);\n"
+      "  const i64 k_begin = (i64)blockIdx.x * per;\n"
+      "  const i64 k_end = min(seen, k_begin + per);\n";
   // The block's query rows, as float.
   src += "  for (int i = tid; i < " + RMAX + " * " + D + "; i += 128) {\n";
   src += "    const int r = i / " + D + ", d = i % " + D +
@@ -178,11 +195,14 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
       "  const unsigned sk0 = kiln_smem(sk), sv0 = kiln_smem(sv);\n"
       "  __syncthreads();\n";
   src += "  for (i64 t0 = k_begin; t0 < k_end; t0 += " + TK + ") {\n";
-  // K and V rows t0.. (zero past k_end, so that masked keys add 0 * 0).
-  src += "    for (int c = tid; c < " + TK + " * " + CPR + "; c += 128) {\n";
+  // K and V rows t0 .. t0 + nk - 1, the tile's keys below k_end: the rows
+  // past them are neither loaded nor read (a short range costs its keys,
+  // not a whole tile).
+  src += "    const int nk = (int)min((i64)" + TK + ", k_end - t0);\n";
+  src += "    for (int c = tid; c < nk * " + CPR + "; c += 128) {\n";
   src += "      const int row = c / " + CPR + ", cc = c % " + CPR +
          ";\n"
-         "      const bool ok = t0 + row < k_end, fresh = knew && t0 + row == p;\n"
+         "      const bool fresh = knew && t0 + row == p;\n"
          "      const char* kr = fresh ? knb : kb + (t0 + row) * kss * " +
          ES +
          ";\n"
@@ -191,10 +211,10 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
          ";\n"
          "      kiln_cp16(sk0 + row * " +
          KROWB +
-         " + cc * 16, ok ? (const void*)(kr + cc * 16) : (const void*)kb, ok);\n"
+         " + cc * 16, kr + cc * 16);\n"
          "      kiln_cp16(sv0 + row * " +
          D + " * " + ES +
-         " + cc * 16, ok ? (const void*)(vr + cc * 16) : (const void*)vb, ok);\n"
+         " + cc * 16, vr + cc * 16);\n"
          "    }\n"
          "    asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n"
          "    asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");\n"
@@ -209,10 +229,12 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
          "      for (int r = 0; r < " +
          RMAX +
          "; ++r) dot[r] = 0.f;\n"
+         // Keys past nk are masked below; their dot products are skipped.
          "#pragma unroll\n"
          "      for (int c = 0; c < " +
          CPR + " / " + TPK +
          "; ++c) {\n"
+         "        if (key >= nk) break;\n"
          "        const int ch = c * " +
          TPK +
          " + part;\n"
@@ -292,9 +314,7 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
          ") acc[i] *= s_a[r];\n"
          "    }\n"
          "#pragma unroll 4\n"
-         "    for (int j = 0; j < " +
-         TK +
-         "; ++j) {\n"
+         "    for (int j = 0; j < nk; ++j) {\n"
          "      const float x = " +
          load_expr(s.dtype, "sv[j * " + D + " + pd]") +
          ";\n"
