@@ -17,6 +17,7 @@ std::atomic<cuda::IntMatmulKernel> g_int_matmul{nullptr};
 std::atomic<cuda::DeviceCopyKernel> g_device_copy{nullptr};
 std::atomic<decltype(cuda::SkinnyMatmulKernel::takes)> g_skinny_takes{nullptr};
 std::atomic<decltype(cuda::SkinnyMatmulKernel::run)> g_skinny_run{nullptr};
+std::atomic<decltype(cuda::SkinnyMatmulKernel::preferred)> g_skinny_preferred{nullptr};
 
 }  // namespace
 
@@ -74,9 +75,10 @@ DeviceCopyKernel device_copy_kernel() {
 void set_skinny_matmul_kernel(SkinnyMatmulKernel kernel) {
   g_skinny_takes.store(kernel.takes);
   g_skinny_run.store(kernel.run);
+  g_skinny_preferred.store(kernel.preferred);
 }
 SkinnyMatmulKernel skinny_matmul_kernel() {
-  return {g_skinny_takes.load(), g_skinny_run.load()};
+  return {g_skinny_takes.load(), g_skinny_run.load(), g_skinny_preferred.load()};
 }
 
 }  // namespace cuda

@@ -105,11 +105,14 @@ struct SkinnyMatmul {
   double norm_eps = 0;
 };
 // `takes`: whether `run` takes these operands (host checks only; nothing
-// runs); `run`: the product on the current stream. Empty: every product goes
-// to cuBLASLt.
+// runs); `run`: the product on the current stream; `preferred` (optional):
+// whether, for operands it takes, it is the better default even above the
+// rows where a plain kernel is (Note [Skinny matmul choice]). Empty: every
+// product goes to cuBLASLt.
 struct SkinnyMatmulKernel {
   bool (*takes)(const SkinnyMatmul& p) = nullptr;
   void (*run)(const SkinnyMatmul& p) = nullptr;
+  bool (*preferred)(const SkinnyMatmul& p) = nullptr;
 };
 void set_skinny_matmul_kernel(SkinnyMatmulKernel kernel);
 SkinnyMatmulKernel skinny_matmul_kernel();

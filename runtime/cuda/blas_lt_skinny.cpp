@@ -28,7 +28,9 @@
 //      m <= kDefaultRows, where it reads the weight at close to the full
 //      bandwidth with plain float32 FMAs; cuBLASLt above, where the
 //      generated kernel's conversions and FMAs (m per weight element)
-//      approach the SM's arithmetic limit.
+//      approach the SM's arithmetic limit; the generated kernel above too
+//      where its tensor-core form beats cuBLASLt (`preferred`, Note
+//      [Tensor-core skinny default] in jit/codegen_cuda/op_kernels/gemv.h).
 // A product with a norm prologue (Note [Norm prologues]) is chosen the same
 // way, against the norm as its own kernel then the product (itself chosen
 // as above); its default is the generated kernel up to kNormRows. The key names the prologue.
@@ -70,11 +72,13 @@ constexpr int64_t kDefaultRows = 4;
 // the default up to 16 rows, against 779 us before norm prologues existed.
 // With one-pass statistics (H200, perf/RESULTS.md, thirteenth session) the
 // fused kernel at 8 rows still loses: 670 against 591 us (GPT-2), 2846
-// against 1800 (Llama 1B); its FMA body is what costs at 8 rows.
+// against 1800 (Llama 1B); its FMA body is what costs at 8 rows. Above
+// kNormRows the kernel's tensor-core form is the default where it is
+// `preferred` (Note [Tensor-core skinny default]).
 constexpr int64_t kNormRows = 4;
 constexpr int kRuns = 20;
 // Bumped when the generated kernel changes enough to void stored timings.
-constexpr int kGeneratorVersion = 3;
+constexpr int kGeneratorVersion = 4;
 
 using ChoiceKey = std::array<int64_t, 13>;
 
@@ -311,7 +315,8 @@ bool skinny_matmul_with_norm(const Tensor& out, const Tensor& a, const Tensor& b
     return true;
   }
   // The other way is two kernels: the prologue's by default (Note [Norm prologues]).
-  return choose_and_run(kernel, p, run_unfused, out.size(0) <= kNormRows);
+  return choose_and_run(kernel, p, run_unfused,
+                        out.size(0) <= kNormRows || (kernel.preferred && kernel.preferred(p)));
 }
 
 int64_t skinny_norm_rows() {
@@ -333,7 +338,8 @@ bool run_skinny(const Tensor& out, const Tensor& a, const Tensor& b, Activation 
     choices().generated.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  return choose_and_run(kernel, p, run_cublas, out.size(0) <= kDefaultRows);
+  return choose_and_run(kernel, p, run_cublas,
+                        out.size(0) <= kDefaultRows || (kernel.preferred && kernel.preferred(p)));
 }
 
 }  // namespace kiln::cuda

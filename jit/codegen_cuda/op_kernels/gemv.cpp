@@ -5,6 +5,7 @@
 #include "jit/codegen_cuda/op_kernels/gemv.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <unordered_map>
 
 #include "jit/codegen_cuda/kernel_loader.h"
@@ -294,6 +295,135 @@ const char kGemvBody[] = R"(
 }
 )";
 
+// Note [Tensor-core skinny kernel]: the setup (the first tile's weights into
+// L2, as kGemvSetup) and the tile walk. KB token blocks of 8 (B's columns).
+const char kGemvMmaSetup[] = R"(
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const i64 chunks = (kv + 3) / 4;  // chunks of 32 elements of k: four vectors
+#if KEARLY || KNORM
+  kiln_prefetch_tile(w, (i64)blockIdx.x * 16, n, kv, ldw, warp, g, t, chunks);
+#endif
+  kiln_grid_enter();
+)";
+
+const char kGemvMmaBody[] = R"(
+  __shared__ float red[8][32][4 * KB];
+  for (i64 tile = blockIdx.x; tile * 16 < n; tile += gridDim.x) {
+    const i64 n0 = tile * 16;
+    if ((tile + gridDim.x) * 16 < n) {
+      kiln_prefetch_tile(w, (tile + gridDim.x) * 16, n, kv, ldw, warp, g, t, chunks);
+    }
+    // Rows past n read row n - 1 (in bounds) and are never stored.
+    const uint4* wa = (const uint4*)(w + (n0 + g < n ? n0 + g : n - 1) * ldw);
+    const uint4* wb = (const uint4*)(w + (n0 + g + 8 < n ? n0 + g + 8 : n - 1) * ldw);
+    float acc[KB][4];
+#pragma unroll
+    for (int b = 0; b < KB; ++b) acc[b][0] = acc[b][1] = acc[b][2] = acc[b][3] = 0.0f;
+    for (i64 c0 = warp; c0 < chunks; c0 += 8 * KU) {
+      // KU chunks' loads in flight: this lane's vector of weight rows g and
+      // g + 8 and of x rows g (and g + 8), all at the same k.
+      uint4 va[KU], vb[KU], vx[KU][KB];
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        const i64 j = (c0 + 8 * u) * 4 + t;
+        va[u] = j < kv ? kiln_ld_stream(wa + j) : kiln_zero4();
+        vb[u] = j < kv ? kiln_ld_stream(wb + j) : kiln_zero4();
+#pragma unroll
+        for (int b = 0; b < KB; ++b) {
+          const int row = g + 8 * b;
+          vx[u][b] = j < kv && row < KM ? ((const uint4*)(x + (i64)row * ldx))[j] : kiln_zero4();
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+#if KNORM
+        const i64 j = (c0 + 8 * u) * 4 + t;
+        if (j < kv) {
+          float nwf[KV], nbf[KV];
+#pragma unroll
+          for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, nbf[e] = 0.0f;
+#if KNORM_W
+          kiln_unpack(((const uint4*)nw)[j], nwf);
+#endif
+#if KNORM_B
+          kiln_unpack(((const uint4*)nb)[j], nbf);
+#endif
+#pragma unroll
+          for (int b = 0; b < KB; ++b) {
+            const int row = g + 8 * b;
+            if (row < KM) {
+              float f[KV];
+              kiln_unpack(vx[u][b], f);
+              kiln_normalize(f, nwf, nbf, s_scale[row], s_shift[row]);
+              vx[u][b] = kiln_pack(f);
+            }
+          }
+        }
+#endif
+#pragma unroll
+        for (int b = 0; b < KB; ++b) {
+          kiln_mma(acc[b], va[u].x, vb[u].x, va[u].y, vb[u].y, vx[u][b].x, vx[u][b].y);
+          kiln_mma(acc[b], va[u].z, vb[u].z, va[u].w, vb[u].w, vx[u][b].z, vx[u][b].w);
+        }
+      }
+    }
+    // The warps' sums. Output (row, token) of the tile is accumulator
+    // 4 (token / 8) + 2 (row / 8) + token % 2 of lane 4 (row % 8) + (token % 8) / 2.
+#pragma unroll
+    for (int b = 0; b < KB; ++b) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) red[warp][lane][4 * b + r] = acc[b][r];
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < 16 * KM; o += 256) {
+      const int row = o & 15, tok = o >> 4;
+      const int ln = (row & 7) * 4 + ((tok & 7) >> 1);
+      const int reg = 4 * (tok >> 3) + 2 * (row >> 3) + (tok & 1);
+      float v = 0.0f;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) v += red[q][ln][reg];
+      kiln_store(out, bias, res, n, ldo, ldr, tok, n0 + row, v);
+    }
+    __syncthreads();  // `red` is written again by the next tile
+  }
+}
+)";
+
+// 16-byte mma helpers: the instruction, a tile's weights into L2, and eight
+// floats (already rounded to the dtype) packed back into a vector.
+std::string mma_helpers_source(DType t) {
+  const std::string ty = t == kBFloat16 ? "bf16" : "f16";
+  const std::string to = t == kBFloat16 ? "kiln_f2bf" : "kiln_f2h";
+  std::string s =
+      "__device__ __forceinline__ void kiln_mma(float* c, unsigned a0, unsigned a1, unsigned a2, "
+      "unsigned a3, unsigned b0, unsigned b1) {\n"
+      "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." +
+      ty + "." + ty +
+      ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
+      "      : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+      "      : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n}\n";
+  s += "__device__ __forceinline__ uint4 kiln_pack(const float* f) {\n"
+       "  unsigned w[4];\n#pragma unroll\n  for (int i = 0; i < 4; ++i) w[i] = (unsigned)" +
+       to + "(f[2 * i]) | ((unsigned)" + to +
+       "(f[2 * i + 1]) << 16);\n"
+       "  uint4 v;\n  v.x = w[0], v.y = w[1], v.z = w[2], v.w = w[3];\n  return v;\n}\n";
+  s +=
+      R"(__device__ __forceinline__ void kiln_prefetch_tile(const T* w, i64 n0, i64 n, i64 kv, i64 ldw,
+                                                    int warp, int g, int t, i64 chunks) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (n0 + g + 8 * h >= n) break;
+    const uint4* row = (const uint4*)(w + (n0 + g + 8 * h) * ldw);
+    for (i64 c = warp; c < chunks; c += 8) {
+      const i64 j = c * 4 + t;
+      if (j < kv) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + j));
+    }
+  }
+}
+)";
+  return s;
+}
+
 int pow2_floor(int64_t v) {
   int p = 1;
   while (static_cast<int64_t>(p) * 2 <= v) p *= 2;
@@ -325,14 +455,37 @@ GemvSpec gemv_spec(DType dtype, int64_t m, int64_t k, int act, bool bias, bool r
   return s;
 }
 
+void gemv_widen(GemvSpec& s) {
+  if (s.rn == 1) s.rn = 2;  // unroll stays: twice the weight loads in flight
+}
+
+void gemv_take_mma(GemvSpec& s) {
+  s.mma = true;
+  s.tpr = 32;  // unused by the tensor-core form: fixed so that names stay stable
+  s.rn = 1;
+  s.unroll = 4;  // chunks of 32 elements in flight per warp
+}
+
+bool gemv_uses_mma(DType dtype, int64_t m, int arch, int64_t from) {
+  return (dtype == kFloat16 || dtype == kBFloat16) && m >= from && m <= kGemvMaxRows && arch >= 80;
+}
+
+bool gemv_preferred(DType dtype, int64_t m, int64_t k, int64_t n, int arch) {
+  if (!gemv_uses_mma(dtype, m, arch)) return false;
+  return k <= 1024 || (m <= 8 && k * n * static_cast<int64_t>(itemsize(dtype)) <= kGemvMmaWeightBytes);
+}
+
 int64_t gemv_outputs_per_block(const GemvSpec& s) {
+  if (s.mma) return 16;
   return static_cast<int64_t>(kBlock / s.tpr) * s.rn;
 }
 
 std::string gemv_name(const GemvSpec& s) {
-  return std::string("kiln_gemv_") + dtype_tag(s.dtype) + "_m" + std::to_string(s.m) + "_t" +
-         std::to_string(s.tpr) + "_r" + std::to_string(s.rn) + "_u" + std::to_string(s.unroll) +
-         "_a" + std::to_string(s.act) + (s.bias ? "_b" : "") + (s.residual ? "_res" : "") +
+  const std::string shape =
+      s.mma ? "_tc" : "_t" + std::to_string(s.tpr) + "_r" + std::to_string(s.rn);
+  return std::string("kiln_gemv_") + dtype_tag(s.dtype) + "_m" + std::to_string(s.m) + shape +
+         "_u" + std::to_string(s.unroll) + "_a" + std::to_string(s.act) + (s.bias ? "_b" : "") +
+         (s.residual ? "_res" : "") +
          (s.norm ? "_n" + std::to_string(s.norm) + (s.norm_weight ? "w" : "") +
                        (s.norm_bias ? "b" : "")
                  : "") +
@@ -344,6 +497,8 @@ std::string gemv_source(const GemvSpec& s) {
                            s.tpr <= kBlock && (s.tpr & (s.tpr - 1)) == 0 && s.rn >= 1 &&
                            s.unroll >= 1 && s.act >= 0 && s.act <= 2 && s.norm >= 0 && s.norm <= 2,
                        "gemv_source: bad spec");
+  KILN_INTERNAL_ASSERT(!s.mma || s.dtype == kFloat16 || s.dtype == kBFloat16,
+                       "gemv_source: the tensor-core form takes 16-bit dtypes");
   std::string src = op_prelude();
   src += "typedef " + std::string(mem_type(s.dtype)) + " T;\n";
   src += "#define KM " + std::to_string(s.m) + "\n#define KTPR " + std::to_string(s.tpr) +
@@ -376,10 +531,14 @@ __device__ __forceinline__ void kiln_prefetch_rows(const T* w, i64 n0, i64 n, i6
   src += unpack_source(s.dtype);
   src += store_source(s);
   if (s.norm) src += normalize_source(s);
+  if (s.mma) {
+    src += "#define KB " + std::to_string(s.m > 8 ? 2 : 1) + "\n";
+    src += mma_helpers_source(s.dtype);
+  }
   src += "extern \"C\" __global__ void __launch_bounds__(256) " + gemv_name(s) + kGemvHead;
-  src += kGemvSetup;
+  src += s.mma ? kGemvMmaSetup : kGemvSetup;
   src += kNormStats;
-  src += kGemvBody;
+  src += s.mma ? kGemvMmaBody : kGemvBody;
   return src;
 }
 
@@ -392,9 +551,23 @@ NamedSources gemv_source_samples() {
         GemvSpec s = gemv_spec(t, m, k, act, m != 3, m >= 8);
         s.early = m >= 3;  // both forms of the prefetch (Note [Early launch])
         out.emplace_back(gemv_name(s), gemv_source(s));
-        // The norm prologues (Note [Norm prologues]): GPT-2's and Llama's.
+        // The norm prologues (Note [Norm prologues]): GPT-2's and Llama's;
+        // an LM head's wide groups (Note [Wide groups for long products]).
         if (k == 768) {
           s = gemv_spec(t, m, k, act, true, false, m == 3 ? 2 : 1, true, m != 3);
+          out.emplace_back(gemv_name(s), gemv_source(s));
+          if (m == 1) {
+            gemv_widen(s);
+            out.emplace_back(gemv_name(s), gemv_source(s));
+          }
+        }
+        // The tensor-core form (Note [Tensor-core skinny kernel]), with and
+        // without a prologue, one and two blocks of 8 tokens.
+        if (t != kFloat32 && gemv_uses_mma(t, m, 90, k == 768 ? 1 : kGemvMmaRows)) {
+          s = gemv_spec(t, m, k, act, m != 3, m >= 8, k == 768 ? 1 + (m > 8) : 0, k == 768,
+                        k == 768 && m <= 8);
+          s.early = k != 64;
+          gemv_take_mma(s);
           out.emplace_back(gemv_name(s), gemv_source(s));
         }
       }
@@ -469,6 +642,13 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   GemvSpec s = gemv_spec(out.dtype(), m, k, p.act, p.bias != nullptr, p.residual != nullptr, p.norm,
                          p.norm_weight != nullptr, p.norm_bias != nullptr);
   s.early = launches_early(out.device().index());
+  const cudaDeviceProp& prop = kiln::cuda::device_properties(out.device().index());
+  static const int64_t mma_from = [] {
+    const char* v = std::getenv("KILN_GEMV_MMA_ROWS");
+    return v ? std::clamp<int64_t>(std::atoll(v), 1, kGemvMaxRows + 1) : kGemvMmaRows;
+  }();
+  if (gemv_uses_mma(s.dtype, m, prop.major * 10 + prop.minor, mma_from)) gemv_take_mma(s);
+  if (!s.mma && n >= kGemvWideN) gemv_widen(s);
   cudaKernel_t kernel = load_kernel(
       gemv_name(s), [&] { return gemv_source(s); }, out.device().index());
   KernelArgs args;
@@ -485,8 +665,16 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   out.impl()->bump_version();
 }
 
+// Note [Tensor-core skinny default], on the product's device.
+bool gemv_prefers(const kiln::cuda::SkinnyMatmul& p) {
+  const Tensor &out = *p.out, &a = *p.a;
+  const cudaDeviceProp& prop = kiln::cuda::device_properties(out.device().index());
+  return gemv_preferred(out.dtype(), out.size(0), a.size(1), out.size(1),
+                        prop.major * 10 + prop.minor);
+}
+
 [[maybe_unused]] const bool g_registered = [] {
-  kiln::cuda::set_skinny_matmul_kernel({&gemv_takes, &gemv_run});
+  kiln::cuda::set_skinny_matmul_kernel({&gemv_takes, &gemv_run, &gemv_prefers});
   return true;
 }();
 

@@ -51,6 +51,53 @@ namespace kiln::jit::cuda {
 
 constexpr int64_t kGemvMaxRows = 16;
 
+// Note [Wide groups for long products]
+// From kGemvWideN outputs (an LM head: many steps per block, Note [Skinny
+// matmul kernel]) a group of one or two rows computes two outputs instead
+// of one, keeping unroll: twice the weight loads in flight per thread. The
+// group's k is split as before, so it is the loads in flight, not the
+// reduction, that change. At k = 2048 (Llama 3.2 1B's 525 MB head, 128 threads
+// per group, two vectors each) a step had two 16-byte loads in flight per
+// thread; measured on an H200, llama-decode b1 went from 1723 to 1592 us per
+// step. GPT-2's head (k = 768, three vectors per thread) did not move
+// (225 us at 1x1 either way), nor did any product below the threshold.
+constexpr int64_t kGemvWideN = 16384;
+
+// Note [Tensor-core skinny kernel]
+// From kGemvMmaRows rows (16-bit dtypes, sm_80 and later) the FMA kernel
+// above runs out of arithmetic: each 16-byte weight vector costs m * 8 FMAs
+// plus the unpacking (and normalizing) of m x vectors, on the FP32 pipes
+// (Llama 1B at 8 rows: 3.5 ms against cuBLASLt's 1.8). This form computes
+// out^T = w x^T with mma.m16n8k16: a block takes a tile of 16 weight rows (A,
+// 16 x 16 per instruction) against the m tokens of x as B's 8 columns (two
+// instructions from 9 rows), float32 accumulators. Its 8 warps split k: warp
+// `w` takes chunks of 32 elements w, w + 8, ..., `unroll` chunks' loads in
+// flight. In a chunk, lane (g = lane / 4, t = lane % 4) loads one 16-byte
+// vector at k = 32 c + 8 t from weight rows g and g + 8 and from x row g
+// (and g + 8), the same k for A and B, so that the fragments need no
+// shuffle: a sum over k may take its terms in any order, and logical
+// column 2t + e (e < 2) of each instruction stands for k = 32 c + 8 t + e
+// (the first) or + 4 + e (the second), column 2t + 8 + e for + 2 + e and
+// + 6 + e. The warps' accumulators meet in shared memory; the epilogue and
+// the norm prologue are the FMA kernel's. The grid and the tile walk are as
+// above, with tiles of 16 outputs.
+constexpr int64_t kGemvMmaRows = 5;
+
+// Note [Tensor-core skinny default]
+// Where the tensor-core form is the default over cuBLASLt (it is always a
+// candidate when Mode::MaxAutotune times both). Measured per product on an
+// H200 (kiln-layer-ops --products, float16, perf/RESULTS.md): at 8 rows it
+// wins every GPT-2 product (768x768 2.2 against 4.5 us, the 77 MB LM head
+// with its LayerNorm 34 against 57) and Llama 1B's of 8 MB or less
+// (2048x512 with its RMSNorm 6.0 against 8.2), and loses those of 32 MB
+// (2048x8192 14.7 against 10.0; the 525 MB LM head 185 against 132), where
+// cuBLASLt reaches 70-83% of HBM and this form's 16-row tiles, one or two
+// blocks per SM, about half. At 16 rows (two mma per chunk) it wins only at
+// k <= 1024. So: from kGemvMmaRows rows, k <= 1024, or up to 8 rows a weight
+// of at most kGemvMmaWeightBytes.
+constexpr int64_t kGemvMmaWeightBytes = int64_t{8} << 20;
+bool gemv_preferred(DType dtype, int64_t m, int64_t k, int64_t n, int arch);
+
 struct GemvSpec {
   DType dtype = kFloat16;
   int m = 1;     // rows of x and out, 1..kGemvMaxRows
@@ -65,12 +112,22 @@ struct GemvSpec {
   bool norm_bias = false;
   // Launched early (Note [Early launch]): prefetch the weights before the wait.
   bool early = false;
+  // Note [Tensor-core skinny kernel] (float16 and bfloat16; tpr and rn unused).
+  bool mma = false;
 };
 
 // The configuration for a product of m rows and k inputs (k a multiple of
 // the 16-byte vector).
 GemvSpec gemv_spec(DType dtype, int64_t m, int64_t k, int act, bool bias, bool residual,
                    int norm = 0, bool norm_weight = false, bool norm_bias = false);
+// The tensor-core form for this product on a device of compute capability
+// `arch` (major * 10 + minor), from `from` rows (KILN_GEMV_MMA_ROWS=N sets
+// it for benchmarks: 1 tries the form at every row count).
+bool gemv_uses_mma(DType dtype, int64_t m, int arch, int64_t from = kGemvMmaRows);
+// Makes `s` the wide form for a long n (Note [Wide groups for long products]).
+void gemv_widen(GemvSpec& s);
+// Makes `s` the tensor-core form.
+void gemv_take_mma(GemvSpec& s);
 // Elements per 16-byte vector.
 int gemv_vector(DType dtype);
 // Outputs one block computes.

@@ -22,6 +22,18 @@ GemvSpec gemv_spec(DType, int64_t, int64_t, int, bool, bool, int, bool, bool) {
 int gemv_vector(DType) {
   no_cuda();
 }
+void gemv_widen(GemvSpec&) {
+  no_cuda();
+}
+void gemv_take_mma(GemvSpec&) {
+  no_cuda();
+}
+bool gemv_preferred(DType, int64_t, int64_t, int64_t, int) {
+  no_cuda();
+}
+bool gemv_uses_mma(DType, int64_t, int, int64_t) {
+  no_cuda();
+}
 int64_t gemv_outputs_per_block(const GemvSpec&) {
   no_cuda();
 }

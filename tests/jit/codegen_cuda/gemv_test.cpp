@@ -78,6 +78,70 @@ TEST_F(Gemv, NamesDifferWhereSourcesDo) {
   }
 }
 
+// Note [Wide groups for long products]: one or two rows take two outputs
+// per group (a name of their own, twice the outputs per block); from 3 rows
+// a group has two already.
+TEST_F(Gemv, WideGroupsForLongProducts) {
+  for (int64_t m : {1, 2, 3, 8}) {
+    kc::GemvSpec s = kc::gemv_spec(kiln::kFloat16, m, 2048, 0, false, false, 2, true, false);
+    const std::string name = kc::gemv_name(s);
+    const int64_t outputs = kc::gemv_outputs_per_block(s);
+    const int unroll = s.unroll;
+    kc::gemv_widen(s);
+    EXPECT_EQ(s.unroll, unroll);
+    if (m <= 2) {
+      EXPECT_EQ(s.rn, 2);
+      EXPECT_NE(kc::gemv_name(s), name);
+      EXPECT_EQ(kc::gemv_outputs_per_block(s), 2 * outputs);
+    } else {
+      EXPECT_EQ(kc::gemv_name(s), name);
+    }
+  }
+}
+
+// Note [Tensor-core skinny kernel]: from 5 rows, 16-bit dtypes, sm_80 on;
+// tiles of 16 outputs; a name of its own.
+TEST_F(Gemv, TensorCoreFormFromFiveRows) {
+  EXPECT_FALSE(kc::gemv_uses_mma(kiln::kFloat16, 4, 90));
+  EXPECT_TRUE(kc::gemv_uses_mma(kiln::kFloat16, 5, 90));
+  EXPECT_TRUE(kc::gemv_uses_mma(kiln::kBFloat16, 16, 80));
+  EXPECT_FALSE(kc::gemv_uses_mma(kiln::kFloat16, 17, 90));
+  EXPECT_FALSE(kc::gemv_uses_mma(kiln::kFloat32, 8, 90));
+  EXPECT_FALSE(kc::gemv_uses_mma(kiln::kFloat16, 8, 75)) << "m16n8k16 needs sm_80";
+  EXPECT_TRUE(kc::gemv_uses_mma(kiln::kFloat16, 1, 90, 1)) << "KILN_GEMV_MMA_ROWS=1";
+  // Note [Tensor-core skinny default]: GPT-2's products and the smaller of
+  // Llama's; not a 32 MB weight, nor k > 1024 at 16 rows, nor below 5 rows.
+  EXPECT_TRUE(kc::gemv_preferred(kiln::kFloat16, 8, 768, 50257, 90));
+  EXPECT_TRUE(kc::gemv_preferred(kiln::kBFloat16, 8, 3072, 768, 90));
+  EXPECT_TRUE(kc::gemv_preferred(kiln::kBFloat16, 5, 2048, 2048, 90));
+  EXPECT_FALSE(kc::gemv_preferred(kiln::kBFloat16, 8, 2048, 8192, 90));
+  EXPECT_FALSE(kc::gemv_preferred(kiln::kBFloat16, 16, 2048, 2048, 90));
+  EXPECT_TRUE(kc::gemv_preferred(kiln::kFloat16, 16, 768, 3072, 90));
+  EXPECT_FALSE(kc::gemv_preferred(kiln::kFloat16, 4, 768, 768, 90));
+  EXPECT_FALSE(kc::gemv_preferred(kiln::kFloat32, 8, 768, 768, 90));
+  EXPECT_FALSE(kc::gemv_preferred(kiln::kFloat16, 8, 768, 768, 75));
+  kc::GemvSpec s = kc::gemv_spec(kiln::kFloat16, 8, 768, 2, true, false, 1, true, true);
+  const std::string fma = kc::gemv_name(s);
+  kc::gemv_take_mma(s);
+  EXPECT_EQ(kc::gemv_name(s), "kiln_gemv_f16_m8_tc_u4_a2_b_n1wb");
+  EXPECT_NE(kc::gemv_name(s), fma);
+  EXPECT_EQ(kc::gemv_outputs_per_block(s), 16);
+  for (int64_t m : {5, 9, 16}) {
+    for (kiln::DType t : {kiln::kFloat16, kiln::kBFloat16}) {
+      kc::GemvSpec tc = kc::gemv_spec(t, m, 2048, 0, false, true, 2, true, false);
+      kc::gemv_take_mma(tc);
+      SCOPED_TRACE(kc::gemv_name(tc));
+      const std::string src = kc::gemv_source(tc);
+      EXPECT_NE(src.find(t == kiln::kBFloat16 ? "m16n8k16.row.col.f32.bf16.bf16.f32"
+                                              : "m16n8k16.row.col.f32.f16.f16.f32"),
+                std::string::npos);
+      EXPECT_NE(src.find(m > 8 ? "#define KB 2" : "#define KB 1"), std::string::npos);
+      kc::CompiledKernel ck = kc::nvrtc_compile(src, kc::gemv_name(tc), 80);
+      EXPECT_FALSE(ck.is_ptx);
+    }
+  }
+}
+
 // The op-kernel source test compiles gemv_source_samples() (every dtype, row
 // counts 1 to 16, each epilogue, the norm prologues) for sm_90; here the
 // fullest epilogue and a norm prologue at each source shape (x in registers,

@@ -101,12 +101,16 @@ TEST_F(Gpt2LayerCuda, KernelsPerLayer) {
 // LayerNorms as prologues of the QKV and FC products), the two KV-cache
 // writes and kv_cache_attention. Checked against the eager CPU step, and
 // counted: 5, the cache writes inside the attention kernel (Note [Cache
-// writes in the decode kernel]).
+// writes in the decode kernel]). At 8 rows the same 5 on sm_80 and later,
+// where every GPT-2 product takes the skinny kernel's tensor-core form
+// (Note [Tensor-core skinny default]).
 TEST_F(Gpt2LayerCuda, DecodeStep) {
   KILN_REQUIRE_CUDA();
   Models m = models(1);
   const int64_t heads = m.cpu.config().n_head;
-  for (int64_t b : {1, 4}) {
+  int major = 0, minor = 0;
+  cuda::device_capability(0, &major, &minor);
+  for (int64_t b : {1, 4, 8}) {
     SCOPED_TRACE("batch " + std::to_string(b));
     Tensor x = random_tensor({b, 1, 768}, kFloat16, "contiguous", 11 + b, -1, 1);
     Tensor kc = random_tensor({b, heads, 32, 64}, kFloat16, "contiguous", 2, -1, 1);
@@ -125,7 +129,9 @@ TEST_F(Gpt2LayerCuda, DecodeStep) {
     const int64_t before = kernels();
     got = m.gpu.blocks[0].forward_decode(dx, heads, dk, dv, dp);
     sync();
-    EXPECT_EQ(kernels() - before, 5);
+    if (b <= 4 || major >= 8) {
+      EXPECT_EQ(kernels() - before, 5);
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kiln/kiln.h"
+#include "jit/codegen_cuda/op_kernels/gemv.h"
 #include "runtime/cuda/blas_lt.h"
 #include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
@@ -172,8 +173,8 @@ TEST_F(SkinnyMatmulCuda, CublasEpiloguesWithAResidual) {
 // Note [Norm prologues]: LayerNorm and RMSNorm of x's rows inside the
 // skinny kernel, against the CPU's norm then product, for every row count.
 // By default the prologue is the generated kernel's up to skinny_norm_rows()
-// rows, and above it the norm's own kernel then the product (Note [Skinny
-// matmul choice]); `forced` runs the generated kernel at every row count.
+// rows and where its tensor-core form is preferred, and elsewhere the norm's
+// own kernel then the product (Note [Skinny matmul choice]); `forced` runs the generated kernel at every row count.
 void check_norm_prologue(DType t, int64_t m, int64_t k, const char* norm, bool affine, bool forced,
                          uint64_t& seed, int64_t n = 40) {
   SCOPED_TRACE(std::string(dtype_name(t)) + " m=" + std::to_string(m) + " k=" + std::to_string(k) +
@@ -198,7 +199,10 @@ void check_norm_prologue(DType t, int64_t m, int64_t k, const char* norm, bool a
   };
   const int64_t before = cuda::skinny_stats().generated;
   Tensor got = call(to_cuda(x), to_cuda(w), to_cuda(b), to_cuda(r), on_cuda(nw), on_cuda(nb));
-  const bool generated = forced || m <= cuda::skinny_norm_rows();
+  int major = 0, minor = 0;
+  cuda::device_capability(0, &major, &minor);
+  const bool generated = forced || m <= cuda::skinny_norm_rows() ||
+                         jit::cuda::gemv_preferred(t, m, k, n, major * 10 + minor);
   EXPECT_EQ(cuda::skinny_stats().generated, before + (generated ? 1 : 0));
   EXPECT_MATCHES_CPU(got, call(x, w, b, r, nw, nb), t, "gelu_tanh");
   cuda::set_skinny_path(cuda::SkinnyPath::Auto);
