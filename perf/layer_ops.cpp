@@ -29,6 +29,12 @@
 // device memory at least; GB/s and `%bw` (of --peak-gbps, default 3350: an
 // H100 SXM's HBM3); TFLOP/s where FLOPs are counted. --op keeps the rows
 // whose name contains NAME.
+//
+//   kiln-layer-ops --products "KxN[:rms|:ln] ..." [--batch M] [--device cuda]
+//
+// times skinny products of any model instead (x[M, K] @ w[N, K]^T, float16
+// on CUDA; with :rms or :ln an RMSNorm or LayerNorm prologue over x), each
+// way: the default choice, the generated kernel and cuBLASLt.
 
 #include <algorithm>
 #include <chrono>
@@ -107,6 +113,63 @@ void print(const std::string& name, const Measured& m, double bytes, double flop
 // The product x[m, k] @ w^T + bias (+ residual): weights, x, bias, out, residual.
 double product_bytes(int64_t m, int64_t k, int64_t n, double es, bool residual) {
   return es * static_cast<double>(k * n + m * k + n + m * n + (residual ? m * n : 0));
+}
+
+// --products: skinny products of other shapes than GPT-2's (Llama's, say),
+// each way, with the prologue named after the shape.
+int run_products(const std::string& device, int64_t m, const std::string& shapes, int iters,
+                 double peak) {
+  const bool gpu = device == "cuda" || (device == "auto" && kiln::cuda::is_available());
+  KILN_CHECK(gpu && kiln::cuda::is_available(),
+             "[kiln-layer-ops] expected a CUDA device for --products, got none");
+  const kiln::Device dev = kiln::Device::cuda();
+  const kiln::DType dt = kiln::kFloat16;
+  std::printf("kiln-layer-ops --products on %s, float16, %lld rows, median of %d, peak %.0f GB/s\n",
+              kiln::cuda::device_name().c_str(), static_cast<long long>(m), iters, peak);
+  std::printf("%-36s %9s %9s %8s %8s %8s %7s %8s\n", "op", "dev us", "wall us", "kernels", "MB",
+              "GB/s", "%bw", "TFLOP/s");
+  size_t at = 0;
+  while (at < shapes.size()) {
+    size_t end = shapes.find(' ', at);
+    if (end == std::string::npos) end = shapes.size();
+    const std::string shape = shapes.substr(at, end - at);
+    at = end + 1;
+    if (shape.empty()) continue;
+    const size_t x = shape.find('x'), colon = shape.find(':');
+    KILN_CHECK(x != std::string::npos, "[kiln-layer-ops] expected --products entries KxN[:rms|:ln], got '",
+               shape, "'");
+    const int64_t k = std::stoll(shape.substr(0, x));
+    const int64_t n = std::stoll(shape.substr(x + 1, colon == std::string::npos ? std::string::npos
+                                                                               : colon - x - 1));
+    const std::string norm = colon == std::string::npos ? "" : shape.substr(colon + 1);
+    KILN_CHECK(norm.empty() || norm == "rms" || norm == "ln",
+               "[kiln-layer-ops] expected a prologue rms or ln, got '", norm, "'");
+    Tensor in, w, nw, nb;
+    {
+      kiln::EagerGuard eager;
+      in = (kiln::randn({m, k}) * 0.5).to(dev, dt);
+      w = (kiln::randn({n, k}) * 0.02).to(dev, dt);
+      nw = (kiln::randn({k}) * 0.1 + 1.0).to(dev, dt);
+      nb = (kiln::randn({k}) * 0.1).to(dev, dt);
+    }
+    const std::string kind = norm == "rms" ? "rms_norm" : norm == "ln" ? "layer_norm" : "none";
+    auto f = [&] {
+      using kiln::IValue;
+      return kiln::call_op("linear_act", {in, w, IValue(), std::string("none"), IValue(), kind,
+                                          norm.empty() ? IValue() : IValue(nw),
+                                          norm == "ln" ? IValue(nb) : IValue(), 1e-5})[0]
+          .to_tensor();
+    };
+    const double bytes = product_bytes(m, k, n, 2, false) - static_cast<double>(n) * 2;
+    for (auto [suffix, path] :
+         {std::pair<const char*, kiln::cuda::SkinnyPath>{"", kiln::cuda::SkinnyPath::Auto},
+          {" (generated)", kiln::cuda::SkinnyPath::Generated},
+          {" (cuBLASLt)", kiln::cuda::SkinnyPath::Cublas}}) {
+      Row r{shape + suffix, f, bytes, 2.0 * m * k * n, path};
+      print(r.name, measure(r, true, dev, iters), r.bytes, r.flops, peak);
+    }
+  }
+  return 0;
 }
 
 int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
@@ -348,7 +411,7 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
 int main(int argc, char** argv) {
   std::string device = "auto";
   int64_t batch = 1, tokens = 128, cache = 1024;
-  std::string only;
+  std::string only, products;
   int iters = 50;
   double peak = 3350;
   for (int i = 1; i < argc; ++i) {
@@ -361,6 +424,8 @@ int main(int argc, char** argv) {
       tokens = std::stoll(argv[++i]);
     } else if (s == "--cache" && i + 1 < argc) {
       cache = std::stoll(argv[++i]);
+    } else if (s == "--products" && i + 1 < argc) {
+      products = argv[++i];
     } else if (s == "--op" && i + 1 < argc) {
       only = argv[++i];
     } else if (s == "--iters" && i + 1 < argc) {
@@ -370,11 +435,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: kiln-layer-ops [--device cpu|cuda] [--batch B] [--tokens T] "
-                   "[--cache S] [--op NAME] [--iters N] [--peak-gbps G]\n");
+                   "[--cache S] [--op NAME] [--iters N] [--peak-gbps G]\n"
+                   "       kiln-layer-ops --products \"KxN[:rms|:ln] ...\" [--batch M] "
+                   "[--iters N] [--peak-gbps G]\n");
       return 2;
     }
   }
   try {
+    if (!products.empty()) return run_products(device, batch, products, iters, peak);
     return run(device, batch, tokens, cache, only, iters, peak);
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln-layer-ops: %s\n", e.what());
