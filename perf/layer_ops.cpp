@@ -136,11 +136,11 @@ int run_products(const std::string& device, int64_t m, const std::string& shapes
     at = end + 1;
     if (shape.empty()) continue;
     const size_t x = shape.find('x'), colon = shape.find(':');
-    KILN_CHECK(x != std::string::npos, "[kiln-layer-ops] expected --products entries KxN[:rms|:ln], got '",
-               shape, "'");
+    KILN_CHECK(x != std::string::npos,
+               "[kiln-layer-ops] expected --products entries KxN[:rms|:ln], got '", shape, "'");
     const int64_t k = std::stoll(shape.substr(0, x));
-    const int64_t n = std::stoll(shape.substr(x + 1, colon == std::string::npos ? std::string::npos
-                                                                               : colon - x - 1));
+    const int64_t n = std::stoll(
+        shape.substr(x + 1, colon == std::string::npos ? std::string::npos : colon - x - 1));
     const std::string norm = colon == std::string::npos ? "" : shape.substr(colon + 1);
     KILN_CHECK(norm.empty() || norm == "rms" || norm == "ln",
                "[kiln-layer-ops] expected a prologue rms or ln, got '", norm, "'");

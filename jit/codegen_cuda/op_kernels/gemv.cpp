@@ -472,7 +472,8 @@ bool gemv_uses_mma(DType dtype, int64_t m, int arch, int64_t from) {
 
 bool gemv_preferred(DType dtype, int64_t m, int64_t k, int64_t n, int arch) {
   if (!gemv_uses_mma(dtype, m, arch)) return false;
-  return k <= 1024 || (m <= 8 && k * n * static_cast<int64_t>(itemsize(dtype)) <= kGemvMmaWeightBytes);
+  return k <= 1024 ||
+         (m <= 8 && k * n * static_cast<int64_t>(itemsize(dtype)) <= kGemvMmaWeightBytes);
 }
 
 int64_t gemv_outputs_per_block(const GemvSpec& s) {

@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "kiln/kiln.h"
 #include "jit/codegen_cuda/op_kernels/gemv.h"
+#include "kiln/kiln.h"
 #include "runtime/cuda/blas_lt.h"
 #include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
@@ -174,7 +174,8 @@ TEST_F(SkinnyMatmulCuda, CublasEpiloguesWithAResidual) {
 // skinny kernel, against the CPU's norm then product, for every row count.
 // By default the prologue is the generated kernel's up to skinny_norm_rows()
 // rows and where its tensor-core form is preferred, and elsewhere the norm's
-// own kernel then the product (Note [Skinny matmul choice]); `forced` runs the generated kernel at every row count.
+// own kernel then the product (Note [Skinny matmul choice]); `forced` runs
+// the generated kernel at every row count.
 void check_norm_prologue(DType t, int64_t m, int64_t k, const char* norm, bool affine, bool forced,
                          uint64_t& seed, int64_t n = 40) {
   SCOPED_TRACE(std::string(dtype_name(t)) + " m=" + std::to_string(m) + " k=" + std::to_string(k) +
