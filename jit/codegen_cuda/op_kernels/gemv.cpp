@@ -138,7 +138,15 @@ std::string normalize_source(const GemvSpec& s) {
   auto round = [&](const std::string& v) {
     return r.empty() ? v : "kiln_" + r + "2f(kiln_f2" + r + "(" + v + "))";
   };
+  // The norm's weight and bias at vector j (1 and 0 where it has none).
   std::string src =
+      "__device__ __forceinline__ void kiln_norm_params(const T* nw, const T* nb, i64 j, float* "
+      "nwf, "
+      "float* nbf) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, nbf[e] = "
+      "0.0f;\n"
+      "#if KNORM_W\n  kiln_unpack(((const uint4*)nw)[j], nwf);\n#endif\n"
+      "#if KNORM_B\n  kiln_unpack(((const uint4*)nb)[j], nbf);\n#endif\n}\n";
+  src +=
       "__device__ __forceinline__ void kiln_normalize(float* f, const float* nw, const float* nb, "
       "float scale, float shift) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) {\n";
   if (s.norm == 1) {
@@ -228,14 +236,7 @@ const char kGemvBody[] = R"(
         for (int r = 0; r < KRN; ++r) kiln_unpack(wv[u][r], wf[r]);
 #if KNORM
         float nwf[KV], nbf[KV];
-#pragma unroll
-        for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, nbf[e] = 0.0f;
-#if KNORM_W
-        kiln_unpack(((const uint4*)nw)[j], nwf);
-#endif
-#if KNORM_B
-        kiln_unpack(((const uint4*)nb)[j], nbf);
-#endif
+        kiln_norm_params(nw, nb, j, nwf, nbf);
 #endif
 #pragma unroll
         for (int i = 0; i < KM; ++i) {
@@ -340,14 +341,7 @@ const char kGemvMmaBody[] = R"(
         const i64 j = (c0 + 8 * u) * 4 + t;
         if (j < kv) {
           float nwf[KV], nbf[KV];
-#pragma unroll
-          for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, nbf[e] = 0.0f;
-#if KNORM_W
-          kiln_unpack(((const uint4*)nw)[j], nwf);
-#endif
-#if KNORM_B
-          kiln_unpack(((const uint4*)nb)[j], nbf);
-#endif
+          kiln_norm_params(nw, nb, j, nwf, nbf);
 #pragma unroll
           for (int b = 0; b < KB; ++b) {
             const int row = g + 8 * b;
