@@ -644,6 +644,19 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   }();
   if (gemv_uses_mma(s.dtype, m, prop.major * 10 + prop.minor, mma_from)) gemv_take_mma(s);
   if (!s.mma && n >= kGemvWideN) gemv_widen(s);
+  // For benchmarks: KILN_GEMV_MIN_VECTORS=V gives each thread at least V
+  // vectors of k (the default is 2): fewer threads per group, more loads in
+  // flight per thread (perf/RESULTS.md, fourteenth session: at k = 2048 the
+  // FMA form loses to cuBLASLt on long products).
+  static const int min_vectors = [] {
+    const char* v = std::getenv("KILN_GEMV_MIN_VECTORS");
+    return v ? std::clamp(std::atoi(v), 1, 64) : 0;
+  }();
+  if (!s.mma && min_vectors) {
+    const int64_t kv = k / gemv_vector(out.dtype());
+    s.tpr = static_cast<int>(
+        std::clamp<int64_t>(pow2_floor(std::max<int64_t>(1, kv / min_vectors)), 8, kBlock));
+  }
   cudaKernel_t kernel = load_kernel(
       gemv_name(s), [&] { return gemv_source(s); }, out.device().index());
   KernelArgs args;
