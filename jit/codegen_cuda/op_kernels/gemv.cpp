@@ -335,6 +335,23 @@ const char kGemvMmaBody[] = R"(
           vx[u][b] = j < kv && row < KM ? ((const uint4*)(x + (i64)row * ldx))[j] : kiln_zero4();
         }
       }
+#if KFENCE
+      // Note [Loads in flight before the first mma]: every accumulator
+      // depends on every load of the step (through a term that is always
+      // +0), so that ptxas issues them all before the first mma.
+      {
+        unsigned dep = 0u;
+#pragma unroll
+        for (int u = 0; u < KU; ++u) {
+          dep ^= va[u].x ^ vb[u].x;
+#pragma unroll
+          for (int b = 0; b < KB; ++b) dep ^= vx[u][b].x;
+        }
+        const float zero = __uint_as_float(dep & (unsigned)((unsigned long long)n >> 62));
+#pragma unroll
+        for (int b = 0; b < KB; ++b) acc[b][0] += zero;
+      }
+#endif
 #pragma unroll
       for (int u = 0; u < KU; ++u) {
 #if KNORM
@@ -484,7 +501,7 @@ std::string gemv_name(const GemvSpec& s) {
          (s.norm ? "_n" + std::to_string(s.norm) + (s.norm_weight ? "w" : "") +
                        (s.norm_bias ? "b" : "")
                  : "") +
-         (s.early ? "_e" : "");
+         (s.early ? "_e" : "") + (s.fence ? "_f" : "");
 }
 
 std::string gemv_source(const GemvSpec& s) {
@@ -527,7 +544,8 @@ __device__ __forceinline__ void kiln_prefetch_rows(const T* w, i64 n0, i64 n, i6
   src += store_source(s);
   if (s.norm) src += normalize_source(s);
   if (s.mma) {
-    src += "#define KB " + std::to_string(s.m > 8 ? 2 : 1) + "\n";
+    src += "#define KB " + std::to_string(s.m > 8 ? 2 : 1) + "\n#define KFENCE " +
+           std::to_string(s.fence ? 1 : 0) + "\n";
     src += mma_helpers_source(s.dtype);
   }
   src += "extern \"C\" __global__ void __launch_bounds__(256) " + gemv_name(s) + kGemvHead;
@@ -564,6 +582,15 @@ NamedSources gemv_source_samples() {
           s.early = k != 64;
           gemv_take_mma(s);
           out.emplace_back(gemv_name(s), gemv_source(s));
+          if (m == 8 && k == 3072 && t == kFloat16) {  // KILN_GEMV_MMA_UNROLL=8, _FENCE=1
+            s.unroll = 8;
+            out.emplace_back(gemv_name(s), gemv_source(s));
+          }
+          if (m == 8 || m == 16) {
+            s.unroll = 4;
+            s.fence = true;
+            out.emplace_back(gemv_name(s), gemv_source(s));
+          }
         }
       }
     }
@@ -643,6 +670,20 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
     return v ? std::clamp<int64_t>(std::atoll(v), 1, kGemvMaxRows + 1) : kGemvMmaRows;
   }();
   if (gemv_uses_mma(s.dtype, m, prop.major * 10 + prop.minor, mma_from)) gemv_take_mma(s);
+  // For benchmarks: KILN_GEMV_MMA_UNROLL=U keeps U chunks per warp in flight
+  // in the tensor-core form (default 4; at k = 2048 a warp's eight chunks
+  // then load in one step, not two).
+  static const int mma_unroll = [] {
+    const char* v = std::getenv("KILN_GEMV_MMA_UNROLL");
+    return v ? std::clamp(std::atoi(v), 1, 16) : 0;
+  }();
+  if (s.mma && mma_unroll) s.unroll = mma_unroll;
+  // For benchmarks: KILN_GEMV_MMA_FENCE=1 (Note [Loads in flight before the first mma]).
+  static const bool mma_fence = [] {
+    const char* v = std::getenv("KILN_GEMV_MMA_FENCE");
+    return v && std::string(v) == "1";
+  }();
+  if (s.mma) s.fence = mma_fence;
   if (!s.mma && n >= kGemvWideN) gemv_widen(s);
   // For benchmarks: KILN_GEMV_MIN_VECTORS=V gives each thread at least V
   // vectors of k (the default is 2): fewer threads per group, more loads in

@@ -96,6 +96,21 @@ constexpr int64_t kGemvMmaRows = 5;
 // k <= 1024. So: from kGemvMmaRows rows, k <= 1024, or up to 8 rows a weight
 // of at most kGemvMmaWeightBytes.
 constexpr int64_t kGemvMmaWeightBytes = int64_t{8} << 20;
+
+// Note [Loads in flight before the first mma]
+// The tensor-core form loads a step's KU chunks (two weight vectors and the
+// x vectors each) and then runs its mma instructions. ptxas (CUDA 13, sm_90)
+// does not keep that order: the SASS of the form without a norm prologue
+// issues one chunk's three loads, its two mma, then the next chunk's loads,
+// so each chunk waits a full trip to DRAM and a warp has one chunk in
+// flight, not four (40 registers; seen with nvdisasm). That matches the form
+// reading the 32 MB products at 35-47% of HBM (perf/RESULTS.md, fourteenth
+// session). With `fence`, the first accumulator of each token block takes
+// a term that depends on every load of the step and is always +0 (their
+// first words, masked by n >> 62): the mma then cannot start before every
+// load has returned, so ptxas issues them all first (the SASS shows all
+// twelve loads before the first mma; 108 registers, two blocks per SM).
+// Not yet measured on a GPU, so it is off unless KILN_GEMV_MMA_FENCE=1.
 bool gemv_preferred(DType dtype, int64_t m, int64_t k, int64_t n, int arch);
 
 struct GemvSpec {
@@ -114,6 +129,8 @@ struct GemvSpec {
   bool early = false;
   // Note [Tensor-core skinny kernel] (float16 and bfloat16; tpr and rn unused).
   bool mma = false;
+  // Note [Loads in flight before the first mma] (the tensor-core form).
+  bool fence = false;
 };
 
 // The configuration for a product of m rows and k inputs (k a multiple of
