@@ -132,6 +132,8 @@ cat > "$bundle/run.sh" <<'RUN'
 #   --compare "WORKLOAD ..."  compile-mode p50 of kiln-bench-base (gpu.sh --keep-base)
 #                   and kiln-bench, interleaved, --rounds N times (default 2), and of
 #                   kiln-bench under each --variant "NAME:VAR=VALUE[,VAR=VALUE]" given
+#   --products "KxN[:rms|:ln] ..."  kiln-layer-ops --products at each of --product-rows
+#                   (default "1 8"), plainly and under each --variant
 # Output: what it prints, also as summary.txt, and every log packed in
 # gpu-logs.tar.gz: two files in $OUT when set, else in ./gpu-logs.
 # Exit status: nonzero when a test failed.
@@ -144,7 +146,7 @@ exec > >(tee "$dest/summary.txt") 2>&1
 pack() { tar -C "$out" -czf "$dest/gpu-logs.tar.gz" . 2>/dev/null; }
 trap pack EXIT
 filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy" test_shards=1 layer_ops=0 ncu=""
-test_timeout=0 sections="" compare="" rounds=2 variants=()
+test_timeout=0 sections="" compare="" rounds=2 variants=() products="" product_rows="1 8"
 while [ $# -gt 0 ]; do
   case "$1" in
     --filter) filter=$2; shift ;;
@@ -161,6 +163,8 @@ while [ $# -gt 0 ]; do
     --compare) compare=$2; shift ;;
     --rounds) rounds=$2; shift ;;
     --variant) variants+=("$2"); shift ;;
+    --products) products=$2; shift ;;
+    --product-rows) product_rows=$2; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -295,6 +299,17 @@ for line in sys.stdin:
         print(f\"round $round {r['workload']:12} {r['shape']:8} {'$name':16} {r['latency_us_p50']:9.1f} \"
               f\"host {r.get('host_us_per_call') or 0:6.1f}\")" || status=1
       done
+    done
+  done
+fi
+
+if [ -n "$products" ]; then
+  for m in $product_rows; do
+    for r in "plain:" ${variants[@]+"${variants[@]}"}; do
+      name=${r%%:*} envs=${r#*:}
+      echo "== kiln-layer-ops --products, $m rows, $name${envs:+ ($envs)}"
+      env ${envs//,/ } "$here/kiln-layer-ops" --device cuda --batch "$m" --iters 30 \
+        --peak-gbps 4800 --products "$products" 2>&1 | tee -a "$out/products.txt" || status=1
     done
   done
 fi
