@@ -29,7 +29,6 @@
 // the writers' fence and the counter.
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/op_kernels/attention.h"
@@ -45,8 +44,6 @@
 namespace kiln::jit::cuda {
 namespace {
 
-constexpr int kTileBytes = 8192;  // one K (or V) tile in shared memory
-
 struct DecodeSpec {
   DType dtype = kFloat16;
   int d = 64;    // head dim
@@ -54,6 +51,7 @@ struct DecodeSpec {
 };
 
 constexpr int kThreads = 128;
+constexpr int kTileBytes = 8192;  // one K (or V) tile in shared memory
 constexpr int kMaxSplits = 128;
 
 // Geometry of one variant: TK keys per tile, TPK threads per key for the
