@@ -110,6 +110,12 @@ void print(const std::string& name, const Measured& m, double bytes, double flop
   std::printf("\n");
 }
 
+// The columns `print` fills.
+void print_header() {
+  std::printf("%-36s %9s %9s %8s %8s %8s %7s %8s\n", "op", "dev us", "wall us", "kernels", "MB",
+              "GB/s", "%bw", "TFLOP/s");
+}
+
 // The product x[m, k] @ w^T + bias (+ residual): weights, x, bias, out, residual.
 double product_bytes(int64_t m, int64_t k, int64_t n, double es, bool residual) {
   return es * static_cast<double>(k * n + m * k + n + m * n + (residual ? m * n : 0));
@@ -126,8 +132,7 @@ int run_products(const std::string& device, int64_t m, const std::string& shapes
   const kiln::DType dt = kiln::kFloat16;
   std::printf("kiln-layer-ops --products on %s, float16, %lld rows, median of %d, peak %.0f GB/s\n",
               kiln::cuda::device_name().c_str(), static_cast<long long>(m), iters, peak);
-  std::printf("%-36s %9s %9s %8s %8s %8s %7s %8s\n", "op", "dev us", "wall us", "kernels", "MB",
-              "GB/s", "%bw", "TFLOP/s");
+  print_header();
   size_t at = 0;
   while (at < shapes.size()) {
     size_t end = shapes.find(' ', at);
@@ -380,8 +385,7 @@ int run(const std::string& device, int64_t batch, int64_t tokens, int64_t cache,
       gpu ? kiln::cuda::device_name().c_str() : "cpu", kiln::dtype_name(dt),
       static_cast<long long>(batch), static_cast<long long>(tokens), static_cast<long long>(cache),
       iters, peak);
-  std::printf("%-36s %9s %9s %8s %8s %8s %7s %8s\n", "op", "dev us", "wall us", "kernels", "MB",
-              "GB/s", "%bw", "TFLOP/s");
+  print_header();
   for (const std::vector<Row>* set : {&rows, &decode}) {
     Measured sum;
     double sum_bytes = 0, sum_flops = 0;

@@ -155,23 +155,14 @@ bool overlaps_another_view(const std::vector<Tensor>& ops, int nout) {
 struct CpuPointwiseMemo : LaunchMemo {
   Isa isa = Isa::kAvx2;
   DimVector shape;
-  std::vector<DimVector> sizes, strides;  // outputs, then inputs
+  OperandGeometry operands;
   Iteration iter;
   const CpuPointwiseKernel* kernel = nullptr;
 };
 
-bool memo_holds(const CpuPointwiseMemo& m, const FusedGroup& g, const std::vector<Tensor>& ops) {
-  if (m.isa != host_isa() || m.sizes.size() != ops.size() ||
-      !(IntArrayRef(m.shape) == IntArrayRef(g.shape))) {
-    return false;
-  }
-  for (size_t k = 0; k < ops.size(); ++k) {
-    if (!(ops[k].sizes() == IntArrayRef(m.sizes[k])) ||
-        !(ops[k].strides() == IntArrayRef(m.strides[k]))) {
-      return false;
-    }
-  }
-  return true;
+bool memo_holds(const CpuPointwiseMemo& m, const FusedGroup& g) {
+  return m.isa == host_isa() && IntArrayRef(m.shape) == IntArrayRef(g.shape) &&
+         m.operands.matches(g);
 }
 
 // A group's operands: outputs, then inputs.
@@ -191,7 +182,7 @@ const CpuPointwiseKernel* prepare(const FusedGroup& g, const std::vector<Tensor>
   const int nops = static_cast<int>(ops.size());
   const int nout = static_cast<int>(g.outputs.size());
   auto* memo = dynamic_cast<CpuPointwiseMemo*>(g.launch.memo.get());
-  if (memo && !memo_holds(*memo, g, ops)) memo = nullptr;
+  if (memo && !memo_holds(*memo, g)) memo = nullptr;
   if (!memo) {
     std::string why;
     if (!cpu_supports(g.kernel, &why)) {
@@ -238,10 +229,7 @@ const CpuPointwiseKernel* prepare(const FusedGroup& g, const std::vector<Tensor>
     auto m = std::make_unique<CpuPointwiseMemo>();
     m->isa = host_isa();
     m->shape = g.shape;
-    for (const Tensor& t : ops) {
-      m->sizes.emplace_back(t.sizes());
-      m->strides.emplace_back(t.strides());
-    }
+    m->operands.record(g);
     m->iter = *iter;
     m->kernel = kernel;
     g.launch.memo = std::move(m);

@@ -87,10 +87,10 @@ namespace {
 // aligned for the vector width.
 struct PointwiseMemo : LaunchMemo {
   int device = -1;
-  std::vector<DimVector> sizes, strides;  // per operand, outputs first
-  std::vector<size_t> align;              // per operand: bytes a pointer must be a multiple of
-  std::vector<size_t> slot;               // per operand: its pointer's index in `args`
-  std::vector<int64_t> args;              // the KilnArgs words, pointers refreshed per launch
+  OperandGeometry operands;
+  std::vector<size_t> align;  // per operand: bytes a pointer must be a multiple of
+  std::vector<size_t> slot;   // per operand: its pointer's index in `args`
+  std::vector<int64_t> args;  // the KilnArgs words, pointers refreshed per launch
   cudaKernel_t kernel = nullptr;
   unsigned blocks = 0;
   bool flag = false;  // the zero-divisor flag is the last word
@@ -104,17 +104,9 @@ void for_each_operand(const FusedGroup& g, F&& f) {
   for (const Tensor& t : g.inputs) f(o++, t);
 }
 
-// The memo still describes `g`'s operands.
+// The memo still describes `g`'s operands (all on `device`, checked by the caller).
 bool memo_holds(const PointwiseMemo& m, const FusedGroup& g, const Device& device) {
-  if (m.device != device.index() || m.sizes.size() != g.outputs.size() + g.inputs.size()) {
-    return false;
-  }
-  bool holds = true;
-  for_each_operand(g, [&](size_t o, const Tensor& t) {
-    holds = holds && t.device() == device && t.sizes() == IntArrayRef(m.sizes[o]) &&
-            t.strides() == IntArrayRef(m.strides[o]);
-  });
-  return holds;
+  return m.device == device.index() && m.operands.matches(g);
 }
 
 void put_pointer(std::vector<int64_t>& args, size_t slot, const void* p) {
@@ -176,9 +168,8 @@ std::unique_ptr<PointwiseMemo> plan_launch(const FusedGroup& g, const Device& de
     spec.layouts.push_back(scalar && o >= static_cast<size_t>(nout) ? Layout::Scalar
                            : dense                                  ? Layout::Dense
                                                                     : Layout::Strided);
-    m->sizes.push_back(ops[o].sizes());
-    m->strides.push_back(ops[o].strides());
   }
+  m->operands.record(g);
   spec.ndim = nd;
   // Room for one grid stride past the last offset (Note [CUDA pointwise ABI]):
   // an uncapped grid's stride is about the element count itself.

@@ -246,4 +246,29 @@ std::string describe(const std::vector<Node>& nodes, const std::vector<Step>& st
   return os.str();
 }
 
+void OperandGeometry::record(const FusedGroup& g) {
+  sizes.clear();
+  strides.clear();
+  for (const std::vector<Tensor>* side : {&g.outputs, &g.inputs}) {
+    for (const Tensor& t : *side) {
+      sizes.emplace_back(t.sizes());
+      strides.emplace_back(t.strides());
+    }
+  }
+}
+
+bool OperandGeometry::matches(const FusedGroup& g) const {
+  if (sizes.size() != g.outputs.size() + g.inputs.size()) return false;
+  size_t o = 0;
+  for (const std::vector<Tensor>* side : {&g.outputs, &g.inputs}) {
+    for (const Tensor& t : *side) {
+      if (!(t.sizes() == IntArrayRef(sizes[o])) || !(t.strides() == IntArrayRef(strides[o]))) {
+        return false;
+      }
+      ++o;
+    }
+  }
+  return true;
+}
+
 }  // namespace kiln::jit

@@ -63,6 +63,16 @@ struct FusedGroup {
   LaunchMemoSlot launch;        // Note [Launch memo]
 };
 
+// The sizes and strides of a group's operands (outputs, then inputs) as a
+// launch memo recorded them (Note [Launch memo]).
+struct OperandGeometry {
+  std::vector<DimVector> sizes, strides;
+
+  void record(const FusedGroup& g);
+  // Whether `g`'s operands still have these sizes and strides.
+  bool matches(const FusedGroup& g) const;
+};
+
 // A reduction group: prologue and epilogue are pointwise groups whose input
 // 0 (epilogue) and output 0 (prologue) are undefined tensors standing for the
 // reduction's float32 input and result.

@@ -657,6 +657,37 @@ unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s
   return static_cast<unsigned>(std::min<int64_t>(steps, fit));
 }
 
+// Settings for benchmarks, read once from the environment:
+//   KILN_GEMV_MMA_ROWS=N   the tensor-core form from N rows (default kGemvMmaRows; 1: every
+//                          row count);
+//   KILN_GEMV_MMA_UNROLL=U U chunks per warp in flight in that form (default 4);
+//   KILN_GEMV_MMA_FENCE=1  Note [Loads in flight before the first mma];
+//   KILN_GEMV_MIN_VECTORS=V at least V vectors of k per thread in the FMA form (default 2:
+//                          fewer threads per group, more loads in flight each; perf/RESULTS.md,
+//                          fourteenth session).
+struct Overrides {
+  int64_t mma_from = kGemvMmaRows;
+  int mma_unroll = 0;  // 0: the spec's
+  bool mma_fence = false;
+  int min_vectors = 0;  // 0: the spec's
+};
+
+const Overrides& overrides() {
+  static const Overrides o = [] {
+    Overrides r;
+    if (const char* v = std::getenv("KILN_GEMV_MMA_ROWS")) {
+      r.mma_from = std::clamp<int64_t>(std::atoll(v), 1, kGemvMaxRows + 1);
+    }
+    if (const char* v = std::getenv("KILN_GEMV_MMA_UNROLL"))
+      r.mma_unroll = std::clamp(std::atoi(v), 1, 16);
+    if (const char* v = std::getenv("KILN_GEMV_MMA_FENCE")) r.mma_fence = std::string(v) == "1";
+    if (const char* v = std::getenv("KILN_GEMV_MIN_VECTORS"))
+      r.min_vectors = std::clamp(std::atoi(v), 1, 64);
+    return r;
+  }();
+  return o;
+}
+
 void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   KILN_INTERNAL_ASSERT(gemv_takes(p), "skinny matmul kernel called with operands it does not take");
   const Tensor &out = *p.out, &a = *p.a, &b = *p.b;
@@ -665,38 +696,18 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
                          p.norm_weight != nullptr, p.norm_bias != nullptr);
   s.early = launches_early(out.device().index());
   const cudaDeviceProp& prop = kiln::cuda::device_properties(out.device().index());
-  static const int64_t mma_from = [] {
-    const char* v = std::getenv("KILN_GEMV_MMA_ROWS");
-    return v ? std::clamp<int64_t>(std::atoll(v), 1, kGemvMaxRows + 1) : kGemvMmaRows;
-  }();
-  if (gemv_uses_mma(s.dtype, m, prop.major * 10 + prop.minor, mma_from)) gemv_take_mma(s);
-  // For benchmarks: KILN_GEMV_MMA_UNROLL=U keeps U chunks per warp in flight
-  // in the tensor-core form (default 4; at k = 2048 a warp's eight chunks
-  // then load in one step, not two).
-  static const int mma_unroll = [] {
-    const char* v = std::getenv("KILN_GEMV_MMA_UNROLL");
-    return v ? std::clamp(std::atoi(v), 1, 16) : 0;
-  }();
-  if (s.mma && mma_unroll) s.unroll = mma_unroll;
-  // For benchmarks: KILN_GEMV_MMA_FENCE=1 (Note [Loads in flight before the first mma]).
-  static const bool mma_fence = [] {
-    const char* v = std::getenv("KILN_GEMV_MMA_FENCE");
-    return v && std::string(v) == "1";
-  }();
-  if (s.mma) s.fence = mma_fence;
-  if (!s.mma && n >= kGemvWideN) gemv_widen(s);
-  // For benchmarks: KILN_GEMV_MIN_VECTORS=V gives each thread at least V
-  // vectors of k (the default is 2): fewer threads per group, more loads in
-  // flight per thread (perf/RESULTS.md, fourteenth session: at k = 2048 the
-  // FMA form loses to cuBLASLt on long products).
-  static const int min_vectors = [] {
-    const char* v = std::getenv("KILN_GEMV_MIN_VECTORS");
-    return v ? std::clamp(std::atoi(v), 1, 64) : 0;
-  }();
-  if (!s.mma && min_vectors) {
-    const int64_t kv = k / gemv_vector(out.dtype());
-    s.tpr = static_cast<int>(
-        std::clamp<int64_t>(pow2_floor(std::max<int64_t>(1, kv / min_vectors)), 8, kBlock));
+  const Overrides& o = overrides();
+  if (gemv_uses_mma(s.dtype, m, prop.major * 10 + prop.minor, o.mma_from)) {
+    gemv_take_mma(s);
+    if (o.mma_unroll) s.unroll = o.mma_unroll;
+    s.fence = o.mma_fence;
+  } else {
+    if (n >= kGemvWideN) gemv_widen(s);
+    if (o.min_vectors) {
+      const int64_t kv = k / gemv_vector(out.dtype());
+      s.tpr = static_cast<int>(
+          std::clamp<int64_t>(pow2_floor(std::max<int64_t>(1, kv / o.min_vectors)), 8, kBlock));
+    }
   }
   cudaKernel_t kernel = load_kernel(
       gemv_name(s), [&] { return gemv_source(s); }, out.device().index());
