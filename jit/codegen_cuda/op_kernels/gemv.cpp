@@ -470,8 +470,17 @@ void gemv_widen(GemvSpec& s) {
   if (s.rn == 1) s.rn = 2;  // unroll stays: twice the weight loads in flight
 }
 
+void gemv_deepen(GemvSpec& s, int64_t n, int sms) {
+  if (s.mma || s.tpr <= 8) return;
+  GemvSpec half = s;
+  half.tpr /= 2;
+  const int64_t steps = (n + gemv_outputs_per_block(half) - 1) / gemv_outputs_per_block(half);
+  if (steps >= kGemvDeepStepsPerSm * sms) s = half;
+}
+
 void gemv_take_mma(GemvSpec& s) {
   s.mma = true;
+  s.fence = true;
   s.tpr = 32;  // unused by the tensor-core form: fixed so that names stay stable
   s.rn = 1;
   s.unroll = 4;  // chunks of 32 elements in flight per warp
@@ -582,13 +591,8 @@ NamedSources gemv_source_samples() {
           s.early = k != 64;
           gemv_take_mma(s);
           out.emplace_back(gemv_name(s), gemv_source(s));
-          if (m == 8 && k == 3072 && t == kFloat16) {  // KILN_GEMV_MMA_UNROLL=8, _FENCE=1
-            s.unroll = 8;
-            out.emplace_back(gemv_name(s), gemv_source(s));
-          }
-          if (m == 8 || m == 16) {
-            s.unroll = 4;
-            s.fence = true;
+          if (m == 8 || m == 16) {  // KILN_GEMV_MMA_FENCE=0
+            s.fence = false;
             out.emplace_back(gemv_name(s), gemv_source(s));
           }
         }
@@ -660,15 +664,13 @@ unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s
 // Settings for benchmarks, read once from the environment:
 //   KILN_GEMV_MMA_ROWS=N   the tensor-core form from N rows (default kGemvMmaRows; 1: every
 //                          row count);
-//   KILN_GEMV_MMA_UNROLL=U U chunks per warp in flight in that form (default 4);
-//   KILN_GEMV_MMA_FENCE=1  Note [Loads in flight before the first mma];
-//   KILN_GEMV_MIN_VECTORS=V at least V vectors of k per thread in the FMA form (default 2:
-//                          fewer threads per group, more loads in flight each; perf/RESULTS.md,
-//                          fourteenth session).
+//   KILN_GEMV_MMA_FENCE=0  without Note [Loads in flight before the first mma];
+//   KILN_GEMV_MIN_VECTORS=V at least V vectors of k per thread in the FMA form, in place of
+//                          Note [Deeper groups where the grid stays full] (fewer threads per
+//                          group, more loads in flight each).
 struct Overrides {
   int64_t mma_from = kGemvMmaRows;
-  int mma_unroll = 0;  // 0: the spec's
-  bool mma_fence = false;
+  bool mma_fence = true;
   int min_vectors = 0;  // 0: the spec's
 };
 
@@ -678,9 +680,7 @@ const Overrides& overrides() {
     if (const char* v = std::getenv("KILN_GEMV_MMA_ROWS")) {
       r.mma_from = std::clamp<int64_t>(std::atoll(v), 1, kGemvMaxRows + 1);
     }
-    if (const char* v = std::getenv("KILN_GEMV_MMA_UNROLL"))
-      r.mma_unroll = std::clamp(std::atoi(v), 1, 16);
-    if (const char* v = std::getenv("KILN_GEMV_MMA_FENCE")) r.mma_fence = std::string(v) == "1";
+    if (const char* v = std::getenv("KILN_GEMV_MMA_FENCE")) r.mma_fence = std::string(v) != "0";
     if (const char* v = std::getenv("KILN_GEMV_MIN_VECTORS"))
       r.min_vectors = std::clamp(std::atoi(v), 1, 64);
     return r;
@@ -699,7 +699,6 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   const Overrides& o = overrides();
   if (gemv_uses_mma(s.dtype, m, prop.major * 10 + prop.minor, o.mma_from)) {
     gemv_take_mma(s);
-    if (o.mma_unroll) s.unroll = o.mma_unroll;
     s.fence = o.mma_fence;
   } else {
     if (n >= kGemvWideN) gemv_widen(s);
@@ -707,6 +706,8 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
       const int64_t kv = k / gemv_vector(out.dtype());
       s.tpr = static_cast<int>(
           std::clamp<int64_t>(pow2_floor(std::max<int64_t>(1, kv / o.min_vectors)), 8, kBlock));
+    } else {
+      gemv_deepen(s, n, prop.multiProcessorCount);
     }
   }
   cudaKernel_t kernel = load_kernel(

@@ -110,7 +110,28 @@ constexpr int64_t kGemvMmaWeightBytes = int64_t{8} << 20;
 // first words, masked by n >> 62): the mma then cannot start before every
 // load has returned, so ptxas issues them all first (the SASS shows all
 // twelve loads before the first mma; 108 registers, two blocks per SM).
-// Not yet measured on a GPU, so it is off unless KILN_GEMV_MMA_FENCE=1.
+// Measured on an H200 (kiln-layer-ops --products, float16): at 8 rows
+// 8192x2048 went from 15.1 to 12.8 us and 3072x768 from 4.4 to 3.7; at 16
+// rows 8192x2048 from 20.1 to 14.9, 3072x768 from 6.6 to 4.4; the forms with
+// a norm prologue, whose loads ptxas already kept together, did not move;
+// gpt2-decode b8 went from 470 to 430 us per step, llama-decode b8 from
+// 1725 to 1667. No product was slower, so every tensor-core form takes it
+// (KILN_GEMV_MMA_FENCE=0 turns it off, to measure).
+
+// Note [Deeper groups where the grid stays full]
+// The FMA form's rule above (at least two vectors of k per thread) keeps
+// many blocks for a short n, but at k = 2048 it leaves each thread two
+// 16-byte loads in flight per step, and Llama 1B's 2048x8192 read at 40% of
+// HBM against cuBLASLt's 62%. Where halving tpr (twice the vectors per
+// thread, twice the outputs per block) still leaves at least
+// kGemvDeepStepsPerSm steps of outputs per SM, the group is halved. Measured
+// on an H200 at one row with four vectors per thread everywhere
+// (KILN_GEMV_MIN_VECTORS=4): 2048x8192 17.7 -> 14.2 us, the 525 MB head 176
+// -> 140, 2048x2048 6.2 -> 5.5 (512 steps on 132 SMs), but GPT-2's 768x2304
+// 4.3 -> 4.6 and 768x768 1.6 -> 2.0 (144 and 48 steps) and 2048x512 3.5 ->
+// 3.9 (128 steps): gpt2 1x1 lost 35 us, llama-decode b1 gained 114. The
+// threshold sits between 192 steps (3072x768, no change either way) and 512.
+constexpr int64_t kGemvDeepStepsPerSm = 3;
 bool gemv_preferred(DType dtype, int64_t m, int64_t k, int64_t n, int arch);
 
 struct GemvSpec {
@@ -129,7 +150,8 @@ struct GemvSpec {
   bool early = false;
   // Note [Tensor-core skinny kernel] (float16 and bfloat16; tpr and rn unused).
   bool mma = false;
-  // Note [Loads in flight before the first mma] (the tensor-core form).
+  // Note [Loads in flight before the first mma] (the tensor-core form; set
+  // by gemv_take_mma).
   bool fence = false;
 };
 
@@ -143,6 +165,10 @@ GemvSpec gemv_spec(DType dtype, int64_t m, int64_t k, int act, bool bias, bool r
 bool gemv_uses_mma(DType dtype, int64_t m, int arch, int64_t from = kGemvMmaRows);
 // Makes `s` the wide form for a long n (Note [Wide groups for long products]).
 void gemv_widen(GemvSpec& s);
+// Halves the FMA form's group where `n` outputs still give every one of
+// `sms` SMs kGemvDeepStepsPerSm steps (Note [Deeper groups where the grid
+// stays full]).
+void gemv_deepen(GemvSpec& s, int64_t n, int sms);
 // Makes `s` the tensor-core form.
 void gemv_take_mma(GemvSpec& s);
 // Elements per 16-byte vector.

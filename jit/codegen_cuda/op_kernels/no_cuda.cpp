@@ -25,6 +25,9 @@ int gemv_vector(DType) {
 void gemv_widen(GemvSpec&) {
   no_cuda();
 }
+void gemv_deepen(GemvSpec&, int64_t, int) {
+  no_cuda();
+}
 void gemv_take_mma(GemvSpec&) {
   no_cuda();
 }

@@ -99,6 +99,43 @@ TEST_F(Gemv, WideGroupsForLongProducts) {
   }
 }
 
+// Note [Deeper groups where the grid stays full]: on 132 SMs, Llama 1B's
+// q/o projection, its gate/up and its head halve their groups (at least 396
+// steps of outputs either way); GPT-2's layer products and Llama's k/v do
+// not, nor does the smallest group or the tensor-core form.
+TEST_F(Gemv, DeeperGroupsWhereTheGridStaysFull) {
+  struct Case {
+    int64_t m, k, n;
+    int tpr;  // after gemv_deepen
+  };
+  const Case cases[] = {
+      {1, 2048, 2048, 64}, {1, 2048, 8192, 64}, {1, 2048, 128256, 64}, {1, 2048, 512, 128},
+      {1, 768, 768, 32},   {1, 768, 2304, 32},  {1, 768, 3072, 32},    {1, 3072, 768, 128},
+      {1, 768, 50257, 16}, {2, 2048, 8192, 64}, {4, 2048, 8192, 64},   {1, 64, 1 << 20, 8},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
+                 " n=" + std::to_string(c.n));
+    kc::GemvSpec s = kc::gemv_spec(kiln::kFloat16, c.m, c.k, 0, false, false);
+    if (c.n >= kc::kGemvWideN) kc::gemv_widen(s);
+    const kc::GemvSpec before = s;
+    kc::gemv_deepen(s, c.n, 132);
+    EXPECT_EQ(s.tpr, c.tpr);
+    EXPECT_EQ(s.rn, before.rn);
+    EXPECT_EQ(s.unroll, before.unroll);
+    if (s.tpr != before.tpr) {
+      EXPECT_NE(kc::gemv_name(s), kc::gemv_name(before));
+      EXPECT_GE((c.n + kc::gemv_outputs_per_block(s) - 1) / kc::gemv_outputs_per_block(s),
+                kc::kGemvDeepStepsPerSm * 132);
+    }
+  }
+  kc::GemvSpec tc = kc::gemv_spec(kiln::kFloat16, 8, 2048, 0, false, false);
+  kc::gemv_take_mma(tc);
+  const std::string name = kc::gemv_name(tc);
+  kc::gemv_deepen(tc, 1 << 20, 132);
+  EXPECT_EQ(kc::gemv_name(tc), name);
+}
+
 // Note [Tensor-core skinny kernel]: from 5 rows, 16-bit dtypes, sm_80 on;
 // tiles of 16 outputs; a name of its own.
 TEST_F(Gemv, TensorCoreFormFromFiveRows) {
@@ -123,7 +160,9 @@ TEST_F(Gemv, TensorCoreFormFromFiveRows) {
   kc::GemvSpec s = kc::gemv_spec(kiln::kFloat16, 8, 768, 2, true, false, 1, true, true);
   const std::string fma = kc::gemv_name(s);
   kc::gemv_take_mma(s);
-  EXPECT_EQ(kc::gemv_name(s), "kiln_gemv_f16_m8_tc_u4_a2_b_n1wb");
+  EXPECT_EQ(kc::gemv_name(s), "kiln_gemv_f16_m8_tc_u4_a2_b_n1wb_f")
+      << "Note [Loads in flight before the first mma]: the fence is the default";
+  EXPECT_NE(kc::gemv_source(s).find("#define KFENCE 1"), std::string::npos);
   EXPECT_NE(kc::gemv_name(s), fma);
   EXPECT_EQ(kc::gemv_outputs_per_block(s), 16);
   for (int64_t m : {5, 9, 16}) {
