@@ -16,6 +16,15 @@
 
 namespace kiln::jit::cuda {
 
+// Note [Batch coordinates in 32 bits]
+// The prefill kernel finds its (batch, head) from blockIdx: coordinates over
+// up to kMaxKernelDims batch dims, then an offset per operand. It used to
+// divide the index again for each of its four or five operands, in 64-bit
+// integers (a long emulated sequence on the GPU), through arrays indexed at
+// run time (a 320-byte stack frame), before its first load. Now it takes the
+// coordinates once, in 32 bits (fewer than 2^31 blocks, checked at launch),
+// with the loops over dims unrolled so that everything stays in registers.
+
 // Note [Fused attention]
 // Prefill: one block per 64 query rows of one (batch, head); four warps of 16
 // rows each hold Q in registers and stream 64-key tiles of K and V through
@@ -33,6 +42,26 @@ namespace kiln::jit::cuda {
 // the scale and mask in float32, as the CPU kernel does.
 
 constexpr int64_t kDecodeMaxRows = 16;
+
+// Note [Prefill keys split over warps]
+// The row form above gives a (batch, head) one block per 64 query rows, and
+// a block walks its key tiles one after another: GPT-2 at 1x128 is 24 blocks
+// on 132 SMs, and the block of the last rows walks two tiles. The split form
+// gives each block 16 query rows and splits their keys over its warps (four
+// of 32-key tiles at head dim 64, two at 128, each warp its own tiles in
+// shared memory, K of its next tile loading during this one's softmax and
+// P @ V); the warps' (max, sum, P @ V) meet in shared memory at the end, as
+// the decode kernel's splits do. Four times the blocks, a quarter of the
+// chain, each block reading its keys for 16 rows instead of 64, and more
+// registers (210 against 168 at head dim 64: two blocks per SM).
+// Measured on an H200 (gpt2, compile mode, same command): 1x128 (96 split
+// blocks) 454 -> 447 us; 8x128 (768 split blocks, three waves) 754 -> 898.
+// So it is taken only where its blocks fit one per SM and no warp walks more
+// than two tiles (S <= 256 at head dim 64, 128 at 128).
+// KILN_PREFILL_FORM=rows|split (or set_prefill_form) forces one form, for
+// tests and measurements.
+enum class PrefillForm { Auto, Rows, SplitKeys };
+void set_prefill_form(PrefillForm form);
 
 // Whether the prefill kernel takes query/key/value of this dtype and head
 // dims (key dim `e`, value dim `ev`).

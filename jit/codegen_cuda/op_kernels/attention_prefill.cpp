@@ -2,6 +2,8 @@
 // float16/bfloat16, head dims 64 and 128, tensor cores through mma.sync.
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/op_kernels/attention.h"
@@ -23,10 +25,21 @@ struct PrefillSpec {
   int d = 64;              // head dim
   PrefillMask mask = PrefillMask::None;
   DType mask_dtype = kBool;  // Additive: the dtype or float32
+  bool split = false;        // Note [Prefill keys split over warps]
 };
 
-constexpr int kBlockRows = 64;  // query rows per block (16 per warp)
-constexpr int kTileKeys = 64;   // keys per shared-memory tile
+// Query rows per block: 16 per warp, or 16 for the whole block when split.
+int prefill_rows(const PrefillSpec& s) {
+  return s.split ? 16 : 64;
+}
+// Warps per block (the split form's shared tiles of d = 128 hold two).
+int prefill_warps(const PrefillSpec& s) {
+  return s.split && s.d == 128 ? 2 : 4;
+}
+// Keys per shared-memory tile (one per warp when split).
+int prefill_tile_keys(const PrefillSpec& s) {
+  return s.split ? 32 : 64;
+}
 
 std::string prefill_name(const PrefillSpec& s) {
   std::string n = std::string("kiln_attn_fwd_") + dtype_tag(s.dtype) + "_d" + std::to_string(s.d);
@@ -46,7 +59,7 @@ std::string prefill_name(const PrefillSpec& s) {
       n += std::string("_ma_") + dtype_tag(s.mask_dtype);
       break;
   }
-  return n;
+  return s.split ? n + "_sk" : n;
 }
 
 // Device helpers for tensor-core kernels: shared addresses, cp.async,
@@ -64,6 +77,7 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src, bool ok
 }
 __device__ __forceinline__ void kiln_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void kiln_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+__device__ __forceinline__ void kiln_cp_wait0() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 __device__ __forceinline__ void kiln_ldsm4(unsigned a, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(a) : "memory");
 }
@@ -84,15 +98,30 @@ __device__ __forceinline__ unsigned kiln_pack2(float lo, float hi) {
          ab + R"(x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
-// Offset of batch index z over nb dims; the innermost (heads) index is divided by group.
-__device__ __forceinline__ i64 kiln_batch_offset(i64 z, int nb, const KilnDims& sizes, const KilnDims& strides, i64 group) {
+// Note [Batch coordinates in 32 bits]: batch index z (< 2^31) as coordinates
+// over nb dims, innermost last, once per block.
+__device__ __forceinline__ void kiln_batch_coords(i64 z, int nb, const KilnDims& sizes, unsigned* idx) {
+  unsigned r = (unsigned)z;
+#pragma unroll
+  for (int d = 7; d >= 0; --d) {
+    idx[d] = 0u;
+    if (d < nb) {
+      const unsigned s = (unsigned)sizes.v[d];
+      idx[d] = r % s;
+      r /= s;
+    }
+  }
+}
+// The offset of those coordinates; the innermost (heads) coordinate divided by group.
+__device__ __forceinline__ i64 kiln_batch_offset(const unsigned* idx, int nb, const KilnDims& strides, unsigned group) {
   i64 off = 0;
-  for (int d = nb - 1; d >= 0; --d) {
-    const i64 s = sizes.v[d];
-    i64 i = z % s;
-    z /= s;
-    if (d == nb - 1) i /= group;
-    off += i * strides.v[d];
+#pragma unroll
+  for (int d = 0; d < 8; ++d) {
+    if (d < nb) {
+      unsigned i = idx[d];
+      if (d == nb - 1 && group != 1u) i /= group;
+      off += (i64)i * strides.v[d];
+    }
   }
   return off;
 }
@@ -101,11 +130,18 @@ __device__ __forceinline__ i64 kiln_batch_offset(i64 z, int nb, const KilnDims& 
 
 std::string prefill_source(const PrefillSpec& s) {
   const std::string D = std::to_string(s.d), KROW = std::to_string(s.d + 8);
+  const int W = prefill_warps(s), TKN = prefill_tile_keys(s);
+  // Block-wide values, or the warp's own in the split form.
+  const std::string BR = std::to_string(prefill_rows(s)), TK = std::to_string(TKN),
+                    NW = std::to_string(W), THREADS = std::to_string(32 * W),
+                    SYNC = s.split ? "__syncwarp()" : "__syncthreads()",
+                    LT = s.split ? "lane" : "tid", LN = s.split ? "32" : THREADS,
+                    TILE = std::to_string(s.split ? W * TKN : TKN);
   const bool has_mask = s.mask == PrefillMask::Bool || s.mask == PrefillMask::Additive;
   const bool causal = s.mask == PrefillMask::Causal || s.mask == PrefillMask::CausalPos;
   const std::string MT = has_mask ? mem_type(s.mask_dtype) : "unsigned char";
   std::string src = op_prelude() + mma_helpers(s.dtype);
-  src += "extern \"C\" __global__ void __launch_bounds__(128) " + prefill_name(s) +
+  src += "extern \"C\" __global__ void __launch_bounds__(" + THREADS + ") " + prefill_name(s) +
          "(unsigned short* __restrict__ out, const unsigned short* __restrict__ q,\n"
          "    const unsigned short* __restrict__ k, const unsigned short* __restrict__ v,\n"
          "    const " +
@@ -116,27 +152,32 @@ std::string prefill_source(const PrefillSpec& s) {
          "msl,\n"
          "    i64 mss, i64 osl, float scale_log2) {\n"
          "  kiln_grid_enter();\n";
-  src += "  __shared__ alignas(16) unsigned short sk[64 * " + KROW +
+  src += "  __shared__ alignas(16) unsigned short sk[" + TILE + " * " + KROW +
          "];\n"
-         "  __shared__ alignas(16) unsigned short sv[64 * " +
-         KROW + "];\n";
+         "  __shared__ alignas(16) unsigned short sv[" +
+         TILE + " * " + KROW + "];\n";
   src +=
       "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & "
       "3;\n"
       "  const float ninf = -kiln_inf(0.f);\n"
       // Heaviest query tiles (the causal diagonal's far end) first.
-      "  const i64 z = (i64)blockIdx.x % Z, q0 = (ntq - 1 - (i64)blockIdx.x / Z) * 64;\n"
-      "  const unsigned short* qz = q + kiln_batch_offset(z, nb, bsizes, qb, 1);\n"
-      "  const unsigned short* kz = k + kiln_batch_offset(z, nb, bsizes, kb, group);\n"
-      "  const unsigned short* vz = v + kiln_batch_offset(z, nb, bsizes, vb, group);\n";
-  if (has_mask) src += "  const " + MT + "* mz = mask + kiln_batch_offset(z, nb, bsizes, mb, 1);\n";
+      "  const i64 z = (i64)blockIdx.x % Z, q0 = (ntq - 1 - (i64)blockIdx.x / Z) * " +
+      BR +
+      ";\n"
+      "  unsigned bi[8];\n"
+      "  kiln_batch_coords(z, nb, bsizes, bi);\n"
+      "  const unsigned short* qz = q + kiln_batch_offset(bi, nb, qb, 1u);\n"
+      "  const unsigned short* kz = k + kiln_batch_offset(bi, nb, kb, (unsigned)group);\n"
+      "  const unsigned short* vz = v + kiln_batch_offset(bi, nb, vb, (unsigned)group);\n";
+  if (has_mask) src += "  const " + MT + "* mz = mask + kiln_batch_offset(bi, nb, mb, 1u);\n";
   if (s.mask == PrefillMask::CausalPos) {
     src += "  const i64 off = pos[(z / pos_div) * pos_stride];\n";
   } else if (causal) {
     src += "  const i64 off = 0;\n";
   }
   // Q as A fragments in registers: rows ra (g) and rb (g + 8) of this warp.
-  src += "  const i64 ra = q0 + warp * 16 + g, rb = ra + 8;\n";
+  src += s.split ? "  const i64 ra = q0 + g, rb = ra + 8;\n"
+                 : "  const i64 ra = q0 + warp * 16 + g, rb = ra + 8;\n";
   src += "  unsigned qa[" + D + " / 16][4];\n";
   src +=
       "#pragma unroll\n"
@@ -154,11 +195,13 @@ std::string prefill_source(const PrefillSpec& s) {
   if (causal) {
     src +=
         "  {\n"
-        "    const i64 last = min(L, q0 + 64) - 1;\n"
+        "    const i64 last = min(L, q0 + " +
+        BR +
+        ") - 1;\n"
         "    kv_end = off >= S ? S : off < -L ? 0 : max((i64)0, min(S, last + off + 1));\n"
         "  }\n";
   }
-  src += "  const i64 ntk = (kv_end + 63) / 64;\n";
+  src += "  const i64 ntk = (kv_end + " + TK + " - 1) / " + TK + ";\n";
   src += "  float o[" + D + " / 8][4];\n";
   src +=
       "#pragma unroll\n"
@@ -166,16 +209,19 @@ std::string prefill_source(const PrefillSpec& s) {
       D +
       " / 8; ++i) { o[i][0] = 0.f; o[i][1] = 0.f; o[i][2] = 0.f; o[i][3] = 0.f; }\n"
       "  float m_a = ninf, m_b = ninf, l_a = 0.f, l_b = 0.f;\n"
-      "  const unsigned sk0 = kiln_smem(sk), sv0 = kiln_smem(sv);\n";
-  // A 64-row tile of K or V (rows past S zero-filled).
+      "  const unsigned sk0 = kiln_smem(sk)" +
+      (s.split ? " + warp * " + TK + " * " + KROW + " * 2" : std::string()) +
+      ", sv0 = kiln_smem(sv)" +
+      (s.split ? " + warp * " + TK + " * " + KROW + " * 2" : std::string()) + ";\n";
+  // A tile of K or V (rows past S zero-filled), loaded by the block or, split, by the warp.
   src += "  auto load_tile = [&](unsigned base, const unsigned short* src, i64 stride, i64 k0) {\n";
   src +=
       "#pragma unroll\n"
-      "    for (int i = 0; i < 64 * (" +
-      D +
-      " / 8) / 128; ++i) {\n"
-      "      const int c = tid + i * 128, row = c / (" +
-      D + " / 8), col = (c % (" + D +
+      "    for (int i = 0; i < " +
+      TK + " * (" + D + " / 8) / " + LN +
+      "; ++i) {\n"
+      "      const int c = " +
+      LT + " + i * " + LN + ", row = c / (" + D + " / 8), col = (c % (" + D +
       " / 8)) * 8;\n"
       "      const bool ok = k0 + row < S;\n"
       "      kiln_cp16(base + (row * " +
@@ -183,25 +229,41 @@ std::string prefill_source(const PrefillSpec& s) {
       " + col) * 2, ok ? (const void*)(src + (k0 + row) * stride + col) : (const void*)src, ok);\n"
       "    }\n"
       "  };\n";
+  const std::string J0 = s.split ? "warp" : "0", JS = s.split ? NW : "1";
   src +=
-      "  if (ntk > 0) load_tile(sk0, kz, ksl, 0);\n"
+      "  if (" + J0 + " < ntk) load_tile(sk0, kz, ksl, (i64)" + J0 + " * " + TK +
+      ");\n"
       "  kiln_cp_commit();\n"
-      "  if (ntk > 0) load_tile(sv0, vz, vsl, 0);\n"
+      "  if (" +
+      J0 + " < ntk) load_tile(sv0, vz, vsl, (i64)" + J0 + " * " + TK +
+      ");\n"
       "  kiln_cp_commit();\n"
-      "  for (i64 j = 0; j < ntk; ++j) {\n"
-      "    const i64 k0 = j * 64;\n"
+      "  for (i64 j = " +
+      J0 + "; j < ntk; j += " + JS +
+      ") {\n"
+      "    const i64 k0 = j * " +
+      TK +
+      ";\n"
       "    kiln_cp_wait1();\n"  // this tile's K (its V may still be in flight)
-      "    __syncthreads();\n"
-      "    float s[8][4];\n"
+      "    " +
+      SYNC +
+      ";\n"
+      "    float s[" +
+      std::to_string(TKN / 8) +
+      "][4];\n"
       "#pragma unroll\n"
-      "    for (int i = 0; i < 8; ++i) { s[i][0] = 0.f; s[i][1] = 0.f; s[i][2] = 0.f; s[i][3] = "
+      "    for (int i = 0; i < " +
+      std::to_string(TKN / 8) +
+      "; ++i) { s[i][0] = 0.f; s[i][1] = 0.f; s[i][2] = 0.f; s[i][3] = "
       "0.f; }\n"
       "#pragma unroll\n"
       "    for (int kk = 0; kk < " +
       D +
       " / 16; ++kk) {\n"
       "#pragma unroll\n"
-      "      for (int np = 0; np < 4; ++np) {\n"
+      "      for (int np = 0; np < " +
+      std::to_string(TKN / 16) +
+      "; ++np) {\n"
       "        unsigned b0, b1, b2, b3;\n"
       "        const int key = np * 16 + (lane >> 4) * 8 + (lane & 7), col = kk * 16 + ((lane >> "
       "3) "
@@ -213,14 +275,18 @@ std::string prefill_source(const PrefillSpec& s) {
       "        kiln_mma(s[2 * np + 1], qa[kk], b2, b3);\n"
       "      }\n"
       "    }\n"
-      "    __syncthreads();\n"  // every warp is done with sk
-      "    if (j + 1 < ntk) load_tile(sk0, kz, ksl, k0 + 64);\n"
+      "    " +
+      SYNC + ";\n" +  // every warp (or lane) is done with sk
+      "    if (j + " + JS + " < ntk) load_tile(sk0, kz, ksl, k0 + " + JS + " * " + TK +
+      ");\n"
       "    kiln_cp_commit();\n";
   // Scale, mask and the running max of rows ra and rb.
   src +=
       "    float mx_a = ninf, mx_b = ninf;\n"
       "#pragma unroll\n"
-      "    for (int nt = 0; nt < 8; ++nt) {\n"
+      "    for (int nt = 0; nt < " +
+      std::to_string(TKN / 8) +
+      "; ++nt) {\n"
       "#pragma unroll\n"
       "      for (int e = 0; e < 4; ++e) {\n"
       "        const i64 row = e < 2 ? ra : rb, key = k0 + nt * 8 + 2 * t + (e & 1);\n"
@@ -251,7 +317,9 @@ std::string prefill_source(const PrefillSpec& s) {
       "    m_b = mn_b;\n"
       "    float ls_a = 0.f, ls_b = 0.f;\n"
       "#pragma unroll\n"
-      "    for (int nt = 0; nt < 8; ++nt) {\n"
+      "    for (int nt = 0; nt < " +
+      std::to_string(TKN / 8) +
+      "; ++nt) {\n"
       "      s[nt][0] = exp2f(s[nt][0] - mu_a);\n"
       "      s[nt][1] = exp2f(s[nt][1] - mu_a);\n"
       "      s[nt][2] = exp2f(s[nt][2] - mu_b);\n"
@@ -266,18 +334,26 @@ std::string prefill_source(const PrefillSpec& s) {
       D +
       " / 8; ++i) { o[i][0] *= al_a; o[i][1] *= al_a; o[i][2] *= al_b; o[i][3] *= al_b; }\n"
       // P as A fragments: keys 16 ks + [0, 16) are n-tiles 2 ks and 2 ks + 1.
-      "    unsigned pa[4][4];\n"
+      "    unsigned pa[" +
+      std::to_string(TKN / 16) +
+      "][4];\n"
       "#pragma unroll\n"
-      "    for (int ks = 0; ks < 4; ++ks) {\n"
+      "    for (int ks = 0; ks < " +
+      std::to_string(TKN / 16) +
+      "; ++ks) {\n"
       "      pa[ks][0] = kiln_pack2(s[2 * ks][0], s[2 * ks][1]);\n"
       "      pa[ks][1] = kiln_pack2(s[2 * ks][2], s[2 * ks][3]);\n"
       "      pa[ks][2] = kiln_pack2(s[2 * ks + 1][0], s[2 * ks + 1][1]);\n"
       "      pa[ks][3] = kiln_pack2(s[2 * ks + 1][2], s[2 * ks + 1][3]);\n"
       "    }\n"
       "    kiln_cp_wait1();\n"  // this tile's V (the next K may still be in flight)
-      "    __syncthreads();\n"
+      "    " +
+      SYNC +
+      ";\n"
       "#pragma unroll\n"
-      "    for (int ks = 0; ks < 4; ++ks) {\n"
+      "    for (int ks = 0; ks < " +
+      std::to_string(TKN / 16) +
+      "; ++ks) {\n"
       "#pragma unroll\n"
       "      for (int dp = 0; dp < " +
       D +
@@ -292,8 +368,10 @@ std::string prefill_source(const PrefillSpec& s) {
       "        kiln_mma(o[2 * dp + 1], pa[ks], b2, b3);\n"
       "      }\n"
       "    }\n"
-      "    __syncthreads();\n"  // every warp is done with sv
-      "    if (j + 1 < ntk) load_tile(sv0, vz, vsl, k0 + 64);\n"
+      "    " +
+      SYNC + ";\n" +  // every warp (or lane) is done with sv
+      "    if (j + " + JS + " < ntk) load_tile(sv0, vz, vsl, k0 + " + JS + " * " + TK +
+      ");\n"
       "    kiln_cp_commit();\n"
       "  }\n";
   // The row sums are spread over the quad's four threads.
@@ -302,8 +380,84 @@ std::string prefill_source(const PrefillSpec& s) {
       "  l_a += kiln_shfl_xor(l_a, 2);\n"
       "  l_b += kiln_shfl_xor(l_b, 1);\n"
       "  l_b += kiln_shfl_xor(l_b, 2);\n"
+      "  unsigned short* oz = out + kiln_batch_offset(bi, nb, ob, 1u);\n";
+  if (s.split) {
+    // Each warp's (max, sum, P @ V) of the same 16 rows over its tiles,
+    // combined through shared memory (its tiles are free by now): rows padded
+    // to D + 4 floats so that the quads' stores fall in different banks.
+    const std::string CW = std::to_string(s.d + 4);
+    src +=
+        "  kiln_cp_wait0();\n"
+        "  __syncthreads();\n"
+        "  float* cw = (float*)sk;\n"
+        "  float* cm = (float*)sv;\n"
+        "#pragma unroll\n"
+        "  for (int i = 0; i < " +
+        D +
+        " / 8; ++i) {\n"
+        "    const int c = i * 8 + 2 * t;\n"
+        "    cw[(warp * 16 + g) * " +
+        CW +
+        " + c] = o[i][0];\n"
+        "    cw[(warp * 16 + g) * " +
+        CW +
+        " + c + 1] = o[i][1];\n"
+        "    cw[(warp * 16 + g + 8) * " +
+        CW +
+        " + c] = o[i][2];\n"
+        "    cw[(warp * 16 + g + 8) * " +
+        CW +
+        " + c + 1] = o[i][3];\n"
+        "  }\n"
+        "  if (t == 0) {\n"
+        "    cm[warp * 16 + g] = m_a;\n"
+        "    cm[warp * 16 + g + 8] = m_b;\n"
+        "    cm[" +
+        NW +
+        " * 16 + warp * 16 + g] = l_a;\n"
+        "    cm[" +
+        NW +
+        " * 16 + warp * 16 + g + 8] = l_b;\n"
+        "  }\n"
+        "  __syncthreads();\n"
+        "  for (int e = tid; e < 16 * (" +
+        D + " / 2); e += " + THREADS +
+        ") {\n"
+        "    const int r = e / (" +
+        D + " / 2), c = (e % (" + D +
+        " / 2)) * 2;\n"
+        "    const i64 row = q0 + r;\n"
+        "    if (row >= L) continue;\n"
+        "    float mx = ninf;\n"
+        "#pragma unroll\n"
+        "    for (int w = 0; w < " +
+        NW +
+        "; ++w) mx = fmaxf(mx, cm[w * 16 + r]);\n"
+        "    const float mu = mx == ninf ? 0.f : mx;\n"
+        "    float l = 0.f, o0 = 0.f, o1 = 0.f;\n"
+        "#pragma unroll\n"
+        "    for (int w = 0; w < " +
+        NW +
+        "; ++w) {\n"
+        "      const float a = exp2f(cm[w * 16 + r] - mu);\n"
+        "      l += a * cm[" +
+        NW +
+        " * 16 + w * 16 + r];\n"
+        "      o0 += a * cw[(w * 16 + r) * " +
+        CW +
+        " + c];\n"
+        "      o1 += a * cw[(w * 16 + r) * " +
+        CW +
+        " + c + 1];\n"
+        "    }\n"
+        "    const float il = 1.f / l;\n"  // 0 * inf = NaN for an unseen row
+        "    *(unsigned*)(oz + row * osl + c) = kiln_pack2(o0 * il, o1 * il);\n"
+        "  }\n"
+        "}\n";
+    return src;
+  }
+  src +=
       "  const float ia = 1.f / l_a, ib = 1.f / l_b;\n"  // 0 * inf = NaN for an unseen row
-      "  unsigned short* oz = out + kiln_batch_offset(z, nb, bsizes, ob, 1);\n"
       "#pragma unroll\n"
       "  for (int i = 0; i < " +
       D +
@@ -338,7 +492,39 @@ int64_t inner_stride(const Tensor& t, int64_t from_end, int64_t size) {
   return d < 0 || t.size(d) != size ? 0 : t.stride(d);
 }
 
+PrefillForm& form_setting() {
+  static PrefillForm f = [] {
+    const char* v = std::getenv("KILN_PREFILL_FORM");
+    if (v && std::string(v) == "rows") return PrefillForm::Rows;
+    if (v && std::string(v) == "split") return PrefillForm::SplitKeys;
+    return PrefillForm::Auto;
+  }();
+  return f;
+}
+
+// Note [Prefill keys split over warps]: the split form where its blocks fit
+// one to an SM and each warp walks at most two tiles.
+bool prefill_splits_keys(const PrefillSpec& s, int64_t L, int64_t S, int64_t Z, int device) {
+  switch (form_setting()) {
+    case PrefillForm::Rows:
+      return false;
+    case PrefillForm::SplitKeys:
+      return true;
+    case PrefillForm::Auto:
+      break;
+  }
+  PrefillSpec split = s;
+  split.split = true;
+  const int64_t sms = kiln::cuda::device_properties(device).multiProcessorCount;
+  return (L + prefill_rows(split) - 1) / prefill_rows(split) * Z <= sms &&
+         S <= 2 * prefill_warps(split) * prefill_tile_keys(split);
+}
+
 }  // namespace
+
+void set_prefill_form(PrefillForm form) {
+  form_setting() = form;
+}
 
 bool prefill_supported(DType dtype, int64_t e, int64_t ev) {
   return (dtype == kFloat16 || dtype == kBFloat16) && e == ev && (e == 64 || e == 128);
@@ -390,7 +576,9 @@ void run_prefill_attention(const Tensor& out, const Tensor& q_in, const Tensor& 
   } else if (causal) {
     spec.mask = pos.defined() ? PrefillMask::CausalPos : PrefillMask::Causal;
   }
-  const int64_t ntq = (L + kBlockRows - 1) / kBlockRows;
+  spec.split = prefill_splits_keys(spec, L, S, Z, q.device().index());
+  const int64_t rows = prefill_rows(spec);
+  const int64_t ntq = (L + rows - 1) / rows;
   KILN_CHECK(ntq * Z < (int64_t{1} << 31), "[", op, "] expected fewer than 2^31 blocks, got ",
              ntq * Z);
   cudaKernel_t kern = load_kernel(
@@ -413,7 +601,8 @@ void run_prefill_attention(const Tensor& out, const Tensor& q_in, const Tensor& 
   a.dims(mb).dims(batch_strides(out, batch, 2));
   a.i64(q.stride(-2)).i64(k.stride(-2)).i64(v.stride(-2)).i64(msl).i64(mss).i64(out.stride(-2));
   a.f32(static_cast<float>(scale * 1.4426950408889634));
-  launch(kern, q.device(), dim3(static_cast<unsigned>(ntq * Z)), 128, 0, a);
+  launch(kern, q.device(), dim3(static_cast<unsigned>(ntq * Z)),
+         static_cast<unsigned>(32 * prefill_warps(spec)), 0, a);
   out.impl()->bump_version();
 }
 
@@ -435,12 +624,16 @@ std::vector<std::pair<std::string, std::string>> prefill_source_samples() {
     for (int d : {64, 128}) {
       for (PrefillMask m :
            {PrefillMask::None, PrefillMask::Causal, PrefillMask::CausalPos, PrefillMask::Bool}) {
-        PrefillSpec s{t, d, m, kBool};
-        out.emplace_back(prefill_name(s), prefill_source(s));
+        for (bool split : {false, true}) {
+          PrefillSpec s{t, d, m, kBool, split};
+          out.emplace_back(prefill_name(s), prefill_source(s));
+        }
       }
       for (DType mt : {t, kFloat32}) {
-        PrefillSpec s{t, d, PrefillMask::Additive, mt};
-        out.emplace_back(prefill_name(s), prefill_source(s));
+        for (bool split : {false, true}) {
+          PrefillSpec s{t, d, PrefillMask::Additive, mt, split};
+          out.emplace_back(prefill_name(s), prefill_source(s));
+        }
       }
     }
   }

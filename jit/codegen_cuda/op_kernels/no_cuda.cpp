@@ -1,6 +1,7 @@
 // Stubs for builds without the CUDA toolkit: no op kernel sources to offer,
 // and the skinny-matmul generator's host side throws (its tests skip).
 
+#include "jit/codegen_cuda/op_kernels/attention.h"
 #include "jit/codegen_cuda/op_kernels/gemv.h"
 #include "jit/codegen_cuda/op_kernels/op_sources.h"
 #include "kiln/error.h"
@@ -13,6 +14,7 @@ namespace {
 }
 }  // namespace
 
+void set_prefill_form(PrefillForm) {}  // no prefill kernel to choose
 NamedSources op_source_samples() {
   no_cuda();
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "jit/codegen_cuda/launch_cuda.h"
+#include "jit/codegen_cuda/op_kernels/attention.h"
 #include "jit/record/trace_buffer.h"
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
@@ -118,26 +119,50 @@ void expect_close(const std::string& what, const std::function<Tensor()>& gpu, c
 
 const kiln::DType kHalfs[] = {kiln::kFloat16, kiln::kBFloat16};
 
+namespace kc = kiln::jit::cuda;
+
+// Each prefill case runs in both forms (Note [Prefill keys split over
+// warps]), whichever the rule would pick for its shape.
+const kc::PrefillForm kPrefillForms[] = {kc::PrefillForm::Rows, kc::PrefillForm::SplitKeys};
+
+class FormScope {
+ public:
+  explicit FormScope(kc::PrefillForm form)
+      : trace_(__FILE__, __LINE__,
+               form == kc::PrefillForm::Rows ? "prefill form: rows" : "prefill form: split keys") {
+    kc::set_prefill_form(form);
+  }
+  ~FormScope() { kc::set_prefill_form(kc::PrefillForm::Auto); }
+  FormScope(const FormScope&) = delete;
+  FormScope& operator=(const FormScope&) = delete;
+
+ private:
+  ::testing::ScopedTrace trace_;
+};
+
 // --- Prefill: scaled_dot_product_attention -------------------------------------------
 
 TEST(CudaAttention, PrefillGpt2LayoutIsOneKernel) {
   KILN_REQUIRE_CUDA();
-  uint64_t seed = 1000;
-  for (kiln::DType dt : kHalfs) {
-    for (int64_t d : {64, 128}) {
-      for (int64_t t : {1, 17, 64, 130}) {
-        for (bool causal : {false, true}) {
-          Qkv x = gpt2_views(2, 3, t, d, dt, ++seed);
-          const std::string what = "sdpa " + tag(dt) + " d" + std::to_string(d) + " T" +
-                                   std::to_string(t) + (causal ? " causal" : "");
-          expect_close(
-              what,
-              [&] {
-                return kiln::scaled_dot_product_attention(x.q.cuda, x.k.cuda, x.v.cuda,
-                                                          std::nullopt, causal);
-              },
-              ref_sdpa(x.q.cpu, x.k.cpu, x.v.cpu, std::nullopt, causal, std::nullopt, false), dt,
-              1);
+  for (kc::PrefillForm form : kPrefillForms) {
+    FormScope scope(form);
+    uint64_t seed = 1000;
+    for (kiln::DType dt : kHalfs) {
+      for (int64_t d : {64, 128}) {
+        for (int64_t t : {1, 17, 64, 130}) {
+          for (bool causal : {false, true}) {
+            Qkv x = gpt2_views(2, 3, t, d, dt, ++seed);
+            const std::string what = "sdpa " + tag(dt) + " d" + std::to_string(d) + " T" +
+                                     std::to_string(t) + (causal ? " causal" : "");
+            expect_close(
+                what,
+                [&] {
+                  return kiln::scaled_dot_product_attention(x.q.cuda, x.k.cuda, x.v.cuda,
+                                                            std::nullopt, causal);
+                },
+                ref_sdpa(x.q.cpu, x.k.cpu, x.v.cpu, std::nullopt, causal, std::nullopt, false), dt,
+                1);
+          }
         }
       }
     }
@@ -146,30 +171,33 @@ TEST(CudaAttention, PrefillGpt2LayoutIsOneKernel) {
 
 TEST(CudaAttention, PrefillQueryAndKeyLengthsDiffer) {
   KILN_REQUIRE_CUDA();
-  uint64_t seed = 2000;
-  struct Shape {
-    int64_t l, s;
-    bool causal;
-  };
-  // Causal attention is top-left aligned (row i sees keys <= i), as PyTorch's is_causal.
-  for (Shape sh :
-       {Shape{5, 200, false}, Shape{5, 200, true}, Shape{200, 70, true}, Shape{1, 1, false},
-        Shape{1, 1, true}, Shape{65, 63, true}, Shape{129, 1000, false}, Shape{64, 4096, false}}) {
-    for (kiln::DType dt : kHalfs) {
-      for (int64_t d : {64, 128}) {
-        Both q = random_both({2, 2, sh.l, d}, dt, ++seed),
-             k = random_both({2, 2, sh.s, d}, dt, ++seed);
-        Both v = random_both({2, 2, sh.s, d}, dt, ++seed, -1, 1);
-        const std::string what = "sdpa " + tag(dt) + " d" + std::to_string(d) + " L" +
-                                 std::to_string(sh.l) + " S" + std::to_string(sh.s) +
-                                 (sh.causal ? " causal" : "");
-        expect_close(
-            what,
-            [&] {
-              return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, std::nullopt,
-                                                        sh.causal);
-            },
-            ref_sdpa(q.cpu, k.cpu, v.cpu, std::nullopt, sh.causal, std::nullopt, false), dt, 1);
+  for (kc::PrefillForm form : kPrefillForms) {
+    FormScope scope(form);
+    uint64_t seed = 2000;
+    struct Shape {
+      int64_t l, s;
+      bool causal;
+    };
+    // Causal attention is top-left aligned (row i sees keys <= i), as PyTorch's is_causal.
+    for (Shape sh : {Shape{5, 200, false}, Shape{5, 200, true}, Shape{200, 70, true},
+                     Shape{1, 1, false}, Shape{1, 1, true}, Shape{65, 63, true},
+                     Shape{129, 1000, false}, Shape{64, 4096, false}}) {
+      for (kiln::DType dt : kHalfs) {
+        for (int64_t d : {64, 128}) {
+          Both q = random_both({2, 2, sh.l, d}, dt, ++seed),
+               k = random_both({2, 2, sh.s, d}, dt, ++seed);
+          Both v = random_both({2, 2, sh.s, d}, dt, ++seed, -1, 1);
+          const std::string what = "sdpa " + tag(dt) + " d" + std::to_string(d) + " L" +
+                                   std::to_string(sh.l) + " S" + std::to_string(sh.s) +
+                                   (sh.causal ? " causal" : "");
+          expect_close(
+              what,
+              [&] {
+                return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, std::nullopt,
+                                                          sh.causal);
+              },
+              ref_sdpa(q.cpu, k.cpu, v.cpu, std::nullopt, sh.causal, std::nullopt, false), dt, 1);
+        }
       }
     }
   }
@@ -211,61 +239,67 @@ TEST(CudaAttention, FewRowsTakeTheDecodeKernel) {
 
 TEST(CudaAttention, PrefillLongCausal) {
   KILN_REQUIRE_CUDA();
-  uint64_t seed = 2500;
-  for (kiln::DType dt : kHalfs) {
-    for (int64_t d : {64, 128}) {
-      Qkv x = gpt2_views(1, 2, 1024, d, dt, ++seed);
-      expect_close(
-          "sdpa causal T1024 " + tag(dt) + " d" + std::to_string(d),
-          [&] {
-            return kiln::scaled_dot_product_attention(x.q.cuda, x.k.cuda, x.v.cuda, std::nullopt,
-                                                      true);
-          },
-          ref_sdpa(x.q.cpu, x.k.cpu, x.v.cpu, std::nullopt, true, std::nullopt, false), dt, 1);
+  for (kc::PrefillForm form : kPrefillForms) {
+    FormScope scope(form);
+    uint64_t seed = 2500;
+    for (kiln::DType dt : kHalfs) {
+      for (int64_t d : {64, 128}) {
+        Qkv x = gpt2_views(1, 2, 1024, d, dt, ++seed);
+        expect_close(
+            "sdpa causal T1024 " + tag(dt) + " d" + std::to_string(d),
+            [&] {
+              return kiln::scaled_dot_product_attention(x.q.cuda, x.k.cuda, x.v.cuda, std::nullopt,
+                                                        true);
+            },
+            ref_sdpa(x.q.cpu, x.k.cpu, x.v.cpu, std::nullopt, true, std::nullopt, false), dt, 1);
+      }
     }
   }
 }
 
 TEST(CudaAttention, PrefillMasks) {
   KILN_REQUIRE_CUDA();
-  uint64_t seed = 3000;
-  const int64_t b = 2, h = 3, l = 70, s = 90;
-  for (kiln::DType dt : kHalfs) {
-    for (int64_t d : {64, 128}) {
-      Both q = random_both({b, h, l, d}, dt, ++seed), k = random_both({b, h, s, d}, dt, ++seed);
-      Both v = random_both({b, h, s, d}, dt, ++seed, -1, 1);
-      std::vector<std::pair<std::string, Both>> masks;
-      // Bool masks (True keeps) of several broadcast shapes; row 3 keeps nothing (NaN).
-      for (std::vector<int64_t> ms :
-           std::vector<std::vector<int64_t>>{{l, s}, {b, 1, l, s}, {h, l, s}, {s}}) {
-        Both m = random_both(ms, kiln::kBool, ++seed, 0, 2);
-        if (ms.size() >= 2) {
-          kiln::EagerGuard eager;
-          Tensor host = m.cpu.clone();
-          host.select(-2, 3).fill_(false);
-          m = {host, host.cuda()};
+  for (kc::PrefillForm form : kPrefillForms) {
+    FormScope scope(form);
+    uint64_t seed = 3000;
+    const int64_t b = 2, h = 3, l = 70, s = 90;
+    for (kiln::DType dt : kHalfs) {
+      for (int64_t d : {64, 128}) {
+        Both q = random_both({b, h, l, d}, dt, ++seed), k = random_both({b, h, s, d}, dt, ++seed);
+        Both v = random_both({b, h, s, d}, dt, ++seed, -1, 1);
+        std::vector<std::pair<std::string, Both>> masks;
+        // Bool masks (True keeps) of several broadcast shapes; row 3 keeps nothing (NaN).
+        for (std::vector<int64_t> ms :
+             std::vector<std::vector<int64_t>>{{l, s}, {b, 1, l, s}, {h, l, s}, {s}}) {
+          Both m = random_both(ms, kiln::kBool, ++seed, 0, 2);
+          if (ms.size() >= 2) {
+            kiln::EagerGuard eager;
+            Tensor host = m.cpu.clone();
+            host.select(-2, 3).fill_(false);
+            m = {host, host.cuda()};
+          }
+          masks.emplace_back("bool mask " + shape_string(ms), m);
         }
-        masks.emplace_back("bool mask " + shape_string(ms), m);
-      }
-      // A transposed (non-contiguous) bool mask.
-      Both mt = random_both({s, l}, kiln::kBool, ++seed, 0, 2);
-      masks.emplace_back("bool mask transposed",
-                         apply(mt, [](const Tensor& x) { return x.transpose(0, 1); }));
-      // Additive masks in the input dtype, float32, float64 and the other 16-bit dtype,
-      // with -inf entries and one row of only -inf (NaN).
-      const kiln::DType other = dt == kiln::kFloat16 ? kiln::kBFloat16 : kiln::kFloat16;
-      for (kiln::DType mdt : {dt, kiln::kFloat32, kiln::kFloat64, other}) {
-        kiln::EagerGuard eager;
-        Tensor host = kiln::testing::random_tensor({h, l, s}, mdt, "contiguous", ++seed, -3, 3);
-        host.select(2, 5).fill_(-INFINITY);
-        host.select(1, 7).fill_(-INFINITY);
-        masks.emplace_back(std::string("additive mask ") + tag(mdt), Both{host, host.cuda()});
-      }
-      for (const auto& [name, m] : masks) {
-        expect_close(
-            "sdpa " + tag(dt) + " d" + std::to_string(d) + " " + name,
-            [&] { return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, m.cuda); },
-            ref_sdpa(q.cpu, k.cpu, v.cpu, m.cpu, false, std::nullopt, false), dt);
+        // A transposed (non-contiguous) bool mask.
+        Both mt = random_both({s, l}, kiln::kBool, ++seed, 0, 2);
+        masks.emplace_back("bool mask transposed",
+                           apply(mt, [](const Tensor& x) { return x.transpose(0, 1); }));
+        // Additive masks in the input dtype, float32, float64 and the other 16-bit dtype,
+        // with -inf entries and one row of only -inf (NaN).
+        const kiln::DType other = dt == kiln::kFloat16 ? kiln::kBFloat16 : kiln::kFloat16;
+        for (kiln::DType mdt : {dt, kiln::kFloat32, kiln::kFloat64, other}) {
+          kiln::EagerGuard eager;
+          Tensor host = kiln::testing::random_tensor({h, l, s}, mdt, "contiguous", ++seed, -3, 3);
+          host.select(2, 5).fill_(-INFINITY);
+          host.select(1, 7).fill_(-INFINITY);
+          masks.emplace_back(std::string("additive mask ") + tag(mdt), Both{host, host.cuda()});
+        }
+        for (const auto& [name, m] : masks) {
+          expect_close(
+              "sdpa " + tag(dt) + " d" + std::to_string(d) + " " + name,
+              [&] { return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, m.cuda); },
+              ref_sdpa(q.cpu, k.cpu, v.cpu, m.cpu, false, std::nullopt, false), dt);
+        }
       }
     }
   }
@@ -273,33 +307,36 @@ TEST(CudaAttention, PrefillMasks) {
 
 TEST(CudaAttention, PrefillGroupedQuery) {
   KILN_REQUIRE_CUDA();
-  uint64_t seed = 4000;
-  const int64_t b = 2, hq = 8, l = 33, s = 100;
-  for (kiln::DType dt : kHalfs) {
-    for (int64_t d : {64, 128}) {
-      for (int64_t hkv : {1, 2, 4}) {
-        Both q = random_both({b, hq, l, d}, dt, ++seed);
-        Both k = random_both({b, hkv, s, d}, dt, ++seed);
-        Both v = random_both({b, hkv, s, d}, dt, ++seed, -1, 1);
-        Both m = random_both({b, hq, l, s}, kiln::kBool, ++seed, 0, 2);
-        const std::string what =
-            "sdpa gqa " + tag(dt) + " d" + std::to_string(d) + " hkv " + std::to_string(hkv);
-        for (bool causal : {false, true}) {
+  for (kc::PrefillForm form : kPrefillForms) {
+    FormScope scope(form);
+    uint64_t seed = 4000;
+    const int64_t b = 2, hq = 8, l = 33, s = 100;
+    for (kiln::DType dt : kHalfs) {
+      for (int64_t d : {64, 128}) {
+        for (int64_t hkv : {1, 2, 4}) {
+          Both q = random_both({b, hq, l, d}, dt, ++seed);
+          Both k = random_both({b, hkv, s, d}, dt, ++seed);
+          Both v = random_both({b, hkv, s, d}, dt, ++seed, -1, 1);
+          Both m = random_both({b, hq, l, s}, kiln::kBool, ++seed, 0, 2);
+          const std::string what =
+              "sdpa gqa " + tag(dt) + " d" + std::to_string(d) + " hkv " + std::to_string(hkv);
+          for (bool causal : {false, true}) {
+            expect_close(
+                what + (causal ? " causal" : ""),
+                [&] {
+                  return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, std::nullopt,
+                                                            causal, std::nullopt, true);
+                },
+                ref_sdpa(q.cpu, k.cpu, v.cpu, std::nullopt, causal, std::nullopt, true), dt, 1);
+          }
           expect_close(
-              what + (causal ? " causal" : ""),
+              what + " bool mask",
               [&] {
-                return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, std::nullopt,
-                                                          causal, std::nullopt, true);
+                return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, m.cuda, false,
+                                                          0.2, true);
               },
-              ref_sdpa(q.cpu, k.cpu, v.cpu, std::nullopt, causal, std::nullopt, true), dt, 1);
+              ref_sdpa(q.cpu, k.cpu, v.cpu, m.cpu, false, 0.2, true), dt);
         }
-        expect_close(
-            what + " bool mask",
-            [&] {
-              return kiln::scaled_dot_product_attention(q.cuda, k.cuda, v.cuda, m.cuda, false, 0.2,
-                                                        true);
-            },
-            ref_sdpa(q.cpu, k.cpu, v.cpu, m.cpu, false, 0.2, true), dt);
       }
     }
   }

@@ -33,8 +33,9 @@ kc::NamedSources attention_sources() {
 TEST(AttentionSource, EveryVariantCompilesForAmpere) {
   if (!kiln::cuda::built()) GTEST_SKIP() << "kiln was built without the CUDA toolkit (no NVRTC)";
   const kc::NamedSources sources = attention_sources();
-  // Prefill: 2 dtypes x 2 head dims x 6 mask kinds; decode: 3 dtypes x 2 head dims x 5 row counts.
-  ASSERT_EQ(sources.size(), 24u + 30u);
+  // Prefill: 2 dtypes x 2 head dims x 6 mask kinds x 2 forms (Note [Prefill keys split over
+  // warps]); decode: 3 dtypes x 2 head dims x 5 row counts.
+  ASSERT_EQ(sources.size(), 48u + 30u);
   struct Job {
     size_t source;
     int arch;
@@ -79,11 +80,17 @@ TEST(AttentionSource, VariantsSpellTheirChoices) {
       EXPECT_NE(src.find("pos["), std::string::npos) << name;
     }
     EXPECT_EQ(src.find("#include"), std::string::npos) << name;
+    // Note [Prefill keys split over warps]: the split form combines its warps at the end.
+    if (name.rfind("kiln_attn_fwd_", 0) == 0) {
+      const bool split = name.size() > 3 && name.compare(name.size() - 3, 3, "_sk") == 0;
+      EXPECT_EQ(src.find("cm[w * 16 + r]") != std::string::npos, split) << name;
+    }
   }
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
   for (const char* want : {"kiln_attn_fwd_f16_d64_causal", "kiln_attn_fwd_bf16_d128_ma_f32",
                            "kiln_attn_fwd_f16_d128_causalpos", "kiln_attn_fwd_bf16_d64_mb",
+                           "kiln_attn_fwd_f16_d64_causal_sk", "kiln_attn_fwd_bf16_d128_mb_sk",
                            "kiln_attn_dec_f16_d64_r1", "kiln_attn_dec_f32_d128_r16"}) {
     EXPECT_TRUE(std::binary_search(names.begin(), names.end(), std::string(want))) << want;
   }
