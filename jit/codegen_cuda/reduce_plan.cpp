@@ -211,12 +211,15 @@ void choose_schedule(RowOp op, int primary, int sm_count, ReducePlan* plan) {
 }
 
 // 16-byte loads (Note [CUDA reduction schedules for groups]): each Contig
-// prologue input's vectors stay aligned at every row and position.
-void choose_vector_width(const ReductionGroup& g, const std::vector<Slot>& slots,
+// prologue input's vectors stay aligned at every row and position; a row
+// normalization kept in registers also reads and writes its epilogue's
+// operands that way when each walks Zero (inputs only) or Contig, aligned.
+void choose_vector_width(const ReductionGroup& g, const std::vector<Slot>& slots, size_t first_epi,
                          ReducePlan* plan) {
   ReduceSpec& spec = plan->spec;
   const int64_t n = plan->n;
   spec.vec = 1;
+  spec.epi_vec = false;
   if (spec.threads <= 1 || plan->rsizes.size() != 1) return;
   const int v = reduce_vector_width(spec);
   bool aligned = v > 1 && n % v == 0;
@@ -228,13 +231,23 @@ void choose_vector_width(const ReductionGroup& g, const std::vector<Slot>& slots
     aligned = reinterpret_cast<uintptr_t>(slots[k].t.data_ptr()) % bytes == 0;
     for (int64_t s : plan->kst[k]) aligned = aligned && s % v == 0;
   }
-  if (aligned) {
-    spec.vec = v;
-    if (spec.per_thread > 0) {
-      const int64_t per_lane = v * static_cast<int64_t>(spec.threads);
-      spec.per_thread = v * pow2_at_least((n + per_lane - 1) / per_lane);
-    }
+  if (!aligned) return;
+  spec.vec = v;
+  if (spec.per_thread > 0) {
+    const int64_t per_lane = v * static_cast<int64_t>(spec.threads);
+    spec.per_thread = v * pow2_at_least((n + per_lane - 1) / per_lane);
   }
+  if (!is_row_normalization(g.op) || spec.per_thread == 0) return;
+  bool epi = true;
+  for (size_t k = first_epi; k < slots.size() && epi; ++k) {
+    if (spec.walks[k] == Walk::Zero && !slots[k].output) continue;
+    epi = spec.walks[k] == Walk::Contig &&
+          reinterpret_cast<uintptr_t>(slots[k].t.data_ptr()) %
+                  (static_cast<uint64_t>(v) * slots[k].t.element_size()) ==
+              0;
+    for (int64_t s : plan->kst[k]) epi = epi && s % v == 0;
+  }
+  spec.epi_vec = epi;
 }
 
 // Whether the prologue stores into the storage of one of its inputs.
@@ -304,7 +317,7 @@ bool plan_reduction(const ReductionGroup& g, int sm_count, ReducePlan* plan, std
     return refuse("an output broadcast over the reduced dims");
   }
   choose_schedule(g.op, primary, sm_count, plan);
-  choose_vector_width(g, slots, plan);
+  choose_vector_width(g, slots, first_epi, plan);
   // Passes after the first re-run the prologue from memory: it must not have
   // overwritten what it reads.
   const bool multi_pass = norm || g.op == RowOp::Var;

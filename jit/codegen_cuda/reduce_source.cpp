@@ -52,7 +52,7 @@ uint64_t spec_hash(const ReduceSpec& s) {
   h = mix(h, static_cast<uint64_t>(k.op));
   for (Walk w : s.walks) h = mix(h, static_cast<uint64_t>(w));
   for (int v : {s.kept_dims, s.red_dims, s.threads, s.per_thread, static_cast<int>(s.index32),
-                s.vec, static_cast<int>(s.split)}) {
+                s.vec, static_cast<int>(s.split), static_cast<int>(s.epi_vec)}) {
     h = mix(h, static_cast<uint64_t>(v));
   }
   return h;
@@ -152,6 +152,9 @@ class ReduceWriter {
     KILN_CHECK(V_ == 1 || (V_ == reduce_vector_width(spec_) && V_ > 1 && T_ > 1 && P_ % V_ == 0),
                "[cuda codegen] expected vector width 1 or ", reduce_vector_width(spec_),
                " (with several lanes and a multiple of it per lane), got ", V_);
+    KILN_CHECK(!spec_.epi_vec || (norm_ && V_ > 1 && P_ > 0),
+               "[cuda codegen] expected vector epilogues only for a row normalization kept in "
+               "registers with vector loads");
     KILN_CHECK(!spec_.split || (!multi_pass && T_ == B_),
                "[cuda codegen] expected a split row to be a one-pass statistic with a block per "
                "row");
@@ -335,6 +338,71 @@ class ReduceWriter {
           return ptr(epi_out_[o]) + "[" + offset(epi_out_[o]) + "] = " + v;
         });
     os_ << "    };\n";
+    if (spec_.epi_vec) vector_epilogue();
+  }
+
+  // Note [Vector epilogues of row normalizations]: `epiv` runs the epilogue
+  // at j0..j0+V-1 on core[0..V-1], Contig inputs loaded and outputs stored as
+  // one vector each.
+  void vector_epilogue() {
+    auto vtype = [&](DType t) {
+      return "KilnVec<" + std::string(mem_type(t)) + ", " + std::to_string(V_) + ">";
+    };
+    const int first_epi = epi_out_.empty() ? nops_ : epi_out_[0];
+    for (int o = first_epi; o < nops_; ++o) {
+      KILN_CHECK(ops_[o].walk == Walk::Contig || (!ops_[o].output && ops_[o].walk == Walk::Zero),
+                 "[cuda codegen] expected vector epilogue operands to walk Contig (or Zero, "
+                 "inputs), operand ",
+                 o, " does not");
+    }
+    os_ << "    auto epiv = [&](" << I_ << " j0, const float* core) {\n";
+    for (size_t i = 1; i < epi_.inputs.size(); ++i) {
+      const int o = epi_in_[i];
+      if (ops_[o].walk != Walk::Contig) continue;
+      os_ << "      const " << vtype(epi_.inputs[i]) << " l" << o << " = *(const "
+          << vtype(epi_.inputs[i]) << "*)(" << ptr(o) << " + k" << o << " + j0);\n";
+    }
+    for (size_t i = 0; i < epi_.outputs.size(); ++i) {
+      os_ << "      " << vtype(epi_.outputs[i]) << " s" << epi_out_[i] << ";\n";
+    }
+    os_ << "#pragma unroll\n      for (int e = 0; e < " << V_ << "; ++e) {\n";
+    emit_pointwise_body(
+        os_, epi_, "        ",
+        [&](size_t i) -> std::string {
+          if (i == 0) return "core[e]";
+          const int o = epi_in_[i];
+          if (ops_[o].walk == Walk::Contig) {
+            return device_load(epi_.inputs[i], "l" + std::to_string(o) + ".v", "e");
+          }
+          return device_load(epi_.inputs[i], "a.p" + std::to_string(o), offset(o));
+        },
+        [&](size_t o, const std::string& v) {
+          return "s" + std::to_string(epi_out_[o]) + ".v[e] = " + v;
+        });
+    os_ << "      }\n";
+    for (size_t i = 0; i < epi_.outputs.size(); ++i) {
+      const int o = epi_out_[i];
+      os_ << "      *(" << vtype(epi_.outputs[i]) << "*)(" << ptr(o) << " + k" << o << " + j0) = s"
+          << o << ";\n";
+    }
+    os_ << "    };\n";
+  }
+
+  // The last pass of a row normalization: the epilogue at each position on
+  // `expr` of its value `x`, a vector at a time with epi_vec.
+  void normalize(const std::string& expr) {
+    if (!spec_.epi_vec) {
+      pass("epi(j, " + expr + ");");
+      return;
+    }
+    ++pass_count_;
+    const std::string& I = I_;
+    os_ << "#pragma unroll\n    for (int c = 0; c < " << P_ / V_ << "; ++c) {\n      const " << I
+        << " j0 = (lane + (" << I << ")c * " << T_ << ") * " << V_
+        << ";\n      if (j0 < len) {\n        float cv[" << V_
+        << "];\n#pragma unroll\n        for (int e = 0; e < " << V_
+        << "; ++e) {\n          float& x = xs[c * " << V_ << " + e];\n          cv[e] = " << expr
+        << ";\n        }\n        epiv(j0, cv);\n      }\n    }\n";
   }
 
   // One pass over the row: `stmt` sees the value as `x` (a reference into the
@@ -432,10 +500,10 @@ class ReduceWriter {
         reduce("s", "KilnAddOp");
         if (op_ == RowOp::Softmax) {
           os_ << "    const float inv = 1.0f / s;\n";
-          pass(P_ > 0 ? "epi(j, x * inv);" : "epi(j, expf(x - mx) * inv);");
+          normalize(P_ > 0 ? "x * inv" : "expf(x - mx) * inv");
         } else {
           os_ << "    const float ls = logf(s);\n";
-          pass("epi(j, (x - mx) - ls);");
+          normalize("(x - mx) - ls");
         }
         break;
       case RowOp::LayerNorm:
@@ -447,14 +515,14 @@ class ReduceWriter {
         reduce("m2", "KilnAddOp");
         os_ << "    const float rstd = (float)(1.0 / sqrt(m2 / (double)n + a.eps));\n"
             << "    const float meanf = (float)mean;\n";
-        pass("epi(j, (x - meanf) * rstd);");
+        normalize("(x - meanf) * rstd");
         break;
       case RowOp::RmsNorm:
         os_ << "    double ss = 0.0;\n";
         pass("ss += (double)x * (double)x;");
         reduce("ss", "KilnAddOp");
         os_ << "    const float scale = (float)(1.0 / sqrt(ss / (double)n + a.eps));\n";
-        pass("epi(j, x * scale);");
+        normalize("x * scale");
         break;
     }
   }

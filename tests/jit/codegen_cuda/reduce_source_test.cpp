@@ -367,6 +367,16 @@ TEST_F(CudaReduceSource, PlansMergeDimsAndPickSchedules) {
     EXPECT_EQ(p.spec.per_thread, 8);
     EXPECT_EQ(p.spec.walks, (std::vector<W>{W::Contig, W::Contig, W::Contig}));
     EXPECT_EQ(p.kst[2][0], 0);  // the weight broadcasts over rows
+    EXPECT_TRUE(p.spec.epi_vec) << "Note [Vector epilogues of row normalizations]";
+    // A weight whose vectors are not aligned keeps the epilogue scalar.
+    Tensor wide = rnd({769});
+    kc::ReducePlan q;
+    ASSERT_TRUE(kc::plan_reduction(group(RowOp::LayerNorm, rnd({3, 5, 768}), {false, false, true},
+                                         {3, 5, 768}, {wide.slice(0, 1, 769)}),
+                                   132, &q, &why))
+        << why;
+    EXPECT_EQ(q.spec.vec, 4);
+    EXPECT_FALSE(q.spec.epi_vec);
   }
   {  // a long row over few rows: 1024 lanes, read from memory each pass
     kc::ReducePlan p;
@@ -470,6 +480,13 @@ TEST_F(CudaReduceSource, VectorAndSplitVariantsCompile) {
         spec.vec = kc::reduce_vector_width(spec);
         ASSERT_EQ(spec.vec, t == kiln::kFloat32 ? 4 : 8) << p.name;
         if (wide || s.threads == 32) specs.push_back(spec);
+        // Note [Vector epilogues of row normalizations].
+        if (kiln::jit::is_row_normalization(p.kernel.op) && spec.per_thread > 0 &&
+            (wide || s.threads == 32)) {
+          spec.epi_vec = true;
+          specs.push_back(spec);
+          spec.epi_vec = false;
+        }
         if (!multi && s.threads == 1024) {
           spec.split = true;
           specs.push_back(spec);
@@ -480,9 +497,10 @@ TEST_F(CudaReduceSource, VectorAndSplitVariantsCompile) {
       for (const kc::ReduceSpec& spec : specs) {
         SCOPED_TRACE(p.name + " " + kiln::dtype_name(t) + " threads " +
                      std::to_string(spec.threads) + " vec " + std::to_string(spec.vec) +
-                     (spec.split ? " split" : ""));
+                     (spec.split ? " split" : "") + (spec.epi_vec ? " epi_vec" : ""));
         const std::string src = kc::reduce_source(spec);
         EXPECT_EQ(src.find("KilnVec<") != std::string::npos, spec.vec > 1);
+        EXPECT_EQ(src.find("epiv(j0, cv)") != std::string::npos, spec.epi_vec);
         EXPECT_EQ(src.find("atomicAdd") != std::string::npos, spec.split);
         kc::CompiledKernel ck;
         ASSERT_NO_THROW(ck = kc::nvrtc_compile(src, kc::reduce_name(spec), 90)) << "source:\n"
@@ -493,8 +511,9 @@ TEST_F(CudaReduceSource, VectorAndSplitVariantsCompile) {
       }
     }
   }
-  // 4 of the 12 patterns are one-pass statistics.
-  EXPECT_EQ(compiled, (12 * 3 + 4 * 2) + 2 * (12 + 4));
+  // 4 of the 12 patterns are one-pass statistics; 6 are row normalizations, each with
+  // vector epilogues at two float32 schedules and one in each 16-bit dtype.
+  EXPECT_EQ(compiled, (12 * 3 + 4 * 2) + 2 * (12 + 4) + 6 * 4);
 }
 
 TEST_F(CudaReduceSource, VectorAndSplitAreKeyedAndChecked) {
@@ -524,6 +543,21 @@ TEST_F(CudaReduceSource, VectorAndSplitAreKeyedAndChecked) {
   EXPECT_NE(kc::reduce_name(a), kc::reduce_name(b));
   b.threads = 32;  // split blocks hold one row
   EXPECT_THROW(kc::reduce_source(b), kiln::Error);
+  // Note [Vector epilogues of row normalizations]: keyed; only a normalization
+  // kept in registers with vector loads, its epilogue operands Contig.
+  s = spec_for(softmax, {32, 8, false, 1, true});
+  s.vec = 4;
+  const std::string vec_name = kc::reduce_name(s);
+  s.epi_vec = true;
+  EXPECT_NE(kc::reduce_name(s), vec_name);
+  EXPECT_NO_THROW(kc::reduce_source(s));
+  s.vec = 1;
+  EXPECT_THROW(kc::reduce_source(s), kiln::Error);
+  kc::ReduceSpec strided = spec_for(softmax, {128, 4, true, 3, false});
+  strided.epi_vec = true;
+  EXPECT_THROW(kc::reduce_source(strided), kiln::Error);
+  a.epi_vec = true;  // a statistic has no per-position epilogue
+  EXPECT_THROW(kc::reduce_source(a), kiln::Error);
 }
 
 TEST_F(CudaReduceSource, PlansPickVectorsOnlyForAlignedRows) {
