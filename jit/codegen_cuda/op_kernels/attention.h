@@ -54,10 +54,13 @@ constexpr int64_t kDecodeMaxRows = 16;
 // the decode kernel's splits do. Four times the blocks, a quarter of the
 // chain, each block reading its keys for 16 rows instead of 64, and more
 // registers (210 against 168 at head dim 64: two blocks per SM).
-// Measured on an H200 (gpt2, compile mode, same command): 1x128 (96 split
-// blocks) 454 -> 447 us; 8x128 (768 split blocks, three waves) 754 -> 898.
-// So it is taken only where its blocks fit one per SM and no warp walks more
-// than two tiles (S <= 256 at head dim 64, 128 at 128).
+// Measured on an H200 (gpt2, compile mode, against the row form forced in
+// the same command): 1x128 (96 split blocks) 448-452 -> 435-441 us per
+// call; 8x128 (768 split blocks, three waves) 754 -> 898. So it is taken
+// only where its blocks fit one per SM and no warp walks more than two
+// tiles (S <= 256 at head dim 64, 128 at 128). It gained less than its
+// count promised: the kernel is a chain of latencies (occupancy 6%), of
+// which the key walk was a small part (perf/RESULTS.md, fifteenth session).
 // KILN_PREFILL_FORM=rows|split (or set_prefill_form) forces one form, for
 // tests and measurements.
 enum class PrefillForm { Auto, Rows, SplitKeys };
