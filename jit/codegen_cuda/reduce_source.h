@@ -71,7 +71,8 @@ enum class Walk : uint8_t { Contig, Zero, Strided };
 // with `vec` when the row is kept in registers and every epilogue operand is
 // a Zero input or walks Contig with its vectors aligned) the epilogue loads
 // each Contig input and stores each output `vec` elements at a time, the
-// same values in the same order.
+// same values in the same order. Measured on the H200 (ncu, GPU clocks
+// free): that LayerNorm 7.54 -> 4.22 us, gpt2 8x128 730 -> 645 us per call.
 struct ReduceSpec {
   const ReductionKernel* kernel = nullptr;
   std::vector<Walk> walks;  // per operand, in ABI order
