@@ -238,6 +238,9 @@ void choose_vector_width(const ReductionGroup& g, const std::vector<Slot>& slots
     spec.per_thread = v * pow2_at_least((n + per_lane - 1) / per_lane);
   }
   if (!is_row_normalization(g.op) || spec.per_thread == 0) return;
+  // An output not allocated yet (it is, after the plan) reads as its offset
+  // from address 0: its storage will come from the caching allocator or a
+  // graph arena, both aligned far past 32 bytes.
   bool epi = true;
   for (size_t k = first_epi; k < slots.size() && epi; ++k) {
     if (spec.walks[k] == Walk::Zero && !slots[k].output) continue;
