@@ -259,6 +259,31 @@ TEST_F(SkinnyMatmulCuda, LargeNWalksSeveralStepsPerBlock) {
   }
 }
 
+// Note [Deeper groups where the grid stays full]: Llama 1B's shapes at one
+// and two rows (k = 2048: 128 threads per group, halved to 64 at n = 8192 on
+// any GPU and at n = 2048 on one of up to 170 SMs, an H100 or H200), with
+// and without the RMSNorm prologue, against the CPU.
+TEST_F(SkinnyMatmulCuda, DeeperGroupsMatchTheCpu) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 950;
+  for (int64_t m : {1, 2}) {
+    for (int64_t n : {2048, 8192}) {
+      check_norm_prologue(kFloat16, m, 2048, "rms_norm", true, true, seed, n);
+      cuda::set_skinny_path(cuda::SkinnyPath::Generated);
+      SCOPED_TRACE("no prologue, m=" + std::to_string(m) + " n=" + std::to_string(n));
+      Tensor x = random_tensor({m, 2048}, kBFloat16, "contiguous", seed++, -1, 1);
+      Tensor w = random_tensor({n, 2048}, kBFloat16, "contiguous", seed++, -1, 1);
+      Tensor b = random_tensor({n}, kBFloat16, "contiguous", seed++);
+      const int64_t before = cuda::skinny_stats().generated;
+      Tensor got = linear_act(to_cuda(x), to_cuda(w), to_cuda(b), "relu", std::nullopt);
+      EXPECT_EQ(cuda::skinny_stats().generated, before + 1) << "the kernel did not run";
+      EXPECT_MATCHES_CPU(got, linear_act(x, w, b, "relu", std::nullopt), kBFloat16, "relu");
+      cuda::set_skinny_path(cuda::SkinnyPath::Auto);
+    }
+  }
+}
+
 // A norm prologue's product is chosen too: inside MatmulTuning it is timed
 // once against the norm then the product, and either way gives the CPU's
 // result; later runs take the kept choice.
