@@ -450,6 +450,42 @@ TEST(CudaAttention, DecodeMatchesCpu) {
   }
 }
 
+// More new tokens than the decode kernel takes (a prompt written into the
+// cache): the prefill kernel with the causal offset read on the device, in
+// both forms (Note [Prefill keys split over warps]), grouped heads too, one
+// position for all or one per batch row.
+TEST(CudaAttention, PrefillIntoACache) {
+  KILN_REQUIRE_CUDA();
+  for (kc::PrefillForm form : kPrefillForms) {
+    FormScope scope(form);
+    uint64_t seed = 6500;
+    for (kiln::DType dt : kHalfs) {
+      for (int64_t d : {64, 128}) {
+        for (int64_t s : {64, 200}) {
+          for (int64_t hkv : {4, 2}) {
+            const int64_t b = 2, hq = 4, l = 40;
+            Both q = random_both({b, hq, l, d}, dt, ++seed);
+            Both kc = random_both({b, hkv, s, d}, dt, ++seed);
+            Both vc = random_both({b, hkv, s, d}, dt, ++seed, -1, 1);
+            for (const std::vector<int64_t>& p :
+                 std::vector<std::vector<int64_t>>{{0}, {s - l}, {s - 1, 3}}) {
+              Both pos = positions(p);
+              const std::string what = "kv_cache_attention prefill " + tag(dt) + " d" +
+                                       std::to_string(d) + " S" + std::to_string(s) + " Hkv" +
+                                       std::to_string(hkv) + " pos[0] " + std::to_string(p[0]) +
+                                       " of " + std::to_string(p.size());
+              expect_close(
+                  what,
+                  [&] { return kiln::kv_cache_attention(q.cuda, kc.cuda, vc.cuda, pos.cuda); },
+                  ref_cache(q.cpu, kc.cpu, vc.cpu, pos.cpu), dt, 1);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Positions past the cache see every slot; before its start, a row sees
 // nothing (NaN); later rows of the same step see their own slots.
 TEST(CudaAttention, DecodeEdgePositions) {
