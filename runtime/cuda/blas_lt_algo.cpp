@@ -1,7 +1,9 @@
 #include "runtime/cuda/blas_lt_algo.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -38,6 +40,21 @@ AlgoCache& algo_cache() {
   return *cache;
 }
 
+// KILN_LT_ALGO_INDEX=i (0..15) takes the heuristic's (i+1)-th answer instead
+// of its first (its last when it gives fewer), for every problem: run beside
+// the default it surveys whether another of cuBLASLt's algorithms is faster
+// for kiln's problems (perf/RESULTS.md, fifteenth session). -1, the default,
+// takes the first.
+int algo_index() {
+  static const int index = [] {
+    const char* v = std::getenv("KILN_LT_ALGO_INDEX");
+    if (!v || !*v) return -1;
+    const int i = std::atoi(v);
+    return i >= 0 && i < 16 ? i : -1;
+  }();
+  return index;
+}
+
 // Note [cuBLASLt algorithm disk cache]
 // A heuristic query costs from under a millisecond to over 100 ms (the first
 // queries of a process for skinny shapes), and its answer is the same in the
@@ -54,6 +71,7 @@ std::string disk_key(const AlgoKey& key, int device) {
   k << "cublaslt-algo-1|" << cublasLtGetVersion() << "|" << prop.name << "|sm" << prop.major
     << prop.minor;
   for (size_t i = 1; i < key.size(); ++i) k << "|" << key[i];
+  if (algo_index() > 0) k << "|ai" << algo_index();
   return k.str();
 }
 
@@ -118,10 +136,13 @@ AlgoEntry find_algorithm(const AlgoKey& key, int device, const AlgoQuery& q) {
       pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(q.align_b));
       pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(q.align_d));
       pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(q.align_d));
-      cublasLtMatmulHeuristicResult_t result{};
+      cublasLtMatmulHeuristicResult_t results[16] = {};
+      const int want = std::max(1, algo_index() + 1);
       int count = 0;
       const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(q.handle, q.desc, q.a, q.b, q.d, q.d,
-                                                               pref.pref, 1, &result, &count);
+                                                               pref.pref, want, results, &count);
+      const cublasLtMatmulHeuristicResult_t& result =
+          results[std::max(0, std::min(count, want) - 1)];
       // NOT_SUPPORTED is an answer (no algorithm), not a failure.
       if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
         detail::fail_cublas(st, "cublasLtMatmulAlgoGetHeuristic(...)", __FILE__, __LINE__, device);
