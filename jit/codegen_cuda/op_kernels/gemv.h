@@ -94,7 +94,10 @@ constexpr int64_t kGemvMmaRows = 5;
 // cuBLASLt reaches 70-83% of HBM and this form's 16-row tiles, one or two
 // blocks per SM, about half. At 16 rows (two mma per chunk) it wins only at
 // k <= 1024. So: from kGemvMmaRows rows, k <= 1024, or up to 8 rows a weight
-// of at most kGemvMmaWeightBytes.
+// of at most kGemvMmaWeightBytes. Re-measured with the fence below: the
+// 32 MB products still lose at 8 rows (8192x2048 12.8 against 9.8 us), and
+// so do the 16-row products with a norm prologue at k = 2048; 3072x768 at 16
+// rows (4.4 against 6.6) would now win, but no workload has 16 rows.
 constexpr int64_t kGemvMmaWeightBytes = int64_t{8} << 20;
 
 // Note [Loads in flight before the first mma]
