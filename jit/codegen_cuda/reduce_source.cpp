@@ -288,8 +288,7 @@ class ReduceWriter {
       for (size_t i = 0; i < pro_.inputs.size(); ++i) {
         const int o = pro_in_[i];
         if (ops_[o].walk != Walk::Contig) continue;
-        const std::string vt =
-            "KilnVec<" + std::string(mem_type(pro_.inputs[i])) + ", " + std::to_string(V_) + ">";
+        const std::string vt = vec_type(pro_.inputs[i]);
         os_ << "      const " << vt << " l" << o << " = *(const " << vt << "*)(" << ptr(o) << " + k"
             << o << " + j0);\n";
       }
@@ -321,8 +320,17 @@ class ReduceWriter {
     }
   }
 
+  // The `V_`-element vector of dtype `t` that one aligned access moves.
+  std::string vec_type(DType t) const {
+    return "KilnVec<" + std::string(mem_type(t)) + ", " + std::to_string(V_) + ">";
+  }
+
   // The epilogue: at reduced position j for a normalization, once per row for a statistic.
   void epilogue() {
+    if (spec_.epi_vec) {
+      vector_epilogue();  // the scalar form would go unused
+      return;
+    }
     std::vector<int> slots = epi_in_;
     slots.insert(slots.end(), epi_out_.begin(), epi_out_.end());
     os_ << "    auto epi = [&](" << (norm_ ? I_ + " j, " : std::string()) << "float core) {\n";
@@ -338,16 +346,12 @@ class ReduceWriter {
           return ptr(epi_out_[o]) + "[" + offset(epi_out_[o]) + "] = " + v;
         });
     os_ << "    };\n";
-    if (spec_.epi_vec) vector_epilogue();
   }
 
   // Note [Vector epilogues of row normalizations]: `epiv` runs the epilogue
   // at j0..j0+V-1 on core[0..V-1], Contig inputs loaded and outputs stored as
   // one vector each.
   void vector_epilogue() {
-    auto vtype = [&](DType t) {
-      return "KilnVec<" + std::string(mem_type(t)) + ", " + std::to_string(V_) + ">";
-    };
     const int first_epi = epi_out_.empty() ? nops_ : epi_out_[0];
     for (int o = first_epi; o < nops_; ++o) {
       KILN_CHECK(ops_[o].walk == Walk::Contig || (!ops_[o].output && ops_[o].walk == Walk::Zero),
@@ -359,11 +363,11 @@ class ReduceWriter {
     for (size_t i = 1; i < epi_.inputs.size(); ++i) {
       const int o = epi_in_[i];
       if (ops_[o].walk != Walk::Contig) continue;
-      os_ << "      const " << vtype(epi_.inputs[i]) << " l" << o << " = *(const "
-          << vtype(epi_.inputs[i]) << "*)(" << ptr(o) << " + k" << o << " + j0);\n";
+      os_ << "      const " << vec_type(epi_.inputs[i]) << " l" << o << " = *(const "
+          << vec_type(epi_.inputs[i]) << "*)(" << ptr(o) << " + k" << o << " + j0);\n";
     }
     for (size_t i = 0; i < epi_.outputs.size(); ++i) {
-      os_ << "      " << vtype(epi_.outputs[i]) << " s" << epi_out_[i] << ";\n";
+      os_ << "      " << vec_type(epi_.outputs[i]) << " s" << epi_out_[i] << ";\n";
     }
     os_ << "#pragma unroll\n      for (int e = 0; e < " << V_ << "; ++e) {\n";
     emit_pointwise_body(
@@ -382,8 +386,8 @@ class ReduceWriter {
     os_ << "      }\n";
     for (size_t i = 0; i < epi_.outputs.size(); ++i) {
       const int o = epi_out_[i];
-      os_ << "      *(" << vtype(epi_.outputs[i]) << "*)(" << ptr(o) << " + k" << o << " + j0) = s"
-          << o << ";\n";
+      os_ << "      *(" << vec_type(epi_.outputs[i]) << "*)(" << ptr(o) << " + k" << o
+          << " + j0) = s" << o << ";\n";
     }
     os_ << "    };\n";
   }
