@@ -3,7 +3,7 @@
 //
 //   kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|gpt2-decode|all]
 //              [--mode eager|lazy|compile-default|compile|all] [--shape S] [--iters N]
-//              [--json] [--profile FILE]
+//              [--json] [--profile FILE] [--timeline N] [--positions P]
 //
 // Modes: eager (EagerGuard), lazy (traced and fused per call), compile-default
 // (jit::compile, Mode::Default) and compile (jit::compile, Mode::ReduceOverhead).
@@ -28,6 +28,11 @@
 // when several cases or modes run, to FILE.<workload>.<shape>.<mode>.json.
 // The profiler's own cost is then part of the times printed; the 15 rows of
 // most self CPU time are printed to stderr.
+// --timeline N (CUDA): after the timed calls, N more calls recorded by CUPTI
+// (Note [Kernel timeline] in perf/timeline.h): each call's wall time split into
+// head, busy, idle and tail, every kernel's median duration and the gap before
+// it, and the first P kernels by position (--positions P); printed after the
+// case's row, with a lone memset-and-synchronize as the floor of one launch.
 
 #include <algorithm>
 #include <chrono>
@@ -42,6 +47,7 @@
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "kiln/kiln.h"
 #include "kiln/profiler.h"
+#include "perf/timeline.h"
 #include "perf/workloads.h"
 #include "runtime/cuda/blas_lt.h"
 
@@ -55,6 +61,8 @@ struct Options {
   int iters = 0;                                                       // 0: per-workload default
   bool json = false;
   std::string profile;  // --profile FILE ("": none)
+  int timeline = 0;      // --timeline N: calls recorded by CUPTI after the timed ones
+  int positions = 0;     // --positions P: kernels listed by position in the timeline
 };
 
 // Where measure() writes the trace of its timed calls ("": it records none),
@@ -141,6 +149,16 @@ Result measure(const std::function<Tensor()>& step, int iters) {
   r.latency_p90_us = samples[samples.size() * 9 / 10];
   r.executed_nodes = (s1.executed_nodes - s0.executed_nodes) / std::max(iters, 1);
   return r;
+}
+
+// `n` more calls of `step`, each bracketed for the timeline.
+void record(kiln::perf::Timeline& timeline, const std::function<Tensor()>& step, int n) {
+  for (int i = 0; i < n; ++i) {
+    timeline.begin_call();
+    Tensor out = step();
+    kiln::sync();
+    timeline.end_call();
+  }
 }
 
 // A workload: a function of its input tensors (weights and caches captured).
@@ -248,6 +266,11 @@ int run(const Options& o) {
   for (const kiln::perf::Case& c : kiln::perf::cases_for(gpu, o.workload)) {
     if (o.shape.empty() || c.shape == o.shape) cases.push_back(c);
   }
+  if (o.timeline > 0 && gpu) {
+    std::fprintf(o.json ? stderr : stdout,
+                 "floor: a 4-byte memset and a synchronize, p50 %.1f us\n",
+                 kiln::perf::Timeline::launch_floor_us(500));
+  }
   for (const kiln::perf::Case& c : cases) {
     kiln::DType dt = c.workload == "llama-decode" ? kiln::kBFloat16
                      : gpu && c.workload != "chain16"
@@ -263,24 +286,34 @@ int run(const Options& o) {
       if (!o.profile.empty() && (cases.size() > 1 || modes.size() > 1)) {
         g_trace_path += "." + c.workload + "." + c.shape + "." + mode + ".json";
       }
+      // Recording from before the first call: graphs are instantiated under it.
+      std::unique_ptr<kiln::perf::Timeline> timeline;
+      if (o.timeline > 0) timeline = std::make_unique<kiln::perf::Timeline>();
       Result r;
       if (mode == "eager") {
         kiln::EagerGuard eager;
         r = measure([&] { return w.fn(w.inputs); }, iters);
+        if (timeline) record(*timeline, [&] { return w.fn(w.inputs); }, o.timeline);
       } else if (mode == "lazy") {
         r = measure([&] { return w.fn(w.inputs); }, iters);
+        if (timeline) record(*timeline, [&] { return w.fn(w.inputs); }, o.timeline);
       } else {
         auto f = kiln::jit::compile([&](const std::vector<Tensor>& in) { return w.fn(in); },
                                     {.name = c.workload + " " + c.shape,
                                      .mode = mode == "compile" ? kiln::jit::Mode::ReduceOverhead
                                                                : kiln::jit::Mode::Default});
         r = measure([&] { return f(w.inputs); }, iters);
+        if (timeline) record(*timeline, [&] { return f(w.inputs); }, o.timeline);
         const kiln::jit::CompileStats s = f.stats();
         r.recompiles = s.entries - 1;
         r.steps_per_call = s.kernels_per_call;
         if (!gpu) r.kernels_per_call = s.kernels_per_call;
       }
       print_row(o, c, device, kiln::dtype_name(dt), mode.c_str(), r);
+      if (timeline) {
+        std::fprintf(o.json ? stderr : stdout, "%s", timeline->report(o.positions).c_str());
+        std::fflush(stdout);
+      }
     }
   }
   return 0;
@@ -311,12 +344,17 @@ int main(int argc, char** argv) {
         o.json = true;
       } else if (a == "--profile") {
         o.profile = value();
+      } else if (a == "--timeline") {
+        o.timeline = std::stoi(value());
+      } else if (a == "--positions") {
+        o.positions = std::stoi(value());
       } else {
         std::fprintf(
             stderr,
             "usage: kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|gpt2-decode|all]\n"
             "                  [--mode eager|lazy|compile-default|compile|all] [--shape S]\n"
-            "                  [--iters N] [--json] [--profile FILE]\n");
+            "                  [--iters N] [--json] [--profile FILE] [--timeline N]\n"
+            "                  [--positions P]\n");
         return 2;
       }
     } catch (const std::exception& e) {

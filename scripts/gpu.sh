@@ -96,6 +96,10 @@ for exe in "${exes[@]}"; do
   done < <(ldd "$exe")
 done
 
+# CUPTI, which kiln-bench --timeline loads at run time (Note [Kernel timeline]).
+cupti=$(find -L /usr/local/cuda/ -name 'libcupti.so' 2>/dev/null | head -1)
+[ -n "$cupti" ] && cp -L "$cupti" "$bundle/libcupti.so"
+
 if [ -n "$base_bench" ]; then
   mv "$base_bench" "$bundle/kiln-bench-base"
   chmod +x "$bundle/kiln-bench-base"
@@ -132,6 +136,7 @@ cat > "$bundle/run.sh" <<'RUN'
 #   --compare "WORKLOAD ..."  compile-mode p50 of kiln-bench-base (gpu.sh --keep-base)
 #                   and kiln-bench, interleaved, --rounds N times (default 2), and of
 #                   kiln-bench under each --variant "NAME:VAR=VALUE[,VAR=VALUE]" given
+#   --timeline "WORKLOAD:SHAPE ..."  kiln-bench --timeline 50 --positions 16 for each (CUPTI)
 #   --products "KxN[:rms|:ln] ..."  kiln-layer-ops --products at each of --product-rows
 #                   (default "1 8"), plainly and under each --variant
 # Output: what it prints, also as summary.txt, and every log packed in
@@ -146,7 +151,7 @@ exec > >(tee "$dest/summary.txt") 2>&1
 pack() { tar -C "$out" -czf "$dest/gpu-logs.tar.gz" . 2>/dev/null; }
 trap pack EXIT
 filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy" test_shards=1 layer_ops=0 ncu=""
-test_timeout=0 sections="" compare="" rounds=2 variants=() products="" product_rows="1 8"
+test_timeout=0 sections="" compare="" rounds=2 variants=() products="" product_rows="1 8" timeline=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --filter) filter=$2; shift ;;
@@ -164,6 +169,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift ;;
     --variant) variants+=("$2"); shift ;;
     --products) products=$2; shift ;;
+    --timeline) timeline=$2; shift ;;
     --product-rows) product_rows=$2; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -313,6 +319,12 @@ if [ -n "$products" ]; then
     done
   done
 fi
+
+for w in $timeline; do
+  echo "== kiln-bench --timeline: ${w%%:*} ${w#*:}"
+  "$here/kiln-bench" --device cuda --workload "${w%%:*}" --shape "${w#*:}" --mode compile \
+    --iters 100 --timeline 50 --positions 16 2>&1 | tee -a "$out/timeline.txt" || status=1
+done
 
 if [ $layer_ops = 1 ]; then
   for shape in "1 1 1024" "8 1 1024" "1 128 1024" "8 128 1024"; do

@@ -24,9 +24,13 @@
 // Now a warp per row loads every split's (max, sum) at once (lanes over the
 // splits, at most 4 each), reduces them with shuffles and leaves each split's
 // weight w / den in shared memory; each output element then sums
-// weight x partial over the splits with loads that do not depend on one
-// another. The partials are read with __ldcg (L2, not the SM's L1), after
-// the writers' fence and the counter.
+// weight x partial over the splits, sixteen splits' loads issued together
+// (they were guarded by the weight, four at a time). The partials are read
+// with __ldcg (L2, not the SM's L1). The counter is a release-acquire
+// increment by each block's first thread after the block's barrier: it
+// orders the block's partials (every thread's, through the barrier) before
+// it and the last block's reads after it. Every thread used to fence its
+// own writes, and the last block fenced once more before reading.
 
 #include <algorithm>
 
@@ -46,13 +50,15 @@ namespace {
 
 struct DecodeSpec {
   DType dtype = kFloat16;
-  int d = 64;    // head dim
-  int rmax = 1;  // query rows per block, rounded up to a power of two
+  int d = 64;      // head dim
+  int rmax = 1;    // query rows per block, rounded up to a power of two
+  int stages = 1;  // tiles in shared memory at once (Note [Decode tiles in flight])
 };
 
 constexpr int kThreads = 128;
 constexpr int kTileBytes = 8192;  // one K (or V) tile in shared memory
 constexpr int kMaxSplits = 128;
+constexpr int kStaticShared = 48 * 1024;  // a kernel's static shared memory at most
 
 // Geometry of one variant: TK keys per tile, TPK threads per key for the
 // scores (each reads every TPK-th 16-byte chunk of the key's row, so a row's
@@ -60,6 +66,8 @@ constexpr int kMaxSplits = 128;
 // quarter-warps' 16-byte reads fall in distinct banks.
 struct DecodeGeometry {
   int es, tk, tpk, cpr, epc, krow_bytes, rpt, nacc;
+  int tile_bytes;   // one K tile and one V tile (padded rows)
+  int other_bytes;  // the rest of the block's shared memory
 };
 DecodeGeometry geometry(const DecodeSpec& s) {
   DecodeGeometry g{};
@@ -71,12 +79,29 @@ DecodeGeometry geometry(const DecodeSpec& s) {
   g.krow_bytes = s.d * g.es + g.tpk * 16;
   g.rpt = kThreads / s.d;                              // row groups in P @ V
   g.nacc = std::max(1, (s.rmax + g.rpt - 1) / g.rpt);  // rows per thread in P @ V
+  g.tile_bytes = g.tk * g.krow_bytes + g.tk * s.d * g.es;
+  // sq, sp, s_w, s_m / s_l / s_a and s_last.
+  g.other_bytes = s.rmax * 4 * (s.d + g.tk + kMaxSplits) + s.rmax * 12 + 4;
   return g;
 }
 
 std::string decode_name(const DecodeSpec& s) {
   return std::string("kiln_attn_dec_") + dtype_tag(s.dtype) + "_d" + std::to_string(s.d) + "_r" +
-         std::to_string(s.rmax);
+         std::to_string(s.rmax) + (s.stages > 1 ? "_p" + std::to_string(s.stages) : "");
+}
+
+// Note [Decode tiles in flight]
+// A block whose slice spans several tiles used to load one, wait for it,
+// score it and sum it, then load the next: every tile a full DRAM trip on
+// the block's critical path (GPT-2 at batch 8, position 512: 86 keys per
+// block, two tiles, the attention 13 us of a 31 us layer). With two stages
+// the next tile's cp.async loads are issued before the current tile is
+// scored, so they travel while it is used. Taken where the slice can span
+// more than one tile and two tiles fit in static shared memory (every
+// variant up to 8 rows).
+bool two_stages_fit(const DecodeSpec& s) {
+  const DecodeGeometry g = geometry(s);
+  return 2 * g.tile_bytes + g.other_bytes <= kStaticShared;
 }
 
 // Unpacks 16 bytes `raw` (a uint4 of 32-bit words w0..w3) into floats f[].
@@ -127,10 +152,11 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
          "* __restrict__ vnew, i64 knsb, i64 knsh, i64 vnsb, i64 vnsh,\n"
          "    " +
          T + "* kw, " + T + "* vw, i64* err) {\n  kiln_grid_enter();\n";
-  src += "  __shared__ alignas(16) unsigned char sk[" + TK + " * " + KROWB +
+  const std::string ST = std::to_string(s.stages);
+  src += "  __shared__ alignas(16) unsigned char sk[" + ST + " * " + TK + " * " + KROWB +
          "];\n"
          "  __shared__ alignas(16) " +
-         T + " sv[" + TK + " * " + D +
+         T + " sv[" + ST + " * " + TK + " * " + D +
          "];\n"
          "  __shared__ alignas(16) float sq[" +
          RMAX + " * " + D +
@@ -192,31 +218,43 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
       "  }\n"
       "  const unsigned sk0 = kiln_smem(sk), sv0 = kiln_smem(sv);\n"
       "  __syncthreads();\n";
-  src += "  for (i64 t0 = k_begin; t0 < k_end; t0 += " + TK + ") {\n";
-  // K and V rows t0 .. t0 + nk - 1, the tile's keys below k_end: the rows
-  // past them are neither loaded nor read (a short range costs its keys,
-  // not a whole tile).
-  src += "    const int nk = (int)min((i64)" + TK + ", k_end - t0);\n";
-  src += "    for (int c = tid; c < nk * " + CPR + "; c += 128) {\n";
-  src += "      const int row = c / " + CPR + ", cc = c % " + CPR +
-         ";\n"
-         "      const bool fresh = knew && t0 + row == p;\n"
-         "      const char* kr = fresh ? knb : kb + (t0 + row) * kss * " +
-         ES +
-         ";\n"
-         "      const char* vr = fresh ? vnb : vb + (t0 + row) * vss * " +
-         ES +
-         ";\n"
-         "      kiln_cp16(sk0 + row * " +
-         KROWB +
-         " + cc * 16, kr + cc * 16);\n"
-         "      kiln_cp16(sv0 + row * " +
-         D + " * " + ES +
-         " + cc * 16, vr + cc * 16);\n"
-         "    }\n"
-         "    asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n"
-         "    asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");\n"
-         "    __syncthreads();\n";
+  // K and V rows tt .. tt + nl - 1 into stage `buf`, the tile's keys below
+  // k_end: the rows past them are neither loaded nor read (a short range
+  // costs its keys, not a whole tile).
+  auto issue = [&](const std::string& t, const std::string& buf) {
+    return "    {\n      const i64 tt = " + t + ";\n      const int nl = (int)min((i64)" + TK +
+           ", k_end - tt);\n      const unsigned skb = sk0 + (" + buf + ") * " + TK + " * " +
+           KROWB + ", svb = sv0 + (" + buf + ") * " + TK + " * " + D + " * " + ES +
+           ";\n      for (int c = tid; c < nl * " + CPR + "; c += 128) {\n" +
+           "        const int row = c / " + CPR + ", cc = c % " + CPR +
+           ";\n"
+           "        const bool fresh = knew && tt + row == p;\n"
+           "        const char* kr = fresh ? knb : kb + (tt + row) * kss * " +
+           ES + ";\n        const char* vr = fresh ? vnb : vb + (tt + row) * vss * " + ES +
+           ";\n        kiln_cp16(skb + row * " + KROWB +
+           " + cc * 16, kr + cc * 16);\n        kiln_cp16(svb + row * " + D + " * " + ES +
+           " + cc * 16, vr + cc * 16);\n      }\n"
+           "      asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n    }\n";
+  };
+  if (s.stages == 1) {
+    src += "  for (i64 t0 = k_begin; t0 < k_end; t0 += " + TK + ") {\n";
+    src += "    const int nk = (int)min((i64)" + TK + ", k_end - t0), buf = 0;\n";
+    src += issue("t0", "0");
+    src += "    asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");\n";
+  } else {
+    // Note [Decode tiles in flight]: the next tile's loads go out before
+    // this one is used; the barrier at the end of a step frees its stage.
+    src += "  if (k_begin < k_end) {\n" + issue("k_begin", "0") + "  }\n";
+    src += "  int step = 0;\n";
+    src += "  for (i64 t0 = k_begin; t0 < k_end; t0 += " + TK + ", ++step) {\n";
+    src += "    const int nk = (int)min((i64)" + TK + ", k_end - t0), buf = step & 1;\n";
+    src += "    if (t0 + " + TK + " < k_end) {\n" + issue("t0 + " + TK, "buf ^ 1") +
+           "      asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\");\n"
+           "    } else {\n"
+           "      asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");\n"
+           "    }\n";
+  }
+  src += "    __syncthreads();\n";
   // Scores: TPK threads per key, each a share of the dot products of all rows.
   src += "    {\n      const int key = tid / " + TPK + ", part = tid % " + TPK +
          ";\n"
@@ -236,8 +274,8 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
          "        const int ch = c * " +
          TPK +
          " + part;\n"
-         "        const unsigned* w = (const unsigned*)(sk + key * " +
-         KROWB +
+         "        const unsigned* w = (const unsigned*)(sk + buf * " + TK + " * " + KROWB +
+         " + key * " + KROWB +
          " + ch * 16);\n"
          "        float f[" +
          EPC + "];\n" + unpack(s.dtype) + "        const int d0 = ch * " + EPC +
@@ -314,7 +352,7 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
          "#pragma unroll 4\n"
          "    for (int j = 0; j < nk; ++j) {\n"
          "      const float x = " +
-         load_expr(s.dtype, "sv[j * " + D + " + pd]") +
+         load_expr(s.dtype, "sv[buf * " + TK + " * " + D + " + j * " + D + " + pd]") +
          ";\n"
          "#pragma unroll\n"
          "      for (int i = 0; i < " +
@@ -360,13 +398,19 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
       "    wm[(bh * R + r) * ns + blockIdx.x] = s_m[r];\n"
       "    wl[(bh * R + r) * ns + blockIdx.x] = s_l[r];\n"
       "  }\n"
-      "  __threadfence();\n"
+      // Note [Decode combine]: one release-acquire increment orders the
+      // block's partials (its threads' writes, through the barrier) before
+      // the counter, and the last block's reads after it.
       "  __syncthreads();\n"
-      "  if (tid == 0) s_last = atomicAdd(count + bh, 1u) == (unsigned)(ns - 1);\n"
+      "  if (tid == 0) {\n"
+      "    unsigned before;\n"
+      "    asm volatile(\"atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\" : \"=r\"(before) : "
+      "\"l\"(count + bh) : \"memory\");\n"
+      "    s_last = before == (unsigned)(ns - 1);\n"
+      "    if (s_last) count[bh] = 0u;\n"
+      "  }\n"
       "  __syncthreads();\n"
       "  if (!s_last) return;\n"
-      "  if (tid == 0) count[bh] = 0u;\n"
-      "  __threadfence();\n"
       // The last block of the group combines (Note [Decode combine]): a warp
       // per row reads every split's (max, sum) at once and leaves each split's
       // weight in shared memory; then each output element sums its splits'
@@ -413,13 +457,21 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
       "    const float* pw = s_w + r * " +
       std::to_string(kMaxSplits) +
       ";\n"
+      // Sixteen splits' partials in flight at once; a split that saw no key
+      // (weight 0) never wrote its partial, so its value is dropped, not
+      // multiplied.
       "    float num = 0.f;\n"
-      "#pragma unroll 4\n"
-      "    for (i64 c = 0; c < ns; ++c) {\n"
-      "      const float w = pw[c];\n"
-      "      if (w != 0.f) num += w * __ldcg(po + c * " +
+      "    for (i64 c0 = 0; c0 < ns; c0 += 16) {\n"
+      "      float x[16];\n"
+      "#pragma unroll\n"
+      "      for (int u = 0; u < 16; ++u) x[u] = c0 + u < ns ? __ldcg(po + (c0 + u) * " +
       D +
-      ");\n"
+      ") : 0.f;\n"
+      "#pragma unroll\n"
+      "      for (int u = 0; u < 16; ++u) {\n"
+      "        const float w = c0 + u < ns ? pw[c0 + u] : 0.f;\n"
+      "        num += w != 0.f ? w * x[u] : 0.f;\n"
+      "      }\n"
       "    }\n"
       "    out[row * " +
       D + " + d] = " + store_expr(s.dtype, "num") +
@@ -469,6 +521,7 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
   const int64_t tiles_per = (tiles + want - 1) / want;
   const int64_t splits = (tiles + tiles_per - 1) / tiles_per;
   const int64_t chunk = tiles_per * geo.tk;
+  if (tiles_per > 1 && two_stages_fit(spec)) spec.stages = 2;
   Tensor ws;
   void* count = nullptr;
   if (splits > 1) {
@@ -526,6 +579,10 @@ std::vector<std::pair<std::string, std::string>> decode_source_samples() {
       for (int r = 1; r <= kDecodeMaxRows; r *= 2) {
         DecodeSpec s{t, d, r};
         out.emplace_back(decode_name(s), decode_source(s));
+        if (two_stages_fit(s)) {
+          s.stages = 2;
+          out.emplace_back(decode_name(s), decode_source(s));
+        }
       }
     }
   }

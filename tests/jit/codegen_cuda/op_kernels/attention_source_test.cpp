@@ -34,8 +34,9 @@ TEST(AttentionSource, EveryVariantCompilesForAmpere) {
   if (!kiln::cuda::built()) GTEST_SKIP() << "kiln was built without the CUDA toolkit (no NVRTC)";
   const kc::NamedSources sources = attention_sources();
   // Prefill: 2 dtypes x 2 head dims x 6 mask kinds x 2 forms (Note [Prefill keys split over
-  // warps]); decode: 3 dtypes x 2 head dims x 5 row counts.
-  ASSERT_EQ(sources.size(), 48u + 30u);
+  // warps]); decode: 3 dtypes x 2 head dims x 5 row counts, and the two-stage form of
+  // those up to 8 rows (Note [Decode tiles in flight]).
+  ASSERT_EQ(sources.size(), 48u + 30u + 24u);
   struct Job {
     size_t source;
     int arch;
@@ -91,7 +92,8 @@ TEST(AttentionSource, VariantsSpellTheirChoices) {
   for (const char* want : {"kiln_attn_fwd_f16_d64_causal", "kiln_attn_fwd_bf16_d128_ma_f32",
                            "kiln_attn_fwd_f16_d128_causalpos", "kiln_attn_fwd_bf16_d64_mb",
                            "kiln_attn_fwd_f16_d64_causal_sk", "kiln_attn_fwd_bf16_d128_mb_sk",
-                           "kiln_attn_dec_f16_d64_r1", "kiln_attn_dec_f32_d128_r16"}) {
+                           "kiln_attn_dec_f16_d64_r1", "kiln_attn_dec_f32_d128_r16",
+                           "kiln_attn_dec_f16_d64_r1_p2", "kiln_attn_dec_f32_d128_r8_p2"}) {
     EXPECT_TRUE(std::binary_search(names.begin(), names.end(), std::string(want))) << want;
   }
 }
