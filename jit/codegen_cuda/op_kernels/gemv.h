@@ -156,6 +156,8 @@ struct GemvSpec {
   // Note [Loads in flight before the first mma] (the tensor-core form; set
   // by gemv_take_mma).
   bool fence = false;
+  // Note [Normalized x kept in registers] (set by gemv_keep_x).
+  bool keep_x = false;
 };
 
 // The configuration for a product of m rows and k inputs (k a multiple of
@@ -174,6 +176,13 @@ void gemv_widen(GemvSpec& s);
 void gemv_deepen(GemvSpec& s, int64_t n, int sms);
 // Makes `s` the tensor-core form.
 void gemv_take_mma(GemvSpec& s);
+// Note [Normalized x kept in registers]: sets s.keep_x where it applies to
+// `s` as configured (after the calls above), for k inputs and n outputs on
+// `sms` SMs: where the blocks walk at least two steps each.
+void gemv_keep_x(GemvSpec& s, int64_t k, int64_t n, int sms);
+// Steps of outputs per SM from which x is kept (two per block at the three
+// blocks of 256 threads the form is built for).
+constexpr int64_t kGemvKeepXStepsPerSm = 6;
 // Elements per 16-byte vector.
 int gemv_vector(DType dtype);
 // Outputs one block computes.

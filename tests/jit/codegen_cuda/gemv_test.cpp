@@ -136,6 +136,45 @@ TEST_F(Gemv, DeeperGroupsWhereTheGridStaysFull) {
   EXPECT_EQ(kc::gemv_name(tc), name);
 }
 
+// Note [Normalized x kept in registers]: one or two rows with a norm
+// prologue, where a lane's vectors cover k in one pass after the group size
+// is settled (a deepened group of Llama's head still covers 2048; 16 lanes
+// a group, deepened or widened, do not cover GPT-2's 768) and the blocks walk at least
+// two steps each (not GPT-2's layer products or Llama's q projection on 132
+// SMs); never without a prologue, from three rows, or in the tensor-core form.
+TEST_F(Gemv, NormalizedXKeptInRegisters) {
+  struct Case {
+    int64_t m, k, n;
+    int norm;
+    bool keep;
+  };
+  const Case cases[] = {
+      {1, 512, 32768, 1, true},  {2, 512, 32768, 2, true},   {1, 2048, 8192, 2, true},
+      {1, 768, 8192, 1, false},  {1, 2048, 128256, 2, true}, {1, 768, 2304, 1, false},
+      {2, 768, 3072, 1, false},  {1, 2048, 2048, 2, false},  {1, 768, 50257, 1, false},
+      {1, 64, 64, 1, false},     {3, 768, 8192, 1, false},   {1, 768, 768, 0, false},
+      {2, 3072, 8192, 0, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
+                 " n=" + std::to_string(c.n));
+    kc::GemvSpec s = kc::gemv_spec(kiln::kFloat16, c.m, c.k, 0, true, false, c.norm, true, true);
+    if (c.n >= kc::kGemvWideN) kc::gemv_widen(s);
+    kc::gemv_deepen(s, c.n, 132);
+    kc::gemv_keep_x(s, c.k, c.n, 132);
+    EXPECT_EQ(s.keep_x, c.keep);
+    if (s.keep_x) {
+      const int64_t kv = c.k / kc::gemv_vector(kiln::kFloat16);
+      EXPECT_LE(kv, static_cast<int64_t>(s.tpr) * s.unroll) << "one pass covers k";
+      EXPECT_NE(kc::gemv_name(s).find("_xr"), std::string::npos);
+    }
+  }
+  kc::GemvSpec tc = kc::gemv_spec(kiln::kFloat16, 8, 768, 0, true, false, 1, true, true);
+  kc::gemv_take_mma(tc);
+  kc::gemv_keep_x(tc, 768, 1 << 20, 132);
+  EXPECT_FALSE(tc.keep_x);
+}
+
 // Note [Tensor-core skinny kernel]: from 5 rows, 16-bit dtypes, sm_80 on;
 // tiles of 16 outputs; a name of its own.
 TEST_F(Gemv, TensorCoreFormFromFiveRows) {

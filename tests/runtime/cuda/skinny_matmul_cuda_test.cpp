@@ -239,6 +239,26 @@ TEST_F(SkinnyMatmulCuda, NormPrologueMatchesTheCpu) {
   EXPECT_EQ(cases, 3 * 6 * 3 * 2 * 2 + 2 * 3 * 2);
 }
 
+// Note [Normalized x kept in registers]: one or two rows with a norm
+// prologue where every block walks at least two steps (n = 32768 on the
+// GPUs kiln targets): x normalized once per block, the statistics from a
+// group's registers (k = 512: 16 or 32 lanes a group) or from the block's
+// shared memory (k = 2048: 64 or 128).
+TEST_F(SkinnyMatmulCuda, NormalizedXKeptWhereBlocksWalkSteps) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 950;
+  for (DType t : {kFloat16, kBFloat16, kFloat32}) {
+    for (int64_t m : {1, 2}) {
+      for (int64_t k : {512, 2048}) {
+        for (const char* norm : {"layer_norm", "rms_norm"}) {
+          check_norm_prologue(t, m, k, norm, true, true, seed, 32768);
+        }
+      }
+    }
+  }
+}
+
 // An LM head's n: more steps of outputs than blocks fit on the GPU, so each
 // block walks several (Note [Skinny matmul kernel]), with and without the
 // norm prologue whose statistics a block takes once.
