@@ -61,8 +61,8 @@ struct Options {
   int iters = 0;                                                       // 0: per-workload default
   bool json = false;
   std::string profile;  // --profile FILE ("": none)
-  int timeline = 0;      // --timeline N: calls recorded by CUPTI after the timed ones
-  int positions = 0;     // --positions P: kernels listed by position in the timeline
+  int timeline = 0;     // --timeline N: calls recorded by CUPTI after the timed ones
+  int positions = 0;    // --positions P: kernels listed by position in the timeline
 };
 
 // Where measure() writes the trace of its timed calls ("": it records none),
@@ -293,17 +293,23 @@ int run(const Options& o) {
       if (mode == "eager") {
         kiln::EagerGuard eager;
         r = measure([&] { return w.fn(w.inputs); }, iters);
-        if (timeline) record(*timeline, [&] { return w.fn(w.inputs); }, o.timeline);
+        if (timeline)
+          record(
+              *timeline, [&] { return w.fn(w.inputs); }, o.timeline);
       } else if (mode == "lazy") {
         r = measure([&] { return w.fn(w.inputs); }, iters);
-        if (timeline) record(*timeline, [&] { return w.fn(w.inputs); }, o.timeline);
+        if (timeline)
+          record(
+              *timeline, [&] { return w.fn(w.inputs); }, o.timeline);
       } else {
         auto f = kiln::jit::compile([&](const std::vector<Tensor>& in) { return w.fn(in); },
                                     {.name = c.workload + " " + c.shape,
                                      .mode = mode == "compile" ? kiln::jit::Mode::ReduceOverhead
                                                                : kiln::jit::Mode::Default});
         r = measure([&] { return f(w.inputs); }, iters);
-        if (timeline) record(*timeline, [&] { return f(w.inputs); }, o.timeline);
+        if (timeline)
+          record(
+              *timeline, [&] { return f(w.inputs); }, o.timeline);
         const kiln::jit::CompileStats s = f.stats();
         r.recompiles = s.entries - 1;
         r.steps_per_call = s.kernels_per_call;

@@ -274,8 +274,8 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
          "        const int ch = c * " +
          TPK +
          " + part;\n"
-         "        const unsigned* w = (const unsigned*)(sk + buf * " + TK + " * " + KROWB +
-         " + key * " + KROWB +
+         "        const unsigned* w = (const unsigned*)(sk + buf * " +
+         TK + " * " + KROWB + " + key * " + KROWB +
          " + ch * 16);\n"
          "        float f[" +
          EPC + "];\n" + unpack(s.dtype) + "        const int d0 = ch * " + EPC +

@@ -107,17 +107,7 @@ const char kNormStats[] = R"(
       const uint4* xr = (const uint4*)(x + (i64)i * ldx);
       double s = 0.0, q = 0.0;
 #pragma unroll 4
-      for (i64 j = part * 32 + (threadIdx.x & 31); j < kv; j += WPR * 32) {
-        float f[KV];
-        kiln_unpack(xr[j], f);
-#pragma unroll
-        for (int e = 0; e < KV; ++e) {
-#if KNORM == 1
-          s += (double)f[e];
-#endif
-          q += (double)f[e] * (double)f[e];
-        }
-      }
+      for (i64 j = part * 32 + (threadIdx.x & 31); j < kv; j += WPR * 32) kiln_moments(xr[j], s, q);
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
         s += __shfl_xor_sync(0xffffffffu, s, o);
@@ -130,11 +120,7 @@ const char kNormStats[] = R"(
       double s = 0.0, q = 0.0;
 #pragma unroll
       for (int p = 0; p < WPR; ++p) s += s_part[threadIdx.x][p][0], q += s_part[threadIdx.x][p][1];
-      const double count = (double)(kv * KV), mean = s / count;
-      const double var = fmax(q / count - mean * mean, 0.0);
-      const float rstd = (float)(1.0 / sqrt(var + eps));
-      s_scale[threadIdx.x] = rstd;
-      s_shift[threadIdx.x] = -(rstd * (float)mean);
+      kiln_scale_shift(s, q, kv, eps, s_scale[threadIdx.x], s_shift[threadIdx.x]);
     }
     __syncthreads();
   }
@@ -149,8 +135,21 @@ std::string normalize_source(const GemvSpec& s) {
   auto round = [&](const std::string& v) {
     return r.empty() ? v : "kiln_" + r + "2f(kiln_f2" + r + "(" + v + "))";
   };
-  // The norm's weight and bias at vector j (1 and 0 where it has none).
+  // One vector's float64 sums of x (layer_norm only) and of x * x; the
+  // scale and shift of a row from the sums over its kv vectors.
   std::string src =
+      "__device__ __forceinline__ void kiln_moments(const uint4& v, double& s, double& q) {\n"
+      "  float f[KV];\n  kiln_unpack(v, f);\n#pragma unroll\n  for (int e = 0; e < KV; ++e) {\n"
+      "#if KNORM == 1\n    s += (double)f[e];\n#endif\n    q += (double)f[e] * (double)f[e];\n  "
+      "}\n}\n"
+      "__device__ __forceinline__ void kiln_scale_shift(double s, double q, i64 kv, double eps, "
+      "float& scale, float& shift) {\n"
+      "  const double count = (double)(kv * KV), mean = s / count;\n"
+      "  const double var = fmax(q / count - mean * mean, 0.0);\n"
+      "  const float rstd = (float)(1.0 / sqrt(var + eps));\n"
+      "  scale = rstd;\n  shift = -(rstd * (float)mean);\n}\n";
+  // The norm's weight and bias at vector j (1 and 0 where it has none).
+  src +=
       "__device__ __forceinline__ void kiln_norm_params(const T* nw, const T* nb, i64 j, float* "
       "nwf, "
       "float* nbf) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, nbf[e] = "
@@ -230,27 +229,13 @@ const char kGemvKeepX[] = R"(
     for (int i = 0; i < KM; ++i) {
       double s = 0.0, q = 0.0;
 #pragma unroll
-      for (int u = 0; u < KU; ++u) {
-        float f[KV];
-        kiln_unpack(xr[u][i], f);
-#pragma unroll
-        for (int e = 0; e < KV; ++e) {
-#if KNORM == 1
-          s += (double)f[e];
-#endif
-          q += (double)f[e] * (double)f[e];
-        }
-      }
+      for (int u = 0; u < KU; ++u) kiln_moments(xr[u][i], s, q);
 #pragma unroll
       for (int o = KTPR / 2; o > 0; o >>= 1) {
         s += __shfl_xor_sync(0xffffffffu, s, o);
         q += __shfl_xor_sync(0xffffffffu, q, o);
       }
-      const double count = (double)(kv * KV), mean = s / count;
-      const double var = fmax(q / count - mean * mean, 0.0);
-      const float rstd = (float)(1.0 / sqrt(var + eps));
-      g_scale[i] = rstd;
-      g_shift[i] = -(rstd * (float)mean);
+      kiln_scale_shift(s, q, kv, eps, g_scale[i], g_shift[i]);
     }
 #else
 #pragma unroll
