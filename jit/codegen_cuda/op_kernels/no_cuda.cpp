@@ -33,6 +33,9 @@ void gemv_deepen(GemvSpec&, int64_t, int) {
 void gemv_take_mma(GemvSpec&) {
   no_cuda();
 }
+void gemv_keep_x(GemvSpec&, int64_t, int64_t, int) {
+  no_cuda();
+}
 bool gemv_preferred(DType, int64_t, int64_t, int64_t, int) {
   no_cuda();
 }
