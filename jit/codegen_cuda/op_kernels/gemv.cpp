@@ -215,10 +215,9 @@ const char kGemvKeepX[] = R"(
 #if KXRES
   uint4 xr[KU][KM];
   {
-    const int lane_x = threadIdx.x % KTPR;
 #pragma unroll
     for (int u = 0; u < KU; ++u) {
-      const i64 j = lane_x + (i64)u * KTPR;
+      const i64 j = lane + (i64)u * KTPR;
 #pragma unroll
       for (int i = 0; i < KM; ++i) xr[u][i] = j < kv ? ((const uint4*)(x + (i64)i * ldx))[j] : kiln_zero4();
     }
@@ -243,7 +242,7 @@ const char kGemvKeepX[] = R"(
 #endif
 #pragma unroll
     for (int u = 0; u < KU; ++u) {
-      const i64 j = lane_x + (i64)u * KTPR;
+      const i64 j = lane + (i64)u * KTPR;
       if (j < kv) {
         float nwf[KV], nbf[KV];
         kiln_norm_params(nw, nb, j, nwf, nbf);
