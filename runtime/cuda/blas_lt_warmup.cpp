@@ -30,6 +30,10 @@ Warmup& warmup_for(int device) {
   return (*all)[static_cast<size_t>(device)];
 }
 
+void wait_for_every_warmup() {
+  for (int d = 0; d < kMaxDevices; ++d) wait_for_warmup(d);
+}
+
 // One heuristic query for a small half-precision problem: what initializes cuBLASLt.
 void warm_up(int device) {
   DeviceGuard guard(device);
@@ -40,19 +44,24 @@ void warm_up(int device) {
   Preference pref(device);
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
            static_cast<uint64_t>(workspace_bytes(device)));
+  cublasLtHandle_t handle = handle_for(device);
+  // Exit handlers run newest first: this one, registered after what the
+  // calls above made cuBLASLt set up, waits before that is torn down (a
+  // process that exited during the query below crashed in it: H200,
+  // 2026-11-28, chain16 4096 three times in three).
+  std::atexit(wait_for_every_warmup);
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
-  (void)cublasLtMatmulAlgoGetHeuristic(handle_for(device), desc.desc, a.layout, b.layout, d.layout,
-                                       d.layout, pref.pref, 1, &result, &count);
+  (void)cublasLtMatmulAlgoGetHeuristic(handle, desc.desc, a.layout, b.layout, d.layout, d.layout,
+                                       pref.pref, 1, &result, &count);
 }
 
 // A process that exits while a warm-up runs waits for it first: the CUDA
 // runtime's own exit handlers, registered before this object was made, run
-// after its destructor, so cuBLASLt is never torn down under the thread.
+// after its destructor; so does what cuBLASLt sets up in the warm-up's first
+// calls (warm_up registers the wait once more after them).
 struct WaitAtExit {
-  ~WaitAtExit() {
-    for (int d = 0; d < kMaxDevices; ++d) wait_for_warmup(d);
-  }
+  ~WaitAtExit() { wait_for_every_warmup(); }
 };
 
 }  // namespace
