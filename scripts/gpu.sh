@@ -71,7 +71,7 @@ done < <(find "$build/perf" -maxdepth 1 -type f -executable 2>/dev/null | sort)
 is_provided() {
   case "$(basename "$1")" in
     linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | \
-      librt.so* | libstdc++.so* | libgcc_s.so* | libcuda.so* | libcublasLt.so* | \
+      librt.so* | libutil.so* | libstdc++.so* | libgcc_s.so* | libcuda.so* | libcublasLt.so* | \
       libcublas.so*) return 0 ;;
   esac
   case "$1" in
