@@ -1,11 +1,16 @@
 // CUDA graph capture and replay (Note [Graph addresses]).
 
+#include <cuda.h>  // CU_LAUNCH_PARAM_*: a library node's packed parameters
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 #include <vector>
 
 #include "graphs/graph.h"
@@ -33,6 +38,14 @@ struct KernelRecord {
   std::vector<unsigned char> bytes;  // every parameter, one after another
   std::vector<size_t> offsets;       // where each parameter starts in `bytes`
   bool copy = false;                 // kiln_graph_copy: its unit follows its pointers
+  // A library kernel's node (Note [Library node addresses]): `bytes` is its
+  // parameter buffer as the device lays it out (one buffer where `packed`),
+  // and only the words at `movable` may be patched.
+  bool library = false, packed = false;
+  std::vector<size_t> movable;
+  void* driver_func = nullptr;  // library: the driver's CUfunction, CUkernel and CUcontext
+  void* driver_kernel = nullptr;
+  void* driver_context = nullptr;
 };
 
 // A pointer inside a recorded parameter that follows a binding.
@@ -47,6 +60,7 @@ struct BindingInfo {
   size_t bytes = 0;
   std::string what;
   std::vector<size_t> slots;
+  bool library = false;  // a library kernel's word points into it
 };
 
 // A memset or memcpy node (not ours to report) that points into a binding:
@@ -133,6 +147,151 @@ cudaGraphNode_t last_node(cudaStream_t stream, int device) {
   return deps[0];
 }
 
+// Driver entry points for what the runtime cannot say of a library's kernel
+// (loaded through the runtime: kiln does not link the driver library).
+template <class F>
+F driver_entry(const char* symbol, unsigned version) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(symbol, &f, version, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<F>(f);
+}
+
+// A library launches its kernels through the driver, and the runtime's
+// queries do not know those functions: a library node is read and updated
+// through the driver's entry points.
+struct DriverGraphs {
+  using NodeParams = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
+  using ExecSetParams = CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*);
+  using FuncInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+  using KernelInfo = CUresult (*)(CUkernel, size_t, size_t*, size_t*);
+  NodeParams node_params = driver_entry<NodeParams>("cuGraphKernelNodeGetParams", 12000);
+  ExecSetParams exec_set_params =
+      driver_entry<ExecSetParams>("cuGraphExecKernelNodeSetParams", 12000);
+  FuncInfo func_info = driver_entry<FuncInfo>("cuFuncGetParamInfo", 12040);
+  KernelInfo kernel_info = driver_entry<KernelInfo>("cuKernelGetParamInfo", 12040);
+
+  bool usable() const { return node_params && exec_set_params && func_info && kernel_info; }
+  static const DriverGraphs& get() {
+    static const DriverGraphs d;
+    return d;
+  }
+};
+
+// A library kernel node's launch and parameter bytes (as a KernelRecord); an
+// empty string, or why they cannot be read in full.
+std::string library_record(cudaGraphNode_t node, KernelRecord* r) {
+  const DriverGraphs& d = DriverGraphs::get();
+  if (!d.usable()) return "the driver does not offer the entry points to read it";
+  CUDA_KERNEL_NODE_PARAMS p{};
+  if (d.node_params(reinterpret_cast<CUgraphNode>(node), &p) != CUDA_SUCCESS) {
+    return "its parameters could not be read";
+  }
+  r->node = node;
+  r->func = p.func ? static_cast<const void*>(p.func) : static_cast<const void*>(p.kern);
+  r->driver_func = p.func;
+  r->driver_kernel = p.kern;
+  r->driver_context = p.ctx;
+  r->grid = dim3(p.gridDimX, p.gridDimY, p.gridDimZ);
+  r->block = dim3(p.blockDimX, p.blockDimY, p.blockDimZ);
+  r->shared_bytes = p.sharedMemBytes;
+  r->library = true;
+  if (p.extra) {
+    const void* buffer = nullptr;
+    size_t bytes = 0;
+    bool sized = false;
+    for (void** e = p.extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = e[1];
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+        bytes = *static_cast<const size_t*>(e[1]);
+        sized = true;
+      }
+    }
+    if (!buffer || !sized) return "its parameter buffer has no pointer or size";
+    const auto* b = static_cast<const unsigned char*>(buffer);
+    r->bytes.assign(b, b + bytes);
+    r->packed = true;
+    return {};
+  }
+  if (!p.kernelParams) return {};  // no parameters
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    const CUresult err =
+        p.func ? d.func_info(p.func, i, &offset, &size) : d.kernel_info(p.kern, i, &offset, &size);
+    if (err == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    if (err != CUDA_SUCCESS) return "the layout of its parameters is unknown";
+    r->offsets.push_back(offset);
+    if (r->bytes.size() < offset + size) r->bytes.resize(offset + size);
+    std::memcpy(r->bytes.data() + offset, p.kernelParams[i], size);
+  }
+  if (r->offsets.empty()) return "the layout of its parameters is unknown";
+  return {};
+}
+
+// Sets a library node's parameters in `exec` from its record.
+void set_library_params(cudaGraphExec_t exec, KernelRecord& rec, int device) {
+  std::vector<void*> params;
+  for (size_t off : rec.offsets) params.push_back(rec.bytes.data() + off);
+  size_t packed_bytes = rec.bytes.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, rec.bytes.data(), CU_LAUNCH_PARAM_BUFFER_SIZE,
+                   &packed_bytes, CU_LAUNCH_PARAM_END};
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = static_cast<CUfunction>(rec.driver_func);
+  p.kern = static_cast<CUkernel>(rec.driver_kernel);
+  p.ctx = static_cast<CUcontext>(rec.driver_context);
+  p.gridDimX = rec.grid.x;
+  p.gridDimY = rec.grid.y;
+  p.gridDimZ = rec.grid.z;
+  p.blockDimX = rec.block.x;
+  p.blockDimY = rec.block.y;
+  p.blockDimZ = rec.block.z;
+  p.sharedMemBytes = static_cast<unsigned>(rec.shared_bytes);
+  if (rec.packed) {
+    p.extra = extra;
+  } else {
+    p.kernelParams = params.data();
+  }
+  const CUresult err = DriverGraphs::get().exec_set_params(
+      reinterpret_cast<CUgraphExec>(exec), reinterpret_cast<CUgraphNode>(rec.node), &p);
+  KILN_CHECK(err == CUDA_SUCCESS, "[graphs] on cuda:", device,
+             ": updating a library kernel's node failed (driver error ", static_cast<int>(err),
+             ")");
+}
+
+// Whether `v` is an address on the calling thread's stack (never a device
+// address: host and device share one virtual address space).
+bool on_this_stack(uint64_t v) {
+  thread_local uintptr_t lo = 0, hi = 0;
+  if (hi == 0) {
+    pthread_attr_t attr;
+    void* base = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      if (pthread_attr_getstack(&attr, &base, &size) == 0) {
+        lo = reinterpret_cast<uintptr_t>(base);
+        hi = lo + size;
+      }
+      pthread_attr_destroy(&attr);
+    }
+  }
+  return v >= lo && v < hi;
+}
+
+// Whether `p` is device memory (not host memory, pinned or not).
+bool on_device(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice;
+}
+
 }  // namespace
 
 struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
@@ -147,6 +306,17 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
   std::vector<BindingInfo> bindings;
   std::vector<CopyNode> copies;
   std::chrono::steady_clock::time_point t0;
+  // opaque_nodes(): the nodes looked at so far (in the order found), those
+  // records stand for, and the others kiln cannot see into.
+  std::unordered_set<cudaGraphNode_t> seen, recorded;
+  std::vector<cudaGraphNode_t> found, opaque;
+  size_t step_opaque = 0;  // opaque.size() where the step began
+  // A probe (Note [Library node addresses]): where it began in `found`,
+  // `opaque` and `records`, and the stream's dependencies before it.
+  size_t probe_found = 0, probe_opaque = 0, probe_records = 0, step_records = 0;
+  std::vector<cudaGraphNode_t> probe_deps;
+  std::vector<cudaGraphEdgeData> probe_edges;
+  std::vector<cudaGraphNode_t> doomed;  // probes' nodes, removed when the capture ends
 
   void on_launch(cudaStream_t s, const void* func, dim3 grid, dim3 block, size_t shared_bytes,
                  void* const* params, const size_t* sizes, int count) override {
@@ -157,6 +327,7 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
     r.grid = grid;
     r.block = block;
     r.shared_bytes = shared_bytes;
+    recorded.insert(r.node);
     for (int i = 0; i < count; ++i) {
       r.offsets.push_back(r.bytes.size());
       const auto* p = static_cast<const unsigned char*>(params[i]);
@@ -293,6 +464,7 @@ int add_copy(Capture::Impl& c, void* dst, const void* src, size_t bytes) {
   KernelRecord r = record_of(k);
   r.node = last_node(c.stream, c.index);
   r.copy = true;
+  c.recorded.insert(r.node);
   c.records.push_back(std::move(r));
   c.copies.push_back({c.records.size() - 1});
   return static_cast<int>(c.copies.size() - 1);
@@ -313,6 +485,204 @@ int Capture::bind(const void* base, size_t bytes, std::string what) {
   return static_cast<int>(impl_->bindings.size() - 1);
 }
 
+size_t Capture::opaque_nodes() {
+  Impl& c = *impl_;
+  if (!c.capturing) return c.opaque.size();
+  kiln::cuda::DeviceGuard guard(c.index);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  KILN_CUDA_CHECK_DEVICE(
+      cudaStreamGetCaptureInfo(c.stream, &status, nullptr, &graph, nullptr, nullptr, nullptr),
+      c.index);
+  if (status != cudaStreamCaptureStatusActive || !graph) return c.opaque.size();
+  size_t n = 0;
+  KILN_CUDA_CHECK_DEVICE(cudaGraphGetNodes(graph, nullptr, &n), c.index);
+  if (n == c.seen.size()) return c.opaque.size();
+  std::vector<cudaGraphNode_t> nodes(n);
+  KILN_CUDA_CHECK_DEVICE(cudaGraphGetNodes(graph, nodes.data(), &n), c.index);
+  for (size_t i = 0; i < n; ++i) {
+    if (!c.seen.insert(nodes[i]).second) continue;
+    c.found.push_back(nodes[i]);
+    cudaGraphNodeType type;
+    KILN_CUDA_CHECK_DEVICE(cudaGraphNodeGetType(nodes[i], &type), c.index);
+    bool visible = type == cudaGraphNodeTypeMemset;
+    if (type == cudaGraphNodeTypeKernel) visible = c.recorded.count(nodes[i]) > 0;
+    if (type == cudaGraphNodeTypeMemcpy) {
+      // Bytes from the host may be a table of device pointers (Note [Opaque steps]).
+      cudaMemcpy3DParms p{};
+      KILN_CUDA_CHECK_DEVICE(cudaGraphMemcpyNodeGetParams(nodes[i], &p), c.index);
+      visible = p.kind == cudaMemcpyDeviceToDevice ||
+                (p.kind == cudaMemcpyDefault && on_device(p.srcPtr.ptr) && on_device(p.dstPtr.ptr));
+    }
+    if (!visible) c.opaque.push_back(nodes[i]);
+  }
+  return c.opaque.size();
+}
+
+void Capture::begin_step() {
+  Impl& c = *impl_;
+  c.step_opaque = opaque_nodes();
+  c.step_records = c.records.size();
+}
+
+bool Capture::step_added_opaque() {
+  return opaque_nodes() > impl_->step_opaque;
+}
+
+void Capture::begin_probe() {
+  Impl& c = *impl_;
+  kiln::cuda::DeviceGuard guard(c.index);
+  opaque_nodes();
+  c.probe_found = c.found.size();
+  c.probe_opaque = c.opaque.size();
+  c.probe_records = c.records.size();
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  const cudaGraphEdgeData* edges = nullptr;
+  size_t n = 0;
+  KILN_CUDA_CHECK_DEVICE(
+      cudaStreamGetCaptureInfo(c.stream, &status, nullptr, nullptr, &deps, &edges, &n), c.index);
+  c.probe_deps.assign(deps, deps + n);
+  c.probe_edges.assign(n, cudaGraphEdgeData{});
+  if (edges) c.probe_edges.assign(edges, edges + n);
+}
+
+namespace {
+
+// Note [Library node addresses]: checks `step` (a step's library nodes)
+// against `probe` (the same work with `moves` applied) word by word, and marks
+// the words that follow the moved memory. False where anything else differs,
+// or where some moved range is referenced by no word kiln can see.
+std::string follows_moves(std::vector<KernelRecord>& step, const std::vector<KernelRecord>& probe,
+                          const std::vector<KernelRecord>& kiln_records,
+                          const std::vector<Capture::Move>& moves) {
+  if (step.empty() || step.size() != probe.size()) {
+    return "the probe added " + std::to_string(probe.size()) + " library nodes, the step " +
+           std::to_string(step.size());
+  }
+  std::vector<bool> referenced(moves.size(), false);
+  auto move_of = [&](uint64_t v) {
+    const auto* q = reinterpret_cast<const unsigned char*>(v);
+    for (size_t m = 0; m < moves.size(); ++m) {
+      const auto* from = static_cast<const unsigned char*>(moves[m].from);
+      if (q >= from && q < from + std::max<size_t>(moves[m].bytes, 1)) return static_cast<int>(m);
+    }
+    return -1;
+  };
+  for (size_t i = 0; i < step.size(); ++i) {
+    KernelRecord& a = step[i];
+    const KernelRecord& b = probe[i];
+    if (a.func != b.func || a.grid.x != b.grid.x || a.grid.y != b.grid.y || a.grid.z != b.grid.z ||
+        a.block.x != b.block.x || a.block.y != b.block.y || a.block.z != b.block.z ||
+        a.shared_bytes != b.shared_bytes || a.packed != b.packed ||
+        a.bytes.size() != b.bytes.size() || a.offsets != b.offsets) {
+      return "library node " + std::to_string(i) + " of the probe launched differently";
+    }
+    const size_t words = a.bytes.size() / 8 * 8;
+    if (std::memcmp(a.bytes.data() + words, b.bytes.data() + words, a.bytes.size() - words)) {
+      return "the last bytes of library node " + std::to_string(i) + " differ";
+    }
+    for (size_t at = 0; at < words; at += 8) {
+      uint64_t va, vb;
+      std::memcpy(&va, a.bytes.data() + at, 8);
+      std::memcpy(&vb, b.bytes.data() + at, 8);
+      const int m = move_of(va);
+      if (m < 0) {
+        // A host pointer the library passes along unread (cuBLASLt's alpha
+        // and beta in host pointer mode): on this thread's stack both times.
+        if (va != vb && on_this_stack(va) && on_this_stack(vb)) continue;
+        if (va != vb) {
+          char values[64];
+          std::snprintf(values, sizeof values, " (%#llx, then %#llx)",
+                        static_cast<unsigned long long>(va), static_cast<unsigned long long>(vb));
+          return "word " + std::to_string(at) + " of library node " + std::to_string(i) +
+                 " changed but points into no moved memory" + values;
+        }
+        continue;
+      }
+      const auto delta = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(moves[m].to) -
+                                               reinterpret_cast<uintptr_t>(moves[m].from));
+      if (vb - va != delta) {
+        return "word " + std::to_string(at) + " of library node " + std::to_string(i) +
+               " points into moved memory but did not follow it";
+      }
+      a.movable.push_back(at);
+      referenced[m] = true;
+    }
+  }
+  // Moved memory the library nodes do not point at must be what kiln's own
+  // kernels of the step point at; otherwise some pointer is out of sight.
+  for (const KernelRecord& r : kiln_records) {
+    for (size_t at = 0; at + 8 <= r.bytes.size(); at += 8) {
+      uint64_t v;
+      std::memcpy(&v, r.bytes.data() + at, 8);
+      if (const int m = move_of(v); m >= 0) referenced[m] = true;
+    }
+  }
+  for (size_t m = 0; m < moves.size(); ++m) {
+    if (!referenced[m]) return "no parameter points into moved range " + std::to_string(m);
+  }
+  return {};
+}
+
+}  // namespace
+
+bool Capture::end_probe(const std::vector<Move>& given, std::string* why) {
+  Impl& c = *impl_;
+  kiln::cuda::DeviceGuard guard(c.index);
+  opaque_nodes();
+  // One move per range (an in-place op's result is its argument); ranges
+  // that overlap otherwise would make a word's move ambiguous.
+  std::vector<Move> moves;
+  for (const Move& m : given) {
+    bool same = false;
+    for (const Move& k : moves) {
+      const auto* a = static_cast<const unsigned char*>(m.from);
+      const auto* b = static_cast<const unsigned char*>(k.from);
+      if (a == b && m.bytes == k.bytes && m.to == k.to) {
+        same = true;
+      } else if (a < b + std::max<size_t>(k.bytes, 1) && b < a + std::max<size_t>(m.bytes, 1)) {
+        *why = "two moved ranges overlap";
+      }
+    }
+    if (!same) moves.push_back(m);
+  }
+  std::vector<KernelRecord> step, probe;
+  for (size_t i = c.step_opaque; why->empty() && i < c.opaque.size(); ++i) {
+    KernelRecord r;
+    cudaGraphNodeType type;
+    KILN_CUDA_CHECK_DEVICE(cudaGraphNodeGetType(c.opaque[i], &type), c.index);
+    *why = type == cudaGraphNodeTypeKernel ? library_record(c.opaque[i], &r)
+                                           : "a library added a node other than a kernel";
+    (i < c.probe_opaque ? step : probe).push_back(std::move(r));
+  }
+  const std::vector<KernelRecord> kiln_records(c.records.begin() + c.step_records,
+                                               c.records.begin() + c.probe_records);
+  if (why->empty()) *why = follows_moves(step, probe, kiln_records, moves);
+  if (!why->empty()) {
+    char where[96];
+    std::snprintf(where, sizeof where, "; library scratch at %p, %zu bytes", c.scratch,
+                  c.scratch_bytes);
+    *why += where;
+    for (const Move& m : moves) {
+      std::snprintf(where, sizeof where, "; moved %p +%zu to %p", m.from, m.bytes, m.to);
+      *why += where;
+    }
+  }
+  // The probe leaves the graph: the stream goes on from where the step ended,
+  // and the probe's nodes are removed when the capture ends.
+  KILN_CUDA_CHECK_DEVICE(
+      cudaStreamUpdateCaptureDependencies(c.stream, c.probe_deps.data(), c.probe_edges.data(),
+                                          c.probe_deps.size(), cudaStreamSetCaptureDependencies),
+      c.index);
+  c.doomed.insert(c.doomed.end(), c.found.begin() + c.probe_found, c.found.end());
+  c.opaque.resize(c.probe_opaque);
+  c.records.resize(c.probe_records);
+  if (!why->empty()) return false;
+  for (KernelRecord& r : step) c.records.push_back(std::move(r));
+  return true;
+}
+
 std::unique_ptr<Graph> Capture::finish() {
   Impl& c = *impl_;
   kiln::cuda::DeviceGuard guard(c.index);
@@ -327,6 +697,10 @@ std::unique_ptr<Graph> Capture::finish() {
     KILN_FAIL("[graphs] the work could not be captured into a CUDA graph (",
               cudaGetErrorString(err),
               "): an op synchronized with the host or used another stream while captured");
+  }
+  // Probes' nodes (Note [Library node addresses]) never run.
+  for (cudaGraphNode_t node : c.doomed) {
+    KILN_CUDA_CHECK_DEVICE(cudaGraphDestroyNode(node), c.index);
   }
   // Counters that reset themselves start at zero (the stream no longer captures).
   for (const auto& [p, bytes] : c.zeroed) {
@@ -417,7 +791,9 @@ std::unique_ptr<Graph> Capture::finish() {
   for (size_t r = 0; r < g->records.size(); ++r) {
     const KernelRecord& rec = g->records[r];
     bool holds = false;
-    for (size_t at = 0; at + 8 <= rec.bytes.size(); at += 8) {
+    std::vector<size_t> words;
+    for (size_t at = 0; at + 8 <= rec.bytes.size(); at += 8) words.push_back(at);
+    for (size_t at : rec.library ? rec.movable : words) {
       uintptr_t v;
       std::memcpy(&v, rec.bytes.data() + at, 8);
       const auto* p = reinterpret_cast<const unsigned char*>(v);
@@ -426,6 +802,7 @@ std::unique_ptr<Graph> Capture::finish() {
         if (p >= bi.base && p < bi.base + std::max<size_t>(bi.bytes, 1)) {
           bi.slots.push_back(g->slots.size());
           g->slots.push_back({r, at, p - bi.base});
+          bi.library = bi.library || rec.library;
           holds = true;
           break;
         }
@@ -486,6 +863,12 @@ void Graph::set_binding(int binding, const void* base) {
   }
 }
 
+bool Graph::keeps_alignment(int binding, const void* base) const {
+  const BindingInfo& b = impl_->bindings[binding];
+  const auto moved = reinterpret_cast<uintptr_t>(base) - reinterpret_cast<uintptr_t>(b.base);
+  return !b.library || moved % kLibraryAlignment == 0;
+}
+
 void Graph::launch() {
   update();
   Impl& g = *impl_;
@@ -508,6 +891,11 @@ void Graph::update() {
       uint64_t words[kCopyWords];
       for (int w = 0; w < kCopyWords; ++w) words[w] = word_at(rec, w);
       set_word(rec, kCopyUnit, copy_unit(words));
+    }
+    if (rec.library) {
+      set_library_params(g.exec, rec, g.index);
+      g.dirty_records[r] = false;
+      continue;
     }
     std::vector<void*> params;
     params.reserve(rec.offsets.size());
@@ -567,6 +955,30 @@ size_t Graph::pool_bytes() const {
 
 bool available() {
   return true;
+}
+
+namespace {
+
+std::atomic<size_t>& probe_bytes() {
+  static std::atomic<size_t> bytes{[] {
+    const char* v = std::getenv("KILN_GRAPH_PROBE_BYTES");
+    if (!v || !v[0]) return kDefaultProbeBytes;
+    if (std::strcmp(v, "off") == 0) return SIZE_MAX;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    return end && *end == 0 ? static_cast<size_t>(n) : kDefaultProbeBytes;
+  }()};
+  return bytes;
+}
+
+}  // namespace
+
+size_t library_probe_bytes() {
+  return probe_bytes().load(std::memory_order_relaxed);
+}
+
+size_t set_library_probe_bytes(size_t bytes) {
+  return probe_bytes().exchange(bytes);
 }
 
 }  // namespace kiln::graphs

@@ -8,12 +8,18 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/device.h"
 
 namespace kiln::graphs {
 
 class Graph;
+
+// The alignment (bytes) within which memory a library kernel points at may
+// move between replays: cuBLASLt picks kernels for the alignment of its
+// pointers up to 256 bytes.
+inline constexpr uintptr_t kLibraryAlignment = 256;
 
 // Note [Graph addresses]
 // A captured graph holds every pointer its nodes were captured with; a
@@ -25,13 +31,15 @@ class Graph;
 //   that points into it is rewritten on replay (one
 //   cudaGraphExecKernelNodeSetParams per node that holds one, and only when
 //   the address changed).
-// - Library kernels (cuBLASLt matmuls) keep their parameters to themselves.
-//   A binding such a call reads or writes is copied instead: an argument into
-//   a static buffer by a copy node at the start of the graph, a result out of
-//   the graph's own buffer by a copy node at the end; the copy node's source
-//   or destination is what replay patches. jit/ decides which bindings those
-//   are from the plan (an extern step touching the storage); for decode steps
-//   they are the token ids, the position and the logits, a few kilobytes.
+// - Library kernels (cuBLASLt matmuls) do not say what their parameters
+//   mean. Where a probe shows which of their words are pointers into a
+//   binding (Note [Library node addresses]), those are patched the same way.
+//   Where it cannot, a binding such a call reads or writes is copied instead:
+//   an argument into a static buffer by a copy node at the start of the
+//   graph, a result out of the graph's own buffer by a copy node at the end;
+//   the copy node's source or destination is what replay patches. jit/
+//   learns which bindings those are while capturing (Capture::opaque_nodes(),
+//   Note [Opaque steps] in jit/compile/instance.cpp).
 // - Captured copy and memset nodes (fills, contiguous copies) that point into
 //   a binding are patched the same way, through their own node parameters.
 // What extern steps allocate while captured, and static buffers, come from a
@@ -45,6 +53,35 @@ class Graph;
 // capture, so its warm-up run uses it too), counted in memory_summary() like
 // any block, and freed with the instance (the compiled function, or its
 // cache entry, going away).
+
+// Note [Library node addresses]
+// A library kernel's node has parameter bytes that kiln can read
+// (cudaGraphKernelNodeGetParams, laid out by cudaFuncGetParamInfo) but whose
+// meaning it does not know: a word equal to an address inside an argument
+// may be that argument's pointer, or a number that happens to match, and an
+// argument's address may also sit out of sight (encoded in a descriptor, or
+// in device memory). So a word is patched only where a probe proves it is a
+// pointer. Right after a step whose library nodes touch per-call memory, the
+// capture runs the same call once more with that memory moved (arguments to
+// buffers of the graph's pool, at the same offset modulo 256 bytes; results
+// fresh, so elsewhere) and then sets the stream back, so the probe's nodes
+// hang off the graph and are removed before it is instantiated. The step's
+// library nodes and the probe's must then match launch for launch (function,
+// grid, block, shared memory, parameter layout), every word that differs must
+// differ by exactly the move of the range the step's word points into (or be
+// an address on the capturing thread's stack both times: cuBLASLt passes its
+// host-side alpha and beta pointers along, unread, to its split-K reduction;
+// host and device addresses never overlap), every
+// word pointing into a moved range must move, and every moved range must be
+// pointed at by some word kiln can see. Anything else (another count of
+// nodes, a word that changed for another reason, a moved range nobody points
+// at) keeps the copies. cuBLASLt chooses its kernel for the alignment of its
+// pointers (up to 256 bytes), so replay moves a patched library pointer only
+// by multiples of 256 (Graph::keeps_alignment); a call whose argument breaks
+// that runs its plan directly. Cost: the probe's host launches once per
+// capture, and its results' memory held in the graph's pool (the size of the
+// static buffers the copies would have needed). Which calls are probed:
+// Note [Which library calls are probed].
 
 // A capture in progress on the current stream of `device`. Allocations on
 // that stream go to the graph's private pool from construction until
@@ -67,6 +104,27 @@ class Capture {
   // Memory whose address changes per replay: recorded kernel parameters
   // pointing into [base, base + bytes) follow it.
   int bind(const void* base, size_t bytes, std::string what);
+  // Nodes captured so far that kiln cannot see into: kernels that no launch
+  // record stands for (a library's) and nodes other than kernels, copies and
+  // fills (Note [Opaque steps] in jit/compile/instance.cpp).
+  size_t opaque_nodes();
+  // A step of the captured work begins; whether it added opaque nodes.
+  void begin_step();
+  bool step_added_opaque();
+  // Note [Library node addresses]: work captured from begin_probe() to
+  // end_probe() is the step run again with some memory moved (`moves`); it
+  // never runs. end_probe() compares the step's opaque nodes with the
+  // probe's: where every difference is a moved pointer and every moved range
+  // is pointed at, those words are patched on replay like those of kiln's
+  // kernels (true); otherwise nothing changes and `why` says what differed
+  // (false).
+  struct Move {
+    const void* from = nullptr;
+    size_t bytes = 0;
+    const void* to = nullptr;
+  };
+  void begin_probe();
+  bool end_probe(const std::vector<Move>& moves, std::string* why);
   // Ends the capture and instantiates the graph. Throws kiln::Error when the
   // stream's work could not be captured (an op synchronized with the host).
   std::unique_ptr<Graph> finish();
@@ -86,6 +144,10 @@ class Graph {
   void set_copy_source(int copy, const void* src);
   void set_copy_destination(int copy, void* dst);
   void set_binding(int binding, const void* base);
+  // Whether `binding` may move to `base`: a library kernel picked for the
+  // alignment its memory had at capture may take no less (Note [Library
+  // node addresses]).
+  bool keeps_alignment(int binding, const void* base) const;
   // Applies the parameter changes made since the last launch (launch() does
   // it too; separate to time it).
   void update();
@@ -109,6 +171,22 @@ class Graph {
 
 // Whether this build can capture graphs (built with CUDA).
 bool available();
+
+// Note [Which library calls are probed]
+// Patching is not free where copying is: a replay whose result is fresh
+// updates every library node holding the result's pointer, through the
+// driver, about 2-3 us of host time each on an H200's host (a node of kiln's
+// costs about 1), while a copy node of b bytes costs the GPU about
+// 1.3 us + 2b / (4 TB/s). Measured (H200, 2026-11-28): mlp 32x1024, whose
+// result two library nodes write, spent 4 us more on the host per call and
+// gained nothing; gpt2 8x128, whose 1.5 MB argument a library node reads,
+// gained about 5 us. So a capture probes a library call only where the
+// per-call memory it touches totals at least library_probe_bytes() (1 MiB by
+// default; KILN_GRAPH_PROBE_BYTES sets it, 0 probes every call, "off" none).
+// set_library_probe_bytes returns the previous value.
+inline constexpr size_t kDefaultProbeBytes = size_t{1} << 20;
+size_t library_probe_bytes();
+size_t set_library_probe_bytes(size_t bytes);
 
 // The CUDA source of the copy and fill kernels that stand for memcpy and
 // memset nodes (Note [Kernel-only graphs], graphs/node_kernels.h); empty

@@ -1,5 +1,7 @@
 // graphs/ in a build without the CUDA toolkit: nothing can be captured.
 
+#include <cstdint>
+
 #include "graphs/graph.h"
 #include "kiln/error.h"
 
@@ -25,6 +27,17 @@ int Capture::copy_out(void*, const void*, size_t) {
 int Capture::bind(const void*, size_t, std::string) {
   return 0;
 }
+size_t Capture::opaque_nodes() {
+  return 0;
+}
+void Capture::begin_step() {}
+bool Capture::step_added_opaque() {
+  return false;
+}
+void Capture::begin_probe() {}
+bool Capture::end_probe(const std::vector<Move>&, std::string*) {
+  return false;
+}
 std::unique_ptr<Graph> Capture::finish() {
   return nullptr;
 }
@@ -34,6 +47,9 @@ Graph::~Graph() = default;
 void Graph::set_copy_source(int, const void*) {}
 void Graph::set_copy_destination(int, void*) {}
 void Graph::set_binding(int, const void*) {}
+bool Graph::keeps_alignment(int, const void*) const {
+  return true;
+}
 void Graph::update() {}
 void Graph::launch() {}
 size_t Graph::nodes() const {
@@ -58,6 +74,14 @@ std::string node_kernels_source() {
 
 bool available() {
   return false;
+}
+
+size_t library_probe_bytes() {
+  return SIZE_MAX;
+}
+
+size_t set_library_probe_bytes(size_t) {
+  return SIZE_MAX;
 }
 
 }  // namespace kiln::graphs

@@ -5,6 +5,7 @@
 #include "graphs/graph.h"
 #include "jit/compile/call_profile.h"
 #include "jit/passes/dead_code.h"
+#include "jit/plan/executor.h"
 #include "kiln/logging.h"
 
 // GCC 12 warns falsely on std::string concatenation at -O3.
@@ -235,6 +236,8 @@ struct Instance::GraphState {
     int binding = -1, copy = -1;
   };
   std::vector<Out> outs;  // per result storage the instance hands out fresh
+  int library_steps = 0;  // extern steps whose library nodes replay patches
+  bool misaligned_logged = false;
 };
 
 Instance::Instance(const Pristine& pristine, InstanceOptions options)
@@ -294,16 +297,6 @@ Instance::Instance(const Pristine& pristine, InstanceOptions options)
       if (n.args[w].is_tensor()) written_.insert(n.args[w].to_tensor().impl()->storage().get());
     }
   }
-  for (const Step& step : plan_.steps) {
-    if (step.kind != Step::Kind::Extern) continue;
-    const Node& n = plan_.nodes[step.node];
-    auto note = [&](const Tensor& t) {
-      if (t.defined() && t.impl()->storage()) extern_touched_.insert(t.impl()->storage().get());
-    };
-    for_each_input(n, note);
-    for (const Tensor& t : n.outputs) note(t);
-  }
-
   // Memory every run takes anew: results and what extern steps allocate.
   std::unordered_set<const StorageImpl*> bound, seen;
   for (const auto& b : bindings_) bound.insert(b.get());
@@ -478,7 +471,7 @@ std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
   std::vector<Tensor> results;
   const bool graphs = options_.graphs && device_.is_cuda() && single_device_ && !graph_failed_ &&
                       plan_.steps.size() > 1;
-  if (graph_ || (graphs && runs_ >= 1 && capture(tensors))) {
+  if ((graph_ && replayable(tensors)) || (!graph_ && graphs && runs_ >= 1 && capture(tensors))) {
     results = replay(tensors);
   } else {
     {
@@ -499,64 +492,187 @@ std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
   return results;
 }
 
-bool Instance::capture(const std::vector<const Tensor*>& tensors) {
-  auto g = std::make_unique<GraphState>();
-  try {
-    graphs::Capture cap(device_);
-    g->arg_binding.assign(arg_storages_.size(), -1);
-    g->arg_copy.assign(arg_storages_.size(), -1);
-    g->arg_writeback.assign(arg_storages_.size(), -1);
-    g->arg_shift.assign(arg_storages_.size(), 0);
-    for (size_t k = 0; k < arg_storages_.size(); ++k)
-      g->arg_shift[k] = shifts_[arg_storages_[k].arg];
-    std::vector<char*> statics(arg_storages_.size(), nullptr);
-    // Arguments extern steps read go through a static buffer of the graph.
-    for (size_t k = 0; k < arg_storages_.size(); ++k) {
-      const ArgStorage& a = arg_storages_[k];
-      StorageImpl* b = bindings_[a.arg].get();
-      if (!extern_touched_.count(b) || a.hi == 0) continue;
-      statics[k] = static_cast<char*>(cap.static_buffer(a.hi));
-      b->reset_data();
-      b->set_data(statics[k], nullptr, nullptr);
-    }
-    cap.begin();
-    for (size_t k = 0; k < arg_storages_.size(); ++k) {
-      const ArgStorage& a = arg_storages_[k];
-      if (!statics[k]) continue;
-      const char* user = argument_base(tensors, a.arg);
-      g->arg_copy[k] = cap.copy_in(statics[k] + a.lo, user + a.lo, a.hi - a.lo);
-    }
-    if (RunFailures f = run_plan(plan_); !f.empty()) std::rethrow_exception(f.errors.front());
-    for (size_t k = 0; k < arg_storages_.size(); ++k) {
-      const ArgStorage& a = arg_storages_[k];
-      if (!statics[k] || !written_.count(bindings_[a.arg].get())) continue;
-      char* user = argument_base(tensors, a.arg);
-      g->arg_writeback[k] = cap.copy_out(user + a.lo, statics[k] + a.lo, a.hi - a.lo);
-    }
-    std::unordered_set<const StorageImpl*> seen;
-    for (const Tensor& o : outputs_) {
-      StorageImpl* s = o.defined() ? o.impl()->storage().get() : nullptr;
-      if (!s || !seen.insert(s).second || s->nbytes() == 0 || !s->data()) continue;
-      if (std::find(transient_.begin(), transient_.end(), s) == transient_.end()) continue;
-      GraphState::Out out{s};
-      if (extern_touched_.count(s)) {
-        out.copy = cap.copy_out(cap.static_buffer(s->nbytes()), s->data(), s->nbytes());
-      } else {
-        out.binding = cap.bind(s->data(), s->nbytes(), "a result");
+// Note [Opaque steps]
+// Replay moves every pointer of a kernel kiln launched (Note [Graph
+// addresses]); what a library kernel's (cuBLASLt's) parameters mean it does
+// not know. Memory that such a kernel reads or writes and that changes per
+// call (an argument, a fresh result) goes through the graph's own buffer and
+// a copy node, unless a probe finds its pointers. The plan does not say which
+// steps launch library kernels: an extern step may run kiln's own op kernels
+// (an embedding, attention), a library call, or copies. The capture watches
+// instead. After each step it counts the nodes the step added that it cannot
+// see into (Capture::opaque_nodes(): kernels no launch record stands for,
+// copies from the host, whose bytes may be a table of pointers, and nodes of
+// other kinds). An extern step that added some and touches enough per-call
+// memory (Note [Which library calls are probed] in graphs/graph.h) is probed
+// (Note [Library node addresses] there): where the probe shows its pointers,
+// they are patched like kiln's. The storages of any other step that added
+// opaque nodes are opaque. An instance's first capture copies none; where an
+// opaque step touched an argument or result that it bound, that capture is
+// dropped and one more copies exactly those storages (a second surprise
+// fails the capture: the plan then runs directly). Before, every storage an
+// extern step touched was copied: GPT-2's hidden-state argument passed
+// through a copy node at the head of every replay, though at one token only
+// kiln's own kernels read it.
+
+namespace {
+
+// Collects the storages of the steps that add opaque nodes, except the
+// extern steps a probe shows to be patchable (Note [Opaque steps], Note
+// [Library node addresses] in graphs/graph.h).
+class OpaqueSteps final : public StepObserver {
+ public:
+  // `per_call`: the storages bound per call (arguments and results not copied).
+  OpaqueSteps(graphs::Capture& capture, const Plan& plan,
+              std::unordered_set<const StorageImpl*> per_call, std::string name)
+      : capture_(capture), plan_(plan), per_call_(std::move(per_call)), name_(std::move(name)) {}
+
+  void before_step(const Step&) override { capture_.begin_step(); }
+  void after_step(const Step& step) override {
+    if (!capture_.step_added_opaque()) return;
+    std::unordered_set<const StorageImpl*> touched;
+    auto note = [&](const Tensor& t) {
+      if (t.defined() && t.impl()->storage()) touched.insert(t.impl()->storage().get());
+    };
+    auto note_node = [&](size_t i) {
+      for_each_input(plan_.nodes[i], note);
+      for (const Tensor& t : plan_.nodes[i].outputs) note(t);
+    };
+    if (step.kind == Step::Kind::Extern) {
+      note_node(step.node);
+    } else {
+      for (size_t m :
+           step.kind == Step::Kind::Fused ? step.group.members : step.reduction.members) {
+        note_node(m);
       }
-      g->outs.push_back(out);
     }
-    for (size_t k = 0; k < arg_storages_.size(); ++k) {
-      if (statics[k]) continue;
-      const ArgStorage& a = arg_storages_[k];
-      // The whole allocation tells the argument's pointers apart; replay
-      // moves them by the change of address and of shift since the capture.
-      const StorageImpl* user = tensors[a.arg]->impl()->storage().get();
-      const size_t reach = static_cast<size_t>(std::max<int64_t>(
-          static_cast<int64_t>(a.hi) + shifts_[a.arg], static_cast<int64_t>(user->nbytes())));
-      g->arg_binding[k] = cap.bind(user->data(), reach, "argument " + std::to_string(a.arg));
+    bool per_call = false;
+    size_t bytes = 0;  // Note [Which library calls are probed]
+    for (const StorageImpl* s : touched) {
+      if (!per_call_.count(s)) continue;
+      per_call = true;
+      bytes += s->nbytes();
     }
-    g->graph = cap.finish();
+    if (per_call && step.kind == Step::Kind::Extern && bytes >= graphs::library_probe_bytes() &&
+        probe(step.node)) {
+      ++patched_steps;
+      return;
+    }
+    storages.insert(touched.begin(), touched.end());
+  }
+
+  std::unordered_set<const StorageImpl*> storages;
+  int patched_steps = 0;
+
+ private:
+  // Runs extern node `index` once more with its per-call memory moved, and
+  // lets the capture compare (Note [Library node addresses]).
+  bool probe(size_t index) {
+    const Node& n = plan_.nodes[index];
+    std::vector<graphs::Capture::Move> moves;
+    std::unordered_map<const StorageImpl*, IntrusivePtr<StorageImpl>> moved;
+    auto elsewhere = [&](const Tensor& t) -> Tensor {
+      StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
+      if (!s || !per_call_.count(s) || !s->data()) return t;
+      auto [it, fresh] = moved.try_emplace(s);
+      if (fresh) {
+        // At the same offset modulo the alignment library kernels are picked for.
+        const uintptr_t want = reinterpret_cast<uintptr_t>(s->data()) % graphs::kLibraryAlignment;
+        auto* buf =
+            static_cast<char*>(capture_.static_buffer(s->nbytes() + graphs::kLibraryAlignment));
+        const uintptr_t have = reinterpret_cast<uintptr_t>(buf) % graphs::kLibraryAlignment;
+        char* to = buf + (want + graphs::kLibraryAlignment - have) % graphs::kLibraryAlignment;
+        it->second =
+            IntrusivePtr<StorageImpl>::make(nullptr, s->nbytes(), s->device(), nullptr, nullptr);
+        it->second->set_data(to, nullptr, nullptr);
+        moves.push_back({s->data(), s->nbytes(), to});
+      }
+      auto impl = IntrusivePtr<TensorImpl>::make(it->second, t.dtype(), t.device(), t.sizes(),
+                                                 t.strides(), t.storage_offset());
+      impl->set_wrapped_number(t.impl()->is_wrapped_number());
+      return Tensor(std::move(impl));
+    };
+    Node again;
+    again.op = n.op;
+    again.device = n.device;
+    again.written = n.written;
+    again.outputs = n.outputs;
+    for (const IValue& v : n.args) {
+      if (v.is_tensor()) {
+        again.args.emplace_back(elsewhere(v.to_tensor()));
+      } else if (v.is_tensor_list()) {
+        std::vector<Tensor> list;
+        for (const Tensor& t : v.to_tensor_list()) list.push_back(elsewhere(t));
+        again.args.emplace_back(std::move(list));
+      } else {
+        again.args.push_back(v);
+      }
+    }
+    capture_.begin_probe();
+    std::vector<Tensor> results;  // alive until the capture has compared
+    bool ran = true;
+    std::string why;
+    try {
+      auto into = plan_.memory.out_variants.find(index);
+      if (into != plan_.memory.out_variants.end() && into->second) {
+        execute_node_into(again, *into->second);  // into the step's own arena slice
+      } else {
+        ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+        for (IValue& v : call_normalized(*n.op, again.args)) {
+          if (v.is_tensor()) results.push_back(v.to_tensor());
+          if (v.is_tensor_list()) {
+            for (const Tensor& t : v.to_tensor_list()) results.push_back(t);
+          }
+        }
+        ran = results.size() == n.outputs.size();
+        if (!ran) why = "the probe returned another number of results";
+        // Fresh results sit elsewhere than the step's.
+        for (size_t i = 0; ran && i < results.size(); ++i) {
+          const StorageImpl* was = n.outputs[i].impl()->storage().get();
+          const StorageImpl* now = results[i].impl()->storage().get();
+          if (was && now && was->data() && now->data() != was->data()) {
+            moves.push_back({was->data(), was->nbytes(), now->data()});
+          }
+        }
+      }
+    } catch (const Error& e) {
+      ran = false;
+      why = std::string("the probe failed: ") + e.what();
+    }
+    if (ran && !why.empty()) ran = false;
+    std::string compared;
+    const bool same = capture_.end_probe(moves, &compared);
+    if (why.empty()) why = compared;
+    if (!ran || !same) {
+      KILN_LOG(Graphs, name_, ": op ", index, " '", n.op->name(),
+               "': its library nodes keep their memory on copies: ", why);
+    }
+    return ran && same;
+  }
+
+  graphs::Capture& capture_;
+  const Plan& plan_;
+  std::unordered_set<const StorageImpl*> per_call_;
+  std::string name_;  // for logs
+};
+
+}  // namespace
+
+bool Instance::capture(const std::vector<const Tensor*>& tensors) {
+  std::unique_ptr<GraphState> g;
+  try {
+    std::unordered_set<const StorageImpl*> opaque;
+    g = capture_once(tensors, &opaque);
+    if (!g) {
+      KILN_LOG(Graphs, options_.name, ": library kernels touch memory the capture bound; ",
+               "capturing again with it copied through the graph's buffers");
+      opaque_touched_.insert(opaque.begin(), opaque.end());
+      opaque.clear();
+      g = capture_once(tensors, &opaque);
+      KILN_CHECK(g != nullptr,
+                 "[graphs] a step added nodes kiln cannot see into over memory that the ",
+                 "previous capture found none in (Note [Opaque steps])");
+    }
   } catch (const Error& e) {
     graph_failed_ = true;
     KILN_LOG(Graphs, options_.name,
@@ -566,10 +682,128 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors) {
     return false;
   }
   graph_ = std::move(g);
+  size_t copies = 0;
+  for (size_t k = 0; k < arg_storages_.size(); ++k) copies += graph_->arg_copy[k] >= 0;
+  for (const GraphState::Out& out : graph_->outs) copies += out.copy >= 0;
   KILN_LOG(Graphs, options_.name, ": captured a graph of ", graph_->graph->nodes(), " nodes (",
-           graph_->graph->patched_nodes(), " patched per replay, ", plan_.steps.size(),
-           " steps), arena ", plan_.memory.planned_bytes, " bytes, private pool ",
-           graph_->graph->pool_bytes(), " bytes, in ", graph_->graph->capture_ms(), " ms");
+           graph_->graph->patched_nodes(), " patched per replay, ", graph_->library_steps,
+           " library calls among them, ", copies, " arguments and results copied, ",
+           plan_.steps.size(), " steps), arena ", plan_.memory.planned_bytes,
+           " bytes, private pool ", graph_->graph->pool_bytes(), " bytes, in ",
+           graph_->graph->capture_ms(), " ms");
+  return true;
+}
+
+std::unique_ptr<Instance::GraphState> Instance::capture_once(
+    const std::vector<const Tensor*>& tensors, std::unordered_set<const StorageImpl*>* opaque) {
+  auto g = std::make_unique<GraphState>();
+  graphs::Capture cap(device_);
+  g->arg_binding.assign(arg_storages_.size(), -1);
+  g->arg_copy.assign(arg_storages_.size(), -1);
+  g->arg_writeback.assign(arg_storages_.size(), -1);
+  g->arg_shift.assign(arg_storages_.size(), 0);
+  for (size_t k = 0; k < arg_storages_.size(); ++k) g->arg_shift[k] = shifts_[arg_storages_[k].arg];
+  std::vector<char*> statics(arg_storages_.size(), nullptr);
+  // Arguments library kernels read go through a static buffer of the graph.
+  for (size_t k = 0; k < arg_storages_.size(); ++k) {
+    const ArgStorage& a = arg_storages_[k];
+    StorageImpl* b = bindings_[a.arg].get();
+    if (!opaque_touched_.count(b) || a.hi == 0) continue;
+    statics[k] = static_cast<char*>(cap.static_buffer(a.hi));
+    b->reset_data();
+    b->set_data(statics[k], nullptr, nullptr);
+  }
+  cap.begin();
+  for (size_t k = 0; k < arg_storages_.size(); ++k) {
+    const ArgStorage& a = arg_storages_[k];
+    if (!statics[k]) continue;
+    const char* user = argument_base(tensors, a.arg);
+    g->arg_copy[k] = cap.copy_in(statics[k] + a.lo, user + a.lo, a.hi - a.lo);
+  }
+  // Memory bound per call: arguments not copied, and results (Note [Opaque steps]).
+  std::unordered_set<const StorageImpl*> per_call;
+  for (size_t k = 0; k < arg_storages_.size(); ++k) {
+    if (!statics[k] && arg_storages_[k].hi > 0)
+      per_call.insert(bindings_[arg_storages_[k].arg].get());
+  }
+  for (const Tensor& o : outputs_) {
+    StorageImpl* s = o.defined() ? o.impl()->storage().get() : nullptr;
+    if (s && !opaque_touched_.count(s) &&
+        std::find(transient_.begin(), transient_.end(), s) != transient_.end()) {
+      per_call.insert(s);
+    }
+  }
+  OpaqueSteps watch(cap, plan_, std::move(per_call), options_.name);
+  if (RunFailures f = run_plan(plan_, &watch); !f.empty()) std::rethrow_exception(f.errors.front());
+  g->library_steps = watch.patched_steps;
+  // Results that are not arguments or captured tensors: handed out fresh.
+  std::vector<StorageImpl*> results;
+  std::unordered_set<const StorageImpl*> seen;
+  for (const Tensor& o : outputs_) {
+    StorageImpl* s = o.defined() ? o.impl()->storage().get() : nullptr;
+    if (!s || !seen.insert(s).second || s->nbytes() == 0 || !s->data()) continue;
+    if (std::find(transient_.begin(), transient_.end(), s) == transient_.end()) continue;
+    results.push_back(s);
+  }
+  // Bound memory an opaque step touched: the try is dropped (Note [Opaque steps]).
+  bool surprised = false;
+  for (size_t k = 0; k < arg_storages_.size(); ++k) {
+    const StorageImpl* b = bindings_[arg_storages_[k].arg].get();
+    surprised = surprised || (!statics[k] && arg_storages_[k].hi > 0 && watch.storages.count(b));
+  }
+  for (const StorageImpl* s : results) {
+    surprised = surprised || (watch.storages.count(s) && !opaque_touched_.count(s));
+  }
+  if (surprised) {
+    *opaque = std::move(watch.storages);
+    recover(true);
+    bind_arguments(tensors);
+    return nullptr;
+  }
+  for (size_t k = 0; k < arg_storages_.size(); ++k) {
+    const ArgStorage& a = arg_storages_[k];
+    if (!statics[k] || !written_.count(bindings_[a.arg].get())) continue;
+    char* user = argument_base(tensors, a.arg);
+    g->arg_writeback[k] = cap.copy_out(user + a.lo, statics[k] + a.lo, a.hi - a.lo);
+  }
+  for (StorageImpl* s : results) {
+    GraphState::Out out{s};
+    if (opaque_touched_.count(s)) {
+      out.copy = cap.copy_out(cap.static_buffer(s->nbytes()), s->data(), s->nbytes());
+    } else {
+      out.binding = cap.bind(s->data(), s->nbytes(), "a result");
+    }
+    g->outs.push_back(out);
+  }
+  for (size_t k = 0; k < arg_storages_.size(); ++k) {
+    if (statics[k]) continue;
+    const ArgStorage& a = arg_storages_[k];
+    // The whole allocation tells the argument's pointers apart; replay
+    // moves them by the change of address and of shift since the capture.
+    const StorageImpl* user = tensors[a.arg]->impl()->storage().get();
+    const size_t reach = static_cast<size_t>(std::max<int64_t>(
+        static_cast<int64_t>(a.hi) + shifts_[a.arg], static_cast<int64_t>(user->nbytes())));
+    g->arg_binding[k] = cap.bind(user->data(), reach, "argument " + std::to_string(a.arg));
+  }
+  g->graph = cap.finish();
+  return g;
+}
+
+bool Instance::replayable(const std::vector<const Tensor*>& tensors) {
+  for (size_t k = 0; k < arg_storages_.size(); ++k) {
+    const int b = graph_->arg_binding[k];
+    if (b < 0) continue;
+    const char* base = argument_base(tensors, arg_storages_[k].arg) - graph_->arg_shift[k];
+    if (graph_->graph->keeps_alignment(b, base)) continue;
+    if (!graph_->misaligned_logged) {
+      graph_->misaligned_logged = true;
+      KILN_LOG(Graphs, options_.name, ": argument ", arg_storages_[k].arg,
+               " moved by other than a multiple of ", graphs::kLibraryAlignment,
+               " bytes from where a library kernel was captured to read it: such calls run ",
+               "the plan directly (Note [Library node addresses])");
+    }
+    return false;
+  }
   return true;
 }
 

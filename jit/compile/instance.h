@@ -59,10 +59,11 @@ std::vector<std::string> trace_signature(const std::vector<Node>& nodes,
 // An instance on one CUDA device in Mode::ReduceOverhead runs its first call
 // directly (the warm-up: kernels compiled, cuBLASLt algorithms chosen, extern
 // outputs sized), captures the second into a CUDA graph (graphs/graph.h) and
-// replays that graph from then on. An argument or result storage that an
-// extern step touches is copied through the graph's own buffer; every other
-// one is a binding whose kernel parameters replay patches (Note [Graph
-// addresses]). Results are fresh buffers each replay: the graph writes them
+// replays that graph from then on. An argument or result storage that a
+// library kernel touches is copied through the graph's own buffer (Note
+// [Opaque steps] in instance.cpp); every other one is a binding whose kernel
+// parameters replay patches (Note [Graph addresses]). Results are fresh
+// buffers each replay: the graph writes them
 // through patched pointers or a patched copy node. A plan of one kernel, a
 // plan on the CPU or over several devices, and a plan whose capture fails
 // (logged under KILN_LOGS=graphs) run their kernels directly.
@@ -106,6 +107,14 @@ class Instance {
   std::vector<Tensor> collect(const std::vector<const Tensor*>& tensors,
                               const std::function<IntrusivePtr<StorageImpl>(StorageImpl*)>& fresh);
   bool capture(const std::vector<const Tensor*>& tensors);
+  // One try of capture(): the graph, or null where a step that added opaque
+  // nodes touched memory bound rather than copied (those storages then join
+  // `opaque`, and the instance is as before the try); throws kiln::Error where
+  // the work could not be captured.
+  std::unique_ptr<GraphState> capture_once(const std::vector<const Tensor*>& tensors,
+                                           std::unordered_set<const StorageImpl*>* opaque);
+  // Whether the captured graph can take these arguments (Note [Library node addresses]).
+  bool replayable(const std::vector<const Tensor*>& tensors);
   std::vector<Tensor> replay(const std::vector<const Tensor*>& tensors);
   void order_after_previous_run();
   void mark_run_done();
@@ -129,8 +138,10 @@ class Instance {
     size_t lo = 0, hi = 0;
   };
   std::vector<ArgStorage> arg_storages_;
-  std::unordered_set<const StorageImpl*> extern_touched_;  // storages extern steps use
-  std::unordered_set<const StorageImpl*> written_;         // storages some node writes
+  // Storages that steps adding opaque nodes touch, learned by a capture (Note
+  // [Opaque steps]): copied through the graph's buffers.
+  std::unordered_set<const StorageImpl*> opaque_touched_;
+  std::unordered_set<const StorageImpl*> written_;  // storages some node writes
   int runs_ = 0;
   bool graph_failed_ = false;
   std::unique_ptr<GraphState> graph_;

@@ -352,12 +352,13 @@ const PendingValue* running_marker() {
   return t_running_marker;
 }
 
-RunFailures run_plan(const Plan& plan) {
+RunFailures run_plan(const Plan& plan, StepObserver* observer) {
   Running running(t_running_marker);
   RunFailures out;
   Failures f(plan, out);
   size_t done = 0;  // live nodes run
   for (const Step& step : plan.steps) {
+    if (observer) observer->before_step(step);
     if (KILN_LIKELY(f.empty())) {
       try {
         run_step(plan, step, &done);
@@ -368,9 +369,10 @@ RunFailures run_plan(const Plan& plan) {
         const size_t e = f.add(std::current_exception(), members.front());
         for (size_t m : members) f.fail(m, e);
       }
-      continue;
+    } else {
+      run_step_after_failure(plan, step, f, &done);
     }
-    run_step_after_failure(plan, step, f, &done);
+    if (observer) observer->after_step(step);
   }
   g_executed.fetch_add(static_cast<int64_t>(done), std::memory_order_relaxed);
   if (!out.empty()) mark_failed(out);

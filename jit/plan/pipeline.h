@@ -76,9 +76,21 @@ Plan build_plan(std::vector<Node> nodes);
 // Lays the plan's intermediates out in one arena per device and gives each
 // its slice (Note [Memory plan]).
 void place_memory(Plan& plan);
+// Told of each step run_plan runs, before and after it (a graph capture
+// learns which steps add nodes it cannot see into: Note [Opaque steps] in
+// jit/compile/instance.cpp).
+class StepObserver {
+ public:
+  virtual void before_step(const Step& step) = 0;
+  virtual void after_step(const Step& step) = 0;
+
+ protected:
+  ~StepObserver() = default;
+};
+
 // Runs the steps in order, skipping those a failure reaches; marks what they
 // should have written with their error. Never throws for a failed step.
-RunFailures run_plan(const Plan& plan);
+RunFailures run_plan(const Plan& plan, StepObserver* observer = nullptr);
 // Clears `marker` (a trace's: Note [Pending storage]) from every storage the
 // nodes write that still carries it: their memory holds their value now.
 void clear_markers(const std::vector<Node>& nodes, const PendingValue* marker);

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "graphs/graph.h"
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
@@ -101,7 +102,107 @@ TEST(GraphReplay, EarlierResultsAreNeverOverwritten) {
   }
 }
 
-// An argument an extern step writes in place is copied in and back out.
+// Note [Opaque steps]: memory that only kiln's kernels touch is bound (the
+// embedding's ids); memory a library kernel touches (the product's operand
+// and result) is patched where a probe finds its pointers (Note [Library node
+// addresses]), and copied where probes are off.
+// Probes every library call while alive (Note [Which library calls are probed]).
+struct ProbeEveryCall {
+  size_t before = kiln::graphs::set_library_probe_bytes(0);
+  ~ProbeEveryCall() { kiln::graphs::set_library_probe_bytes(before); }
+};
+
+// `probe_bytes`: library_probe_bytes() for the capture.
+void embedding_and_product(size_t probe_bytes) {
+  const bool probes = probe_bytes == 0;
+  const kiln::Device cuda = kiln::Device::cuda();
+  Tensor table = random_tensor({50, 64}, kiln::kFloat32, "contiguous", 1);
+  Tensor w = random_tensor({64, 96}, kiln::kFloat32, "contiguous", 2);
+  Tensor table_d = table.to(cuda), w_d = w.to(cuda);
+  const size_t before = kiln::graphs::set_library_probe_bytes(probe_bytes);
+  auto f = kiln::jit::compile(
+      [&](const Tensor& ids, const Tensor& x) {
+        return std::make_tuple(kiln::embedding(table_d, ids) * 2.0, kiln::matmul(x, w_d));
+      },
+      {.name = "opaque"});
+  std::vector<Tensor> ids, xs, a, b;
+  const std::string logs = captured_logs([&] {
+    for (uint64_t i = 0; i < 6; ++i) {
+      ids.push_back(random_tensor({4, 8}, kiln::kInt64, "contiguous", 20 + i, 0, 50));
+      xs.push_back(random_tensor({64, 64}, kiln::kFloat32, "transposed", 30 + i));
+      auto [ra, rb] = f(ids.back().to(cuda), xs.back().to(cuda));
+      a.push_back(ra);
+      b.push_back(rb);
+    }
+  });
+  kiln::graphs::set_library_probe_bytes(before);
+  if (probes) {
+    EXPECT_EQ(count_of(logs, "capturing again"), 0) << logs;
+    EXPECT_EQ(count_of(logs, "1 library calls among them, 0 arguments and results copied"), 1)
+        << logs;
+  } else {
+    EXPECT_EQ(count_of(logs, "capturing again"), 1) << logs;
+    EXPECT_EQ(count_of(logs, "0 library calls among them, 2 arguments and results copied"), 1)
+        << logs;
+  }
+  EXPECT_EQ(logs.find("capture failed"), std::string::npos) << logs;
+  EXPECT_GT(f.stats().graph_nodes, 0);
+  kiln::EagerGuard eager;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    SCOPED_TRACE("call " + std::to_string(i));
+    EXPECT_TENSOR_CLOSE(a[i].cpu(), kiln::embedding(table, ids[i]) * 2.0);
+    EXPECT_TENSOR_CLOSE_TOL(b[i].cpu(), kiln::matmul(xs[i], w), 1e-3, 1e-3);
+  }
+}
+
+TEST(GraphReplay, LibraryPointersPatchedWhereAProbeFindsThem) {
+  KILN_REQUIRE_CUDA();
+  embedding_and_product(0);
+}
+
+TEST(GraphReplay, LibraryMemoryCopiedWithoutProbes) {
+  KILN_REQUIRE_CUDA();
+  embedding_and_product(SIZE_MAX);
+}
+
+// By default a library call that touches little per-call memory keeps it on
+// copies (40 KB here, under kDefaultProbeBytes).
+TEST(GraphReplay, SmallLibraryCallsStayOnCopies) {
+  KILN_REQUIRE_CUDA();
+  embedding_and_product(kiln::graphs::kDefaultProbeBytes);
+}
+
+// A library kernel captured for an argument's alignment is not handed a
+// pointer moved by other than a multiple of 256 bytes: such a call runs the
+// plan directly (Note [Library node addresses]); the others replay.
+TEST(GraphReplay, LibraryPointersKeepTheirAlignment) {
+  KILN_REQUIRE_CUDA();
+  ProbeEveryCall probe_all;
+  const kiln::Device cuda = kiln::Device::cuda();
+  Tensor w = random_tensor({64, 32}, kiln::kFloat32, "contiguous", 5);
+  Tensor w_d = w.to(cuda);
+  Tensor flat = random_tensor({64 * 64 + 256}, kiln::kFloat32, "contiguous", 6);
+  Tensor flat_d = flat.to(cuda);
+  // Two steps (a plan of one kernel is not captured): the product, then tanh.
+  auto f = kiln::jit::compile([&](const Tensor& x) { return kiln::tanh(kiln::matmul(x, w_d)); },
+                              {.name = "aligned"});
+  // Offsets in floats: 64 and 320 bytes apart from where the second entry captures.
+  const std::vector<int64_t> offsets = {0, 0, 16, 16, 80, 32, 16, 32};
+  const std::string logs = captured_logs([&] {
+    for (int64_t off : offsets) {
+      Tensor got = f(flat_d.narrow(0, off, 64 * 64).view({64, 64})).cpu();
+      kiln::EagerGuard eager;
+      SCOPED_TRACE("offset " + std::to_string(off));
+      EXPECT_TENSOR_CLOSE_TOL(
+          got, kiln::tanh(kiln::matmul(flat.narrow(0, off, 64 * 64).view({64, 64}), w)), 1e-3,
+          1e-3);
+    }
+  });
+  EXPECT_EQ(count_of(logs, "run the plan directly"), 1) << logs;
+  EXPECT_EQ(logs.find("capture failed"), std::string::npos) << logs;
+}
+
+// An argument an extern step (kiln's index_copy kernel) writes in place.
 TEST(GraphReplay, ArgumentWrittenInPlaceByAnExternStep) {
   KILN_REQUIRE_CUDA();
   auto f = kiln::jit::compile(
@@ -121,6 +222,38 @@ TEST(GraphReplay, ArgumentWrittenInPlaceByAnExternStep) {
     EXPECT_TENSOR_CLOSE(got, ref.sum({1}));
   }
   EXPECT_TENSOR_CLOSE(cache.cpu(), ref);
+  EXPECT_GT(f.stats().graph_nodes, 0);
+}
+
+// An argument a library kernel writes in place, at a new address on every
+// call: its pointer is patched (Note [Library node addresses]).
+TEST(GraphReplay, ArgumentWrittenInPlaceByALibraryKernel) {
+  KILN_REQUIRE_CUDA();
+  ProbeEveryCall probe_all;
+  const kiln::Device cuda = kiln::Device::cuda();
+  Tensor w = random_tensor({64, 32}, kiln::kFloat32, "contiguous", 3);
+  Tensor w_d = w.to(cuda);
+  auto f = kiln::jit::compile(
+      [&](const Tensor& out, const Tensor& x) {
+        kiln::matmul_out(const_cast<Tensor&>(out), x, w_d);
+        return out.sum({1});
+      },
+      {.name = "library writeback"});
+  const std::string logs = captured_logs([&] {
+    for (uint64_t i = 0; i < 5; ++i) {
+      Tensor x = random_tensor({64, 64}, kiln::kFloat32, "contiguous", 80 + i);
+      Tensor out = kiln::zeros({64, 32}).to(cuda);
+      Tensor got = f(out, x.to(cuda)).cpu();
+      kiln::EagerGuard eager;
+      Tensor expected = kiln::matmul(x, w);
+      SCOPED_TRACE("call " + std::to_string(i));
+      EXPECT_TENSOR_CLOSE_TOL(out.cpu(), expected, 1e-3, 1e-3);
+      EXPECT_TENSOR_CLOSE_TOL(got, expected.sum({1}), 1e-3, 1e-3);
+    }
+  });
+  EXPECT_EQ(count_of(logs, "capturing again"), 0) << logs;
+  EXPECT_EQ(count_of(logs, "0 arguments and results copied"), 1) << logs;
+  EXPECT_EQ(logs.find("capture failed"), std::string::npos) << logs;
   EXPECT_GT(f.stats().graph_nodes, 0);
 }
 
