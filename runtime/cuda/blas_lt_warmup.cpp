@@ -44,16 +44,18 @@ void warm_up(int device) {
   Preference pref(device);
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
            static_cast<uint64_t>(workspace_bytes(device)));
-  cublasLtHandle_t handle = handle_for(device);
   // Exit handlers run newest first: this one, registered after what the
-  // calls above made cuBLASLt set up, waits before that is torn down (a
-  // process that exited during the query below crashed in it: H200,
-  // 2026-11-28, chain16 4096 three times in three).
+  // first calls above made cuBLASLt set up, waits before that is torn down.
+  // Registered before the handle and the query, so that an exit during
+  // either is covered (H200, 2026-11-28, chain16 4096, a process that exits
+  // during the warm-up: with the wait registered only before the warm-up
+  // began, 3 crashes in 3 runs; registered here, 0 in 4; registered after
+  // the handle's creation, 4 in 5).
   std::atexit(wait_for_every_warmup);
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
-  (void)cublasLtMatmulAlgoGetHeuristic(handle, desc.desc, a.layout, b.layout, d.layout, d.layout,
-                                       pref.pref, 1, &result, &count);
+  (void)cublasLtMatmulAlgoGetHeuristic(handle_for(device), desc.desc, a.layout, b.layout, d.layout,
+                                       d.layout, pref.pref, 1, &result, &count);
 }
 
 // A process that exits while a warm-up runs waits for it first: the CUDA
