@@ -863,6 +863,10 @@ void Graph::set_binding(int binding, const void* base) {
   }
 }
 
+bool Graph::holds_library_pointers(int binding) const {
+  return impl_->bindings[binding].library;
+}
+
 bool Graph::keeps_alignment(int binding, const void* base) const {
   const BindingInfo& b = impl_->bindings[binding];
   const auto moved = reinterpret_cast<uintptr_t>(base) - reinterpret_cast<uintptr_t>(b.base);

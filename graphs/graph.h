@@ -148,6 +148,8 @@ class Graph {
   // alignment its memory had at capture may take no less (Note [Library
   // node addresses]).
   bool keeps_alignment(int binding, const void* base) const;
+  // Whether a library kernel's patched word points into `binding`.
+  bool holds_library_pointers(int binding) const;
   // Applies the parameter changes made since the last launch (launch() does
   // it too; separate to time it).
   void update();

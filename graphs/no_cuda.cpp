@@ -50,6 +50,9 @@ void Graph::set_binding(int, const void*) {}
 bool Graph::keeps_alignment(int, const void*) const {
   return true;
 }
+bool Graph::holds_library_pointers(int) const {
+  return false;
+}
 void Graph::update() {}
 void Graph::launch() {}
 size_t Graph::nodes() const {

@@ -237,6 +237,9 @@ struct Instance::GraphState {
   };
   std::vector<Out> outs;  // per result storage the instance hands out fresh
   int library_steps = 0;  // extern steps whose library nodes replay patches
+  // Argument storages a library kernel's patched pointer reads (Note
+  // [Library node addresses]): replay checks only these for alignment.
+  std::vector<size_t> library_args;
   bool misaligned_logged = false;
 };
 
@@ -682,6 +685,10 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors) {
     return false;
   }
   graph_ = std::move(g);
+  for (size_t k = 0; k < arg_storages_.size(); ++k) {
+    const int b = graph_->arg_binding[k];
+    if (b >= 0 && graph_->graph->holds_library_pointers(b)) graph_->library_args.push_back(k);
+  }
   size_t copies = 0;
   for (size_t k = 0; k < arg_storages_.size(); ++k) copies += graph_->arg_copy[k] >= 0;
   for (const GraphState::Out& out : graph_->outs) copies += out.copy >= 0;
@@ -790,11 +797,9 @@ std::unique_ptr<Instance::GraphState> Instance::capture_once(
 }
 
 bool Instance::replayable(const std::vector<const Tensor*>& tensors) {
-  for (size_t k = 0; k < arg_storages_.size(); ++k) {
-    const int b = graph_->arg_binding[k];
-    if (b < 0) continue;
+  for (size_t k : graph_->library_args) {
     const char* base = argument_base(tensors, arg_storages_[k].arg) - graph_->arg_shift[k];
-    if (graph_->graph->keeps_alignment(b, base)) continue;
+    if (graph_->graph->keeps_alignment(graph_->arg_binding[k], base)) continue;
     if (!graph_->misaligned_logged) {
       graph_->misaligned_logged = true;
       KILN_LOG(Graphs, options_.name, ": argument ", arg_storages_[k].arg,

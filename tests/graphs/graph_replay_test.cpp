@@ -102,23 +102,32 @@ TEST(GraphReplay, EarlierResultsAreNeverOverwritten) {
   }
 }
 
-// Note [Opaque steps]: memory that only kiln's kernels touch is bound (the
-// embedding's ids); memory a library kernel touches (the product's operand
-// and result) is patched where a probe finds its pointers (Note [Library node
-// addresses]), and copied where probes are off.
 // Probes every library call while alive (Note [Which library calls are probed]).
 struct ProbeEveryCall {
   size_t before = kiln::graphs::set_library_probe_bytes(0);
   ~ProbeEveryCall() { kiln::graphs::set_library_probe_bytes(before); }
 };
 
+// A random float tensor on the host, and its copy on the GPU.
+struct HostAndDevice {
+  Tensor host, device;
+};
+HostAndDevice random_pair(std::vector<int64_t> sizes, uint64_t seed) {
+  Tensor t = random_tensor(sizes, kiln::kFloat32, "contiguous", seed);
+  return {t, t.to(kiln::Device::cuda())};
+}
+
+// Note [Opaque steps]: memory that only kiln's kernels touch is bound (the
+// embedding's ids); memory a library kernel touches (the product's operand
+// and result) is patched where a probe finds its pointers (Note [Library node
+// addresses]), and copied where probes are off.
+
 // `probe_bytes`: library_probe_bytes() for the capture.
 void embedding_and_product(size_t probe_bytes) {
   const bool probes = probe_bytes == 0;
   const kiln::Device cuda = kiln::Device::cuda();
-  Tensor table = random_tensor({50, 64}, kiln::kFloat32, "contiguous", 1);
-  Tensor w = random_tensor({64, 96}, kiln::kFloat32, "contiguous", 2);
-  Tensor table_d = table.to(cuda), w_d = w.to(cuda);
+  const auto [table, table_d] = random_pair({50, 64}, 1);
+  const auto [w, w_d] = random_pair({64, 96}, 2);
   const size_t before = kiln::graphs::set_library_probe_bytes(probe_bytes);
   auto f = kiln::jit::compile(
       [&](const Tensor& ids, const Tensor& x) {
@@ -178,11 +187,8 @@ TEST(GraphReplay, SmallLibraryCallsStayOnCopies) {
 TEST(GraphReplay, LibraryPointersKeepTheirAlignment) {
   KILN_REQUIRE_CUDA();
   ProbeEveryCall probe_all;
-  const kiln::Device cuda = kiln::Device::cuda();
-  Tensor w = random_tensor({64, 32}, kiln::kFloat32, "contiguous", 5);
-  Tensor w_d = w.to(cuda);
-  Tensor flat = random_tensor({64 * 64 + 256}, kiln::kFloat32, "contiguous", 6);
-  Tensor flat_d = flat.to(cuda);
+  const auto [w, w_d] = random_pair({64, 32}, 5);
+  const auto [flat, flat_d] = random_pair({64 * 64 + 256}, 6);
   // Two steps (a plan of one kernel is not captured): the product, then tanh.
   auto f = kiln::jit::compile([&](const Tensor& x) { return kiln::tanh(kiln::matmul(x, w_d)); },
                               {.name = "aligned"});
@@ -231,8 +237,7 @@ TEST(GraphReplay, ArgumentWrittenInPlaceByALibraryKernel) {
   KILN_REQUIRE_CUDA();
   ProbeEveryCall probe_all;
   const kiln::Device cuda = kiln::Device::cuda();
-  Tensor w = random_tensor({64, 32}, kiln::kFloat32, "contiguous", 3);
-  Tensor w_d = w.to(cuda);
+  const auto [w, w_d] = random_pair({64, 32}, 3);
   auto f = kiln::jit::compile(
       [&](const Tensor& out, const Tensor& x) {
         kiln::matmul_out(const_cast<Tensor&>(out), x, w_d);
