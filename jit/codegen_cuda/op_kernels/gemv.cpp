@@ -61,11 +61,20 @@ std::string unpack_source(DType t) {
 // The epilogue of one output: bias, activation, residual, one rounding.
 std::string store_source(const GemvSpec& s) {
   const std::string T = mem_type(s.dtype);
-  std::string src = "__device__ __forceinline__ void kiln_store(" + T +
-                    "* __restrict__ out, const " + T + "* __restrict__ bias, const " + T +
-                    "* __restrict__ res, i64 n, i64 ldo, i64 ldr, int i, i64 col, float v) {\n"
+  // Note [Epilogue operands early]: the bias and the residual of output
+  // (i, col), loaded where the step starts; then the store, which takes them.
+  std::string src = "__device__ __forceinline__ void kiln_epilogue_operands(const " + T +
+                    "* __restrict__ bias, const " + T +
+                    "* __restrict__ res, i64 n, i64 ldr, int i, i64 col, float& b, float& r) {\n"
+                    "  b = 0.0f, r = 0.0f;\n"
                     "  if (col >= n) return;\n";
-  if (s.bias) src += "  v += " + load_expr(s.dtype, "bias[col]") + ";\n";
+  if (s.bias) src += "  b = " + load_expr(s.dtype, "bias[col]") + ";\n";
+  if (s.residual) src += "  r = " + load_expr(s.dtype, "res[(i64)i * ldr + col]") + ";\n";
+  src += "}\n";
+  src += "__device__ __forceinline__ void kiln_store_with(" + T +
+         "* __restrict__ out, i64 n, i64 ldo, int i, i64 col, float v, float b, float r) {\n"
+         "  if (col >= n) return;\n";
+  if (s.bias) src += "  v += b;\n";
   if (s.act == 1) src += "  v = v < 0.0f ? 0.0f : v;\n";
   if (s.act == 2) {
     // x * sigmoid(2u) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
@@ -80,8 +89,14 @@ std::string store_source(const GemvSpec& s) {
         "    v = v * (u2 >= 0.0f ? r : e * r);\n"
         "  }\n";
   }
-  if (s.residual) src += "  v += " + load_expr(s.dtype, "res[(i64)i * ldr + col]") + ";\n";
+  if (s.residual) src += "  v += r;\n";
   src += "  out[(i64)i * ldo + col] = " + store_expr(s.dtype, "v") + ";\n}\n";
+  src += "__device__ __forceinline__ void kiln_store(" + T + "* __restrict__ out, const " + T +
+         "* __restrict__ bias, const " + T +
+         "* __restrict__ res, i64 n, i64 ldo, i64 ldr, int i, i64 col, float v) {\n"
+         "  float b, r;\n"
+         "  kiln_epilogue_operands(bias, res, n, ldr, i, col, b, r);\n"
+         "  kiln_store_with(out, n, ldo, i, col, v, b, r);\n}\n";
   return src;
 }
 
@@ -269,6 +284,18 @@ const char kGemvBody[] = R"(
   if ((step + gridDim.x) * (256 / KTPR) * KRN < n) {
     kiln_prefetch_rows(w, ((step + gridDim.x) * (256 / KTPR) + group) * KRN, n, kv, ldw, lane);
   }
+  // Note [Epilogue operands early]: where each of the step's outputs has a
+  // lane of its own (output q = i * KRN + r is stored by lane q), that lane
+  // loads its bias and residual now, so that they travel with the weights.
+#if KM * KRN <= KTPR && KEPI_EARLY
+  float pre_b = 0.0f, pre_r = 0.0f;
+  if (lane < KM * KRN) {
+    kiln_epilogue_operands(bias, res, n, ldr, lane / KRN, n0 + lane % KRN, pre_b, pre_r);
+  }
+#define KILN_STORE(i, col, v) kiln_store_with(out, n, ldo, i, col, v, pre_b, pre_r)
+#else
+#define KILN_STORE(i, col, v) kiln_store(out, bias, res, n, ldo, ldr, i, col, v)
+#endif
   // Rows past n read row n - 1 (in bounds) and are never stored.
   const uint4* wr[KRN];
 #pragma unroll
@@ -360,7 +387,7 @@ const char kGemvBody[] = R"(
     float v = 0.0f;
 #pragma unroll
     for (int g = 0; g < WPG; ++g) v += red[group * WPG + g][q];
-    kiln_store(out, bias, res, n, ldo, ldr, q / KRN, n0 + q % KRN, v);
+    KILN_STORE(q / KRN, n0 + q % KRN, v);
   }
   __syncthreads();  // `red` is written again by the next step
 #else
@@ -368,7 +395,7 @@ const char kGemvBody[] = R"(
   for (int i = 0; i < KM; ++i) {
 #pragma unroll
     for (int r = 0; r < KRN; ++r) {
-      if ((i * KRN + r) % KTPR == lane) kiln_store(out, bias, res, n, ldo, ldr, i, n0 + r, acc[i][r]);
+      if ((i * KRN + r) % KTPR == lane) KILN_STORE(i, n0 + r, acc[i][r]);
     }
   }
 #endif
@@ -393,6 +420,12 @@ const char kGemvMmaBody[] = R"(
     const i64 n0 = tile * 16;
     if ((tile + gridDim.x) * 16 < n) {
       kiln_prefetch_tile(w, (tile + gridDim.x) * 16, n, kv, ldw, warp, g, t, chunks);
+    }
+    // Note [Epilogue operands early]: thread o stores output (o & 15, o >> 4).
+    float pre_b = 0.0f, pre_r = 0.0f;
+    if (KEPI_EARLY && threadIdx.x < 16 * KM) {
+      kiln_epilogue_operands(bias, res, n, ldr, threadIdx.x >> 4, n0 + (threadIdx.x & 15), pre_b,
+                             pre_r);
     }
     // Rows past n read row n - 1 (in bounds) and are never stored.
     const uint4* wa = (const uint4*)(w + (n0 + g < n ? n0 + g : n - 1) * ldw);
@@ -466,14 +499,18 @@ const char kGemvMmaBody[] = R"(
       for (int r = 0; r < 4; ++r) red[warp][lane][4 * b + r] = acc[b][r];
     }
     __syncthreads();
-    for (int o = threadIdx.x; o < 16 * KM; o += 256) {
-      const int row = o & 15, tok = o >> 4;
+    if (threadIdx.x < 16 * KM) {  // KM <= 16: one output per thread at most
+      const int o = threadIdx.x, row = o & 15, tok = o >> 4;
       const int ln = (row & 7) * 4 + ((tok & 7) >> 1);
       const int reg = 4 * (tok >> 3) + 2 * (row >> 3) + (tok & 1);
       float v = 0.0f;
 #pragma unroll
       for (int q = 0; q < 8; ++q) v += red[q][ln][reg];
+#if KEPI_EARLY
+      kiln_store_with(out, n, ldo, tok, n0 + row, v, pre_b, pre_r);
+#else
       kiln_store(out, bias, res, n, ldo, ldr, tok, n0 + row, v);
+#endif
     }
     __syncthreads();  // `red` is written again by the next tile
   }
@@ -597,7 +634,8 @@ std::string gemv_name(const GemvSpec& s) {
          (s.norm ? "_n" + std::to_string(s.norm) + (s.norm_weight ? "w" : "") +
                        (s.norm_bias ? "b" : "")
                  : "") +
-         (s.early ? "_e" : "") + (s.fence ? "_f" : "") + (s.keep_x ? "_xr" : "");
+         (s.early ? "_e" : "") + (s.fence ? "_f" : "") + (s.keep_x ? "_xr" : "") +
+         (s.early_epilogue ? "" : "_le");
 }
 
 std::string gemv_source(const GemvSpec& s) {
@@ -624,6 +662,12 @@ __device__ __forceinline__ uint4 kiln_ld_stream(const uint4* p) {
   return r;
 }
 )";
+  src += std::string("#define KEARLY ") + (s.early ? "1\n" : "0\n");
+  src += std::string("#define KXRES ") + (s.keep_x ? "1\n" : "0\n");
+  src += std::string("#define KEPI_EARLY ") + (s.early_epilogue ? "1\n" : "0\n");
+  src += "#define KNORM " + std::to_string(s.norm) + "\n#define KNORM_W " +
+         std::to_string(s.norm_weight ? 1 : 0) + "\n#define KNORM_B " +
+         std::to_string(s.norm_bias ? 1 : 0) + "\n";
   src += R"(// Rows n0 .. n0 + KRN - 1 of w (those below n): this lane's vectors into L2.
 __device__ __forceinline__ void kiln_prefetch_rows(const T* w, i64 n0, i64 n, i64 kv, i64 ldw, int lane) {
 #pragma unroll
@@ -634,11 +678,6 @@ __device__ __forceinline__ void kiln_prefetch_rows(const T* w, i64 n0, i64 n, i6
   }
 }
 )";
-  src += std::string("#define KEARLY ") + (s.early ? "1\n" : "0\n");
-  src += std::string("#define KXRES ") + (s.keep_x ? "1\n" : "0\n");
-  src += "#define KNORM " + std::to_string(s.norm) + "\n#define KNORM_W " +
-         std::to_string(s.norm_weight ? 1 : 0) + "\n#define KNORM_B " +
-         std::to_string(s.norm_bias ? 1 : 0) + "\n";
   src += unpack_source(s.dtype);
   src += store_source(s);
   if (s.norm) src += normalize_source(s);
@@ -666,7 +705,8 @@ NamedSources gemv_source_samples() {
       for (int64_t k : {64, 768, 3072}) {
         const int act = static_cast<int>((m + k) % 3);
         GemvSpec s = gemv_spec(t, m, k, act, m != 3, m >= 8);
-        s.early = m >= 3;  // both forms of the prefetch (Note [Early launch])
+        s.early = m >= 3;           // both forms of the prefetch (Note [Early launch])
+        s.early_epilogue = m != 3;  // both forms of the epilogue's loads
         out.emplace_back(gemv_name(s), gemv_source(s));
         // The norm prologues (Note [Norm prologues]): GPT-2's and Llama's;
         // an LM head's wide groups (Note [Wide groups for long products]).
@@ -695,8 +735,9 @@ NamedSources gemv_source_samples() {
           s.early = k != 64;
           gemv_take_mma(s);
           out.emplace_back(gemv_name(s), gemv_source(s));
-          if (m == 8 || m == 16) {  // KILN_GEMV_MMA_FENCE=0
+          if (m == 8 || m == 16) {  // KILN_GEMV_MMA_FENCE=0, KILN_GEMV_EARLY_EPILOGUE=0
             s.fence = false;
+            s.early_epilogue = m != 16;
             out.emplace_back(gemv_name(s), gemv_source(s));
           }
         }
@@ -771,11 +812,13 @@ unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s
 //   KILN_GEMV_MMA_FENCE=0  without Note [Loads in flight before the first mma];
 //   KILN_GEMV_MIN_VECTORS=V at least V vectors of k per thread in the FMA form, in place of
 //                          Note [Deeper groups where the grid stays full] (fewer threads per
-//                          group, more loads in flight each).
+//                          group, more loads in flight each);
+//   KILN_GEMV_EARLY_EPILOGUE=0  without Note [Epilogue operands early].
 struct Overrides {
   int64_t mma_from = kGemvMmaRows;
   bool mma_fence = true;
   int min_vectors = 0;  // 0: the spec's
+  bool early_epilogue = true;
 };
 
 const Overrides& overrides() {
@@ -785,6 +828,8 @@ const Overrides& overrides() {
       r.mma_from = std::clamp<int64_t>(std::atoll(v), 1, kGemvMaxRows + 1);
     }
     if (const char* v = std::getenv("KILN_GEMV_MMA_FENCE")) r.mma_fence = std::string(v) != "0";
+    if (const char* v = std::getenv("KILN_GEMV_EARLY_EPILOGUE"))
+      r.early_epilogue = std::string(v) != "0";
     if (const char* v = std::getenv("KILN_GEMV_MIN_VECTORS"))
       r.min_vectors = std::clamp(std::atoi(v), 1, 64);
     return r;
@@ -799,6 +844,7 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   GemvSpec s = gemv_spec(out.dtype(), m, k, p.act, p.bias != nullptr, p.residual != nullptr, p.norm,
                          p.norm_weight != nullptr, p.norm_bias != nullptr);
   s.early = launches_early(out.device().index());
+  s.early_epilogue = overrides().early_epilogue;
   const cudaDeviceProp& prop = kiln::cuda::device_properties(out.device().index());
   const Overrides& o = overrides();
   if (gemv_uses_mma(s.dtype, m, prop.major * 10 + prop.minor, o.mma_from)) {

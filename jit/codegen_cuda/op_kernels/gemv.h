@@ -51,6 +51,20 @@ namespace kiln::jit::cuda {
 
 constexpr int64_t kGemvMaxRows = 16;
 
+// Note [Epilogue operands early]
+// The epilogue's bias and residual used to be loaded by kiln_store, after
+// the step's sums: one more memory trip at the very end of the kernel, and
+// the bias (a weight, evicted from L2 by the rest of the model's stream)
+// from DRAM. Now the lane that stores an output loads its bias and residual
+// when the step starts, after the kernel's wait (the residual may be what
+// an earlier kernel wrote), so that they travel with the weights. Where a
+// step has more outputs than a group has lanes (float32 at many rows), the
+// store loads them as before. Measured on an H200 (perf/RESULTS.md,
+// eighteenth session): gpt2-decode b8, whose products take the tensor-core
+// form, 404-408 -> 390-394 us; one-row products within the machine's spread.
+// Prefetching the bias and the norm's weight and bias into L2 before the
+// wait as well was slower (gpt2 1x1 +8 to +14 us): not kept.
+
 // Note [Wide groups for long products]
 // From kGemvWideN outputs (an LM head: many steps per block, Note [Skinny
 // matmul kernel]) a group of one or two rows computes two outputs instead
@@ -158,6 +172,8 @@ struct GemvSpec {
   bool fence = false;
   // Note [Normalized x kept in registers] (set by gemv_keep_x).
   bool keep_x = false;
+  // Note [Epilogue operands early] (KILN_GEMV_EARLY_EPILOGUE=0 turns it off).
+  bool early_epilogue = true;
 };
 
 // The configuration for a product of m rows and k inputs (k a multiple of

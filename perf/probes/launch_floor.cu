@@ -1,0 +1,305 @@
+// What one dependent kernel costs inside a replayed CUDA graph, against one
+// phase of a persistent kernel separated by a grid barrier (perf/RESULTS.md,
+// eighteenth session). Not part of the build: a probe, compiled by hand with
+//   nvcc -O3 -arch=sm_90 -o launch_floor perf/probes/launch_floor.cu
+// Each of kChain steps is a 768x768 float16 product of one row (the size of
+// GPT-2's attention projection): a warp per output, x read from the step
+// before, every step its own weight (kChain x 1.2 MB: more than L2 holds, so
+// weights come from DRAM as in a model).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cuda.h>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                                   \
+  do {                                                                             \
+    cudaError_t err_ = (x);                                                           \
+    if (err_ != cudaSuccess) {                                                      \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                \
+    }                                                                              \
+  } while (0)
+
+constexpr int kN = 768, kK = 768, kChain = 64, kWarps = 8;
+constexpr int kBlocks = kN / kWarps;  // 96
+
+__device__ __forceinline__ void wait_prior() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void let_next() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// mode 0: no early launch instructions; 1: L2 prefetch of the row, then wait;
+// 2: the row loaded into registers before the wait.
+template <int kMode>
+__global__ void __launch_bounds__(256) step(const __half* __restrict__ w, const float* x,
+                                            float* y) {
+  const int lane = threadIdx.x & 31, n = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)n * kK);
+  uint4 r[3];
+  if (kMode == 1) {
+    for (int i = 0; i < 3; ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + lane + 32 * i));
+  }
+  if (kMode == 2) {
+    for (int i = 0; i < 3; ++i) r[i] = __ldg(row + lane + 32 * i);
+  }
+  if (kMode != 0) {
+    wait_prior();
+    let_next();
+  }
+  if (kMode != 2) {
+    for (int i = 0; i < 3; ++i) r[i] = __ldg(row + lane + 32 * i);
+  }
+  float s = 0.f;
+  for (int i = 0; i < 3; ++i) {
+    const __half* h = reinterpret_cast<const __half*>(&r[i]);
+    const int k0 = (lane + 32 * i) * 8;
+    for (int e = 0; e < 8; ++e) s += __half2float(h[e]) * x[k0 + e];
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) y[n] = s * (1.0f / 16.0f) + 1.0f;
+}
+
+// Every step in one kernel: the weight row of the next step loaded into
+// registers before the barrier that orders its x. kWork = false: barriers
+// alone. kBarrier 0: a release increment and acquire loads by one thread;
+// 1: a fence, a relaxed increment, volatile loads, a fence.
+template <bool kWork, int kBarrier>
+__global__ void __launch_bounds__(256) persistent(const __half* __restrict__ w, float* xs,
+                                                  unsigned* count) {
+  const int lane = threadIdx.x & 31, n = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  uint4 r[3];
+  const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)n * kK);
+  if (kWork) {
+    for (int i = 0; i < 3; ++i) r[i] = __ldg(row + lane + 32 * i);
+  }
+  for (int c = 0; c < kChain; ++c) {
+    if (kWork) {
+      const float4* x = reinterpret_cast<const float4*>(xs + (size_t)c * kN);
+      float s = 0.f;
+      for (int i = 0; i < 3; ++i) {
+        const __half* h = reinterpret_cast<const __half*>(&r[i]);
+        const int v0 = (lane + 32 * i) * 2;
+        const float4 a = __ldcg(x + v0), b = __ldcg(x + v0 + 1);
+        s += __half2float(h[0]) * a.x + __half2float(h[1]) * a.y + __half2float(h[2]) * a.z +
+             __half2float(h[3]) * a.w + __half2float(h[4]) * b.x + __half2float(h[5]) * b.y +
+             __half2float(h[6]) * b.z + __half2float(h[7]) * b.w;
+      }
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if (lane == 0) xs[(size_t)(c + 1) * kN + n] = s * (1.0f / 16.0f) + 1.0f;
+    }
+    if (c + 1 < kChain) {
+      if (kWork) {
+        const uint4* next =
+            reinterpret_cast<const uint4*>(w + (size_t)(c + 1) * kN * kK + (size_t)n * kK);
+        for (int i = 0; i < 3; ++i) r[i] = __ldg(next + lane + 32 * i);
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        const unsigned target = (unsigned)(c + 1) * gridDim.x;
+        if (kBarrier == 0) {
+          unsigned seen;
+          asm volatile("atom.add.release.gpu.u32 %0, [%1], 1;" : "=r"(seen) : "l"(count) : "memory");
+          ++seen;
+          while (seen < target) {
+            asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+          }
+        } else {
+          __threadfence();
+          atomicAdd(count, 1u);
+          while (*(volatile unsigned*)count < target) {
+          }
+          __threadfence();
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+__global__ void reset(unsigned* count) { *count = 0; }
+__global__ void tiny(float* p, long a, long b) {
+  if (threadIdx.x == 0 && a == b) p[blockIdx.x] = 1.f;
+}
+
+// Host time of one launch call, over batches of 256 launches (each batch
+// synchronized after its timing, so the queue never fills).
+template <typename F>
+double host_us(cudaStream_t s, F&& launch) {
+  double total = 0;
+  int calls = 0;
+  for (int rep = 0; rep < 40; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 256; ++i) launch();
+    const auto t1 = std::chrono::steady_clock::now();
+    CHECK(cudaStreamSynchronize(s));
+    if (rep >= 4) {
+      total += std::chrono::duration<double, std::micro>(t1 - t0).count();
+      calls += 256;
+    }
+  }
+  return total / calls;
+}
+
+float time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 20; ++i) CHECK(cudaGraphLaunch(exec, s));
+  CHECK(cudaEventRecord(a, s));
+  for (int i = 0; i < reps; ++i) CHECK(cudaGraphLaunch(exec, s));
+  CHECK(cudaEventRecord(b, s));
+  CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms * 1000.f / reps;
+}
+
+int main() {
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  __half* w;
+  float* xs;
+  unsigned* count;
+  const size_t wn = (size_t)kChain * kN * kK;
+  CHECK(cudaMalloc(&w, wn * sizeof(__half)));
+  CHECK(cudaMalloc(&xs, (size_t)(kChain + 1) * kN * sizeof(float)));
+  CHECK(cudaMalloc(&count, sizeof(unsigned)));
+  std::vector<__half> hw(wn);
+  for (size_t i = 0; i < wn; ++i) hw[i] = __float2half((float)((i * 2654435761u) % 17) - 8.f);
+  CHECK(cudaMemcpy(w, hw.data(), wn * sizeof(__half), cudaMemcpyHostToDevice));
+  CHECK(cudaMemset(xs, 0, (size_t)(kChain + 1) * kN * sizeof(float)));
+  const int reps = 200;
+  auto chain = [&](auto kernel, bool early, const char* what) {
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int c = 0; c < kChain; ++c) {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(kBlocks);
+      cfg.blockDim = dim3(256);
+      cfg.stream = s;
+      cudaLaunchAttribute at{};
+      at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      at.val.programmaticStreamSerializationAllowed = 1;
+      if (early) {
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+      }
+      CHECK(cudaLaunchKernelEx(&cfg, kernel, (const __half*)(w + (size_t)c * kN * kK),
+                               (const float*)(xs + (size_t)c * kN), xs + (size_t)(c + 1) * kN));
+    }
+    CHECK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t e;
+    CHECK(cudaGraphInstantiate(&e, g, 0));
+    const float us = time_graph(e, s, reps);
+    std::printf("%-44s %8.2f us per graph, %6.3f us per step\n", what, us, us / kChain);
+    CHECK(cudaGraphExecDestroy(e));
+    CHECK(cudaGraphDestroy(g));
+  };
+  chain(step<0>, false, "64 kernels, no early launch");
+  chain(step<1>, true, "64 kernels, early launch, L2 prefetch");
+  chain(step<2>, true, "64 kernels, early launch, row in registers");
+  auto one = [&](auto kernel, const char* what) {
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    reset<<<1, 1, 0, s>>>(count);
+    kernel<<<kBlocks, 256, 0, s>>>(w, xs, count);
+    CHECK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t e;
+    CHECK(cudaGraphInstantiate(&e, g, 0));
+    const float us = time_graph(e, s, reps);
+    std::printf("%-44s %8.2f us per graph, %6.3f us per step\n", what, us, us / kChain);
+    CHECK(cudaGraphExecDestroy(e));
+    CHECK(cudaGraphDestroy(g));
+  };
+  one(persistent<true, 0>, "one kernel, 64 phases, acquire barrier");
+  one(persistent<true, 1>, "one kernel, 64 phases, fenced barrier");
+  one(persistent<false, 0>, "one kernel, 64 acquire barriers, no work");
+  one(persistent<false, 1>, "one kernel, 64 fenced barriers, no work");
+  // An empty graph of one trivial kernel: the floor of a replay.
+  {
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    reset<<<1, 1, 0, s>>>(count);
+    CHECK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t e;
+    CHECK(cudaGraphInstantiate(&e, g, 0));
+    std::printf("%-44s %8.2f us per graph\n", "one trivial kernel", time_graph(e, s, reps));
+  }
+  // Host cost of the launch calls kiln can make for one kernel.
+  {
+    float* p = xs;
+    long a = 1, b = 2;
+    void* params[] = {&p, &a, &b};
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(16);
+    cfg.blockDim = dim3(256);
+    cfg.stream = s;
+    cudaLaunchAttribute at{};
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    std::printf("%-44s %8.3f us\n", "host: cudaLaunchKernel",
+                host_us(s, [&] { CHECK(cudaLaunchKernel((const void*)tiny, dim3(16), dim3(256), params, 0, s)); }));
+    std::printf("%-44s %8.3f us\n", "host: cudaLaunchKernelExC, no attribute",
+                host_us(s, [&] { CHECK(cudaLaunchKernelExC(&cfg, (const void*)tiny, params)); }));
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    std::printf("%-44s %8.3f us\n", "host: cudaLaunchKernelExC, early launch",
+                host_us(s, [&] { CHECK(cudaLaunchKernelExC(&cfg, (const void*)tiny, params)); }));
+    cudaFunction_t fn;
+    CHECK(cudaGetFuncBySymbol(&fn, (const void*)tiny));
+    CUfunction cf = reinterpret_cast<CUfunction>(fn);
+    using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  unsigned, unsigned, CUstream, void**, void**);
+    void* entry = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &entry, 12000, cudaEnableDefault, &q));
+    auto cu_launch = reinterpret_cast<LaunchFn>(entry);
+    std::printf("%-44s %8.3f us\n", "host: cuLaunchKernel (driver entry point)",
+                host_us(s, [&] {
+                  if (cu_launch(cf, 16, 1, 1, 256, 1, 1, 0, s, params, nullptr) != CUDA_SUCCESS) std::exit(2);
+                }));
+    // One kernel as a graph: the launch alone, and with its pointer
+    // argument updated first (a fresh result every call).
+    {
+      cudaGraph_t g;
+      CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      CHECK(cudaLaunchKernel((const void*)tiny, dim3(16), dim3(256), params, 0, s));
+      CHECK(cudaStreamEndCapture(s, &g));
+      cudaGraphExec_t e;
+      CHECK(cudaGraphInstantiate(&e, g, 0));
+      size_t count = 1;
+      cudaGraphNode_t node;
+      CHECK(cudaGraphGetNodes(g, &node, &count));
+      cudaKernelNodeParams kp{};
+      CHECK(cudaGraphKernelNodeGetParams(node, &kp));
+      std::printf("%-44s %8.3f us\n", "host: cudaGraphLaunch, one kernel",
+                  host_us(s, [&] { CHECK(cudaGraphLaunch(e, s)); }));
+      int flip = 0;
+      std::printf("%-44s %8.3f us\n", "host: kernel node update + cudaGraphLaunch",
+                  host_us(s, [&] {
+                    p = xs + 64 * (flip ^= 1);
+                    kp.kernelParams = params;
+                    CHECK(cudaGraphExecKernelNodeSetParams(e, node, &kp));
+                    CHECK(cudaGraphLaunch(e, s));
+                  }));
+      CHECK(cudaGraphExecDestroy(e));
+      CHECK(cudaGraphDestroy(g));
+    }
+    int dev = 0;
+    std::printf("%-44s %8.3f us\n", "host: cudaGetDevice",
+                host_us(s, [&] { CHECK(cudaGetDevice(&dev)); }));
+    cudaEvent_t ev;
+    CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    std::printf("%-44s %8.3f us\n", "host: cudaEventRecord",
+                host_us(s, [&] { CHECK(cudaEventRecord(ev, s)); }));
+    cudaStreamCaptureStatus st;
+    std::printf("%-44s %8.3f us\n", "host: cudaStreamIsCapturing",
+                host_us(s, [&] { CHECK(cudaStreamIsCapturing(s, &st)); }));
+  }
+  CHECK(cudaDeviceSynchronize());
+  return 0;
+}
