@@ -63,6 +63,71 @@ __global__ void __launch_bounds__(256) step(const __half* __restrict__ w, const 
   if (lane == 0) y[n] = s * (1.0f / 16.0f) + 1.0f;
 }
 
+// A wider product with a LayerNorm-like prologue (GPT-2's FC: 768 -> 3072),
+// kRows outputs per warp: x's statistics by a block reduction first, then
+// each warp's rows against normalized x. Weight rows prefetched into L2
+// before the wait.
+template <int kN, int kRows, bool kNorm>
+__global__ void __launch_bounds__(256) wide(const __half* __restrict__ w, const float* x, float* y) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n0 = (blockIdx.x * kWarps + warp) * kRows;
+  for (int q = 0; q < kRows; ++q) {
+    const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)(n0 + q) * kK);
+    for (int i = 0; i < 3; ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + lane + 32 * i));
+  }
+  wait_prior();
+  let_next();
+  float scale = 1.f, shift = 0.f;
+  if (kNorm) {
+    __shared__ float part[kWarps][2];
+    __shared__ float stats[2];
+    float s = 0.f, sq = 0.f;
+    for (int k = threadIdx.x; k < kK; k += 256) {
+      const float v = x[k];
+      s += v;
+      sq += v * v;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    }
+    if (lane == 0) part[warp][0] = s, part[warp][1] = sq;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float a = 0.f, b = 0.f;
+      for (int i = 0; i < kWarps; ++i) a += part[i][0], b += part[i][1];
+      const float mean = a / kK, var = fmaxf(b / kK - mean * mean, 0.f);
+      stats[0] = rsqrtf(var + 1e-5f);
+      stats[1] = -mean * stats[0];
+    }
+    __syncthreads();
+    scale = stats[0];
+    shift = stats[1];
+  }
+  uint4 r[kRows][3];
+  for (int q = 0; q < kRows; ++q) {
+    const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)(n0 + q) * kK);
+    for (int i = 0; i < 3; ++i) r[q][i] = __ldg(row + lane + 32 * i);
+  }
+  for (int q = 0; q < kRows; ++q) {
+    float s = 0.f;
+    for (int i = 0; i < 3; ++i) {
+      const __half* h = reinterpret_cast<const __half*>(&r[q][i]);
+      const int k0 = (lane + 32 * i) * 8;
+      for (int e = 0; e < 8; ++e) s += __half2float(h[e]) * (x[k0 + e] * scale + shift);
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) y[n0 + q] = s * (1.0f / 16.0f) + 1.0f;
+  }
+}
+
+// Lines [a, a + na) and [b, b + nb) bytes into L2, a thread per 128-byte line.
+__global__ void prefetch_ranges(const char* a, size_t na, const char* b, size_t nb) {
+  const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
+  for (size_t o = t * 128; o < na; o += step * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(a + o));
+  for (size_t o = t * 128; o < nb; o += step * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(b + o));
+}
+
 // Every step in one kernel: the weight row of the next step loaded into
 // registers before the barrier that orders its x. kWork = false: barriers
 // alone. kBarrier 0: a release increment and acquire loads by one thread;
@@ -202,6 +267,80 @@ int main() {
   chain(step<0>, false, "64 kernels, no early launch");
   chain(step<1>, true, "64 kernels, early launch, L2 prefetch");
   chain(step<2>, true, "64 kernels, early launch, row in registers");
+  // Pairs: a 768 -> 3072 product (its output feeds nothing: a 3072-wide
+  // buffer per pair) after a 768 -> 768 one that reads the pair before's.
+  float* wide_out;
+  CHECK(cudaMalloc(&wide_out, (size_t)kChain * 3072 * sizeof(float)));
+  __half* w_wide;
+  CHECK(cudaMalloc(&w_wide, (size_t)(kChain / 2) * 3072 * kK * sizeof(__half)));
+  CHECK(cudaMemset(w_wide, 0, (size_t)(kChain / 2) * 3072 * kK * sizeof(__half)));
+  cudaStream_t side;
+  CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  std::vector<cudaEvent_t> forks(kChain);
+  for (auto& ev : forks) CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  // ahead: 0 no side branch; 1 the next pair's weights prefetched on a side
+  // branch forked where each pair starts; 2 the pair after next.
+  // hot: every pair reads pair 0's weights (7 MB, held in L2 after the first).
+  auto pairs = [&](auto wide_kernel, int wide_blocks, const char* what, int ahead = 0,
+                   int pf_blocks = 16, bool hot = false) {
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    if (ahead) {
+      // The first pairs' weights, before anything (as a model's first layer would be).
+      CHECK(cudaEventRecord(forks[0], s));
+      CHECK(cudaStreamWaitEvent(side, forks[0]));
+      for (int c = 0; c < ahead; ++c) {
+        prefetch_ranges<<<pf_blocks, 256, 0, side>>>(
+            (const char*)(w + (size_t)c * kN * kK), (size_t)kN * kK * 2,
+            (const char*)(w_wide + (size_t)c * 3072 * kK), (size_t)3072 * kK * 2);
+      }
+    }
+    cudaLaunchAttribute at{};
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    for (int c = 0; c < kChain / 2; ++c) {
+      if (ahead && c + ahead < kChain / 2) {
+        CHECK(cudaEventRecord(forks[c + 1], s));
+        CHECK(cudaStreamWaitEvent(side, forks[c + 1]));
+        prefetch_ranges<<<pf_blocks, 256, 0, side>>>(
+            (const char*)(w + (size_t)(c + ahead) * kN * kK), (size_t)kN * kK * 2,
+            (const char*)(w_wide + (size_t)(c + ahead) * 3072 * kK), (size_t)3072 * kK * 2);
+      }
+      cudaLaunchConfig_t cfg{};
+      cfg.blockDim = dim3(256);
+      cfg.stream = s;
+      cfg.attrs = &at;
+      cfg.numAttrs = 1;
+      cfg.gridDim = dim3(kBlocks);
+      const int wc = hot ? 0 : c;
+      CHECK(cudaLaunchKernelEx(&cfg, step<1>, (const __half*)(w + (size_t)wc * kN * kK),
+                               (const float*)(xs + (size_t)c * kN), xs + (size_t)(c + 1) * kN));
+      cfg.gridDim = dim3(wide_blocks);
+      CHECK(cudaLaunchKernelEx(&cfg, wide_kernel, (const __half*)(w_wide + (size_t)wc * 3072 * kK),
+                               (const float*)(xs + (size_t)(c + 1) * kN), wide_out + (size_t)c * 3072));
+    }
+    if (ahead) {
+      CHECK(cudaEventRecord(forks[0], side));
+      CHECK(cudaStreamWaitEvent(s, forks[0]));
+    }
+    CHECK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t e;
+    CHECK(cudaGraphInstantiate(&e, g, 0));
+    const float us = time_graph(e, s, reps);
+    std::printf("%-44s %8.2f us per graph, %6.3f us per pair\n", what, us, us / (kChain / 2));
+    CHECK(cudaGraphExecDestroy(e));
+    CHECK(cudaGraphDestroy(g));
+  };
+  pairs(wide<3072, 1, false>, 3072 / kWarps, "pairs 768 + 3072 (384 blocks), no norm");
+  pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs 768 + 3072 (384 blocks), norm");
+  pairs(wide<3072, 2, true>, 3072 / kWarps / 2, "pairs 768 + 3072 (192 blocks), norm");
+  pairs(wide<3072, 3, true>, 3072 / kWarps / 3, "pairs 768 + 3072 (128 blocks), norm");
+  pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs, norm, weights in L2", 0, 16, true);
+  pairs(wide<3072, 1, false>, 3072 / kWarps, "pairs, no norm, weights in L2", 0, 16, true);
+  pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs, norm, next pair prefetched aside", 1);
+  pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs, norm, 2nd pair ahead prefetched aside", 2);
+  pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs, norm, next pair aside, 4 blocks", 1, 4);
+  pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs, norm, next pair aside, 64 blocks", 1, 64);
   auto one = [&](auto kernel, const char* what) {
     cudaGraph_t g;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
