@@ -43,7 +43,9 @@ cudaKernel_t load_kernel(const std::string& name, const std::function<std::strin
 // own wait. Because every kernel waits before it finishes, "finished" is
 // transitive, and a kernel two or more launches back is finished too. The
 // only work before the wait is prefetch.global.L2 of a matmul's weights
-// (Note [Skinny matmul kernel]): a prefetch moves no value into a register,
+// (Note [Skinny matmul kernel]) and of the decode attention's cache slice
+// (Note [Decode cache prefetched early], whose position, read before the
+// wait, only picks the lines): a prefetch moves no value into a register,
 // so it cannot read anything stale. Other nodes (memsets, copies, library
 // kernels) are launched without the attribute and keep full ordering; inside
 // a captured graph the attribute becomes a programmatic edge. load_kernel

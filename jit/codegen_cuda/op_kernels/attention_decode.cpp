@@ -32,7 +32,21 @@
 // it and the last block's reads after it. Every thread used to fence its
 // own writes, and the last block fenced once more before reading.
 
+// Note [Decode cache prefetched early]
+// A block's first keys and values came from DRAM after the kernel's wait,
+// on its critical path. The kernel before it (the QKV product) writes only
+// this step's key and value, so the block's slice of the cache can start its
+// trip into L2 before the wait (Note [Early launch]): each thread issues
+// prefetch.global.L2 for lines of the slice. The slice follows the position
+// (Note [Decode splits follow the position]), which is read before the wait
+// with a relaxed load: the kernel before may be the one that writes it, so
+// the value may be stale, but it only decides which lines are prefetched (a
+// prefetch moves no value into a register), and the kernel reads the
+// position again after the wait for everything else.
+
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/op_kernels/attention.h"
@@ -50,9 +64,10 @@ namespace {
 
 struct DecodeSpec {
   DType dtype = kFloat16;
-  int d = 64;      // head dim
-  int rmax = 1;    // query rows per block, rounded up to a power of two
-  int stages = 1;  // tiles in shared memory at once (Note [Decode tiles in flight])
+  int d = 64;            // head dim
+  int rmax = 1;          // query rows per block, rounded up to a power of two
+  int stages = 1;        // tiles in shared memory at once (Note [Decode tiles in flight])
+  bool prefetch = true;  // Note [Decode cache prefetched early] (KILN_DECODE_PREFETCH=0: off)
 };
 
 constexpr int kThreads = 128;
@@ -87,7 +102,8 @@ DecodeGeometry geometry(const DecodeSpec& s) {
 
 std::string decode_name(const DecodeSpec& s) {
   return std::string("kiln_attn_dec_") + dtype_tag(s.dtype) + "_d" + std::to_string(s.d) + "_r" +
-         std::to_string(s.rmax) + (s.stages > 1 ? "_p" + std::to_string(s.stages) : "");
+         std::to_string(s.rmax) + (s.stages > 1 ? "_p" + std::to_string(s.stages) : "") +
+         (s.prefetch ? "" : "_np");
 }
 
 // Note [Decode tiles in flight]
@@ -151,7 +167,39 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
          T + "* __restrict__ knew, const " + T +
          "* __restrict__ vnew, i64 knsb, i64 knsh, i64 vnsb, i64 vnsh,\n"
          "    " +
-         T + "* kw, " + T + "* vw, i64* err) {\n  kiln_grid_enter();\n";
+         T + "* kw, " + T + "* vw, i64* err) {\n";
+  if (s.prefetch) {
+    // Note [Decode cache prefetched early]: the block's keys and values
+    // into L2 while the kernel before this one runs. The position is read
+    // before the wait, so it may be stale: it only steers the prefetches.
+    const int line_parts = std::max(1, s.d * static_cast<int>(itemsize(s.dtype)) / 128);
+    src +=
+        "  {\n"
+        "    const i64 b0 = blockIdx.y / Hkv, h0 = blockIdx.y % Hkv;\n"
+        "    i64 p0 = p_const;\n"
+        "    if (pos) asm volatile(\"ld.relaxed.gpu.global.s64 %0, [%1];\" : \"=l\"(p0) : "
+        "\"l\"(pos + b0 * pos_stride));\n"
+        "    const i64 seen0 = p0 < S ? min(S, max((i64)0, p0 + L)) : S;\n"
+        "    const i64 per0 = min(chunk, (seen0 + gridDim.x - 1) / gridDim.x);\n"
+        "    const i64 kb0 = (i64)blockIdx.x * per0, ke0 = min(seen0, kb0 + per0);\n"
+        "    const char* kp = (const char*)(k + b0 * ksb + h0 * ksh);\n"
+        "    const char* vp = (const char*)(v + b0 * vsb + h0 * vsh);\n"
+        "    for (i64 c = kb0 * " +
+        std::to_string(line_parts) + " + threadIdx.x; c < ke0 * " + std::to_string(line_parts) +
+        "; c += 128) {\n"
+        "      const i64 row = c / " +
+        std::to_string(line_parts) + ", part = c % " + std::to_string(line_parts) +
+        ";\n"
+        "      asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(kp + (row * kss * " +
+        std::to_string(itemsize(s.dtype)) +
+        " + part * 128)));\n"
+        "      asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(vp + (row * vss * " +
+        std::to_string(itemsize(s.dtype)) +
+        " + part * 128)));\n"
+        "    }\n"
+        "  }\n";
+  }
+  src += "  kiln_grid_enter();\n";
   const std::string ST = std::to_string(s.stages);
   src += "  __shared__ alignas(16) unsigned char sk[" + ST + " * " + TK + " * " + KROWB +
          "];\n"
@@ -522,6 +570,11 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
   const int64_t splits = (tiles + tiles_per - 1) / tiles_per;
   const int64_t chunk = tiles_per * geo.tk;
   if (tiles_per > 1 && two_stages_fit(spec)) spec.stages = 2;
+  static const bool prefetch = [] {
+    const char* e = std::getenv("KILN_DECODE_PREFETCH");
+    return !(e && std::string(e) == "0");
+  }();
+  spec.prefetch = prefetch;
   Tensor ws;
   void* count = nullptr;
   if (splits > 1) {
@@ -581,6 +634,10 @@ std::vector<std::pair<std::string, std::string>> decode_source_samples() {
         out.emplace_back(decode_name(s), decode_source(s));
         if (two_stages_fit(s)) {
           s.stages = 2;
+          out.emplace_back(decode_name(s), decode_source(s));
+        }
+        if (r == 1) {  // KILN_DECODE_PREFETCH=0
+          s.prefetch = false;
           out.emplace_back(decode_name(s), decode_source(s));
         }
       }

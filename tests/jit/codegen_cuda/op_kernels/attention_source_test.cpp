@@ -35,8 +35,9 @@ TEST(AttentionSource, EveryVariantCompilesForAmpere) {
   const kc::NamedSources sources = attention_sources();
   // Prefill: 2 dtypes x 2 head dims x 6 mask kinds x 2 forms (Note [Prefill keys split over
   // warps]); decode: 3 dtypes x 2 head dims x 5 row counts, and the two-stage form of
-  // those up to 8 rows (Note [Decode tiles in flight]).
-  ASSERT_EQ(sources.size(), 48u + 30u + 24u);
+  // those up to 8 rows (Note [Decode tiles in flight]), and at one row without
+  // the prefetch (Note [Decode cache prefetched early]).
+  ASSERT_EQ(sources.size(), 48u + 30u + 24u + 6u);
   struct Job {
     size_t source;
     int arch;
