@@ -223,6 +223,16 @@ float time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
   return ms * 1000.f / reps;
 }
 
+// Instantiates `g`, times `reps` replays, and destroys both.
+float replay_us(cudaGraph_t g, cudaStream_t s, int reps) {
+  cudaGraphExec_t e;
+  CHECK(cudaGraphInstantiate(&e, g, 0));
+  const float us = time_graph(e, s, reps);
+  CHECK(cudaGraphExecDestroy(e));
+  CHECK(cudaGraphDestroy(g));
+  return us;
+}
+
 int main() {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -257,12 +267,8 @@ int main() {
                                (const float*)(xs + (size_t)c * kN), xs + (size_t)(c + 1) * kN));
     }
     CHECK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CHECK(cudaGraphInstantiate(&e, g, 0));
-    const float us = time_graph(e, s, reps);
+    const float us = replay_us(g, s, reps);
     std::printf("%-44s %8.2f us per graph, %6.3f us per step\n", what, us, us / kChain);
-    CHECK(cudaGraphExecDestroy(e));
-    CHECK(cudaGraphDestroy(g));
   };
   chain(step<0>, false, "64 kernels, no early launch");
   chain(step<1>, true, "64 kernels, early launch, L2 prefetch");
@@ -324,12 +330,8 @@ int main() {
       CHECK(cudaStreamWaitEvent(s, forks[0]));
     }
     CHECK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CHECK(cudaGraphInstantiate(&e, g, 0));
-    const float us = time_graph(e, s, reps);
+    const float us = replay_us(g, s, reps);
     std::printf("%-44s %8.2f us per graph, %6.3f us per pair\n", what, us, us / (kChain / 2));
-    CHECK(cudaGraphExecDestroy(e));
-    CHECK(cudaGraphDestroy(g));
   };
   pairs(wide<3072, 1, false>, 3072 / kWarps, "pairs 768 + 3072 (384 blocks), no norm");
   pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs 768 + 3072 (384 blocks), norm");
@@ -347,12 +349,8 @@ int main() {
     reset<<<1, 1, 0, s>>>(count);
     kernel<<<kBlocks, 256, 0, s>>>(w, xs, count);
     CHECK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CHECK(cudaGraphInstantiate(&e, g, 0));
-    const float us = time_graph(e, s, reps);
+    const float us = replay_us(g, s, reps);
     std::printf("%-44s %8.2f us per graph, %6.3f us per step\n", what, us, us / kChain);
-    CHECK(cudaGraphExecDestroy(e));
-    CHECK(cudaGraphDestroy(g));
   };
   one(persistent<true, 0>, "one kernel, 64 phases, acquire barrier");
   one(persistent<true, 1>, "one kernel, 64 phases, fenced barrier");
@@ -364,9 +362,7 @@ int main() {
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     reset<<<1, 1, 0, s>>>(count);
     CHECK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CHECK(cudaGraphInstantiate(&e, g, 0));
-    std::printf("%-44s %8.2f us per graph\n", "one trivial kernel", time_graph(e, s, reps));
+    std::printf("%-44s %8.2f us per graph\n", "one trivial kernel", replay_us(g, s, reps));
   }
   // Host cost of the launch calls kiln can make for one kernel.
   {
