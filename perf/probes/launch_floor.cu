@@ -6,28 +6,30 @@
 // GPT-2's attention projection): a warp per output, x read from the step
 // before, every step its own weight (kChain x 1.2 MB: more than L2 holds, so
 // weights come from DRAM as in a model).
+#include <cuda.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cuda.h>
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                   \
-  do {                                                                             \
-    cudaError_t err_ = (x);                                                           \
-    if (err_ != cudaSuccess) {                                                      \
+#define CHECK(x)                                                                        \
+  do {                                                                                  \
+    cudaError_t err_ = (x);                                                             \
+    if (err_ != cudaSuccess) {                                                          \
       std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                \
-    }                                                                              \
+      std::exit(1);                                                                     \
+    }                                                                                   \
   } while (0)
 
 constexpr int kN = 768, kK = 768, kChain = 64, kWarps = 8;
 constexpr int kBlocks = kN / kWarps;  // 96
 
-__device__ __forceinline__ void wait_prior() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void wait_prior() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
 __device__ __forceinline__ void let_next() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
@@ -35,8 +37,8 @@ __device__ __forceinline__ void let_next() {
 // mode 0: no early launch instructions; 1: L2 prefetch of the row, then wait;
 // 2: the row loaded into registers before the wait.
 template <int kMode>
-__global__ void __launch_bounds__(256) step(const __half* __restrict__ w, const float* x,
-                                            float* y) {
+__global__ void __launch_bounds__(256)
+    step(const __half* __restrict__ w, const float* x, float* y) {
   const int lane = threadIdx.x & 31, n = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)n * kK);
   uint4 r[3];
@@ -68,7 +70,8 @@ __global__ void __launch_bounds__(256) step(const __half* __restrict__ w, const 
 // each warp's rows against normalized x. Weight rows prefetched into L2
 // before the wait.
 template <int kN, int kRows, bool kNorm>
-__global__ void __launch_bounds__(256) wide(const __half* __restrict__ w, const float* x, float* y) {
+__global__ void __launch_bounds__(256)
+    wide(const __half* __restrict__ w, const float* x, float* y) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int n0 = (blockIdx.x * kWarps + warp) * kRows;
   for (int q = 0; q < kRows; ++q) {
@@ -123,9 +126,12 @@ __global__ void __launch_bounds__(256) wide(const __half* __restrict__ w, const 
 
 // Lines [a, a + na) and [b, b + nb) bytes into L2, a thread per 128-byte line.
 __global__ void prefetch_ranges(const char* a, size_t na, const char* b, size_t nb) {
-  const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
-  for (size_t o = t * 128; o < na; o += step * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(a + o));
-  for (size_t o = t * 128; o < nb; o += step * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(b + o));
+  const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x,
+               step = (size_t)gridDim.x * blockDim.x;
+  for (size_t o = t * 128; o < na; o += step * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a + o));
+  for (size_t o = t * 128; o < nb; o += step * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(b + o));
 }
 
 // Every step in one kernel: the weight row of the next step loaded into
@@ -133,8 +139,8 @@ __global__ void prefetch_ranges(const char* a, size_t na, const char* b, size_t 
 // alone. kBarrier 0: a release increment and acquire loads by one thread;
 // 1: a fence, a relaxed increment, volatile loads, a fence.
 template <bool kWork, int kBarrier>
-__global__ void __launch_bounds__(256) persistent(const __half* __restrict__ w, float* xs,
-                                                  unsigned* count) {
+__global__ void __launch_bounds__(256)
+    persistent(const __half* __restrict__ w, float* xs, unsigned* count) {
   const int lane = threadIdx.x & 31, n = blockIdx.x * kWarps + (threadIdx.x >> 5);
   uint4 r[3];
   const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)n * kK);
@@ -167,7 +173,10 @@ __global__ void __launch_bounds__(256) persistent(const __half* __restrict__ w, 
         const unsigned target = (unsigned)(c + 1) * gridDim.x;
         if (kBarrier == 0) {
           unsigned seen;
-          asm volatile("atom.add.release.gpu.u32 %0, [%1], 1;" : "=r"(seen) : "l"(count) : "memory");
+          asm volatile("atom.add.release.gpu.u32 %0, [%1], 1;"
+                       : "=r"(seen)
+                       : "l"(count)
+                       : "memory");
           ++seen;
           while (seen < target) {
             asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
@@ -185,7 +194,9 @@ __global__ void __launch_bounds__(256) persistent(const __half* __restrict__ w, 
   }
 }
 
-__global__ void reset(unsigned* count) { *count = 0; }
+__global__ void reset(unsigned* count) {
+  *count = 0;
+}
 __global__ void tiny(float* p, long a, long b) {
   if (threadIdx.x == 0 && a == b) p[blockIdx.x] = 1.f;
 }
@@ -323,7 +334,8 @@ int main() {
                                (const float*)(xs + (size_t)c * kN), xs + (size_t)(c + 1) * kN));
       cfg.gridDim = dim3(wide_blocks);
       CHECK(cudaLaunchKernelEx(&cfg, wide_kernel, (const __half*)(w_wide + (size_t)wc * 3072 * kK),
-                               (const float*)(xs + (size_t)(c + 1) * kN), wide_out + (size_t)c * 3072));
+                               (const float*)(xs + (size_t)(c + 1) * kN),
+                               wide_out + (size_t)c * 3072));
     }
     if (ahead) {
       CHECK(cudaEventRecord(forks[0], side));
@@ -376,8 +388,9 @@ int main() {
     cudaLaunchAttribute at{};
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at.val.programmaticStreamSerializationAllowed = 1;
-    std::printf("%-44s %8.3f us\n", "host: cudaLaunchKernel",
-                host_us(s, [&] { CHECK(cudaLaunchKernel((const void*)tiny, dim3(16), dim3(256), params, 0, s)); }));
+    std::printf("%-44s %8.3f us\n", "host: cudaLaunchKernel", host_us(s, [&] {
+                  CHECK(cudaLaunchKernel((const void*)tiny, dim3(16), dim3(256), params, 0, s));
+                }));
     std::printf("%-44s %8.3f us\n", "host: cudaLaunchKernelExC, no attribute",
                 host_us(s, [&] { CHECK(cudaLaunchKernelExC(&cfg, (const void*)tiny, params)); }));
     cfg.attrs = &at;
@@ -393,9 +406,9 @@ int main() {
     cudaDriverEntryPointQueryResult q;
     CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &entry, 12000, cudaEnableDefault, &q));
     auto cu_launch = reinterpret_cast<LaunchFn>(entry);
-    std::printf("%-44s %8.3f us\n", "host: cuLaunchKernel (driver entry point)",
-                host_us(s, [&] {
-                  if (cu_launch(cf, 16, 1, 1, 256, 1, 1, 0, s, params, nullptr) != CUDA_SUCCESS) std::exit(2);
+    std::printf("%-44s %8.3f us\n", "host: cuLaunchKernel (driver entry point)", host_us(s, [&] {
+                  if (cu_launch(cf, 16, 1, 1, 256, 1, 1, 0, s, params, nullptr) != CUDA_SUCCESS)
+                    std::exit(2);
                 }));
     // One kernel as a graph: the launch alone, and with its pointer
     // argument updated first (a fresh result every call).
@@ -414,8 +427,7 @@ int main() {
       std::printf("%-44s %8.3f us\n", "host: cudaGraphLaunch, one kernel",
                   host_us(s, [&] { CHECK(cudaGraphLaunch(e, s)); }));
       int flip = 0;
-      std::printf("%-44s %8.3f us\n", "host: kernel node update + cudaGraphLaunch",
-                  host_us(s, [&] {
+      std::printf("%-44s %8.3f us\n", "host: kernel node update + cudaGraphLaunch", host_us(s, [&] {
                     p = xs + 64 * (flip ^= 1);
                     kp.kernelParams = params;
                     CHECK(cudaGraphExecKernelNodeSetParams(e, node, &kp));
