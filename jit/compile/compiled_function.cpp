@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -14,6 +15,8 @@
 #include <unordered_set>
 
 #include "guards/guards.h"
+#include "jit/codegen_cpu/launch_cpu.h"
+#include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/compile/buckets.h"
 #include "jit/compile/call_profile.h"
 #include "jit/compile/explain.h"
@@ -55,9 +58,28 @@ bool verify_everywhere() {
   return on;
 }
 
+// Note [What a specialization is for]
+// A specialization's key is the sizes of its entry's dynamic dims and the
+// values of its dynamic scalars, as int64 words (a double's bits). Logs and
+// explain() say what those words are: "input 0 'ids' dim 1 = 17, argument 2
+// 'temperature' = 0.7" in the recompile log and explain(), "17, temperature
+// = 0.7" where an instance is named. Sizes are kernel arguments, but a
+// scalar's value is a constant of the trace, compiled into the kernels that
+// read it, so a new value builds new kernels: the recompile log counts the
+// kernels each new plan compiled, and a value that changes every call
+// belongs in a 0-dim tensor argument, which kernels read from memory.
+struct SpecializedFor {
+  std::vector<int64_t> sizes;  // the dynamic dims' sizes, in key order
+  std::string text;            // every part, named
+  std::string label;           // every part, compact
+  bool scalars = false;        // whether a dynamic scalar is among them
+};
+
 // One plan of an entry: a pristine trace and the instances made from it.
 struct Specialization {
   std::vector<int64_t> key;  // sizes of the dynamic dims, values of dynamic scalars
+  // What the key stands for (Note [What a specialization is for]).
+  SpecializedFor what;
   Pristine pristine;
   std::vector<std::string> signature;  // verify mode
   std::mutex mu;
@@ -106,6 +128,23 @@ class Lease {
   std::unique_ptr<Instance> inst_;
 };
 
+// Kernels compiled or loaded from disk in this process so far, CPU and CUDA
+// (other threads' too: a count for logs).
+int64_t kernels_built() {
+  const cuda::CudaKernelStats k = cuda::cuda_kernel_stats();
+  return cpu::cpu_kernels_compiled() + k.compiled + k.disk_hits;
+}
+
+// A double as the shortest decimal that reads back as it: 0.7, not 0.700000.
+std::string shortest_double(double v) {
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
 }  // namespace
 
 struct boxed::CompiledCore::Impl {
@@ -150,15 +189,25 @@ struct boxed::CompiledCore::Impl {
   Specialization* specialize(Entry& e, const std::vector<IValue>& args, Body body,
                              std::vector<Tensor>* results);
   std::vector<int64_t> spec_key(const Entry& e, const std::vector<IValue>& args) const;
+  SpecializedFor specialized_for(const Entry& e, const std::vector<IValue>& args) const;
+  std::string argument_name(size_t i, const char* kind) const {
+    std::string s = std::string(kind) + " " + std::to_string(i);
+    if (i < options.input_names.size() && !options.input_names[i].empty()) {
+      s += " '" + options.input_names[i] + "'";
+    }
+    return s;
+  }
   void guard_captured(Entry& e, const Pristine& p, const Instance& first);
   std::unique_ptr<Instance> new_instance(Entry& e, const Specialization& spec);
-  // Logs name an instance "decode: entry 1" and, with dynamic dims, the
-  // specialization's sizes: "decode: entry 1, bucket 8".
-  InstanceOptions instance_options(const Entry& e, const std::vector<int64_t>& key) const {
+  // Logs name an instance "decode: entry 1" and, with dynamic dims or
+  // scalars, what the specialization is for: "decode: entry 1, bucket 8",
+  // "step: entry 1, sizes 17, temperature = 0.7".
+  InstanceOptions instance_options(const Entry& e, const SpecializedFor& what) const {
     std::string name = options.name + ": entry " + std::to_string(e.index);
-    for (size_t k = 0; k < key.size(); ++k) {
-      name += k ? "x" : (options.buckets.empty() ? ", sizes " : ", bucket ");
-      name += std::to_string(key[k]);
+    if (!what.label.empty()) {
+      const bool sized = !what.sizes.empty();
+      name += sized ? (options.buckets.empty() ? ", sizes " : ", bucket ") : ", ";
+      name += what.label;
     }
     return {options.mode != Mode::Default, std::move(name)};
   }
@@ -196,12 +245,13 @@ Explanation CompiledCore::explain() const {
       std::lock_guard<std::mutex> spec_lock(spec->mu);
       if (spec->idle.empty()) {  // every instance is running: what is known without one
         ExplainPlan p;
-        p.sizes = spec->key;
+        p.sizes = spec->what.sizes;
+        p.specialized_for = spec->what.text;
         p.steps = static_cast<int64_t>(spec->steps);
         x.plans.push_back(std::move(p));
         continue;
       }
-      x.plans.push_back(explain_plan(*spec->idle.front(), spec->key));
+      x.plans.push_back(explain_plan(*spec->idle.front(), spec->what.sizes, spec->what.text));
     }
     if (!e->break_reason.empty())
       out.graph_breaks.push_back(describe_break(e->index, e->break_reason));
@@ -357,6 +407,50 @@ std::vector<int64_t> boxed::CompiledCore::Impl::spec_key(const Entry& e,
   return key;
 }
 
+// The parts of spec_key(), in its order, said (Note [What a specialization is for]).
+SpecializedFor boxed::CompiledCore::Impl::specialized_for(const Entry& e,
+                                                          const std::vector<IValue>& args) const {
+  SpecializedFor f;
+  std::string sizes_label, scalars_label;
+  const guards::DynamicDims& d = e.guards.dynamic();
+  auto add = [&](std::string& to, const char* sep, const std::string& part) {
+    to += (to.empty() ? "" : sep) + part;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const IValue& a = args[i];
+    const uint64_t dims = i < d.dims.size() ? d.dims[i] : 0;
+    auto sizes = [&](const Tensor& t, const std::string& who) {
+      for (int64_t k = 0; k < t.dim() && k < 64; ++k) {
+        if (!((dims >> k) & 1u)) continue;
+        f.sizes.push_back(t.size(k));
+        add(f.text, ", ", who + " dim " + std::to_string(k) + " = " + std::to_string(t.size(k)));
+        add(sizes_label, "x", std::to_string(t.size(k)));
+      }
+    };
+    if (a.is_tensor() && dims) sizes(a.to_tensor(), argument_name(i, "input"));
+    if (a.is_tensor_list() && dims) {
+      const std::vector<Tensor> list = a.to_tensor_list();
+      for (size_t j = 0; j < list.size(); ++j) {
+        sizes(list[j], argument_name(i, "input") + " [" + std::to_string(j) + "]");
+      }
+    }
+    if (i < d.scalars.size() && d.scalars[i]) {
+      std::string value = a.is_double() ? shortest_double(a.to_double())
+                          : a.is_bool() ? (a.to_bool() ? "true" : "false")
+                          : a.is_int()  ? std::to_string(a.to_int())
+                                        : a.type_name();
+      f.scalars = true;
+      add(f.text, ", ", argument_name(i, "argument") + " = " + value);
+      const bool named = i < options.input_names.size() && !options.input_names[i].empty();
+      add(scalars_label, ", ",
+          (named ? options.input_names[i] : "argument " + std::to_string(i)) + " = " + value);
+    }
+  }
+  f.label = sizes_label;
+  if (!scalars_label.empty()) f.label += (f.label.empty() ? "" : ", ") + scalars_label;
+  return f;
+}
+
 // The first plan of an entry fixes which captured storages are guarded:
 // those that something outside the entry holds (Note [Guards]).
 void boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& p, const Instance& first) {
@@ -376,7 +470,7 @@ void boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& p, cons
 
 std::unique_ptr<Instance> boxed::CompiledCore::Impl::new_instance(Entry& e,
                                                                   const Specialization& spec) {
-  auto inst = std::make_unique<Instance>(spec.pristine, instance_options(e, spec.key));
+  auto inst = std::make_unique<Instance>(spec.pristine, instance_options(e, spec.what));
   instances.fetch_add(1, std::memory_order_relaxed);
   e.hold(inst->captured_impls());
   return inst;
@@ -403,6 +497,7 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   CallTimer compiling(CallPhase::kCompile);
   auto spec = std::make_unique<Specialization>();
   spec->key = spec_key(e, args);
+  spec->what = specialized_for(e, args);
   spec->pristine = make_pristine(std::move(traced));
   if (verify) {
     spec->signature =
@@ -410,7 +505,7 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   }
   std::unique_ptr<Instance> inst;
   if (e.specs.empty()) {
-    inst = std::make_unique<Instance>(spec->pristine, instance_options(e, spec->key));
+    inst = std::make_unique<Instance>(spec->pristine, instance_options(e, spec->what));
     instances.fetch_add(1, std::memory_order_relaxed);
     guard_captured(e, spec->pristine, *inst);  // before results hold anything
   } else {
@@ -556,29 +651,45 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
         if (static_cast<int>(e.specs.size()) >= options.specialization_limit) {
           if (!e.specs_warned) {
             e.specs_warned = true;
-            std::string seen;
+            bool scalars = false;
             for (const auto& sp : e.specs) {
-              seen += seen.empty() ? "" : ", ";
-              for (size_t k = 0; k < sp->key.size(); ++k) {
-                seen += (k ? "x" : "") + std::to_string(sp->key[k]);
-              }
+              scalars = scalars || sp->what.scalars;
+            }
+            std::string seen;  // "2, 3"; with scalars' values "4, t = 0.5; 5, t = 0.7"
+            for (const auto& sp : e.specs) {
+              seen += (seen.empty() ? "" : scalars ? "; " : ", ") + sp->what.label;
             }
             kiln::detail::log_line(
                 LogChannel::Recompiles,
                 options.name + ": entry " + std::to_string(e.index) + ": " +
-                    std::to_string(e.specs.size()) + " sizes of its dynamic dims seen (" + seen +
-                    "), the limit; further sizes run uncompiled: consider Options::buckets");
+                    std::to_string(e.specs.size()) +
+                    (scalars ? " sizes and values of its dynamic dims and scalars"
+                             : " sizes of its dynamic dims") +
+                    " seen (" + seen +
+                    "), the limit; further ones run uncompiled: consider Options::buckets" +
+                    (scalars ? ", and a 0-dim tensor argument for a value that changes every call"
+                             : ""));
           }
           uncompiled.fetch_add(1, std::memory_order_relaxed);
           return body.call(body.self, args);
         }
         specializations.fetch_add(1, std::memory_order_relaxed);
-        remember(e.index, "a plan for new sizes of its dynamic dims (specialization " +
-                              std::to_string(e.specs.size() + 1) + ")");
-        KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": a plan for new sizes of its ",
-                 "dynamic dims (specialization ", e.specs.size() + 1,
-                 "; kernels take sizes as arguments: none is recompiled)");
+        const size_t number = e.specs.size() + 1;
+        const std::string what = "a plan for " + specialized_for(e, args).text +
+                                 " (specialization " + std::to_string(number) + ")";
+        remember(e.index, what);
+        KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": ", what);
+        const int64_t kernels_before = kernels_built();
         if (!specialize(e, args, body, &results)) return results;
+        // Note [What a specialization is for]: sizes are kernel arguments,
+        // constants (a dynamic scalar's value) are compiled in.
+        const int64_t kernels = kernels_built() - kernels_before;
+        KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": specialization ", number,
+                 " compiled ", kernels, kernels == 1 ? " kernel" : " kernels",
+                 kernels > 0 && e.specs.back()->what.scalars
+                     ? " (a scalar's value is compiled into the kernels that read it: pass a "
+                       "value that changes every call as a 0-dim tensor)"
+                     : "");
         hits.fetch_add(1, std::memory_order_relaxed);
         return results;
       }

@@ -33,10 +33,12 @@ std::string members_str(const Plan& plan, const std::vector<size_t>& members) {
 
 }  // namespace
 
-ExplainPlan explain_plan(const Instance& inst, const std::vector<int64_t>& sizes) {
+ExplainPlan explain_plan(const Instance& inst, const std::vector<int64_t>& sizes,
+                         const std::string& specialized_for) {
   const Plan& plan = inst.plan();
   ExplainPlan p;
   p.sizes = sizes;
+  p.specialized_for = specialized_for;
   p.steps = static_cast<int64_t>(plan.steps.size());
   p.arena_bytes = static_cast<int64_t>(plan.memory.planned_bytes);
   p.graph_nodes = static_cast<int64_t>(inst.graph_nodes());
@@ -104,11 +106,7 @@ std::string Explanation::str() const {
     for (size_t k = 0; k < e.plans.size(); ++k) {
       const ExplainPlan& p = e.plans[k];
       os << "  plan " << k + 1;
-      if (!p.sizes.empty()) {
-        os << " (dynamic sizes";
-        for (int64_t v : p.sizes) os << " " << v;
-        os << ")";
-      }
+      if (!p.specialized_for.empty()) os << " (for " << p.specialized_for << ")";
       os << ": " << p.steps << " steps (" << p.generated_kernels << " generated kernels, "
          << p.extern_calls << " extern calls), arena " << p.arena_bytes << " bytes, "
          << (p.graph_nodes ? "CUDA graph of " + std::to_string(p.graph_nodes) + " nodes, " +

@@ -13,7 +13,8 @@ namespace kiln::jit {
 
 // What `inst`'s plan launches: generated kernels with the ops fused into each,
 // extern calls, its arena. `sizes` names the specialization.
-ExplainPlan explain_plan(const Instance& inst, const std::vector<int64_t>& sizes);
+ExplainPlan explain_plan(const Instance& inst, const std::vector<int64_t>& sizes,
+                         const std::string& specialized_for);
 
 // A graph break of entry `entry`, its op and position read from the reason the
 // trace gave ("the value of op 3 'sum' was needed on the host (...), after 4

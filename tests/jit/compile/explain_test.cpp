@@ -102,11 +102,16 @@ TEST(Explain, EntriesGuardsPlansAndRecompiles) {
   ASSERT_EQ(e.entries[1].plans.size(), 2u) << e;  // 6 and 7 rows
   EXPECT_EQ(e.entries[1].plans[0].sizes, (std::vector<int64_t>{6}));
   EXPECT_EQ(e.entries[1].plans[1].sizes, (std::vector<int64_t>{7}));
+  // Note [What a specialization is for]
+  EXPECT_EQ(e.entries[1].plans[1].specialized_for, "input 0 'x' dim 0 = 7");
+  EXPECT_TRUE(contains(e.str(), "plan 2 (for input 0 'x' dim 0 = 7)")) << e;
   ASSERT_EQ(e.recompiles.size(), 3u) << e;
   EXPECT_EQ(e.recompiles[0].entry, 1);
   EXPECT_EQ(e.recompiles[1].entry, 2);
   EXPECT_EQ(e.recompiles[2].entry, 2);
-  EXPECT_TRUE(contains(e.recompiles[2].reason, "specialization 2")) << e.recompiles[2].reason;
+  EXPECT_TRUE(
+      contains(e.recompiles[2].reason, "a plan for input 0 'x' dim 0 = 7 (specialization 2)"))
+      << e.recompiles[2].reason;
   EXPECT_TRUE(e.graph_breaks.empty());
   std::ostringstream os;
   os << e;

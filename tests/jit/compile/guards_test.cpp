@@ -108,17 +108,40 @@ TEST(CompileGuards, ScalarArgumentRecompilesOnce) {
   EXPECT_TENSOR_CLOSE(r2b, x * 2.0);
 }
 
-TEST(CompileGuards, DynamicScalarDoesNotRecompile) {
-  auto f = kiln::jit::compile([](const Tensor& x, double s) { return x * s; },
-                              {.name = "g", .dynamic_scalars = {1}});
+// A dynamic scalar keeps one entry (no guard on its value), but its value is
+// a constant of the trace: each new value is a plan whose kernels have it
+// compiled in, and the log says so and what to do instead (Note [What a
+// specialization is for]). A 0-dim tensor is read from memory: one plan.
+TEST(CompileGuards, DynamicScalarTakesAPlanPerValue) {
+  auto f = kiln::jit::compile([](const Tensor& x, double s) { return kiln::tanh(x * s); },
+                              {.name = "g", .dynamic_scalars = {1}, .input_names = {"x", "t"}});
+  auto g = kiln::jit::compile([](const Tensor& x, const Tensor& s) { return kiln::tanh(x * s); },
+                              {.name = "h"});
   Tensor x = random_tensor({3, 5}, kiln::kFloat32, "contiguous", 1);
-  for (double s : {2.0, 3.0, 4.0}) {
+  Logs logs("recompiles");
+  for (double s : {2.0, 0.7, 4.0}) {
     Tensor r = f(x, s);
+    Tensor r0 = g(x, kiln::full({}, s));
     kiln::EagerGuard eager;
-    EXPECT_TENSOR_CLOSE(r, x * s);
+    EXPECT_TENSOR_CLOSE(r, kiln::tanh(x * s));
+    EXPECT_TENSOR_CLOSE(r0, kiln::tanh(x * s));
   }
+  const std::string text = logs.take();
   EXPECT_EQ(f.stats().entries, 1);
   EXPECT_EQ(f.stats().specializations, 2);
+  EXPECT_EQ(g.stats().entries, 1);
+  EXPECT_EQ(g.stats().specializations, 0);
+  EXPECT_EQ(count_of(text, "g: entry 1: a plan for argument 1 't' = 0.7 (specialization 2)"), 1)
+      << text;
+  EXPECT_EQ(count_of(text, "g: entry 1: specialization 2 compiled 1 kernel (a scalar's value"), 1)
+      << text;
+  EXPECT_EQ(count_of(text, "pass a value that changes every call as a 0-dim tensor"), 2) << text;
+  EXPECT_EQ(count_of(text, "h: entry 1: a plan"), 0) << text;
+  const kiln::jit::Explanation e = f.explain();
+  ASSERT_EQ(e.entries.size(), 1u);
+  ASSERT_EQ(e.entries[0].plans.size(), 3u);
+  EXPECT_EQ(e.entries[0].plans[1].specialized_for, "argument 1 't' = 0.7");
+  EXPECT_TRUE(e.entries[0].plans[1].sizes.empty());
 }
 
 struct Model {
@@ -612,7 +635,7 @@ TEST(CompileGuards, SharedStoragesMoveTogether) {
 TEST(CompileGuards, SizesPastTheSpecializationLimit) {
   auto f = kiln::jit::compile([](const Tensor& x) { return x * 3.0; },
                               {.name = "s", .dynamic = {{0, 0}}, .specialization_limit = 2});
-  Logs logs("");
+  Logs logs("recompiles");
   for (int64_t n : {2, 3, 4, 5}) {
     Tensor x = random_tensor({n, 4}, kiln::kFloat32, "contiguous", static_cast<uint64_t>(n));
     Tensor r = f(x);
@@ -623,6 +646,30 @@ TEST(CompileGuards, SizesPastTheSpecializationLimit) {
   EXPECT_EQ(count_of(text, "s: entry 1: 2 sizes of its dynamic dims seen (2, 3), the limit"), 1)
       << text;
   EXPECT_EQ(f.stats().uncompiled_calls, 2);
+  // Sizes are kernel arguments: a new size compiles nothing.
+  EXPECT_EQ(count_of(text, "s: entry 1: a plan for input 0 dim 0 = 3 (specialization 2)"), 1)
+      << text;
+  EXPECT_EQ(count_of(text, "s: entry 1: specialization 2 compiled 0 kernels"), 1) << text;
+}
+
+// Past the limit with a dynamic scalar: the values are said as numbers.
+TEST(CompileGuards, ScalarValuesPastTheSpecializationLimit) {
+  auto f = kiln::jit::compile([](const Tensor& x, double s) { return x * s; },
+                              {.name = "v", .dynamic_scalars = {1}, .specialization_limit = 2});
+  Tensor x = random_tensor({2, 4}, kiln::kFloat32, "contiguous", 3);
+  Logs logs("");
+  for (double s : {0.5, 1.25, 2.5}) {
+    Tensor r = f(x, s);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r, x * s);
+  }
+  const std::string text = logs.take();
+  EXPECT_EQ(count_of(text,
+                     "v: entry 1: 2 sizes and values of its dynamic dims and scalars seen "
+                     "(argument 1 = 0.5; argument 1 = 1.25), the limit"),
+            1)
+      << text;
+  EXPECT_EQ(f.stats().uncompiled_calls, 1);
 }
 
 }  // namespace
