@@ -1,0 +1,263 @@
+// Where a split-sequence decode attention should merge its splits: in its
+// own last block per head (after an atomic, as kiln's kernel does), or in the
+// prologue of the projection that reads its output (perf/RESULTS.md,
+// eighteenth session, "Next GPU session"). Not part of the build: a probe,
+// compiled by hand with
+//   nvcc -O3 -arch=sm_90 -o decode_combine perf/probes/decode_combine.cu
+// One layer: attention of one query row over GPT-2's 12 heads of 64 at
+// position 512 of a 1024-slot float16 cache, 16 splits per head, then the
+// 768x768 float16 projection; the projection's output is the next layer's
+// query. 12 layers per graph, each with its own cache and weight; every
+// kernel launched early (programmatic dependent launch), the cache slice and
+// the weight rows prefetched into L2 before the wait. Prints the time per
+// layer of both forms and the largest difference between their outputs.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                                        \
+  do {                                                                                  \
+    cudaError_t err_ = (x);                                                             \
+    if (err_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+constexpr int kHeads = 12, kDim = 64, kSlots = 1024, kPos = 512, kSplits = 16, kLayers = 12;
+constexpr int kModel = kHeads * kDim;  // 768
+constexpr int kSeen = kPos + 1;
+constexpr int kPer = (kSeen + kSplits - 1) / kSplits;  // 33 keys per block
+constexpr int kWarps = 8;
+
+__device__ __forceinline__ void wait_prior() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void let_next() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+struct Partials {
+  float* o;         // [heads][splits][dim]
+  float* m;         // [heads][splits]
+  float* l;         // [heads][splits]
+  unsigned* count;  // [heads], zero between launches
+};
+
+// Block (split, head), 128 threads: scores of its keys (a warp per key), the
+// softmax of the slice, P @ V; then either the partials only, or the
+// partials, an atomic and, in the last block of the head, the merge into x.
+template <bool kCombine>
+__global__ void __launch_bounds__(128)
+    attention(const float* q, const __half* k, const __half* v, Partials p, float* x) {
+  const int split = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int k0 = split * kPer, k1 = min(kSeen, k0 + kPer);
+  const __half* kh = k + (size_t)h * kSlots * kDim;
+  const __half* vh = v + (size_t)h * kSlots * kDim;
+  for (int j = k0 + tid; j < k1; j += 128) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(kh + (size_t)j * kDim));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(vh + (size_t)j * kDim));
+  }
+  wait_prior();
+  let_next();
+  __shared__ float sq[kDim], sp[kPer];
+  __shared__ float s_m, s_l;
+  if (tid < kDim) sq[tid] = q[h * kDim + tid] * 0.125f;
+  __syncthreads();
+  for (int j = k0 + warp; j < k1; j += 4) {
+    const __half2 kv = reinterpret_cast<const __half2*>(kh + (size_t)j * kDim)[lane];
+    float s = __low2float(kv) * sq[2 * lane] + __high2float(kv) * sq[2 * lane + 1];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) sp[j - k0] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float mx = -INFINITY;
+    for (int j = lane; j < k1 - k0; j += 32) mx = fmaxf(mx, sp[j]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+    for (int j = lane; j < k1 - k0; j += 32) {
+      const float e = __expf(sp[j] - mx);
+      sp[j] = e;
+      sum += e;
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) s_m = mx, s_l = sum;
+  }
+  __syncthreads();
+  if (tid < kDim) {
+    float acc = 0.f;
+    for (int j = k0; j < k1; ++j) acc += sp[j - k0] * __half2float(vh[(size_t)j * kDim + tid]);
+    p.o[((size_t)h * kSplits + split) * kDim + tid] = acc;
+  }
+  if (tid == 0) p.m[h * kSplits + split] = s_m, p.l[h * kSplits + split] = s_l;
+  if (!kCombine) return;
+  __shared__ unsigned s_last;
+  __syncthreads();
+  if (tid == 0) {
+    unsigned before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(before)
+                 : "l"(p.count + h)
+                 : "memory");
+    s_last = before == kSplits - 1;
+    if (s_last) p.count[h] = 0u;
+  }
+  __syncthreads();
+  if (!s_last || tid >= kDim) return;
+  float mx = -INFINITY;
+  for (int s = 0; s < kSplits; ++s) mx = fmaxf(mx, __ldcg(p.m + h * kSplits + s));
+  float den = 0.f, num = 0.f;
+  for (int s = 0; s < kSplits; ++s) {
+    const float w = __expf(__ldcg(p.m + h * kSplits + s) - mx);
+    den += w * __ldcg(p.l + h * kSplits + s);
+    num += w * __ldcg(p.o + ((size_t)h * kSplits + s) * kDim + tid);
+  }
+  x[h * kDim + tid] = num / den;
+}
+
+// 768 -> 768, a warp per output. kMerge: x is merged from the attention's
+// partials by every block (into shared memory) before the product.
+template <bool kMerge>
+__global__ void __launch_bounds__(256)
+    projection(const __half* __restrict__ w, const float* x, Partials p, float* y) {
+  const int lane = threadIdx.x & 31, n = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)n * kModel);
+  for (int i = 0; i < 3; ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + lane + 32 * i));
+  wait_prior();
+  let_next();
+  __shared__ float sx[kModel];
+  if (kMerge) {
+    for (int e = threadIdx.x; e < kModel; e += 256) {
+      const int h = e / kDim, d = e % kDim;
+      float m[kSplits], mx = -INFINITY;
+#pragma unroll
+      for (int s = 0; s < kSplits; ++s) {
+        m[s] = __ldcg(p.m + h * kSplits + s);
+        mx = fmaxf(mx, m[s]);
+      }
+      float den = 0.f, num = 0.f;
+#pragma unroll
+      for (int s = 0; s < kSplits; ++s) {
+        const float wgt = __expf(m[s] - mx);
+        den += wgt * __ldcg(p.l + h * kSplits + s);
+        num += wgt * __ldcg(p.o + ((size_t)h * kSplits + s) * kDim + d);
+      }
+      sx[e] = num / den;
+    }
+  } else {
+    for (int e = threadIdx.x; e < kModel; e += 256) sx[e] = x[e];
+  }
+  __syncthreads();
+  float s = 0.f;
+  for (int i = 0; i < 3; ++i) {
+    const uint4 r = __ldg(row + lane + 32 * i);
+    const __half* hv = reinterpret_cast<const __half*>(&r);
+    const int k0 = (lane + 32 * i) * 8;
+    for (int e = 0; e < 8; ++e) s += __half2float(hv[e]) * sx[k0 + e];
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) y[n] = s;
+}
+
+__global__ void fill(__half* p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    p[i] = __float2half(((h >> 8) & 0xffff) / 65536.f - 0.5f);
+  }
+}
+
+int main() {
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const size_t cache = (size_t)kHeads * kSlots * kDim, weight = (size_t)kModel * kModel;
+  __half *k, *v, *w;
+  CHECK(cudaMalloc(&k, kLayers * cache * sizeof(__half)));
+  CHECK(cudaMalloc(&v, kLayers * cache * sizeof(__half)));
+  CHECK(cudaMalloc(&w, kLayers * weight * sizeof(__half)));
+  fill<<<264, 256, 0, s>>>(k, kLayers * cache, 1);
+  fill<<<264, 256, 0, s>>>(v, kLayers * cache, 2);
+  fill<<<264, 256, 0, s>>>(w, kLayers * weight, 3);
+  float *ys, *x;
+  CHECK(cudaMalloc(&ys, (kLayers + 1) * kModel * sizeof(float)));
+  CHECK(cudaMalloc(&x, kModel * sizeof(float)));
+  std::vector<float> q0(kModel);
+  for (int i = 0; i < kModel; ++i) q0[i] = std::sin(0.37f * i);
+  CHECK(cudaMemcpy(ys, q0.data(), kModel * sizeof(float), cudaMemcpyHostToDevice));
+  Partials p{};
+  CHECK(cudaMalloc(&p.o, (size_t)kHeads * kSplits * kDim * sizeof(float)));
+  CHECK(cudaMalloc(&p.m, kHeads * kSplits * sizeof(float)));
+  CHECK(cudaMalloc(&p.l, kHeads * kSplits * sizeof(float)));
+  CHECK(cudaMalloc(&p.count, kHeads * sizeof(unsigned)));
+  CHECK(cudaMemset(p.count, 0, kHeads * sizeof(unsigned)));
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  auto launch = [&](auto kernel, dim3 grid, dim3 block, auto... args) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = s;
+    cfg.attrs = &early;
+    cfg.numAttrs = 1;
+    CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+  };
+  std::vector<float> outputs[2];
+  for (int merge = 0; merge < 2; ++merge) {
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int l = 0; l < kLayers; ++l) {
+      const float* q = ys + (size_t)l * kModel;
+      const __half* kl = k + l * cache;
+      const __half* vl = v + l * cache;
+      float* y = ys + (size_t)(l + 1) * kModel;
+      const __half* wl = w + l * weight;
+      if (merge) {
+        launch(attention<false>, dim3(kSplits, kHeads), dim3(128), q, kl, vl, p, x);
+        launch(projection<true>, dim3(kModel / kWarps), dim3(256), wl, (const float*)x, p, y);
+      } else {
+        launch(attention<true>, dim3(kSplits, kHeads), dim3(128), q, kl, vl, p, x);
+        launch(projection<false>, dim3(kModel / kWarps), dim3(256), wl, (const float*)x, p, y);
+      }
+    }
+    CHECK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t e;
+    CHECK(cudaGraphInstantiate(&e, g, 0));
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    for (int i = 0; i < 20; ++i) CHECK(cudaGraphLaunch(e, s));
+    const int reps = 200;
+    CHECK(cudaEventRecord(a, s));
+    for (int i = 0; i < reps; ++i) CHECK(cudaGraphLaunch(e, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    const float us = ms * 1000.f / reps;
+    std::printf("%-48s %8.2f us per graph, %6.3f us per layer\n",
+                merge ? "splits merged in the projection's prologue"
+                      : "splits merged by the attention's last block",
+                us, us / kLayers);
+    outputs[merge].resize(kModel);
+    CHECK(cudaMemcpy(outputs[merge].data(), ys + (size_t)kLayers * kModel, kModel * sizeof(float),
+                     cudaMemcpyDeviceToHost));
+    CHECK(cudaGraphExecDestroy(e));
+    CHECK(cudaGraphDestroy(g));
+  }
+  double diff = 0, scale = 0;
+  for (int i = 0; i < kModel; ++i) {
+    diff = std::fmax(diff, std::fabs(outputs[0][i] - outputs[1][i]));
+    scale = std::fmax(scale, std::fabs(outputs[0][i]));
+  }
+  std::printf("largest difference between the forms' outputs: %g (largest output %g)\n", diff,
+              scale);
+  return 0;
+}
