@@ -19,27 +19,13 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t err_ = (x);                                                             \
-    if (err_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
+#include "probe.h"
 
 constexpr int kHeads = 12, kDim = 64, kSlots = 1024, kPos = 512, kSplits = 16, kLayers = 12;
 constexpr int kModel = kHeads * kDim;  // 768
 constexpr int kSeen = kPos + 1;
 constexpr int kPer = (kSeen + kSplits - 1) / kSplits;  // 33 keys per block
 constexpr int kWarps = 8;
-
-__device__ __forceinline__ void wait_prior() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-__device__ __forceinline__ void let_next() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
 
 struct Partials {
   float* o;         // [heads][splits][dim]

@@ -15,24 +15,10 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t err_ = (x);                                                             \
-    if (err_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
+#include "probe.h"
 
 constexpr int kN = 768, kK = 768, kChain = 64, kWarps = 8;
 constexpr int kBlocks = kN / kWarps;  // 96
-
-__device__ __forceinline__ void wait_prior() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-__device__ __forceinline__ void let_next() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
 
 // mode 0: no early launch instructions; 1: L2 prefetch of the row, then wait;
 // 2: the row loaded into registers before the wait.
