@@ -336,11 +336,7 @@ void boxed::CompiledCore::Impl::check_arguments(const std::vector<IValue>& args)
   std::call_once(kinds_once, [&] {
     for (const IValue& a : args) kinds.push_back(a.tag());
   });
-  auto arg_name = [&](size_t i) {
-    std::string s = "argument " + std::to_string(i);
-    if (i < options.input_names.size()) s += " '" + options.input_names[i] + "'";
-    return s;
-  };
+  auto arg_name = [&](size_t i) { return argument_name(i, "argument"); };
   KILN_CHECK(args.size() == kinds.size(), "[jit::compile] ", options.name, ": expected ",
              kinds.size(), " arguments (as in its first call), got ", args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -443,7 +439,7 @@ SpecializedFor boxed::CompiledCore::Impl::specialized_for(const Entry& e,
       add(f.text, ", ", argument_name(i, "argument") + " = " + value);
       const bool named = i < options.input_names.size() && !options.input_names[i].empty();
       add(scalars_label, ", ",
-          (named ? options.input_names[i] : "argument " + std::to_string(i)) + " = " + value);
+          (named ? options.input_names[i] : argument_name(i, "argument")) + " = " + value);
     }
   }
   f.label = sizes_label;
@@ -525,13 +521,8 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
 
 std::string boxed::CompiledCore::Impl::lift(const guards::Moved& moved, int failed_input) {
   auto whose = [&](int input) {
-    if (input == failed_input) return std::string();
-    std::string s = " of input " + std::to_string(input);
-    if (static_cast<size_t>(input) < options.input_names.size() &&
-        !options.input_names[input].empty()) {
-      s += " '" + options.input_names[input] + "'";
-    }
-    return s;
+    return input == failed_input ? std::string()
+                                 : " of " + argument_name(static_cast<size_t>(input), "input");
   };
   std::vector<std::string> parts;
   for (const auto& [input, dim] : moved.dims) {
