@@ -214,20 +214,7 @@ int main() {
       }
     }
     CHECK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CHECK(cudaGraphInstantiate(&e, g, 0));
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    for (int i = 0; i < 20; ++i) CHECK(cudaGraphLaunch(e, s));
-    const int reps = 200;
-    CHECK(cudaEventRecord(a, s));
-    for (int i = 0; i < reps; ++i) CHECK(cudaGraphLaunch(e, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    const float us = ms * 1000.f / reps;
+    const float us = replay_us(g, s, 200);
     std::printf("%-48s %8.2f us per graph, %6.3f us per layer\n",
                 merge ? "splits merged in the projection's prologue"
                       : "splits merged by the attention's last block",
@@ -235,8 +222,6 @@ int main() {
     outputs[merge].resize(kModel);
     CHECK(cudaMemcpy(outputs[merge].data(), ys + (size_t)kLayers * kModel, kModel * sizeof(float),
                      cudaMemcpyDeviceToHost));
-    CHECK(cudaGraphExecDestroy(e));
-    CHECK(cudaGraphDestroy(g));
   }
   double diff = 0, scale = 0;
   for (int i = 0; i < kModel; ++i) {

@@ -206,30 +206,6 @@ double host_us(cudaStream_t s, F&& launch) {
   return total / calls;
 }
 
-float time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 20; ++i) CHECK(cudaGraphLaunch(exec, s));
-  CHECK(cudaEventRecord(a, s));
-  for (int i = 0; i < reps; ++i) CHECK(cudaGraphLaunch(exec, s));
-  CHECK(cudaEventRecord(b, s));
-  CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  return ms * 1000.f / reps;
-}
-
-// Instantiates `g`, times `reps` replays, and destroys both.
-float replay_us(cudaGraph_t g, cudaStream_t s, int reps) {
-  cudaGraphExec_t e;
-  CHECK(cudaGraphInstantiate(&e, g, 0));
-  const float us = time_graph(e, s, reps);
-  CHECK(cudaGraphExecDestroy(e));
-  CHECK(cudaGraphDestroy(g));
-  return us;
-}
-
 int main() {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -1,6 +1,6 @@
-// What the probes in this folder share: a check of CUDA runtime calls and
-// the two halves of early launch (Note [Early launch] in
-// jit/codegen_cuda/kernel_loader.h).
+// What the probes in this folder share: a check of CUDA runtime calls, the
+// two halves of early launch (Note [Early launch] in
+// jit/codegen_cuda/kernel_loader.h) and the timing of a graph's replays.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,4 +22,29 @@ __device__ __forceinline__ void wait_prior() {
 }
 __device__ __forceinline__ void let_next() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// Microseconds per replay of `exec` over `reps` replays after 20 to warm up.
+inline float time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 20; ++i) CHECK(cudaGraphLaunch(exec, s));
+  CHECK(cudaEventRecord(a, s));
+  for (int i = 0; i < reps; ++i) CHECK(cudaGraphLaunch(exec, s));
+  CHECK(cudaEventRecord(b, s));
+  CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms * 1000.f / reps;
+}
+
+// Instantiates `g`, times `reps` replays, and destroys both.
+inline float replay_us(cudaGraph_t g, cudaStream_t s, int reps) {
+  cudaGraphExec_t e;
+  CHECK(cudaGraphInstantiate(&e, g, 0));
+  const float us = time_graph(e, s, reps);
+  CHECK(cudaGraphExecDestroy(e));
+  CHECK(cudaGraphDestroy(g));
+  return us;
 }
