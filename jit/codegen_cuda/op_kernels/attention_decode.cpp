@@ -44,6 +44,19 @@
 // prefetch moves no value into a register), and the kernel reads the
 // position again after the wait for everything else.
 
+// Note [Decode loads side by side]
+// After the wait, a block's critical path was a row of trips to L2, each
+// waiting for the one before: the position, then the query rows (stored to
+// shared memory, then a barrier), then the first tile's keys and values,
+// and in the last block of a group the splits' (max, sum), then their
+// partials. Two of them need not wait: the query rows go into registers
+// with the position's load, the first tile's copies go out as soon as the
+// position is known (the query reaches shared memory after them, before
+// the barrier that precedes the scores), and the last block issues its
+// first element's first sixteen partials before the (max, sum) loads, so
+// they travel together. That is one L2 trip fewer in every block and one
+// more in the last.
+
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -64,10 +77,11 @@ namespace {
 
 struct DecodeSpec {
   DType dtype = kFloat16;
-  int d = 64;            // head dim
-  int rmax = 1;          // query rows per block, rounded up to a power of two
-  int stages = 1;        // tiles in shared memory at once (Note [Decode tiles in flight])
-  bool prefetch = true;  // Note [Decode cache prefetched early] (KILN_DECODE_PREFETCH=0: off)
+  int d = 64;               // head dim
+  int rmax = 1;             // query rows per block, rounded up to a power of two
+  int stages = 1;           // tiles in shared memory at once (Note [Decode tiles in flight])
+  bool prefetch = true;     // Note [Decode cache prefetched early] (KILN_DECODE_PREFETCH=0: off)
+  bool early_loads = true;  // Note [Decode loads side by side] (KILN_DECODE_EARLY_LOADS=0: off)
 };
 
 constexpr int kThreads = 128;
@@ -103,7 +117,7 @@ DecodeGeometry geometry(const DecodeSpec& s) {
 std::string decode_name(const DecodeSpec& s) {
   return std::string("kiln_attn_dec_") + dtype_tag(s.dtype) + "_d" + std::to_string(s.d) + "_r" +
          std::to_string(s.rmax) + (s.stages > 1 ? "_p" + std::to_string(s.stages) : "") +
-         (s.prefetch ? "" : "_np");
+         (s.prefetch ? "" : "_np") + (s.early_loads ? "" : "_nl");
 }
 
 // Note [Decode tiles in flight]
@@ -142,7 +156,8 @@ std::string decode_source(const DecodeSpec& s) {
                     TPK = std::to_string(g.tpk), RMAX = std::to_string(s.rmax),
                     KROWB = std::to_string(g.krow_bytes), RPT = std::to_string(g.rpt),
                     NACC = std::to_string(g.nacc), EPC = std::to_string(g.epc),
-                    CPR = std::to_string(g.cpr), ES = std::to_string(g.es);
+                    CPR = std::to_string(g.cpr), ES = std::to_string(g.es),
+                    QPT = std::to_string((s.rmax * s.d + kThreads - 1) / kThreads);
   std::string src = op_prelude();
   src += R"(__device__ __forceinline__ unsigned kiln_smem(const void* p) {
   unsigned a;
@@ -221,7 +236,22 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
   src +=
       "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
       "  const float ninf = -kiln_inf(0.f);\n"
-      "  const i64 bh = blockIdx.y, b = bh / Hkv, hkv = bh % Hkv, R = G * L;\n"
+      "  const i64 bh = blockIdx.y, b = bh / Hkv, hkv = bh % Hkv, R = G * L;\n";
+  // The block's query rows: element i = r * D + d of row r.
+  const std::string q_elem = "q[b * qsb + (hkv * G + r / L) * qsh + (r % L) * qsl + d * qsd]";
+  if (s.early_loads) {
+    // Note [Decode loads side by side]: into registers, stored after the
+    // first tile's copies have gone out.
+    src += "  " + T + " qv[" + QPT + "];\n";
+    src += "#pragma unroll\n  for (int u = 0; u < " + QPT + "; ++u) {\n";
+    src += "    const int i = tid + u * 128, r = i / " + D + ", d = i % " + D +
+           ";\n"
+           "    qv[u] = i < " +
+           RMAX + " * " + D + " && r < R ? " + q_elem + " : (" + T +
+           ")0;\n"
+           "  }\n";
+  }
+  src +=
       "  const i64 p = pos ? pos[b * pos_stride] : p_const;\n"
       // Row l sees keys j <= p + l: the rows need keys below p + L (no
       // overflow: p < S). Note [Decode splits follow the position]: those
@@ -230,20 +260,6 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
       "  const i64 per = min(chunk, (seen + gridDim.x - 1) / gridDim.x);\n"
       "  const i64 k_begin = (i64)blockIdx.x * per;\n"
       "  const i64 k_end = min(seen, k_begin + per);\n";
-  // The block's query rows, as float.
-  src += "  for (int i = tid; i < " + RMAX + " * " + D + "; i += 128) {\n";
-  src += "    const int r = i / " + D + ", d = i % " + D +
-         ";\n"
-         "    float x = 0.f;\n"
-         "    if (r < R) x = " +
-         load_expr(s.dtype, "q[b * qsb + (hkv * G + r / L) * qsh + (r % L) * qsl + d * qsd]") +
-         ";\n"
-         "    sq[i] = x;\n"
-         "  }\n";
-  src += "  if (tid < " + RMAX + ") { s_m[tid] = ninf; s_l[tid] = 0.f; }\n";
-  src += "  float acc[" + NACC + "];\n";
-  src += "#pragma unroll\n  for (int i = 0; i < " + NACC + "; ++i) acc[i] = 0.f;\n";
-  src += "  const int pd = tid % " + D + ", prg = tid / " + D + ";\n";
   src +=
       "  const char* kb = (const char*)(k + b * ksb + hkv * ksh);\n"
       "  const char* vb = (const char*)(v + b * vsb + hkv * vsh);\n"
@@ -251,21 +267,7 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
       // from knew / vnew, and block 0 of each (batch, kv head) stores them.
       "  const char* knb = knew ? (const char*)(knew + b * knsb + hkv * knsh) : kb;\n"
       "  const char* vnb = vnew ? (const char*)(vnew + b * vnsb + hkv * vnsh) : vb;\n"
-      "  if (knew && blockIdx.x == 0) {\n"
-      "    if (p >= 0 && p < S) {\n"
-      "      for (int i = tid; i < " +
-      D +
-      "; i += 128) {\n"
-      "        kw[b * ksb + hkv * ksh + p * kss + i] = knew[b * knsb + hkv * knsh + i];\n"
-      "        vw[b * vsb + hkv * vsh + p * vss + i] = vnew[b * vnsb + hkv * vnsh + i];\n"
-      "      }\n"
-      "    } else if (tid == 0 && err) {\n"
-      "      err[1] = p;\n"
-      "      atomicExch((unsigned long long*)err, 1ull);\n"
-      "    }\n"
-      "  }\n"
-      "  const unsigned sk0 = kiln_smem(sk), sv0 = kiln_smem(sv);\n"
-      "  __syncthreads();\n";
+      "  const unsigned sk0 = kiln_smem(sk), sv0 = kiln_smem(sv);\n";
   // K and V rows tt .. tt + nl - 1 into stage `buf`, the tile's keys below
   // k_end: the rows past them are neither loaded nor read (a short range
   // costs its keys, not a whole tile).
@@ -284,15 +286,53 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
            " + cc * 16, vr + cc * 16);\n      }\n"
            "      asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n    }\n";
   };
+  // The first tile's copies: before the query rows reach shared memory
+  // (Note [Decode loads side by side]), or after the barrier below.
+  if (s.early_loads) src += "  if (k_begin < k_end) {\n" + issue("k_begin", "0") + "  }\n";
+  if (s.early_loads) {
+    src += "#pragma unroll\n  for (int u = 0; u < " + QPT + "; ++u) {\n";
+    src += "    const int i = tid + u * 128;\n";
+    src += "    if (i < " + RMAX + " * " + D + ") sq[i] = " + load_expr(s.dtype, "qv[u]") + ";\n";
+  } else {
+    src += "  for (int i = tid; i < " + RMAX + " * " + D + "; i += 128) {\n";
+    src += "    const int r = i / " + D + ", d = i % " + D + ";\n";
+    src += "    float x = 0.f;\n    if (r < R) x = " + load_expr(s.dtype, q_elem) +
+           ";\n"
+           "    sq[i] = x;\n";
+  }
+  src += "  }\n";
+  src += "  if (tid < " + RMAX + ") { s_m[tid] = ninf; s_l[tid] = 0.f; }\n";
+  src += "  float acc[" + NACC + "];\n";
+  src += "#pragma unroll\n  for (int i = 0; i < " + NACC + "; ++i) acc[i] = 0.f;\n";
+  src += "  const int pd = tid % " + D + ", prg = tid / " + D + ";\n";
+  src +=
+      "  if (knew && blockIdx.x == 0) {\n"
+      "    if (p >= 0 && p < S) {\n"
+      "      for (int i = tid; i < " +
+      D +
+      "; i += 128) {\n"
+      "        kw[b * ksb + hkv * ksh + p * kss + i] = knew[b * knsb + hkv * knsh + i];\n"
+      "        vw[b * vsb + hkv * vsh + p * vss + i] = vnew[b * vnsb + hkv * vnsh + i];\n"
+      "      }\n"
+      "    } else if (tid == 0 && err) {\n"
+      "      err[1] = p;\n"
+      "      atomicExch((unsigned long long*)err, 1ull);\n"
+      "    }\n"
+      "  }\n"
+      "  __syncthreads();\n";
   if (s.stages == 1) {
     src += "  for (i64 t0 = k_begin; t0 < k_end; t0 += " + TK + ") {\n";
     src += "    const int nk = (int)min((i64)" + TK + ", k_end - t0), buf = 0;\n";
-    src += issue("t0", "0");
+    if (s.early_loads) {
+      src += "    if (t0 != k_begin)\n" + issue("t0", "0");
+    } else {
+      src += issue("t0", "0");
+    }
     src += "    asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");\n";
   } else {
     // Note [Decode tiles in flight]: the next tile's loads go out before
     // this one is used; the barrier at the end of a step frees its stage.
-    src += "  if (k_begin < k_end) {\n" + issue("k_begin", "0") + "  }\n";
+    if (!s.early_loads) src += "  if (k_begin < k_end) {\n" + issue("k_begin", "0") + "  }\n";
     src += "  int step = 0;\n";
     src += "  for (i64 t0 = k_begin; t0 < k_end; t0 += " + TK + ", ++step) {\n";
     src += "    const int nk = (int)min((i64)" + TK + ", k_end - t0), buf = step & 1;\n";
@@ -458,7 +498,19 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
       "    if (s_last) count[bh] = 0u;\n"
       "  }\n"
       "  __syncthreads();\n"
-      "  if (!s_last) return;\n"
+      "  if (!s_last) return;\n";
+  // Note [Decode loads side by side]: the thread's first element's first
+  // sixteen partials travel with the (max, sum) loads below.
+  if (s.early_loads) {
+    src += "  float x0[16];\n  if (tid < R * " + D +
+           ") {\n    const float* po0 = wo + (bh * R + tid / " + D + ") * ns * " + D + " + tid % " +
+           D +
+           ";\n"
+           "#pragma unroll\n"
+           "    for (int u = 0; u < 16; ++u) x0[u] = u < ns ? __ldcg(po0 + u * " +
+           D + ") : 0.f;\n  }\n";
+  }
+  src +=
       // The last block of the group combines (Note [Decode combine]): a warp
       // per row reads every split's (max, sum) at once and leaves each split's
       // weight in shared memory; then each output element sums its splits'
@@ -510,7 +562,12 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
       // multiplied.
       "    float num = 0.f;\n"
       "    for (i64 c0 = 0; c0 < ns; c0 += 16) {\n"
-      "      float x[16];\n"
+      "      float x[16];\n" +
+      std::string(s.early_loads ? "      if (c0 == 0 && i == tid) {\n"
+                                  "#pragma unroll\n"
+                                  "        for (int u = 0; u < 16; ++u) x[u] = x0[u];\n"
+                                  "      } else\n"
+                                : "") +
       "#pragma unroll\n"
       "      for (int u = 0; u < 16; ++u) x[u] = c0 + u < ns ? __ldcg(po + (c0 + u) * " +
       D +
@@ -575,6 +632,11 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
     return !(e && std::string(e) == "0");
   }();
   spec.prefetch = prefetch;
+  static const bool early_loads = [] {
+    const char* e = std::getenv("KILN_DECODE_EARLY_LOADS");
+    return !(e && std::string(e) == "0");
+  }();
+  spec.early_loads = early_loads;
   Tensor ws;
   void* count = nullptr;
   if (splits > 1) {
@@ -636,8 +698,10 @@ std::vector<std::pair<std::string, std::string>> decode_source_samples() {
           s.stages = 2;
           out.emplace_back(decode_name(s), decode_source(s));
         }
-        if (r == 1) {  // KILN_DECODE_PREFETCH=0
+        if (r == 1) {  // KILN_DECODE_PREFETCH=0, then KILN_DECODE_EARLY_LOADS=0 too
           s.prefetch = false;
+          out.emplace_back(decode_name(s), decode_source(s));
+          s.early_loads = false;
           out.emplace_back(decode_name(s), decode_source(s));
         }
       }

@@ -36,8 +36,9 @@ TEST(AttentionSource, EveryVariantCompilesForAmpere) {
   // Prefill: 2 dtypes x 2 head dims x 6 mask kinds x 2 forms (Note [Prefill keys split over
   // warps]); decode: 3 dtypes x 2 head dims x 5 row counts, and the two-stage form of
   // those up to 8 rows (Note [Decode tiles in flight]), and at one row without
-  // the prefetch (Note [Decode cache prefetched early]).
-  ASSERT_EQ(sources.size(), 48u + 30u + 24u + 6u);
+  // the prefetch (Note [Decode cache prefetched early]), then without the
+  // early loads too (Note [Decode loads side by side]).
+  ASSERT_EQ(sources.size(), 48u + 30u + 24u + 6u + 6u);
   struct Job {
     size_t source;
     int arch;
@@ -90,13 +91,36 @@ TEST(AttentionSource, VariantsSpellTheirChoices) {
   }
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
-  for (const char* want : {"kiln_attn_fwd_f16_d64_causal", "kiln_attn_fwd_bf16_d128_ma_f32",
-                           "kiln_attn_fwd_f16_d128_causalpos", "kiln_attn_fwd_bf16_d64_mb",
-                           "kiln_attn_fwd_f16_d64_causal_sk", "kiln_attn_fwd_bf16_d128_mb_sk",
-                           "kiln_attn_dec_f16_d64_r1", "kiln_attn_dec_f32_d128_r16",
-                           "kiln_attn_dec_f16_d64_r1_p2", "kiln_attn_dec_f32_d128_r8_p2"}) {
+  for (const char* want :
+       {"kiln_attn_fwd_f16_d64_causal", "kiln_attn_fwd_bf16_d128_ma_f32",
+        "kiln_attn_fwd_f16_d128_causalpos", "kiln_attn_fwd_bf16_d64_mb",
+        "kiln_attn_fwd_f16_d64_causal_sk", "kiln_attn_fwd_bf16_d128_mb_sk",
+        "kiln_attn_dec_f16_d64_r1", "kiln_attn_dec_f32_d128_r16", "kiln_attn_dec_f16_d64_r1_p2",
+        "kiln_attn_dec_f32_d128_r8_p2", "kiln_attn_dec_f16_d64_r1_p2_np_nl"}) {
     EXPECT_TRUE(std::binary_search(names.begin(), names.end(), std::string(want))) << want;
   }
+}
+
+// Note [Decode loads side by side]: the first tile's copies go out before
+// the barrier that publishes the query rows, unless the variant says not to.
+TEST(AttentionSource, DecodeIssuesItsFirstTileBeforeTheBarrier) {
+  if (!kiln::cuda::built()) GTEST_SKIP() << "kiln was built without the CUDA toolkit (no NVRTC)";
+  int seen = 0;
+  for (const auto& [name, src] : attention_sources()) {
+    if (name.rfind("kiln_attn_dec_", 0) != 0) continue;
+    const size_t body = src.find("extern \"C\" __global__");
+    ASSERT_NE(body, std::string::npos) << name;
+    const size_t copy = src.find("kiln_cp16(skb", body),
+                 barrier = src.find("__syncthreads()", body);
+    ASSERT_NE(copy, std::string::npos) << name;
+    ASSERT_NE(barrier, std::string::npos) << name;
+    const bool late = name.size() > 3 && name.compare(name.size() - 3, 3, "_nl") == 0;
+    EXPECT_EQ(copy < barrier, !late) << name;
+    // The last block's first partials load before the (max, sum) loads.
+    EXPECT_EQ(src.find("x0[u] = u < ns ? __ldcg(") != std::string::npos, !late) << name;
+    ++seen;
+  }
+  EXPECT_GT(seen, 0);
 }
 
 }  // namespace
