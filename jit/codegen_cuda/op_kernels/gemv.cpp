@@ -824,13 +824,14 @@ struct Overrides {
 const Overrides& overrides() {
   static const Overrides o = [] {
     Overrides r;
-    if (const char* v = std::getenv("KILN_GEMV_MMA_ROWS")) {
+    // An empty value is no setting (a script's VAR=$unset must not pick one).
+    if (const char* v = std::getenv("KILN_GEMV_MMA_ROWS"); v && *v) {
       r.mma_from = std::clamp<int64_t>(std::atoll(v), 1, kGemvMaxRows + 1);
     }
     if (const char* v = std::getenv("KILN_GEMV_MMA_FENCE")) r.mma_fence = std::string(v) != "0";
     if (const char* v = std::getenv("KILN_GEMV_EARLY_EPILOGUE"))
       r.early_epilogue = std::string(v) != "0";
-    if (const char* v = std::getenv("KILN_GEMV_MIN_VECTORS"))
+    if (const char* v = std::getenv("KILN_GEMV_MIN_VECTORS"); v && *v)
       r.min_vectors = std::clamp(std::atoi(v), 1, 64);
     return r;
   }();
