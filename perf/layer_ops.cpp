@@ -26,8 +26,10 @@
 // us`, the median wall time of one call plus a synchronize (the floor of a
 // lone small kernel is ~10 us of launch and synchronize); `kernels`, launches
 // per call (generated kernels and cuBLASLt calls); `MB` moved to and from
-// device memory at least; GB/s and `%bw` (of --peak-gbps, default 3350: an
-// H100 SXM's HBM3); TFLOP/s where FLOPs are counted. --op keeps the rows
+// device memory at least; GB/s and `%bw` (of --peak-gbps; by default the
+// CUDA device's theoretical bandwidth, from its memory clock and bus width,
+// or 3350, an H100 SXM's HBM3, where the driver does not say or on the
+// CPU); TFLOP/s where FLOPs are counted. --op keeps the rows
 // whose name contains NAME.
 //
 //   kiln-layer-ops --products "KxN[:rms|:ln] ..." [--batch M] [--device cuda]
@@ -417,7 +419,7 @@ int main(int argc, char** argv) {
   int64_t batch = 1, tokens = 128, cache = 1024;
   std::string only, products;
   int iters = 50;
-  double peak = 3350;
+  double peak = 0;  // 0: the device's theoretical bandwidth (the header above)
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "--device" && i + 1 < argc) {
@@ -446,6 +448,11 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    if (peak <= 0) {
+      const bool gpu = device == "cuda" || (device == "auto" && kiln::cuda::is_available());
+      if (gpu && kiln::cuda::is_available()) peak = kiln::cuda::device_memory_peak_gbps(0);
+      if (peak <= 0) peak = 3350;
+    }
     if (!products.empty()) return run_products(device, batch, products, iters, peak);
     return run(device, batch, tokens, cache, only, iters, peak);
   } catch (const kiln::Error& e) {

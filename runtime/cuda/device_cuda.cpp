@@ -80,6 +80,17 @@ int64_t device_total_memory(int index) {
   return static_cast<int64_t>(device_properties(index).totalGlobalMem);
 }
 
+double device_memory_peak_gbps(int index) {
+  check_device(Device::cuda(index), "device_memory_peak_gbps");
+  int khz = 0, bits = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, index) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, index) != cudaSuccess) {
+    cudaGetLastError();  // an attribute the driver lacks is no error of the caller's
+    return 0;
+  }
+  return 2.0 * khz * 1e3 * (bits / 8.0) / 1e9;
+}
+
 void synchronize(Device device) {
   check_device(device, "synchronize");
   DeviceGuard g(device.index());

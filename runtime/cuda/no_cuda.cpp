@@ -37,6 +37,9 @@ void device_capability(int, int*, int*) {
 int64_t device_total_memory(int) {
   no_cuda("cuda device_total_memory");
 }
+double device_memory_peak_gbps(int) {
+  no_cuda("cuda device_memory_peak_gbps");
+}
 void synchronize(Device) {
   no_cuda("cuda synchronize");
 }

@@ -41,6 +41,16 @@ TEST(CudaStream, DefaultCurrentAndGuard) {
   EXPECT_KILN_ERROR(Stream::current(Device::cpu()), "expected a cuda device");
 }
 
+// The memory bandwidth kiln-layer-ops measures against: a GPU's is between
+// 100 GB/s and 100 TB/s; a device that does not exist is an error.
+TEST(CudaDevice, MemoryPeakBandwidth) {
+  KILN_REQUIRE_CUDA();
+  const double gbps = device_memory_peak_gbps(0);
+  EXPECT_GT(gbps, 100.0);
+  EXPECT_LT(gbps, 100000.0);
+  EXPECT_KILN_ERROR(device_memory_peak_gbps(device_count()), "expected a cuda device index");
+}
+
 // Work on a side stream ordered after the default stream through an event.
 TEST(CudaStream, EventsOrderStreams) {
   kiln::EagerGuard eager;  // runtime behaviour, run at once
