@@ -534,6 +534,36 @@ TEST(CudaAttention, DecodePositionIsReadOnTheDevice) {
   }
 }
 
+// The kernel right before the attention writes the position (an in-place
+// add, launched early like every generated kernel), so the attention's read
+// before its wait (Note [Decode cache prefetched early]) may see the old
+// value: only the prefetch may follow it. 64 steps launched back to back,
+// across tile and split boundaries, one position per batch row; each result
+// against the reference at its own position.
+TEST(CudaAttention, DecodeFollowsAPositionTheKernelBeforeWrote) {
+  KILN_REQUIRE_CUDA();
+  kiln::EagerGuard eager;
+  for (kiln::DType dt : {kiln::kFloat16, kiln::kBFloat16}) {
+    Qkv x = gpt2_views(2, 12, 1, 64, dt, 8100);
+    Both kc = random_both({2, 12, 1024, 64}, dt, 8101),
+         vc = random_both({2, 12, 1024, 64}, dt, 8102);
+    const std::vector<int64_t> start = {30, 500};
+    Tensor pos = positions(start).cuda;
+    std::vector<Tensor> got;
+    for (int step = 1; step <= 64; ++step) {
+      pos.add_(1);
+      got.push_back(kiln::kv_cache_attention(x.q.cuda, kc.cuda, vc.cuda, pos));
+    }
+    for (int step = 1; step <= 64; ++step) {
+      const Tensor want =
+          ref_cache(x.q.cpu, kc.cpu, vc.cpu, positions({start[0] + step, start[1] + step}).cpu);
+      const std::string msg =
+          kiln::testing::compare(f64(got[static_cast<size_t>(step - 1)].cpu()), want, tol(dt));
+      EXPECT_TRUE(msg.empty()) << tag(dt) << " step " << step << ": " << msg;
+    }
+  }
+}
+
 // More rows per kv head than the decode kernel holds (the prefill kernel with
 // the device position), float64 and other head dims (the unfused path with
 // a mask built on the device).
