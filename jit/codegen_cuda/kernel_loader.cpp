@@ -1,5 +1,7 @@
 #include "jit/codegen_cuda/kernel_loader.h"
 
+#include <tbb/parallel_for.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -10,6 +12,8 @@
 #include <vector>
 
 #include "jit/cache/kernel_cache.h"
+#include "jit/codegen_cuda/device_prelude.h"
+#include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/codegen_cuda/nvrtc.h"
 #include "kiln/error.h"
 #include "kiln/logging.h"
@@ -71,10 +75,108 @@ std::vector<char> build(const std::string& name, const std::string& source, int 
 
 }  // namespace
 
+// Note [Kernels compiled side by side]: what a KernelDiscovery keeps.
+struct KernelDiscovery::Impl {
+  struct Kept {
+    std::string name, source;
+    int device = 0;
+  };
+  std::vector<Kept> kept;
+  std::unordered_map<std::string, size_t> index;  // "<device>|<name>" -> kept
+  Impl* previous = nullptr;                       // the thread's discovery before this one
+  bool active = false;
+};
+
+namespace {
+
+thread_local KernelDiscovery::Impl* t_discovery = nullptr;
+
+// Launches nothing a caller can see: the stand-in for a kernel kept.
+cudaKernel_t placeholder(int device) {
+  return load_kernel(
+      "kiln_discovery_placeholder",
+      [] {
+        return std::string(kDevicePrelude) +
+               "extern \"C\" __global__ void kiln_discovery_placeholder() { kiln_grid_enter(); }\n";
+      },
+      device);
+}
+
+}  // namespace
+
+KernelDiscovery::KernelDiscovery() : impl_(std::make_unique<Impl>()) {
+  impl_->previous = t_discovery;
+  impl_->active = true;
+  t_discovery = impl_.get();
+}
+
+KernelDiscovery::~KernelDiscovery() {
+  stop();
+}
+
+void KernelDiscovery::stop() {
+  if (!impl_->active) return;
+  impl_->active = false;
+  t_discovery = impl_->previous;
+}
+
+size_t KernelDiscovery::kept() const {
+  return impl_->kept.size();
+}
+
+size_t KernelDiscovery::build_kept() {
+  stop();
+  const std::vector<Impl::Kept>& kept = impl_->kept;
+  std::atomic<size_t> built{0};
+  tbb::parallel_for(size_t{0}, kept.size(), [&](size_t i) {
+    KernelDiscovery::Impl* outer = t_discovery;  // a worker may run inside another discovery
+    t_discovery = nullptr;
+    try {
+      load_kernel(
+          kept[i].name, [&] { return kept[i].source; }, kept[i].device);
+      built.fetch_add(1, std::memory_order_relaxed);
+    } catch (...) {
+      // Left for the step that needs it, which builds it again and reports.
+    }
+    t_discovery = outer;
+  });
+  return built.load();
+}
+
+bool keeping_kernels() {
+  return t_discovery != nullptr;
+}
+
+bool parallel_build_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_PARALLEL_BUILD");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
 cudaKernel_t load_kernel(const std::string& name, const std::function<std::string()>& make_source,
                          int device) {
-  Entry& e = entry_for(std::to_string(device) + "|" + name);
+  const std::string key = std::to_string(device) + "|" + name;
+  Entry& e = entry_for(key);
   if (cudaKernel_t k = e.kernel.load(std::memory_order_acquire)) return k;
+  if (KernelDiscovery::Impl* d = t_discovery) {
+    // Note [Kernels compiled side by side]: kept, and a placeholder launched.
+    if (!d->index.count(key)) {
+      d->index.emplace(key, d->kept.size());
+      d->kept.push_back({name, make_source(), device});
+    }
+    t_discovery = nullptr;
+    cudaKernel_t stand_in = nullptr;
+    try {
+      stand_in = placeholder(device);
+    } catch (...) {
+      t_discovery = d;
+      throw;
+    }
+    t_discovery = d;
+    return stand_in;
+  }
   std::lock_guard<std::mutex> lock(e.mu);
   if (cudaKernel_t k = e.kernel.load(std::memory_order_relaxed)) return k;  // another thread won
   const auto t0 = std::chrono::steady_clock::now();

@@ -25,6 +25,10 @@ namespace kiln::jit::cuda {
 // each source NVRTC compiles.
 cudaKernel_t load_kernel(const std::string& name, const std::function<std::string()>& make_source,
                          int device);
+// Whether load_kernel on this thread keeps the kernels it lacks and hands
+// back a placeholder (Note [Kernels compiled side by side] in launch_cuda.h):
+// nothing may hold on to a kernel it returns meanwhile.
+bool keeping_kernels();
 
 // Note [Early launch]
 // A graph (or a stream) of small kernels pays, between two kernels, the time

@@ -230,6 +230,18 @@ bool run_pointwise_cuda(const FusedGroup& g) {
       g, [&](size_t, const Tensor& t) { same_device = same_device && t.device() == device; });
   if (!same_device) return false;
   for (const Tensor& t : g.outputs) ensure_memory(t);
+  if (keeping_kernels()) {
+    // Note [Kernels compiled side by side]: the kernel may be a placeholder,
+    // which the group's memo must not keep.
+    std::unique_ptr<PointwiseMemo> once = plan_launch(g, device);
+    if (!once) return false;
+    if (once->empty) return true;
+    for_each_operand(g, [&](size_t o, const Tensor& t) {
+      put_pointer(once->args, once->slot[o], t.data_ptr());
+    });
+    launch(*once, g, device, once->args);
+    return true;
+  }
   auto* m = dynamic_cast<PointwiseMemo*>(g.launch.memo.get());
   if (!m || !memo_holds(*m, g, device)) {
     g.launch.memo = plan_launch(g, device);

@@ -50,6 +50,19 @@ void emit_pointwise_body(std::ostream&, const PointwiseKernel&, const std::strin
 bool run_pointwise_cuda(const FusedGroup&) {
   return false;
 }
+struct KernelDiscovery::Impl {};
+KernelDiscovery::KernelDiscovery() : impl_(std::make_unique<Impl>()) {}
+KernelDiscovery::~KernelDiscovery() = default;
+void KernelDiscovery::stop() {}
+size_t KernelDiscovery::build_kept() {
+  return 0;
+}
+size_t KernelDiscovery::kept() const {
+  return 0;
+}
+bool parallel_build_enabled() {
+  return false;
+}
 bool run_reduction_cuda(const ReductionGroup&) {
   return false;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graphs/graph.h"
+#include "jit/codegen_cuda/launch_cuda.h"
 #include "jit/compile/call_profile.h"
 #include "jit/passes/dead_code.h"
 #include "jit/plan/executor.h"
@@ -471,6 +472,10 @@ std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
   order_after_previous_run();
   bind_arguments(tensors);
   bind.stop();
+  if (runs_ == 0 && device_.is_cuda() && single_device_ && cuda::parallel_build_enabled()) {
+    CallTimer building(CallPhase::kCompile);
+    build_kernels_ahead(tensors);
+  }
   std::vector<Tensor> results;
   const bool graphs = options_.graphs && device_.is_cuda() && single_device_ && !graph_failed_ &&
                       plan_.steps.size() > 1;
@@ -660,6 +665,30 @@ class OpaqueSteps final : public StepObserver {
 };
 
 }  // namespace
+
+void Instance::build_kernels_ahead(const std::vector<const Tensor*>& tensors) {
+  cuda::KernelDiscovery discovery;
+  bool through = false;
+  {
+    std::optional<graphs::Capture> cap;
+    try {
+      cap.emplace(device_);
+      cap->begin();
+      through = run_plan(plan_).empty();
+    } catch (...) {
+      // A step that cannot run captured ends the pass early; the run below
+      // meets it as it comes (and reports any error of its own).
+    }
+    discovery.stop();
+    recover(true);  // the capture ran nothing
+  }
+  bind_arguments(tensors);
+  const size_t kept = discovery.kept();
+  if (kept == 0) return;
+  const size_t built = discovery.build_kept();
+  KILN_LOG(Perf, options_.name, ": ", built, " of ", kept, " kernels built side by side",
+           through ? "" : " (the pass that found them stopped early)");
+}
 
 bool Instance::capture(const std::vector<const Tensor*>& tensors) {
   std::unique_ptr<GraphState> g;

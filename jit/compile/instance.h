@@ -107,6 +107,10 @@ class Instance {
   std::vector<Tensor> collect(const std::vector<const Tensor*>& tensors,
                               const std::function<IntrusivePtr<StorageImpl>(StorageImpl*)>& fresh);
   bool capture(const std::vector<const Tensor*>& tensors);
+  // Note [Kernels compiled side by side] (jit/codegen_cuda/launch_cuda.h):
+  // before the first run on CUDA, a run under a capture that is thrown away
+  // finds the kernels not yet built, and they are built side by side.
+  void build_kernels_ahead(const std::vector<const Tensor*>& tensors);
   // One try of capture(): the graph, or null where a step that added opaque
   // nodes touched memory bound rather than copied (those storages then join
   // `opaque`, and the instance is as before the try); throws kiln::Error where

@@ -31,8 +31,8 @@ kiln::nn::GPT2Config tiny() {
   return c;
 }
 
-std::string captured_logs(const std::function<void()>& f) {
-  kiln::set_logs("graphs");
+std::string captured_logs(const std::function<void()>& f, const char* channels = "graphs") {
+  kiln::set_logs(channels);
   ::testing::internal::CaptureStderr();
   f();
   std::string s = ::testing::internal::GetCapturedStderr();
@@ -286,6 +286,38 @@ TEST(GraphReplay, CaptureFailureFallsBack) {
             std::string::npos)
       << logs;
   EXPECT_EQ(f.stats().graph_nodes, 0);
+}
+
+// Note [Kernels compiled side by side]: the first call finds its kernels
+// under a capture it throws away (a placeholder stands in for each), builds
+// them together, then runs; that call, the captured one and a replay all
+// equal eager. The constants make the pointwise kernel one no other test of
+// the process builds, so at least it is found that way.
+TEST(GraphReplay, FirstCallBuildsItsKernelsSideBySide) {
+  KILN_REQUIRE_CUDA();
+  kiln::nn::Linear lin{random_tensor({48, 40}, kiln::kFloat32, "contiguous", 11).cuda(),
+                       random_tensor({48}, kiln::kFloat32, "contiguous", 12).cuda()};
+  auto body = [&](const Tensor& x) {
+    Tensor h = kiln::softmax(x * 1.2345 - 0.375, -1);
+    return kiln::gelu(lin.forward(kiln::layer_norm(h + x, {40})));
+  };
+  auto f = kiln::jit::compile(body, {.name = "ahead"});
+  std::string logs = captured_logs(
+      [&] {
+        for (int c = 0; c < 3; ++c) {
+          Tensor x = random_tensor({3, 40}, kiln::kFloat32, "contiguous", 400 + c);
+          Tensor got = f(x.cuda()).cpu();
+          kiln::EagerGuard eager;
+          SCOPED_TRACE("call " + std::to_string(c));
+          EXPECT_TENSOR_CLOSE_TOL(got, body(x.cuda()).cpu(), 1e-4, 1e-4);
+        }
+      },
+      "perf,graphs");
+  const size_t at = logs.find("kernels built side by side");
+  ASSERT_NE(at, std::string::npos) << logs;
+  EXPECT_EQ(logs.find("stopped early"), std::string::npos) << logs;
+  EXPECT_EQ(count_of(logs, "kernels built side by side"), 1) << logs;
+  EXPECT_NE(logs.find("ahead: entry 1: captured a graph"), std::string::npos) << logs;
 }
 
 // Note [Dynamic storage offsets] under replay: slices of two buffers at new
