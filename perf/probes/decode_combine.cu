@@ -12,7 +12,8 @@
 // query. 12 layers per graph, each with its own cache and weight; every
 // kernel launched early (programmatic dependent launch), the cache slice and
 // the weight rows prefetched into L2 before the wait. Prints the time per
-// layer of both forms and the largest difference between their outputs.
+// layer of each form and the largest difference from the first form's
+// output (perf/RESULTS.md, nineteenth session, has a run).
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
