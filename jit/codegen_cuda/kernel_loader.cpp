@@ -91,6 +91,18 @@ namespace {
 
 thread_local KernelDiscovery::Impl* t_discovery = nullptr;
 
+// load_kernel builds on this thread while one is alive, then keeps again.
+class BuildingHere {
+ public:
+  BuildingHere() : saved_(t_discovery) { t_discovery = nullptr; }
+  ~BuildingHere() { t_discovery = saved_; }
+  BuildingHere(const BuildingHere&) = delete;
+  BuildingHere& operator=(const BuildingHere&) = delete;
+
+ private:
+  KernelDiscovery::Impl* saved_;
+};
+
 // Launches nothing a caller can see: the stand-in for a kernel kept.
 cudaKernel_t placeholder(int device) {
   return load_kernel(
@@ -129,8 +141,7 @@ size_t KernelDiscovery::build_kept() {
   const std::vector<Impl::Kept>& kept = impl_->kept;
   std::atomic<size_t> built{0};
   tbb::parallel_for(size_t{0}, kept.size(), [&](size_t i) {
-    KernelDiscovery::Impl* outer = t_discovery;  // a worker may run inside another discovery
-    t_discovery = nullptr;
+    BuildingHere building;  // a worker may run inside another discovery
     try {
       load_kernel(
           kept[i].name, [&] { return kept[i].source; }, kept[i].device);
@@ -138,7 +149,6 @@ size_t KernelDiscovery::build_kept() {
     } catch (...) {
       // Left for the step that needs it, which builds it again and reports.
     }
-    t_discovery = outer;
   });
   return built.load();
 }
@@ -166,16 +176,8 @@ cudaKernel_t load_kernel(const std::string& name, const std::function<std::strin
       d->index.emplace(key, d->kept.size());
       d->kept.push_back({name, make_source(), device});
     }
-    t_discovery = nullptr;
-    cudaKernel_t stand_in = nullptr;
-    try {
-      stand_in = placeholder(device);
-    } catch (...) {
-      t_discovery = d;
-      throw;
-    }
-    t_discovery = d;
-    return stand_in;
+    BuildingHere building;
+    return placeholder(device);
   }
   std::lock_guard<std::mutex> lock(e.mu);
   if (cudaKernel_t k = e.kernel.load(std::memory_order_relaxed)) return k;  // another thread won

@@ -230,23 +230,20 @@ bool run_pointwise_cuda(const FusedGroup& g) {
       g, [&](size_t, const Tensor& t) { same_device = same_device && t.device() == device; });
   if (!same_device) return false;
   for (const Tensor& t : g.outputs) ensure_memory(t);
-  if (keeping_kernels()) {
-    // Note [Kernels compiled side by side]: the kernel may be a placeholder,
-    // which the group's memo must not keep.
-    std::unique_ptr<PointwiseMemo> once = plan_launch(g, device);
-    if (!once) return false;
-    if (once->empty) return true;
-    for_each_operand(g, [&](size_t o, const Tensor& t) {
-      put_pointer(once->args, once->slot[o], t.data_ptr());
-    });
-    launch(*once, g, device, once->args);
-    return true;
-  }
-  auto* m = dynamic_cast<PointwiseMemo*>(g.launch.memo.get());
+  // Note [Kernels compiled side by side]: while kernels are kept, the one
+  // planned may be a placeholder, which the group's memo must not keep.
+  const bool keeping = keeping_kernels();
+  std::unique_ptr<PointwiseMemo> once;
+  auto* m = keeping ? nullptr : dynamic_cast<PointwiseMemo*>(g.launch.memo.get());
   if (!m || !memo_holds(*m, g, device)) {
-    g.launch.memo = plan_launch(g, device);
-    m = static_cast<PointwiseMemo*>(g.launch.memo.get());
-    if (!m) return false;
+    std::unique_ptr<PointwiseMemo> fresh = plan_launch(g, device);
+    if (!fresh) return false;
+    m = fresh.get();
+    if (keeping) {
+      once = std::move(fresh);
+    } else {
+      g.launch.memo = std::move(fresh);
+    }
   }
   if (m->empty) return true;
   // Fresh pointers; a dense operand that lost its alignment works the launch out again.
