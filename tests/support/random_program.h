@@ -6,6 +6,8 @@
 // tests/jit/compile/. A program is a list of seeded choices; running it twice
 // (eager, lazy, compiled) replays exactly the same ops.
 
+#include <algorithm>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -27,18 +29,32 @@ inline Tensor same_layout_on(const Tensor& t, kiln::Device device) {
   return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
 }
 
+inline constexpr int64_t kWideSizes[] = {8,    15,   16,   17,   31,   33,   63,  64,
+                                         65,   127,  129,  255,  256,  257,  511, 768,
+                                         1000, 1025, 2049, 2560, 3072, 4097, 5000};
+inline constexpr int64_t kWideElements = 40000;
+
 // One program: a seed-determined list of steps over a growing pool of values.
 class Program {
  public:
   // Inputs are made on the CPU and moved to `device`.
-  explicit Program(uint64_t seed, kiln::Device device = kiln::Device::cpu())
-      : rng_(seed), seed_(seed), device_(device) {}
+  explicit Program(uint64_t seed, kiln::Device device = kiln::Device::cpu(), bool wide = false)
+      : rng_(seed), seed_(seed), device_(device), wide_(wide) {}
 
   // Builds the inputs and steps; both runs replay exactly the same choices.
   void generate() {
-    std::uniform_int_distribution<int> rank_d(1, 4), size_d(1, 7);
+    std::uniform_int_distribution<int> rank_d(1, wide_ ? 3 : 4), size_d(1, 7);
     int rank = rank_d(rng_);
     for (int d = 0; d < rank; ++d) shape_.push_back(size_d(rng_));
+    if (wide_) {
+      const int64_t inner = kWideSizes[pick(static_cast<int>(std::size(kWideSizes)))];
+      shape_.back() = inner;
+      int64_t outer = 1;
+      for (size_t d = 0; d + 1 < shape_.size(); ++d) {
+        shape_[d] = std::max<int64_t>(1, std::min(shape_[d], kWideElements / (inner * outer)));
+        outer *= shape_[d];
+      }
+    }
     int n_inputs = std::uniform_int_distribution<int>(1, 3)(rng_);
     const char* layouts[] = {"contiguous", "transposed", "strided", "offset", "expanded"};
     const kiln::DType dtypes[] = {kiln::kFloat32, kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16};
@@ -143,10 +159,17 @@ class Program {
           out = kiln::minimum(a, b);
           what = "minimum";
           break;
-        case 12:
-          out = kiln::where(kiln::lt(a, b), a, c);
+        case 12: {
+          // A discontinuity: its operands are inputs, identical in every run
+          // (an intermediate differs by a rounding between eager and fused,
+          // enough to flip a comparison near a tie).
+          const size_t ja = choose(inputs_.size()), jb = choose(inputs_.size());
+          out = kiln::where(kiln::lt(pool[ja], pool[jb]), pool[ja], c);
+          ia = ja;
+          ib = jb;
           what = "where(lt)";
           break;
+        }
         case 13:
           out = kiln::relu(a) - 0.25;
           what = "relu-0.25";
@@ -179,10 +202,15 @@ class Program {
           out = kiln::neg(kiln::abs(a));
           what = "neg(abs)";
           break;
-        case 21:
-          out = kiln::floor(a * 3.0) + kiln::round(b);
-          what = "floor+round";
+        case 21: {
+          // As case 12: inputs, scaled exactly.
+          const size_t ja = choose(inputs_.size()), jb = choose(inputs_.size());
+          out = kiln::floor(pool[ja] * 2.0) + kiln::round(pool[jb] * 2.0);
+          ia = ja;
+          ib = jb;
+          what = "floor(a*2)+round(b*2)";
           break;
+        }
         case 22: {
           // An in-place write into a fresh value (b only where it broadcasts to it).
           out = a + 0.0;
@@ -291,6 +319,7 @@ class Program {
   std::mt19937_64 rng_;
   uint64_t seed_;
   kiln::Device device_;
+  bool wide_ = false;
   std::vector<int64_t> shape_;
   std::vector<Input> inputs_;
   std::vector<uint32_t> steps_;

@@ -36,12 +36,13 @@ class CudaReduceGroups : public ::testing::TestWithParam<kiln::DType> {
   }
 };
 
-// 7..768 keep the row in registers (warp or block per row), 4096 at the
+// 7..768 keep the row in registers (warp or block per row), 2560 and 3072
+// in two runs of vectors per lane (the second partly past the row), 4096 at the
 // on-chip limit, 5000 and 20000 loop over global memory.
 TEST_P(CudaReduceGroups, RowNormalizationsMatchEagerCpu) {
   const kiln::DType t = GetParam();
   for (const char* layout : {"contiguous", "offset", "expanded", "transposed"}) {
-    for (int64_t n : {7, 33, 768, 4096, 5000, 20000}) {
+    for (int64_t n : {7, 33, 768, 2560, 3072, 4096, 5000, 20000}) {
       SCOPED_TRACE(std::string(layout) + " n=" + std::to_string(n));
       const int64_t rows = n > 4096 ? 3 : 15;
       Tensor x = rnd({rows, n}, t, layout, n), a = rnd({rows, n}, t, "contiguous", n + 1);

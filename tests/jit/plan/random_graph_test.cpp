@@ -1,8 +1,9 @@
 // Random fused graphs: random programs of pointwise ops, reductions and row
 // normalizations over broadcast,
 // non-contiguous, mixed-dtype inputs, run eagerly and lazily (traced, fused,
-// compiled) and compared. A failure prints the seed and the program.
-//   KILN_RANDOM_GRAPHS=N   runs N graphs (default 1000)
+// compiled) and compared, with small sizes and wide ones (a long innermost
+// dim: random_program.h). A failure prints the seed and the program.
+//   KILN_RANDOM_GRAPHS=N   runs N graphs (default 1000 small, 150 wide)
 //   KILN_RANDOM_GRAPH_SEED=S  replays one graph
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "jit/codegen_cpu/launch_cpu.h"
 #include "jit/codegen_cpu/reduce_cpu.h"
@@ -30,21 +32,26 @@ kiln::testing::Tolerance tolerance(kiln::DType t) {
   return kiln::testing::program_tolerance(t);
 }
 
-TEST(RandomGraphs, LazyFusedMatchesEager) {
-  int count = 1000;
+// How many programs from which seed: `count` unless the environment says.
+std::pair<int, uint64_t> programs(int count) {
   uint64_t first = 1;
   if (const char* n = std::getenv("KILN_RANDOM_GRAPHS")) count = std::atoi(n);
   if (const char* s = std::getenv("KILN_RANDOM_GRAPH_SEED")) {
     first = std::strtoull(s, nullptr, 10);
     count = 1;
   }
+  return {count, first};
+}
+
+// Runs `count` programs eagerly and lazily on the CPU and compares them.
+void lazy_fused_matches_eager(int count, uint64_t first, bool wide) {
   int64_t compiled_before = kiln::jit::cpu::cpu_kernels_compiled();
   int64_t reductions_before = kiln::jit::cpu::cpu_reductions_run();
   int64_t refused_before = kiln::jit::cpu::cpu_pointwise_groups_refused();
   int64_t reductions_refused_before = kiln::jit::cpu::cpu_reductions_refused();
   int failures = 0;
   for (uint64_t seed = first; seed < first + static_cast<uint64_t>(count); ++seed) {
-    Program p(seed);
+    Program p(seed, kiln::Device::cpu(), wide);
     p.generate();
     std::string text;
     std::vector<Tensor> eager, lazy;
@@ -75,10 +82,11 @@ TEST(RandomGraphs, LazyFusedMatchesEager) {
   int64_t refused = kiln::jit::cpu::cpu_pointwise_groups_refused() - refused_before;
   int64_t reductions_refused = kiln::jit::cpu::cpu_reductions_refused() - reductions_refused_before;
   std::printf(
-      "%d random graphs; %lld CPU kernels compiled; %lld reduction groups ran fused; refused: "
+      "%d random graphs%s; %lld CPU kernels compiled; %lld reduction groups ran fused; refused: "
       "%lld pointwise groups, %lld reduction groups\n",
-      count, static_cast<long long>(compiled), static_cast<long long>(reductions),
-      static_cast<long long>(refused), static_cast<long long>(reductions_refused));
+      count, wide ? " (wide)" : "", static_cast<long long>(compiled),
+      static_cast<long long>(reductions), static_cast<long long>(refused),
+      static_cast<long long>(reductions_refused));
   // Strided outputs and softmax over any dim run fused (KILN_LOGS=fusion names a refusal).
   EXPECT_EQ(refused, 0);
   EXPECT_EQ(reductions_refused, 0);
@@ -88,22 +96,26 @@ TEST(RandomGraphs, LazyFusedMatchesEager) {
   }
 }
 
+TEST(RandomGraphs, LazyFusedMatchesEager) {
+  const auto [count, first] = programs(1000);
+  lazy_fused_matches_eager(count, first, false);
+}
+
+// Long rows: vector bodies and their tails, rows held in registers in
+// several runs per lane, rows past the on-chip limit.
+TEST(RandomGraphs, WideLazyFusedMatchesEager) {
+  const auto [count, first] = programs(150);
+  lazy_fused_matches_eager(count, first, true);
+}
+
 // The same programs with their inputs on CUDA: groups run as generated CUDA
 // kernels (pointwise and reduction groups), compared with eager CPU.
-TEST(RandomGraphs, CudaFusedMatchesEagerCpu) {
-  KILN_REQUIRE_CUDA();
-  int count = 300;
-  uint64_t first = 1;
-  if (const char* n = std::getenv("KILN_RANDOM_GRAPHS")) count = std::atoi(n);
-  if (const char* s = std::getenv("KILN_RANDOM_GRAPH_SEED")) {
-    first = std::strtoull(s, nullptr, 10);
-    count = 1;
-  }
+void cuda_fused_matches_eager_cpu(int count, uint64_t first, bool wide) {
   const auto launches_before = kiln::jit::cuda::cuda_kernel_stats().launches;
   const int64_t reductions_before = kiln::jit::cuda::cuda_reductions_run();
   int failures = 0;
   for (uint64_t seed = first; seed < first + static_cast<uint64_t>(count); ++seed) {
-    Program cpu(seed), gpu(seed, kiln::Device::cuda());
+    Program cpu(seed, kiln::Device::cpu(), wide), gpu(seed, kiln::Device::cuda(), wide);
     cpu.generate();
     gpu.generate();
     std::string text;
@@ -135,13 +147,26 @@ TEST(RandomGraphs, CudaFusedMatchesEagerCpu) {
   const int64_t launches = kiln::jit::cuda::cuda_kernel_stats().launches - launches_before;
   const int64_t reductions = kiln::jit::cuda::cuda_reductions_run() - reductions_before;
   std::printf(
-      "%d random graphs on CUDA; %lld generated kernel launches, of which %lld fused "
+      "%d random graphs%s on CUDA; %lld generated kernel launches, of which %lld fused "
       "reduction groups (the rest pointwise groups and op kernels)\n",
-      count, static_cast<long long>(launches), static_cast<long long>(reductions));
+      count, wide ? " (wide)" : "", static_cast<long long>(launches),
+      static_cast<long long>(reductions));
   EXPECT_GT(launches, count / 2);
   if (count >= 100) {
     EXPECT_GT(reductions, count / 4);
   }
+}
+
+TEST(RandomGraphs, CudaFusedMatchesEagerCpu) {
+  KILN_REQUIRE_CUDA();
+  const auto [count, first] = programs(300);
+  cuda_fused_matches_eager_cpu(count, first, false);
+}
+
+TEST(RandomGraphs, WideCudaFusedMatchesEagerCpu) {
+  KILN_REQUIRE_CUDA();
+  const auto [count, first] = programs(150);
+  cuda_fused_matches_eager_cpu(count, first, true);
 }
 
 }  // namespace
