@@ -307,10 +307,10 @@ TEST(Compile, WideRandomDagsMatchEagerCuda) {
 // dynamic from the start, or left to automatic_dynamic: every call returns
 // what the program gives at its own sizes (Note [Buckets]: padded results
 // are narrowed, and programs whose rows mix turn buckets off).
-TEST(Compile, RandomDagsAtChangingSizesMatchEager) {
+void random_dags_at_changing_sizes(bool wide, uint64_t first, int count) {
   int failures = 0, programs = 0;
-  for (uint64_t seed = 7001; seed < 7081 && failures < 5; ++seed) {
-    kiln::testing::Program p(seed);
+  for (uint64_t seed = first; seed < first + static_cast<uint64_t>(count) && failures < 5; ++seed) {
+    kiln::testing::Program p(seed, kiln::Device::cpu(), wide);
     p.generate();
     const std::vector<int> leading = p.leading_inputs();
     if (leading.empty()) continue;
@@ -365,7 +365,15 @@ TEST(Compile, RandomDagsAtChangingSizesMatchEager) {
       }
     }
   }
-  EXPECT_GE(programs, 20);
+  EXPECT_GE(programs, count / 4);
+}
+
+TEST(Compile, RandomDagsAtChangingSizesMatchEager) {
+  random_dags_at_changing_sizes(false, 7001, 80);
+}
+
+TEST(Compile, WideRandomDagsAtChangingSizesMatchEager) {
+  random_dags_at_changing_sizes(true, 8001, 60);
 }
 
 // One compiled function called from 8 threads at once: each call's result is
