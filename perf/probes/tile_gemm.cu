@@ -1,0 +1,512 @@
+// Whether a generated tensor-core GEMM can beat cuBLASLt on GPT-2's prefill
+// products at 128 and 1024 rows, and what a LayerNorm prologue inside it
+// saves against the norm as its own kernel (perf/RESULTS.md, twentieth
+// session). Not part of the build: a probe, compiled by hand with
+//   nvcc -O3 -arch=sm_90 -o tile_gemm perf/probes/tile_gemm.cu -lcublasLt
+// out[m, n] = act(x[m, k] . w[n, k] + bias[n]) (+ residual[m, n]), float16,
+// float32 sums. Each form runs kChain times in one graph, every step its own
+// weight (more than L2 holds, as in a model), early launch for the generated
+// kernel; the printed time is per step.
+#include <cublasLt.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "probe.h"
+
+constexpr int kChain = 12;
+constexpr int BM = 64, BN = 64, CH = 64, MAX_CH = 12, THREADS = 256;
+constexpr int ROW = CH + 8;                   // padded smem row (halves): conflict-free ldmatrix
+constexpr int kTileHalves = (BM + BN) * ROW;  // one chunk of x and of w
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp16(unsigned dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(ok ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most n groups are pending (n < MAX_CH).
+__device__ __forceinline__ void wait_pending(int n) {
+  switch (n) {
+#define W(i)                                                  \
+  case i:                                                     \
+    asm volatile("cp.async.wait_group " #i ";" ::: "memory"); \
+    break;
+    W(0)
+    W(1) W(2) W(3) W(4) W(5) W(6) W(7) W(8) W(9) W(10)
+#undef W
+        default : asm volatile("cp.async.wait_group 11;" ::
+                                   : "memory");
+  }
+}
+__device__ __forceinline__ void ldsm4(unsigned a, unsigned& r0, unsigned& r1, unsigned& r2,
+                                      unsigned& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(a)
+               : "memory");
+}
+__device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ float gelu(float x) {
+  const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.f + tanhf(u));
+}
+
+struct Args {
+  const __half* x;
+  const __half* w;
+  const __half* bias;
+  const __half* residual;  // null: none
+  const __half* ln_w;      // null: no LayerNorm prologue
+  const __half* ln_b;
+  __half* out;
+  float* ws;          // split-K partials [splits][m][n]
+  unsigned* counter;  // per output tile, left zero
+  int m, n, k, splits, act;
+};
+
+// Grid (n / BN, ceil(m / BM), splits). A block's whole share of k (at most
+// MAX_CH chunks of CH) is loaded at once, a cp.async group per chunk, and
+// multiplied chunk by chunk as the groups land: one memory latency per
+// block instead of one per pipeline stage. 8 warps as 2 (m) x 4 (n), 32 x 16
+// outputs each.
+__global__ void __launch_bounds__(THREADS) tile_gemm(Args p) {
+  extern __shared__ __align__(16) __half smem[];
+  __shared__ float s_mean[BM], s_rstd[BM];
+  __shared__ unsigned s_last;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int wm = warp >> 2, wn = warp & 3;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, z = blockIdx.z;
+  const int chunks = p.k / CH, per = (chunks + p.splits - 1) / p.splits;
+  const int c0 = min(chunks, z * per), c1 = min(chunks, c0 + per), nch = c1 - c0;
+  // The weight slice into L2 before the wait: it depends on nothing before.
+  const int lines = nch * CH / 64;  // 128-byte lines per weight row
+  for (int i = tid; i < BN * lines; i += THREADS) {
+    const int r = i / lines, c = i % lines;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p.w + (size_t)(n0 + r) * p.k + c0 * CH + c * 64));
+  }
+  wait_prior();
+  let_next();
+  for (int ch = 0; ch < nch; ++ch) {
+    __half* sa = smem + ch * kTileHalves;
+    __half* sb = sa + BM * ROW;
+    const int k0 = (c0 + ch) * CH;
+#pragma unroll
+    for (int i = 0; i < BM * CH / 8 / THREADS; ++i) {
+      const int c = tid + i * THREADS, r = c / (CH / 8), col = (c % (CH / 8)) * 8;
+      const bool ok = m0 + r < p.m;
+      cp16(smem_addr(sa + r * ROW + col), ok ? p.x + (size_t)(m0 + r) * p.k + k0 + col : p.x, ok);
+      cp16(smem_addr(sb + r * ROW + col), p.w + (size_t)(n0 + r) * p.k + k0 + col, true);
+    }
+    commit();
+  }
+  if (p.ln_w) {
+    // Row statistics over the whole of k from global memory, while the
+    // chunks are in flight: warp w takes rows w, w + 8, ...
+    for (int r = warp; r < BM; r += THREADS / 32) {
+      const int row = m0 + r;
+      float sum = 0.f, sq = 0.f;
+      if (row < p.m) {
+        for (int c = lane * 8; c < p.k; c += 256) {
+          const uint4 v = *reinterpret_cast<const uint4*>(p.x + (size_t)row * p.k + c);
+          const __half* h = reinterpret_cast<const __half*>(&v);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const float f = __half2float(h[e]);
+            sum += f;
+            sq += f * f;
+          }
+        }
+      }
+      for (int o = 16; o > 0; o >>= 1) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      }
+      if (lane == 0) {
+        const float mean = sum / p.k;
+        s_mean[r] = mean;
+        s_rstd[r] = rsqrtf(fmaxf(sq / p.k - mean * mean, 0.f) + 1e-5f);
+      }
+    }
+  }
+  float acc[2][2][4] = {};
+  for (int ch = 0; ch < nch; ++ch) {
+    __half* sa = smem + ch * kTileHalves;
+    wait_pending(nch - 1 - ch);
+    __syncthreads();
+    if (p.ln_w) {
+#pragma unroll
+      for (int i = 0; i < BM * CH / 8 / THREADS; ++i) {
+        const int c = tid + i * THREADS, r = c / (CH / 8), col = (c % (CH / 8)) * 8;
+        const int kk = (c0 + ch) * CH + col;
+        uint4 v = *reinterpret_cast<uint4*>(sa + r * ROW + col);
+        const uint4 wv = *reinterpret_cast<const uint4*>(p.ln_w + kk);
+        const uint4 bv = *reinterpret_cast<const uint4*>(p.ln_b + kk);
+        __half* h = reinterpret_cast<__half*>(&v);
+        const __half* hw = reinterpret_cast<const __half*>(&wv);
+        const __half* hb = reinterpret_cast<const __half*>(&bv);
+        const float mean = s_mean[r], rstd = s_rstd[r];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float f = (__half2float(h[e]) - mean) * rstd;
+          h[e] = __float2half(f * __half2float(hw[e]) + __half2float(hb[e]));
+        }
+        *reinterpret_cast<uint4*>(sa + r * ROW + col) = v;
+      }
+      __syncthreads();
+    }
+    const unsigned a0 = smem_addr(sa), b0 = smem_addr(sa + BM * ROW);
+#pragma unroll
+    for (int kk = 0; kk < CH / 16; ++kk) {
+      unsigned af[2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const int r = wm * 32 + mi * 16 + (lane & 15), c = kk * 16 + (lane >> 4) * 8;
+        ldsm4(a0 + (r * ROW + c) * 2, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+      }
+      unsigned q0, q1, q2, q3;
+      const int r = wn * 16 + (lane >> 4) * 8 + (lane & 7), c = kk * 16 + ((lane >> 3) & 1) * 8;
+      ldsm4(b0 + (r * ROW + c) * 2, q0, q1, q2, q3);
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        mma(acc[mi][0], af[mi], q0, q1);
+        mma(acc[mi][1], af[mi], q2, q3);
+      }
+    }
+  }
+  auto finish = [&](int row, int col, float v0, float v1) {
+    if (row >= p.m) return;
+    v0 += __half2float(p.bias[col]);
+    v1 += __half2float(p.bias[col + 1]);
+    if (p.act) {
+      v0 = gelu(v0);
+      v1 = gelu(v1);
+    }
+    if (p.residual) {
+      const __half2 r = *reinterpret_cast<const __half2*>(p.residual + (size_t)row * p.n + col);
+      v0 += __low2float(r);
+      v1 += __high2float(r);
+    }
+    *reinterpret_cast<__half2*>(p.out + (size_t)row * p.n + col) = __floats2half2_rn(v0, v1);
+  };
+  if (p.splits == 1) {
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 2; ++ni) {
+        const int row = m0 + wm * 32 + mi * 16 + g, col = n0 + wn * 16 + ni * 8 + 2 * t;
+        finish(row, col, acc[mi][ni][0], acc[mi][ni][1]);
+        finish(row + 8, col, acc[mi][ni][2], acc[mi][ni][3]);
+      }
+    return;
+  }
+  // Split-K: partials to the workspace; the tile's last block adds them up.
+  float* part = p.ws + (size_t)z * p.m * p.n;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 2; ++ni) {
+      const int row = m0 + wm * 32 + mi * 16 + g, col = n0 + wn * 16 + ni * 8 + 2 * t;
+      if (row < p.m)
+        *reinterpret_cast<float2*>(part + (size_t)row * p.n + col) =
+            make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      if (row + 8 < p.m)
+        *reinterpret_cast<float2*>(part + (size_t)(row + 8) * p.n + col) =
+            make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+  __syncthreads();
+  unsigned* ctr = p.counter + blockIdx.y * gridDim.x + blockIdx.x;
+  if (tid == 0) {
+    unsigned prev;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(ctr) : "memory");
+    s_last = prev == (unsigned)p.splits - 1;
+    if (s_last) *ctr = 0;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  // The last block: every element of the tile, two per thread-step.
+  for (int e = tid; e < BM * BN / 2; e += THREADS) {
+    const int r = e / (BN / 2), c = (e % (BN / 2)) * 2, row = m0 + r, col = n0 + c;
+    if (row >= p.m) continue;
+    float v0 = 0.f, v1 = 0.f;
+    for (int s = 0; s < p.splits; ++s) {
+      const float2 q =
+          __ldcg(reinterpret_cast<const float2*>(p.ws + ((size_t)s * p.m + row) * p.n + col));
+      v0 += q.x;
+      v1 += q.y;
+    }
+    finish(row, col, v0, v1);
+  }
+}
+
+// The norm as its own kernel (a warp per row, as a reference and to time).
+__global__ void layer_norm(const __half* x, const __half* w, const __half* b, __half* y, int m,
+                           int k, bool early) {
+  if (early) {
+    wait_prior();
+    let_next();
+  }
+  const int row = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (row >= m) return;
+  float sum = 0.f, sq = 0.f;
+  for (int c = lane; c < k; c += 32) {
+    const float f = __half2float(x[(size_t)row * k + c]);
+    sum += f;
+    sq += f * f;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    sq += __shfl_xor_sync(0xffffffffu, sq, o);
+  }
+  const float mean = sum / k, rstd = rsqrtf(fmaxf(sq / k - mean * mean, 0.f) + 1e-5f);
+  for (int c = lane; c < k; c += 32) {
+    const float f = (__half2float(x[(size_t)row * k + c]) - mean) * rstd;
+    y[(size_t)row * k + c] = __float2half(f * __half2float(w[c]) + __half2float(b[c]));
+  }
+}
+
+#define LT(x)                                                                      \
+  do {                                                                             \
+    cublasStatus_t st_ = (x);                                                      \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                            \
+      std::fprintf(stderr, "%s:%d cuBLASLt status %d\n", __FILE__, __LINE__, st_); \
+      std::exit(1);                                                                \
+    }                                                                              \
+  } while (0)
+
+struct Lt {
+  cublasLtHandle_t h;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+  void* ws;
+  size_t ws_bytes = 32 << 20;
+  bool beta_one;
+  Lt(int m, int n, int k, const __half* bias, bool gelu_act, bool residual) : beta_one(residual) {
+    LT(cublasLtCreate(&h));
+    LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    const cublasLtEpilogue_t epi = gelu_act ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const cudaDataType_t bt = CUDA_R_16F;
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    LT(cublasLtMatrixLayoutCreate(&a, CUDA_R_16F, k, n, k));  // w as k x n, column-major
+    LT(cublasLtMatrixLayoutCreate(&b, CUDA_R_16F, k, m, k));  // x as k x m
+    LT(cublasLtMatrixLayoutCreate(&c, CUDA_R_16F, n, m, n));  // out as n x m
+    cublasLtMatmulPreference_t pref;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                            &ws_bytes, sizeof ws_bytes));
+    cublasLtMatmulHeuristicResult_t r{};
+    int count = 0;
+    LT(cublasLtMatmulAlgoGetHeuristic(h, desc, a, b, c, c, pref, 1, &r, &count));
+    if (count == 0) {
+      std::fprintf(stderr, "no cuBLASLt algorithm\n");
+      std::exit(1);
+    }
+    algo = r.algo;
+    CHECK(cudaMalloc(&ws, ws_bytes));
+  }
+  void run(const __half* w, const __half* x, const __half* res, __half* out, cudaStream_t s) {
+    const float alpha = 1.f, beta = beta_one ? 1.f : 0.f;
+    LT(cublasLtMatmul(h, desc, &alpha, w, a, x, b, &beta, beta_one ? res : out, c, out, c, &algo,
+                      ws, ws_bytes, s));
+  }
+};
+
+void launch_tile(const Args& p, cudaStream_t s) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(p.n / BN, (p.m + BM - 1) / BM, p.splits);
+  cfg.blockDim = dim3(THREADS);
+  const int chunks = p.k / CH, per = (chunks + p.splits - 1) / p.splits;
+  cfg.dynamicSmemBytes = (size_t)per * kTileHalves * sizeof(__half);
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  CHECK(cudaLaunchKernelEx(&cfg, tile_gemm, p));
+}
+
+void launch_ln(const __half* x, const __half* w, const __half* b, __half* y, int m, int k,
+               cudaStream_t s) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((m + 3) / 4);
+  cfg.blockDim = dim3(128);
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  CHECK(cudaLaunchKernelEx(&cfg, layer_norm, x, w, b, y, m, k, true));
+}
+
+__half* random_halves(size_t n, float scale, unsigned seed) {
+  std::vector<__half> h(n);
+  unsigned s = seed;
+  for (auto& v : h) {
+    s = s * 1664525u + 1013904223u;
+    v = __float2half(((s >> 8) * (1.0f / 16777216.0f) * 2.f - 1.f) * scale);
+  }
+  __half* d;
+  CHECK(cudaMalloc(&d, n * sizeof(__half)));
+  CHECK(cudaMemcpy(d, h.data(), n * sizeof(__half), cudaMemcpyHostToDevice));
+  return d;
+}
+
+float max_diff(const __half* a, const __half* b, size_t n) {
+  std::vector<__half> x(n), y(n);
+  CHECK(cudaMemcpy(x.data(), a, n * 2, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(y.data(), b, n * 2, cudaMemcpyDeviceToHost));
+  float d = 0.f;
+  for (size_t i = 0; i < n; ++i) {
+    d = std::fmax(d, std::fabs(__half2float(x[i]) - __half2float(y[i])));
+  }
+  return d;
+}
+
+int main() {
+  struct Shape {
+    const char* name;
+    int k, n, act;
+    bool residual, ln;
+  };
+  const Shape shapes[] = {{"qkv", 768, 2304, 0, false, true},
+                          {"proj", 768, 768, 0, true, false},
+                          {"fc", 768, 3072, 1, false, true},
+                          {"down", 3072, 768, 0, true, false}};
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK(cudaFuncSetAttribute(tile_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             MAX_CH * kTileHalves * (int)sizeof(__half)));
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  std::printf("%-5s %5s | %9s %9s | %-22s | %9s %9s | %s\n", "prod", "m", "cuBLASLt", "ln+Lt",
+              "generated (splits: us)", "gen+ln", "best", "max |diff|");
+  for (int m : {128, 1024}) {
+    for (const Shape& sh : shapes) {
+      const int k = sh.k, n = sh.n;
+      __half* x = random_halves((size_t)m * k, 1.f, 1);
+      __half* res = random_halves((size_t)m * n, 1.f, 2);
+      __half* lnw = random_halves(k, 1.f, 3);
+      __half* lnb = random_halves(k, 0.5f, 4);
+      __half* xn;
+      CHECK(cudaMalloc(&xn, (size_t)m * k * 2));
+      std::vector<__half*> w(kChain), bias(kChain), out_lt(kChain), out_gen(kChain);
+      for (int i = 0; i < kChain; ++i) {
+        w[i] = random_halves((size_t)n * k, 1.f / std::sqrt((float)k), 10 + i);
+        bias[i] = random_halves(n, 0.5f, 40 + i);
+        CHECK(cudaMalloc(&out_lt[i], (size_t)m * n * 2));
+        CHECK(cudaMalloc(&out_gen[i], (size_t)m * n * 2));
+      }
+      std::vector<Lt*> lt(kChain);
+      for (int i = 0; i < kChain; ++i) lt[i] = new Lt(m, n, k, bias[i], sh.act, sh.residual);
+      float* ws;
+      unsigned* ctr;
+      CHECK(cudaMalloc(&ws, (size_t)16 * m * n * 4));
+      CHECK(cudaMalloc(&ctr, 4096 * 4));
+      CHECK(cudaMemset(ctr, 0, 4096 * 4));
+      auto args = [&](int i, int splits, bool ln) {
+        Args p{};
+        p.x = x;
+        p.w = w[i];
+        p.bias = bias[i];
+        p.residual = sh.residual ? res : nullptr;
+        p.ln_w = ln ? lnw : nullptr;
+        p.ln_b = lnb;
+        p.out = out_gen[i];
+        p.ws = ws;
+        p.counter = ctr;
+        p.m = m;
+        p.n = n;
+        p.k = k;
+        p.splits = splits;
+        p.act = sh.act;
+        return p;
+      };
+      auto capture = [&](auto body) {
+        cudaGraph_t g;
+        CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < kChain; ++i) body(i);
+        CHECK(cudaStreamEndCapture(st, &g));
+        return replay_us(g, st, 50) / kChain;
+      };
+      const float t_lt = capture([&](int i) { lt[i]->run(w[i], x, res, out_lt[i], st); });
+      float t_ln_lt = 0.f;
+      if (sh.ln) {
+        t_ln_lt = capture([&](int i) {
+          launch_ln(x, lnw, lnb, xn, m, k, st);
+          lt[i]->run(w[i], xn, res, out_lt[i], st);
+        });
+      }
+      // Reference: cuBLASLt on x (or the normalized x).
+      for (int i = 0; i < kChain; ++i) lt[i]->run(w[i], x, res, out_lt[i], st);
+      CHECK(cudaStreamSynchronize(st));
+      const int tiles = (n / BN) * ((m + BM - 1) / BM);
+      char line[256] = "";
+      float best = 1e9f, diff = 0.f;
+      int best_s = 1;
+      for (int splits : {1, 2, 3, 4, 6, 8, 12}) {
+        if ((k / CH + splits - 1) / splits > MAX_CH || k / CH < splits) continue;
+        if (splits > 1 && tiles * splits > 4 * sms) continue;
+        const float us = capture([&](int i) { launch_tile(args(i, splits, false), st); });
+        launch_tile(args(0, splits, false), st);
+        CHECK(cudaStreamSynchronize(st));
+        diff = std::fmax(diff, max_diff(out_gen[0], out_lt[0], (size_t)m * n));
+        std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line), "%d:%.1f ", splits,
+                      us);
+        if (us < best) {
+          best = us;
+          best_s = splits;
+        }
+      }
+      float t_gen_ln = 0.f, diff_ln = 0.f;
+      if (sh.ln) {
+        t_gen_ln = capture([&](int i) { launch_tile(args(i, best_s, true), st); });
+        launch_ln(x, lnw, lnb, xn, m, k, st);
+        lt[0]->run(w[0], xn, res, out_lt[0], st);
+        launch_tile(args(0, best_s, true), st);
+        CHECK(cudaStreamSynchronize(st));
+        diff_ln = max_diff(out_gen[0], out_lt[0], (size_t)m * n);
+      }
+      std::printf("%-5s %5d | %9.2f %9.2f | %-22s | %9.2f %9s | %.4f / %.4f (ln)\n", sh.name, m,
+                  t_lt, t_ln_lt, line, t_gen_ln, (std::to_string(best_s) + " splits").c_str(), diff,
+                  diff_ln);
+      CHECK(cudaDeviceSynchronize());
+      for (int i = 0; i < kChain; ++i) {
+        CHECK(cudaFree(w[i]));
+        CHECK(cudaFree(bias[i]));
+        CHECK(cudaFree(out_lt[i]));
+        CHECK(cudaFree(out_gen[i]));
+      }
+      CHECK(cudaFree(x));
+      CHECK(cudaFree(xn));
+      CHECK(cudaFree(res));
+      CHECK(cudaFree(ws));
+      CHECK(cudaFree(ctr));
+    }
+  }
+  return 0;
+}
