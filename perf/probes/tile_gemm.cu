@@ -44,7 +44,8 @@ __device__ __forceinline__ void wait_pending(int n) {
     asm volatile("cp.async.wait_group " #i ";" ::: "memory"); \
     break;
     W(0)
-    W(1) W(2) W(3) W(4) W(5) W(6) W(7) W(8) W(9) W(10)
+    W(1)
+    W(2) W(3) W(4) W(5) W(6) W(7) W(8) W(9) W(10)
 #undef W
         default : asm volatile("cp.async.wait_group 11;" ::
                                    : "memory");
@@ -256,6 +257,192 @@ __global__ void __launch_bounds__(THREADS) tile_gemm(Args p) {
   }
 }
 
+// Third form: the second form's whole-k loads with the chunk count NCH a
+// template parameter, so that the chunk loop unrolls and every address is a
+// per-thread base plus a constant; 4 warps as 2 x 2 of 32 x 32 outputs (8
+// mma per 4 ldmatrix). With LN, the statistics come from the resident x
+// panel once every chunk has landed: two threads per row, each normalizing
+// in place the half of every chunk it summed.
+constexpr int THREADS3 = 128;
+template <int NCH, bool LN>
+__global__ void __launch_bounds__(THREADS3) tile_gemm3(Args p) {
+  extern __shared__ __align__(16) __half smem3[];
+  __shared__ unsigned s_last;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int wm = warp >> 1, wn = warp & 1;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, z = blockIdx.z;
+  const int c0 = z * NCH;
+  const __half* wbase = p.w + (size_t)n0 * p.k + c0 * CH;
+  for (int i = tid; i < BN * NCH; i += THREADS3) {
+    const int r = i / NCH, c = i % NCH;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(wbase + (size_t)r * p.k + c * 64));
+  }
+  wait_prior();
+  let_next();
+  const int lr = tid >> 3, lc = (tid & 7) * 8;  // this thread's first row and column in a chunk
+  const __half* xs[4];
+  const __half* ws[4];
+  bool ok[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = lr + 16 * i;
+    ok[i] = m0 + r < p.m;
+    xs[i] = ok[i] ? p.x + (size_t)(m0 + r) * p.k + c0 * CH + lc : p.x;
+    ws[i] = wbase + (size_t)r * p.k + lc;
+  }
+  const unsigned sbase = smem_addr(smem3) + (lr * ROW + lc) * 2;
+#pragma unroll
+  for (int ch = 0; ch < NCH; ++ch) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const unsigned d = sbase + (ch * kTileHalves + 16 * i * ROW) * 2;
+      cp16(d, xs[i] + (ok[i] ? ch * CH : 0), ok[i]);
+      cp16(d + BM * ROW * 2, ws[i] + ch * CH, true);
+    }
+    commit();
+  }
+  if (LN) {
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    const int r = tid >> 1, h = tid & 1;
+    float sum = 0.f, sq = 0.f;
+#pragma unroll
+    for (int ch = 0; ch < NCH; ++ch) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const uint4 u =
+            *reinterpret_cast<const uint4*>(smem3 + ch * kTileHalves + r * ROW + h * 32 + v * 8);
+        const __half2* h2 = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(h2[e]);
+          sum += f.x + f.y;
+          sq += f.x * f.x + f.y * f.y;
+        }
+      }
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+    const float mean = sum / p.k, rstd = rsqrtf(fmaxf(sq / p.k - mean * mean, 0.f) + 1e-5f);
+#pragma unroll
+    for (int ch = 0; ch < NCH; ++ch) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int kk = (c0 + ch) * CH + h * 32 + v * 8;
+        __half* a = smem3 + ch * kTileHalves + r * ROW + h * 32 + v * 8;
+        uint4 u = *reinterpret_cast<uint4*>(a);
+        const uint4 wv = __ldg(reinterpret_cast<const uint4*>(p.ln_w + kk));
+        const uint4 bv = __ldg(reinterpret_cast<const uint4*>(p.ln_b + kk));
+        __half2* h2 = reinterpret_cast<__half2*>(&u);
+        const __half2* w2 = reinterpret_cast<const __half2*>(&wv);
+        const __half2* b2 = reinterpret_cast<const __half2*>(&bv);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(h2[e]), fw = __half22float2(w2[e]),
+                       fb = __half22float2(b2[e]);
+          h2[e] = __floats2half2_rn((f.x - mean) * rstd * fw.x + fb.x,
+                                    (f.y - mean) * rstd * fw.y + fb.y);
+        }
+        *reinterpret_cast<uint4*>(a) = u;
+      }
+    }
+    __syncthreads();
+  }
+  float acc[2][4][4] = {};
+  const unsigned abase = smem_addr(smem3) + ((wm * 32 + (lane & 15)) * ROW + (lane >> 4) * 8) * 2;
+  const unsigned bbase =
+      smem_addr(smem3) +
+      ((BM + wn * 32 + (lane >> 4) * 8 + (lane & 7)) * ROW + ((lane >> 3) & 1) * 8) * 2;
+#pragma unroll
+  for (int ch = 0; ch < NCH; ++ch) {
+    if (!LN) {
+      wait_pending(NCH - 1 - ch);  // a constant once the loop unrolls
+      __syncthreads();
+    }
+#pragma unroll
+    for (int kk = 0; kk < CH / 16; ++kk) {
+      unsigned af[2][4], bf[2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+        ldsm4(abase + (ch * kTileHalves + mi * 16 * ROW + kk * 16) * 2, af[mi][0], af[mi][1],
+              af[mi][2], af[mi][3]);
+#pragma unroll
+      for (int np = 0; np < 2; ++np)
+        ldsm4(bbase + (ch * kTileHalves + np * 16 * ROW + kk * 16) * 2, bf[np][0], bf[np][1],
+              bf[np][2], bf[np][3]);
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          mma(acc[mi][2 * np], af[mi], bf[np][0], bf[np][1]);
+          mma(acc[mi][2 * np + 1], af[mi], bf[np][2], bf[np][3]);
+        }
+    }
+  }
+  auto finish = [&](int row, int col, float v0, float v1) {
+    if (row >= p.m) return;
+    v0 += __half2float(p.bias[col]);
+    v1 += __half2float(p.bias[col + 1]);
+    if (p.act) {
+      v0 = gelu(v0);
+      v1 = gelu(v1);
+    }
+    if (p.residual) {
+      const __half2 r = *reinterpret_cast<const __half2*>(p.residual + (size_t)row * p.n + col);
+      v0 += __low2float(r);
+      v1 += __high2float(r);
+    }
+    *reinterpret_cast<__half2*>(p.out + (size_t)row * p.n + col) = __floats2half2_rn(v0, v1);
+  };
+  if (p.splits == 1) {
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const int row = m0 + wm * 32 + mi * 16 + g, col = n0 + wn * 32 + ni * 8 + 2 * t;
+        finish(row, col, acc[mi][ni][0], acc[mi][ni][1]);
+        finish(row + 8, col, acc[mi][ni][2], acc[mi][ni][3]);
+      }
+    return;
+  }
+  float* part = p.ws + (size_t)z * p.m * p.n;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) {
+      const int row = m0 + wm * 32 + mi * 16 + g, col = n0 + wn * 32 + ni * 8 + 2 * t;
+      if (row < p.m)
+        *reinterpret_cast<float2*>(part + (size_t)row * p.n + col) =
+            make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      if (row + 8 < p.m)
+        *reinterpret_cast<float2*>(part + (size_t)(row + 8) * p.n + col) =
+            make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+  __syncthreads();
+  unsigned* ctr = p.counter + blockIdx.y * gridDim.x + blockIdx.x;
+  if (tid == 0) {
+    unsigned prev;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(ctr) : "memory");
+    s_last = prev == (unsigned)p.splits - 1;
+    if (s_last) *ctr = 0;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  for (int e = tid; e < BM * BN / 2; e += THREADS3) {
+    const int r = e / (BN / 2), c = (e % (BN / 2)) * 2, row = m0 + r, col = n0 + c;
+    if (row >= p.m) continue;
+    float v0 = 0.f, v1 = 0.f;
+    for (int s2 = 0; s2 < p.splits; ++s2) {
+      const float2 q =
+          __ldcg(reinterpret_cast<const float2*>(p.ws + ((size_t)s2 * p.m + row) * p.n + col));
+      v0 += q.x;
+      v1 += q.y;
+    }
+    finish(row, col, v0, v1);
+  }
+}
+
 // The norm as its own kernel (a warp per row, as a reference and to time).
 __global__ void layer_norm(const __half* x, const __half* w, const __half* b, __half* y, int m,
                            int k, bool early) {
@@ -347,6 +534,49 @@ void launch_tile(const Args& p, cudaStream_t s) {
   cfg.attrs = at;
   cfg.numAttrs = 1;
   CHECK(cudaLaunchKernelEx(&cfg, tile_gemm, p));
+}
+
+template <int NCH, bool LN>
+void launch3_as(const Args& p, cudaStream_t s) {
+  static bool init = [] {
+    CHECK(cudaFuncSetAttribute(tile_gemm3<NCH, LN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               NCH * kTileHalves * (int)sizeof(__half)));
+    return true;
+  }();
+  (void)init;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(p.n / BN, (p.m + BM - 1) / BM, p.splits);
+  cfg.blockDim = dim3(THREADS3);
+  cfg.dynamicSmemBytes = (size_t)NCH * kTileHalves * sizeof(__half);
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  CHECK(cudaLaunchKernelEx(&cfg, tile_gemm3<NCH, LN>, p));
+}
+
+// The third form where its chunk count per split is instantiated (3, 6 or 12).
+bool launch3(const Args& p, cudaStream_t s) {
+  const int chunks = p.k / CH;
+  if (chunks % p.splits != 0) return false;
+  const int per = chunks / p.splits;
+  const bool ln = p.ln_w != nullptr;
+  if (ln && p.splits != 1) return false;
+  switch (per) {
+    case 3:
+      ln ? launch3_as<3, true>(p, s) : launch3_as<3, false>(p, s);
+      return true;
+    case 6:
+      ln ? launch3_as<6, true>(p, s) : launch3_as<6, false>(p, s);
+      return true;
+    case 12:
+      ln ? launch3_as<12, true>(p, s) : launch3_as<12, false>(p, s);
+      return true;
+    default:
+      return false;
+  }
 }
 
 void launch_ln(const __half* x, const __half* w, const __half* b, __half* y, int m, int k,
@@ -482,6 +712,18 @@ int main() {
           best_s = splits;
         }
       }
+      // The third form, at the split counts it is instantiated for.
+      char line3[256] = "";
+      float diff3 = 0.f;
+      for (int splits : {1, 2, 4, 8}) {
+        if (splits > 1 && tiles * splits > 4 * sms) continue;
+        if (!launch3(args(0, splits, false), st)) continue;
+        CHECK(cudaStreamSynchronize(st));
+        diff3 = std::fmax(diff3, max_diff(out_gen[0], out_lt[0], (size_t)m * n));
+        const float us = capture([&](int i) { launch3(args(i, splits, false), st); });
+        std::snprintf(line3 + std::strlen(line3), sizeof line3 - std::strlen(line3), "%d:%.1f ",
+                      splits, us);
+      }
       float t_gen_ln = 0.f, diff_ln = 0.f;
       if (sh.ln) {
         t_gen_ln = capture([&](int i) { launch_tile(args(i, best_s, true), st); });
@@ -491,6 +733,14 @@ int main() {
         CHECK(cudaStreamSynchronize(st));
         diff_ln = max_diff(out_gen[0], out_lt[0], (size_t)m * n);
       }
+      float t3_ln = 0.f, diff3_ln = 0.f;
+      if (sh.ln && launch3(args(0, 1, true), st)) {
+        CHECK(cudaStreamSynchronize(st));
+        diff3_ln = max_diff(out_gen[0], out_lt[0], (size_t)m * n);
+        t3_ln = capture([&](int i) { launch3(args(i, 1, true), st); });
+      }
+      std::printf("%-5s %5d | third: %-22s | third+ln %6.2f | max |diff| %.4f / %.4f (ln)\n",
+                  sh.name, m, line3, t3_ln, diff3, diff3_ln);
       std::printf("%-5s %5d | %9.2f %9.2f | %-22s | %9.2f %9s | %.4f / %.4f (ln)\n", sh.name, m,
                   t_lt, t_ln_lt, line, t_gen_ln, (std::to_string(best_s) + " splits").c_str(), diff,
                   diff_ln);
