@@ -109,8 +109,8 @@ std::string describe_sizes(const std::optional<std::vector<int64_t>>& s) {
 // "" when `got` (a padded call's result, narrowed to `want`'s sizes: fits()
 // held) holds `want`'s values; else where they differ. Tolerances allow
 // another summation order (the padded plan may pick other kernels), not a
-// changed row.
-std::string differs(const Tensor& got, const Tensor& want) {
+// changed row; `exact` (two runs of one plan) allows none.
+std::string differs(const Tensor& got, const Tensor& want, bool exact = false) {
   if (!want.defined()) return "";
   EagerGuard eager;
   const Tensor a = got.to(kFloat64).cpu().contiguous();
@@ -121,7 +121,8 @@ std::string differs(const Tensor& got, const Tensor& want) {
   // at one size, cuBLASLt at the other), tight against a row that mixes (a
   // mean over 3 rows taken over 4 is off by a quarter).
   double rtol = 0, atol = 0;
-  if (want.dtype() == kFloat16) {
+  if (exact) {
+  } else if (want.dtype() == kFloat16) {
     rtol = atol = 2e-2;
   } else if (want.dtype() == kBFloat16) {
     rtol = atol = 6e-2;
@@ -133,8 +134,9 @@ std::string differs(const Tensor& got, const Tensor& want) {
     if (std::isnan(x[i]) && std::isnan(y[i])) continue;
     if (x[i] == y[i]) continue;
     if (std::fabs(x[i] - y[i]) <= atol + rtol * std::fabs(y[i])) continue;
-    return "element " + std::to_string(i) + " is " + std::to_string(x[i]) + " padded, " +
-           std::to_string(y[i]) + " at the call's own sizes";
+    return "element " + std::to_string(i) + " is " + std::to_string(x[i]) +
+           (exact ? " padded with ones, " : " padded, ") + std::to_string(y[i]) +
+           (exact ? " with zeros" : " at the call's own sizes");
   }
   return "";
 }
@@ -200,24 +202,34 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
     // The trace at the call's own sizes gives the exact results; padding must not change them.
     Instance exact_run(own, {false, options_.name + ": at the call's own sizes"});
     std::vector<Tensor> exact = exact_run.run(args);
-    std::vector<Tensor> got;
+    std::vector<Tensor> got, other;
     try {
+      // The same plan padded with ones, then with zeros again: two runs past
+      // the first, which may choose kernels as it goes (Note [Buckets]).
+      (void)run(padded);
+      int64_t size = 0, bucket = 0;
+      other = run(pad(args, &size, &bucket, 1.0));
       got = run(padded);
     } catch (const Error& e) {
       turn_off(std::string("the function fails at the padded size (") + e.what() + ")");
       return exact;
     }
     std::string why;
-    if (got.size() != exact.size()) {
+    if (got.size() != exact.size() || other.size() != exact.size()) {
       why = "it returned " + std::to_string(got.size()) + " results, not " +
             std::to_string(exact.size());
     }
     for (size_t i = 0; i < exact.size() && why.empty(); ++i) {
-      if (!fits(got[i], sizes[i])) {
+      if (!fits(got[i], sizes[i]) || !fits(other[i], sizes[i])) {
         why = "result " + std::to_string(i) + " has " + describe_sizes(got[i]) + " padded and " +
               describe_sizes(exact[i]) + " at the call's own sizes";
       } else if (std::string d = differs(narrow_one(got[i], sizes[i]), exact[i]); !d.empty()) {
         why = "result " + std::to_string(i) + " changed (" + d + "): its rows mix";
+      } else if (std::string e =
+                     differs(narrow_one(other[i], sizes[i]), narrow_one(got[i], sizes[i]), true);
+                 !e.empty()) {
+        why = "result " + std::to_string(i) + " follows the padding's values (" + e +
+              "): its rows mix";
       }
     }
     if (!why.empty()) {
@@ -265,8 +277,8 @@ std::vector<Tensor> Buckets::narrow(std::vector<Tensor> results, const Sizes& si
   return results;
 }
 
-std::vector<IValue> Buckets::pad(const std::vector<IValue>& args, int64_t* size,
-                                 int64_t* bucket) const {
+std::vector<IValue> Buckets::pad(const std::vector<IValue>& args, int64_t* size, int64_t* bucket,
+                                 double fill) const {
   *size = *bucket = 0;
   // What to pad: (argument, element of a list argument or -1, dim).
   struct Target {
@@ -317,7 +329,9 @@ std::vector<IValue> Buckets::pad(const std::vector<IValue>& args, int64_t* size,
     }
     std::vector<int64_t> sizes(t->sizes().begin(), t->sizes().end());
     sizes[static_cast<size_t>(target.dim)] = *bucket;
-    Tensor p = kiln::zeros(sizes, TensorOptions(t->dtype()).device(t->device()));
+    const TensorOptions options = TensorOptions(t->dtype()).device(t->device());
+    Tensor p = fill != 0 && t->is_floating_point() ? kiln::full(sizes, fill, options)
+                                                   : kiln::zeros(sizes, options);
     p.narrow(target.dim, 0, *size).copy_(*t);
     *t = std::move(p);
     if (target.element < 0) padded[target.input] = IValue(std::move(single));

@@ -20,11 +20,21 @@
 // padding changed (rows that mix), or a padded call that fails, turns
 // buckets off for the function, said once on the recompile log and in
 // explain(), and every call from then on runs at its own sizes (a plan per
-// size, Note [Compiled instances]). A function that writes its arguments or
-// captured tensors (a KV cache) is not run twice, so its rows are taken to
-// be independent, as a batch of requests is; its results are still narrowed
-// by the traced sizes, and a padded call of it that fails raises (and turns
-// buckets off).
+// size, Note [Compiled instances]). The comparison allows another
+// summation order (the padded plan may pick other kernels), so a row that
+// mixes with padded ones by little could pass it (a log_softmax over the
+// padded dim of values near 5 moved by 3e-4 with zero rows, under the 1e-3
+// allowed). So the first call runs the padded plan three times: with zeros
+// (its first run, which may still choose kernels: Mode::MaxAutotune times
+// them), with floating arguments padded with ones, and with zeros again.
+// The last two run the same kernels and sum in the same order, so a result
+// whose real rows differ at all between them follows the padded rows and
+// turns buckets off too (even a sum that zeros leave exact). Ones rather than NaN: a causal
+// attention multiplies the masked keys' values by 0, and 0 * NaN would look like mixing. Integer
+// arguments (token ids, positions) are padded with zeros both times. A function that writes its
+// arguments or captured tensors (a KV cache) is not run twice, so its rows are taken to be
+// independent, as a batch of requests is; its results are still narrowed by the traced sizes, and a
+// padded call of it that fails raises (and turns buckets off).
 
 #include <atomic>
 #include <cstdint>
@@ -62,7 +72,10 @@ class Buckets {
   // Per result: its sizes at the call's own sizes (nullopt: undefined).
   using Sizes = std::vector<std::optional<std::vector<int64_t>>>;
 
-  std::vector<IValue> pad(const std::vector<IValue>& args, int64_t* size, int64_t* bucket) const;
+  // `args` with their dynamic dims padded to the bucket: zeros, or `fill`
+  // in floating tensors (the first call's second padded run).
+  std::vector<IValue> pad(const std::vector<IValue>& args, int64_t* size, int64_t* bucket,
+                          double fill = 0) const;
   std::vector<Tensor> first_call(const std::vector<IValue>& args, const std::vector<IValue>& padded,
                                  const std::vector<int64_t>& key, boxed::Body body, const Run& run);
   // `results` of a padded call narrowed to `sizes`; raises kiln::Error (and

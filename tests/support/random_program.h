@@ -110,7 +110,9 @@ class Program {
       size_t ia = &a - &pool[0], ib = &b - &pool[0], ic = &c - &pool[0];
       Tensor out;
       std::string what;
-      switch (choose(34)) {
+      // Wide programs also take the op kernels of cases 34-39 (scans,
+      // concatenation, flips, rolls, masked fills, copies of transposes).
+      switch (choose(wide_ ? 40 : 34)) {
         case 0:
           out = a + b;
           what = "add";
@@ -267,9 +269,11 @@ class Program {
           out = a * 1.25;
           if (out.dim() >= 1 && out.size(-1) >= 2) {
             Tensor v = out.slice(-1, 0, out.size(-1), 2);
-            v.mul_(kiln::tanh(v) + 0.5);
+            // tanh + 1.5 stays away from 0: tanh + 0.5 cancelled near
+            // tanh = -0.5, where an ulp of tanh was a visible difference.
+            v.mul_(kiln::tanh(v) + 1.5);
           }
-          what = "a*1.25; [..., ::2].mul_(tanh+0.5)";
+          what = "a*1.25; [..., ::2].mul_(tanh+1.5)";
           break;
         }
         case 33: {
@@ -279,6 +283,32 @@ class Program {
           what = "softmax(a*1.5, -2)";
           break;
         }
+        case 34:
+          out = kiln::cumsum(a, -1, kiln::kFloat32) * 0.125;
+          what = "cumsum(a, -1, float32)/8";
+          break;
+        case 35: {
+          const int64_t n = a.size(-1);
+          out = kiln::cat({a, a * 0.5}, -1).narrow(-1, n / 2, n);
+          what = "cat(a, a/2, -1)[..., n/2 : n/2+n]";
+          break;
+        }
+        case 36:
+          out = kiln::flip(a, {-1}) + a;
+          what = "flip(a, -1)+a";
+          break;
+        case 37:
+          out = kiln::roll(a, {3}, {-1}) * a;
+          what = "roll(a, 3, -1)*a";
+          break;
+        case 38:
+          out = kiln::masked_fill(a * 1.5, kiln::gt(a, 0.5), 0.25);
+          what = "masked_fill(a*1.5, a>0.5, 0.25)";
+          break;
+        case 39:
+          out = a.dim() >= 2 ? kiln::clone(a.transpose(0, -1)).transpose(0, -1) * 2.0 : a * 2.0;
+          what = "clone(a^T)^T*2";
+          break;
         default:
           out = a.dim() >= 2 ? (a.transpose(0, 1) * 1.5).transpose(0, 1) : a * 1.5;
           what = "transpose*1.5";
