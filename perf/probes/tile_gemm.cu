@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "probe.h"
@@ -45,7 +46,9 @@ __device__ __forceinline__ void wait_pending(int n) {
     break;
     W(0)
     W(1)
-    W(2) W(3) W(4) W(5) W(6) W(7) W(8) W(9) W(10)
+    W(2)
+    W(3)
+    W(4) W(5) W(6) W(7) W(8) W(9) W(10)
 #undef W
         default : asm volatile("cp.async.wait_group 11;" ::
                                    : "memory");
@@ -82,6 +85,78 @@ struct Args {
   int m, n, k, splits, act;
 };
 
+// A warp's 32 x (8 NI) outputs at (row0, col0): bias, activation and
+// residual, stored; with split K, partials to the workspace and the tile's
+// last block (a counter per tile, left zero) adds them up and stores.
+template <int NI>
+__device__ void tile_epilogue(const Args& p, const float (&acc)[2][NI][4], int row0, int col0,
+                              int threads, unsigned* s_last) {
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  auto finish = [&](int row, int col, float v0, float v1) {
+    if (row >= p.m) return;
+    v0 += __half2float(p.bias[col]);
+    v1 += __half2float(p.bias[col + 1]);
+    if (p.act) {
+      v0 = gelu(v0);
+      v1 = gelu(v1);
+    }
+    if (p.residual) {
+      const __half2 r = *reinterpret_cast<const __half2*>(p.residual + (size_t)row * p.n + col);
+      v0 += __low2float(r);
+      v1 += __high2float(r);
+    }
+    *reinterpret_cast<__half2*>(p.out + (size_t)row * p.n + col) = __floats2half2_rn(v0, v1);
+  };
+  if (p.splits == 1) {
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const int row = row0 + mi * 16 + g, col = col0 + ni * 8 + 2 * t;
+        finish(row, col, acc[mi][ni][0], acc[mi][ni][1]);
+        finish(row + 8, col, acc[mi][ni][2], acc[mi][ni][3]);
+      }
+    return;
+  }
+  float* part = p.ws + (size_t)blockIdx.z * p.m * p.n;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int row = row0 + mi * 16 + g, col = col0 + ni * 8 + 2 * t;
+      if (row < p.m)
+        *reinterpret_cast<float2*>(part + (size_t)row * p.n + col) =
+            make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      if (row + 8 < p.m)
+        *reinterpret_cast<float2*>(part + (size_t)(row + 8) * p.n + col) =
+            make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+  __syncthreads();
+  unsigned* ctr = p.counter + blockIdx.y * gridDim.x + blockIdx.x;
+  if (tid == 0) {
+    unsigned prev;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(ctr) : "memory");
+    *s_last = prev == (unsigned)p.splits - 1;
+    if (*s_last) *ctr = 0;
+  }
+  __syncthreads();
+  if (!*s_last) return;
+  __threadfence();
+  for (int e = tid; e < BM * BN / 2; e += threads) {
+    const int r = e / (BN / 2), c = (e % (BN / 2)) * 2, row = m0 + r, col = n0 + c;
+    if (row >= p.m) continue;
+    float v0 = 0.f, v1 = 0.f;
+    for (int s = 0; s < p.splits; ++s) {
+      const float2 q =
+          __ldcg(reinterpret_cast<const float2*>(p.ws + ((size_t)s * p.m + row) * p.n + col));
+      v0 += q.x;
+      v1 += q.y;
+    }
+    finish(row, col, v0, v1);
+  }
+}
+
 // Grid (n / BN, ceil(m / BM), splits). A block's whole share of k (at most
 // MAX_CH chunks of CH) is loaded at once, a cp.async group per chunk, and
 // multiplied chunk by chunk as the groups land: one memory latency per
@@ -91,7 +166,7 @@ __global__ void __launch_bounds__(THREADS) tile_gemm(Args p) {
   extern __shared__ __align__(16) __half smem[];
   __shared__ float s_mean[BM], s_rstd[BM];
   __shared__ unsigned s_last;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp >> 2, wn = warp & 3;
   const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, z = blockIdx.z;
   const int chunks = p.k / CH, per = (chunks + p.splits - 1) / p.splits;
@@ -191,70 +266,7 @@ __global__ void __launch_bounds__(THREADS) tile_gemm(Args p) {
       }
     }
   }
-  auto finish = [&](int row, int col, float v0, float v1) {
-    if (row >= p.m) return;
-    v0 += __half2float(p.bias[col]);
-    v1 += __half2float(p.bias[col + 1]);
-    if (p.act) {
-      v0 = gelu(v0);
-      v1 = gelu(v1);
-    }
-    if (p.residual) {
-      const __half2 r = *reinterpret_cast<const __half2*>(p.residual + (size_t)row * p.n + col);
-      v0 += __low2float(r);
-      v1 += __high2float(r);
-    }
-    *reinterpret_cast<__half2*>(p.out + (size_t)row * p.n + col) = __floats2half2_rn(v0, v1);
-  };
-  if (p.splits == 1) {
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < 2; ++ni) {
-        const int row = m0 + wm * 32 + mi * 16 + g, col = n0 + wn * 16 + ni * 8 + 2 * t;
-        finish(row, col, acc[mi][ni][0], acc[mi][ni][1]);
-        finish(row + 8, col, acc[mi][ni][2], acc[mi][ni][3]);
-      }
-    return;
-  }
-  // Split-K: partials to the workspace; the tile's last block adds them up.
-  float* part = p.ws + (size_t)z * p.m * p.n;
-#pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < 2; ++ni) {
-      const int row = m0 + wm * 32 + mi * 16 + g, col = n0 + wn * 16 + ni * 8 + 2 * t;
-      if (row < p.m)
-        *reinterpret_cast<float2*>(part + (size_t)row * p.n + col) =
-            make_float2(acc[mi][ni][0], acc[mi][ni][1]);
-      if (row + 8 < p.m)
-        *reinterpret_cast<float2*>(part + (size_t)(row + 8) * p.n + col) =
-            make_float2(acc[mi][ni][2], acc[mi][ni][3]);
-    }
-  __syncthreads();
-  unsigned* ctr = p.counter + blockIdx.y * gridDim.x + blockIdx.x;
-  if (tid == 0) {
-    unsigned prev;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(ctr) : "memory");
-    s_last = prev == (unsigned)p.splits - 1;
-    if (s_last) *ctr = 0;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  // The last block: every element of the tile, two per thread-step.
-  for (int e = tid; e < BM * BN / 2; e += THREADS) {
-    const int r = e / (BN / 2), c = (e % (BN / 2)) * 2, row = m0 + r, col = n0 + c;
-    if (row >= p.m) continue;
-    float v0 = 0.f, v1 = 0.f;
-    for (int s = 0; s < p.splits; ++s) {
-      const float2 q =
-          __ldcg(reinterpret_cast<const float2*>(p.ws + ((size_t)s * p.m + row) * p.n + col));
-      v0 += q.x;
-      v1 += q.y;
-    }
-    finish(row, col, v0, v1);
-  }
+  tile_epilogue<2>(p, acc, m0 + wm * 32, n0 + wn * 16, THREADS, &s_last);
 }
 
 // Third form: the second form's whole-k loads with the chunk count NCH a
@@ -268,7 +280,7 @@ template <int NCH, bool LN>
 __global__ void __launch_bounds__(THREADS3) tile_gemm3(Args p) {
   extern __shared__ __align__(16) __half smem3[];
   __shared__ unsigned s_last;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp >> 1, wn = warp & 1;
   const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, z = blockIdx.z;
   const int c0 = z * NCH;
@@ -379,68 +391,7 @@ __global__ void __launch_bounds__(THREADS3) tile_gemm3(Args p) {
         }
     }
   }
-  auto finish = [&](int row, int col, float v0, float v1) {
-    if (row >= p.m) return;
-    v0 += __half2float(p.bias[col]);
-    v1 += __half2float(p.bias[col + 1]);
-    if (p.act) {
-      v0 = gelu(v0);
-      v1 = gelu(v1);
-    }
-    if (p.residual) {
-      const __half2 r = *reinterpret_cast<const __half2*>(p.residual + (size_t)row * p.n + col);
-      v0 += __low2float(r);
-      v1 += __high2float(r);
-    }
-    *reinterpret_cast<__half2*>(p.out + (size_t)row * p.n + col) = __floats2half2_rn(v0, v1);
-  };
-  if (p.splits == 1) {
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        const int row = m0 + wm * 32 + mi * 16 + g, col = n0 + wn * 32 + ni * 8 + 2 * t;
-        finish(row, col, acc[mi][ni][0], acc[mi][ni][1]);
-        finish(row + 8, col, acc[mi][ni][2], acc[mi][ni][3]);
-      }
-    return;
-  }
-  float* part = p.ws + (size_t)z * p.m * p.n;
-#pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < 4; ++ni) {
-      const int row = m0 + wm * 32 + mi * 16 + g, col = n0 + wn * 32 + ni * 8 + 2 * t;
-      if (row < p.m)
-        *reinterpret_cast<float2*>(part + (size_t)row * p.n + col) =
-            make_float2(acc[mi][ni][0], acc[mi][ni][1]);
-      if (row + 8 < p.m)
-        *reinterpret_cast<float2*>(part + (size_t)(row + 8) * p.n + col) =
-            make_float2(acc[mi][ni][2], acc[mi][ni][3]);
-    }
-  __syncthreads();
-  unsigned* ctr = p.counter + blockIdx.y * gridDim.x + blockIdx.x;
-  if (tid == 0) {
-    unsigned prev;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(ctr) : "memory");
-    s_last = prev == (unsigned)p.splits - 1;
-    if (s_last) *ctr = 0;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  for (int e = tid; e < BM * BN / 2; e += THREADS3) {
-    const int r = e / (BN / 2), c = (e % (BN / 2)) * 2, row = m0 + r, col = n0 + c;
-    if (row >= p.m) continue;
-    float v0 = 0.f, v1 = 0.f;
-    for (int s2 = 0; s2 < p.splits; ++s2) {
-      const float2 q =
-          __ldcg(reinterpret_cast<const float2*>(p.ws + ((size_t)s2 * p.m + row) * p.n + col));
-      v0 += q.x;
-      v1 += q.y;
-    }
-    finish(row, col, v0, v1);
-  }
+  tile_epilogue<4>(p, acc, m0 + wm * 32, n0 + wn * 32, THREADS3, &s_last);
 }
 
 // The norm as its own kernel (a warp per row, as a reference and to time).
@@ -521,19 +472,31 @@ struct Lt {
   }
 };
 
-void launch_tile(const Args& p, cudaStream_t s) {
+// Launches `kernel` early (programmatic stream serialization).
+template <class... P, class... A>
+void launch_early(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                  A&&... args) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(p.n / BN, (p.m + BM - 1) / BM, p.splits);
-  cfg.blockDim = dim3(THREADS);
-  const int chunks = p.k / CH, per = (chunks + p.splits - 1) / p.splits;
-  cfg.dynamicSmemBytes = (size_t)per * kTileHalves * sizeof(__half);
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
   cfg.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&cfg, tile_gemm, p));
+  CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
+}
+
+dim3 tile_grid(const Args& p) {
+  return dim3(p.n / BN, (p.m + BM - 1) / BM, p.splits);
+}
+
+void launch_tile(const Args& p, cudaStream_t s) {
+  const int chunks = p.k / CH, per = (chunks + p.splits - 1) / p.splits;
+  launch_early(tile_gemm, tile_grid(p), dim3(THREADS), (size_t)per * kTileHalves * sizeof(__half),
+               s, p);
 }
 
 template <int NCH, bool LN>
@@ -544,17 +507,8 @@ void launch3_as(const Args& p, cudaStream_t s) {
     return true;
   }();
   (void)init;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(p.n / BN, (p.m + BM - 1) / BM, p.splits);
-  cfg.blockDim = dim3(THREADS3);
-  cfg.dynamicSmemBytes = (size_t)NCH * kTileHalves * sizeof(__half);
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&cfg, tile_gemm3<NCH, LN>, p));
+  launch_early(tile_gemm3<NCH, LN>, tile_grid(p), dim3(THREADS3),
+               (size_t)NCH * kTileHalves * sizeof(__half), s, p);
 }
 
 // The third form where its chunk count per split is instantiated (3, 6 or 12).
@@ -581,16 +535,7 @@ bool launch3(const Args& p, cudaStream_t s) {
 
 void launch_ln(const __half* x, const __half* w, const __half* b, __half* y, int m, int k,
                cudaStream_t s) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((m + 3) / 4);
-  cfg.blockDim = dim3(128);
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&cfg, layer_norm, x, w, b, y, m, k, true));
+  launch_early(layer_norm, dim3((m + 3) / 4), dim3(128), 0, s, x, w, b, y, m, k, true);
 }
 
 __half* random_halves(size_t n, float scale, unsigned seed) {
