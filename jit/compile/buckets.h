@@ -29,12 +29,15 @@
 // them), with floating arguments padded with ones, and with zeros again.
 // The last two run the same kernels and sum in the same order, so a result
 // whose real rows differ at all between them follows the padded rows and
-// turns buckets off too (even a sum that zeros leave exact). Ones rather than NaN: a causal
-// attention multiplies the masked keys' values by 0, and 0 * NaN would look like mixing. Integer
-// arguments (token ids, positions) are padded with zeros both times. A function that writes its
-// arguments or captured tensors (a KV cache) is not run twice, so its rows are taken to be
-// independent, as a batch of requests is; its results are still narrowed by the traced sizes, and a
-// padded call of it that fails raises (and turns buckets off).
+// turns buckets off too (even a sum that zeros leave exact). Ones rather
+// than NaN: a causal attention multiplies the masked keys' values by 0,
+// and 0 * NaN would look like mixing. Integer and bool arguments (token
+// ids, positions, masks) are padded with zeros both times, and where no
+// floating argument is padded the two extra runs are skipped. A function
+// that writes its arguments or captured tensors (a KV cache) is not run
+// twice, so its rows are taken to be independent, as a batch of requests
+// is; its results are still narrowed by the traced sizes, and a padded call
+// of it that fails raises (and turns buckets off).
 
 #include <atomic>
 #include <cstdint>
@@ -73,9 +76,10 @@ class Buckets {
   using Sizes = std::vector<std::optional<std::vector<int64_t>>>;
 
   // `args` with their dynamic dims padded to the bucket: zeros, or `fill`
-  // in floating tensors (the first call's second padded run).
+  // in floating tensors (the first call's second padded run; `filled` says
+  // whether one took it).
   std::vector<IValue> pad(const std::vector<IValue>& args, int64_t* size, int64_t* bucket,
-                          double fill = 0) const;
+                          double fill = 0, bool* filled = nullptr) const;
   std::vector<Tensor> first_call(const std::vector<IValue>& args, const std::vector<IValue>& padded,
                                  const std::vector<int64_t>& key, boxed::Body body, const Run& run);
   // `results` of a padded call narrowed to `sizes`; raises kiln::Error (and

@@ -427,21 +427,29 @@ TEST(CompileGuards, BucketsTurnOffWhereZeroPaddingHidesTheMixing) {
   auto lsm = kiln::jit::compile(
       [](const Tensor& x) { return kiln::log_softmax(kiln::sum(x * x, {1}, true) * 0.15, 0); },
       {.name = "lsm", .dynamic = {{0, 0}}, .buckets = {4, 8}});
+  // Integer arguments are padded with zeros only: buckets stay on.
+  auto ids = kiln::jit::compile([](const Tensor& i) { return i.to(kiln::kFloat32) * 0.5; },
+                                {.name = "ids", .dynamic = {{0, 0}}, .buckets = {4, 8}});
   Logs logs("");
   for (int64_t n : {3, 5, 3, 6}) {
     SCOPED_TRACE("size " + std::to_string(n));
     const Tensor x = random_tensor({n, 16}, kiln::kFloat32, "contiguous", static_cast<uint64_t>(n));
-    Tensor a = sum(x), b = lsm(x);
+    const Tensor i =
+        random_tensor({n, 4}, kiln::kInt64, "contiguous", static_cast<uint64_t>(n), 0, 9);
+    Tensor a = sum(x), b = lsm(x), c = ids(i);
     kiln::EagerGuard eager;
     EXPECT_TENSOR_CLOSE(a, x.sum({0}, true));
     // Tighter than the 1e-3 the padded check allows another summation order.
     const std::string msg = kiln::testing::compare(
         b, kiln::log_softmax(kiln::sum(x * x, {1}, true) * 0.15, 0), {1e-5, 1e-6});
     EXPECT_TRUE(msg.empty()) << msg;
+    EXPECT_TENSOR_CLOSE(c, i.to(kiln::kFloat32) * 0.5);
   }
   const std::string text = logs.take();
   EXPECT_EQ(count_of(text, "sum: buckets are off"), 1) << text;
   EXPECT_EQ(count_of(text, "lsm: buckets are off"), 1) << text;
+  EXPECT_EQ(count_of(text, "ids: buckets are off"), 0) << text;
+  EXPECT_EQ(ids.stats().specializations, 1);  // buckets 4 and 8
 }
 
 // A function that writes state (a captured tensor) runs once per call, padded:
