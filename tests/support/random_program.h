@@ -78,13 +78,17 @@ class Program {
 
   // The program's inputs; another `variant` gives other values of the same
   // layouts. A `lead` of 1 or more replaces the leading size of the inputs
-  // that follow it (leading_inputs()).
-  std::vector<Tensor> make_inputs(uint64_t variant, int64_t lead = 0) const {
+  // that follow it (leading_inputs()); an `inner` of 2 or more, the last
+  // size of those whose last dim is the program's (not broadcast).
+  std::vector<Tensor> make_inputs(uint64_t variant, int64_t lead = 0, int64_t inner = 0) const {
     std::vector<Tensor> out;
     kiln::EagerGuard eager;
     for (const Input& in : inputs_) {
       std::vector<int64_t> shape = in.shape;
       if (lead > 0 && in.follows_lead) shape[0] = lead;
+      if (inner > 1 && !shape.empty() && shape.back() == shape_.back() && shape.back() != 1) {
+        shape.back() = inner;
+      }
       Tensor t = kiln::testing::random_tensor(shape, in.dtype, in.layout,
                                               in.seed + variant * 1000003, -2, 2);
       out.push_back(device_.is_cpu() ? t : same_layout_on(t, device_));

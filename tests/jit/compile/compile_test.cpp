@@ -376,6 +376,51 @@ TEST(Compile, WideRandomDagsAtChangingSizesMatchEager) {
   random_dags_at_changing_sizes(true, 8001, 60);
 }
 
+// Wide programs called at changing innermost sizes (each side of the vector
+// widths and of the row lengths norms keep in registers), those dims dynamic
+// from the start or left to automatic_dynamic: each call against eager at
+// its own sizes.
+TEST(Compile, WideRandomDagsAtChangingInnerSizesMatchEager) {
+  int failures = 0;
+  for (uint64_t seed = 9001; seed < 9061 && failures < 5; ++seed) {
+    kiln::testing::Program p(seed, kiln::Device::cpu(), true), cpu(seed, kiln::Device::cpu(), true);
+    p.generate();
+    cpu.generate();
+    std::string text;
+    for (const char* how : {"dynamic", "automatic"}) {
+      kiln::jit::Options options{.name = how};
+      if (std::string(how) == "dynamic") options.dynamic = {{0, -1}};
+      auto f = kiln::jit::compile(
+          [&](const std::vector<Tensor>& in) { return p.run_on(in, &text); }, options);
+      for (int64_t inner : {0, 257, 256, 8, 1025, 17}) {
+        std::vector<Tensor> got, expected;
+        try {
+          got = f(p.make_inputs(static_cast<uint64_t>(inner), 0, inner));
+          kiln::EagerGuard eager;
+          expected = cpu.run_on(cpu.make_inputs(static_cast<uint64_t>(inner), 0, inner), &text);
+        } catch (const kiln::Error& e) {
+          ADD_FAILURE() << "seed " << seed << ", " << how << ", inner " << inner
+                        << " raised: " << e.what() << "\nprogram:\n"
+                        << text;
+          ++failures;
+          break;
+        }
+        ASSERT_EQ(got.size(), expected.size());
+        for (size_t i = 0; i < expected.size(); ++i) {
+          std::string msg = kiln::testing::compare(got[i], expected[i],
+                                                   kiln::testing::program_tolerance(cpu.loosest()));
+          if (!msg.empty()) {
+            ADD_FAILURE() << "seed " << seed << ", " << how << ", inner " << inner << ", output "
+                          << i << ": " << msg << "\nprogram:\n"
+                          << text;
+            ++failures;
+          }
+        }
+      }
+    }
+  }
+}
+
 // One compiled function called from 8 threads at once: each call's result is
 // its own input's, as in sequential calls.
 void run_threads(kiln::Device device) {
