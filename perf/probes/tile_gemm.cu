@@ -37,21 +37,16 @@ __device__ __forceinline__ void cp16(unsigned dst, const void* src, bool ok) {
 __device__ __forceinline__ void commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
-// Waits until at most n groups are pending (n < MAX_CH).
+// Waits until at most n groups are pending (N >= n, or N when n is larger;
+// one branch is left when n is a constant).
+template <int N>
 __device__ __forceinline__ void wait_pending(int n) {
-  switch (n) {
-#define W(i)                                                  \
-  case i:                                                     \
-    asm volatile("cp.async.wait_group " #i ";" ::: "memory"); \
-    break;
-    W(0)
-    W(1)
-    W(2)
-    W(3)
-    W(4) W(5) W(6) W(7) W(8) W(9) W(10)
-#undef W
-        default : asm volatile("cp.async.wait_group 11;" ::
-                                   : "memory");
+  if constexpr (N == 0) {
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+  } else if (n >= N) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+  } else {
+    wait_pending<N - 1>(n);
   }
 }
 __device__ __forceinline__ void ldsm4(unsigned a, unsigned& r0, unsigned& r1, unsigned& r2,
@@ -224,7 +219,7 @@ __global__ void __launch_bounds__(THREADS) tile_gemm(Args p) {
   float acc[2][2][4] = {};
   for (int ch = 0; ch < nch; ++ch) {
     __half* sa = smem + ch * kTileHalves;
-    wait_pending(nch - 1 - ch);
+    wait_pending<MAX_CH - 1>(nch - 1 - ch);
     __syncthreads();
     if (p.ln_w) {
 #pragma unroll
@@ -368,7 +363,7 @@ __global__ void __launch_bounds__(THREADS3) tile_gemm3(Args p) {
 #pragma unroll
   for (int ch = 0; ch < NCH; ++ch) {
     if (!LN) {
-      wait_pending(NCH - 1 - ch);  // a constant once the loop unrolls
+      wait_pending<MAX_CH - 1>(NCH - 1 - ch);  // a constant once the loop unrolls
       __syncthreads();
     }
 #pragma unroll
