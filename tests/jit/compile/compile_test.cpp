@@ -240,6 +240,24 @@ TEST(Compile, AliasesAndInPlaceWrites) {
   EXPECT_EQ(f.stats().entries, 1);
 }
 
+// Compares a random program's results with eager's; each mismatch fails the
+// test, naming `where` ("seed 5, dynamic, size 3") and the program. Returns
+// how many outputs differ.
+int compare_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& expected,
+                    kiln::testing::Tolerance tol, const std::string& where,
+                    const std::string& text) {
+  int failures = 0;
+  EXPECT_EQ(got.size(), expected.size()) << where;
+  for (size_t i = 0; i < expected.size() && i < got.size(); ++i) {
+    std::string msg = kiln::testing::compare(got[i], expected[i], tol);
+    if (!msg.empty()) {
+      ADD_FAILURE() << where << ", output " << i << ": " << msg << "\nprogram:\n" << text;
+      ++failures;
+    }
+  }
+  return failures;
+}
+
 // Random DAGs (pointwise chains, reductions, norms, in-place writes over
 // broadcast, strided, mixed-dtype inputs; small sizes or a long innermost
 // dim), each compiled and called on several sets of inputs, against eager
@@ -270,15 +288,9 @@ void random_dags_match_eager(kiln::Device device, bool wide, uint64_t first, int
       // After a run: the least precise dtype of the program's values.
       kiln::testing::Tolerance tol = kiln::testing::program_tolerance(cpu.loosest());
       if (device.is_cuda()) tol.rtol *= 2;  // CUDA math library vs kiln's CPU vector math
-      for (size_t i = 0; i < expected.size(); ++i) {
-        std::string msg = kiln::testing::compare(got[i], expected[i], tol);
-        if (!msg.empty()) {
-          ADD_FAILURE() << "seed " << seed << " variant " << variant << " output " << i << ": "
-                        << msg << "\nprogram:\n"
-                        << text;
-          ++failures;
-        }
-      }
+      failures += compare_outputs(
+          got, expected, tol,
+          "seed " + std::to_string(seed) + " variant " + std::to_string(variant), text);
     }
     EXPECT_EQ(f.stats().entries, 1) << "seed " << seed;
     EXPECT_EQ(f.stats().hits, static_cast<int64_t>(calls) - 1) << "seed " << seed;
@@ -351,17 +363,9 @@ void random_dags_at_changing_sizes(bool wide, uint64_t first, int count) {
           ++failures;
           break;
         }
-        ASSERT_EQ(got.size(), expected.size());
-        for (size_t i = 0; i < expected.size(); ++i) {
-          std::string msg = kiln::testing::compare(got[i], expected[i],
-                                                   kiln::testing::program_tolerance(p.loosest()));
-          if (!msg.empty()) {
-            ADD_FAILURE() << "seed " << seed << ", " << how << ", size " << n << ", output " << i
-                          << ": " << msg << "\nprogram:\n"
-                          << text;
-            ++failures;
-          }
-        }
+        failures += compare_outputs(
+            got, expected, kiln::testing::program_tolerance(p.loosest()),
+            "seed " + std::to_string(seed) + ", " + how + ", size " + std::to_string(n), text);
       }
     }
   }
@@ -405,17 +409,9 @@ TEST(Compile, WideRandomDagsAtChangingInnerSizesMatchEager) {
           ++failures;
           break;
         }
-        ASSERT_EQ(got.size(), expected.size());
-        for (size_t i = 0; i < expected.size(); ++i) {
-          std::string msg = kiln::testing::compare(got[i], expected[i],
-                                                   kiln::testing::program_tolerance(cpu.loosest()));
-          if (!msg.empty()) {
-            ADD_FAILURE() << "seed " << seed << ", " << how << ", inner " << inner << ", output "
-                          << i << ": " << msg << "\nprogram:\n"
-                          << text;
-            ++failures;
-          }
-        }
+        failures += compare_outputs(
+            got, expected, kiln::testing::program_tolerance(cpu.loosest()),
+            "seed " + std::to_string(seed) + ", " + how + ", inner " + std::to_string(inner), text);
       }
     }
   }
