@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "jit/cache/kernel_cache.h"
@@ -82,8 +83,8 @@ struct KernelDiscovery::Impl {
     int device = 0;
   };
   std::vector<Kept> kept;
-  std::unordered_map<std::string, size_t> index;  // "<device>|<name>" -> kept
-  Impl* previous = nullptr;                       // the thread's discovery before this one
+  std::unordered_set<std::string> keys;  // "<device>|<name>" of each kept
+  Impl* previous = nullptr;              // the thread's discovery before this one
   bool active = false;
 };
 
@@ -172,10 +173,7 @@ cudaKernel_t load_kernel(const std::string& name, const std::function<std::strin
   if (cudaKernel_t k = e.kernel.load(std::memory_order_acquire)) return k;
   if (KernelDiscovery::Impl* d = t_discovery) {
     // Note [Kernels compiled side by side]: kept, and a placeholder launched.
-    if (!d->index.count(key)) {
-      d->index.emplace(key, d->kept.size());
-      d->kept.push_back({name, make_source(), device});
-    }
+    if (d->keys.insert(key).second) d->kept.push_back({name, make_source(), device});
     BuildingHere building;
     return placeholder(device);
   }

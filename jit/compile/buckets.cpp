@@ -213,25 +213,26 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
       if (filled) {
         other = run(ones);
         got = run(padded);
+      } else {
+        other = got;  // nothing floating padded: ones would change nothing
       }
     } catch (const Error& e) {
       turn_off(std::string("the function fails at the padded size (") + e.what() + ")");
       return exact;
     }
     std::string why;
-    if (got.size() != exact.size() || (!other.empty() && other.size() != exact.size())) {
+    if (got.size() != exact.size() || other.size() != exact.size()) {
       why = "it returned " + std::to_string(got.size()) + " results, not " +
             std::to_string(exact.size());
     }
     for (size_t i = 0; i < exact.size() && why.empty(); ++i) {
-      if (!fits(got[i], sizes[i]) || (!other.empty() && !fits(other[i], sizes[i]))) {
+      if (!fits(got[i], sizes[i]) || !fits(other[i], sizes[i])) {
         why = "result " + std::to_string(i) + " has " + describe_sizes(got[i]) + " padded and " +
               describe_sizes(exact[i]) + " at the call's own sizes";
       } else if (std::string d = differs(narrow_one(got[i], sizes[i]), exact[i]); !d.empty()) {
         why = "result " + std::to_string(i) + " changed (" + d + "): its rows mix";
-      } else if (std::string e = other.empty() ? std::string()
-                                               : differs(narrow_one(other[i], sizes[i]),
-                                                         narrow_one(got[i], sizes[i]), true);
+      } else if (std::string e =
+                     differs(narrow_one(other[i], sizes[i]), narrow_one(got[i], sizes[i]), true);
                  !e.empty()) {
         why = "result " + std::to_string(i) + " follows the padding's values (" + e +
               "): its rows mix";
