@@ -30,6 +30,28 @@ int64_t row_major_stride(IntArrayRef sizes, size_t d) {
   return s;
 }
 
+// Dims from outermost to innermost where `strides` lay `sizes` out densely in
+// that order (a transposed contiguous tensor, say); empty where they do not.
+DimVector dense_order(IntArrayRef sizes, IntArrayRef strides) {
+  DimVector order(sizes.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  int64_t expect = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    if (strides[order[k]] != expect) return {};
+    expect *= sizes[order[k]];
+  }
+  return order;
+}
+
+// Stride of dim d laid out densely in `order` for `sizes`.
+int64_t dense_stride(IntArrayRef sizes, const DimVector& order, int64_t d) {
+  int64_t s = 1;
+  for (size_t k = order.size(); k-- > 0 && order[k] != d;) s *= sizes[order[k]];
+  return s;
+}
+
 std::string input_name(int input, int element, const std::vector<std::string>& names) {
   std::string s = "input " + std::to_string(input);
   if (input >= 0 && static_cast<size_t>(input) < names.size() && !names[input].empty()) {
@@ -106,6 +128,7 @@ GuardSet GuardSet::from_call(const std::vector<IValue>& args, const DynamicDims&
       tg.device = t.device();
       tg.sizes = DimVector(t.sizes());
       tg.strides = DimVector(t.strides());
+      tg.dense_order = dense_order(t.sizes(), t.strides());
       tg.storage_offset = t.storage_offset();
       tg.dynamic_offset = dyn_offset;
       // 0 and 1 stay specialized: a dim seen at such a size is not dynamic.
@@ -285,11 +308,18 @@ bool GuardSet::tensor_holds(const TensorGuard& g, const Tensor& t) const {
     for (size_t d = 0; d < rank; ++d) {
       const bool dyn = (g.dynamic >> d) & 1u;
       if (dyn ? sizes[d] < 2 : sizes[d] != g.sizes[d]) return false;
-      // Strides by pattern: zero, row-major for the current sizes, else exact.
+      // Strides by pattern: zero, row-major for the current sizes, dense in
+      // the guard's order of dims for them, else exact. Each gives the traced
+      // strides back at the traced sizes, so a plan (one per size) always
+      // sees the strides it was traced for.
       if (g.strides[d] == 0) {
         if (strides[d] != 0) return false;
       } else if (g.strides[d] == row_major_stride(g.sizes, d)) {
         if (strides[d] != row_major_stride(sizes, d)) return false;
+      } else if (!g.dense_order.empty()) {
+        if (strides[d] != dense_stride(sizes, g.dense_order, static_cast<int64_t>(d))) {
+          return false;
+        }
       } else if (strides[d] != g.strides[d]) {
         return false;
       }

@@ -8,7 +8,8 @@
 //   storage offsets]), and the alignment class of its data (kernels picked
 //   vector widths for it); a dynamic dim accepts any size of 2 or more (0
 //   and 1 stay specialized, as PyTorch's do), with the strides of the tensor
-//   compared by pattern (zero, row-major, or exact);
+//   compared by pattern (zero, row-major, dense in the same order of dims,
+//   as a transposed one is, or exact);
 // - which tensor arguments share a storage (the trace modeled that aliasing);
 // - per list: its length; per scalar: its value, unless it is dynamic;
 // - the thread's dispatch modes: the local include/exclude key sets (an
@@ -142,6 +143,9 @@ class GuardSet {
     DType dtype = kFloat32;
     Device device;
     DimVector sizes, strides;
+    // Dims outermost first where the strides lay the tensor out densely
+    // (row-major or another order: a transpose); empty otherwise.
+    DimVector dense_order;
     int64_t storage_offset = 0;
     bool dynamic_offset = false;  // the offset is not guarded (Note [Dynamic storage offsets])
     uint64_t dynamic = 0;         // bit d: dim d is dynamic

@@ -212,6 +212,30 @@ TEST(CompileGuards, DynamicDimsTwoCompilesForThreeSizes) {
   EXPECT_EQ(f.stats().entries, 3);
 }
 
+// A transposed input's strides move with its dynamic size ([1, n] for [n,
+// 8]): they are guarded as dense in the same order of dims, so new sizes
+// take plans of one entry, where an exact stride guard made an entry per
+// size. A row-major tensor of a size seen still fails that guard.
+TEST(CompileGuards, TransposedInputsTakeAPlanPerSize) {
+  auto f = kiln::jit::compile([](const Tensor& x) { return body(x); }, {.name = "g"});
+  Logs logs("recompiles");
+  for (int64_t n : {4, 5, 6, 9, 5}) {
+    Tensor x = random_tensor({n, 8}, kiln::kFloat32, "transposed", static_cast<uint64_t>(n));
+    ASSERT_EQ(x.stride(1), n);
+    Tensor r = f(x);
+    kiln::EagerGuard eager;
+    SCOPED_TRACE("size " + std::to_string(n));
+    EXPECT_TENSOR_CLOSE(r, body(x));
+  }
+  EXPECT_EQ(f.stats().entries, 2) << logs.take();  // the first static, then dim 0 dynamic
+  EXPECT_EQ(f.stats().specializations, 2);         // 6 and 9 (5 made the entry)
+  Tensor rows = random_tensor({5, 8}, kiln::kFloat32, "contiguous", 10);
+  Tensor r = f(rows);
+  EXPECT_EQ(f.stats().entries, 3);
+  kiln::EagerGuard eager;
+  EXPECT_TENSOR_CLOSE(r, body(rows));
+}
+
 TEST(CompileGuards, MarkedDynamicFromTheFirstCompile) {
   auto f = kiln::jit::compile([](const Tensor& x) { return body(x); },
                               {.name = "g", .dynamic = {{0, -2}}});
