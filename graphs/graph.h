@@ -161,8 +161,9 @@ class Graph {
   // Edges along which a kernel starts before the one it follows has finished
   // (Note [Early launch] in jit/codegen_cuda/kernel_loader.h).
   size_t early_edges() const;
-  size_t pool_bytes() const;  // memory reserved by the graph's private pool
-  double capture_ms() const;
+  size_t pool_bytes() const;      // memory reserved by the graph's private pool
+  double capture_ms() const;      // capture to executable graph, host time
+  double instantiate_ms() const;  // the part of it spent instantiating
 
   struct Impl;
   explicit Graph(std::unique_ptr<Impl> impl);

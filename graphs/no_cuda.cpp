@@ -70,6 +70,9 @@ size_t Graph::pool_bytes() const {
 double Graph::capture_ms() const {
   return 0;
 }
+double Graph::instantiate_ms() const {
+  return 0;
+}
 
 std::string node_kernels_source() {
   return {};

@@ -96,6 +96,8 @@ struct Entry {
   std::string break_reason;  // the trace's, when it broke (explain)
   std::mutex mu;             // specs
   std::vector<std::unique_ptr<Specialization>> specs;
+  // What its instances' captures learned (Note [Capture hints]).
+  std::shared_ptr<CaptureHint> capture_hint = std::make_shared<CaptureHint>();
   bool specs_warned = false;
   // Distinct tensors the entry holds on captured storages (Note [Guards]).
   std::mutex refs_mu;
@@ -209,7 +211,7 @@ struct boxed::CompiledCore::Impl {
       name += sized ? (options.buckets.empty() ? ", sizes " : ", bucket ") : ", ";
       name += what.label;
     }
-    return {options.mode != Mode::Default, std::move(name)};
+    return {options.mode != Mode::Default, std::move(name), e.capture_hint};
   }
 };
 

@@ -479,7 +479,10 @@ std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
   std::vector<Tensor> results;
   const bool graphs = options_.graphs && device_.is_cuda() && single_device_ && !graph_failed_ &&
                       plan_.steps.size() > 1;
-  if ((graph_ && replayable(tensors)) || (!graph_ && graphs && runs_ >= 1 && capture(tensors))) {
+  // Note [Capture hints]: an entry that has captured captures a new instance's first run.
+  const bool hinted = options_.hint && options_.hint->captured.load(std::memory_order_acquire);
+  if ((graph_ && replayable(tensors)) ||
+      (!graph_ && graphs && (runs_ >= 1 || hinted) && capture(tensors, runs_ == 0))) {
     results = replay(tensors);
   } else {
     {
@@ -690,15 +693,67 @@ void Instance::build_kernels_ahead(const std::vector<const Tensor*>& tensors) {
            through ? "" : " (the pass that found them stopped early)");
 }
 
-bool Instance::capture(const std::vector<const Tensor*>& tensors) {
+std::vector<const StorageImpl*> Instance::take_hint() {
+  std::vector<const StorageImpl*> hinted;
+  if (!options_.hint || !opaque_touched_.empty()) return hinted;
+  std::lock_guard<std::mutex> lock(options_.hint->mu);
+  for (size_t k : options_.hint->args) {
+    if (k < bindings_.size() && bindings_[k]) hinted.push_back(bindings_[k].get());
+  }
+  // Results this instance hands out fresh (not an argument or a captured tensor).
+  for (size_t i : options_.hint->results) {
+    StorageImpl* s = i < outputs_.size() && outputs_[i].defined()
+                         ? outputs_[i].impl()->storage().get()
+                         : nullptr;
+    if (s && std::find(transient_.begin(), transient_.end(), s) != transient_.end()) {
+      hinted.push_back(s);
+    }
+  }
+  opaque_touched_.insert(hinted.begin(), hinted.end());
+  return hinted;
+}
+
+void Instance::write_hint() {
+  if (!options_.hint) return;
+  std::vector<size_t> args, results;
+  for (size_t k = 0; k < bindings_.size(); ++k) {
+    if (bindings_[k] && opaque_touched_.count(bindings_[k].get())) args.push_back(k);
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (outputs_[i].defined() && opaque_touched_.count(outputs_[i].impl()->storage().get())) {
+      results.push_back(i);
+    }
+  }
+  std::lock_guard<std::mutex> lock(options_.hint->mu);
+  options_.hint->args = std::move(args);
+  options_.hint->results = std::move(results);
+  options_.hint->captured.store(true, std::memory_order_release);
+}
+
+bool Instance::capture(const std::vector<const Tensor*>& tensors, bool first_run) {
   std::unique_ptr<GraphState> g;
   try {
+    const std::vector<const StorageImpl*> hinted = take_hint();
     std::unordered_set<const StorageImpl*> opaque;
     g = capture_once(tensors, &opaque);
-    if (!g) {
-      KILN_LOG(Graphs, options_.name, ": library kernels touch memory the capture bound; ",
-               "capturing again with it copied through the graph's buffers");
-      opaque_touched_.insert(opaque.begin(), opaque.end());
+    // Note [Capture hints]: a hinted storage no opaque step touched was copied for nothing.
+    size_t needless = 0;
+    for (const StorageImpl* s : hinted) {
+      if (g && !opaque.count(s)) needless += opaque_touched_.erase(s);
+    }
+    if (!g || needless > 0) {
+      if (g) {
+        KILN_LOG(Graphs, options_.name, ": ", needless,
+                 needless == 1 ? " argument or result" : " arguments and results",
+                 " the entry's other captures copied need no copy here; capturing again");
+        g.reset();
+        recover(true);
+        bind_arguments(tensors);
+      } else {
+        KILN_LOG(Graphs, options_.name, ": library kernels touch memory the capture bound; ",
+                 "capturing again with it copied through the graph's buffers");
+        opaque_touched_.insert(opaque.begin(), opaque.end());
+      }
       opaque.clear();
       g = capture_once(tensors, &opaque);
       KILN_CHECK(g != nullptr,
@@ -706,14 +761,17 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors) {
                  "previous capture found none in (Note [Opaque steps])");
     }
   } catch (const Error& e) {
-    graph_failed_ = true;
-    KILN_LOG(Graphs, options_.name,
-             ": capture failed, the plan runs its kernels directly: ", e.what());
+    if (!first_run) graph_failed_ = true;
+    KILN_LOG(Graphs, options_.name, ": capture failed, ",
+             first_run ? "this run goes directly and the next captures: "
+                       : "the plan runs its kernels directly: ",
+             e.what());
     recover(true);
     bind_arguments(tensors);
     return false;
   }
   graph_ = std::move(g);
+  write_hint();
   for (size_t k = 0; k < arg_storages_.size(); ++k) {
     const int b = graph_->arg_binding[k];
     if (b >= 0 && graph_->graph->holds_library_pointers(b)) graph_->library_args.push_back(k);
@@ -726,7 +784,8 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors) {
            " library calls among them, ", copies, " arguments and results copied, ",
            plan_.steps.size(), " steps), arena ", plan_.memory.planned_bytes,
            " bytes, private pool ", graph_->graph->pool_bytes(), " bytes, in ",
-           graph_->graph->capture_ms(), " ms");
+           graph_->graph->capture_ms(), " ms (", graph_->graph->instantiate_ms(),
+           " instantiating)");
   return true;
 }
 
@@ -822,6 +881,7 @@ std::unique_ptr<Instance::GraphState> Instance::capture_once(
     g->arg_binding[k] = cap.bind(user->data(), reach, "argument " + std::to_string(a.arg));
   }
   g->graph = cap.finish();
+  *opaque = std::move(watch.storages);
   return g;
 }
 

@@ -19,8 +19,10 @@
 // One instance runs one call at a time; calls that overlap get instances of
 // their own (CompiledCore keeps a pool per plan).
 
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -68,9 +70,33 @@ std::vector<std::string> trace_signature(const std::vector<Node>& nodes,
 // plan on the CPU or over several devices, and a plan whose capture fails
 // (logged under KILN_LOGS=graphs) run their kernels directly.
 
+// Note [Capture hints]
+// What an entry's captures learned, for the instances it makes later (a plan
+// for a new size, or another instance for an overlapping caller): that its
+// work captures, and which arguments and results, by position, library
+// kernels read or write unpatched (Note [Opaque steps] in instance.cpp). An
+// instance whose entry has captured before captures its first run, where it
+// would otherwise run it directly and capture the second: its warm-up is
+// the throwaway capture that finds the kernels not yet built (Note [Kernels
+// compiled side by side]); a first capture that fails only sends that run
+// direct, and the second tries again. And its capture copies the hinted
+// arguments and results at once, where it would otherwise bind everything,
+// find out, and capture again. A hint that is wrong for this plan (another
+// size may send a product to another kernel) costs what it saved: a storage
+// an opaque step touched unhinted drops the capture as before, and a hinted
+// one that no opaque step touched is copied for nothing, so the capture is
+// made again without it. The last successful capture writes the hint.
+struct CaptureHint {
+  std::atomic<bool> captured{false};
+  std::mutex mu;
+  std::vector<size_t> args;     // tensor arguments copied through the graph's buffers
+  std::vector<size_t> results;  // results copied out of the graph's buffers
+};
+
 struct InstanceOptions {
-  bool graphs = false;  // ReduceOverhead: capture and replay on CUDA
-  std::string name;     // for logs: "decode: entry 1"
+  bool graphs = false;                // ReduceOverhead: capture and replay on CUDA
+  std::string name;                   // for logs: "decode: entry 1"
+  std::shared_ptr<CaptureHint> hint;  // the entry's (null: none)
 };
 
 class Instance {
@@ -106,15 +132,22 @@ class Instance {
   void run_steps();
   std::vector<Tensor> collect(const std::vector<const Tensor*>& tensors,
                               const std::function<IntrusivePtr<StorageImpl>(StorageImpl*)>& fresh);
-  bool capture(const std::vector<const Tensor*>& tensors);
+  // `first_run`: the instance's first run, captured on its entry's hint (Note
+  // [Capture hints]); a failure there leaves the next run to try again.
+  bool capture(const std::vector<const Tensor*>& tensors, bool first_run);
+  // Note [Capture hints]: the hinted storages (added to opaque_touched_), and
+  // the hint written back after a capture.
+  std::vector<const StorageImpl*> take_hint();
+  void write_hint();
   // Note [Kernels compiled side by side] (jit/codegen_cuda/launch_cuda.h):
   // before the first run on CUDA, a run under a capture that is thrown away
   // finds the kernels not yet built, and they are built side by side.
   void build_kernels_ahead(const std::vector<const Tensor*>& tensors);
   // One try of capture(): the graph, or null where a step that added opaque
-  // nodes touched memory bound rather than copied (those storages then join
-  // `opaque`, and the instance is as before the try); throws kiln::Error where
-  // the work could not be captured.
+  // nodes touched memory bound rather than copied (the instance is then as
+  // before the try); throws kiln::Error where the work could not be
+  // captured. Either way `opaque` receives the storages of the steps that
+  // added opaque nodes.
   std::unique_ptr<GraphState> capture_once(const std::vector<const Tensor*>& tensors,
                                            std::unordered_set<const StorageImpl*>* opaque);
   // Whether the captured graph can take these arguments (Note [Library node addresses]).

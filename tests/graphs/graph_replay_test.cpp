@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -408,6 +409,57 @@ TEST(GraphReplay, BucketsCaptureOneGraphEach) {
   EXPECT_EQ(count_of(logs, "b: entry 1, bucket 4: captured a graph"), 1) << logs;
   EXPECT_EQ(count_of(logs, "b: entry 1, bucket 8: captured a graph"), 1) << logs;
   EXPECT_EQ(f.stats().specializations, 1) << logs;
+}
+
+// Note [Capture hints]: once an entry has captured, a plan for a new size
+// captures its first call and replays it, copying at once the result that
+// the entry's first capture found cuBLASLt writing (that capture had to try
+// twice). At 4 rows the product is kiln's own kernel, so the hinted copy is
+// needless there: that plan captures again without it. Every call equals
+// eager, the first at each size included.
+TEST(GraphReplay, NewSizesReplayFromTheirFirstCall) {
+  KILN_REQUIRE_CUDA();
+  kiln::nn::Linear lin{random_tensor({64, 32}, kiln::kFloat32, "contiguous", 21).cuda(),
+                       random_tensor({64}, kiln::kFloat32, "contiguous", 22).cuda()};
+  auto body = [&](const Tensor& x) {
+    return std::make_pair(lin.forward(kiln::layer_norm(x, {32})), kiln::tanh(x) * 2.0);
+  };
+  auto f = kiln::jit::compile(body, {.name = "sizes", .dynamic = {{0, 0}}});
+  std::set<int64_t> seen;
+  int64_t replayed_first = 0;
+  const std::string logs = captured_logs(
+      [&] {
+        int call = 0;
+        for (int64_t rows : {24, 24, 40, 33, 24, 4, 40, 4}) {
+          const bool new_size = seen.insert(rows).second && call > 0;
+          Tensor x = random_tensor({rows, 32}, kiln::kFloat32, "contiguous", 500 + call++);
+          const auto [got, got2] = f(x.cuda());
+          kiln::EagerGuard eager;
+          const auto [want, want2] = body(x.cuda());
+          SCOPED_TRACE("rows " + std::to_string(rows) + ", call " + std::to_string(call));
+          EXPECT_TENSOR_CLOSE_TOL(got.cpu(), want.cpu(), 1e-4, 1e-4);
+          EXPECT_TENSOR_CLOSE_TOL(got2.cpu(), want2.cpu(), 1e-5, 1e-5);
+          if (new_size) replayed_first += f.stats().graph_nodes > 0;
+        }
+      },
+      "graphs,recompiles");
+  EXPECT_EQ(f.stats().entries, 1) << logs;
+  EXPECT_EQ(f.stats().specializations, 3) << logs;
+  EXPECT_EQ(replayed_first, 3) << logs;  // 40, 33 and 4
+  auto at = [](int rows, const char* what) {
+    return "sizes: entry 1, sizes " + std::to_string(rows) + ": " + what;
+  };
+  for (int rows : {24, 40, 33, 4}) {
+    EXPECT_EQ(count_of(logs, at(rows, "captured a graph")), 1) << rows << "\n" << logs;
+    EXPECT_EQ(count_of(logs, at(rows, "library kernels touch memory the capture bound")),
+              rows == 24 ? 1 : 0)
+        << rows << "\n"
+        << logs;
+    EXPECT_EQ(count_of(logs, at(rows, "1 argument or result the entry's other captures copied")),
+              rows == 4 ? 1 : 0)
+        << rows << "\n"
+        << logs;
+  }
 }
 
 // A LayerNorm before a product of a few rows folds into the product's
