@@ -472,17 +472,20 @@ std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
   order_after_previous_run();
   bind_arguments(tensors);
   bind.stop();
-  if (runs_ == 0 && device_.is_cuda() && single_device_ && cuda::parallel_build_enabled()) {
+  const bool graphs = options_.graphs && device_.is_cuda() && single_device_ && !graph_failed_ &&
+                      plan_.steps.size() > 1;
+  // Note [Capture hints]: an entry that has captured captures a new
+  // instance's first run, which finds the kernels to build itself.
+  const bool capture_first = graphs && runs_ == 0 && options_.hint &&
+                             options_.hint->captured.load(std::memory_order_acquire);
+  if (runs_ == 0 && !capture_first && device_.is_cuda() && single_device_ &&
+      cuda::parallel_build_enabled()) {
     CallTimer building(CallPhase::kCompile);
     build_kernels_ahead(tensors);
   }
   std::vector<Tensor> results;
-  const bool graphs = options_.graphs && device_.is_cuda() && single_device_ && !graph_failed_ &&
-                      plan_.steps.size() > 1;
-  // Note [Capture hints]: an entry that has captured captures a new instance's first run.
-  const bool hinted = options_.hint && options_.hint->captured.load(std::memory_order_acquire);
   if ((graph_ && replayable(tensors)) ||
-      (!graph_ && graphs && (runs_ >= 1 || hinted) && capture(tensors, runs_ == 0))) {
+      (!graph_ && graphs && (runs_ >= 1 || capture_first) && capture(tensors, runs_ == 0))) {
     results = replay(tensors);
   } else {
     {
@@ -731,36 +734,60 @@ void Instance::write_hint() {
 }
 
 bool Instance::capture(const std::vector<const Tensor*>& tensors, bool first_run) {
-  std::unique_ptr<GraphState> g;
-  try {
+  // A first run finds the kernels not yet built as build_kernels_ahead does
+  // (Note [Kernels compiled side by side]): placeholders stand in for them,
+  // and the capture is made again once they are built.
+  std::optional<cuda::KernelDiscovery> discovery;
+  if (first_run && cuda::parallel_build_enabled()) discovery.emplace();
+  const cuda::KernelDiscovery* finding = discovery ? &*discovery : nullptr;
+  auto build_found = [&] {
+    discovery->stop();
+    const size_t kept = discovery->kept();
+    const size_t built = discovery->build_kept();
+    KILN_LOG(Perf, options_.name, ": ", built, " of ", kept, " kernels built side by side");
+  };
+  // The hinted capture and, where it was wrong for this plan, one more.
+  auto attempt = [&]() -> std::unique_ptr<GraphState> {
     const std::vector<const StorageImpl*> hinted = take_hint();
     std::unordered_set<const StorageImpl*> opaque;
-    g = capture_once(tensors, &opaque);
+    std::unique_ptr<GraphState> g = capture_once(tensors, &opaque, finding);
+    if (!g && finding && finding->kept() > 0) return nullptr;
     // Note [Capture hints]: a hinted storage no opaque step touched was copied for nothing.
     size_t needless = 0;
     for (const StorageImpl* s : hinted) {
       if (g && !opaque.count(s)) needless += opaque_touched_.erase(s);
     }
-    if (!g || needless > 0) {
-      if (g) {
-        KILN_LOG(Graphs, options_.name, ": ", needless,
-                 needless == 1 ? " argument or result" : " arguments and results",
-                 " the entry's other captures copied need no copy here; capturing again");
-        g.reset();
-        recover(true);
-        bind_arguments(tensors);
-      } else {
-        KILN_LOG(Graphs, options_.name, ": library kernels touch memory the capture bound; ",
-                 "capturing again with it copied through the graph's buffers");
-        opaque_touched_.insert(opaque.begin(), opaque.end());
-      }
-      opaque.clear();
-      g = capture_once(tensors, &opaque);
-      KILN_CHECK(g != nullptr,
-                 "[graphs] a step added nodes kiln cannot see into over memory that the ",
-                 "previous capture found none in (Note [Opaque steps])");
+    if (g && needless == 0) return g;
+    if (g) {
+      KILN_LOG(Graphs, options_.name, ": ", needless,
+               needless == 1 ? " argument or result" : " arguments and results",
+               " the entry's other captures copied need no copy here; capturing again");
+      g.reset();
+      recover(true);
+      bind_arguments(tensors);
+    } else {
+      KILN_LOG(Graphs, options_.name, ": library kernels touch memory the capture bound; ",
+               "capturing again with it copied through the graph's buffers");
+      opaque_touched_.insert(opaque.begin(), opaque.end());
+    }
+    opaque.clear();
+    g = capture_once(tensors, &opaque, finding);
+    KILN_CHECK(g != nullptr || (finding && finding->kept() > 0),
+               "[graphs] a step added nodes kiln cannot see into over memory that the ",
+               "previous capture found none in (Note [Opaque steps])");
+    return g;
+  };
+  std::unique_ptr<GraphState> g;
+  try {
+    g = attempt();
+    if (finding && finding->kept() > 0) {
+      build_found();
+      finding = nullptr;
+      opaque_touched_.clear();  // what the placeholders' steps showed counts for nothing
+      g = attempt();
     }
   } catch (const Error& e) {
+    if (finding && finding->kept() > 0) build_found();
     if (!first_run) graph_failed_ = true;
     KILN_LOG(Graphs, options_.name, ": capture failed, ",
              first_run ? "this run goes directly and the next captures: "
@@ -790,7 +817,8 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors, bool first_run
 }
 
 std::unique_ptr<Instance::GraphState> Instance::capture_once(
-    const std::vector<const Tensor*>& tensors, std::unordered_set<const StorageImpl*>* opaque) {
+    const std::vector<const Tensor*>& tensors, std::unordered_set<const StorageImpl*>* opaque,
+    const cuda::KernelDiscovery* discovery) {
   auto g = std::make_unique<GraphState>();
   graphs::Capture cap(device_);
   g->arg_binding.assign(arg_storages_.size(), -1);
@@ -830,6 +858,11 @@ std::unique_ptr<Instance::GraphState> Instance::capture_once(
   }
   OpaqueSteps watch(cap, plan_, std::move(per_call), options_.name);
   if (RunFailures f = run_plan(plan_, &watch); !f.empty()) std::rethrow_exception(f.errors.front());
+  if (discovery && discovery->kept() > 0) {  // placeholders ran: the caller builds and comes back
+    recover(true);
+    bind_arguments(tensors);
+    return nullptr;
+  }
   g->library_steps = watch.patched_steps;
   // Results that are not arguments or captured tensors: handed out fresh.
   std::vector<StorageImpl*> results;

@@ -33,6 +33,10 @@
 #include "jit/plan/pipeline.h"
 #include "kiln/cuda.h"
 
+namespace kiln::jit::cuda {
+class KernelDiscovery;  // jit/codegen_cuda/launch_cuda.h
+}  // namespace kiln::jit::cuda
+
 namespace kiln::jit {
 
 // A trace made replayable: nodes over storages that never get memory.
@@ -74,18 +78,25 @@ std::vector<std::string> trace_signature(const std::vector<Node>& nodes,
 // What an entry's captures learned, for the instances it makes later (a plan
 // for a new size, or another instance for an overlapping caller): that its
 // work captures, and which arguments and results, by position, library
-// kernels read or write unpatched (Note [Opaque steps] in instance.cpp). An
-// instance whose entry has captured before captures its first run, where it
-// would otherwise run it directly and capture the second: its warm-up is
-// the throwaway capture that finds the kernels not yet built (Note [Kernels
-// compiled side by side]); a first capture that fails only sends that run
-// direct, and the second tries again. And its capture copies the hinted
-// arguments and results at once, where it would otherwise bind everything,
-// find out, and capture again. A hint that is wrong for this plan (another
-// size may send a product to another kernel) costs what it saved: a storage
-// an opaque step touched unhinted drops the capture as before, and a hinted
-// one that no opaque step touched is copied for nothing, so the capture is
-// made again without it. The last successful capture writes the hint.
+// kernels read or write unpatched (Note [Opaque steps] in instance.cpp).
+// - An instance whose entry has captured captures its first run, where it
+//   would otherwise run it directly and capture the second. That capture
+//   finds the kernels not yet built as the throwaway pass of Note [Kernels
+//   compiled side by side] does (placeholders stand in for them), and only
+//   where it found some are they built and the capture made again; the
+//   throwaway pass itself is left out. A first capture that fails only sends
+//   that run direct, and the second tries again.
+// - Its capture copies the hinted arguments and results at once, where it
+//   would otherwise bind everything, find out, and capture again. A hint
+//   wrong for this plan (another size may send a product to another kernel)
+//   costs what it saved: a storage an opaque step touched unhinted drops the
+//   capture as before, and a hinted one that no opaque step touched was
+//   copied for nothing, so the capture is made again without it.
+// The last successful capture writes the hint. Measured on GPT-2's blocks
+// at 65-72 tokens (H200, kiln-compile-overhead --new-sizes, the base in the
+// same command; perf/RESULTS.md): a new size's first two calls took 4.7-6.3
+// ms (a direct run) and 4.6-7.1 ms (two captures), now 5.0-5.3 ms (one
+// capture, replayed) and 0.42 ms.
 struct CaptureHint {
   std::atomic<bool> captured{false};
   std::mutex mu;
@@ -144,12 +155,14 @@ class Instance {
   // finds the kernels not yet built, and they are built side by side.
   void build_kernels_ahead(const std::vector<const Tensor*>& tensors);
   // One try of capture(): the graph, or null where a step that added opaque
-  // nodes touched memory bound rather than copied (the instance is then as
-  // before the try); throws kiln::Error where the work could not be
-  // captured. Either way `opaque` receives the storages of the steps that
-  // added opaque nodes.
+  // nodes touched memory bound rather than copied, or where `discovery`
+  // kept kernels not yet built (the instance is then as before the try);
+  // throws kiln::Error where the work could not be captured. On a graph or
+  // a surprise, `opaque` receives the storages of the steps that added
+  // opaque nodes.
   std::unique_ptr<GraphState> capture_once(const std::vector<const Tensor*>& tensors,
-                                           std::unordered_set<const StorageImpl*>* opaque);
+                                           std::unordered_set<const StorageImpl*>* opaque,
+                                           const cuda::KernelDiscovery* discovery);
   // Whether the captured graph can take these arguments (Note [Library node addresses]).
   bool replayable(const std::vector<const Tensor*>& tensors);
   std::vector<Tensor> replay(const std::vector<const Tensor*>& tensors);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "graphs/graph.h"
+#include "jit/codegen_cuda/launch_cuda.h"
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
@@ -414,26 +415,34 @@ TEST(GraphReplay, BucketsCaptureOneGraphEach) {
 // Note [Capture hints]: once an entry has captured, a plan for a new size
 // captures its first call and replays it, copying at once the result that
 // the entry's first capture found cuBLASLt writing (that capture had to try
-// twice). At 4 rows the product is kiln's own kernel, so the hinted copy is
-// needless there: that plan captures again without it. Every call equals
+// twice). At 4 rows the product is kiln's own kernel, new to the process
+// (its shapes are this test's): placeholders stand in for it during that
+// capture, it is built, and the capture is made again; the hinted copy is
+// needless there, so one more capture goes without it. Every call equals
 // eager, the first at each size included.
 TEST(GraphReplay, NewSizesReplayFromTheirFirstCall) {
   KILN_REQUIRE_CUDA();
-  kiln::nn::Linear lin{random_tensor({64, 32}, kiln::kFloat32, "contiguous", 21).cuda(),
-                       random_tensor({64}, kiln::kFloat32, "contiguous", 22).cuda()};
+  kiln::nn::Linear lin{random_tensor({72, 40}, kiln::kFloat32, "contiguous", 21).cuda(),
+                       random_tensor({72}, kiln::kFloat32, "contiguous", 22).cuda()};
   auto body = [&](const Tensor& x) {
-    return std::make_pair(lin.forward(kiln::layer_norm(x, {32})), kiln::tanh(x) * 2.0);
+    return std::make_pair(lin.forward(kiln::layer_norm(x, {40})), kiln::tanh(x) * 2.0);
   };
   auto f = kiln::jit::compile(body, {.name = "sizes", .dynamic = {{0, 0}}});
+  auto kernels = [] {
+    const kiln::jit::cuda::CudaKernelStats k = kiln::jit::cuda::cuda_kernel_stats();
+    return k.compiled + k.disk_hits;
+  };
   std::set<int64_t> seen;
-  int64_t replayed_first = 0;
+  int64_t replayed_first = 0, built_at_4 = 0;
   const std::string logs = captured_logs(
       [&] {
         int call = 0;
         for (int64_t rows : {24, 24, 40, 33, 24, 4, 40, 4}) {
           const bool new_size = seen.insert(rows).second && call > 0;
-          Tensor x = random_tensor({rows, 32}, kiln::kFloat32, "contiguous", 500 + call++);
+          Tensor x = random_tensor({rows, 40}, kiln::kFloat32, "contiguous", 500 + call++);
+          const int64_t before = kernels();
           const auto [got, got2] = f(x.cuda());
+          if (new_size && rows == 4) built_at_4 = kernels() - before;
           kiln::EagerGuard eager;
           const auto [want, want2] = body(x.cuda());
           SCOPED_TRACE("rows " + std::to_string(rows) + ", call " + std::to_string(call));
@@ -442,11 +451,11 @@ TEST(GraphReplay, NewSizesReplayFromTheirFirstCall) {
           if (new_size) replayed_first += f.stats().graph_nodes > 0;
         }
       },
-      "graphs,recompiles");
+      "graphs,recompiles,perf");
   EXPECT_EQ(f.stats().entries, 1) << logs;
   EXPECT_EQ(f.stats().specializations, 3) << logs;
   EXPECT_EQ(replayed_first, 3) << logs;  // 40, 33 and 4
-  auto at = [](int rows, const char* what) {
+  auto at = [](int rows, const std::string& what) {
     return "sizes: entry 1, sizes " + std::to_string(rows) + ": " + what;
   };
   for (int rows : {24, 40, 33, 4}) {
@@ -460,6 +469,10 @@ TEST(GraphReplay, NewSizesReplayFromTheirFirstCall) {
         << rows << "\n"
         << logs;
   }
+  ASSERT_GT(built_at_4, 0) << logs;
+  const std::string n = std::to_string(built_at_4);
+  EXPECT_EQ(count_of(logs, at(4, n + " of " + n + " kernels built side by side")), 1) << logs;
+  EXPECT_EQ(logs.find("capture failed"), std::string::npos) << logs;
 }
 
 // A LayerNorm before a product of a few rows folds into the product's
