@@ -30,14 +30,20 @@ int64_t row_major_stride(IntArrayRef sizes, size_t d) {
   return s;
 }
 
-// Dims from outermost to innermost where `strides` lay `sizes` out densely in
-// that order (a transposed contiguous tensor, say); empty where they do not.
+// The dims that address memory (more than one element, a nonzero stride),
+// outermost to innermost, where `strides` lay them out densely in that order
+// up to a step (row-major, a transposed contiguous tensor, every other
+// element of one, any of these expanded along other dims); empty where they
+// do not.
 DimVector dense_order(IntArrayRef sizes, IntArrayRef strides) {
-  DimVector order(sizes.size());
-  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
+  DimVector order;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] != 1 && strides[d] != 0) order.push_back(static_cast<int64_t>(d));
+  }
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  int64_t expect = 1;
+  if (order.empty() || strides[order.back()] < 1) return {};
+  int64_t expect = strides[order.back()];
   for (size_t k = order.size(); k-- > 0;) {
     if (strides[order[k]] != expect) return {};
     expect *= sizes[order[k]];
@@ -45,9 +51,10 @@ DimVector dense_order(IntArrayRef sizes, IntArrayRef strides) {
   return order;
 }
 
-// Stride of dim d laid out densely in `order` for `sizes`.
-int64_t dense_stride(IntArrayRef sizes, const DimVector& order, int64_t d) {
-  int64_t s = 1;
+// Stride of dim d laid out densely in `order` for `sizes`, with the
+// innermost dim's stride `step`.
+int64_t dense_stride(IntArrayRef sizes, const DimVector& order, int64_t step, int64_t d) {
+  int64_t s = step;
   for (size_t k = order.size(); k-- > 0 && order[k] != d;) s *= sizes[order[k]];
   return s;
 }
@@ -308,18 +315,22 @@ bool GuardSet::tensor_holds(const TensorGuard& g, const Tensor& t) const {
     for (size_t d = 0; d < rank; ++d) {
       const bool dyn = (g.dynamic >> d) & 1u;
       if (dyn ? sizes[d] < 2 : sizes[d] != g.sizes[d]) return false;
-      // Strides by pattern: zero, row-major for the current sizes, dense in
-      // the guard's order of dims for them, else exact. Each gives the traced
-      // strides back at the traced sizes, so a plan (one per size) always
-      // sees the strides it was traced for.
+      // Strides by pattern: zero; dense in the guard's order of dims and step
+      // for the current sizes (row-major or another order); else row-major for them
+      // where the guard's was, else exact. Each gives the traced strides back
+      // at the traced sizes, so a plan (one per size) always sees the
+      // strides it was traced for, except along dims of one element, whose
+      // stride addresses nothing (index 0 only).
+      if (g.sizes[d] == 1) continue;
       if (g.strides[d] == 0) {
         if (strides[d] != 0) return false;
-      } else if (g.strides[d] == row_major_stride(g.sizes, d)) {
-        if (strides[d] != row_major_stride(sizes, d)) return false;
       } else if (!g.dense_order.empty()) {
-        if (strides[d] != dense_stride(sizes, g.dense_order, static_cast<int64_t>(d))) {
+        const int64_t step = g.strides[g.dense_order.back()];
+        if (strides[d] != dense_stride(sizes, g.dense_order, step, static_cast<int64_t>(d))) {
           return false;
         }
+      } else if (g.strides[d] == row_major_stride(g.sizes, d)) {
+        if (strides[d] != row_major_stride(sizes, d)) return false;
       } else if (strides[d] != g.strides[d]) {
         return false;
       }

@@ -8,8 +8,9 @@
 //   storage offsets]), and the alignment class of its data (kernels picked
 //   vector widths for it); a dynamic dim accepts any size of 2 or more (0
 //   and 1 stay specialized, as PyTorch's do), with the strides of the tensor
-//   compared by pattern (zero, row-major, dense in the same order of dims,
-//   as a transposed one is, or exact);
+//   compared by pattern (zero; dense in the same order of dims and step, as
+//   a transposed one or every other element of one is; row-major; exact;
+//   dims of one element address nothing and are not compared);
 // - which tensor arguments share a storage (the trace modeled that aliasing);
 // - per list: its length; per scalar: its value, unless it is dynamic;
 // - the thread's dispatch modes: the local include/exclude key sets (an
@@ -143,8 +144,9 @@ class GuardSet {
     DType dtype = kFloat32;
     Device device;
     DimVector sizes, strides;
-    // Dims outermost first where the strides lay the tensor out densely
-    // (row-major or another order: a transpose); empty otherwise.
+    // The dims that address memory, outermost first, where the strides lay
+    // them out densely up to a step (row-major or another order: a
+    // transpose; every other element); empty otherwise.
     DimVector dense_order;
     int64_t storage_offset = 0;
     bool dynamic_offset = false;  // the offset is not guarded (Note [Dynamic storage offsets])

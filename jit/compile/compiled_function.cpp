@@ -366,12 +366,18 @@ guards::DynamicDims boxed::CompiledCore::Impl::dynamic_for(const std::vector<IVa
   for (const DynamicDim& dd : dynamic) {
     if (dd.input < 0 || static_cast<size_t>(dd.input) >= args.size()) continue;
     const IValue& a = args[dd.input];
-    int64_t rank = -1;
-    if (a.is_tensor()) rank = a.to_tensor().dim();
-    if (a.is_tensor_list() && !a.to_tensor_list().empty()) rank = a.to_tensor_list()[0].dim();
-    if (rank < 0) continue;
-    const int64_t dim = dd.dim < 0 ? dd.dim + rank : dd.dim;
-    if (dim >= 0 && dim < rank && dim < 64) d.dims[dd.input] |= uint64_t{1} << dim;
+    // One mask per argument: a list's elements may differ in rank, so a dim
+    // counted from the end marks its place in each (an element that has a
+    // dim of that place but not that role takes it dynamic too: more plans,
+    // never a wrong one).
+    auto mark = [&](int64_t rank) {
+      const int64_t dim = dd.dim < 0 ? dd.dim + rank : dd.dim;
+      if (dim >= 0 && dim < rank && dim < 64) d.dims[dd.input] |= uint64_t{1} << dim;
+    };
+    if (a.is_tensor()) mark(a.to_tensor().dim());
+    if (a.is_tensor_list()) {
+      for (const Tensor& t : a.to_tensor_list()) mark(t.dim());
+    }
   }
   return d;
 }

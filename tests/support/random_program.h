@@ -344,6 +344,13 @@ class Program {
     }
     return out;
   }
+  // Whether some input has `layout` ("offset": a window one element in from
+  // each edge of a buffer one larger in every dim, whose strides grow with
+  // its sizes by one more than a product of them).
+  bool has_layout(const std::string& layout) const {
+    return std::any_of(inputs_.begin(), inputs_.end(),
+                       [&](const Input& in) { return layout == in.layout; });
+  }
   // The least precise dtype any value of the program had (sets the tolerance).
   kiln::DType loosest() const { return loosest_; }
 

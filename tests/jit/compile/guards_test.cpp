@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
@@ -212,28 +214,76 @@ TEST(CompileGuards, DynamicDimsTwoCompilesForThreeSizes) {
   EXPECT_EQ(f.stats().entries, 3);
 }
 
-// A transposed input's strides move with its dynamic size ([1, n] for [n,
-// 8]): they are guarded as dense in the same order of dims, so new sizes
-// take plans of one entry, where an exact stride guard made an entry per
-// size. A row-major tensor of a size seen still fails that guard.
-TEST(CompileGuards, TransposedInputsTakeAPlanPerSize) {
-  auto f = kiln::jit::compile([](const Tensor& x) { return body(x); }, {.name = "g"});
-  Logs logs("recompiles");
-  for (int64_t n : {4, 5, 6, 9, 5}) {
-    Tensor x = random_tensor({n, 8}, kiln::kFloat32, "transposed", static_cast<uint64_t>(n));
-    ASSERT_EQ(x.stride(1), n);
-    Tensor r = f(x);
-    kiln::EagerGuard eager;
-    SCOPED_TRACE("size " + std::to_string(n));
-    EXPECT_TENSOR_CLOSE(r, body(x));
+// Layouts whose strides move with a dynamic size take a plan per size in
+// one entry (after the static one automatic dynamic builds first), where
+// exact stride guards made an entry per size: a transposed input ([n, 8]
+// with strides [1, n]); a permuted one with a dim of one element, whose
+// stride addresses nothing ([n, 1, 7] from [7, 1, n]); every other element
+// of a row ([4, n] with strides [2n, 2]). A row-major tensor of a size
+// seen still fails the transposed entry's guard.
+TEST(CompileGuards, LayoutsThatMoveWithTheirSizesTakeAPlanPerSize) {
+  struct Case {
+    const char* name;
+    std::function<Tensor(int64_t)> make;
+  };
+  const std::vector<Case> cases = {
+      {"transposed",
+       [](int64_t n) {
+         return kiln::randn({8, n}).t();
+       }},
+      {"permuted with a dim of one",
+       [](int64_t n) {
+         return kiln::randn({7, 1, n}).permute({2, 1, 0});
+       }},
+      {"every other element",
+       [](int64_t n) {
+         return kiln::randn({n, 8}).t().slice(1, 0, std::nullopt, 2);
+       }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto f = kiln::jit::compile([](const Tensor& x) { return body(x); }, {.name = "g"});
+    Logs logs("recompiles");
+    for (int64_t n : {4, 6, 9, 12, 6}) {
+      Tensor x;
+      {
+        kiln::EagerGuard eager;
+        kiln::manual_seed(static_cast<uint64_t>(n));
+        x = c.make(n);
+      }
+      Tensor r = f(x);
+      kiln::EagerGuard eager;
+      SCOPED_TRACE("size " + std::to_string(n));
+      EXPECT_TENSOR_CLOSE(r, body(x));
+    }
+    EXPECT_EQ(f.stats().entries, 2) << logs.take();
+    EXPECT_EQ(f.stats().specializations, 2);  // 9 and 12 (6 made the entry)
   }
-  EXPECT_EQ(f.stats().entries, 2) << logs.take();  // the first static, then dim 0 dynamic
-  EXPECT_EQ(f.stats().specializations, 2);         // 6 and 9 (5 made the entry)
+  auto f = kiln::jit::compile([](const Tensor& x) { return body(x); }, {.name = "g"});
+  for (int64_t n : {4, 5}) (void)f(random_tensor({n, 8}, kiln::kFloat32, "transposed", 1));
   Tensor rows = random_tensor({5, 8}, kiln::kFloat32, "contiguous", 10);
   Tensor r = f(rows);
   EXPECT_EQ(f.stats().entries, 3);
   kiln::EagerGuard eager;
   EXPECT_TENSOR_CLOSE(r, body(rows));
+}
+
+// A dim counted from the end, in a list of tensors of different ranks,
+// marks that dim of each ([8, n] and [2, 3, n] with dim -1): one entry, a
+// plan per size. It used to be counted in the first element's rank only.
+TEST(CompileGuards, DimFromTheEndMarksEachElementOfAList) {
+  auto f = kiln::jit::compile(
+      [](const std::vector<Tensor>& xs) { return body(xs[0]).sum() + body(xs[1]).sum(); },
+      {.name = "g", .dynamic = {{0, -1}}});
+  for (int64_t n : {4, 6, 9}) {
+    std::vector<Tensor> xs = {random_tensor({8, n}, kiln::kFloat32, "contiguous", 1),
+                              random_tensor({2, 3, n}, kiln::kFloat32, "contiguous", 2)};
+    Tensor r = f(xs);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r, body(xs[0]).sum() + body(xs[1]).sum());
+  }
+  EXPECT_EQ(f.stats().entries, 1);
+  EXPECT_EQ(f.stats().specializations, 2);
 }
 
 TEST(CompileGuards, MarkedDynamicFromTheFirstCompile) {
