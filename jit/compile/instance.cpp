@@ -783,7 +783,7 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors, bool first_run
     if (finding && finding->kept() > 0) {
       build_found();
       finding = nullptr;
-      opaque_touched_.clear();  // what the placeholders' steps showed counts for nothing
+      opaque_touched_.clear();  // only the hint was in it: take it again
       g = attempt();
     }
   } catch (const Error& e) {

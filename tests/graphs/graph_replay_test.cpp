@@ -614,4 +614,32 @@ TEST(GraphReplay, OutOfMemoryDuringCapture) {
   EXPECT_TENSOR_CLOSE(f(x).cpu(), expected);
 }
 
+// The same for a new size whose first call is captured (Note [Capture
+// hints]): an error or a direct run, no plan kept half-built, and that size
+// works once memory is back.
+TEST(GraphReplay, OutOfMemoryDuringANewSizesCapture) {
+  KILN_REQUIRE_CUDA();
+  auto body = [](const Tensor& x) { return kiln::sigmoid(x) * x + kiln::exp(x).sum(1, true); };
+  auto f = kiln::jit::compile(body, {.name = "oom", .dynamic = {{0, 0}}});
+  Tensor small = random_tensor({64, 1024}, kiln::kFloat32, "contiguous", 1).cuda();
+  for (int i = 0; i < 3; ++i) (void)f(small);  // the entry captures
+  Tensor big = random_tensor({1024, 1024}, kiln::kFloat32, "contiguous", 2).cuda();
+  Tensor expected;
+  {
+    kiln::EagerGuard eager;
+    expected = body(big).cpu();
+  }
+  kiln::cuda::empty_cache();
+  kiln::cuda::set_memory_fraction(1e-4);
+  try {
+    Tensor r = f(big);
+    EXPECT_TENSOR_CLOSE_TOL(r.cpu(), expected, 1e-5, 1e-5);
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+  }
+  kiln::cuda::set_memory_fraction(1.0);
+  for (int i = 0; i < 3; ++i) EXPECT_TENSOR_CLOSE_TOL(f(big).cpu(), expected, 1e-5, 1e-5);
+  EXPECT_GT(f.stats().graph_nodes, 0);
+}
+
 }  // namespace
