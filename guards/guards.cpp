@@ -315,12 +315,12 @@ bool GuardSet::tensor_holds(const TensorGuard& g, const Tensor& t) const {
     for (size_t d = 0; d < rank; ++d) {
       const bool dyn = (g.dynamic >> d) & 1u;
       if (dyn ? sizes[d] < 2 : sizes[d] != g.sizes[d]) return false;
-      // Strides by pattern: zero; dense in the guard's order of dims and step
-      // for the current sizes (row-major or another order); else row-major for them
-      // where the guard's was, else exact. Each gives the traced strides back
-      // at the traced sizes, so a plan (one per size) always sees the
-      // strides it was traced for, except along dims of one element, whose
-      // stride addresses nothing (index 0 only).
+      // Strides by pattern: zero; dense in the guard's order of dims and
+      // step for the current sizes (row-major or another order); else
+      // row-major for them where the guard's was, else exact. Each gives the
+      // traced strides back at the traced sizes, so a plan (one per size)
+      // always sees the strides it was traced for, except along dims of one
+      // element, whose stride addresses nothing (index 0 only).
       if (g.sizes[d] == 1) continue;
       if (g.strides[d] == 0) {
         if (strides[d] != 0) return false;
