@@ -504,11 +504,13 @@ Tensor relayout(const Tensor& t, int how, std::mt19937& rng) {
 // other leading sizes: whatever the guards accept (strides by pattern, dims
 // of one element unchecked) must be what the plan addresses; each call
 // against eager on the same inputs.
-TEST(Compile, RandomDagsInOtherLayoutsMatchEager) {
+void random_dags_in_other_layouts(kiln::Device device, uint64_t first, int count) {
   int failures = 0;
-  for (uint64_t seed = 11001; seed < 11121 && failures < 5; ++seed) {
-    kiln::testing::Program p(seed, kiln::Device::cpu(), seed % 2 == 0);
+  for (uint64_t seed = first; seed < first + static_cast<uint64_t>(count) && failures < 5; ++seed) {
+    kiln::testing::Program p(seed, device, seed % 2 == 0),
+        cpu(seed, kiln::Device::cpu(), seed % 2 == 0);
     p.generate();
+    cpu.generate();
     std::string text;
     for (const char* how : {"static", "dynamic", "automatic"}) {
       kiln::jit::Options options{.name = how};
@@ -519,13 +521,17 @@ TEST(Compile, RandomDagsInOtherLayoutsMatchEager) {
       std::mt19937 rng(static_cast<uint32_t>(seed));
       const int64_t leads[] = {0, 0, 3, 5, 3, 2, 7, 5};
       for (int call = 0; call < 8; ++call) {
-        std::vector<Tensor> in = p.make_inputs(static_cast<uint64_t>(call % 3), leads[call]);
-        for (Tensor& t : in) t = relayout(t, static_cast<int>(rng() % 5), rng);
-        std::vector<Tensor> got, expected;
+        std::vector<Tensor> in = cpu.make_inputs(static_cast<uint64_t>(call % 3), leads[call]),
+                            moved, got, expected;
+        for (Tensor& t : in) {
+          t = relayout(t, static_cast<int>(rng() % 5), rng);
+          moved.push_back(device.is_cpu() ? t : kiln::testing::same_layout_on(t, device));
+        }
         try {
-          got = f(in);
+          got = f(moved);
+          for (Tensor& t : got) t = t.cpu();
           kiln::EagerGuard eager;
-          expected = p.run_on(in, &text);
+          expected = cpu.run_on(in, &text);
         } catch (const kiln::Error& e) {
           ADD_FAILURE() << "seed " << seed << ", " << how << ", call " << call
                         << " raised: " << e.what() << "\nprogram:\n"
@@ -533,12 +539,23 @@ TEST(Compile, RandomDagsInOtherLayoutsMatchEager) {
           ++failures;
           break;
         }
+        kiln::testing::Tolerance tol = kiln::testing::program_tolerance(cpu.loosest());
+        if (device.is_cuda()) tol.rtol *= 2;  // CUDA math library vs kiln's CPU vector math
         failures += compare_outputs(
-            got, expected, kiln::testing::program_tolerance(p.loosest()),
+            got, expected, tol,
             "seed " + std::to_string(seed) + ", " + how + ", call " + std::to_string(call), text);
       }
     }
   }
+}
+
+TEST(Compile, RandomDagsInOtherLayoutsMatchEager) {
+  random_dags_in_other_layouts(kiln::Device::cpu(), 11001, 120);
+}
+
+TEST(Compile, RandomDagsInOtherLayoutsMatchEagerCuda) {
+  KILN_REQUIRE_CUDA();
+  random_dags_in_other_layouts(kiln::Device::cuda(), 11001, 120);
 }
 
 // One compiled function called from 8 threads at once: each call's result is
