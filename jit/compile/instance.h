@@ -65,14 +65,15 @@ std::vector<std::string> trace_signature(const std::vector<Node>& nodes,
 // An instance on one CUDA device in Mode::ReduceOverhead runs its first call
 // directly (the warm-up: kernels compiled, cuBLASLt algorithms chosen, extern
 // outputs sized), captures the second into a CUDA graph (graphs/graph.h) and
-// replays that graph from then on. An argument or result storage that a
-// library kernel touches is copied through the graph's own buffer (Note
-// [Opaque steps] in instance.cpp); every other one is a binding whose kernel
-// parameters replay patches (Note [Graph addresses]). Results are fresh
-// buffers each replay: the graph writes them
-// through patched pointers or a patched copy node. A plan of one kernel, a
-// plan on the CPU or over several devices, and a plan whose capture fails
-// (logged under KILN_LOGS=graphs) run their kernels directly.
+// replays that graph from then on; once its entry has captured, a later
+// instance captures its first call instead (Note [Capture hints]). An
+// argument or result storage that a library kernel touches is copied
+// through the graph's own buffer (Note [Opaque steps] in instance.cpp);
+// every other one is a binding whose kernel parameters replay patches (Note
+// [Graph addresses]). Results are fresh buffers each replay: the graph
+// writes them through patched pointers or a patched copy node. A plan of
+// one kernel, a plan on the CPU or over several devices, and a plan whose
+// capture fails (logged under KILN_LOGS=graphs) run their kernels directly.
 
 // Note [Capture hints]
 // What an entry's captures learned, for the instances it makes later (a plan
