@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -242,12 +243,30 @@ TEST(Compile, AliasesAndInPlaceWrites) {
   EXPECT_EQ(f.stats().entries, 1);
 }
 
-// Compares a random program's results with eager's; each mismatch fails the
-// test, naming `where` ("seed 5, dynamic, size 3") and the program. Returns
-// how many outputs differ.
-int compare_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& expected,
-                    kiln::testing::Tolerance tol, const std::string& where,
-                    const std::string& text) {
+// One call of a random program: compiled (`call`, on the program's device)
+// and eager on the CPU (`reference`), every result compared with the
+// program's tolerance (its least precise dtype, known after a run; on CUDA
+// twice the relative one: CUDA's math library against kiln's CPU vector
+// math). Each mismatch or error fails the test, naming `where` ("seed 5,
+// dynamic, size 3") and the program. Returns the failures; sets `raised`
+// where a call threw.
+int check_call(kiln::Device device, const kiln::testing::Program& cpu,
+               const std::function<std::vector<Tensor>()>& call,
+               const std::function<std::vector<Tensor>()>& reference, const std::string& where,
+               const std::string& text, bool* raised) {
+  std::vector<Tensor> got, expected;
+  try {
+    got = call();
+    for (Tensor& t : got) t = t.cpu();
+    kiln::EagerGuard eager;
+    expected = reference();
+  } catch (const kiln::Error& e) {
+    ADD_FAILURE() << where << " raised: " << e.what() << "\nprogram:\n" << text;
+    *raised = true;
+    return 1;
+  }
+  kiln::testing::Tolerance tol = kiln::testing::program_tolerance(cpu.loosest());
+  if (device.is_cuda()) tol.rtol *= 2;
   int failures = 0;
   EXPECT_EQ(got.size(), expected.size()) << where;
   for (size_t i = 0; i < expected.size() && i < got.size(); ++i) {
@@ -276,23 +295,12 @@ void random_dags_match_eager(kiln::Device device, bool wide, uint64_t first, int
     auto f = kiln::jit::compile([&](const std::vector<Tensor>& in) { return p.run_on(in, &text); },
                                 {.name = "dag"});
     for (uint64_t variant = 0; variant < calls; ++variant) {
-      std::vector<Tensor> inputs = p.make_inputs(variant), got, expected;
-      try {
-        got = f(inputs);
-        for (Tensor& t : got) t = t.cpu();
-        kiln::EagerGuard eager;
-        expected = cpu.run_on(cpu.make_inputs(variant), &text);
-      } catch (const kiln::Error& e) {
-        ADD_FAILURE() << "seed " << seed << " raised: " << e.what() << "\nprogram:\n" << text;
-        ++failures;
-        break;
-      }
-      // After a run: the least precise dtype of the program's values.
-      kiln::testing::Tolerance tol = kiln::testing::program_tolerance(cpu.loosest());
-      if (device.is_cuda()) tol.rtol *= 2;  // CUDA math library vs kiln's CPU vector math
-      failures += compare_outputs(
-          got, expected, tol,
-          "seed " + std::to_string(seed) + " variant " + std::to_string(variant), text);
+      bool raised = false;
+      failures += check_call(
+          device, cpu, [&] { return f(p.make_inputs(variant)); },
+          [&] { return cpu.run_on(cpu.make_inputs(variant), &text); },
+          "seed " + std::to_string(seed) + " variant " + std::to_string(variant), text, &raised);
+      if (raised) break;
     }
     EXPECT_EQ(f.stats().entries, 1) << "seed " << seed;
     EXPECT_EQ(f.stats().hits, static_cast<int64_t>(calls) - 1) << "seed " << seed;
@@ -367,30 +375,19 @@ void random_dags_at_changing_sizes(kiln::Device device, bool wide, uint64_t firs
       // directly, then 8 and 6 capture their first calls (Note [Capture
       // hints]) and 8 replays.
       for (int64_t n : {3, 5, 2, 3, 8, 6, 8}) {
-        std::vector<Tensor> inputs = p.make_inputs(static_cast<uint64_t>(n), n), lead, rest, got,
-                            expected;
+        std::vector<Tensor> inputs = p.make_inputs(static_cast<uint64_t>(n), n), lead, rest;
         for (size_t i = 0; i < inputs.size(); ++i) {
           const bool is_lead =
               std::find(leading.begin(), leading.end(), static_cast<int>(i)) != leading.end();
           (is_lead ? lead : rest).push_back(inputs[i]);
         }
-        try {
-          got = f(lead, rest);
-          for (Tensor& t : got) t = t.cpu();
-          kiln::EagerGuard eager;
-          expected = cpu.run_on(cpu.make_inputs(static_cast<uint64_t>(n), n), &text);
-        } catch (const kiln::Error& e) {
-          ADD_FAILURE() << "seed " << seed << ", " << how << ", size " << n
-                        << " raised: " << e.what() << "\nprogram:\n"
-                        << text;
-          ++failures;
-          break;
-        }
-        kiln::testing::Tolerance tol = kiln::testing::program_tolerance(cpu.loosest());
-        if (device.is_cuda()) tol.rtol *= 2;  // CUDA math library vs kiln's CPU vector math
-        failures += compare_outputs(
-            got, expected, tol,
-            "seed " + std::to_string(seed) + ", " + how + ", size " + std::to_string(n), text);
+        bool raised = false;
+        failures += check_call(
+            device, cpu, [&] { return f(lead, rest); },
+            [&] { return cpu.run_on(cpu.make_inputs(static_cast<uint64_t>(n), n), &text); },
+            "seed " + std::to_string(seed) + ", " + how + ", size " + std::to_string(n), text,
+            &raised);
+        if (raised) break;
       }
       failures += too_many_entries(f, seed, how, text);
     }
@@ -435,24 +432,15 @@ void random_dags_at_changing_inner_sizes(kiln::Device device, uint64_t first, in
       // On CUDA the second call captures; the new sizes after it capture
       // their first calls (Note [Capture hints]), and 256 replays at the end.
       for (int64_t inner : {0, 0, 257, 256, 8, 1025, 17, 256}) {
-        std::vector<Tensor> got, expected;
-        try {
-          got = f(p.make_inputs(static_cast<uint64_t>(inner), 0, inner));
-          for (Tensor& t : got) t = t.cpu();
-          kiln::EagerGuard eager;
-          expected = cpu.run_on(cpu.make_inputs(static_cast<uint64_t>(inner), 0, inner), &text);
-        } catch (const kiln::Error& e) {
-          ADD_FAILURE() << "seed " << seed << ", " << how << ", inner " << inner
-                        << " raised: " << e.what() << "\nprogram:\n"
-                        << text;
-          ++failures;
-          break;
-        }
-        kiln::testing::Tolerance tol = kiln::testing::program_tolerance(cpu.loosest());
-        if (device.is_cuda()) tol.rtol *= 2;  // CUDA math library vs kiln's CPU vector math
-        failures += compare_outputs(
-            got, expected, tol,
-            "seed " + std::to_string(seed) + ", " + how + ", inner " + std::to_string(inner), text);
+        bool raised = false;
+        failures += check_call(
+            device, cpu, [&] { return f(p.make_inputs(static_cast<uint64_t>(inner), 0, inner)); },
+            [&] {
+              return cpu.run_on(cpu.make_inputs(static_cast<uint64_t>(inner), 0, inner), &text);
+            },
+            "seed " + std::to_string(seed) + ", " + how + ", inner " + std::to_string(inner), text,
+            &raised);
+        if (raised) break;
       }
       // The window's strides follow its inner size by more than a product
       // of sizes: the guards keep them exact, an entry per size.
@@ -522,28 +510,17 @@ void random_dags_in_other_layouts(kiln::Device device, uint64_t first, int count
       const int64_t leads[] = {0, 0, 3, 5, 3, 2, 7, 5};
       for (int call = 0; call < 8; ++call) {
         std::vector<Tensor> in = cpu.make_inputs(static_cast<uint64_t>(call % 3), leads[call]),
-                            moved, got, expected;
+                            moved;
         for (Tensor& t : in) {
           t = relayout(t, static_cast<int>(rng() % 5), rng);
           moved.push_back(device.is_cpu() ? t : kiln::testing::same_layout_on(t, device));
         }
-        try {
-          got = f(moved);
-          for (Tensor& t : got) t = t.cpu();
-          kiln::EagerGuard eager;
-          expected = cpu.run_on(in, &text);
-        } catch (const kiln::Error& e) {
-          ADD_FAILURE() << "seed " << seed << ", " << how << ", call " << call
-                        << " raised: " << e.what() << "\nprogram:\n"
-                        << text;
-          ++failures;
-          break;
-        }
-        kiln::testing::Tolerance tol = kiln::testing::program_tolerance(cpu.loosest());
-        if (device.is_cuda()) tol.rtol *= 2;  // CUDA math library vs kiln's CPU vector math
-        failures += compare_outputs(
-            got, expected, tol,
-            "seed " + std::to_string(seed) + ", " + how + ", call " + std::to_string(call), text);
+        bool raised = false;
+        failures += check_call(
+            device, cpu, [&] { return f(moved); }, [&] { return cpu.run_on(in, &text); },
+            "seed " + std::to_string(seed) + ", " + how + ", call " + std::to_string(call), text,
+            &raised);
+        if (raised) break;
       }
     }
   }
