@@ -739,19 +739,22 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors, bool first_run
   // and the capture is made again once they are built.
   std::optional<cuda::KernelDiscovery> discovery;
   if (first_run && cuda::parallel_build_enabled()) discovery.emplace();
-  const cuda::KernelDiscovery* finding = discovery ? &*discovery : nullptr;
+  auto found = [&] { return discovery && discovery->kept() > 0; };
+  // Builds what the placeholders stood for; later captures build as they go.
   auto build_found = [&] {
     discovery->stop();
     const size_t kept = discovery->kept();
     const size_t built = discovery->build_kept();
     KILN_LOG(Perf, options_.name, ": ", built, " of ", kept, " kernels built side by side");
+    discovery.reset();
   };
   // The hinted capture and, where it was wrong for this plan, one more.
   auto attempt = [&]() -> std::unique_ptr<GraphState> {
     const std::vector<const StorageImpl*> hinted = take_hint();
     std::unordered_set<const StorageImpl*> opaque;
-    std::unique_ptr<GraphState> g = capture_once(tensors, &opaque, finding);
-    if (!g && finding && finding->kept() > 0) return nullptr;
+    std::unique_ptr<GraphState> g =
+        capture_once(tensors, &opaque, discovery ? &*discovery : nullptr);
+    if (!g && found()) return nullptr;
     // Note [Capture hints]: a hinted storage no opaque step touched was copied for nothing.
     size_t needless = 0;
     for (const StorageImpl* s : hinted) {
@@ -771,8 +774,8 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors, bool first_run
       opaque_touched_.insert(opaque.begin(), opaque.end());
     }
     opaque.clear();
-    g = capture_once(tensors, &opaque, finding);
-    KILN_CHECK(g != nullptr || (finding && finding->kept() > 0),
+    g = capture_once(tensors, &opaque, discovery ? &*discovery : nullptr);
+    KILN_CHECK(g != nullptr || found(),
                "[graphs] a step added nodes kiln cannot see into over memory that the ",
                "previous capture found none in (Note [Opaque steps])");
     return g;
@@ -780,14 +783,13 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors, bool first_run
   std::unique_ptr<GraphState> g;
   try {
     g = attempt();
-    if (finding && finding->kept() > 0) {
+    if (found()) {
       build_found();
-      finding = nullptr;
       opaque_touched_.clear();  // only the hint was in it: take it again
       g = attempt();
     }
   } catch (const Error& e) {
-    if (finding && finding->kept() > 0) build_found();
+    if (found()) build_found();
     if (!first_run) graph_failed_ = true;
     KILN_LOG(Graphs, options_.name, ": capture failed, ",
              first_run ? "this run goes directly and the next captures: "
