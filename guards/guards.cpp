@@ -205,6 +205,13 @@ void GuardSet::add_entry_references(const StorageImpl* storage, int32_t n) {
   }
 }
 
+void GuardSet::require_held_references(const StorageImpl* storage, int32_t held) {
+  for (Captured& c : captured_) {
+    if (c.storage.get() == storage && held > 1)
+      c.min_refs.fetch_add(held - 1, std::memory_order_relaxed);
+  }
+}
+
 void GuardSet::keep_offsets(const std::vector<bool>& fixed) {
   for (size_t i = 0; i < tensors_.size() && i < fixed.size(); ++i) {
     if (!fixed[i]) continue;

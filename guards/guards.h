@@ -110,6 +110,9 @@ class GuardSet {
   void guard_captured(StorageImpl* storage, int32_t entry_refs, std::string what);
   // The entry now holds `n` more tensors on `storage` (a new instance).
   void add_entry_references(const StorageImpl* storage, int32_t n);
+  // Asks `storage`'s guard (if it has one) for at least `held` references
+  // held outside the entry, where guard_captured asked for one.
+  void require_held_references(const StorageImpl* storage, int32_t held);
   // Guards the exact offset of each tensor argument (guard order) marked in
   // `fixed` (its trace made a view of it at an explicit storage offset).
   // Before the entry is published: check() may not run meanwhile.

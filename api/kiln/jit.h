@@ -38,6 +38,13 @@ namespace jit {
 KILN_API bool is_lazy();
 // Runs what this thread recorded; raises a dropped result's failure (Note [Failures in a trace]).
 KILN_API void flush();
+// While jit::compile traces a function: the entry's guard on `t`'s storage (a
+// captured tensor, Note [Guards]) asks for at least `held` references held
+// outside the trace, where it otherwise asks for one. For views of one
+// storage that a function chooses its path by (Note [Fused projections] in
+// kiln/nn/layers.h): one of them replaced by another tensor then fails the
+// guard. Nothing outside a trace.
+KILN_API void guard_held_references(const Tensor& t, int32_t held);
 // Counters of this process's lazy execution, for tests and benchmarks.
 struct TraceStats {
   int64_t recorded_ops = 0;     // ops recorded

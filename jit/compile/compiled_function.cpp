@@ -470,6 +470,7 @@ void boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& p, cons
   for (const auto& [storage, what] : p.captured_uses) {
     e.guards.guard_captured(storage, refs[storage], what);
   }
+  for (const auto& [storage, held] : p.held_refs) e.guards.require_held_references(storage, held);
 }
 
 std::unique_ptr<Instance> boxed::CompiledCore::Impl::new_instance(Entry& e,

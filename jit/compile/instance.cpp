@@ -180,6 +180,7 @@ Pristine make_pristine(Traced traced) {
   p.nodes = std::move(traced.nodes);
   p.outputs = std::move(traced.outputs);
   p.stand_ins = std::move(traced.stand_ins);
+  p.held_refs = std::move(traced.held_refs);
   return p;
 }
 

@@ -49,6 +49,9 @@ struct Pristine {
   // reads it ("weight of op 5 'linear'").
   std::vector<std::pair<StorageImpl*, std::string>> captured_uses;
   std::vector<const TensorImpl*> captured_impls;  // the aliases on captured storages
+  // Captured storages whose guards ask for more references held outside than
+  // one (kiln::jit::guard_held_references).
+  std::vector<std::pair<const StorageImpl*, int32_t>> held_refs;
 };
 
 // Builds the Pristine of a trace that did not break: aliases the captured

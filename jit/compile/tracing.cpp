@@ -1,5 +1,6 @@
 #include "jit/compile/tracing.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -31,6 +32,7 @@ class Session final : public TraceObserver {
   // view was made of at an explicit storage offset.
   std::unordered_map<const StorageImpl*, std::vector<size_t>> inputs_on;
   std::vector<bool> fixed_offsets;
+  std::unordered_map<const StorageImpl*, int32_t> held_refs;
 
  private:
   bool broken_ = false;
@@ -90,6 +92,12 @@ Tensor unstand(const Tensor& out, const std::unordered_map<const StorageImpl*, T
 
 bool is_tracing() {
   return t_tracing > 0;
+}
+
+void guard_held_references(const Tensor& t, int32_t held) {
+  if (!t_session || !t.defined()) return;
+  int32_t& h = t_session->held_refs[t.impl()->storage().get()];
+  h = std::max(h, held);
 }
 
 std::vector<const Tensor*> tensor_arguments(const std::vector<IValue>& args) {
@@ -193,6 +201,7 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
     result.nodes = trace.take_nodes();
     result.outputs = std::move(outputs);
     result.fixed_offsets = std::move(session.fixed_offsets);
+    result.held_refs.assign(session.held_refs.begin(), session.held_refs.end());
     return result;
   }
   // A graph break: finish the call as lazy mode would, with the arguments' own memory.

@@ -21,7 +21,9 @@
 // A compiled function called while another one is being traced on the same
 // thread is traced inline: its body is recorded into the outer trace.
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jit/record/trace_buffer.h"
@@ -38,6 +40,9 @@ struct Traced {
   // explicit storage offset, so its offset stays guarded (Note [Dynamic
   // storage offsets] in guards/guards.h).
   std::vector<bool> fixed_offsets;
+  // Captured storages and the references held outside that their guards ask
+  // for (guard_held_references).
+  std::vector<std::pair<const StorageImpl*, int32_t>> held_refs;
   bool broken = false;
   std::string break_reason;  // "the value of op 12 'sum' was needed on the host ..."
 };

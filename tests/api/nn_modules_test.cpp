@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <utility>
 
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -85,6 +87,93 @@ TEST(NnModules, ToConvertsParametersAndBuffers) {
   kiln::nn::to(l, kiln::Device::cpu(), kiln::kFloat64);
   EXPECT_EQ(l.weight.dtype(), kiln::kFloat64);
   EXPECT_EQ(l.bias->dtype(), kiln::kFloat64);
+}
+
+// Note [Fused projections]: q/k/v and gate/up run as one product each while
+// their weights are views of one tensor, and follow the parts: an in-place
+// write is seen, a replaced part is honored (eagerly, lazily and compiled).
+TEST(NnModules, FusedProjectionsFollowTheirParts) {
+  kiln::nn::LlamaConfig c = tiny_llama();
+  c.attention_bias = true;  // biases on q, k and v too
+  c.mlp_bias = true;        // and on gate and up
+  kiln::nn::Llama m = kiln::nn::Llama::random(c, kiln::kFloat32, kiln::Device::cpu(), 5);
+  kiln::nn::Attention& at = m.layers[0].self_attn;
+  kiln::nn::GatedMLP& mlp = m.layers[1].mlp;
+  ASSERT_TRUE(at.qkv.holds({&at.q_proj, &at.k_proj, &at.v_proj}));
+  ASSERT_TRUE(mlp.gate_up.holds({&mlp.gate_proj, &mlp.up_proj}));
+  EXPECT_EQ(at.qkv.weight.sizes(), (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(at.k_proj.weight.sizes(), (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(at.qkv.bias->sizes(), (std::vector<int64_t>{128}));
+  // The reference: copies of the values in tensors of their own
+  // (load_state_dict replaces the parameters, so nothing is fused).
+  auto copies = [](const kiln::nn::StateDict& sd) {
+    kiln::nn::StateDict out;
+    for (const auto& [name, t] : sd) out.emplace(name, t.clone());
+    return out;
+  };
+  kiln::nn::Llama ref = kiln::nn::Llama::random(c, kiln::kFloat32, kiln::Device::cpu(), 6);
+  kiln::nn::load_state_dict(ref, copies(kiln::nn::state_dict(m)), "Llama");
+  kiln::nn::Attention& rat = ref.layers[0].self_attn;
+  ASSERT_FALSE(rat.qkv.holds({&rat.q_proj, &rat.k_proj, &rat.v_proj}));
+  Tensor ids = kiln::tensor(std::vector<int64_t>{1, 5, 9, 200, 7}, {1, 5});
+  EXPECT_TENSOR_CLOSE_TOL(m.forward(ids), ref.forward(ids), 1e-4, 1e-5);
+
+  auto decode = [](kiln::nn::Llama& model) {
+    auto cache = std::make_shared<kiln::nn::Llama::Cache>(model.make_cache(1, 8));
+    return std::make_pair(cache, kiln::jit::compile(
+                                     [&model, cache](const Tensor& ids, const Tensor& pos) {
+                                       return model.decode_step(ids, pos, *cache);
+                                     },
+                                     {.name = "fused-decode"}));
+  };
+  auto [cache, step] = decode(m);
+  auto [ref_cache, ref_step] = decode(ref);
+  Tensor one = kiln::tensor(std::vector<int64_t>{3}, {1, 1});
+  auto at_pos = [](int64_t p) { return kiln::tensor(std::vector<int64_t>{p}, {1}); };
+  EXPECT_TENSOR_CLOSE_TOL(step(one, at_pos(0)), ref_step(one, at_pos(0)), 1e-4, 1e-5);
+
+  // Written in place through a part: the fused tensor is that memory.
+  {
+    kiln::EagerGuard eager;
+    at.k_proj.weight.mul_(0.5);
+    rat.k_proj.weight.mul_(0.5);
+    mlp.up_proj.bias->add_(0.25);
+    ref.layers[1].mlp.up_proj.bias->add_(0.25);
+  }
+  EXPECT_TRUE(at.qkv.holds({&at.q_proj, &at.k_proj, &at.v_proj}));
+  EXPECT_TENSOR_CLOSE_TOL(m.forward(ids), ref.forward(ids), 1e-4, 1e-5);
+  EXPECT_TENSOR_CLOSE_TOL(step(one, at_pos(1)), ref_step(one, at_pos(1)), 1e-4, 1e-5);
+  EXPECT_EQ(step.stats().entries, 1);
+
+  // A part replaced by another tensor: its own product from then on, and
+  // the compiled step's captured-storage guard fails.
+  const Tensor v = rnd({32, 64}, 21);
+  at.v_proj.weight = v.clone();
+  rat.v_proj.weight = v.clone();
+  EXPECT_FALSE(at.qkv.holds({&at.q_proj, &at.k_proj, &at.v_proj}));
+  EXPECT_TENSOR_CLOSE_TOL(m.forward(ids), ref.forward(ids), 1e-4, 1e-5);
+  EXPECT_TENSOR_CLOSE_TOL(step(one, at_pos(2)), ref_step(one, at_pos(2)), 1e-4, 1e-5);
+  EXPECT_EQ(step.stats().entries, 2);
+  // Fused anew.
+  m.fuse_projections();
+  EXPECT_TRUE(at.qkv.holds({&at.q_proj, &at.k_proj, &at.v_proj}));
+  EXPECT_TENSOR_CLOSE_TOL(m.forward(ids), ref.forward(ids), 1e-4, 1e-5);
+  EXPECT_TENSOR_CLOSE_TOL(step(one, at_pos(3)), ref_step(one, at_pos(3)), 1e-4, 1e-5);
+  EXPECT_EQ(step.stats().entries, 3);
+  // Every part replaced (load_state_dict): the fused tensor alone is held.
+  kiln::nn::Llama other = kiln::nn::Llama::random(c, kiln::kFloat32, kiln::Device::cpu(), 9);
+  kiln::nn::load_state_dict(m, copies(kiln::nn::state_dict(other)), "Llama");
+  kiln::nn::load_state_dict(ref, copies(kiln::nn::state_dict(other)), "Llama");
+  EXPECT_TENSOR_CLOSE_TOL(step(one, at_pos(4)), ref_step(one, at_pos(4)), 1e-4, 1e-5);
+  EXPECT_EQ(step.stats().entries, 4);
+
+  // Parts that cannot be one product are left alone.
+  kiln::nn::Linear a{rnd({4, 8}, 22), rnd({4}, 23)}, b{rnd({4, 8}, 24), std::nullopt},
+      wide{rnd({4, 9}, 25), std::nullopt};
+  const Tensor a_weight = a.weight;
+  EXPECT_FALSE(kiln::nn::FusedLinears::fuse({&a, &b}).weight.defined());
+  EXPECT_FALSE(kiln::nn::FusedLinears::fuse({&b, &wide}).weight.defined());
+  EXPECT_EQ(a.weight.impl(), a_weight.impl());
 }
 
 TEST(NnModules, NormsAgainstTheirFormulas) {

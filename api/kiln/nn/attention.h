@@ -75,6 +75,8 @@ struct KILN_API Attention {
   Linear q_proj, k_proj, v_proj, o_proj;
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int64_t sliding_window = 0;  // 0: none (Note [Sliding window])
+  // q, k and v as one product (Note [Fused projections]); set by fuse_projections().
+  FusedLinears qkv;
 
   static Attention empty(int64_t hidden, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                          bool qkv_bias, bool o_bias, TensorOptions options);
@@ -85,6 +87,8 @@ struct KILN_API Attention {
   // x [B, 1, hidden] at `pos`: writes the cache there and attends to slots <= pos.
   Tensor forward_decode(const Tensor& x, const RotaryEmbedding& rope, Tensor& k_cache,
                         Tensor& v_cache, const Tensor& pos) const;
+  // Makes q, k and v's weights views of one tensor (Note [Fused projections]).
+  void fuse_projections();
   void visit(const TensorVisitor& f, const std::string& prefix);
 };
 

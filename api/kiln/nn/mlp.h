@@ -23,9 +23,13 @@ struct KILN_API MLP {
 // SwiGLU: down_proj(silu(gate_proj(x)) * up_proj(x)), Llama's.
 struct KILN_API GatedMLP {
   Linear gate_proj, up_proj, down_proj;
+  // gate and up as one product (Note [Fused projections]); set by fuse_projections().
+  FusedLinears gate_up;
 
   static GatedMLP empty(int64_t dim, int64_t hidden, bool bias, TensorOptions options);
   Tensor forward(const Tensor& x) const;
+  // Makes gate's and up's weights views of one tensor (Note [Fused projections]).
+  void fuse_projections();
   void visit(const TensorVisitor& f, const std::string& prefix);
 };
 

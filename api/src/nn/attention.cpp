@@ -134,9 +134,10 @@ Attention Attention::empty(int64_t hidden, int64_t num_heads, int64_t num_kv_hea
 
 Tensor Attention::forward(const Tensor& x, const RotaryEmbedding& rope, Tensor* k_cache,
                           Tensor* v_cache) const {
-  Tensor q = rope.apply(split_heads(q_proj.forward(x), num_heads));
-  Tensor k = rope.apply(split_heads(k_proj.forward(x), num_kv_heads));
-  Tensor v = split_heads(v_proj.forward(x), num_kv_heads);
+  const std::vector<Tensor> y = qkv.forward(x, {&q_proj, &k_proj, &v_proj});
+  Tensor q = rope.apply(split_heads(y[0], num_heads));
+  Tensor k = rope.apply(split_heads(y[1], num_kv_heads));
+  Tensor v = split_heads(y[2], num_kv_heads);
   if (k_cache) write_kv_prefix(*k_cache, k);
   if (v_cache) write_kv_prefix(*v_cache, v);
   return o_proj.forward(merge_heads(causal_attention(q, k, v, sliding_window)));
@@ -144,11 +145,16 @@ Tensor Attention::forward(const Tensor& x, const RotaryEmbedding& rope, Tensor* 
 
 Tensor Attention::forward_decode(const Tensor& x, const RotaryEmbedding& rope, Tensor& k_cache,
                                  Tensor& v_cache, const Tensor& pos) const {
-  Tensor q = rope.apply_at(split_heads(q_proj.forward(x), num_heads), pos);
-  Tensor k = rope.apply_at(split_heads(k_proj.forward(x), num_kv_heads), pos);
+  const std::vector<Tensor> y = qkv.forward(x, {&q_proj, &k_proj, &v_proj});
+  Tensor q = rope.apply_at(split_heads(y[0], num_heads), pos);
+  Tensor k = rope.apply_at(split_heads(y[1], num_kv_heads), pos);
   write_kv(k_cache, pos, k);
-  write_kv(v_cache, pos, split_heads(v_proj.forward(x), num_kv_heads));
+  write_kv(v_cache, pos, split_heads(y[2], num_kv_heads));
   return o_proj.forward(merge_heads(decode_attention(q, k_cache, v_cache, pos, sliding_window)));
+}
+
+void Attention::fuse_projections() {
+  qkv = FusedLinears::fuse({&q_proj, &k_proj, &v_proj});
 }
 
 void Attention::visit(const TensorVisitor& f, const std::string& prefix) {

@@ -66,7 +66,7 @@ Llama Llama::random(const LlamaConfig& c, DType dtype, Device device, uint64_t s
                     int64_t max_positions) {
   Llama m = skeleton(c, dtype, max_positions);
   init_random(visitor_of(m), seed);
-  m.to(device, dtype);
+  m.to(device, dtype);  // fuses the projections
   return m;
 }
 
@@ -85,6 +85,7 @@ Llama Llama::from_checkpoint(const std::string& path, const LlamaConfig& c, Devi
   };
   load_weights(visitor_of(m), ckpt, "Llama", device, dt, mapping);
   m.device_ = device;
+  m.fuse_projections();
   return m;
 }
 
@@ -142,6 +143,14 @@ void Llama::to(Device device, std::optional<DType> dtype) {
   nn::to(visitor_of(*this), device, dtype);
   device_ = device;
   if (dtype) dtype_ = *dtype;
+  fuse_projections();
+}
+
+void Llama::fuse_projections() {
+  for (LlamaBlock& b : layers) {
+    b.self_attn.fuse_projections();
+    b.mlp.fuse_projections();
+  }
 }
 
 void Llama::visit(const TensorVisitor& f, const std::string& prefix) {

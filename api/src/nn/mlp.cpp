@@ -24,7 +24,12 @@ GatedMLP GatedMLP::empty(int64_t dim, int64_t hidden, bool bias, TensorOptions o
 }
 
 Tensor GatedMLP::forward(const Tensor& x) const {
-  return down_proj.forward(silu(gate_proj.forward(x)) * up_proj.forward(x));
+  const std::vector<Tensor> y = gate_up.forward(x, {&gate_proj, &up_proj});
+  return down_proj.forward(silu(y[0]) * y[1]);
+}
+
+void GatedMLP::fuse_projections() {
+  gate_up = FusedLinears::fuse({&gate_proj, &up_proj});
 }
 
 void GatedMLP::visit(const TensorVisitor& f, const std::string& prefix) {
