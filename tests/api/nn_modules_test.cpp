@@ -41,7 +41,7 @@ TEST(NnModules, NamedParametersUseHuggingFaceNames) {
   EXPECT_EQ(shapes["model.layers.0.post_attention_layernorm.weight"], (std::vector<int64_t>{64}));
   EXPECT_EQ(shapes["lm_head.weight"], (std::vector<int64_t>{256, 64}));
   auto buffers = kiln::nn::named_buffers(m);
-  ASSERT_EQ(buffers.size(), 2u);
+  ASSERT_EQ(buffers.size(), 3u);  // cos, sin, first_half
   EXPECT_EQ(buffers[0].first, "model.rotary_emb.cos");
 
   kiln::nn::GPT2Config gc;
@@ -79,7 +79,11 @@ TEST(NnModules, ToConvertsParametersAndBuffers) {
   EXPECT_EQ(m.dtype(), kiln::kBFloat16);
   for (auto& [name, t] : kiln::nn::named_parameters(m))
     EXPECT_EQ(t.dtype(), kiln::kBFloat16) << name;
-  for (auto& [name, t] : kiln::nn::named_buffers(m)) EXPECT_EQ(t.dtype(), kiln::kBFloat16) << name;
+  for (auto& [name, t] : kiln::nn::named_buffers(m)) {
+    // Floating buffers follow the dtype; the rotary selection stays bool.
+    EXPECT_EQ(t.dtype(), kiln::is_floating(t.dtype()) ? kiln::kBFloat16 : kiln::kBool) << name;
+  }
+  EXPECT_EQ(m.rotary.first_half.dtype(), kiln::kBool);
   Tensor logits = m.forward(kiln::tensor(std::vector<int64_t>{3, 4}, {1, 2}));
   EXPECT_EQ(logits.dtype(), kiln::kBFloat16);
   // The generic form on a single layer.

@@ -31,8 +31,18 @@ KILN_API std::vector<float> rope_inverse_frequencies(int64_t dim, double theta,
 
 // cos and sin tables [positions, head_dim] (buffers: they follow to(), in the
 // model's dtype, as transformers casts them to the activations' dtype).
+//
+// Note [Rotary embeddings in one kernel]
+// rotate_half written with cat is three kernels per tensor (neg, cat: a copy
+// of its own, then the products). apply() views the head dim as [2, half]
+// instead: rotate_half(x) is, per half, -x2 or x1, picked by where() against
+// `first_half` ([2, 1]: true, false) from views of x broadcast over the pair.
+// Everything is then pointwise, one fused kernel per tensor, with the same
+// values (a selection; no arithmetic is added). A RotaryEmbedding without
+// `first_half` (made by hand) takes the cat form.
 struct KILN_API RotaryEmbedding {
   Tensor cos, sin;
+  Tensor first_half;  // bool [2, 1]: true, false (a buffer, made by make())
 
   // Tables for positions [0, positions), computed on the host in double
   // precision from float32 angles (pos * inv_freq rounded to float32).
@@ -45,6 +55,9 @@ struct KILN_API RotaryEmbedding {
   // x [B, H, 1, D] at `pos`: one int64 element (every row) or [B] (per row).
   Tensor apply_at(const Tensor& x, const Tensor& pos) const;
   void visit(const TensorVisitor& f, const std::string& prefix);
+
+ private:
+  Tensor rotate(const Tensor& x, const Tensor& c, const Tensor& s) const;
 };
 
 }  // namespace kiln::nn

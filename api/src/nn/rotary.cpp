@@ -68,6 +68,7 @@ RotaryEmbedding RotaryEmbedding::make(int64_t head_dim, int64_t positions, doubl
   RotaryEmbedding r;
   r.cos = tensor(c, {positions, head_dim}, options);
   r.sin = tensor(s, {positions, head_dim}, options);
+  r.first_half = eq(arange(2), 0).view({2, 1}).to(r.cos.device());
   return r;
 }
 
@@ -79,14 +80,35 @@ Tensor rotate_half(const Tensor& x) {
   return cat({neg(x.narrow(-1, half, half)), x.narrow(-1, 0, half)}, -1);
 }
 
+// The last dim [D] as [2, D / 2].
+Tensor halves(const Tensor& t) {
+  std::vector<int64_t> sizes = t.sizes().vec();
+  const int64_t d = sizes.back();
+  sizes.back() = 2;
+  sizes.push_back(d / 2);
+  return t.view(sizes);
+}
+
 }  // namespace
+
+// x * c + rotate_half(x) * s (Note [Rotary embeddings in one kernel]).
+Tensor RotaryEmbedding::rotate(const Tensor& x, const Tensor& c, const Tensor& s) const {
+  if (!first_half.defined() || x.size(-1) % 2 != 0) return x * c + rotate_half(x) * s;
+  const Tensor xv = halves(x);
+  // Both picks at the pair's full shape, so that every op is over one shape
+  // and the fuser makes one kernel of them.
+  const Tensor x1 = xv.narrow(-2, 0, 1).expand(xv.sizes());
+  const Tensor x2 = xv.narrow(-2, 1, 1).expand(xv.sizes());
+  const Tensor rot = where(first_half, neg(x2), x1);
+  const Tensor out = xv * halves(c) + rot * halves(s);
+  return out.reshape(x.sizes());
+}
 
 Tensor RotaryEmbedding::apply(const Tensor& x) const {
   const int64_t t = x.size(-2);
   KILN_CHECK(t <= positions(), "[rope] expected at most ", positions(),
              " positions (the model's max_positions), got ", t);
-  Tensor c = cos.narrow(0, 0, t), s = sin.narrow(0, 0, t);
-  return x * c + rotate_half(x) * s;
+  return rotate(x, cos.narrow(0, 0, t), sin.narrow(0, 0, t));
 }
 
 Tensor RotaryEmbedding::apply_at(const Tensor& x, const Tensor& pos) const {
@@ -95,12 +117,13 @@ Tensor RotaryEmbedding::apply_at(const Tensor& x, const Tensor& pos) const {
   const int64_t d = cos.size(1);
   Tensor c = index_select(cos, 0, p).view({-1, 1, 1, d});
   Tensor s = index_select(sin, 0, p).view({-1, 1, 1, d});
-  return x * c + rotate_half(x) * s;
+  return rotate(x, c, s);
 }
 
 void RotaryEmbedding::visit(const TensorVisitor& f, const std::string& prefix) {
   f(child_name(prefix, "cos"), cos, TensorKind::Buffer);
   f(child_name(prefix, "sin"), sin, TensorKind::Buffer);
+  if (first_half.defined()) f(child_name(prefix, "first_half"), first_half, TensorKind::Buffer);
 }
 
 }  // namespace kiln::nn
