@@ -25,16 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "lt_probe.h"
 #include "probe.h"
-
-#define LT(x)                                                                                   \
-  do {                                                                                          \
-    cublasStatus_t st_ = (x);                                                                   \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-      std::fprintf(stderr, "%s:%d cuBLASLt status %d\n", __FILE__, __LINE__, static_cast<int>(st_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 namespace {
 
@@ -137,8 +129,9 @@ void names(cudaGraph_t g) {
     CUDA_KERNEL_NODE_PARAMS p{};
     if (get(reinterpret_cast<CUgraphNode>(node), &p) != CUDA_SUCCESS) continue;
     const char* s = nullptr;
-    const CUresult got = p.func ? func_name(&s, p.func) : p.kern ? kernel_name(&s, p.kern)
-                                                                  : CUDA_ERROR_INVALID_VALUE;
+    const CUresult got = p.func   ? func_name(&s, p.func)
+                         : p.kern ? kernel_name(&s, p.kern)
+                                  : CUDA_ERROR_INVALID_VALUE;
     if (got != CUDA_SUCCESS || !s) continue;
     if (std::strstr(s, "prep")) continue;
     bool dup = false;
@@ -165,28 +158,8 @@ void measure(const Shape& sh, cublasLtHandle_t handle, cudaStream_t s) {
   fill<<<264, 256, 0, s>>>(bias, kLayers * (size_t)sh.n, 2, 1.f);
   fill<<<264, 256, 0, s>>>(seed, ds, 3, 1.f);
 
-  cublasLtMatmulDesc_t desc;
-  LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-  LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
-  LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n));
-  LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &sh.epilogue,
-                                    sizeof sh.epilogue));
-  cublasLtMatrixLayout_t la, lb, lc;
-  LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, sh.k, sh.n, sh.k));
-  LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, sh.k, sh.m, sh.k));
-  LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, sh.n, sh.m, sh.n));
-  cublasLtMatmulPreference_t pref;
-  LT(cublasLtMatmulPreferenceCreate(&pref));
-  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                          &scratch_bytes, sizeof scratch_bytes));
-  cublasLtMatmulHeuristicResult_t r{};
-  int count = 0;
-  LT(cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, lc, lc, pref, 1, &r, &count));
-  if (count == 0) {
-    std::printf("no algorithm\n");
-    return;
-  }
+  LtProblem prob(sh.m, sh.n, sh.k, CUDA_R_16F, sh.epilogue);
+  const cublasLtMatmulHeuristicResult_t r = lt_first_answer(handle, prob, scratch_bytes);
   const float alpha = 1, beta = 0;
   const int blocks = 132;
 
@@ -207,14 +180,16 @@ void measure(const Shape& sh, cublasLtHandle_t handle, cudaStream_t s) {
       cfg.numAttrs = 1;
       CHECK(cudaLaunchKernelEx(&cfg, prep, src, ds, xl, xs, spin_ns, early));
       const __half* bl = bias + (size_t)l * sh.n;
-      LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bl, sizeof bl));
-      LT(cublasLtMatmul(handle, desc, &alpha, w + l * ws, la, xl, lb, &beta, d + l * ds, lc,
-                        d + l * ds, lc, &r.algo, scratch, r.workspaceSize, s));
+      prob.set_bias(bl);
+      LT(cublasLtMatmul(handle, prob.desc, &alpha, w + l * ws, prob.a, xl, prob.b, &beta,
+                        d + l * ds, prob.c, d + l * ds, prob.c, &r.algo, scratch, r.workspaceSize,
+                        s));
     }
     CHECK(cudaStreamEndCapture(s, &g));
     if (programmatic) {
       const int changed = make_early(g);
-      if (changed != kLayers) std::printf("  (%d edges made early, expected %d)\n", changed, kLayers);
+      if (changed != kLayers)
+        std::printf("  (%d edges made early, expected %d)\n", changed, kLayers);
     }
     return g;
   };
@@ -259,8 +234,10 @@ void measure(const Shape& sh, cublasLtHandle_t handle, cudaStream_t s) {
     size_t nans = 0;
     double diff = 0;
     for (size_t i = 0; i < ds; ++i) {
-      if (std::isnan(got[i])) ++nans;
-      else diff = std::fmax(diff, std::fabs(got[i] - ref[i]));
+      if (std::isnan(got[i]))
+        ++nans;
+      else
+        diff = std::fmax(diff, std::fabs(got[i] - ref[i]));
     }
     std::printf("  late writer, early cuBLASLt: %zu NaN of %zu, largest difference %g\n", nans, ds,
                 diff);
@@ -278,10 +255,10 @@ int main() {
   LT(cublasLtCreate(&handle));
   std::printf("cuBLASLt %zu\n", cublasLtGetVersion());
   const Shape shapes[] = {
-      {128, 2304, 768, CUBLASLT_EPILOGUE_BIAS},       {128, 768, 768, CUBLASLT_EPILOGUE_BIAS},
-      {128, 3072, 768, CUBLASLT_EPILOGUE_GELU_BIAS},  {128, 768, 3072, CUBLASLT_EPILOGUE_BIAS},
-      {1024, 2304, 768, CUBLASLT_EPILOGUE_BIAS},      {1024, 768, 3072, CUBLASLT_EPILOGUE_BIAS},
-      {32, 4096, 1024, CUBLASLT_EPILOGUE_RELU_BIAS},  {32, 1024, 4096, CUBLASLT_EPILOGUE_BIAS},
+      {128, 2304, 768, CUBLASLT_EPILOGUE_BIAS},      {128, 768, 768, CUBLASLT_EPILOGUE_BIAS},
+      {128, 3072, 768, CUBLASLT_EPILOGUE_GELU_BIAS}, {128, 768, 3072, CUBLASLT_EPILOGUE_BIAS},
+      {1024, 2304, 768, CUBLASLT_EPILOGUE_BIAS},     {1024, 768, 3072, CUBLASLT_EPILOGUE_BIAS},
+      {32, 4096, 1024, CUBLASLT_EPILOGUE_RELU_BIAS}, {32, 1024, 4096, CUBLASLT_EPILOGUE_BIAS},
   };
   for (const Shape& sh : shapes) measure(sh, handle, s);
   return 0;

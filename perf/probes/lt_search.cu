@@ -23,17 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "lt_probe.h"
 #include "probe.h"
-
-#define LT(x)                                                                   \
-  do {                                                                          \
-    cublasStatus_t st_ = (x);                                                   \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                         \
-      std::fprintf(stderr, "%s:%d cuBLASLt status %d\n", __FILE__, __LINE__, \
-                   static_cast<int>(st_));                                      \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
 
 namespace {
 
@@ -102,7 +93,8 @@ T config(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t att
 
 std::string describe(const cublasLtMatmulAlgo_t& a) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "id %d tile %u stages %u splitK %d red %u swz %u opt %u inner %u cl %u",
+  std::snprintf(buf, sizeof buf,
+                "id %d tile %u stages %u splitK %d red %u swz %u opt %u inner %u cl %u",
                 config<int32_t>(a, CUBLASLT_ALGO_CONFIG_ID),
                 config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
                 config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
@@ -157,18 +149,9 @@ void search(const Product& p, cublasLtHandle_t handle, cudaStream_t stream) {
     fill(s.r, (size_t)p.m * p.n, p.type, 4, 1.f);
     s.beta = 1;
   }
-  // Column-major: D^T[n, m] = W^T[n, k] X^T[k, m]; A = W (k x n, transposed), B = X (k x m).
-  LT(cublasLtMatmulDescCreate(&s.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-  LT(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
-  LT(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n));
-  LT(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &p.epilogue,
-                                    sizeof p.epilogue));
-  LT(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s.bias,
-                                    sizeof s.bias));
-  LT(cublasLtMatrixLayoutCreate(&s.a, p.type, p.k, p.n, p.k));
-  LT(cublasLtMatrixLayoutCreate(&s.b, p.type, p.k, p.m, p.k));
-  LT(cublasLtMatrixLayoutCreate(&s.c, p.type, p.n, p.m, p.n));
+  LtProblem prob(p.m, p.n, p.k, p.type, p.epilogue);
+  prob.set_bias(s.bias);
+  s.desc = prob.desc, s.a = prob.a, s.b = prob.b, s.c = prob.c;
 
   std::vector<Candidate> all;
   auto add = [&](const cublasLtMatmulAlgo_t& algo, const char* source) {
@@ -192,10 +175,7 @@ void search(const Product& p, cublasLtHandle_t handle, cudaStream_t stream) {
       if (res[i].state == CUBLAS_STATUS_SUCCESS) add(res[i].algo, source);
     }
   };
-  cublasLtMatmulPreference_t pref;
-  LT(cublasLtMatmulPreferenceCreate(&pref));
-  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                          &s.ws_bytes, sizeof s.ws_bytes));
+  cublasLtMatmulPreference_t pref = lt_preference(s.ws_bytes);
   std::vector<cublasLtMatmulHeuristicResult_t> res(64);
   heuristic(pref, res.data(), 64, "best-fit");
   if (all.empty()) {
@@ -208,13 +188,10 @@ void search(const Product& p, cublasLtHandle_t handle, cudaStream_t stream) {
   int n_ids = 0;
   LT(cublasLtMatmulAlgoGetIds(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, p.type, p.type, p.type,
                               p.type, 256, ids, &n_ids));
-  cublasLtMatmulPreference_t limited;
-  LT(cublasLtMatmulPreferenceCreate(&limited));
+  cublasLtMatmulPreference_t limited = lt_preference(s.ws_bytes);
   const uint32_t mode = CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID;
   LT(cublasLtMatmulPreferenceSetAttribute(limited, CUBLASLT_MATMUL_PREF_SEARCH_MODE, &mode,
                                           sizeof mode));
-  LT(cublasLtMatmulPreferenceSetAttribute(limited, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                          &s.ws_bytes, sizeof s.ws_bytes));
   for (int i = 0; i < n_ids; ++i) {
     std::vector<cublasLtMatmulHeuristicResult_t> r(32);
     for (auto& x : r) {
@@ -262,12 +239,12 @@ void search(const Product& p, cublasLtHandle_t handle, cudaStream_t stream) {
               cublasLtMatmulAlgo_t a = algo;
               cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[ti],
                                                    sizeof tiles[ti]);
-              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID,
-                                                   &stages[si], sizeof stages[si]);
+              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages[si],
+                                                   sizeof stages[si]);
               cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
                                                    sizeof split);
-              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                                   &red, sizeof red);
+              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
+                                                   sizeof red);
               cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz,
                                                    sizeof swz);
               add(a, "enumerated");
@@ -301,11 +278,11 @@ void search(const Product& p, cublasLtHandle_t handle, cudaStream_t stream) {
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a].us < all[b].us; });
 
   // The ten fastest that agree with the first answer, timed again beside it.
-  std::printf("\n%s (M %d, N %d, K %d): %zu candidates (%zu best-fit, %zu per-id, %zu enumerated)\n",
-              p.name, p.m, p.n, p.k, all.size(), n_best_fit, n_heuristic - n_best_fit,
-              all.size() - n_heuristic);
-  std::printf("  first answer: %s, first pass %.2f us\n", describe(all[0].algo).c_str(),
-              all[0].us);
+  std::printf(
+      "\n%s (M %d, N %d, K %d): %zu candidates (%zu best-fit, %zu per-id, %zu enumerated)\n",
+      p.name, p.m, p.n, p.k, all.size(), n_best_fit, n_heuristic - n_best_fit,
+      all.size() - n_heuristic);
+  std::printf("  first answer: %s, first pass %.2f us\n", describe(all[0].algo).c_str(), all[0].us);
   int shown = 0;
   for (size_t i : order) {
     if (shown == 10) break;

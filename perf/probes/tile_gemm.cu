@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "lt_probe.h"
 #include "probe.h"
 
 constexpr int kChain = 12;
@@ -415,55 +416,28 @@ __global__ void layer_norm(const __half* x, const __half* w, const __half* b, __
   }
 }
 
-#define LT(x)                                                                      \
-  do {                                                                             \
-    cublasStatus_t st_ = (x);                                                      \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                            \
-      std::fprintf(stderr, "%s:%d cuBLASLt status %d\n", __FILE__, __LINE__, st_); \
-      std::exit(1);                                                                \
-    }                                                                              \
-  } while (0)
-
 struct Lt {
   cublasLtHandle_t h;
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t a, b, c;
+  LtProblem p;
   cublasLtMatmulAlgo_t algo;
   void* ws;
   size_t ws_bytes = 32 << 20;
   bool beta_one;
-  Lt(int m, int n, int k, const __half* bias, bool gelu_act, bool residual) : beta_one(residual) {
+  Lt(int m, int n, int k, const __half* bias, bool gelu_act, bool residual)
+      : p(m, n, k, CUDA_R_16F, gelu_act ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS),
+        beta_one(residual) {
     LT(cublasLtCreate(&h));
-    LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    const cublasLtEpilogue_t epi = gelu_act ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    p.set_bias(bias);
     const cudaDataType_t bt = CUDA_R_16F;
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
-    LT(cublasLtMatrixLayoutCreate(&a, CUDA_R_16F, k, n, k));  // w as k x n, column-major
-    LT(cublasLtMatrixLayoutCreate(&b, CUDA_R_16F, k, m, k));  // x as k x m
-    LT(cublasLtMatrixLayoutCreate(&c, CUDA_R_16F, n, m, n));  // out as n x m
-    cublasLtMatmulPreference_t pref;
-    LT(cublasLtMatmulPreferenceCreate(&pref));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                            &ws_bytes, sizeof ws_bytes));
-    cublasLtMatmulHeuristicResult_t r{};
-    int count = 0;
-    LT(cublasLtMatmulAlgoGetHeuristic(h, desc, a, b, c, c, pref, 1, &r, &count));
-    if (count == 0) {
-      std::fprintf(stderr, "no cuBLASLt algorithm\n");
-      std::exit(1);
-    }
+    LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    const cublasLtMatmulHeuristicResult_t r = lt_first_answer(h, p, ws_bytes);
     algo = r.algo;
     CHECK(cudaMalloc(&ws, ws_bytes));
   }
   void run(const __half* w, const __half* x, const __half* res, __half* out, cudaStream_t s) {
     const float alpha = 1.f, beta = beta_one ? 1.f : 0.f;
-    LT(cublasLtMatmul(h, desc, &alpha, w, a, x, b, &beta, beta_one ? res : out, c, out, c, &algo,
-                      ws, ws_bytes, s));
+    LT(cublasLtMatmul(h, p.desc, &alpha, w, p.a, x, p.b, &beta, beta_one ? res : out, p.c, out, p.c,
+                      &algo, ws, ws_bytes, s));
   }
 };
 
