@@ -91,6 +91,11 @@ double device_memory_peak_gbps(int index) {
   return 2.0 * khz * 1e3 * (bits / 8.0) / 1e9;
 }
 
+int64_t device_l2_bytes(int index) {
+  check_device(Device::cuda(index), "device_l2_bytes");
+  return device_properties(index).l2CacheSize;
+}
+
 void synchronize(Device device) {
   check_device(device, "synchronize");
   DeviceGuard g(device.index());

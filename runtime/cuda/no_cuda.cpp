@@ -40,6 +40,9 @@ int64_t device_total_memory(int) {
 double device_memory_peak_gbps(int) {
   no_cuda("cuda device_memory_peak_gbps");
 }
+int64_t device_l2_bytes(int) {
+  no_cuda("cuda device_l2_bytes");
+}
 void synchronize(Device) {
   no_cuda("cuda synchronize");
 }
