@@ -103,6 +103,9 @@ TEST(NnModules, FusedProjectionsFollowTheirParts) {
   kiln::nn::Llama m = kiln::nn::Llama::random(c, kiln::kFloat32, kiln::Device::cpu(), 5);
   kiln::nn::Attention& at = m.layers[0].self_attn;
   kiln::nn::GatedMLP& mlp = m.layers[1].mlp;
+  // Fused on CUDA by random(); on the CPU when asked.
+  ASSERT_FALSE(at.qkv.holds({&at.q_proj, &at.k_proj, &at.v_proj}));
+  m.fuse_projections();
   ASSERT_TRUE(at.qkv.holds({&at.q_proj, &at.k_proj, &at.v_proj}));
   ASSERT_TRUE(mlp.gate_up.holds({&mlp.gate_proj, &mlp.up_proj}));
   EXPECT_EQ(at.qkv.weight.sizes(), (std::vector<int64_t>{128, 64}));
@@ -160,6 +163,13 @@ TEST(NnModules, FusedProjectionsFollowTheirParts) {
   EXPECT_EQ(step.stats().entries, 2);
   // Fused anew.
   m.fuse_projections();
+  // to() on the CPU drops the fused tensors with the old parts.
+  {
+    kiln::nn::Llama moved = m;
+    moved.to(kiln::Device::cpu(), kiln::kFloat64);
+    EXPECT_FALSE(moved.layers[0].self_attn.qkv.weight.defined());
+    EXPECT_TRUE(at.qkv.holds({&at.q_proj, &at.k_proj, &at.v_proj}));  // m itself keeps its own
+  }
   EXPECT_TRUE(at.qkv.holds({&at.q_proj, &at.k_proj, &at.v_proj}));
   EXPECT_TENSOR_CLOSE_TOL(m.forward(ids), ref.forward(ids), 1e-4, 1e-5);
   EXPECT_TENSOR_CLOSE_TOL(step(one, at_pos(3)), ref_step(one, at_pos(3)), 1e-4, 1e-5);

@@ -107,11 +107,13 @@ class KILN_API Llama {
   // One decode step: ids [B, 1], pos one int64 element or [B]. Returns logits [B, 1, vocab].
   Tensor decode_step(const Tensor& ids, const Tensor& pos, Cache& cache) const;
 
-  // Moves the model, then fuses its projections again (Note [Fused projections]).
+  // Moves the model; on CUDA, fuses its projections again (Note [Fused projections]).
   void to(Device device, std::optional<DType> dtype = std::nullopt);
   // Every layer's q/k/v and gate/up as one product each (Note [Fused
-  // projections]); random(), from_checkpoint() and to() call it. Call it
-  // again after replacing parameters by hand to fuse them anew.
+  // projections]): a copy of those weights into one tensor per layer and
+  // group. random(), from_checkpoint() and to() call it for CUDA models (on
+  // the CPU a checkpoint's weights stay views of the mapped file unless it
+  // is called). Call it again after replacing parameters by hand.
   void fuse_projections();
   // model.embed_tokens, model.layers.{i}.*, model.norm, lm_head (untied only),
   // and the rotary tables as buffers.

@@ -66,7 +66,7 @@ Llama Llama::random(const LlamaConfig& c, DType dtype, Device device, uint64_t s
                     int64_t max_positions) {
   Llama m = skeleton(c, dtype, max_positions);
   init_random(visitor_of(m), seed);
-  m.to(device, dtype);  // fuses the projections
+  m.to(device, dtype);  // fuses the projections on CUDA
   return m;
 }
 
@@ -85,7 +85,7 @@ Llama Llama::from_checkpoint(const std::string& path, const LlamaConfig& c, Devi
   };
   load_weights(visitor_of(m), ckpt, "Llama", device, dt, mapping);
   m.device_ = device;
-  m.fuse_projections();
+  if (device.is_cuda()) m.fuse_projections();  // CPU weights stay views of the file
   return m;
 }
 
@@ -143,7 +143,15 @@ void Llama::to(Device device, std::optional<DType> dtype) {
   nn::to(visitor_of(*this), device, dtype);
   device_ = device;
   if (dtype) dtype_ = *dtype;
-  fuse_projections();
+  if (device.is_cuda()) {
+    fuse_projections();
+    return;
+  }
+  // The parts are copies now: the fused tensors of the old device go.
+  for (LlamaBlock& b : layers) {
+    b.self_attn.qkv = {};
+    b.mlp.gate_up = {};
+  }
 }
 
 void Llama::fuse_projections() {
