@@ -276,6 +276,9 @@ TEST(NnModules, RotaryEmbeddings) {
                       manual(x1, [](int64_t, int64_t) { return 3; }));
   EXPECT_TENSOR_CLOSE(rope.apply_at(x1, kiln::tensor(std::vector<int64_t>{2, 31}, {2})),
                       manual(x1, [](int64_t b, int64_t) { return b ? 31 : 2; }));
+  // A head dim that is not dense (Note [Rotary embeddings in one kernel] views it as pairs).
+  Tensor spread = rnd({2, 3, 8, 5}, 17).transpose(-1, -2);
+  EXPECT_TENSOR_CLOSE(rope.apply(spread), manual(spread, [](int64_t, int64_t t) { return t; }));
 }
 
 // Grouped-query attention against the same attention with each key/value

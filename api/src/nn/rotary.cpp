@@ -80,13 +80,13 @@ Tensor rotate_half(const Tensor& x) {
   return cat({neg(x.narrow(-1, half, half)), x.narrow(-1, 0, half)}, -1);
 }
 
-// The last dim [D] as [2, D / 2].
+// The last dim [D] as [2, D / 2] (a view where the last dim is dense).
 Tensor halves(const Tensor& t) {
   std::vector<int64_t> sizes = t.sizes().vec();
   const int64_t d = sizes.back();
   sizes.back() = 2;
   sizes.push_back(d / 2);
-  return t.view(sizes);
+  return t.reshape(sizes);
 }
 
 }  // namespace
