@@ -20,6 +20,13 @@ Tensor rnd(std::vector<int64_t> sizes, uint64_t seed, const char* layout = "cont
   return kiln::testing::random_tensor(sizes, kiln::kFloat32, layout, seed, -1, 1);
 }
 
+// Every tensor of `sd` copied (load_state_dict of a state dict shares its tensors).
+kiln::nn::StateDict copies(const kiln::nn::StateDict& sd) {
+  kiln::nn::StateDict out;
+  for (const auto& [name, t] : sd) out.emplace(name, t.clone());
+  return out;
+}
+
 kiln::nn::LlamaConfig tiny_llama() {
   kiln::nn::LlamaConfig c = kiln::nn::LlamaConfig::named("tiny");
   c.rope_scaling.type = "llama3";
@@ -113,11 +120,6 @@ TEST(NnModules, FusedProjectionsFollowTheirParts) {
   EXPECT_EQ(at.qkv.bias->sizes(), (std::vector<int64_t>{128}));
   // The reference: copies of the values in tensors of their own
   // (load_state_dict replaces the parameters, so nothing is fused).
-  auto copies = [](const kiln::nn::StateDict& sd) {
-    kiln::nn::StateDict out;
-    for (const auto& [name, t] : sd) out.emplace(name, t.clone());
-    return out;
-  };
   kiln::nn::Llama ref = kiln::nn::Llama::random(c, kiln::kFloat32, kiln::Device::cpu(), 6);
   kiln::nn::load_state_dict(ref, copies(kiln::nn::state_dict(m)), "Llama");
   kiln::nn::Attention& rat = ref.layers[0].self_attn;
@@ -188,6 +190,44 @@ TEST(NnModules, FusedProjectionsFollowTheirParts) {
   EXPECT_FALSE(kiln::nn::FusedLinears::fuse({&a, &b}).weight.defined());
   EXPECT_FALSE(kiln::nn::FusedLinears::fuse({&b, &wide}).weight.defined());
   EXPECT_EQ(a.weight.impl(), a_weight.impl());
+}
+
+// On CUDA a model fuses its projections by itself, and a fused layer with
+// biases on q, k, v, gate and up (Qwen 2's kind) gives the unfused model's
+// logits: a whole sequence, and compiled decode steps at one and four rows
+// (the few-row products with the norm as their prologue).
+TEST(NnModules, FusedProjectionsOnCudaMatchUnfused) {
+  if (!kiln::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  kiln::nn::LlamaConfig c = tiny_llama();
+  c.attention_bias = true;
+  c.mlp_bias = true;
+  const kiln::Device gpu = kiln::Device::cuda();
+  kiln::nn::Llama m = kiln::nn::Llama::random(c, kiln::kFloat32, gpu, 11);
+  const kiln::nn::Attention& at = m.layers[0].self_attn;
+  const kiln::nn::GatedMLP& mlp = m.layers[1].mlp;
+  ASSERT_TRUE(at.qkv.holds({&at.q_proj, &at.k_proj, &at.v_proj}));
+  ASSERT_TRUE(mlp.gate_up.holds({&mlp.gate_proj, &mlp.up_proj}));
+  kiln::nn::Llama ref = kiln::nn::Llama::random(c, kiln::kFloat32, gpu, 12);
+  kiln::nn::load_state_dict(ref, copies(kiln::nn::state_dict(m)), "Llama");
+  const kiln::nn::Attention& rat = ref.layers[0].self_attn;
+  ASSERT_FALSE(rat.qkv.holds({&rat.q_proj, &rat.k_proj, &rat.v_proj}));
+  for (int64_t rows : {1, 4}) {
+    std::vector<int64_t> tokens;
+    for (int64_t i = 0; i < rows * 5; ++i) tokens.push_back((i * 37 + 3) % 256);
+    const Tensor ids = kiln::tensor(tokens, {rows, 5}).to(gpu);
+    EXPECT_TENSOR_CLOSE_TOL(m.forward(ids).cpu(), ref.forward(ids).cpu(), 1e-4, 1e-4);
+    auto cache = m.make_cache(rows, 8), ref_cache = ref.make_cache(rows, 8);
+    auto step = kiln::jit::compile(
+        [&](const Tensor& i, const Tensor& p) { return m.decode_step(i, p, cache); });
+    auto ref_step = kiln::jit::compile(
+        [&](const Tensor& i, const Tensor& p) { return ref.decode_step(i, p, ref_cache); });
+    for (int64_t pos = 0; pos < 3; ++pos) {
+      const Tensor one = ids.narrow(1, pos, 1).contiguous();
+      const Tensor p = kiln::full({1}, pos, kiln::TensorOptions(kiln::kInt64)).to(gpu);
+      SCOPED_TRACE(std::to_string(rows) + " rows, position " + std::to_string(pos));
+      EXPECT_TENSOR_CLOSE_TOL(step(one, p).cpu(), ref_step(one, p).cpu(), 1e-4, 1e-4);
+    }
+  }
 }
 
 TEST(NnModules, NormsAgainstTheirFormulas) {
