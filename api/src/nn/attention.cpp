@@ -1,5 +1,8 @@
 #include "kiln/nn/attention.h"
 
+#include <functional>
+#include <utility>
+
 #include "api/src/nn/cache_steps.h"
 #include "kiln/ops.h"
 
@@ -31,6 +34,22 @@ void check_window(int64_t window, const char* op) {
 // at - window < j <= at, broadcast over j's and at's shapes.
 Tensor window_band(const Tensor& j, const Tensor& at, int64_t window) {
   return logical_and(le(j, at), gt(j, at - window));
+}
+
+// q [B, T, Hq*D] and k [B, T, Hkv*D] as heads, rotated by `rotate`: in one
+// kernel where they are adjacent views of one product (Note [Fused
+// projections]), as one [B, T, (Hq+Hkv)*D] view; else one by one.
+std::pair<Tensor, Tensor> rotated_qk(const Tensor& q, const Tensor& k, int64_t hq, int64_t hkv,
+                                     const std::function<Tensor(const Tensor&)>& rotate) {
+  const bool adjacent = q.dim() == 3 && k.dim() == 3 && q.size(0) == k.size(0) &&
+                        q.size(1) == k.size(1) && q.stride(2) == 1 && q.strides() == k.strides() &&
+                        q.impl()->storage().get() == k.impl()->storage().get() &&
+                        k.storage_offset() == q.storage_offset() + q.size(2);
+  if (!adjacent) return {rotate(split_heads(q, hq)), rotate(split_heads(k, hkv))};
+  const Tensor both =
+      q.as_strided({q.size(0), q.size(1), q.size(2) + k.size(2)}, q.strides(), q.storage_offset());
+  const Tensor r = rotate(split_heads(both, hq + hkv));
+  return {r.narrow(1, 0, hq), r.narrow(1, hq, hkv)};
 }
 
 }  // namespace
@@ -135,8 +154,8 @@ Attention Attention::empty(int64_t hidden, int64_t num_heads, int64_t num_kv_hea
 Tensor Attention::forward(const Tensor& x, const RotaryEmbedding& rope, Tensor* k_cache,
                           Tensor* v_cache) const {
   const std::vector<Tensor> y = qkv.forward(x, {&q_proj, &k_proj, &v_proj});
-  Tensor q = rope.apply(split_heads(y[0], num_heads));
-  Tensor k = rope.apply(split_heads(y[1], num_kv_heads));
+  auto [q, k] = rotated_qk(y[0], y[1], num_heads, num_kv_heads,
+                           [&](const Tensor& h) { return rope.apply(h); });
   Tensor v = split_heads(y[2], num_kv_heads);
   if (k_cache) write_kv_prefix(*k_cache, k);
   if (v_cache) write_kv_prefix(*v_cache, v);
@@ -146,8 +165,8 @@ Tensor Attention::forward(const Tensor& x, const RotaryEmbedding& rope, Tensor* 
 Tensor Attention::forward_decode(const Tensor& x, const RotaryEmbedding& rope, Tensor& k_cache,
                                  Tensor& v_cache, const Tensor& pos) const {
   const std::vector<Tensor> y = qkv.forward(x, {&q_proj, &k_proj, &v_proj});
-  Tensor q = rope.apply_at(split_heads(y[0], num_heads), pos);
-  Tensor k = rope.apply_at(split_heads(y[1], num_kv_heads), pos);
+  auto [q, k] = rotated_qk(y[0], y[1], num_heads, num_kv_heads,
+                           [&](const Tensor& h) { return rope.apply_at(h, pos); });
   write_kv(k_cache, pos, k);
   write_kv(v_cache, pos, split_heads(y[2], num_kv_heads));
   return o_proj.forward(merge_heads(decode_attention(q, k_cache, v_cache, pos, sliding_window)));
