@@ -17,10 +17,12 @@
 //   EagerGuard, the Lazy default) and the autocast dtype;
 // - per captured tensor (a weight, a KV cache: read by the trace, made before
 //   it): identity. C++ has no attribute to watch, so identity is the
-//   storage's reference count: the entry's own references plus at least as
-//   many as were held outside when it was built. A weight replaced by another
-//   tensor (or released) drops a reference held outside and fails the guard;
-//   a storage written in place keeps it (later calls see the new values).
+//   storage's reference count: the entry's own references plus one held
+//   outside, or as many as the traced function asked for
+//   (jit::guard_held_references: views of one storage, each a parameter).
+//   A weight replaced by another tensor (or released) drops a reference
+//   held outside and fails the guard; a storage written in place keeps it
+//   (later calls see the new values).
 // check() is the fast path (no allocation, no strings); explain() rebuilds
 // the reason a check failed, in PyTorch's recompile wording.
 
