@@ -130,7 +130,9 @@ LtCacheStats lt_cache_stats();
 // therefore starts that initialization on a background thread, so that it
 // overlaps the loading of a model's weights; a matmul that needs an algorithm
 // while it runs waits for it rather than initialize twice. KILN_BLAS_WARMUP=0
-// turns it off. Returns at once; does nothing after the first call per device.
+// turns it off. Called on the main thread it returns at once; on another it
+// makes the query before returning (Note [Exit during the warm-up] in
+// blas_lt_warmup.cpp). Does nothing after the first call per device.
 void start_blas_warmup(int device);
 
 }  // namespace kiln::cuda

@@ -1,6 +1,9 @@
 // Note [cuBLASLt warm-up] (blas_lt.h): cuBLASLt's first-use initialization
 // on a background thread, started by the first host-to-device copy.
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <array>
 #include <condition_variable>
 #include <cstdlib>
@@ -44,27 +47,40 @@ void warm_up(int device) {
   Preference pref(device);
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
            static_cast<uint64_t>(workspace_bytes(device)));
-  // Exit handlers run newest first: this one, registered after what the
-  // first calls above made cuBLASLt set up, waits before that is torn down.
-  // Registered before the handle and the query, so that an exit during
-  // either is covered (H200, 2026-11-28, chain16 4096, a process that exits
-  // during the warm-up: with the wait registered only before the warm-up
-  // began, 3 crashes in 3 runs; registered here, 0 in 4; registered after
-  // the handle's creation, 4 in 5).
-  std::atexit(wait_for_every_warmup);
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
   (void)cublasLtMatmulAlgoGetHeuristic(handle_for(device), desc.desc, a.layout, b.layout, d.layout,
                                        d.layout, pref.pref, 1, &result, &count);
 }
 
-// A process that exits while a warm-up runs waits for it first: the CUDA
-// runtime's own exit handlers, registered before this object was made, run
-// after its destructor; so does what cuBLASLt sets up in the warm-up's first
-// calls (warm_up registers the wait once more after them).
-struct WaitAtExit {
-  ~WaitAtExit() { wait_for_every_warmup(); }
+// Note [Exit during the warm-up]
+// cuBLASLt's first query registers about forty exit handlers of its own
+// while it runs (perf/probes/lt_exit.cpp, on an H200: two as the handle is
+// made, the rest over the query's 160 ms). Exit handlers run newest first,
+// so a process that exits during the query tears those down under the
+// warm-up thread, whatever wait it registered before: in the probe, exits
+// 10 to 100 ms after the thread started crashed in 39 of 40 tries with the
+// wait registered (as an exit handler) before the thread started, and in 10
+// of 20 with no wait at all. kiln-bench's mlp on generated products, which
+// never waits for cuBLASLt, crashed at exit in 3 runs of 3. What runs
+// before every exit handler is the exiting thread's thread_local
+// destructors (glibc's exit calls them first): the wait is one of those, in
+// the main thread, which returning from main or calling exit makes the
+// exiting thread. So the warm-up runs on its own thread only when the main
+// thread starts it; another thread (a loader thread, say) makes the query
+// itself, at the cost the first matmul would otherwise pay, since the main
+// thread could exit under it. Measured with the wait a thread_local of the
+// main thread: no crash in 35 exits from 0 to 140 ms (the probe), nor in 16
+// runs of kiln-bench's mlp and chain16. An exit from a third thread during the
+// main thread's warm-up is left to the handler below, which helps only
+// where cuBLASLt has registered nothing yet.
+struct WaitBeforeExit {
+  ~WaitBeforeExit() { wait_for_every_warmup(); }
 };
+
+bool on_main_thread() {
+  return static_cast<pid_t>(syscall(SYS_gettid)) == getpid();
+}
 
 }  // namespace
 
@@ -76,10 +92,21 @@ void wait_for_warmup(int device) {
 
 void start_blas_warmup(int device) {
   Warmup& w = warmup_for(device);
-  static WaitAtExit wait_at_exit;
   std::call_once(w.started, [&] {
     const char* env = std::getenv("KILN_BLAS_WARMUP");
     if (env && std::string(env) == "0") return;
+    if (!on_main_thread()) {  // Note [Exit during the warm-up]
+      try {
+        warm_up(device);
+      } catch (const std::exception& e) {
+        KILN_LOG(Perf, "cuBLASLt warm-up on cuda:", device, " failed: ", e.what());
+      }
+      return;
+    }
+    thread_local WaitBeforeExit wait_before_exit;
+    (void)wait_before_exit;
+    static const bool registered = (std::atexit(wait_for_every_warmup), true);
+    (void)registered;
     {
       std::lock_guard<std::mutex> lock(w.mu);
       w.running = true;

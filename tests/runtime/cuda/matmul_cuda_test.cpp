@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <thread>
 
 #include "jit/record/trace_buffer.h"
 #include "kiln/kiln.h"
@@ -418,6 +421,29 @@ TEST(CublasCheck, NamesCallAndDevice) {
     EXPECT_NE(m.find("[cublasLt] fake_call(7) failed at "), std::string::npos) << m;
     EXPECT_NE(m.find("matmul_cuda_test.cpp:"), std::string::npos) << m;
     EXPECT_NE(m.find("cuda:5"), std::string::npos) << m;
+  }
+}
+
+// Note [Exit during the warm-up] (runtime/cuda/blas_lt_warmup.cpp): a
+// process whose main thread exits while cuBLASLt's first query runs on the
+// warm-up thread exits cleanly. Each child is a fresh process (the
+// threadsafe style runs the test binary again), whose first copy to the GPU
+// starts the warm-up; cuBLASLt's first query takes about 160 ms on an H200,
+// so the exits fall before, inside and after it. With the wait an exit
+// handler instead, exits 10 to 100 ms in crashed in 39 of 40 tries
+// (perf/probes/lt_exit.cpp).
+TEST(CublasWarmup, ExitDuringTheWarmUpIsClean) {
+  KILN_REQUIRE_CUDA();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (int ms : {0, 20, 60, 120}) {
+    SCOPED_TRACE("exit " + std::to_string(ms) + " ms after the first copy");
+    EXPECT_EXIT(
+        {
+          Tensor t = ones({4}).to(Device::cuda());
+          std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+          std::exit(0);
+        },
+        ::testing::ExitedWithCode(0), "");
   }
 }
 
