@@ -16,6 +16,11 @@
 namespace kiln::jit {
 namespace {
 
+// Note [Capture retries] (instance.h): captures an instance makes after its
+// first run before it stays direct, and the runs between them.
+constexpr int kCaptureAttempts = 3;
+constexpr int kCaptureRetryRuns[kCaptureAttempts - 1] = {16, 256};
+
 // Copies tensors onto storages of their own, keeping those in `keep`
 // (captured) as they are; views of one storage stay views of one storage.
 class Remap {
@@ -473,7 +478,8 @@ std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
   order_after_previous_run();
   bind_arguments(tensors);
   bind.stop();
-  const bool graphs = options_.graphs && device_.is_cuda() && single_device_ && !graph_failed_ &&
+  const bool graphs = options_.graphs && device_.is_cuda() && single_device_ &&
+                      capture_failures_ < kCaptureAttempts && runs_ >= next_capture_run_ &&
                       plan_.steps.size() > 1;
   // Note [Capture hints]: an entry that has captured captures a new
   // instance's first run, which finds the kernels to build itself.
@@ -791,11 +797,19 @@ bool Instance::capture(const std::vector<const Tensor*>& tensors, bool first_run
     }
   } catch (const Error& e) {
     if (found()) build_found();
-    if (!first_run) graph_failed_ = true;
-    KILN_LOG(Graphs, options_.name, ": capture failed, ",
-             first_run ? "this run goes directly and the next captures: "
-                       : "the plan runs its kernels directly: ",
-             e.what());
+    std::string then = "this run goes directly and the next captures: ";
+    if (!first_run) {  // Note [Capture retries]
+      ++capture_failures_;
+      if (capture_failures_ < kCaptureAttempts) {
+        const int wait = kCaptureRetryRuns[capture_failures_ - 1];
+        next_capture_run_ = runs_ + 1 + wait;
+        then = "the plan runs its kernels directly and captures again in " + std::to_string(wait) +
+               " calls: ";
+      } else {
+        then = "the plan runs its kernels directly from now on: ";
+      }
+    }
+    KILN_LOG(Graphs, options_.name, ": capture failed, ", then, e.what());
     recover(true);
     bind_arguments(tensors);
     return false;

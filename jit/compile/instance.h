@@ -76,7 +76,20 @@ std::vector<std::string> trace_signature(const std::vector<Node>& nodes,
 // [Graph addresses]). Results are fresh buffers each replay: the graph
 // writes them through patched pointers or a patched copy node. A plan of
 // one kernel, a plan on the CPU or over several devices, and a plan whose
-// capture fails (logged under KILN_LOGS=graphs) run their kernels directly.
+// capture fails (logged under KILN_LOGS=graphs) run their kernels directly;
+// the last tries again a bounded number of times (Note [Capture retries]).
+
+// Note [Capture retries]
+// A capture can fail for good (a step reads a value on the host) or for a
+// while (memory runs short in the capture, or something the process does
+// at that moment). An instance whose capture failed used to run its kernels
+// directly for the rest of its life: after a moment of memory pressure, a
+// decode step two to three times slower until the process restarted. Now a
+// failure after the first run sends the runs direct and schedules one more
+// capture kCaptureRetryRuns[i] runs later; after kCaptureAttempts failures
+// the instance stays direct. Each failure is logged with what failed. A
+// capture that cannot succeed thus costs two more failed captures (a few
+// milliseconds each), spread over the instance's first few hundred runs.
 
 // Note [Capture hints]
 // What an entry's captures learned, for the instances it makes later (a plan
@@ -197,7 +210,10 @@ class Instance {
   std::unordered_set<const StorageImpl*> opaque_touched_;
   std::unordered_set<const StorageImpl*> written_;  // storages some node writes
   int runs_ = 0;
-  bool graph_failed_ = false;
+  // Note [Capture retries]: failed captures after the first run, and the run
+  // from which the next may be tried.
+  int capture_failures_ = 0;
+  int next_capture_run_ = 0;
   std::unique_ptr<GraphState> graph_;
   // CUDA: the stream of the last run and an event after it, so that a run on
   // another stream waits for the arena and graph to be free.

@@ -265,7 +265,9 @@ TEST(GraphReplay, ArgumentWrittenInPlaceByALibraryKernel) {
 }
 
 // An op that reads a value on the host cannot be captured: logged, and the
-// plan runs its kernels directly, with exact results.
+// plan runs its kernels directly, with exact results. Note [Capture
+// retries]: the capture is tried twice more, 16 and 256 calls later, then
+// no more.
 TEST(GraphReplay, CaptureFailureFallsBack) {
   KILN_REQUIRE_CUDA();
   auto f = kiln::jit::compile(
@@ -276,7 +278,7 @@ TEST(GraphReplay, CaptureFailureFallsBack) {
       },
       {.name = "sync"});
   std::string logs = captured_logs([&] {
-    for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t i = 0; i < 300; ++i) {
       Tensor x = random_tensor({5, 6}, kiln::kInt32, "contiguous", 5 + i, 0, 8);
       Tensor v = kiln::full({}, 100 + i, kiln::TensorOptions(kiln::kInt64));
       Tensor got = f(x.cuda(), v.cuda()).cpu();
@@ -284,9 +286,11 @@ TEST(GraphReplay, CaptureFailureFallsBack) {
       EXPECT_TENSOR_CLOSE(got, kiln::masked_fill(x, kiln::gt(x, 3), v) * 2);
     }
   });
-  EXPECT_NE(logs.find("sync: entry 1: capture failed, the plan runs its kernels directly"),
-            std::string::npos)
+  EXPECT_EQ(count_of(logs, "sync: entry 1: capture failed, the plan runs its kernels directly"), 3)
       << logs;
+  EXPECT_EQ(count_of(logs, "directly and captures again in 16 calls"), 1) << logs;
+  EXPECT_EQ(count_of(logs, "directly and captures again in 256 calls"), 1) << logs;
+  EXPECT_EQ(count_of(logs, "directly from now on"), 1) << logs;
   EXPECT_EQ(f.stats().graph_nodes, 0);
 }
 
@@ -594,24 +598,27 @@ TEST(GraphReplay, EightThreadsThousandCallsEach) {
 }
 
 // Memory pressure while capturing: a clear kiln::Error or a direct run, and
-// the process keeps working once memory is back.
+// the process keeps working once memory is back; so do graphs (Note
+// [Capture retries]: a capture that failed is tried again 16 calls later).
 TEST(GraphReplay, OutOfMemoryDuringCapture) {
   KILN_REQUIRE_CUDA();
-  auto f = kiln::jit::compile([](const Tensor& x) { return kiln::sigmoid(x) * x + kiln::exp(x); },
-                              {.name = "oom"});
+  // Two kernels (a plan of one is not captured).
+  auto f = kiln::jit::compile(
+      [](const Tensor& x) { return kiln::sigmoid(x) * x + kiln::exp(x).sum(1, true); },
+      {.name = "oom"});
   Tensor x = random_tensor({1024, 1024}, kiln::kFloat32, "contiguous", 1).cuda();
   Tensor expected = f(x).cpu();  // warm-up: the next call captures
   kiln::cuda::empty_cache();
   kiln::cuda::set_memory_fraction(1e-4);
   try {
     Tensor r = f(x);
-    EXPECT_TENSOR_CLOSE(r.cpu(), expected);
+    EXPECT_TENSOR_CLOSE_TOL(r.cpu(), expected, 1e-5, 1e-5);
   } catch (const kiln::Error& e) {
     EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
   }
   kiln::cuda::set_memory_fraction(1.0);
-  EXPECT_TENSOR_CLOSE(f(x).cpu(), expected);
-  EXPECT_TENSOR_CLOSE(f(x).cpu(), expected);
+  for (int i = 0; i < 20; ++i) EXPECT_TENSOR_CLOSE_TOL(f(x).cpu(), expected, 1e-5, 1e-5);
+  EXPECT_GT(f.stats().graph_nodes, 0);
 }
 
 // The same for a new size whose first call is captured (Note [Capture
