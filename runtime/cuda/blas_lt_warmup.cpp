@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -24,6 +25,9 @@ struct Warmup {
   std::mutex mu;
   std::condition_variable cv;
   bool running = false;
+  // The process whose thread runs the warm-up: a child forked meanwhile has
+  // no such thread (and may hold `mu` locked by it), so it does not wait.
+  std::atomic<pid_t> process{0};
 };
 
 Warmup& warmup_for(int device) {
@@ -73,7 +77,9 @@ void warm_up(int device) {
 // main thread: no crash in 35 exits from 0 to 140 ms (the probe), nor in 16
 // runs of kiln-bench's mlp and chain16. An exit from a third thread during the
 // main thread's warm-up is left to the handler below, which helps only
-// where cuBLASLt has registered nothing yet.
+// where cuBLASLt has registered nothing yet. A child forked during the
+// warm-up has no warm-up thread, and its waits return at once (else its
+// exit would wait on a flag that thread never clears).
 struct WaitBeforeExit {
   ~WaitBeforeExit() { wait_for_every_warmup(); }
 };
@@ -86,6 +92,7 @@ bool on_main_thread() {
 
 void wait_for_warmup(int device) {
   Warmup& w = warmup_for(device);
+  if (w.process.load(std::memory_order_acquire) != getpid()) return;
   std::unique_lock<std::mutex> lock(w.mu);
   w.cv.wait(lock, [&] { return !w.running; });
 }
@@ -107,6 +114,7 @@ void start_blas_warmup(int device) {
     (void)wait_before_exit;
     static const bool registered = (std::atexit(wait_for_every_warmup), true);
     (void)registered;
+    w.process.store(getpid(), std::memory_order_release);
     {
       std::lock_guard<std::mutex> lock(w.mu);
       w.running = true;
