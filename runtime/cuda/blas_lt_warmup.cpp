@@ -84,6 +84,15 @@ struct WaitBeforeExit {
   ~WaitBeforeExit() { wait_for_every_warmup(); }
 };
 
+// A warm-up that fails costs only its overlap: the first matmul initializes.
+void warm_up_or_log(int device) {
+  try {
+    warm_up(device);
+  } catch (const std::exception& e) {
+    KILN_LOG(Perf, "cuBLASLt warm-up on cuda:", device, " failed: ", e.what());
+  }
+}
+
 bool on_main_thread() {
   return static_cast<pid_t>(syscall(SYS_gettid)) == getpid();
 }
@@ -103,11 +112,7 @@ void start_blas_warmup(int device) {
     const char* env = std::getenv("KILN_BLAS_WARMUP");
     if (env && std::string(env) == "0") return;
     if (!on_main_thread()) {  // Note [Exit during the warm-up]
-      try {
-        warm_up(device);
-      } catch (const std::exception& e) {
-        KILN_LOG(Perf, "cuBLASLt warm-up on cuda:", device, " failed: ", e.what());
-      }
+      warm_up_or_log(device);
       return;
     }
     thread_local WaitBeforeExit wait_before_exit;
@@ -120,11 +125,7 @@ void start_blas_warmup(int device) {
       w.running = true;
     }
     std::thread([device, &w] {
-      try {
-        warm_up(device);
-      } catch (const std::exception& e) {
-        KILN_LOG(Perf, "cuBLASLt warm-up on cuda:", device, " failed: ", e.what());
-      }
+      warm_up_or_log(device);
       std::lock_guard<std::mutex> lock(w.mu);
       w.running = false;
       w.cv.notify_all();

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "jit/record/trace_buffer.h"
@@ -434,6 +435,7 @@ TEST(CublasCheck, NamesCallAndDevice) {
 // (perf/probes/lt_exit.cpp).
 TEST(CublasWarmup, ExitDuringTheWarmUpIsClean) {
   KILN_REQUIRE_CUDA();
+  const std::string style = GTEST_FLAG_GET(death_test_style);
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (int ms : {0, 5, 15, 30, 45, 60, 80, 100, 120, 150}) {
     SCOPED_TRACE("exit " + std::to_string(ms) + " ms after the first copy");
@@ -445,6 +447,7 @@ TEST(CublasWarmup, ExitDuringTheWarmUpIsClean) {
         },
         ::testing::ExitedWithCode(0), "");
   }
+  GTEST_FLAG_SET(death_test_style, style);
 }
 
 }  // namespace
