@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <unordered_map>
+#include <map>
 
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/op_kernels/op_support.h"
@@ -115,6 +115,16 @@ const char kNormStats[] = R"(
   __shared__ double s_part[KM][WPR][2];
   __shared__ float s_scale[KM], s_shift[KM];
   {
+#if KNORM_SMEM
+    // Note [Norm vectors in shared memory]: loaded with x's, stored after.
+    uint4 fill_w[2], fill_b[2];
+#pragma unroll
+    for (int f = 0; f < 2; ++f) {
+      const i64 j = threadIdx.x + 256 * f;
+      fill_w[f] = KNORM_W && j < kv ? ((const uint4*)nw)[j] : kiln_zero4();
+      fill_b[f] = KNORM_B && j < kv ? ((const uint4*)nb)[j] : kiln_zero4();
+    }
+#endif
     const int warp = threadIdx.x >> 5, part = warp % WPR;
     for (int i0 = 0; i0 < KM; i0 += KRPP) {
       const int i = i0 + warp / WPR;
@@ -130,6 +140,16 @@ const char kNormStats[] = R"(
       }
       if ((threadIdx.x & 31) == 0) s_part[i][part][0] = s, s_part[i][part][1] = q;
     }
+#if KNORM_SMEM
+#pragma unroll
+    for (int f = 0; f < 2; ++f) {
+      const i64 j = threadIdx.x + 256 * f;
+      if (j < kv) {
+        if (KNORM_W) kiln_s_norm[j] = fill_w[f];
+        if (KNORM_B) kiln_s_norm[kv + j] = fill_b[f];
+      }
+    }
+#endif
     __syncthreads();
     if (threadIdx.x < KM) {
       double s = 0.0, q = 0.0;
@@ -165,12 +185,16 @@ std::string normalize_source(const GemvSpec& s) {
       "  scale = rstd;\n  shift = -(rstd * (float)mean);\n}\n";
   // The norm's weight and bias at vector j (1 and 0 where it has none).
   src +=
-      "__device__ __forceinline__ void kiln_norm_params(const T* nw, const T* nb, i64 j, float* "
-      "nwf, "
-      "float* nbf) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, nbf[e] = "
-      "0.0f;\n"
+      "__device__ __forceinline__ void kiln_norm_params(const T* nw, const T* nb, i64 j, i64 kv, "
+      "float* nwf, float* nbf) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, "
+      "nbf[e] = 0.0f;\n"
+      "#if KNORM_SMEM\n"
+      "#if KNORM_W\n  kiln_unpack(kiln_s_norm[j], nwf);\n#endif\n"
+      "#if KNORM_B\n  kiln_unpack(kiln_s_norm[kv + j], nbf);\n#endif\n"
+      "#else\n"
       "#if KNORM_W\n  kiln_unpack(((const uint4*)nw)[j], nwf);\n#endif\n"
-      "#if KNORM_B\n  kiln_unpack(((const uint4*)nb)[j], nbf);\n#endif\n}\n";
+      "#if KNORM_B\n  kiln_unpack(((const uint4*)nb)[j], nbf);\n#endif\n"
+      "#endif\n}\n";
   src +=
       "__device__ __forceinline__ void kiln_normalize(float* f, const float* nw, const float* nb, "
       "float scale, float shift) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) {\n";
@@ -260,7 +284,7 @@ const char kGemvKeepX[] = R"(
       const i64 j = lane + (i64)u * KTPR;
       if (j < kv) {
         float nwf[KV], nbf[KV];
-        kiln_norm_params(nw, nb, j, nwf, nbf);
+        kiln_norm_params(nw, nb, j, kv, nwf, nbf);
 #pragma unroll
         for (int i = 0; i < KM; ++i) {
           float f[KV];
@@ -343,7 +367,7 @@ const char kGemvBody[] = R"(
         for (int r = 0; r < KRN; ++r) kiln_unpack(wv[u][r], wf[r]);
 #if KNORM && !KXRES
         float nwf[KV], nbf[KV];
-        kiln_norm_params(nw, nb, j, nwf, nbf);
+        kiln_norm_params(nw, nb, j, kv, nwf, nbf);
 #endif
 #pragma unroll
         for (int i = 0; i < KM; ++i) {
@@ -471,7 +495,7 @@ const char kGemvMmaBody[] = R"(
         const i64 j = (c0 + 8 * u) * 4 + t;
         if (j < kv) {
           float nwf[KV], nbf[KV];
-          kiln_norm_params(nw, nb, j, nwf, nbf);
+          kiln_norm_params(nw, nb, j, kv, nwf, nbf);
 #pragma unroll
           for (int b = 0; b < KB; ++b) {
             const int row = g + 8 * b;
@@ -602,6 +626,14 @@ void gemv_keep_x(GemvSpec& s, int64_t k, int64_t n, int sms) {
              steps >= kGemvKeepXStepsPerSm * sms;
 }
 
+void gemv_norm_smem(GemvSpec& s, int64_t k) {
+  s.norm_smem = s.norm != 0 && !s.keep_x && k / gemv_vector(s.dtype) <= kGemvNormSmemVectors;
+}
+
+size_t gemv_shared_bytes(const GemvSpec& s, int64_t k) {
+  return s.norm_smem ? static_cast<size_t>(2 * (k / gemv_vector(s.dtype)) * 16) : 0;
+}
+
 void gemv_take_mma(GemvSpec& s) {
   s.mma = true;
   s.fence = true;
@@ -635,7 +667,7 @@ std::string gemv_name(const GemvSpec& s) {
                        (s.norm_bias ? "b" : "")
                  : "") +
          (s.early ? "_e" : "") + (s.fence ? "_f" : "") + (s.keep_x ? "_xr" : "") +
-         (s.early_epilogue ? "" : "_le");
+         (s.norm_smem ? "_ns" : "") + (s.early_epilogue ? "" : "_le");
 }
 
 std::string gemv_source(const GemvSpec& s) {
@@ -647,6 +679,8 @@ std::string gemv_source(const GemvSpec& s) {
                        "gemv_source: the tensor-core form takes 16-bit dtypes");
   KILN_INTERNAL_ASSERT(!s.keep_x || (!s.mma && s.norm && s.m <= 2),
                        "gemv_source: x is kept in registers by the FMA form's norm prologue");
+  KILN_INTERNAL_ASSERT(!s.norm_smem || (s.norm && !s.keep_x),
+                       "gemv_source: the norm's vectors go to shared memory with the statistics");
   std::string src = op_prelude();
   src += "typedef " + std::string(mem_type(s.dtype)) + " T;\n";
   src += "#define KM " + std::to_string(s.m) + "\n#define KTPR " + std::to_string(s.tpr) +
@@ -665,6 +699,8 @@ __device__ __forceinline__ uint4 kiln_ld_stream(const uint4* p) {
   src += std::string("#define KEARLY ") + (s.early ? "1\n" : "0\n");
   src += std::string("#define KXRES ") + (s.keep_x ? "1\n" : "0\n");
   src += std::string("#define KEPI_EARLY ") + (s.early_epilogue ? "1\n" : "0\n");
+  src += std::string("#define KNORM_SMEM ") + (s.norm_smem ? "1\n" : "0\n");
+  if (s.norm_smem) src += "extern __shared__ uint4 kiln_s_norm[];\n";
   src += "#define KNORM " + std::to_string(s.norm) + "\n#define KNORM_W " +
          std::to_string(s.norm_weight ? 1 : 0) + "\n#define KNORM_B " +
          std::to_string(s.norm_bias ? 1 : 0) + "\n";
@@ -713,6 +749,9 @@ NamedSources gemv_source_samples() {
         if (k == 768) {
           s = gemv_spec(t, m, k, act, true, false, m == 3 ? 2 : 1, true, m != 3);
           out.emplace_back(gemv_name(s), gemv_source(s));
+          GemvSpec shared = s;  // Note [Norm vectors in shared memory]
+          gemv_norm_smem(shared, k);
+          out.emplace_back(gemv_name(shared), gemv_source(shared));
           if (m == 1) {
             // x kept in registers (Note [Normalized x kept in registers]):
             // statistics by shuffles in a group of 32 lanes, and from the
@@ -734,6 +773,7 @@ NamedSources gemv_source_samples() {
                         k == 768 && m <= 8);
           s.early = k != 64;
           gemv_take_mma(s);
+          gemv_norm_smem(s, k);
           out.emplace_back(gemv_name(s), gemv_source(s));
           if (m == 8 || m == 16) {  // KILN_GEMV_MMA_FENCE=0, KILN_GEMV_EARLY_EPILOGUE=0
             s.fence = false;
@@ -789,17 +829,18 @@ bool gemv_takes(const kiln::cuda::SkinnyMatmul& p) {
 // One block per step of outputs, but no more blocks than fit on the GPU at
 // once (Note [Skinny matmul kernel]): a large n (an LM head) then runs one
 // wave whose blocks take their norm statistics once and walk the steps.
-unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s) {
+unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s, size_t smem) {
   const unsigned steps = grid_for(n, gemv_outputs_per_block(s));
-  thread_local std::unordered_map<const void*, int> resident;  // per kernel, blocks per SM
+  // Blocks per SM, per kernel and dynamic shared memory.
+  thread_local std::map<std::pair<const void*, size_t>, int> resident;
   const void* f = reinterpret_cast<const void*>(kernel);
-  auto it = resident.find(f);
+  auto it = resident.find({f, smem});
   if (it == resident.end()) {
     int per_sm = 0;
     kiln::cuda::DeviceGuard guard(device);
-    KILN_CUDA_CHECK_DEVICE(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, kBlock, 0),
+    KILN_CUDA_CHECK_DEVICE(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, kBlock, smem),
                            device);
-    it = resident.emplace(f, std::max(1, per_sm)).first;
+    it = resident.emplace(std::make_pair(f, smem), std::max(1, per_sm)).first;
   }
   const int64_t fit =
       static_cast<int64_t>(it->second) * kiln::cuda::device_properties(device).multiProcessorCount;
@@ -813,12 +854,14 @@ unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s
 //   KILN_GEMV_MIN_VECTORS=V at least V vectors of k per thread in the FMA form, in place of
 //                          Note [Deeper groups where the grid stays full] (fewer threads per
 //                          group, more loads in flight each);
-//   KILN_GEMV_EARLY_EPILOGUE=0  without Note [Epilogue operands early].
+//   KILN_GEMV_EARLY_EPILOGUE=0  without Note [Epilogue operands early];
+//   KILN_GEMV_NORM_SMEM=0  without Note [Norm vectors in shared memory].
 struct Overrides {
   int64_t mma_from = kGemvMmaRows;
   bool mma_fence = true;
   int min_vectors = 0;  // 0: the spec's
   bool early_epilogue = true;
+  bool norm_smem = true;
 };
 
 const Overrides& overrides() {
@@ -831,6 +874,7 @@ const Overrides& overrides() {
     if (const char* v = std::getenv("KILN_GEMV_MMA_FENCE")) r.mma_fence = std::string(v) != "0";
     if (const char* v = std::getenv("KILN_GEMV_EARLY_EPILOGUE"))
       r.early_epilogue = std::string(v) != "0";
+    if (const char* v = std::getenv("KILN_GEMV_NORM_SMEM")) r.norm_smem = std::string(v) != "0";
     if (const char* v = std::getenv("KILN_GEMV_MIN_VECTORS"); v && *v)
       r.min_vectors = std::clamp(std::atoi(v), 1, 64);
     return r;
@@ -862,6 +906,9 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
     }
     gemv_keep_x(s, k, n, prop.multiProcessorCount);
   }
+  gemv_norm_smem(s, k);
+  s.norm_smem = s.norm_smem && o.norm_smem;
+  const size_t smem = gemv_shared_bytes(s, k);
   cudaKernel_t kernel = load_kernel(
       gemv_name(s), [&] { return gemv_source(s); }, out.device().index());
   KernelArgs args;
@@ -874,7 +921,8 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   args.i64(out.stride(0)).i64(a.stride(0)).i64(b.stride(1));
   args.i64(p.residual ? p.residual->stride(0) : 0);
   args.f64(p.norm_eps);
-  launch(kernel, out.device(), gemv_grid(kernel, out.device().index(), n, s), kBlock, 0, args);
+  launch(kernel, out.device(), gemv_grid(kernel, out.device().index(), n, s, smem), kBlock, smem,
+         args);
   out.impl()->bump_version();
 }
 

@@ -6,6 +6,7 @@
 // read once, 16 bytes per load. Host logic (the configuration and the
 // source) needs no device, so tests check it without a GPU.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -174,6 +175,8 @@ struct GemvSpec {
   bool keep_x = false;
   // Note [Epilogue operands early] (KILN_GEMV_EARLY_EPILOGUE=0 turns it off).
   bool early_epilogue = true;
+  // Note [Norm vectors in shared memory] (set by gemv_norm_smem).
+  bool norm_smem = false;
 };
 
 // The configuration for a product of m rows and k inputs (k a multiple of
@@ -199,6 +202,26 @@ void gemv_keep_x(GemvSpec& s, int64_t k, int64_t n, int sms);
 // Steps of outputs per SM from which x is kept (two per block at the three
 // blocks of 256 threads the form is built for).
 constexpr int64_t kGemvKeepXStepsPerSm = 6;
+
+// Note [Norm vectors in shared memory]
+// With a norm prologue, each step loaded the norm's weight and bias vectors
+// inside its loop over a thread's KU vectors, each under `if (j < kv)`:
+// ptxas does not move a load across that branch, so the SASS (GPT-2's QKV
+// product at one row, nvdisasm) issues u's two vectors only after u - 1's
+// FMAs, which wait for u - 1's: up to KU - 1 L2 trips one after another,
+// after the weights' own. That fits the 2 us by which the prologue products
+// trail the plain ones of the same size (perf/RESULTS.md, eighteenth to
+// twenty-third sessions). Now the block loads the norm's vectors once,
+// beside the statistics' x loads (into registers, two per thread), stores
+// them to shared memory before the statistics' first barrier, and the steps
+// read them there. Up to kGemvNormSmemVectors vectors of k (k = 4096 in 16
+// bits); the kept-x form, which loads them once per block already, keeps
+// its way. KILN_GEMV_NORM_SMEM=0 turns it off, to measure.
+constexpr int64_t kGemvNormSmemVectors = 512;
+// Sets s.norm_smem where Note [Norm vectors in shared memory] applies.
+void gemv_norm_smem(GemvSpec& s, int64_t k);
+// The dynamic shared memory a launch of `s` over k inputs takes.
+size_t gemv_shared_bytes(const GemvSpec& s, int64_t k);
 // Elements per 16-byte vector.
 int gemv_vector(DType dtype);
 // Outputs one block computes.
