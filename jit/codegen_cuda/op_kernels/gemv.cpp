@@ -627,7 +627,10 @@ void gemv_keep_x(GemvSpec& s, int64_t k, int64_t n, int sms) {
 }
 
 void gemv_norm_smem(GemvSpec& s, int64_t k) {
-  s.norm_smem = s.norm != 0 && !s.keep_x && k / gemv_vector(s.dtype) <= kGemvNormSmemVectors;
+  // The kept-x form of a group of up to 32 lanes takes no block statistics,
+  // so no barrier after which the vectors could be read.
+  s.norm_smem =
+      s.norm != 0 && !(s.keep_x && s.tpr <= 32) && k / gemv_vector(s.dtype) <= kGemvNormSmemVectors;
 }
 
 size_t gemv_shared_bytes(const GemvSpec& s, int64_t k) {
@@ -679,7 +682,7 @@ std::string gemv_source(const GemvSpec& s) {
                        "gemv_source: the tensor-core form takes 16-bit dtypes");
   KILN_INTERNAL_ASSERT(!s.keep_x || (!s.mma && s.norm && s.m <= 2),
                        "gemv_source: x is kept in registers by the FMA form's norm prologue");
-  KILN_INTERNAL_ASSERT(!s.norm_smem || (s.norm && !s.keep_x),
+  KILN_INTERNAL_ASSERT(!s.norm_smem || (s.norm && !(s.keep_x && s.tpr <= 32)),
                        "gemv_source: the norm's vectors go to shared memory with the statistics");
   std::string src = op_prelude();
   src += "typedef " + std::string(mem_type(s.dtype)) + " T;\n";
@@ -761,6 +764,8 @@ NamedSources gemv_source_samples() {
             out.emplace_back(gemv_name(keep), gemv_source(keep));
             keep = gemv_spec(t, m, 2048, act, false, false, 2, true, false);
             gemv_keep_x(keep, 2048, 1 << 20, 132);
+            out.emplace_back(gemv_name(keep), gemv_source(keep));
+            gemv_norm_smem(keep, 2048);  // Note [Norm vectors in shared memory]
             out.emplace_back(gemv_name(keep), gemv_source(keep));
             gemv_widen(s);
             out.emplace_back(gemv_name(s), gemv_source(s));
@@ -855,13 +860,14 @@ unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s
 //                          Note [Deeper groups where the grid stays full] (fewer threads per
 //                          group, more loads in flight each);
 //   KILN_GEMV_EARLY_EPILOGUE=0  without Note [Epilogue operands early];
-//   KILN_GEMV_NORM_SMEM=0  without Note [Norm vectors in shared memory].
+//   KILN_GEMV_NORM_SMEM=0  without Note [Norm vectors in shared memory] (2: without it in
+//                          the kept-x form only).
 struct Overrides {
   int64_t mma_from = kGemvMmaRows;
   bool mma_fence = true;
   int min_vectors = 0;  // 0: the spec's
   bool early_epilogue = true;
-  bool norm_smem = true;
+  int norm_smem = 1;
 };
 
 const Overrides& overrides() {
@@ -874,7 +880,8 @@ const Overrides& overrides() {
     if (const char* v = std::getenv("KILN_GEMV_MMA_FENCE")) r.mma_fence = std::string(v) != "0";
     if (const char* v = std::getenv("KILN_GEMV_EARLY_EPILOGUE"))
       r.early_epilogue = std::string(v) != "0";
-    if (const char* v = std::getenv("KILN_GEMV_NORM_SMEM")) r.norm_smem = std::string(v) != "0";
+    if (const char* v = std::getenv("KILN_GEMV_NORM_SMEM"); v && *v)
+      r.norm_smem = std::clamp(std::atoi(v), 0, 2);
     if (const char* v = std::getenv("KILN_GEMV_MIN_VECTORS"); v && *v)
       r.min_vectors = std::clamp(std::atoi(v), 1, 64);
     return r;
@@ -907,7 +914,7 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
     gemv_keep_x(s, k, n, prop.multiProcessorCount);
   }
   gemv_norm_smem(s, k);
-  s.norm_smem = s.norm_smem && o.norm_smem;
+  s.norm_smem = s.norm_smem && (o.norm_smem == 1 || (o.norm_smem == 2 && !s.keep_x));
   const size_t smem = gemv_shared_bytes(s, k);
   cudaKernel_t kernel = load_kernel(
       gemv_name(s), [&] { return gemv_source(s); }, out.device().index());

@@ -215,8 +215,11 @@ constexpr int64_t kGemvKeepXStepsPerSm = 6;
 // beside the statistics' x loads (into registers, two per thread), stores
 // them to shared memory before the statistics' first barrier, and the steps
 // read them there. Up to kGemvNormSmemVectors vectors of k (k = 4096 in 16
-// bits); the kept-x form, which loads them once per block already, keeps
-// its way. KILN_GEMV_NORM_SMEM=0 turns it off, to measure.
+// bits). The kept-x form loads them once per block, but that is on every
+// block's path too (KU trips before its first weights), so it takes them
+// from shared memory as well, except where a group of up to 32 lanes takes
+// the statistics by shuffles and the block has no barrier to read them
+// after. KILN_GEMV_NORM_SMEM=0 turns it off, to measure.
 constexpr int64_t kGemvNormSmemVectors = 512;
 // Sets s.norm_smem where Note [Norm vectors in shared memory] applies.
 void gemv_norm_smem(GemvSpec& s, int64_t k);
