@@ -860,14 +860,13 @@ unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s
 //                          Note [Deeper groups where the grid stays full] (fewer threads per
 //                          group, more loads in flight each);
 //   KILN_GEMV_EARLY_EPILOGUE=0  without Note [Epilogue operands early];
-//   KILN_GEMV_NORM_SMEM=0  without Note [Norm vectors in shared memory] (2: without it in
-//                          the kept-x form only).
+//   KILN_GEMV_NORM_SMEM=0  without Note [Norm vectors in shared memory].
 struct Overrides {
   int64_t mma_from = kGemvMmaRows;
   bool mma_fence = true;
   int min_vectors = 0;  // 0: the spec's
   bool early_epilogue = true;
-  int norm_smem = 1;
+  bool norm_smem = true;
 };
 
 const Overrides& overrides() {
@@ -880,8 +879,7 @@ const Overrides& overrides() {
     if (const char* v = std::getenv("KILN_GEMV_MMA_FENCE")) r.mma_fence = std::string(v) != "0";
     if (const char* v = std::getenv("KILN_GEMV_EARLY_EPILOGUE"))
       r.early_epilogue = std::string(v) != "0";
-    if (const char* v = std::getenv("KILN_GEMV_NORM_SMEM"); v && *v)
-      r.norm_smem = std::clamp(std::atoi(v), 0, 2);
+    if (const char* v = std::getenv("KILN_GEMV_NORM_SMEM")) r.norm_smem = std::string(v) != "0";
     if (const char* v = std::getenv("KILN_GEMV_MIN_VECTORS"); v && *v)
       r.min_vectors = std::clamp(std::atoi(v), 1, 64);
     return r;
@@ -914,7 +912,7 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
     gemv_keep_x(s, k, n, prop.multiProcessorCount);
   }
   gemv_norm_smem(s, k);
-  s.norm_smem = s.norm_smem && (o.norm_smem == 1 || (o.norm_smem == 2 && !s.keep_x));
+  s.norm_smem = s.norm_smem && o.norm_smem;
   const size_t smem = gemv_shared_bytes(s, k);
   cudaKernel_t kernel = load_kernel(
       gemv_name(s), [&] { return gemv_source(s); }, out.device().index());

@@ -208,18 +208,20 @@ constexpr int64_t kGemvKeepXStepsPerSm = 6;
 // inside its loop over a thread's KU vectors, each under `if (j < kv)`:
 // ptxas does not move a load across that branch, so the SASS (GPT-2's QKV
 // product at one row, nvdisasm) issues u's two vectors only after u - 1's
-// FMAs, which wait for u - 1's: up to KU - 1 L2 trips one after another,
-// after the weights' own. That fits the 2 us by which the prologue products
-// trail the plain ones of the same size (perf/RESULTS.md, eighteenth to
-// twenty-third sessions). Now the block loads the norm's vectors once,
-// beside the statistics' x loads (into registers, two per thread), stores
-// them to shared memory before the statistics' first barrier, and the steps
-// read them there. Up to kGemvNormSmemVectors vectors of k (k = 4096 in 16
-// bits). The kept-x form loads them once per block, but that is on every
-// block's path too (KU trips before its first weights), so it takes them
-// from shared memory as well, except where a group of up to 32 lanes takes
-// the statistics by shuffles and the block has no barrier to read them
-// after. KILN_GEMV_NORM_SMEM=0 turns it off, to measure.
+// FMAs. Now the block loads the norm's vectors once, beside the
+// statistics' x loads (into registers, two per thread), stores them to
+// shared memory before the statistics' first barrier, and the steps read
+// them there. Up to kGemvNormSmemVectors vectors of k (k = 4096 in 16
+// bits). The kept-x form takes them from shared memory as well, except
+// where a group of up to 32 lanes takes the statistics by shuffles and the
+// block has no barrier to read them after. KILN_GEMV_NORM_SMEM=0 turns it
+// off, to measure. Measured on an H200 at one row (perf/RESULTS.md,
+// twenty-fourth session): -1.0 to -2.1 us on the wide products (Llama's
+// 2048x16384 and head, GPT-2's head), -1.1 on 4096x4096, -0.1 to -0.3 on
+// GPT-2's QKV and FC; -2.5 us at 8 rows for 4096-wide ones. Most of the
+// ~2 us by which a prologue product trails a plain one is therefore not
+// these loads (warps of a block share them through L1) but the
+// statistics' own chain.
 constexpr int64_t kGemvNormSmemVectors = 512;
 // Sets s.norm_smem where Note [Norm vectors in shared memory] applies.
 void gemv_norm_smem(GemvSpec& s, int64_t k);
