@@ -109,7 +109,7 @@ std::string store_source(const GemvSpec& s) {
 // warp per row from m = 5), so that m rows cost two barriers, not 2m block
 // reductions one after another.
 const char kNormStats[] = R"(
-#if KNORM && !(KXRES && KTPR <= 32)
+#if KNORM && !(KXRES && KTPR <= 32) && !KFOLD
   constexpr int KRPP = KM >= 5 ? 8 : KM >= 3 ? 4 : KM;  // rows side by side
   constexpr int WPR = 8 / KRPP;                         // warps per row
   __shared__ double s_part[KM][WPR][2];
@@ -195,6 +195,18 @@ std::string normalize_source(const GemvSpec& s) {
       "#if KNORM_W\n  kiln_unpack(((const uint4*)nw)[j], nwf);\n#endif\n"
       "#if KNORM_B\n  kiln_unpack(((const uint4*)nb)[j], nbf);\n#endif\n"
       "#endif\n}\n";
+  // Note [Norm folded into the sums]: an output from its sum of weights
+  // times x (times the norm's weight), the row's moments, and the sums of
+  // its weights times the norm's weight (b) and bias (c). The statistics as
+  // kiln_scale_shift takes them, less two divisions on the kernel's last
+  // stretch: 1 / count comes from the kernel's start, and float64 rsqrt
+  // (1 ulp) stands for 1 / sqrt.
+  src +=
+      "__device__ __forceinline__ float kiln_fold(float a, double s, double q, float b, float c, "
+      "double inv_count, double eps) {\n"
+      "  const double mean = s * inv_count, var = fmax(q * inv_count - mean * mean, 0.0);\n"
+      "  const float scale = (float)rsqrt(var + eps), shift = -(scale * (float)mean);\n"
+      "  return KNORM == 1 ? a * scale + (shift * b + c) : a * scale;\n}\n";
   src +=
       "__device__ __forceinline__ void kiln_normalize(float* f, const float* nw, const float* nb, "
       "float scale, float shift) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) {\n";
@@ -330,6 +342,17 @@ const char kGemvBody[] = R"(
 #pragma unroll
     for (int r = 0; r < KRN; ++r) acc[i][r] = 0.0f;
   }
+#if KFOLD
+  // Note [Norm folded into the sums]: each row's moments, and each output's
+  // sums of its weights times the norm's weight (layer_norm) and bias.
+  double fs[KM], fq[KM];
+  float fb[KRN], fc[KRN];
+  const double inv_count = 1.0 / (double)(kv * KV);
+#pragma unroll
+  for (int i = 0; i < KM; ++i) fs[i] = fq[i] = 0.0;
+#pragma unroll
+  for (int r = 0; r < KRN; ++r) fb[r] = fc[r] = 0.0f;
+#endif
   for (i64 j0 = lane; j0 < kv; j0 += (i64)KTPR * KU) {
     // The step's loads first, so that they are in flight together: the
     // weight vectors, and x's too when they fit in a few registers (else
@@ -338,11 +361,18 @@ const char kGemvBody[] = R"(
 #if KM * KU <= 8 && !KXRES
     uint4 xv[KU][KM];
 #endif
+#if KFOLD
+    uint4 nwv[KU], nbv[KU];
+#endif
 #pragma unroll
     for (int u = 0; u < KU; ++u) {
       const i64 j = j0 + (i64)u * KTPR;
 #pragma unroll
       for (int r = 0; r < KRN; ++r) wv[u][r] = j < kv ? kiln_ld_stream(wr[r] + j) : kiln_zero4();
+#if KFOLD
+      nwv[u] = KNORM_W && j < kv ? ((const uint4*)nw)[j] : kiln_zero4();
+      nbv[u] = KNORM_B && j < kv ? ((const uint4*)nb)[j] : kiln_zero4();
+#endif
 #if KM * KU <= 8 && !KXRES
 #pragma unroll
       for (int i = 0; i < KM; ++i) xv[u][i] = j < kv ? ((const uint4*)(x + (i64)i * ldx))[j] : kiln_zero4();
@@ -365,7 +395,27 @@ const char kGemvBody[] = R"(
         float wf[KRN][KV];
 #pragma unroll
         for (int r = 0; r < KRN; ++r) kiln_unpack(wv[u][r], wf[r]);
-#if KNORM && !KXRES
+#if KFOLD
+        float nwf[KV], nbf[KV];
+#pragma unroll
+        for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, nbf[e] = 0.0f;
+#if KNORM_W
+        kiln_unpack(nwv[u], nwf);
+#endif
+#if KNORM_B
+        kiln_unpack(nbv[u], nbf);
+#endif
+#if KNORM == 1
+#pragma unroll
+        for (int r = 0; r < KRN; ++r) {
+#pragma unroll
+          for (int e = 0; e < KV; ++e) {
+            fb[r] = fmaf(wf[r][e], nwf[e], fb[r]);
+            if (KNORM_B) fc[r] = fmaf(wf[r][e], nbf[e], fc[r]);
+          }
+        }
+#endif
+#elif KNORM && !KXRES
         float nwf[KV], nbf[KV];
         kiln_norm_params(nw, nb, j, kv, nwf, nbf);
 #endif
@@ -373,7 +423,14 @@ const char kGemvBody[] = R"(
         for (int i = 0; i < KM; ++i) {
           float xf[KV];
           kiln_unpack(KILN_X(u, i), xf);
-#if KNORM && !KXRES
+#if KFOLD
+          // Each round of KTPR vectors is one group's to take moments of.
+          if (((j0 - lane) / KTPR + u) % (256 / KTPR) == group) kiln_moments(KILN_X(u, i), fs[i], fq[i]);
+#if KNORM_W
+#pragma unroll
+          for (int e = 0; e < KV; ++e) xf[e] *= nwf[e];
+#endif
+#elif KNORM && !KXRES
           kiln_normalize(xf, nwf, nbf, s_scale[i], s_shift[i]);
 #endif
 #pragma unroll
@@ -396,21 +453,64 @@ const char kGemvBody[] = R"(
       for (int o = WL / 2; o > 0; o >>= 1) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
     }
   }
+#if KFOLD
+#pragma unroll
+  for (int o = WL / 2; o > 0; o >>= 1) {
+#pragma unroll
+    for (int r = 0; r < KRN; ++r) {
+      if (KNORM == 1) fb[r] += __shfl_xor_sync(0xffffffffu, fb[r], o);
+      if (KNORM_B) fc[r] += __shfl_xor_sync(0xffffffffu, fc[r], o);
+    }
+  }
+  // The moments are the block's: a warp's lanes, then its eight warps.
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (int i = 0; i < KM; ++i) {
+      if (KNORM == 1) fs[i] += __shfl_xor_sync(0xffffffffu, fs[i], o);
+      fq[i] += __shfl_xor_sync(0xffffffffu, fq[i], o);
+    }
+  }
+  __shared__ double fold_m[256 / 32][KM][2];
+  if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+    for (int i = 0; i < KM; ++i) fold_m[threadIdx.x / 32][i][0] = fs[i], fold_m[threadIdx.x / 32][i][1] = fq[i];
+  }
+#if KTPR <= 32
+  __syncthreads();
+#endif
+#endif
 #if KTPR > 32
   constexpr int WPG = KTPR / 32;
   __shared__ float red[256 / 32][KM * KRN];
+#if KFOLD
+  __shared__ float red_f[256 / 32][KRN][2];
+#endif
   if ((threadIdx.x & 31) == 0) {
 #pragma unroll
     for (int i = 0; i < KM; ++i) {
 #pragma unroll
       for (int r = 0; r < KRN; ++r) red[threadIdx.x / 32][i * KRN + r] = acc[i][r];
     }
+#if KFOLD
+#pragma unroll
+    for (int r = 0; r < KRN; ++r) red_f[threadIdx.x / 32][r][0] = fb[r], red_f[threadIdx.x / 32][r][1] = fc[r];
+#endif
   }
   __syncthreads();
   for (int q = lane; q < KM * KRN; q += KTPR) {
     float v = 0.0f;
 #pragma unroll
     for (int g = 0; g < WPG; ++g) v += red[group * WPG + g][q];
+#if KFOLD
+    double s = 0.0, sq = 0.0;
+#pragma unroll
+    for (int g = 0; g < 8; ++g) s += fold_m[g][q / KRN][0], sq += fold_m[g][q / KRN][1];
+    float b = 0.0f, c = 0.0f;
+#pragma unroll
+    for (int g = 0; g < WPG; ++g) b += red_f[group * WPG + g][q % KRN][0], c += red_f[group * WPG + g][q % KRN][1];
+    v = kiln_fold(v, s, sq, b, c, inv_count, eps);
+#endif
     KILN_STORE(q / KRN, n0 + q % KRN, v);
   }
   __syncthreads();  // `red` is written again by the next step
@@ -419,9 +519,21 @@ const char kGemvBody[] = R"(
   for (int i = 0; i < KM; ++i) {
 #pragma unroll
     for (int r = 0; r < KRN; ++r) {
+#if KFOLD
+      if ((i * KRN + r) % KTPR == lane) {
+        double s = 0.0, sq = 0.0;
+#pragma unroll
+        for (int g = 0; g < 8; ++g) s += fold_m[g][i][0], sq += fold_m[g][i][1];
+        KILN_STORE(i, n0 + r, kiln_fold(acc[i][r], s, sq, fb[r], fc[r], inv_count, eps));
+      }
+#else
       if ((i * KRN + r) % KTPR == lane) KILN_STORE(i, n0 + r, acc[i][r]);
+#endif
     }
   }
+#if KFOLD
+  __syncthreads();  // `fold_m` is written again by the next step
+#endif
 #endif
   }
 }
@@ -627,10 +739,22 @@ void gemv_keep_x(GemvSpec& s, int64_t k, int64_t n, int sms) {
 }
 
 void gemv_norm_smem(GemvSpec& s, int64_t k) {
-  // The kept-x form of a group of up to 32 lanes takes no block statistics,
-  // so no barrier after which the vectors could be read.
-  s.norm_smem =
-      s.norm != 0 && !(s.keep_x && s.tpr <= 32) && k / gemv_vector(s.dtype) <= kGemvNormSmemVectors;
+  // The kept-x form of a group of up to 32 lanes, and the folded form, take
+  // no block statistics, so no barrier after which the vectors could be read.
+  s.norm_smem = s.norm != 0 && !(s.keep_x && s.tpr <= 32) && !s.fold_norm &&
+                k / gemv_vector(s.dtype) <= kGemvNormSmemVectors;
+}
+
+void gemv_fold_norm(GemvSpec& s, int64_t k, int64_t n, int sms) {
+  const int64_t steps = (n + gemv_outputs_per_block(s) - 1) / gemv_outputs_per_block(s);
+  s.fold_norm = s.norm != 0 && !s.mma && !s.keep_x && s.m <= kGemvFoldRows &&
+                steps <= kGemvFoldStepsPerSm * sms;
+  if (!s.fold_norm) return;
+  // Four loads per round in flight (weights, x, the norm's weight and bias):
+  // no round that no lane of a group can use (GPT-2's k = 768 is 96 vectors,
+  // three rounds of 32 lanes).
+  const int64_t kv = k / gemv_vector(s.dtype);
+  s.unroll = static_cast<int>(std::min<int64_t>(s.unroll, (kv + s.tpr - 1) / s.tpr));
 }
 
 size_t gemv_shared_bytes(const GemvSpec& s, int64_t k) {
@@ -670,7 +794,7 @@ std::string gemv_name(const GemvSpec& s) {
                        (s.norm_bias ? "b" : "")
                  : "") +
          (s.early ? "_e" : "") + (s.fence ? "_f" : "") + (s.keep_x ? "_xr" : "") +
-         (s.norm_smem ? "_ns" : "") + (s.early_epilogue ? "" : "_le");
+         (s.norm_smem ? "_ns" : "") + (s.fold_norm ? "_fn" : "") + (s.early_epilogue ? "" : "_le");
 }
 
 std::string gemv_source(const GemvSpec& s) {
@@ -682,8 +806,10 @@ std::string gemv_source(const GemvSpec& s) {
                        "gemv_source: the tensor-core form takes 16-bit dtypes");
   KILN_INTERNAL_ASSERT(!s.keep_x || (!s.mma && s.norm && s.m <= 2),
                        "gemv_source: x is kept in registers by the FMA form's norm prologue");
-  KILN_INTERNAL_ASSERT(!s.norm_smem || (s.norm && !(s.keep_x && s.tpr <= 32)),
+  KILN_INTERNAL_ASSERT(!s.norm_smem || (s.norm && !(s.keep_x && s.tpr <= 32) && !s.fold_norm),
                        "gemv_source: the norm's vectors go to shared memory with the statistics");
+  KILN_INTERNAL_ASSERT(!s.fold_norm || (s.norm && !s.mma && !s.keep_x),
+                       "gemv_source: the norm is folded into the FMA form's sums");
   std::string src = op_prelude();
   src += "typedef " + std::string(mem_type(s.dtype)) + " T;\n";
   src += "#define KM " + std::to_string(s.m) + "\n#define KTPR " + std::to_string(s.tpr) +
@@ -703,6 +829,7 @@ __device__ __forceinline__ uint4 kiln_ld_stream(const uint4* p) {
   src += std::string("#define KXRES ") + (s.keep_x ? "1\n" : "0\n");
   src += std::string("#define KEPI_EARLY ") + (s.early_epilogue ? "1\n" : "0\n");
   src += std::string("#define KNORM_SMEM ") + (s.norm_smem ? "1\n" : "0\n");
+  src += std::string("#define KFOLD ") + (s.fold_norm ? "1\n" : "0\n");
   if (s.norm_smem) src += "extern __shared__ uint4 kiln_s_norm[];\n";
   src += "#define KNORM " + std::to_string(s.norm) + "\n#define KNORM_W " +
          std::to_string(s.norm_weight ? 1 : 0) + "\n#define KNORM_B " +
@@ -727,9 +854,11 @@ __device__ __forceinline__ void kiln_prefetch_rows(const T* w, i64 n0, i64 n, i6
   }
   // Kept x (Note [Normalized x kept in registers]): without a blocks-per-SM
   // hint ptxas held that form to 64 registers and spilled; three blocks of
-  // 256 let it take the 70 it needs.
+  // 256 let it take the 70 it needs. The folded form of one or two rows
+  // (Note [Norm folded into the sums]) took 79 without one (GPT-2's QKV
+  // product; two blocks per SM) and 74, unspilled, with it.
   src += std::string("extern \"C\" __global__ void __launch_bounds__(256") +
-         (s.keep_x ? ", 3" : "") + ") " + gemv_name(s) + kGemvHead;
+         (s.keep_x || (s.fold_norm && s.m <= 2) ? ", 3" : "") + ") " + gemv_name(s) + kGemvHead;
   src += s.mma ? kGemvMmaSetup : kGemvSetup;
   src += kNormStats;
   if (!s.mma) src += kGemvKeepX;
@@ -755,6 +884,14 @@ NamedSources gemv_source_samples() {
           GemvSpec shared = s;  // Note [Norm vectors in shared memory]
           gemv_norm_smem(shared, k);
           out.emplace_back(gemv_name(shared), gemv_source(shared));
+          if (m <= kGemvFoldRows) {  // Note [Norm folded into the sums]: a warp, 128 lanes
+            GemvSpec fold = s;
+            gemv_fold_norm(fold, k, 2304, 132);
+            out.emplace_back(gemv_name(fold), gemv_source(fold));
+            fold = gemv_spec(t, m, 2048, act, true, true, 1, true, true);
+            gemv_fold_norm(fold, 2048, 256, 132);
+            out.emplace_back(gemv_name(fold), gemv_source(fold));
+          }
           if (m == 1) {
             // x kept in registers (Note [Normalized x kept in registers]):
             // statistics by shuffles in a group of 32 lanes, and from the
@@ -860,13 +997,15 @@ unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s
 //                          Note [Deeper groups where the grid stays full] (fewer threads per
 //                          group, more loads in flight each);
 //   KILN_GEMV_EARLY_EPILOGUE=0  without Note [Epilogue operands early];
-//   KILN_GEMV_NORM_SMEM=0  without Note [Norm vectors in shared memory].
+//   KILN_GEMV_NORM_SMEM=0  without Note [Norm vectors in shared memory];
+//   KILN_GEMV_FOLD_NORM=0  without Note [Norm folded into the sums].
 struct Overrides {
   int64_t mma_from = kGemvMmaRows;
   bool mma_fence = true;
   int min_vectors = 0;  // 0: the spec's
   bool early_epilogue = true;
   bool norm_smem = true;
+  bool fold_norm = true;
 };
 
 const Overrides& overrides() {
@@ -880,6 +1019,7 @@ const Overrides& overrides() {
     if (const char* v = std::getenv("KILN_GEMV_EARLY_EPILOGUE"))
       r.early_epilogue = std::string(v) != "0";
     if (const char* v = std::getenv("KILN_GEMV_NORM_SMEM")) r.norm_smem = std::string(v) != "0";
+    if (const char* v = std::getenv("KILN_GEMV_FOLD_NORM")) r.fold_norm = std::string(v) != "0";
     if (const char* v = std::getenv("KILN_GEMV_MIN_VECTORS"); v && *v)
       r.min_vectors = std::clamp(std::atoi(v), 1, 64);
     return r;
@@ -910,6 +1050,7 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
       gemv_deepen(s, n, prop.multiProcessorCount);
     }
     gemv_keep_x(s, k, n, prop.multiProcessorCount);
+    if (o.fold_norm) gemv_fold_norm(s, k, n, prop.multiProcessorCount);
   }
   gemv_norm_smem(s, k);
   s.norm_smem = s.norm_smem && o.norm_smem;

@@ -177,6 +177,8 @@ struct GemvSpec {
   bool early_epilogue = true;
   // Note [Norm vectors in shared memory] (set by gemv_norm_smem).
   bool norm_smem = false;
+  // Note [Norm folded into the sums] (set by gemv_fold_norm).
+  bool fold_norm = false;
 };
 
 // The configuration for a product of m rows and k inputs (k a multiple of
@@ -225,6 +227,39 @@ constexpr int64_t kGemvKeepXStepsPerSm = 6;
 constexpr int64_t kGemvNormSmemVectors = 512;
 // Sets s.norm_smem where Note [Norm vectors in shared memory] applies.
 void gemv_norm_smem(GemvSpec& s, int64_t k);
+
+// Note [Norm folded into the sums]
+// A product with a norm prologue took its rows' statistics first: after its
+// wait each block loaded x, reduced its moments across the block (two
+// barriers), and only then loaded its weights, so that a one-row product
+// with a prologue took about 2 us more than one without (perf/RESULTS.md).
+// The FMA form of one row (kGemvFoldRows; x not kept) now folds the norm
+// into its sums.
+// With scale = rstd and shift = -mean * rstd, for output n,
+//   sum_k W[n,k] ((x_k scale + shift) w_k + b_k)
+//     = scale sum_k W[n,k] x_k w_k + shift sum_k W[n,k] w_k + sum_k W[n,k] b_k,
+// so a group accumulates the three sums and its share of the row's moments
+// (float64) in the one pass that loads x, the weights and the norm's
+// vectors together, reduces them with its sums, and applies scale and shift
+// when it stores; rms_norm keeps only scale times the first sum. Eager
+// rounds the normalized x to the dtype before its product, the folded form
+// does not: the results differ by about that rounding, the size of the
+// product's own. The first two terms cancel where |mean| >> std, losing
+// what eager's x * scale + shift loses, float32's rounding of |mean| / std.
+// Of the rounds of KTPR vectors of x that every group loads, each group takes
+// the moments of its share (round r: group r mod 256 / KTPR), and the block
+// adds them up once, after its sums. Taken where the grid's blocks are
+// resident at once (kGemvFoldStepsPerSm): a block that walked steps would
+// take the moments again at each. KILN_GEMV_FOLD_NORM=0 takes the statistics
+// first, to measure.
+constexpr int64_t kGemvFoldStepsPerSm = 3;
+// At two rows GPT-2's QKV and FC products took 0.2-0.6 us longer folded
+// than with the statistics first (H200); at four, 128 registers (151 with
+// the block's moments) and 1.9 us longer.
+constexpr int kGemvFoldRows = 1;
+// Sets s.fold_norm where it applies, for a product of k inputs to n outputs
+// on a GPU of `sms` multiprocessors.
+void gemv_fold_norm(GemvSpec& s, int64_t k, int64_t n, int sms);
 // The dynamic shared memory a launch of `s` over k inputs takes.
 size_t gemv_shared_bytes(const GemvSpec& s, int64_t k);
 // Elements per 16-byte vector.
