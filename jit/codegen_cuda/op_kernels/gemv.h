@@ -246,6 +246,8 @@ void gemv_norm_smem(GemvSpec& s, int64_t k);
 // does not: the results differ by about that rounding, the size of the
 // product's own. The first two terms cancel where |mean| >> std, losing
 // what eager's x * scale + shift loses, float32's rounding of |mean| / std.
+// An infinite weight can give NaN where eager gives an infinity (its terms
+// in the first two sums cancel); a non-finite x gives NaN either way.
 // Of the rounds of KTPR vectors of x that every group loads, each group takes
 // the moments of its share (round r: group r mod 256 / KTPR), and the block
 // adds them up once, after its sums. Taken where the grid's blocks are

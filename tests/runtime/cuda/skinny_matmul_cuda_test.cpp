@@ -65,8 +65,8 @@ std::string compare_between(const Tensor& got, const Tensor& rounded, const Tens
                             DType t) {
   const Tensor a = rounded.to(kFloat32), b = unrounded.to(kFloat32);
   const Tensor g = got.cpu().to(kFloat32);
-  const Tensor nearest = clamp(g, std::optional<Tensor>(minimum(a, b)),
-                               std::optional<Tensor>(maximum(a, b)));
+  const Tensor nearest =
+      clamp(g, std::optional<Tensor>(minimum(a, b)), std::optional<Tensor>(maximum(a, b)));
   return testing::compare(g, nearest, tol(t, "gelu_tanh"));
 }
 
@@ -219,9 +219,8 @@ void check_norm_prologue(DType t, int64_t m, int64_t k, const char* norm, bool a
                          jit::cuda::gemv_preferred(t, m, k, n, major * 10 + minor);
   EXPECT_EQ(cuda::skinny_stats().generated, before + (generated ? 1 : 0));
   auto f32 = [](const OptT& v) { return v ? OptT(v->to(kFloat32)) : std::nullopt; };
-  const Tensor unrounded = call(x.to(kFloat32), w.to(kFloat32), b.to(kFloat32), r.to(kFloat32),
-                                f32(nw), f32(nb))
-                               .to(t);
+  const Tensor unrounded =
+      call(x.to(kFloat32), w.to(kFloat32), b.to(kFloat32), r.to(kFloat32), f32(nw), f32(nb)).to(t);
   const std::string msg = compare_between(got, call(x, w, b, r, nw, nb), unrounded, t);
   EXPECT_TRUE(msg.empty()) << msg;
   cuda::set_skinny_path(cuda::SkinnyPath::Auto);
