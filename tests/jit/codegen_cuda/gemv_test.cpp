@@ -175,6 +175,57 @@ TEST_F(Gemv, NormalizedXKeptInRegisters) {
   EXPECT_FALSE(tc.keep_x);
 }
 
+// Note [Norm folded into the sums]: at one row, with a prologue, in the FMA
+// form without kept x, where the grid's blocks are resident at once on 132
+// SMs (GPT-2's QKV and FC: 288 and 384 steps), without rounds no lane can
+// use, with a name and a launch bound of its own and no statistics block.
+// Not GPT-2's head (its blocks walk steps), two rows, the kept-x or
+// tensor-core forms, or without a norm.
+TEST_F(Gemv, NormFoldedWhereTheGridIsResident) {
+  struct Case {
+    int64_t m, k, n;
+    int norm;
+    bool fold;
+    int unroll;  // after gemv_fold_norm
+  };
+  const Case cases[] = {
+      {1, 768, 2304, 1, true, 3},   {1, 768, 3072, 1, true, 3},  {1, 2048, 512, 2, true, 2},
+      {1, 768, 50257, 1, false, 4}, {2, 768, 2304, 1, false, 4}, {1, 2048, 8192, 2, false, 4},
+      {1, 768, 2304, 0, false, 4},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
+                 " n=" + std::to_string(c.n) + " norm=" + std::to_string(c.norm));
+    kc::GemvSpec s = kc::gemv_spec(kiln::kFloat16, c.m, c.k, 2, true, false, c.norm, true, true);
+    if (c.n >= kc::kGemvWideN) kc::gemv_widen(s);
+    kc::gemv_deepen(s, c.n, 132);
+    kc::gemv_keep_x(s, c.k, c.n, 132);
+    const std::string plain = kc::gemv_name(s);
+    kc::gemv_fold_norm(s, c.k, c.n, 132);
+    EXPECT_EQ(s.fold_norm, c.fold);
+    EXPECT_EQ(s.unroll, c.unroll);
+    kc::gemv_norm_smem(s, c.k);
+    if (!s.fold_norm) {
+      EXPECT_EQ(kc::gemv_name(s).find("_fn"), std::string::npos);
+      continue;
+    }
+    const int64_t kv = c.k / kc::gemv_vector(kiln::kFloat16);
+    EXPECT_LT(static_cast<int64_t>(s.unroll - 1) * s.tpr, kv) << "a round no lane uses";
+    EXPECT_LE((c.n + kc::gemv_outputs_per_block(s) - 1) / kc::gemv_outputs_per_block(s),
+              kc::kGemvFoldStepsPerSm * 132);
+    EXPECT_FALSE(s.norm_smem) << "no statistics block to load the norm's vectors beside";
+    EXPECT_NE(kc::gemv_name(s), plain);
+    EXPECT_NE(kc::gemv_name(s).find("_fn"), std::string::npos);
+    const std::string src = kc::gemv_source(s);
+    EXPECT_NE(src.find("#define KFOLD 1"), std::string::npos);
+    EXPECT_NE(src.find("__launch_bounds__(256, 3)"), std::string::npos);
+  }
+  kc::GemvSpec tc = kc::gemv_spec(kiln::kFloat16, 1, 768, 0, true, false, 1, true, true);
+  kc::gemv_take_mma(tc);
+  kc::gemv_fold_norm(tc, 768, 2304, 132);
+  EXPECT_FALSE(tc.fold_norm) << "the tensor-core form takes its statistics first";
+}
+
 // Note [Tensor-core skinny kernel]: from 5 rows, 16-bit dtypes, sm_80 on;
 // tiles of 16 outputs; a name of its own.
 TEST_F(Gemv, TensorCoreFormFromFiveRows) {
