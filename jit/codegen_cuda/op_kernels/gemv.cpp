@@ -854,11 +854,11 @@ __device__ __forceinline__ void kiln_prefetch_rows(const T* w, i64 n0, i64 n, i6
   }
   // Kept x (Note [Normalized x kept in registers]): without a blocks-per-SM
   // hint ptxas held that form to 64 registers and spilled; three blocks of
-  // 256 let it take the 70 it needs. The folded form of one or two rows
-  // (Note [Norm folded into the sums]) took 79 without one (GPT-2's QKV
-  // product; two blocks per SM) and 74, unspilled, with it.
+  // 256 let it take the 70 it needs. The folded form (Note [Norm folded
+  // into the sums]) took 79 without one (GPT-2's QKV product; two blocks
+  // per SM) and 80, unspilled, with it.
   src += std::string("extern \"C\" __global__ void __launch_bounds__(256") +
-         (s.keep_x || (s.fold_norm && s.m <= 2) ? ", 3" : "") + ") " + gemv_name(s) + kGemvHead;
+         (s.keep_x || s.fold_norm ? ", 3" : "") + ") " + gemv_name(s) + kGemvHead;
   src += s.mma ? kGemvMmaSetup : kGemvSetup;
   src += kNormStats;
   if (!s.mma) src += kGemvKeepX;

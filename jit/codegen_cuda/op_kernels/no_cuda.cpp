@@ -36,6 +36,15 @@ void gemv_take_mma(GemvSpec&) {
 void gemv_keep_x(GemvSpec&, int64_t, int64_t, int) {
   no_cuda();
 }
+void gemv_norm_smem(GemvSpec&, int64_t) {
+  no_cuda();
+}
+void gemv_fold_norm(GemvSpec&, int64_t, int64_t, int) {
+  no_cuda();
+}
+size_t gemv_shared_bytes(const GemvSpec&, int64_t) {
+  no_cuda();
+}
 bool gemv_preferred(DType, int64_t, int64_t, int64_t, int) {
   no_cuda();
 }
