@@ -595,6 +595,8 @@ TEST(GraphReplay, EightThreadsThousandCallsEach) {
   for (int t = 0; t < 8; ++t) EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
   EXPECT_EQ(f.stats().entries, 1);
   EXPECT_LE(f.stats().instances, 9);
+  EXPECT_GE(f.stats().hits, 8000) << "every threaded call ran the cached plan";
+  EXPECT_GT(f.stats().graph_nodes, 0) << "the last call replayed no graph";
 }
 
 // Memory pressure while capturing: a clear kiln::Error or a direct run, and
