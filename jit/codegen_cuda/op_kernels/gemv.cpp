@@ -155,7 +155,7 @@ const char kNormStats[] = R"(
       double s = 0.0, q = 0.0;
 #pragma unroll
       for (int p = 0; p < WPR; ++p) s += s_part[threadIdx.x][p][0], q += s_part[threadIdx.x][p][1];
-      kiln_scale_shift(s, q, kv, eps, s_scale[threadIdx.x], s_shift[threadIdx.x]);
+      kiln_scale_shift(s, q, kiln_inv_count(kv), eps, s_scale[threadIdx.x], s_shift[threadIdx.x]);
     }
     __syncthreads();
   }
@@ -177,35 +177,42 @@ std::string normalize_source(const GemvSpec& s) {
       "  float f[KV];\n  kiln_unpack(v, f);\n#pragma unroll\n  for (int e = 0; e < KV; ++e) {\n"
       "#if KNORM == 1\n    s += (double)f[e];\n#endif\n    q += (double)f[e] * (double)f[e];\n  "
       "}\n}\n"
-      "__device__ __forceinline__ void kiln_scale_shift(double s, double q, i64 kv, double eps, "
-      "float& scale, float& shift) {\n"
-      "  const double count = (double)(kv * KV), mean = s / count;\n"
-      "  const double var = fmax(q / count - mean * mean, 0.0);\n"
-      "  const float rstd = (float)(1.0 / sqrt(var + eps));\n"
+      // 1 / count is the caller's (the folded form takes it at the kernel's
+      // start), and float64 rsqrt (1 ulp) stands for 1 / sqrt: no division
+      // on the statistics' path.
+      "__device__ __forceinline__ double kiln_inv_count(i64 kv) { return 1.0 / (double)(kv * KV); "
+      "}\n"
+      "__device__ __forceinline__ void kiln_scale_shift(double s, double q, double inv_count, "
+      "double eps, float& scale, float& shift) {\n"
+      "  const double mean = s * inv_count, var = fmax(q * inv_count - mean * mean, 0.0);\n"
+      "  const float rstd = (float)rsqrt(var + eps);\n"
       "  scale = rstd;\n  shift = -(rstd * (float)mean);\n}\n";
-  // The norm's weight and bias at vector j (1 and 0 where it has none).
+  // The norm's weight and bias from their vectors (1 and 0 where it has
+  // none; the vector is then not read), and at vector j.
   src +=
-      "__device__ __forceinline__ void kiln_norm_params(const T* nw, const T* nb, i64 j, i64 kv, "
-      "float* nwf, float* nbf) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, "
+      "__device__ __forceinline__ void kiln_norm_unpack(const uint4& w, const uint4& b, float* "
+      "nwf, "
+      "float* nbf) {\n#pragma unroll\n  for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, "
       "nbf[e] = 0.0f;\n"
+      "#if KNORM_W\n  kiln_unpack(w, nwf);\n#endif\n"
+      "#if KNORM_B\n  kiln_unpack(b, nbf);\n#endif\n}\n"
+      "__device__ __forceinline__ void kiln_norm_params(const T* nw, const T* nb, i64 j, i64 kv, "
+      "float* nwf, float* nbf) {\n"
       "#if KNORM_SMEM\n"
-      "#if KNORM_W\n  kiln_unpack(kiln_s_norm[j], nwf);\n#endif\n"
-      "#if KNORM_B\n  kiln_unpack(kiln_s_norm[kv + j], nbf);\n#endif\n"
+      "  const uint4 *vw = kiln_s_norm, *vb = kiln_s_norm + kv;\n"
       "#else\n"
-      "#if KNORM_W\n  kiln_unpack(((const uint4*)nw)[j], nwf);\n#endif\n"
-      "#if KNORM_B\n  kiln_unpack(((const uint4*)nb)[j], nbf);\n#endif\n"
-      "#endif\n}\n";
+      "  const uint4 *vw = (const uint4*)nw, *vb = (const uint4*)nb;\n"
+      "#endif\n"
+      "  kiln_norm_unpack(KNORM_W ? vw[j] : kiln_zero4(), KNORM_B ? vb[j] : kiln_zero4(), nwf, "
+      "nbf);\n"
+      "}\n";
   // Note [Norm folded into the sums]: an output from its sum of weights
   // times x (times the norm's weight), the row's moments, and the sums of
-  // its weights times the norm's weight (b) and bias (c). The statistics as
-  // kiln_scale_shift takes them, less two divisions on the kernel's last
-  // stretch: 1 / count comes from the kernel's start, and float64 rsqrt
-  // (1 ulp) stands for 1 / sqrt.
+  // its weights times the norm's weight (b) and bias (c).
   src +=
       "__device__ __forceinline__ float kiln_fold(float a, double s, double q, float b, float c, "
       "double inv_count, double eps) {\n"
-      "  const double mean = s * inv_count, var = fmax(q * inv_count - mean * mean, 0.0);\n"
-      "  const float scale = (float)rsqrt(var + eps), shift = -(scale * (float)mean);\n"
+      "  float scale, shift;\n  kiln_scale_shift(s, q, inv_count, eps, scale, shift);\n"
       "  return KNORM == 1 ? a * scale + (shift * b + c) : a * scale;\n}\n";
   src +=
       "__device__ __forceinline__ void kiln_normalize(float* f, const float* nw, const float* nb, "
@@ -285,7 +292,7 @@ const char kGemvKeepX[] = R"(
         s += __shfl_xor_sync(0xffffffffu, s, o);
         q += __shfl_xor_sync(0xffffffffu, q, o);
       }
-      kiln_scale_shift(s, q, kv, eps, g_scale[i], g_shift[i]);
+      kiln_scale_shift(s, q, kiln_inv_count(kv), eps, g_scale[i], g_shift[i]);
     }
 #else
 #pragma unroll
@@ -347,7 +354,7 @@ const char kGemvBody[] = R"(
   // sums of its weights times the norm's weight (layer_norm) and bias.
   double fs[KM], fq[KM];
   float fb[KRN], fc[KRN];
-  const double inv_count = 1.0 / (double)(kv * KV);
+  const double inv_count = kiln_inv_count(kv);
 #pragma unroll
   for (int i = 0; i < KM; ++i) fs[i] = fq[i] = 0.0;
 #pragma unroll
@@ -397,14 +404,7 @@ const char kGemvBody[] = R"(
         for (int r = 0; r < KRN; ++r) kiln_unpack(wv[u][r], wf[r]);
 #if KFOLD
         float nwf[KV], nbf[KV];
-#pragma unroll
-        for (int e = 0; e < KV; ++e) nwf[e] = 1.0f, nbf[e] = 0.0f;
-#if KNORM_W
-        kiln_unpack(nwv[u], nwf);
-#endif
-#if KNORM_B
-        kiln_unpack(nbv[u], nbf);
-#endif
+        kiln_norm_unpack(nwv[u], nbv[u], nwf, nbf);
 #if KNORM == 1
 #pragma unroll
         for (int r = 0; r < KRN; ++r) {
