@@ -1,0 +1,1173 @@
+// Whether a generated tensor-core product can take GPT-2's prefill products
+// at 128 rows from cuBLASLt, with the LayerNorm before it inside (issue 14's
+// 1x128 goal; perf/RESULTS.md, twenty-fifth session). Not part of the build:
+// a probe, compiled by hand with
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o cluster_gemm perf/probes/cluster_gemm.cu -lcublasLt
+// and run as `cluster_gemm ROWS`. ONLY=<form name> runs one form, ONCE=1
+// skips the timing (for a profiler), SKIPS=1 times the first form with parts
+// of it left out (Args::skip).
+// out[m, n] = act(LN?(x)[m, k] . w[n, k] + bias[n]) (+ residual[m, n]),
+// float16, float32 sums.
+//
+// The twentieth session's tile_gemm.cu lost 2-3x to cuBLASLt with one block
+// of a whole k per SM on 72 SMs. This form splits k over a thread-block
+// cluster instead: a cluster of KS blocks shares one BM x BN output tile,
+// each block holds its k slice of x and w in shared memory whole (every load
+// in flight at once), the weight slice is loaded before the kernel waits for
+// the one before it (weights are not written by it), and the blocks add their
+// float32 partials through distributed shared memory, each finishing BM / KS
+// rows of the tile: no workspace, no counter, a fixed order of sums. With a
+// LayerNorm prologue the blocks also trade their slices' row moments (mean
+// and M2, merged exactly), then normalize their slice of x in place and
+// round it to float16, where the eager norm stores its output.
+#include <cooperative_groups.h>
+#include <cublasLt.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lt_probe.h"
+#include "probe.h"
+
+namespace cg = cooperative_groups;
+
+constexpr int kChain = 12;
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp16(unsigned dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(ok ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void ldsm4(unsigned a, unsigned& r0, unsigned& r1, unsigned& r2,
+                                      unsigned& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(a)
+               : "memory");
+}
+__device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ float gelu(float x) {
+  const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.f + tanhf(u));
+}
+
+struct Args {
+  const __half* x;
+  const __half* w;
+  const __half* bias;
+  const __half* residual;  // null: none
+  const __half* ln_w;      // used when the kernel has the prologue
+  const __half* ln_b;
+  __half* out;
+  int m, n, k, act;
+  int skip;  // measuring: 1 no A loads, 2 no mma, 4 no partial trade, 8 exit after the wait
+};
+
+// Row pitch in halves of a k slice of KSL: 16 bytes past a multiple of 128,
+// so that ldmatrix's eight rows fall in distinct banks.
+constexpr int pitch(int ksl) {
+  return ksl + 8 + (64 - ksl % 64) % 64;
+}
+
+template <int BM, int BN, int KS, int KSL, int WM, int WN, bool LN, bool EARLY_W>
+struct Cfg {
+  static constexpr int P = pitch(KSL);
+  static constexpr int WTM = BM / WM, WTN = BN / WN, MI = WTM / 16, NI = WTN / 8;
+  static constexpr int PART_PITCH = BN + 4;  // floats
+  static constexpr int kOperandBytes = (BM + BN) * P * 2;
+  static constexpr int kPartialBytes = BM * PART_PITCH * 4;
+  static constexpr int kMainBytes = kOperandBytes > kPartialBytes ? kOperandBytes : kPartialBytes;
+  // gamma, beta (float) for the slice, the bias (float) for the tile, row moments.
+  static constexpr int kSmemBytes = kMainBytes + (LN ? 2 * KSL * 4 + BM * 8 : 0) + BN * 4;
+  static_assert(WM * WN * 32 == kThreads, "8 warps");
+  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
+  static_assert(KSL % 16 == 0 && BM % KS == 0, "slices");
+};
+
+template <int BM, int BN, int KS, int KSL, int WM, int WN, bool LN, bool EARLY_W>
+__global__ void __launch_bounds__(kThreads) cluster_gemm(Args p) {
+  using C = Cfg<BM, BN, KS, KSL, WM, WN, LN, EARLY_W>;
+  constexpr int P = C::P;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __half* sa = reinterpret_cast<__half*>(smem);
+  __half* sb = sa + BM * P;
+  float* s_bias = reinterpret_cast<float*>(smem + C::kMainBytes);
+  float* s_gamma = s_bias + BN;
+  float* s_beta = s_gamma + KSL;
+  float2* s_mom = reinterpret_cast<float2*>(s_beta + KSL);  // (mean, M2) per row
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, rank = blockIdx.z;
+  const int k0 = rank * KSL;
+  constexpr int VPR = KSL / 8;  // 16-byte vectors per row of the slice
+
+  // Before the wait: the weight slice (into shared memory or into L2), the
+  // bias and the norm's vectors: nothing the kernel before writes.
+  if (EARLY_W) {
+    for (int i = tid; i < BN * VPR; i += kThreads) {
+      const int r = i / VPR, c = (i % VPR) * 8;
+      cp16(smem_addr(sb + r * P + c), p.w + (size_t)(n0 + r) * p.k + k0 + c, true);
+    }
+    commit();
+  } else {
+    for (int i = tid; i < BN * (KSL / 64); i += kThreads) {
+      const int r = i / (KSL / 64), c = (i % (KSL / 64)) * 64;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(p.w + (size_t)(n0 + r) * p.k + k0 + c));
+    }
+  }
+  for (int i = tid; i < BN; i += kThreads) s_bias[i] = __half2float(p.bias[n0 + i]);
+  if (LN) {
+    for (int i = tid; i < KSL; i += kThreads) {
+      s_gamma[i] = __half2float(p.ln_w[k0 + i]);
+      s_beta[i] = __half2float(p.ln_b[k0 + i]);
+    }
+  }
+  wait_prior();
+  let_next();
+  if (p.skip & 8) {
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    return;
+  }
+  for (int i = tid; i < BM * VPR && !(p.skip & 1); i += kThreads) {
+    const int r = i / VPR, c = (i % VPR) * 8;
+    const bool ok = m0 + r < p.m;
+    cp16(smem_addr(sa + r * P + c), ok ? p.x + (size_t)(m0 + r) * p.k + k0 + c : p.x, ok);
+  }
+  if (!EARLY_W) {
+    for (int i = tid; i < BN * VPR; i += kThreads) {
+      const int r = i / VPR, c = (i % VPR) * 8;
+      cp16(smem_addr(sb + r * P + c), p.w + (size_t)(n0 + r) * p.k + k0 + c, true);
+    }
+  }
+  commit();
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncthreads();
+
+  cg::cluster_group cluster = cg::this_cluster();
+  if (LN) {
+    // TPR threads per row, each over every TPR-th vector of the slice.
+    constexpr int TPR = kThreads / BM > 0 ? kThreads / BM : 1;
+    constexpr int RPP = BM * TPR / kThreads;  // rows per thread
+    static_assert(VPR % TPR == 0, "vectors per thread");
+    constexpr float kCount = KSL / TPR;  // elements per thread
+#pragma unroll
+    for (int rr = 0; rr < RPP; ++rr) {
+      const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
+      float sum = 0.f;
+      for (int v = part; v < VPR; v += TPR) {
+        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + v * 8);
+        const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(h[e]);
+          sum += f.x + f.y;
+        }
+      }
+      float mean = sum / kCount, m2 = 0.f;
+      for (int v = part; v < VPR; v += TPR) {
+        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + v * 8);
+        const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(h[e]);
+          m2 += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
+        }
+      }
+      // Equal counts merge as: mean = average, M2 = sum + n_each * sum (mean_i - mean)^2.
+      float n_each = kCount;
+#pragma unroll
+      for (int o = 1; o < TPR; o <<= 1) {
+        const float om = __shfl_xor_sync(0xffffffffu, mean, o);
+        const float o2 = __shfl_xor_sync(0xffffffffu, m2, o);
+        const float d = om - mean;
+        m2 += o2 + d * d * n_each * 0.5f;
+        mean = 0.5f * (mean + om);
+        n_each *= 2.f;
+      }
+      if (part == 0) s_mom[r] = make_float2(mean, m2);
+    }
+    if (KS > 1) {
+      cluster.sync();
+    } else {
+      __syncthreads();
+    }
+#pragma unroll
+    for (int rr = 0; rr < RPP; ++rr) {
+      const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
+      float2 mo[KS];
+#pragma unroll
+      for (int s = 0; s < KS; ++s) mo[s] = cluster.map_shared_rank(s_mom, s)[r];
+      float mean = 0.f;
+#pragma unroll
+      for (int s = 0; s < KS; ++s) mean += mo[s].x;
+      mean *= 1.f / KS;
+      float m2 = 0.f;
+#pragma unroll
+      for (int s = 0; s < KS; ++s) m2 += mo[s].y + (mo[s].x - mean) * (mo[s].x - mean) * KSL;
+      const float rstd = rsqrtf(m2 / (KS * KSL) + 1e-5f);
+      for (int v = part; v < VPR; v += TPR) {
+        uint4 u = *reinterpret_cast<uint4*>(sa + r * P + v * 8);
+        __half2* h = reinterpret_cast<__half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = v * 8 + 2 * e;
+          const float2 f = __half22float2(h[e]);
+          h[e] = __floats2half2_rn((f.x - mean) * rstd * s_gamma[c] + s_beta[c],
+                                   (f.y - mean) * rstd * s_gamma[c + 1] + s_beta[c + 1]);
+        }
+        *reinterpret_cast<uint4*>(sa + r * P + v * 8) = u;
+      }
+    }
+    __syncthreads();
+  }
+
+  constexpr int MI = C::MI, NI = C::NI;
+  const int wm = warp / WN, wn = warp % WN;
+  float acc[MI][NI][4] = {};
+  const unsigned abase = smem_addr(sa) + ((wm * C::WTM + (lane & 15)) * P + (lane >> 4) * 8) * 2;
+  const unsigned bbase =
+      smem_addr(sb) +
+      ((wn * C::WTN + (lane >> 4) * 8 + (lane & 7)) * P + ((lane >> 3) & 1) * 8) * 2;
+#pragma unroll
+  for (int kk = 0; kk < KSL / 16; ++kk) {
+    if (p.skip & 2) break;
+    unsigned af[MI][4], bf[NI / 2][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+      ldsm4(abase + (mi * 16 * P + kk * 16) * 2, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+#pragma unroll
+    for (int np = 0; np < NI / 2; ++np)
+      ldsm4(bbase + (np * 16 * P + kk * 16) * 2, bf[np][0], bf[np][1], bf[np][2], bf[np][3]);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int np = 0; np < NI / 2; ++np) {
+        mma(acc[mi][2 * np], af[mi], bf[np][0], bf[np][1]);
+        mma(acc[mi][2 * np + 1], af[mi], bf[np][2], bf[np][3]);
+      }
+  }
+
+  const int g = lane >> 2, t = lane & 3;
+  auto finish = [&](int r, int c, float v0, float v1, __half2 res) {
+    v0 += s_bias[c];
+    v1 += s_bias[c + 1];
+    if (p.act) {
+      v0 = gelu(v0);
+      v1 = gelu(v1);
+    }
+    if (p.residual) {
+      v0 += __low2float(res);
+      v1 += __high2float(res);
+    }
+    *reinterpret_cast<__half2*>(p.out + (size_t)(m0 + r) * p.n + n0 + c) =
+        __floats2half2_rn(v0, v1);
+  };
+  if (KS == 1) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
+          if (m0 + r >= p.m) continue;
+          __half2 res = __float2half2_rn(0.f);
+          if (p.residual)
+            res = *reinterpret_cast<const __half2*>(p.residual + (size_t)(m0 + r) * p.n + n0 + c);
+          finish(r, c, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1], res);
+        }
+    return;
+  }
+  // The block's rows of the tile: BM / KS rows, each thread two adjacent
+  // columns of some of them. The residual is loaded before the partials trade.
+  constexpr int RB = BM / KS, PAIRS = RB * BN / 2, PER = (PAIRS + kThreads - 1) / kThreads;
+  __half2 res[PER];
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int e = tid + j * kThreads, r = rank * RB + e / (BN / 2), c = (e % (BN / 2)) * 2;
+    res[j] = __float2half2_rn(0.f);
+    if (e < PAIRS && p.residual && m0 + r < p.m)
+      res[j] = *reinterpret_cast<const __half2*>(p.residual + (size_t)(m0 + r) * p.n + n0 + c);
+  }
+  __syncthreads();  // every warp is done with the operands: their space takes the partials
+  float* part = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
+        *reinterpret_cast<float2*>(part + r * C::PART_PITCH + c) =
+            make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+      }
+  if (!(p.skip & 4)) cluster.sync();
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int e = tid + j * kThreads;
+    if (e >= PAIRS) break;
+    if (p.skip & 4) {
+      const int r = rank * RB + e / (BN / 2), c = (e % (BN / 2)) * 2;
+      if (m0 + r < p.m)
+        finish(r, c, part[r * C::PART_PITCH + c], part[r * C::PART_PITCH + c + 1], res[j]);
+      continue;
+    }
+    const int r = rank * RB + e / (BN / 2), c = (e % (BN / 2)) * 2;
+    float2 q[KS];
+#pragma unroll
+    for (int s = 0; s < KS; ++s)
+      q[s] = *reinterpret_cast<const float2*>(cluster.map_shared_rank(part, s) + r * C::PART_PITCH +
+                                              c);
+    float v0 = 0.f, v1 = 0.f;
+#pragma unroll
+    for (int s = 0; s < KS; ++s) {
+      v0 += q[s].x;
+      v1 += q[s].y;
+    }
+    if (m0 + r < p.m) finish(r, c, v0, v1, res[j]);
+  }
+  if (!(p.skip & 4)) cluster.sync();  // no block leaves while another reads its partials
+}
+
+// Second form: no cluster. A block owns a BM x BN tile over the whole of k;
+// its 8 warps split k (warp w takes k/8 of it), each loading its own slice
+// of x and w with cp.async (the w slice before the wait) and waiting only
+// for its own copies, so no block barrier stands between the loads and the
+// first mma. The warps' float32 partials are added through shared memory.
+// With the norm, each lane takes the moments of one or two rows over its
+// warp's slice; the block merges the eight slices' moments (one barrier)
+// and each warp normalizes its own slice in place.
+template <int BM, int BN, int K, bool LN>
+struct CfgB {
+  static constexpr int KW = K / 8;  // k per warp
+  static constexpr int P = pitch(K);
+  static constexpr int MI = BM / 16, NI = BN / 8;
+  static constexpr int kOperandBytes = (BM + BN) * P * 2;
+  static constexpr int kPartialBytes = 8 * BM * BN * 4;
+  static constexpr int kMainBytes = kOperandBytes > kPartialBytes ? kOperandBytes : kPartialBytes;
+  static constexpr int kSmemBytes = kMainBytes + BN * 4 + (LN ? 2 * K * 4 + 8 * BM * 8 : 0);
+  static_assert(KW % 16 == 0 && NI % 2 == 0 && BM % 16 == 0 && BM <= 64, "tile");
+};
+
+template <int BM, int BN, int K, bool LN>
+__global__ void __launch_bounds__(kThreads) warp_split_gemm(Args p) {
+  using C = CfgB<BM, BN, K, LN>;
+  constexpr int P = C::P, KW = C::KW, MI = C::MI, NI = C::NI;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __half* sa = reinterpret_cast<__half*>(smem);
+  __half* sb = sa + BM * P;
+  float* s_bias = reinterpret_cast<float*>(smem + C::kMainBytes);
+  float* s_gamma = s_bias + BN;
+  float* s_beta = s_gamma + K;
+  float2* s_mom = reinterpret_cast<float2*>(s_beta + K);  // [warp][row] (mean, M2)
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, kw0 = warp * KW;
+  constexpr int VW = KW / 8;  // 16-byte vectors per row of the warp's slice
+  for (int i = lane; i < BN * VW; i += 32) {
+    const int r = i / VW, c = kw0 + (i % VW) * 8;
+    cp16(smem_addr(sb + r * P + c), p.w + (size_t)(n0 + r) * K + c, true);
+  }
+  commit();
+  for (int i = tid; i < BN; i += kThreads) s_bias[i] = __half2float(p.bias[n0 + i]);
+  if (LN) {
+    for (int i = tid; i < K; i += kThreads) {
+      s_gamma[i] = __half2float(p.ln_w[i]);
+      s_beta[i] = __half2float(p.ln_b[i]);
+    }
+  }
+  wait_prior();
+  let_next();
+  for (int i = lane; i < BM * VW; i += 32) {
+    const int r = i / VW, c = kw0 + (i % VW) * 8;
+    const bool ok = m0 + r < p.m;
+    cp16(smem_addr(sa + r * P + c), ok ? p.x + (size_t)(m0 + r) * K + c : p.x, ok);
+  }
+  commit();
+  // The epilogue's residual: each thread's 8 outputs are one row, 8 columns.
+  constexpr int OPT = BM * BN / kThreads;  // outputs per thread
+  static_assert(OPT == 8 || OPT == 4 || OPT == 16, "outputs per thread");
+  const int orow = tid / (BN / OPT), ocol = (tid % (BN / OPT)) * OPT;
+  uint4 res[OPT / 8 > 0 ? OPT / 8 : 1] = {};
+  uint2 res4 = {};
+  if (p.residual && m0 + orow < p.m) {
+    const __half* rp = p.residual + (size_t)(m0 + orow) * p.n + n0 + ocol;
+    if constexpr (OPT >= 8) {
+#pragma unroll
+      for (int j = 0; j < OPT / 8; ++j) res[j] = *reinterpret_cast<const uint4*>(rp + 8 * j);
+    } else {
+      res4 = *reinterpret_cast<const uint2*>(rp);
+    }
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncwarp();
+  if (LN) {
+    __syncthreads();  // gamma and beta in shared memory
+#pragma unroll
+    for (int rr = 0; rr < BM / 32; ++rr) {
+      const int r = lane + 32 * rr;
+      float sum = 0.f;
+#pragma unroll
+      for (int v = 0; v < VW; ++v) {
+        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + kw0 + v * 8);
+        const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(h[e]);
+          sum += f.x + f.y;
+        }
+      }
+      const float mean = sum * (1.f / KW);
+      float m2 = 0.f;
+#pragma unroll
+      for (int v = 0; v < VW; ++v) {
+        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + kw0 + v * 8);
+        const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(h[e]);
+          m2 += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
+        }
+      }
+      s_mom[warp * BM + r] = make_float2(mean, m2);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int rr = 0; rr < BM / 32; ++rr) {
+      const int r = lane + 32 * rr;
+      float2 mo[8];
+#pragma unroll
+      for (int s = 0; s < 8; ++s) mo[s] = s_mom[s * BM + r];
+      float mean = 0.f;
+#pragma unroll
+      for (int s = 0; s < 8; ++s) mean += mo[s].x;
+      mean *= 0.125f;
+      float m2 = 0.f;
+#pragma unroll
+      for (int s = 0; s < 8; ++s) m2 += mo[s].y + (mo[s].x - mean) * (mo[s].x - mean) * KW;
+      const float rstd = rsqrtf(m2 * (1.f / K) + 1e-5f);
+#pragma unroll
+      for (int v = 0; v < VW; ++v) {
+        __half* a = sa + r * P + kw0 + v * 8;
+        uint4 u = *reinterpret_cast<uint4*>(a);
+        __half2* h = reinterpret_cast<__half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = kw0 + v * 8 + 2 * e;
+          const float2 f = __half22float2(h[e]);
+          h[e] = __floats2half2_rn((f.x - mean) * rstd * s_gamma[c] + s_beta[c],
+                                   (f.y - mean) * rstd * s_gamma[c + 1] + s_beta[c + 1]);
+        }
+        *reinterpret_cast<uint4*>(a) = u;
+      }
+    }
+    __syncwarp();
+  }
+  float acc[MI][NI][4] = {};
+  const unsigned abase = smem_addr(sa) + (((lane & 15)) * P + kw0 + (lane >> 4) * 8) * 2;
+  const unsigned bbase =
+      smem_addr(sb) + (((lane >> 4) * 8 + (lane & 7)) * P + kw0 + ((lane >> 3) & 1) * 8) * 2;
+#pragma unroll
+  for (int kk = 0; kk < KW / 16; ++kk) {
+    unsigned af[MI][4], bf[NI / 2][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+      ldsm4(abase + (mi * 16 * P + kk * 16) * 2, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+#pragma unroll
+    for (int np = 0; np < NI / 2; ++np)
+      ldsm4(bbase + (np * 16 * P + kk * 16) * 2, bf[np][0], bf[np][1], bf[np][2], bf[np][3]);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int np = 0; np < NI / 2; ++np) {
+        mma(acc[mi][2 * np], af[mi], bf[np][0], bf[np][1]);
+        mma(acc[mi][2 * np + 1], af[mi], bf[np][2], bf[np][3]);
+      }
+  }
+  // Partials: [warp][row][col], float32; the operands' space is reused once
+  // every warp is done with it.
+  float* part = reinterpret_cast<float*>(smem);
+  if (C::kOperandBytes + C::kPartialBytes > C::kMainBytes) __syncthreads();
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = mi * 16 + g + 8 * h, c = ni * 8 + 2 * t;
+        *reinterpret_cast<float2*>(part + (warp * BM + r) * BN + c) =
+            make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+      }
+  __syncthreads();
+  float v[OPT];
+#pragma unroll
+  for (int j = 0; j < OPT; ++j) v[j] = s_bias[ocol + j];
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {
+#pragma unroll
+    for (int j = 0; j < OPT; j += 4) {
+      const float4 q = *reinterpret_cast<const float4*>(part + (s * BM + orow) * BN + ocol + j);
+      v[j] += q.x;
+      v[j + 1] += q.y;
+      v[j + 2] += q.z;
+      v[j + 3] += q.w;
+    }
+  }
+  if (m0 + orow >= p.m) return;
+  __half2 o[OPT / 2];
+  const __half2* rh =
+      OPT >= 8 ? reinterpret_cast<const __half2*>(res) : reinterpret_cast<const __half2*>(&res4);
+#pragma unroll
+  for (int j = 0; j < OPT; j += 2) {
+    float a = v[j], b = v[j + 1];
+    if (p.act) {
+      a = gelu(a);
+      b = gelu(b);
+    }
+    if (p.residual) {
+      a += __low2float(rh[j / 2]);
+      b += __high2float(rh[j / 2]);
+    }
+    o[j / 2] = __floats2half2_rn(a, b);
+  }
+  __half* op = p.out + (size_t)(m0 + orow) * p.n + n0 + ocol;
+  if constexpr (OPT >= 8) {
+#pragma unroll
+    for (int j = 0; j < OPT / 8; ++j)
+      reinterpret_cast<uint4*>(op)[j] = reinterpret_cast<const uint4*>(o)[j];
+  } else {
+    *reinterpret_cast<uint2*>(op) = *reinterpret_cast<const uint2*>(o);
+  }
+}
+
+// Third form: the first form's cluster, without cluster barriers on the
+// critical path. cluster.sync() compiles to MEMBAR.ALL.GPU before the
+// barrier (so does fence.acq_rel.cluster), and the first form's two trades
+// cost about 1.8 us each in a chain. Here the blocks push instead: with KS
+// warp rows per block (warp row r holds rows r * BM / KS onward), block s's
+// warp row r sends its partial to block r with st.async, which completes a
+// transaction count on an mbarrier in block r; block r's own warp row r
+// waits on that mbarrier, adds the KS - 1 partials it received to its own
+// (in rank order) and finishes the rows. With the norm, every block sends
+// its slice's row moments to the others the same way. The mbarriers are set
+// up before the kernel's wait, and the one cluster barrier that makes them
+// visible to the other blocks is split: arrived at before the wait, waited
+// for just before the first send.
+__device__ __forceinline__ unsigned mapa(unsigned addr, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void st_async4(unsigned raddr, float4 v, unsigned rbar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
+      "[%5];" ::"r"(raddr),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rbar)
+      : "memory");
+}
+__device__ __forceinline__ void st_async2(unsigned raddr, float2 v, unsigned rbar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(
+          raddr),
+      "f"(v.x), "f"(v.y), "r"(rbar)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar) {
+  unsigned done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, "
+        "p; }"
+        : "=r"(done)
+        : "r"(bar)
+        : "memory");
+  }
+}
+
+template <int BM, int BN, int KS, int KSL, bool LN>
+struct CfgC {
+  static constexpr int WM = KS, WN = 8 / KS;
+  static constexpr int P = pitch(KSL);
+  static constexpr int WTM = BM / WM, WTN = BN / WN, MI = WTM / 16, NI = WTN / 8;
+  static constexpr int kOperandBytes = (BM + BN) * P * 2;
+  static constexpr int kFragBytes = MI * NI * 32 * 16;  // one warp's partial
+  static constexpr int kRecvBytes = (KS - 1) * WN * kFragBytes;
+  static constexpr int kMomBytes = LN ? KS * BM * 8 : 0;  // [rank][row] (mean, M2)
+  static constexpr int kSmemBytes =
+      kOperandBytes + kRecvBytes + kMomBytes + BN * 4 + (LN ? 2 * KSL * 4 : 0) + 16;
+  static_assert(KS >= 2 && 8 % KS == 0 && MI >= 1 && NI >= 2 && NI % 2 == 0, "tile");
+};
+
+template <int BM, int BN, int KS, int KSL, bool LN>
+__global__ void __launch_bounds__(kThreads) push_gemm(Args p) {
+  using C = CfgC<BM, BN, KS, KSL, LN>;
+  constexpr int P = C::P, MI = C::MI, NI = C::NI, WN = C::WN;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __half* sa = reinterpret_cast<__half*>(smem);
+  __half* sb = sa + BM * P;
+  float4* recv = reinterpret_cast<float4*>(smem + C::kOperandBytes);
+  float2* mom = reinterpret_cast<float2*>(smem + C::kOperandBytes + C::kRecvBytes);
+  float* s_bias = reinterpret_cast<float*>(smem + C::kOperandBytes + C::kRecvBytes + C::kMomBytes);
+  float* s_gamma = s_bias + BN;  // the norm's vectors, with LN only
+  float* s_beta = s_gamma + KSL;
+  unsigned long long* bars =
+      reinterpret_cast<unsigned long long*>(s_bias + BN + (LN ? 2 * KSL : 0));
+  const unsigned bar_part = smem_addr(&bars[0]), bar_mom = smem_addr(&bars[1]);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, rank = blockIdx.z;
+  const int k0 = rank * KSL;
+  constexpr int VPR = KSL / 8;
+
+  for (int i = tid; i < BN * VPR; i += kThreads) {
+    const int r = i / VPR, c = (i % VPR) * 8;
+    cp16(smem_addr(sb + r * P + c), p.w + (size_t)(n0 + r) * p.k + k0 + c, true);
+  }
+  commit();
+  if (tid == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_part));
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_part),
+                 "r"(C::kRecvBytes));
+    if (LN) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_mom));
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_mom),
+                   "r"((KS - 1) * BM * 8));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  for (int i = tid; i < BN; i += kThreads) s_bias[i] = __half2float(p.bias[n0 + i]);
+  if (LN) {
+    for (int i = tid; i < KSL; i += kThreads) {
+      s_gamma[i] = __half2float(p.ln_w[k0 + i]);
+      s_beta[i] = __half2float(p.ln_b[k0 + i]);
+    }
+  }
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  wait_prior();
+  let_next();
+  for (int i = tid; i < BM * VPR; i += kThreads) {
+    const int r = i / VPR, c = (i % VPR) * 8;
+    const bool ok = m0 + r < p.m;
+    cp16(smem_addr(sa + r * P + c), ok ? p.x + (size_t)(m0 + r) * p.k + k0 + c : p.x, ok);
+  }
+  commit();
+  const int wm = warp / WN, wn = warp % WN;
+  const bool finisher = wm == rank;
+  const int g = lane >> 2, t = lane & 3;
+  // The finishers' residual, before anything waits.
+  __half2 res[MI][NI][2];
+  if (finisher) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
+          res[mi][ni][h] = __float2half2_rn(0.f);
+          if (p.residual && m0 + r < p.m)
+            res[mi][ni][h] =
+                *reinterpret_cast<const __half2*>(p.residual + (size_t)(m0 + r) * p.n + n0 + c);
+        }
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncthreads();
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+
+  if (LN) {
+    constexpr int TPR = kThreads / BM > 0 ? kThreads / BM : 1;
+    constexpr int RPP = BM * TPR / kThreads;
+    constexpr float kCount = KSL / TPR;
+#pragma unroll
+    for (int rr = 0; rr < RPP; ++rr) {
+      const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
+      float sum = 0.f;
+      for (int v = part; v < VPR; v += TPR) {
+        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + v * 8);
+        const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(h[e]);
+          sum += f.x + f.y;
+        }
+      }
+      float mean = sum / kCount, m2 = 0.f;
+      for (int v = part; v < VPR; v += TPR) {
+        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + v * 8);
+        const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(h[e]);
+          m2 += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
+        }
+      }
+      float n_each = kCount;
+#pragma unroll
+      for (int o = 1; o < TPR; o <<= 1) {
+        const float om = __shfl_xor_sync(0xffffffffu, mean, o);
+        const float o2 = __shfl_xor_sync(0xffffffffu, m2, o);
+        const float d = om - mean;
+        m2 += o2 + d * d * n_each * 0.5f;
+        mean = 0.5f * (mean + om);
+        n_each *= 2.f;
+      }
+      if (part == 0) {
+        mom[rank * BM + r] = make_float2(mean, m2);
+        const unsigned local = smem_addr(&mom[rank * BM + r]);
+#pragma unroll
+        for (int s = 0; s < KS; ++s)
+          if (s != rank) st_async2(mapa(local, s), make_float2(mean, m2), mapa(bar_mom, s));
+      }
+    }
+    mbar_wait(bar_mom);
+    __syncthreads();  // this block's own moments
+#pragma unroll
+    for (int rr = 0; rr < RPP; ++rr) {
+      const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
+      float2 mo[KS];
+#pragma unroll
+      for (int s = 0; s < KS; ++s) mo[s] = mom[s * BM + r];
+      float mean = 0.f;
+#pragma unroll
+      for (int s = 0; s < KS; ++s) mean += mo[s].x;
+      mean *= 1.f / KS;
+      float m2 = 0.f;
+#pragma unroll
+      for (int s = 0; s < KS; ++s) m2 += mo[s].y + (mo[s].x - mean) * (mo[s].x - mean) * KSL;
+      const float rstd = rsqrtf(m2 / (KS * KSL) + 1e-5f);
+      for (int v = part; v < VPR; v += TPR) {
+        uint4 u = *reinterpret_cast<uint4*>(sa + r * P + v * 8);
+        __half2* h = reinterpret_cast<__half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = v * 8 + 2 * e;
+          const float2 f = __half22float2(h[e]);
+          h[e] = __floats2half2_rn((f.x - mean) * rstd * s_gamma[c] + s_beta[c],
+                                   (f.y - mean) * rstd * s_gamma[c + 1] + s_beta[c + 1]);
+        }
+        *reinterpret_cast<uint4*>(sa + r * P + v * 8) = u;
+      }
+    }
+    __syncthreads();
+  }
+
+  float acc[MI][NI][4] = {};
+  const unsigned abase = smem_addr(sa) + ((wm * C::WTM + (lane & 15)) * P + (lane >> 4) * 8) * 2;
+  const unsigned bbase =
+      smem_addr(sb) +
+      ((wn * C::WTN + (lane >> 4) * 8 + (lane & 7)) * P + ((lane >> 3) & 1) * 8) * 2;
+#pragma unroll
+  for (int kk = 0; kk < KSL / 16; ++kk) {
+    unsigned af[MI][4], bf[NI / 2][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+      ldsm4(abase + (mi * 16 * P + kk * 16) * 2, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+#pragma unroll
+    for (int np = 0; np < NI / 2; ++np)
+      ldsm4(bbase + (np * 16 * P + kk * 16) * 2, bf[np][0], bf[np][1], bf[np][2], bf[np][3]);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int np = 0; np < NI / 2; ++np) {
+        mma(acc[mi][2 * np], af[mi], bf[np][0], bf[np][1]);
+        mma(acc[mi][2 * np + 1], af[mi], bf[np][2], bf[np][3]);
+      }
+  }
+  if (!finisher) {
+    // Slot of this block among the receiver's senders, then this warp's place.
+    const int slot = rank < wm ? rank : rank - 1;
+    const unsigned local = smem_addr(recv) + ((slot * WN + wn) * (MI * NI) * 32 + lane) * 16;
+    const unsigned rbase = mapa(local, wm), rbar = mapa(bar_part, wm);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+        st_async4(rbase + (mi * NI + ni) * 32 * 16,
+                  make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]),
+                  rbar);
+    return;
+  }
+  mbar_wait(bar_part);
+  float sum[MI][NI][4] = {};
+#pragma unroll
+  for (int s = 0; s < KS; ++s) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        float4 q;
+        if (s == rank) {
+          q = make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]);
+        } else {
+          const int slot = s < rank ? s : s - 1;
+          q = recv[((slot * WN + wn) * (MI * NI) + mi * NI + ni) * 32 + lane];
+        }
+        sum[mi][ni][0] += q.x;
+        sum[mi][ni][1] += q.y;
+        sum[mi][ni][2] += q.z;
+        sum[mi][ni][3] += q.w;
+      }
+  }
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
+        if (m0 + r >= p.m) continue;
+        float v0 = sum[mi][ni][2 * h] + s_bias[c], v1 = sum[mi][ni][2 * h + 1] + s_bias[c + 1];
+        if (p.act) {
+          v0 = gelu(v0);
+          v1 = gelu(v1);
+        }
+        if (p.residual) {
+          v0 += __low2float(res[mi][ni][h]);
+          v1 += __high2float(res[mi][ni][h]);
+        }
+        *reinterpret_cast<__half2*>(p.out + (size_t)(m0 + r) * p.n + n0 + c) =
+            __floats2half2_rn(v0, v1);
+      }
+}
+
+// The norm as its own kernel (a warp per row; kiln's takes about 3.2 us at
+// 128 rows of 768 in a graph).
+__global__ void layer_norm(const __half* x, const __half* w, const __half* b, __half* y, int m,
+                           int k) {
+  wait_prior();
+  let_next();
+  const int row = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (row >= m) return;
+  float sum = 0.f, sq = 0.f;
+  for (int c = lane; c < k; c += 32) {
+    const float f = __half2float(x[(size_t)row * k + c]);
+    sum += f;
+    sq += f * f;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    sq += __shfl_xor_sync(0xffffffffu, sq, o);
+  }
+  const float mean = sum / k, rstd = rsqrtf(fmaxf(sq / k - mean * mean, 0.f) + 1e-5f);
+  for (int c = lane; c < k; c += 32) {
+    const float f = (__half2float(x[(size_t)row * k + c]) - mean) * rstd;
+    y[(size_t)row * k + c] = __float2half(f * __half2float(w[c]) + __half2float(b[c]));
+  }
+}
+
+struct Lt {
+  cublasLtHandle_t h;
+  LtProblem p;
+  cublasLtMatmulAlgo_t algo;
+  void* ws;
+  size_t ws_bytes = 32 << 20;
+  bool beta_one;
+  Lt(int m, int n, int k, const __half* bias, bool gelu_act, bool residual)
+      : p(m, n, k, CUDA_R_16F, gelu_act ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS),
+        beta_one(residual) {
+    LT(cublasLtCreate(&h));
+    p.set_bias(bias);
+    const cudaDataType_t bt = CUDA_R_16F;
+    LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    algo = lt_first_answer(h, p, ws_bytes).algo;
+    CHECK(cudaMalloc(&ws, ws_bytes));
+  }
+  void run(const __half* w, const __half* x, const __half* res, __half* out, cudaStream_t s) {
+    const float alpha = 1.f, beta = beta_one ? 1.f : 0.f;
+    LT(cublasLtMatmul(h, p.desc, &alpha, w, p.a, x, p.b, &beta, beta_one ? res : out, p.c, out, p.c,
+                      &algo, ws, ws_bytes, s));
+  }
+};
+
+// One configuration, launched early, in a cluster of KS blocks along z.
+struct Form {
+  std::string name;
+  int bm, bn, ks, ksl;
+  bool ln;
+  std::function<void(const Args&, cudaStream_t)> launch;
+};
+
+template <int BM, int BN, int KS, int KSL, int WM, int WN, bool LN, bool EARLY_W>
+Form form() {
+  using C = Cfg<BM, BN, KS, KSL, WM, WN, LN, EARLY_W>;
+  auto kernel = cluster_gemm<BM, BN, KS, KSL, WM, WN, LN, EARLY_W>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+  char name[96];
+  std::snprintf(name, sizeof name, "%dx%d/ks%d/w%dx%d%s%s", BM, BN, KS, WM, WN, LN ? "/ln" : "",
+                EARLY_W ? "" : "/l2");
+  Form f{name, BM, BN, KS, KSL, LN, nullptr};
+  f.launch = [kernel](const Args& a, cudaStream_t s) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(a.n / BN, (a.m + BM - 1) / BM, KS);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = C::kSmemBytes;
+    cfg.stream = s;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    at[1].id = cudaLaunchAttributeClusterDimension;
+    at[1].val.clusterDim.x = 1;
+    at[1].val.clusterDim.y = 1;
+    at[1].val.clusterDim.z = KS;
+    cfg.attrs = at;
+    cfg.numAttrs = 2;
+    CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+  };
+  return f;
+}
+
+template <int BM, int BN, int K, bool LN>
+Form form_b() {
+  using C = CfgB<BM, BN, K, LN>;
+  auto kernel = warp_split_gemm<BM, BN, K, LN>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+  char name[96];
+  std::snprintf(name, sizeof name, "B %dx%d%s (%d KB)", BM, BN, LN ? "/ln" : "",
+                C::kSmemBytes / 1024);
+  Form f{name, BM, BN, 1, K, LN, nullptr};
+  f.launch = [kernel](const Args& a, cudaStream_t s) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(a.n / BN, (a.m + BM - 1) / BM, 1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = C::kSmemBytes;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+  };
+  return f;
+}
+
+template <int BM, int BN, int KS, int KSL, bool LN>
+Form form_c() {
+  using C = CfgC<BM, BN, KS, KSL, LN>;
+  auto kernel = push_gemm<BM, BN, KS, KSL, LN>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+  char name[96];
+  std::snprintf(name, sizeof name, "C %dx%d/ks%d%s (%d KB)", BM, BN, KS, LN ? "/ln" : "",
+                C::kSmemBytes / 1024);
+  Form f{name, BM, BN, KS, KSL, LN, nullptr};
+  f.launch = [kernel](const Args& a, cudaStream_t s) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(a.n / BN, (a.m + BM - 1) / BM, KS);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = C::kSmemBytes;
+    cfg.stream = s;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    at[1].id = cudaLaunchAttributeClusterDimension;
+    at[1].val.clusterDim.x = 1;
+    at[1].val.clusterDim.y = 1;
+    at[1].val.clusterDim.z = KS;
+    cfg.attrs = at;
+    cfg.numAttrs = 2;
+    CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+  };
+  return f;
+}
+
+__half* random_halves(size_t n, float scale, float shift, unsigned seed) {
+  std::vector<__half> h(n);
+  unsigned s = seed;
+  for (auto& v : h) {
+    s = s * 1664525u + 1013904223u;
+    v = __float2half(((s >> 8) * (1.0f / 16777216.0f) * 2.f - 1.f) * scale + shift);
+  }
+  __half* d;
+  CHECK(cudaMalloc(&d, n * sizeof(__half)));
+  CHECK(cudaMemcpy(d, h.data(), n * sizeof(__half), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// Largest |a - b| over n halves, and the largest |b| (for scale).
+std::pair<float, float> max_diff(const __half* a, const __half* b, size_t n) {
+  std::vector<__half> x(n), y(n);
+  CHECK(cudaMemcpy(x.data(), a, n * 2, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(y.data(), b, n * 2, cudaMemcpyDeviceToHost));
+  float d = 0.f, big = 0.f;
+  for (size_t i = 0; i < n; ++i) {
+    const float u = __half2float(x[i]), v = __half2float(y[i]);
+    d = std::isfinite(u) ? std::fmax(d, std::fabs(u - v)) : INFINITY;
+    big = std::fmax(big, std::fabs(v));
+  }
+  return {d, big};
+}
+
+struct Shape {
+  const char* name;
+  int k, n, act;
+  bool residual, ln;
+};
+
+// The forms to try per product (k 768 or 3072), and whether each has the norm.
+std::vector<Form> forms_for(const Shape& sh) {
+  std::vector<Form> f;
+  if (sh.k == 768) {
+    if (sh.ln) {
+      f.push_back(form_c<128, 64, 4, 192, true>());
+      f.push_back(form_c<128, 32, 4, 192, true>());
+      f.push_back(form_c<64, 64, 4, 192, true>());
+      f.push_back(form_c<128, 64, 2, 384, true>());
+      f.push_back(form_b<32, 64, 768, true>());
+      f.push_back(form_b<64, 32, 768, true>());
+      f.push_back(form_b<32, 32, 768, true>());
+      f.push_back(form_b<64, 64, 768, true>());
+      f.push_back(form<128, 64, 4, 192, 4, 2, true, true>());
+      f.push_back(form<128, 64, 4, 192, 4, 2, true, false>());
+      f.push_back(form<128, 32, 4, 192, 4, 2, true, true>());
+      f.push_back(form<64, 64, 4, 192, 2, 4, true, true>());
+      f.push_back(form<128, 64, 2, 384, 4, 2, true, true>());
+      f.push_back(form<128, 64, 8, 96, 4, 2, true, true>());
+      f.push_back(form<64, 32, 4, 192, 4, 2, true, true>());
+    }
+    f.push_back(form_c<128, 64, 4, 192, false>());
+    f.push_back(form_c<128, 32, 4, 192, false>());
+    f.push_back(form_c<64, 64, 4, 192, false>());
+    f.push_back(form_c<128, 64, 2, 384, false>());
+    f.push_back(form_c<64, 32, 4, 192, false>());
+    f.push_back(form_b<32, 64, 768, false>());
+    f.push_back(form_b<64, 32, 768, false>());
+    f.push_back(form_b<32, 32, 768, false>());
+    f.push_back(form_b<64, 64, 768, false>());
+    f.push_back(form<128, 64, 4, 192, 4, 2, false, true>());
+    f.push_back(form<128, 32, 4, 192, 4, 2, false, true>());
+    f.push_back(form<64, 64, 4, 192, 2, 4, false, true>());
+    f.push_back(form<128, 64, 8, 96, 4, 2, false, true>());
+    f.push_back(form<64, 32, 4, 192, 4, 2, false, true>());
+    f.push_back(form<64, 64, 8, 96, 2, 4, false, true>());
+  } else {  // k = 3072
+    f.push_back(form_c<128, 64, 8, 384, false>());
+    f.push_back(form_c<128, 32, 8, 384, false>());
+    f.push_back(form<128, 64, 8, 384, 4, 2, false, true>());
+    f.push_back(form<64, 64, 8, 384, 2, 4, false, true>());
+    f.push_back(form<64, 32, 8, 384, 4, 2, false, true>());
+    f.push_back(form<128, 32, 8, 384, 4, 2, false, true>());
+  }
+  return f;
+}
+
+int main(int argc, char** argv) {
+  const int m = argc > 1 ? std::atoi(argv[1]) : 128;
+  const Shape shapes[] = {{"qkv", 768, 2304, 0, false, true},
+                          {"proj", 768, 768, 0, true, false},
+                          {"fc", 768, 3072, 1, false, true},
+                          {"down", 3072, 768, 0, true, false}};
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  auto capture = [&](const std::function<void(int)>& body) {
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kChain; ++i) body(i);
+    CHECK(cudaStreamEndCapture(st, &g));
+    return replay_us(g, st, 50) / kChain;
+  };
+  std::printf(
+      "rows %d; us per product in a chain of %d (graph, early launch for kiln-like kernels)\n", m,
+      kChain);
+  for (const Shape& sh : shapes) {
+    const int k = sh.k, n = sh.n;
+    // x with a mean far from zero next to its spread, as a residual stream has.
+    __half* x = random_halves((size_t)m * k, 1.f, 3.f, 1);
+    __half* res = random_halves((size_t)m * n, 1.f, 0.f, 2);
+    __half* lnw = random_halves(k, 0.5f, 1.f, 3);
+    __half* lnb = random_halves(k, 0.5f, 0.f, 4);
+    __half* xn;
+    CHECK(cudaMalloc(&xn, (size_t)m * k * 2));
+    std::vector<__half*> w(kChain), bias(kChain), out_lt(kChain), out_gen(kChain);
+    std::vector<Lt*> lt(kChain);
+    for (int i = 0; i < kChain; ++i) {
+      w[i] = random_halves((size_t)n * k, 1.f / std::sqrt((float)k), 0.f, 10 + i);
+      bias[i] = random_halves(n, 0.5f, 0.f, 40 + i);
+      CHECK(cudaMalloc(&out_lt[i], (size_t)m * n * 2));
+      CHECK(cudaMalloc(&out_gen[i], (size_t)m * n * 2));
+      lt[i] = new Lt(m, n, k, bias[i], sh.act, sh.residual);
+    }
+    auto args = [&](int i) {
+      Args a{};
+      a.x = x;
+      a.w = w[i];
+      a.bias = bias[i];
+      a.residual = sh.residual ? res : nullptr;
+      a.ln_w = lnw;
+      a.ln_b = lnb;
+      a.out = out_gen[i];
+      a.m = m;
+      a.n = n;
+      a.k = k;
+      a.act = sh.act;
+      return a;
+    };
+    const bool lt_times = std::getenv("ONCE") == nullptr;
+    const float t_lt =
+        lt_times ? capture([&](int i) { lt[i]->run(w[i], x, res, out_lt[i], st); }) : 0.f;
+    float t_ln_lt = 0.f;
+    if (sh.ln && lt_times) {
+      t_ln_lt = capture([&](int i) {
+        layer_norm<<<(m + 3) / 4, 128, 0, st>>>(x, lnw, lnb, xn, m, k);
+        lt[i]->run(w[i], xn, res, out_lt[i], st);
+      });
+    }
+    std::printf("%-5s %4dx%-5d cuBLASLt %.2f%s", sh.name, k, n, t_lt, sh.ln ? "" : "\n");
+    if (sh.ln) std::printf("  norm kernel + cuBLASLt %.2f\n", t_ln_lt);
+    const char* only = std::getenv("ONLY");  // a form's name, to profile it alone
+    const bool once = std::getenv("ONCE") != nullptr;
+    for (const Form& f : forms_for(sh)) {
+      if (n % f.bn != 0 || k != f.ks * f.ksl) continue;
+      if (only && f.name != only) continue;
+      // Reference: cuBLASLt on x, or on the norm kernel's output.
+      if (f.ln) layer_norm<<<(m + 3) / 4, 128, 0, st>>>(x, lnw, lnb, xn, m, k);
+      lt[0]->run(w[0], f.ln ? xn : x, res, out_lt[0], st);
+      f.launch(args(0), st);
+      CHECK(cudaStreamSynchronize(st));
+      CHECK(cudaGetLastError());
+      const auto [diff, big] = max_diff(out_gen[0], out_lt[0], (size_t)m * n);
+      const float us = once ? 0.f : capture([&](int i) { f.launch(args(i), st); });
+      const int blocks = (n / f.bn) * ((m + f.bm - 1) / f.bm) * f.ks;
+      if (std::getenv("SKIPS")) {
+        for (int skip : {1, 2, 4, 3, 7, 8}) {
+          const float t_skip = capture([&](int i) {
+            Args a = args(i);
+            a.skip = skip;
+            f.launch(a, st);
+          });
+          std::printf("   %-24s skip %d: %6.2f us\n", f.name.c_str(), skip, t_skip);
+        }
+      }
+      std::printf("   %-24s %4d blocks  %6.2f us  max|diff| %.4f (of %.2f)\n", f.name.c_str(),
+                  blocks, us, diff, big);
+    }
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < kChain; ++i) {
+      CHECK(cudaFree(w[i]));
+      CHECK(cudaFree(bias[i]));
+      CHECK(cudaFree(out_lt[i]));
+      CHECK(cudaFree(out_gen[i]));
+    }
+    CHECK(cudaFree(x));
+    CHECK(cudaFree(xn));
+    CHECK(cudaFree(res));
+  }
+  return 0;
+}
