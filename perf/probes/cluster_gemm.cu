@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "linear_probe.cuh"
 #include "lt_probe.h"
 #include "probe.h"
 
@@ -41,35 +42,6 @@ namespace cg = cooperative_groups;
 
 constexpr int kChain = 12;
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp16(unsigned dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-               "r"(ok ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-__device__ __forceinline__ void ldsm4(unsigned a, unsigned& r0, unsigned& r1, unsigned& r2,
-                                      unsigned& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(a)
-               : "memory");
-}
-__device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ float gelu(float x) {
-  const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
-  return 0.5f * x * (1.f + tanhf(u));
-}
 
 struct Args {
   const __half* x;
@@ -87,6 +59,87 @@ struct Args {
 // so that ldmatrix's eight rows fall in distinct banks.
 constexpr int pitch(int ksl) {
   return ksl + 8 + (64 - ksl % 64) % 64;
+}
+
+// The norm's pieces, shared by the forms. A row's slice of SL halves in
+// shared memory is read by TPR adjacent threads, each over every TPR-th
+// 16-byte vector from `part`.
+//
+// The slice's moments (mean, M2), two passes over shared memory, merged
+// across the TPR threads (equal counts: mean = average, M2 = sum + n_each *
+// sum (mean_i - mean)^2).
+template <int SL, int TPR>
+__device__ float2 slice_moments(const __half* row, int part) {
+  constexpr int V = SL / 8;
+  constexpr float kCount = SL / TPR;  // elements per thread
+  static_assert(V % TPR == 0, "vectors per thread");
+  float sum = 0.f;
+#pragma unroll
+  for (int v = part; v < V; v += TPR) {
+    const uint4 u = *reinterpret_cast<const uint4*>(row + v * 8);
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __half22float2(h[e]);
+      sum += f.x + f.y;
+    }
+  }
+  float mean = sum / kCount, m2 = 0.f;
+#pragma unroll
+  for (int v = part; v < V; v += TPR) {
+    const uint4 u = *reinterpret_cast<const uint4*>(row + v * 8);
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __half22float2(h[e]);
+      m2 += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
+    }
+  }
+  float n_each = kCount;
+#pragma unroll
+  for (int o = 1; o < TPR; o <<= 1) {
+    const float om = __shfl_xor_sync(0xffffffffu, mean, o);
+    const float o2 = __shfl_xor_sync(0xffffffffu, m2, o);
+    const float d = om - mean;
+    m2 += o2 + d * d * n_each * 0.5f;
+    mean = 0.5f * (mean + om);
+    n_each *= 2.f;
+  }
+  return make_float2(mean, m2);
+}
+
+// (mean, 1 / sqrt(var + eps)) of a row from S slices' moments, SL each.
+template <int S, int SL>
+__device__ float2 merge_moments(const float2 (&mo)[S]) {
+  float mean = 0.f;
+#pragma unroll
+  for (int s = 0; s < S; ++s) mean += mo[s].x;
+  mean *= 1.f / S;
+  float m2 = 0.f;
+#pragma unroll
+  for (int s = 0; s < S; ++s) m2 += mo[s].y + (mo[s].x - mean) * (mo[s].x - mean) * SL;
+  return make_float2(mean, rsqrtf(m2 / (S * SL) + 1e-5f));
+}
+
+// Normalizes the thread's vectors of a row's slice in place and rounds them
+// to float16; gamma and beta are the slice's (float, shared memory).
+template <int SL, int TPR>
+__device__ void normalize_slice(__half* row, int part, float2 stats, const float* gamma,
+                                const float* beta) {
+  const float mean = stats.x, rstd = stats.y;
+#pragma unroll
+  for (int v = part; v < SL / 8; v += TPR) {
+    uint4 u = *reinterpret_cast<uint4*>(row + v * 8);
+    __half2* h = reinterpret_cast<__half2*>(&u);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = v * 8 + 2 * e;
+      const float2 f = __half22float2(h[e]);
+      h[e] = __floats2half2_rn((f.x - mean) * rstd * gamma[c] + beta[c],
+                               (f.y - mean) * rstd * gamma[c + 1] + beta[c + 1]);
+    }
+    *reinterpret_cast<uint4*>(row + v * 8) = u;
+  }
 }
 
 template <int BM, int BN, int KS, int KSL, int WM, int WN, bool LN, bool EARLY_W>
@@ -164,46 +217,13 @@ __global__ void __launch_bounds__(kThreads) cluster_gemm(Args p) {
 
   cg::cluster_group cluster = cg::this_cluster();
   if (LN) {
-    // TPR threads per row, each over every TPR-th vector of the slice.
-    constexpr int TPR = kThreads / BM > 0 ? kThreads / BM : 1;
-    constexpr int RPP = BM * TPR / kThreads;  // rows per thread
-    static_assert(VPR % TPR == 0, "vectors per thread");
-    constexpr float kCount = KSL / TPR;  // elements per thread
+    constexpr int TPR = kThreads / BM > 0 ? kThreads / BM : 1;  // threads per row
+    constexpr int RPP = BM * TPR / kThreads;                    // rows per thread
 #pragma unroll
     for (int rr = 0; rr < RPP; ++rr) {
       const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
-      float sum = 0.f;
-      for (int v = part; v < VPR; v += TPR) {
-        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + v * 8);
-        const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __half22float2(h[e]);
-          sum += f.x + f.y;
-        }
-      }
-      float mean = sum / kCount, m2 = 0.f;
-      for (int v = part; v < VPR; v += TPR) {
-        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + v * 8);
-        const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __half22float2(h[e]);
-          m2 += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
-        }
-      }
-      // Equal counts merge as: mean = average, M2 = sum + n_each * sum (mean_i - mean)^2.
-      float n_each = kCount;
-#pragma unroll
-      for (int o = 1; o < TPR; o <<= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mean, o);
-        const float o2 = __shfl_xor_sync(0xffffffffu, m2, o);
-        const float d = om - mean;
-        m2 += o2 + d * d * n_each * 0.5f;
-        mean = 0.5f * (mean + om);
-        n_each *= 2.f;
-      }
-      if (part == 0) s_mom[r] = make_float2(mean, m2);
+      const float2 mo = slice_moments<KSL, TPR>(sa + r * P, part);
+      if (part == 0) s_mom[r] = mo;
     }
     if (KS > 1) {
       cluster.sync();
@@ -216,26 +236,7 @@ __global__ void __launch_bounds__(kThreads) cluster_gemm(Args p) {
       float2 mo[KS];
 #pragma unroll
       for (int s = 0; s < KS; ++s) mo[s] = cluster.map_shared_rank(s_mom, s)[r];
-      float mean = 0.f;
-#pragma unroll
-      for (int s = 0; s < KS; ++s) mean += mo[s].x;
-      mean *= 1.f / KS;
-      float m2 = 0.f;
-#pragma unroll
-      for (int s = 0; s < KS; ++s) m2 += mo[s].y + (mo[s].x - mean) * (mo[s].x - mean) * KSL;
-      const float rstd = rsqrtf(m2 / (KS * KSL) + 1e-5f);
-      for (int v = part; v < VPR; v += TPR) {
-        uint4 u = *reinterpret_cast<uint4*>(sa + r * P + v * 8);
-        __half2* h = reinterpret_cast<__half2*>(&u);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = v * 8 + 2 * e;
-          const float2 f = __half22float2(h[e]);
-          h[e] = __floats2half2_rn((f.x - mean) * rstd * s_gamma[c] + s_beta[c],
-                                   (f.y - mean) * rstd * s_gamma[c + 1] + s_beta[c + 1]);
-        }
-        *reinterpret_cast<uint4*>(sa + r * P + v * 8) = u;
-      }
+      normalize_slice<KSL, TPR>(sa + r * P, part, merge_moments<KS, KSL>(mo), s_gamma, s_beta);
     }
     __syncthreads();
   }
@@ -247,24 +248,7 @@ __global__ void __launch_bounds__(kThreads) cluster_gemm(Args p) {
   const unsigned bbase =
       smem_addr(sb) +
       ((wn * C::WTN + (lane >> 4) * 8 + (lane & 7)) * P + ((lane >> 3) & 1) * 8) * 2;
-#pragma unroll
-  for (int kk = 0; kk < KSL / 16; ++kk) {
-    if (p.skip & 2) break;
-    unsigned af[MI][4], bf[NI / 2][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-      ldsm4(abase + (mi * 16 * P + kk * 16) * 2, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
-#pragma unroll
-    for (int np = 0; np < NI / 2; ++np)
-      ldsm4(bbase + (np * 16 * P + kk * 16) * 2, bf[np][0], bf[np][1], bf[np][2], bf[np][3]);
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int np = 0; np < NI / 2; ++np) {
-        mma(acc[mi][2 * np], af[mi], bf[np][0], bf[np][1]);
-        mma(acc[mi][2 * np + 1], af[mi], bf[np][2], bf[np][3]);
-      }
-  }
+  warp_mma<MI, NI, KSL / 16, P>(acc, abase, bbase, p.skip & 2);
 
   const int g = lane >> 2, t = lane & 3;
   auto finish = [&](int r, int c, float v0, float v1, __half2 res) {
@@ -424,30 +408,7 @@ __global__ void __launch_bounds__(kThreads) warp_split_gemm(Args p) {
 #pragma unroll
     for (int rr = 0; rr < BM / 32; ++rr) {
       const int r = lane + 32 * rr;
-      float sum = 0.f;
-#pragma unroll
-      for (int v = 0; v < VW; ++v) {
-        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + kw0 + v * 8);
-        const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __half22float2(h[e]);
-          sum += f.x + f.y;
-        }
-      }
-      const float mean = sum * (1.f / KW);
-      float m2 = 0.f;
-#pragma unroll
-      for (int v = 0; v < VW; ++v) {
-        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + kw0 + v * 8);
-        const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __half22float2(h[e]);
-          m2 += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
-        }
-      }
-      s_mom[warp * BM + r] = make_float2(mean, m2);
+      s_mom[warp * BM + r] = slice_moments<KW, 1>(sa + r * P + kw0, 0);
     }
     __syncthreads();
 #pragma unroll
@@ -456,28 +417,8 @@ __global__ void __launch_bounds__(kThreads) warp_split_gemm(Args p) {
       float2 mo[8];
 #pragma unroll
       for (int s = 0; s < 8; ++s) mo[s] = s_mom[s * BM + r];
-      float mean = 0.f;
-#pragma unroll
-      for (int s = 0; s < 8; ++s) mean += mo[s].x;
-      mean *= 0.125f;
-      float m2 = 0.f;
-#pragma unroll
-      for (int s = 0; s < 8; ++s) m2 += mo[s].y + (mo[s].x - mean) * (mo[s].x - mean) * KW;
-      const float rstd = rsqrtf(m2 * (1.f / K) + 1e-5f);
-#pragma unroll
-      for (int v = 0; v < VW; ++v) {
-        __half* a = sa + r * P + kw0 + v * 8;
-        uint4 u = *reinterpret_cast<uint4*>(a);
-        __half2* h = reinterpret_cast<__half2*>(&u);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = kw0 + v * 8 + 2 * e;
-          const float2 f = __half22float2(h[e]);
-          h[e] = __floats2half2_rn((f.x - mean) * rstd * s_gamma[c] + s_beta[c],
-                                   (f.y - mean) * rstd * s_gamma[c + 1] + s_beta[c + 1]);
-        }
-        *reinterpret_cast<uint4*>(a) = u;
-      }
+      normalize_slice<KW, 1>(sa + r * P + kw0, 0, merge_moments<8, KW>(mo), s_gamma + kw0,
+                             s_beta + kw0);
     }
     __syncwarp();
   }
@@ -485,23 +426,7 @@ __global__ void __launch_bounds__(kThreads) warp_split_gemm(Args p) {
   const unsigned abase = smem_addr(sa) + (((lane & 15)) * P + kw0 + (lane >> 4) * 8) * 2;
   const unsigned bbase =
       smem_addr(sb) + (((lane >> 4) * 8 + (lane & 7)) * P + kw0 + ((lane >> 3) & 1) * 8) * 2;
-#pragma unroll
-  for (int kk = 0; kk < KW / 16; ++kk) {
-    unsigned af[MI][4], bf[NI / 2][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-      ldsm4(abase + (mi * 16 * P + kk * 16) * 2, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
-#pragma unroll
-    for (int np = 0; np < NI / 2; ++np)
-      ldsm4(bbase + (np * 16 * P + kk * 16) * 2, bf[np][0], bf[np][1], bf[np][2], bf[np][3]);
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int np = 0; np < NI / 2; ++np) {
-        mma(acc[mi][2 * np], af[mi], bf[np][0], bf[np][1]);
-        mma(acc[mi][2 * np + 1], af[mi], bf[np][2], bf[np][3]);
-      }
-  }
+  warp_mma<MI, NI, KW / 16, P>(acc, abase, bbase);
   // Partials: [warp][row][col], float32; the operands' space is reused once
   // every warp is done with it.
   float* part = reinterpret_cast<float*>(smem);
@@ -695,46 +620,16 @@ __global__ void __launch_bounds__(kThreads) push_gemm(Args p) {
   if (LN) {
     constexpr int TPR = kThreads / BM > 0 ? kThreads / BM : 1;
     constexpr int RPP = BM * TPR / kThreads;
-    constexpr float kCount = KSL / TPR;
 #pragma unroll
     for (int rr = 0; rr < RPP; ++rr) {
       const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
-      float sum = 0.f;
-      for (int v = part; v < VPR; v += TPR) {
-        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + v * 8);
-        const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __half22float2(h[e]);
-          sum += f.x + f.y;
-        }
-      }
-      float mean = sum / kCount, m2 = 0.f;
-      for (int v = part; v < VPR; v += TPR) {
-        const uint4 u = *reinterpret_cast<const uint4*>(sa + r * P + v * 8);
-        const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __half22float2(h[e]);
-          m2 += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
-        }
-      }
-      float n_each = kCount;
-#pragma unroll
-      for (int o = 1; o < TPR; o <<= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mean, o);
-        const float o2 = __shfl_xor_sync(0xffffffffu, m2, o);
-        const float d = om - mean;
-        m2 += o2 + d * d * n_each * 0.5f;
-        mean = 0.5f * (mean + om);
-        n_each *= 2.f;
-      }
+      const float2 mo = slice_moments<KSL, TPR>(sa + r * P, part);
       if (part == 0) {
-        mom[rank * BM + r] = make_float2(mean, m2);
+        mom[rank * BM + r] = mo;
         const unsigned local = smem_addr(&mom[rank * BM + r]);
 #pragma unroll
         for (int s = 0; s < KS; ++s)
-          if (s != rank) st_async2(mapa(local, s), make_float2(mean, m2), mapa(bar_mom, s));
+          if (s != rank) st_async2(mapa(local, s), mo, mapa(bar_mom, s));
       }
     }
     mbar_wait(bar_mom);
@@ -745,26 +640,7 @@ __global__ void __launch_bounds__(kThreads) push_gemm(Args p) {
       float2 mo[KS];
 #pragma unroll
       for (int s = 0; s < KS; ++s) mo[s] = mom[s * BM + r];
-      float mean = 0.f;
-#pragma unroll
-      for (int s = 0; s < KS; ++s) mean += mo[s].x;
-      mean *= 1.f / KS;
-      float m2 = 0.f;
-#pragma unroll
-      for (int s = 0; s < KS; ++s) m2 += mo[s].y + (mo[s].x - mean) * (mo[s].x - mean) * KSL;
-      const float rstd = rsqrtf(m2 / (KS * KSL) + 1e-5f);
-      for (int v = part; v < VPR; v += TPR) {
-        uint4 u = *reinterpret_cast<uint4*>(sa + r * P + v * 8);
-        __half2* h = reinterpret_cast<__half2*>(&u);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = v * 8 + 2 * e;
-          const float2 f = __half22float2(h[e]);
-          h[e] = __floats2half2_rn((f.x - mean) * rstd * s_gamma[c] + s_beta[c],
-                                   (f.y - mean) * rstd * s_gamma[c + 1] + s_beta[c + 1]);
-        }
-        *reinterpret_cast<uint4*>(sa + r * P + v * 8) = u;
-      }
+      normalize_slice<KSL, TPR>(sa + r * P, part, merge_moments<KS, KSL>(mo), s_gamma, s_beta);
     }
     __syncthreads();
   }
@@ -774,23 +650,7 @@ __global__ void __launch_bounds__(kThreads) push_gemm(Args p) {
   const unsigned bbase =
       smem_addr(sb) +
       ((wn * C::WTN + (lane >> 4) * 8 + (lane & 7)) * P + ((lane >> 3) & 1) * 8) * 2;
-#pragma unroll
-  for (int kk = 0; kk < KSL / 16; ++kk) {
-    unsigned af[MI][4], bf[NI / 2][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-      ldsm4(abase + (mi * 16 * P + kk * 16) * 2, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
-#pragma unroll
-    for (int np = 0; np < NI / 2; ++np)
-      ldsm4(bbase + (np * 16 * P + kk * 16) * 2, bf[np][0], bf[np][1], bf[np][2], bf[np][3]);
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int np = 0; np < NI / 2; ++np) {
-        mma(acc[mi][2 * np], af[mi], bf[np][0], bf[np][1]);
-        mma(acc[mi][2 * np + 1], af[mi], bf[np][2], bf[np][3]);
-      }
-  }
+  warp_mma<MI, NI, KSL / 16, P>(acc, abase, bbase);
   if (!finisher) {
     // Slot of this block among the receiver's senders, then this warp's place.
     const int slot = rank < wm ? rank : rank - 1;
@@ -848,54 +708,26 @@ __global__ void __launch_bounds__(kThreads) push_gemm(Args p) {
       }
 }
 
-// The norm as its own kernel (a warp per row; kiln's takes about 3.2 us at
-// 128 rows of 768 in a graph).
-__global__ void layer_norm(const __half* x, const __half* w, const __half* b, __half* y, int m,
-                           int k) {
-  wait_prior();
-  let_next();
-  const int row = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-  if (row >= m) return;
-  float sum = 0.f, sq = 0.f;
-  for (int c = lane; c < k; c += 32) {
-    const float f = __half2float(x[(size_t)row * k + c]);
-    sum += f;
-    sq += f * f;
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    sq += __shfl_xor_sync(0xffffffffu, sq, o);
-  }
-  const float mean = sum / k, rstd = rsqrtf(fmaxf(sq / k - mean * mean, 0.f) + 1e-5f);
-  for (int c = lane; c < k; c += 32) {
-    const float f = (__half2float(x[(size_t)row * k + c]) - mean) * rstd;
-    y[(size_t)row * k + c] = __float2half(f * __half2float(w[c]) + __half2float(b[c]));
-  }
+// Launches `kernel` early (programmatic stream serialization), in clusters
+// of `ks` blocks along z where ks > 1.
+void launch_early(void (*kernel)(Args), dim3 grid, int smem, int ks, const Args& a,
+                  cudaStream_t s) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute at[2];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  at[1].id = cudaLaunchAttributeClusterDimension;
+  at[1].val.clusterDim.x = 1;
+  at[1].val.clusterDim.y = 1;
+  at[1].val.clusterDim.z = ks;
+  cfg.attrs = at;
+  cfg.numAttrs = ks > 1 ? 2 : 1;
+  CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
 }
-
-struct Lt {
-  cublasLtHandle_t h;
-  LtProblem p;
-  cublasLtMatmulAlgo_t algo;
-  void* ws;
-  size_t ws_bytes = 32 << 20;
-  bool beta_one;
-  Lt(int m, int n, int k, const __half* bias, bool gelu_act, bool residual)
-      : p(m, n, k, CUDA_R_16F, gelu_act ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS),
-        beta_one(residual) {
-    LT(cublasLtCreate(&h));
-    p.set_bias(bias);
-    const cudaDataType_t bt = CUDA_R_16F;
-    LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
-    algo = lt_first_answer(h, p, ws_bytes).algo;
-    CHECK(cudaMalloc(&ws, ws_bytes));
-  }
-  void run(const __half* w, const __half* x, const __half* res, __half* out, cudaStream_t s) {
-    const float alpha = 1.f, beta = beta_one ? 1.f : 0.f;
-    LT(cublasLtMatmul(h, p.desc, &alpha, w, p.a, x, p.b, &beta, beta_one ? res : out, p.c, out, p.c,
-                      &algo, ws, ws_bytes, s));
-  }
-};
 
 // One configuration, launched early, in a cluster of KS blocks along z.
 struct Form {
@@ -915,21 +747,7 @@ Form form() {
                 EARLY_W ? "" : "/l2");
   Form f{name, BM, BN, KS, KSL, LN, nullptr};
   f.launch = [kernel](const Args& a, cudaStream_t s) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(a.n / BN, (a.m + BM - 1) / BM, KS);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = C::kSmemBytes;
-    cfg.stream = s;
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    at[1].id = cudaLaunchAttributeClusterDimension;
-    at[1].val.clusterDim.x = 1;
-    at[1].val.clusterDim.y = 1;
-    at[1].val.clusterDim.z = KS;
-    cfg.attrs = at;
-    cfg.numAttrs = 2;
-    CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, KS), C::kSmemBytes, KS, a, s);
   };
   return f;
 }
@@ -944,17 +762,7 @@ Form form_b() {
                 C::kSmemBytes / 1024);
   Form f{name, BM, BN, 1, K, LN, nullptr};
   f.launch = [kernel](const Args& a, cudaStream_t s) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(a.n / BN, (a.m + BM - 1) / BM, 1);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = C::kSmemBytes;
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, 1), C::kSmemBytes, 1, a, s);
   };
   return f;
 }
@@ -969,21 +777,7 @@ Form form_c() {
                 C::kSmemBytes / 1024);
   Form f{name, BM, BN, KS, KSL, LN, nullptr};
   f.launch = [kernel](const Args& a, cudaStream_t s) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(a.n / BN, (a.m + BM - 1) / BM, KS);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = C::kSmemBytes;
-    cfg.stream = s;
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    at[1].id = cudaLaunchAttributeClusterDimension;
-    at[1].val.clusterDim.x = 1;
-    at[1].val.clusterDim.y = 1;
-    at[1].val.clusterDim.z = KS;
-    cfg.attrs = at;
-    cfg.numAttrs = 2;
-    CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, KS), C::kSmemBytes, KS, a, s);
   };
   return f;
 }
@@ -1125,7 +919,7 @@ int main(int argc, char** argv) {
     float t_ln_lt = 0.f;
     if (sh.ln && lt_times) {
       t_ln_lt = capture([&](int i) {
-        layer_norm<<<(m + 3) / 4, 128, 0, st>>>(x, lnw, lnb, xn, m, k);
+        layer_norm<<<(m + 3) / 4, 128, 0, st>>>(x, lnw, lnb, xn, m, k, false);
         lt[i]->run(w[i], xn, res, out_lt[i], st);
       });
     }
@@ -1137,7 +931,7 @@ int main(int argc, char** argv) {
       if (n % f.bn != 0 || k != f.ks * f.ksl) continue;
       if (only && f.name != only) continue;
       // Reference: cuBLASLt on x, or on the norm kernel's output.
-      if (f.ln) layer_norm<<<(m + 3) / 4, 128, 0, st>>>(x, lnw, lnb, xn, m, k);
+      if (f.ln) layer_norm<<<(m + 3) / 4, 128, 0, st>>>(x, lnw, lnb, xn, m, k, false);
       lt[0]->run(w[0], f.ln ? xn : x, res, out_lt[0], st);
       f.launch(args(0), st);
       CHECK(cudaStreamSynchronize(st));
