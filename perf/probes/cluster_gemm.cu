@@ -3,7 +3,8 @@
 // 1x128 goal; perf/RESULTS.md, twenty-fifth session). Not part of the build:
 // a probe, compiled by hand with
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o cluster_gemm perf/probes/cluster_gemm.cu -lcublasLt
-// and run as `cluster_gemm ROWS`. ONLY=<form name> runs one form, ONCE=1
+// and run as `cluster_gemm ROWS`. LAYERS=1 times a GPT-2 layer's four
+// products instead (layer_chain). ONLY=<form name> runs one form, ONCE=1
 // skips the timing (for a profiler), SKIPS=1 times the first form with parts
 // of it left out (Args::skip).
 // out[m, n] = act(LN?(x)[m, k] . w[n, k] + bias[n]) (+ residual[m, n]),
@@ -708,6 +709,266 @@ __global__ void __launch_bounds__(kThreads) push_gemm(Args p) {
       }
 }
 
+// Fourth form: the push form with x's copies in ST stages (the mma of a
+// stage waits only for its own copies) and the norm folded instead of
+// applied. Before the kernel's wait each block scales its weight slice by
+// gamma in place (w' = w * gamma, rounded to float16) and takes, per output
+// column j, G_j = sum_k w'_jk and B_j = sum_k beta_k w_jk over its slice,
+// which it pushes to the cluster's other blocks. After the wait the mma
+// runs on x as it is; the blocks then take and trade x's row moments, and a
+// finisher computes out = rstd (acc - mean G) + B + bias. Since G is summed
+// from the rounded w', acc - mean G is sum_k (x_k - mean) w'_k up to the
+// float32 sums: the rounding that the unfused product applies to the
+// normalized x falls on w * gamma instead, and a large mean cancels exactly.
+template <int BM, int BN, int KS, int KSL, bool LN, int ST>
+struct CfgD {
+  using Base = CfgC<BM, BN, KS, KSL, LN>;
+  static constexpr int kGbBytes = LN ? KS * BN * 8 : 0;  // [rank][column] (G, B)
+  static constexpr int kSmemBytes = Base::kSmemBytes + kGbBytes + 16;
+  static_assert(KSL % (16 * ST) == 0, "stages");
+};
+
+template <int N>
+__device__ __forceinline__ void wait_groups() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+template <int BM, int BN, int KS, int KSL, bool LN, int ST>
+__global__ void __launch_bounds__(kThreads) staged_gemm(Args p) {
+  using C = CfgC<BM, BN, KS, KSL, LN>;
+  constexpr int P = C::P, MI = C::MI, NI = C::NI, WN = C::WN;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __half* sa = reinterpret_cast<__half*>(smem);
+  __half* sb = sa + BM * P;
+  float4* recv = reinterpret_cast<float4*>(smem + C::kOperandBytes);
+  float2* mom = reinterpret_cast<float2*>(smem + C::kOperandBytes + C::kRecvBytes);
+  float2* gb = mom + (LN ? KS * BM : 0);
+  float* s_bias = reinterpret_cast<float*>(gb + (LN ? KS * BN : 0));
+  float* s_gamma = s_bias + BN;  // the norm's vectors, with LN only
+  float* s_beta = s_gamma + KSL;
+  unsigned long long* bars =
+      reinterpret_cast<unsigned long long*>(s_bias + BN + (LN ? 2 * KSL : 0));
+  const unsigned bar_part = smem_addr(&bars[0]), bar_mom = smem_addr(&bars[1]),
+                 bar_gb = smem_addr(&bars[2]);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, rank = blockIdx.z;
+  const int k0 = rank * KSL;
+  constexpr int VPR = KSL / 8;
+
+  for (int i = tid; i < BN * VPR; i += kThreads) {
+    const int r = i / VPR, c = (i % VPR) * 8;
+    cp16(smem_addr(sb + r * P + c), p.w + (size_t)(n0 + r) * p.k + k0 + c, true);
+  }
+  commit();
+  if (tid == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_part));
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_part),
+                 "r"(C::kRecvBytes));
+    if (LN) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_mom));
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_mom),
+                   "r"((KS - 1) * BM * 8));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_gb));
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_gb),
+                   "r"((KS - 1) * BN * 8));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  for (int i = tid; i < BN; i += kThreads) s_bias[i] = __half2float(p.bias[n0 + i]);
+  if (LN) {
+    for (int i = tid; i < KSL; i += kThreads) {
+      s_gamma[i] = __half2float(p.ln_w[k0 + i]);
+      s_beta[i] = __half2float(p.ln_b[k0 + i]);
+    }
+  }
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  if (LN) {
+    // The fold, before the wait: TPC threads per weight row (output column).
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    constexpr int TPC = kThreads / BN;
+    const int j = tid / TPC, part = tid % TPC;
+    float gsum = 0.f, bsum = 0.f;
+#pragma unroll
+    for (int v = part; v < VPR; v += TPC) {
+      uint4 u = *reinterpret_cast<uint4*>(sb + j * P + v * 8);
+      __half2* h = reinterpret_cast<__half2*>(&u);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = v * 8 + 2 * e;
+        const float2 f = __half22float2(h[e]);
+        h[e] = __floats2half2_rn(f.x * s_gamma[c], f.y * s_gamma[c + 1]);
+        const float2 r = __half22float2(h[e]);
+        gsum += r.x + r.y;
+        bsum += f.x * s_beta[c] + f.y * s_beta[c + 1];
+      }
+      *reinterpret_cast<uint4*>(sb + j * P + v * 8) = u;
+    }
+#pragma unroll
+    for (int o = 1; o < TPC; o <<= 1) {
+      gsum += __shfl_xor_sync(0xffffffffu, gsum, o);
+      bsum += __shfl_xor_sync(0xffffffffu, bsum, o);
+    }
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    if (part == 0) {
+      const float2 v = make_float2(gsum, bsum);
+      gb[rank * BN + j] = v;
+      const unsigned local = smem_addr(&gb[rank * BN + j]);
+#pragma unroll
+      for (int s = 0; s < KS; ++s)
+        if (s != rank) st_async2(mapa(local, s), v, mapa(bar_gb, s));
+    }
+    __syncthreads();
+  }
+  wait_prior();
+  let_next();
+  constexpr int SW = KSL / ST, VPS = SW / 8;  // a stage's width, and its vectors per row
+#pragma unroll
+  for (int st = 0; st < ST; ++st) {
+    for (int i = tid; i < BM * VPS; i += kThreads) {
+      const int r = i / VPS, c = st * SW + (i % VPS) * 8;
+      const bool ok = m0 + r < p.m;
+      cp16(smem_addr(sa + r * P + c), ok ? p.x + (size_t)(m0 + r) * p.k + k0 + c : p.x, ok);
+    }
+    commit();
+  }
+  const int wm = warp / WN, wn = warp % WN;
+  const bool finisher = wm == rank;
+  const int g = lane >> 2, t = lane & 3;
+  __half2 res[MI][NI][2];
+  if (finisher) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
+          res[mi][ni][h] = __float2half2_rn(0.f);
+          if (p.residual && m0 + r < p.m)
+            res[mi][ni][h] =
+                *reinterpret_cast<const __half2*>(p.residual + (size_t)(m0 + r) * p.n + n0 + c);
+        }
+  }
+  if (!LN) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  float acc[MI][NI][4] = {};
+  const unsigned abase = smem_addr(sa) + ((wm * C::WTM + (lane & 15)) * P + (lane >> 4) * 8) * 2;
+  const unsigned bbase =
+      smem_addr(sb) +
+      ((wn * C::WTN + (lane >> 4) * 8 + (lane & 7)) * P + ((lane >> 3) & 1) * 8) * 2;
+#pragma unroll
+  for (int st = 0; st < ST; ++st) {
+    if (ST - 1 - st == 0) wait_groups<0>();
+    if (ST - 1 - st == 1) wait_groups<1>();
+    if (ST - 1 - st == 2) wait_groups<2>();
+    if (ST - 1 - st == 3) wait_groups<3>();
+    if (ST - 1 - st >= 4) wait_groups<4>();
+    __syncthreads();
+    warp_mma<MI, NI, SW / 16, P>(acc, abase + st * SW * 2, bbase + st * SW * 2);
+  }
+  if (LN) {
+    constexpr int TPR = kThreads / BM > 0 ? kThreads / BM : 1;
+    constexpr int RPP = BM * TPR / kThreads;
+#pragma unroll
+    for (int rr = 0; rr < RPP; ++rr) {
+      const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
+      const float2 mo = slice_moments<KSL, TPR>(sa + r * P, part);
+      if (part == 0) {
+        mom[rank * BM + r] = mo;
+        const unsigned local = smem_addr(&mom[rank * BM + r]);
+#pragma unroll
+        for (int s = 0; s < KS; ++s)
+          if (s != rank) st_async2(mapa(local, s), mo, mapa(bar_mom, s));
+      }
+    }
+    __syncthreads();  // this block's own moments, for its finishers
+  }
+  if (!finisher) {
+    const int slot = rank < wm ? rank : rank - 1;
+    const unsigned local = smem_addr(recv) + ((slot * WN + wn) * (MI * NI) * 32 + lane) * 16;
+    const unsigned rbase = mapa(local, wm), rbar = mapa(bar_part, wm);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+        st_async4(rbase + (mi * NI + ni) * 32 * 16,
+                  make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]),
+                  rbar);
+    return;
+  }
+  mbar_wait(bar_part);
+  float sum[MI][NI][4] = {};
+#pragma unroll
+  for (int s = 0; s < KS; ++s) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        float4 q;
+        if (s == rank) {
+          q = make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]);
+        } else {
+          const int slot = s < rank ? s : s - 1;
+          q = recv[((slot * WN + wn) * (MI * NI) + mi * NI + ni) * 32 + lane];
+        }
+        sum[mi][ni][0] += q.x;
+        sum[mi][ni][1] += q.y;
+        sum[mi][ni][2] += q.z;
+        sum[mi][ni][3] += q.w;
+      }
+  }
+  float2 stats[MI][2];  // (mean, rstd) of this lane's rows
+  if (LN) {
+    mbar_wait(bar_mom);
+    mbar_wait(bar_gb);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wm * C::WTM + mi * 16 + g + 8 * h;
+        float2 mo[KS];
+#pragma unroll
+        for (int s = 0; s < KS; ++s) mo[s] = mom[s * BM + r];
+        stats[mi][h] = merge_moments<KS, KSL>(mo);
+      }
+  }
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
+        if (m0 + r >= p.m) continue;
+        float v0 = sum[mi][ni][2 * h], v1 = sum[mi][ni][2 * h + 1];
+        if (LN) {
+          float g0 = 0.f, b0 = 0.f, g1 = 0.f, b1 = 0.f;
+#pragma unroll
+          for (int s = 0; s < KS; ++s) {
+            g0 += gb[s * BN + c].x;
+            b0 += gb[s * BN + c].y;
+            g1 += gb[s * BN + c + 1].x;
+            b1 += gb[s * BN + c + 1].y;
+          }
+          const float mean = stats[mi][h].x, rstd = stats[mi][h].y;
+          v0 = rstd * (v0 - mean * g0) + b0;
+          v1 = rstd * (v1 - mean * g1) + b1;
+        }
+        v0 += s_bias[c];
+        v1 += s_bias[c + 1];
+        if (p.act) {
+          v0 = gelu(v0);
+          v1 = gelu(v1);
+        }
+        if (p.residual) {
+          v0 += __low2float(res[mi][ni][h]);
+          v1 += __high2float(res[mi][ni][h]);
+        }
+        *reinterpret_cast<__half2*>(p.out + (size_t)(m0 + r) * p.n + n0 + c) =
+            __floats2half2_rn(v0, v1);
+      }
+}
+
 // Launches `kernel` early (programmatic stream serialization), in clusters
 // of `ks` blocks along z where ks > 1.
 void launch_early(void (*kernel)(Args), dim3 grid, int smem, int ks, const Args& a,
@@ -782,6 +1043,21 @@ Form form_c() {
   return f;
 }
 
+template <int BM, int BN, int KS, int KSL, bool LN, int ST>
+Form form_d() {
+  using C = CfgD<BM, BN, KS, KSL, LN, ST>;
+  auto kernel = staged_gemm<BM, BN, KS, KSL, LN, ST>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+  char name[96];
+  std::snprintf(name, sizeof name, "D %dx%d/ks%d/st%d%s (%d KB)", BM, BN, KS, ST, LN ? "/fold" : "",
+                C::kSmemBytes / 1024);
+  Form f{name, BM, BN, KS, KSL, LN, nullptr};
+  f.launch = [kernel](const Args& a, cudaStream_t s) {
+    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, KS), C::kSmemBytes, KS, a, s);
+  };
+  return f;
+}
+
 __half* random_halves(size_t n, float scale, float shift, unsigned seed) {
   std::vector<__half> h(n);
   unsigned s = seed;
@@ -820,6 +1096,10 @@ std::vector<Form> forms_for(const Shape& sh) {
   std::vector<Form> f;
   if (sh.k == 768) {
     if (sh.ln) {
+      f.push_back(form_d<64, 64, 4, 192, true, 1>());
+      f.push_back(form_d<64, 64, 4, 192, true, 3>());
+      f.push_back(form_d<128, 64, 4, 192, true, 3>());
+      f.push_back(form_d<128, 64, 2, 384, true, 4>());
       f.push_back(form_c<128, 64, 4, 192, true>());
       f.push_back(form_c<128, 32, 4, 192, true>());
       f.push_back(form_c<64, 64, 4, 192, true>());
@@ -836,6 +1116,11 @@ std::vector<Form> forms_for(const Shape& sh) {
       f.push_back(form<128, 64, 8, 96, 4, 2, true, true>());
       f.push_back(form<64, 32, 4, 192, 4, 2, true, true>());
     }
+    f.push_back(form_d<64, 64, 4, 192, false, 1>());
+    f.push_back(form_d<64, 64, 4, 192, false, 2>());
+    f.push_back(form_d<64, 64, 4, 192, false, 3>());
+    f.push_back(form_d<128, 64, 4, 192, false, 3>());
+    f.push_back(form_d<64, 32, 4, 192, false, 3>());
     f.push_back(form_c<128, 64, 4, 192, false>());
     f.push_back(form_c<128, 32, 4, 192, false>());
     f.push_back(form_c<64, 64, 4, 192, false>());
@@ -852,6 +1137,8 @@ std::vector<Form> forms_for(const Shape& sh) {
     f.push_back(form<64, 32, 4, 192, 4, 2, false, true>());
     f.push_back(form<64, 64, 8, 96, 2, 4, false, true>());
   } else {  // k = 3072
+    f.push_back(form_d<128, 64, 8, 384, false, 4>());
+    f.push_back(form_d<128, 64, 8, 384, false, 2>());
     f.push_back(form_c<128, 64, 8, 384, false>());
     f.push_back(form_c<128, 32, 8, 384, false>());
     f.push_back(form<128, 64, 8, 384, 4, 2, false, true>());
@@ -862,6 +1149,110 @@ std::vector<Form> forms_for(const Shape& sh) {
   return f;
 }
 
+// A GPT-2 layer's four products at `m` rows, kLayers layers in one graph
+// (attention left out; proj reads a fixed input), each layer its own
+// weights: the generated forms (the norms folded, every kernel launched
+// early, so each one's weight loads overlap the kernel before) against the
+// norm kernel plus cuBLASLt, and cuBLASLt alone. Prints µs per layer and
+// the largest difference of the last layer's output.
+void layer_chain(int m, cudaStream_t st) {
+  constexpr int kLayers = 12, D = 768, F = 3072;
+  struct Layer {
+    __half *wqkv, *bqkv, *wo, *bo, *wfc, *bfc, *wdn, *bdn, *g1, *b1, *g2, *b2;
+    Lt *qkv, *o, *fc, *dn;
+  };
+  std::vector<Layer> L(kLayers);
+  for (int l = 0; l < kLayers; ++l) {
+    const unsigned s = 100 + 16 * l;
+    Layer& y = L[l];
+    y.wqkv = random_halves((size_t)3 * D * D, 1.f / std::sqrt((float)D), 0.f, s);
+    y.bqkv = random_halves(3 * D, 0.5f, 0.f, s + 1);
+    y.wo = random_halves((size_t)D * D, 1.f / std::sqrt((float)D), 0.f, s + 2);
+    y.bo = random_halves(D, 0.5f, 0.f, s + 3);
+    y.wfc = random_halves((size_t)F * D, 1.f / std::sqrt((float)D), 0.f, s + 4);
+    y.bfc = random_halves(F, 0.5f, 0.f, s + 5);
+    y.wdn = random_halves((size_t)D * F, 1.f / std::sqrt((float)F), 0.f, s + 6);
+    y.bdn = random_halves(D, 0.5f, 0.f, s + 7);
+    y.g1 = random_halves(D, 0.5f, 1.f, s + 8);
+    y.b1 = random_halves(D, 0.5f, 0.f, s + 9);
+    y.g2 = random_halves(D, 0.5f, 1.f, s + 10);
+    y.b2 = random_halves(D, 0.5f, 0.f, s + 11);
+    y.qkv = new Lt(m, 3 * D, D, y.bqkv, false, false);
+    y.o = new Lt(m, D, D, y.bo, false, true);
+    y.fc = new Lt(m, F, D, y.bfc, true, false);
+    y.dn = new Lt(m, D, F, y.bdn, false, true);
+  }
+  __half* x0 = random_halves((size_t)m * D, 1.f, 3.f, 7);
+  __half* attn = random_halves((size_t)m * D, 1.f, 0.f, 8);
+  __half *x[2], *xn, *qkv, *h, *f;
+  for (auto** b : {&x[0], &x[1], &xn, &h}) CHECK(cudaMalloc(b, (size_t)m * D * 2));
+  CHECK(cudaMalloc(&qkv, (size_t)m * 3 * D * 2));
+  CHECK(cudaMalloc(&f, (size_t)m * F * 2));
+  const Form fq = form_d<64, 64, 4, 192, true, 3>(), fo = form_d<64, 64, 4, 192, false, 2>(),
+             ffc = form_d<128, 64, 4, 192, true, 3>(), fdn = form_d<128, 64, 8, 384, false, 2>();
+  auto args = [&](const __half* in, const __half* w, const __half* b, const __half* res,
+                  const __half* g, const __half* be, __half* out, int n, int k, int act) {
+    Args a{};
+    a.x = in;
+    a.w = w;
+    a.bias = b;
+    a.residual = res;
+    a.ln_w = g;
+    a.ln_b = be;
+    a.out = out;
+    a.m = m;
+    a.n = n;
+    a.k = k;
+    a.act = act;
+    return a;
+  };
+  auto generated = [&](int l) {
+    const Layer& y = L[l];
+    __half *in = x[l % 2], *out = x[(l + 1) % 2];
+    fq.launch(args(in, y.wqkv, y.bqkv, nullptr, y.g1, y.b1, qkv, 3 * D, D, 0), st);
+    fo.launch(args(attn, y.wo, y.bo, in, nullptr, nullptr, h, D, D, 0), st);
+    ffc.launch(args(h, y.wfc, y.bfc, nullptr, y.g2, y.b2, f, F, D, 1), st);
+    fdn.launch(args(f, y.wdn, y.bdn, h, nullptr, nullptr, out, D, F, 0), st);
+  };
+  auto library = [&](int l, bool norms) {
+    const Layer& y = L[l];
+    __half *in = x[l % 2], *out = x[(l + 1) % 2];
+    if (norms) layer_norm<<<(m + 3) / 4, 128, 0, st>>>(in, y.g1, y.b1, xn, m, D, false);
+    y.qkv->run(y.wqkv, norms ? xn : in, nullptr, qkv, st);
+    y.o->run(y.wo, attn, in, h, st);
+    if (norms) layer_norm<<<(m + 3) / 4, 128, 0, st>>>(h, y.g2, y.b2, xn, m, D, false);
+    y.fc->run(y.wfc, norms ? xn : h, nullptr, f, st);
+    y.dn->run(y.wdn, f, h, out, st);
+  };
+  auto time_layers = [&](const std::function<void(int)>& body) {
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int l = 0; l < kLayers; ++l) body(l);
+    CHECK(cudaStreamEndCapture(st, &g));
+    return replay_us(g, st, 50) / kLayers;
+  };
+  // The outputs, from the same input: generated against the norms plus cuBLASLt.
+  __half* out_gen;
+  CHECK(cudaMalloc(&out_gen, (size_t)m * D * 2));
+  CHECK(cudaMemcpy(x[0], x0, (size_t)m * D * 2, cudaMemcpyDeviceToDevice));
+  for (int l = 0; l < kLayers; ++l) generated(l);
+  CHECK(cudaMemcpyAsync(out_gen, x[kLayers % 2], (size_t)m * D * 2, cudaMemcpyDeviceToDevice, st));
+  CHECK(cudaMemcpyAsync(x[0], x0, (size_t)m * D * 2, cudaMemcpyDeviceToDevice, st));
+  for (int l = 0; l < kLayers; ++l) library(l, true);
+  CHECK(cudaStreamSynchronize(st));
+  CHECK(cudaGetLastError());
+  const auto [diff, big] = max_diff(out_gen, x[kLayers % 2], (size_t)m * D);
+  const float t_gen = time_layers(generated);
+  const float t_norm_lt = time_layers([&](int l) { library(l, true); });
+  const float t_lt = time_layers([&](int l) { library(l, false); });
+  std::printf("layer of four products, %d rows, us per layer (%d layers in one graph):\n", m,
+              kLayers);
+  std::printf("  generated, norms folded        %6.2f\n", t_gen);
+  std::printf("  norm kernels + cuBLASLt        %6.2f\n", t_norm_lt);
+  std::printf("  cuBLASLt alone (no norms)      %6.2f\n", t_lt);
+  std::printf("  last layer's output: max |diff| %.4f (of %.2f)\n", diff, big);
+}
+
 int main(int argc, char** argv) {
   const int m = argc > 1 ? std::atoi(argv[1]) : 128;
   const Shape shapes[] = {{"qkv", 768, 2304, 0, false, true},
@@ -870,6 +1261,10 @@ int main(int argc, char** argv) {
                           {"down", 3072, 768, 0, true, false}};
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  if (std::getenv("LAYERS")) {  // the layer chain only
+    layer_chain(m, st);
+    return 0;
+  }
   auto capture = [&](const std::function<void(int)>& body) {
     cudaGraph_t g;
     CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
