@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <optional>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
@@ -279,12 +281,26 @@ int check_call(kiln::Device device, const kiln::testing::Program& cpu,
   return failures;
 }
 
+// How many random DAGs from which seed: the test's own unless the
+// environment says (KILN_RANDOM_DAGS=N programs, from KILN_RANDOM_DAG_FIRST=S
+// if set; KILN_RANDOM_DAG_SEED=S replays one), for longer runs by hand.
+std::pair<uint64_t, int> dag_programs(uint64_t first, int count) {
+  if (const char* n = std::getenv("KILN_RANDOM_DAGS")) count = std::atoi(n);
+  if (const char* s = std::getenv("KILN_RANDOM_DAG_FIRST")) first = std::strtoull(s, nullptr, 10);
+  if (const char* s = std::getenv("KILN_RANDOM_DAG_SEED")) {
+    first = std::strtoull(s, nullptr, 10);
+    count = 1;
+  }
+  return {first, count};
+}
+
 // Random DAGs (pointwise chains, reductions, norms, in-place writes over
 // broadcast, strided, mixed-dtype inputs; small sizes or a long innermost
 // dim), each compiled and called on several sets of inputs, against eager
 // CPU. On CUDA the first call runs directly, the second is captured and the
 // rest replay the graph with new inputs (Note [Graph replay]).
 void random_dags_match_eager(kiln::Device device, bool wide, uint64_t first, int count) {
+  std::tie(first, count) = dag_programs(first, count);
   int failures = 0;
   const uint64_t calls = device.is_cuda() ? 4 : 2;
   for (uint64_t seed = first; seed < first + static_cast<uint64_t>(count) && failures < 5; ++seed) {
@@ -346,6 +362,7 @@ int too_many_entries(const F& f, uint64_t seed, const std::string& how, const st
 // what the program gives at its own sizes (Note [Buckets]: padded results
 // are narrowed, and programs whose rows mix turn buckets off).
 void random_dags_at_changing_sizes(kiln::Device device, bool wide, uint64_t first, int count) {
+  std::tie(first, count) = dag_programs(first, count);
   int failures = 0, programs = 0;
   for (uint64_t seed = first; seed < first + static_cast<uint64_t>(count) && failures < 5; ++seed) {
     kiln::testing::Program p(seed, device, wide), cpu(seed, kiln::Device::cpu(), wide);
@@ -418,6 +435,7 @@ TEST(Compile, WideRandomDagsAtChangingSizesMatchEagerCuda) {
 // from the start or left to automatic_dynamic: each call against eager at
 // its own sizes.
 void random_dags_at_changing_inner_sizes(kiln::Device device, uint64_t first, int count) {
+  std::tie(first, count) = dag_programs(first, count);
   int failures = 0;
   for (uint64_t seed = first; seed < first + static_cast<uint64_t>(count) && failures < 5; ++seed) {
     kiln::testing::Program p(seed, device, true), cpu(seed, kiln::Device::cpu(), true);

@@ -4,6 +4,7 @@
 // compiled) and compared, with small sizes and wide ones (a long innermost
 // dim: random_program.h). A failure prints the seed and the program.
 //   KILN_RANDOM_GRAPHS=N   runs N graphs (default 1000 small, 150 wide)
+//   KILN_RANDOM_GRAPH_FIRST=S  starts from seed S (default 1)
 //   KILN_RANDOM_GRAPH_SEED=S  replays one graph
 
 #include <gtest/gtest.h>
@@ -36,6 +37,7 @@ kiln::testing::Tolerance tolerance(kiln::DType t) {
 std::pair<int, uint64_t> programs(int count) {
   uint64_t first = 1;
   if (const char* n = std::getenv("KILN_RANDOM_GRAPHS")) count = std::atoi(n);
+  if (const char* s = std::getenv("KILN_RANDOM_GRAPH_FIRST")) first = std::strtoull(s, nullptr, 10);
   if (const char* s = std::getenv("KILN_RANDOM_GRAPH_SEED")) {
     first = std::strtoull(s, nullptr, 10);
     count = 1;
