@@ -531,6 +531,7 @@ __device__ __forceinline__ void mbar_wait(unsigned bar) {
 
 template <int BM, int BN, int KS, int KSL, bool LN>
 struct CfgC {
+  static constexpr int kBM = BM, kBN = BN, kKS = KS, kKSL = KSL;
   static constexpr int WM = KS, WN = 8 / KS;
   static constexpr int P = pitch(KSL);
   static constexpr int WTM = BM / WM, WTN = BN / WN, MI = WTM / 16, NI = WTN / 8;
@@ -542,6 +543,156 @@ struct CfgC {
       kOperandBytes + kRecvBytes + kMomBytes + BN * 4 + (LN ? 2 * KSL * 4 : 0) + 16;
   static_assert(KS >= 2 && 8 % KS == 0 && MI >= 1 && NI >= 2 && NI % 2 == 0, "tile");
 };
+
+// What the two push forms (push_gemm, staged_gemm) share: the mbarriers,
+// the finishers' residual, the trade of row moments, the pushes of the
+// partials, and the finishers' sums and stores.
+__device__ __forceinline__ void init_bar(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar));
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes));
+}
+
+template <class C>
+struct Push {
+  static constexpr int BM = C::kBM, KS = C::kKS, KSL = C::kKSL, P = C::P, MI = C::MI, NI = C::NI,
+                       WN = C::WN;
+  using Frag = float[MI][NI][4];
+  using Res = __half2[MI][NI][2];
+
+  // A finisher's residual (zeros without one), loaded before anything waits.
+  static __device__ void load_residual(const Args& p, int m0, int n0, int wm, int wn, int lane,
+                                       Res& res) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
+          res[mi][ni][h] = __float2half2_rn(0.f);
+          if (p.residual && m0 + r < p.m)
+            res[mi][ni][h] =
+                *reinterpret_cast<const __half2*>(p.residual + (size_t)(m0 + r) * p.n + n0 + c);
+        }
+  }
+
+  // This block's slice moments of its rows, kept and pushed to the others.
+  static __device__ void trade_moments(const __half* sa, float2* mom, unsigned bar_mom, int rank) {
+    constexpr int TPR = kThreads / BM > 0 ? kThreads / BM : 1;
+    constexpr int RPP = BM * TPR / kThreads;
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int rr = 0; rr < RPP; ++rr) {
+      const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
+      const float2 mo = slice_moments<KSL, TPR>(sa + r * P, part);
+      if (part == 0) {
+        mom[rank * BM + r] = mo;
+        const unsigned local = smem_addr(&mom[rank * BM + r]);
+#pragma unroll
+        for (int s = 0; s < KS; ++s)
+          if (s != rank) st_async2(mapa(local, s), mo, mapa(bar_mom, s));
+      }
+    }
+  }
+
+  // A sender warp's partial to warp row wm's block: its slot among that
+  // block's senders, then this warp's place.
+  static __device__ void send(const Frag& acc, const float4* recv, unsigned bar_part, int rank,
+                              int wm, int wn, int lane) {
+    const int slot = rank < wm ? rank : rank - 1;
+    const unsigned local = smem_addr(recv) + ((slot * WN + wn) * (MI * NI) * 32 + lane) * 16;
+    const unsigned rbase = mapa(local, wm), rbar = mapa(bar_part, wm);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+        st_async4(rbase + (mi * NI + ni) * 32 * 16,
+                  make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]),
+                  rbar);
+  }
+
+  // A finisher's sums over the KS blocks' partials, in rank order.
+  static __device__ void gather(const Frag& acc, const float4* recv, int rank, int wn, int lane,
+                                Frag& sum) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sum[mi][ni][e] = 0.f;
+#pragma unroll
+    for (int s = 0; s < KS; ++s) {
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          float4 q;
+          if (s == rank) {
+            q = make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]);
+          } else {
+            const int slot = s < rank ? s : s - 1;
+            q = recv[((slot * WN + wn) * (MI * NI) + mi * NI + ni) * 32 + lane];
+          }
+          sum[mi][ni][0] += q.x;
+          sum[mi][ni][1] += q.y;
+          sum[mi][ni][2] += q.z;
+          sum[mi][ni][3] += q.w;
+        }
+    }
+  }
+
+  // The finisher's stores: `pre(mi, h, c, v)` first (the folded norm, or
+  // nothing), then bias, activation and residual.
+  template <class Pre>
+  static __device__ void store(const Args& p, const Frag& sum, const Res& res, const float* s_bias,
+                               int m0, int n0, int wm, int wn, int lane, Pre&& pre) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
+          if (m0 + r >= p.m) continue;
+          float2 v = make_float2(sum[mi][ni][2 * h], sum[mi][ni][2 * h + 1]);
+          pre(mi, h, c, v);
+          float v0 = v.x + s_bias[c], v1 = v.y + s_bias[c + 1];
+          if (p.act) {
+            v0 = gelu(v0);
+            v1 = gelu(v1);
+          }
+          if (p.residual) {
+            v0 += __low2float(res[mi][ni][h]);
+            v1 += __high2float(res[mi][ni][h]);
+          }
+          *reinterpret_cast<__half2*>(p.out + (size_t)(m0 + r) * p.n + n0 + c) =
+              __floats2half2_rn(v0, v1);
+        }
+  }
+};
+
+// Before the wait: the block's weight slice (one cp.async group), its
+// columns' bias and, with the norm, the slice's gamma and beta (float).
+template <int BN, int KSL, int P, bool LN>
+__device__ void load_slice(const Args& p, __half* sb, float* s_bias, float* s_gamma, float* s_beta,
+                           int n0, int k0) {
+  constexpr int VPR = KSL / 8;
+  const int tid = threadIdx.x;
+  for (int i = tid; i < BN * VPR; i += kThreads) {
+    const int r = i / VPR, c = (i % VPR) * 8;
+    cp16(smem_addr(sb + r * P + c), p.w + (size_t)(n0 + r) * p.k + k0 + c, true);
+  }
+  commit();
+  for (int i = tid; i < BN; i += kThreads) s_bias[i] = __half2float(p.bias[n0 + i]);
+  if (LN) {
+    for (int i = tid; i < KSL; i += kThreads) {
+      s_gamma[i] = __half2float(p.ln_w[k0 + i]);
+      s_beta[i] = __half2float(p.ln_b[k0 + i]);
+    }
+  }
+}
 
 template <int BM, int BN, int KS, int KSL, bool LN>
 __global__ void __launch_bounds__(kThreads) push_gemm(Args p) {
@@ -563,28 +714,13 @@ __global__ void __launch_bounds__(kThreads) push_gemm(Args p) {
   const int k0 = rank * KSL;
   constexpr int VPR = KSL / 8;
 
-  for (int i = tid; i < BN * VPR; i += kThreads) {
-    const int r = i / VPR, c = (i % VPR) * 8;
-    cp16(smem_addr(sb + r * P + c), p.w + (size_t)(n0 + r) * p.k + k0 + c, true);
-  }
-  commit();
+  load_slice<BN, KSL, P, LN>(p, sb, s_bias, s_gamma, s_beta, n0, k0);
   if (tid == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_part));
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_part),
-                 "r"(C::kRecvBytes));
+    init_bar(bar_part, C::kRecvBytes);
     if (LN) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_mom));
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_mom),
-                   "r"((KS - 1) * BM * 8));
+      init_bar(bar_mom, (KS - 1) * BM * 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  for (int i = tid; i < BN; i += kThreads) s_bias[i] = __half2float(p.bias[n0 + i]);
-  if (LN) {
-    for (int i = tid; i < KSL; i += kThreads) {
-      s_gamma[i] = __half2float(p.ln_w[k0 + i]);
-      s_beta[i] = __half2float(p.ln_b[k0 + i]);
-    }
   }
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   wait_prior();
@@ -597,44 +733,19 @@ __global__ void __launch_bounds__(kThreads) push_gemm(Args p) {
   commit();
   const int wm = warp / WN, wn = warp % WN;
   const bool finisher = wm == rank;
-  const int g = lane >> 2, t = lane & 3;
   // The finishers' residual, before anything waits.
   __half2 res[MI][NI][2];
-  if (finisher) {
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
-          res[mi][ni][h] = __float2half2_rn(0.f);
-          if (p.residual && m0 + r < p.m)
-            res[mi][ni][h] =
-                *reinterpret_cast<const __half2*>(p.residual + (size_t)(m0 + r) * p.n + n0 + c);
-        }
-  }
+  if (finisher) Push<C>::load_residual(p, m0, n0, wm, wn, lane, res);
   asm volatile("cp.async.wait_group 0;" ::: "memory");
   __syncthreads();
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 
   if (LN) {
-    constexpr int TPR = kThreads / BM > 0 ? kThreads / BM : 1;
-    constexpr int RPP = BM * TPR / kThreads;
-#pragma unroll
-    for (int rr = 0; rr < RPP; ++rr) {
-      const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
-      const float2 mo = slice_moments<KSL, TPR>(sa + r * P, part);
-      if (part == 0) {
-        mom[rank * BM + r] = mo;
-        const unsigned local = smem_addr(&mom[rank * BM + r]);
-#pragma unroll
-        for (int s = 0; s < KS; ++s)
-          if (s != rank) st_async2(mapa(local, s), mo, mapa(bar_mom, s));
-      }
-    }
+    Push<C>::trade_moments(sa, mom, bar_mom, rank);
     mbar_wait(bar_mom);
     __syncthreads();  // this block's own moments
+    constexpr int TPR = kThreads / BM > 0 ? kThreads / BM : 1;
+    constexpr int RPP = BM * TPR / kThreads;
 #pragma unroll
     for (int rr = 0; rr < RPP; ++rr) {
       const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
@@ -653,60 +764,13 @@ __global__ void __launch_bounds__(kThreads) push_gemm(Args p) {
       ((wn * C::WTN + (lane >> 4) * 8 + (lane & 7)) * P + ((lane >> 3) & 1) * 8) * 2;
   warp_mma<MI, NI, KSL / 16, P>(acc, abase, bbase);
   if (!finisher) {
-    // Slot of this block among the receiver's senders, then this warp's place.
-    const int slot = rank < wm ? rank : rank - 1;
-    const unsigned local = smem_addr(recv) + ((slot * WN + wn) * (MI * NI) * 32 + lane) * 16;
-    const unsigned rbase = mapa(local, wm), rbar = mapa(bar_part, wm);
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-        st_async4(rbase + (mi * NI + ni) * 32 * 16,
-                  make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]),
-                  rbar);
+    Push<C>::send(acc, recv, bar_part, rank, wm, wn, lane);
     return;
   }
   mbar_wait(bar_part);
-  float sum[MI][NI][4] = {};
-#pragma unroll
-  for (int s = 0; s < KS; ++s) {
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-        float4 q;
-        if (s == rank) {
-          q = make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]);
-        } else {
-          const int slot = s < rank ? s : s - 1;
-          q = recv[((slot * WN + wn) * (MI * NI) + mi * NI + ni) * 32 + lane];
-        }
-        sum[mi][ni][0] += q.x;
-        sum[mi][ni][1] += q.y;
-        sum[mi][ni][2] += q.z;
-        sum[mi][ni][3] += q.w;
-      }
-  }
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
-        if (m0 + r >= p.m) continue;
-        float v0 = sum[mi][ni][2 * h] + s_bias[c], v1 = sum[mi][ni][2 * h + 1] + s_bias[c + 1];
-        if (p.act) {
-          v0 = gelu(v0);
-          v1 = gelu(v1);
-        }
-        if (p.residual) {
-          v0 += __low2float(res[mi][ni][h]);
-          v1 += __high2float(res[mi][ni][h]);
-        }
-        *reinterpret_cast<__half2*>(p.out + (size_t)(m0 + r) * p.n + n0 + c) =
-            __floats2half2_rn(v0, v1);
-      }
+  float sum[MI][NI][4];
+  Push<C>::gather(acc, recv, rank, wn, lane, sum);
+  Push<C>::store(p, sum, res, s_bias, m0, n0, wm, wn, lane, [](int, int, int, float2&) {});
 }
 
 // Fourth form: the push form with x's copies in ST stages (the mma of a
@@ -755,31 +819,14 @@ __global__ void __launch_bounds__(kThreads) staged_gemm(Args p) {
   const int k0 = rank * KSL;
   constexpr int VPR = KSL / 8;
 
-  for (int i = tid; i < BN * VPR; i += kThreads) {
-    const int r = i / VPR, c = (i % VPR) * 8;
-    cp16(smem_addr(sb + r * P + c), p.w + (size_t)(n0 + r) * p.k + k0 + c, true);
-  }
-  commit();
+  load_slice<BN, KSL, P, LN>(p, sb, s_bias, s_gamma, s_beta, n0, k0);
   if (tid == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_part));
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_part),
-                 "r"(C::kRecvBytes));
+    init_bar(bar_part, C::kRecvBytes);
     if (LN) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_mom));
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_mom),
-                   "r"((KS - 1) * BM * 8));
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_gb));
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_gb),
-                   "r"((KS - 1) * BN * 8));
+      init_bar(bar_mom, (KS - 1) * BM * 8);
+      init_bar(bar_gb, (KS - 1) * BN * 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  for (int i = tid; i < BN; i += kThreads) s_bias[i] = __half2float(p.bias[n0 + i]);
-  if (LN) {
-    for (int i = tid; i < KSL; i += kThreads) {
-      s_gamma[i] = __half2float(p.ln_w[k0 + i]);
-      s_beta[i] = __half2float(p.ln_b[k0 + i]);
-    }
   }
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   if (LN) {
@@ -834,22 +881,9 @@ __global__ void __launch_bounds__(kThreads) staged_gemm(Args p) {
   }
   const int wm = warp / WN, wn = warp % WN;
   const bool finisher = wm == rank;
-  const int g = lane >> 2, t = lane & 3;
+  const int g = lane >> 2;
   __half2 res[MI][NI][2];
-  if (finisher) {
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
-          res[mi][ni][h] = __float2half2_rn(0.f);
-          if (p.residual && m0 + r < p.m)
-            res[mi][ni][h] =
-                *reinterpret_cast<const __half2*>(p.residual + (size_t)(m0 + r) * p.n + n0 + c);
-        }
-  }
+  if (finisher) Push<C>::load_residual(p, m0, n0, wm, wn, lane, res);
   if (!LN) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
   float acc[MI][NI][4] = {};
   const unsigned abase = smem_addr(sa) + ((wm * C::WTM + (lane & 15)) * P + (lane >> 4) * 8) * 2;
@@ -867,56 +901,16 @@ __global__ void __launch_bounds__(kThreads) staged_gemm(Args p) {
     warp_mma<MI, NI, SW / 16, P>(acc, abase + st * SW * 2, bbase + st * SW * 2);
   }
   if (LN) {
-    constexpr int TPR = kThreads / BM > 0 ? kThreads / BM : 1;
-    constexpr int RPP = BM * TPR / kThreads;
-#pragma unroll
-    for (int rr = 0; rr < RPP; ++rr) {
-      const int r = tid / TPR + rr * (kThreads / TPR), part = tid % TPR;
-      const float2 mo = slice_moments<KSL, TPR>(sa + r * P, part);
-      if (part == 0) {
-        mom[rank * BM + r] = mo;
-        const unsigned local = smem_addr(&mom[rank * BM + r]);
-#pragma unroll
-        for (int s = 0; s < KS; ++s)
-          if (s != rank) st_async2(mapa(local, s), mo, mapa(bar_mom, s));
-      }
-    }
+    Push<C>::trade_moments(sa, mom, bar_mom, rank);
     __syncthreads();  // this block's own moments, for its finishers
   }
   if (!finisher) {
-    const int slot = rank < wm ? rank : rank - 1;
-    const unsigned local = smem_addr(recv) + ((slot * WN + wn) * (MI * NI) * 32 + lane) * 16;
-    const unsigned rbase = mapa(local, wm), rbar = mapa(bar_part, wm);
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-        st_async4(rbase + (mi * NI + ni) * 32 * 16,
-                  make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]),
-                  rbar);
+    Push<C>::send(acc, recv, bar_part, rank, wm, wn, lane);
     return;
   }
   mbar_wait(bar_part);
-  float sum[MI][NI][4] = {};
-#pragma unroll
-  for (int s = 0; s < KS; ++s) {
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-        float4 q;
-        if (s == rank) {
-          q = make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]);
-        } else {
-          const int slot = s < rank ? s : s - 1;
-          q = recv[((slot * WN + wn) * (MI * NI) + mi * NI + ni) * 32 + lane];
-        }
-        sum[mi][ni][0] += q.x;
-        sum[mi][ni][1] += q.y;
-        sum[mi][ni][2] += q.z;
-        sum[mi][ni][3] += q.w;
-      }
-  }
+  float sum[MI][NI][4];
+  Push<C>::gather(acc, recv, rank, wn, lane, sum);
   float2 stats[MI][2];  // (mean, rstd) of this lane's rows
   if (LN) {
     mbar_wait(bar_mom);
@@ -932,41 +926,21 @@ __global__ void __launch_bounds__(kThreads) staged_gemm(Args p) {
         stats[mi][h] = merge_moments<KS, KSL>(mo);
       }
   }
+  // The folded norm: rstd (sum - mean G) + B per column pair.
+  Push<C>::store(p, sum, res, s_bias, m0, n0, wm, wn, lane, [&](int mi, int h, int c, float2& v) {
+    if (!LN) return;
+    float g0 = 0.f, b0 = 0.f, g1 = 0.f, b1 = 0.f;
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = wm * C::WTM + mi * 16 + g + 8 * h, c = wn * C::WTN + ni * 8 + 2 * t;
-        if (m0 + r >= p.m) continue;
-        float v0 = sum[mi][ni][2 * h], v1 = sum[mi][ni][2 * h + 1];
-        if (LN) {
-          float g0 = 0.f, b0 = 0.f, g1 = 0.f, b1 = 0.f;
-#pragma unroll
-          for (int s = 0; s < KS; ++s) {
-            g0 += gb[s * BN + c].x;
-            b0 += gb[s * BN + c].y;
-            g1 += gb[s * BN + c + 1].x;
-            b1 += gb[s * BN + c + 1].y;
-          }
-          const float mean = stats[mi][h].x, rstd = stats[mi][h].y;
-          v0 = rstd * (v0 - mean * g0) + b0;
-          v1 = rstd * (v1 - mean * g1) + b1;
-        }
-        v0 += s_bias[c];
-        v1 += s_bias[c + 1];
-        if (p.act) {
-          v0 = gelu(v0);
-          v1 = gelu(v1);
-        }
-        if (p.residual) {
-          v0 += __low2float(res[mi][ni][h]);
-          v1 += __high2float(res[mi][ni][h]);
-        }
-        *reinterpret_cast<__half2*>(p.out + (size_t)(m0 + r) * p.n + n0 + c) =
-            __floats2half2_rn(v0, v1);
-      }
+    for (int s = 0; s < KS; ++s) {
+      g0 += gb[s * BN + c].x;
+      b0 += gb[s * BN + c].y;
+      g1 += gb[s * BN + c + 1].x;
+      b1 += gb[s * BN + c + 1].y;
+    }
+    const float mean = stats[mi][h].x, rstd = stats[mi][h].y;
+    v.x = rstd * (v.x - mean * g0) + b0;
+    v.y = rstd * (v.y - mean * g1) + b1;
+  });
 }
 
 // Launches `kernel` early (programmatic stream serialization), in clusters
@@ -1091,50 +1065,41 @@ struct Shape {
   bool residual, ln;
 };
 
+// The forms tried at k = 768, with or without the norm inside.
+template <bool LN>
+void forms_768(std::vector<Form>& f) {
+  f.push_back(form_d<64, 64, 4, 192, LN, 1>());
+  f.push_back(form_d<64, 64, 4, 192, LN, 2>());
+  f.push_back(form_d<64, 64, 4, 192, LN, 3>());
+  f.push_back(form_d<128, 64, 4, 192, LN, 3>());
+  f.push_back(form_c<128, 64, 4, 192, LN>());
+  f.push_back(form_c<128, 32, 4, 192, LN>());
+  f.push_back(form_c<64, 64, 4, 192, LN>());
+  f.push_back(form_c<128, 64, 2, 384, LN>());
+  f.push_back(form_b<32, 64, 768, LN>());
+  f.push_back(form_b<64, 32, 768, LN>());
+  f.push_back(form_b<32, 32, 768, LN>());
+  f.push_back(form_b<64, 64, 768, LN>());
+  f.push_back(form<128, 64, 4, 192, 4, 2, LN, true>());
+  f.push_back(form<128, 32, 4, 192, 4, 2, LN, true>());
+  f.push_back(form<64, 64, 4, 192, 2, 4, LN, true>());
+  f.push_back(form<128, 64, 8, 96, 4, 2, LN, true>());
+  f.push_back(form<64, 32, 4, 192, 4, 2, LN, true>());
+}
+
 // The forms to try per product (k 768 or 3072), and whether each has the norm.
 std::vector<Form> forms_for(const Shape& sh) {
   std::vector<Form> f;
   if (sh.k == 768) {
     if (sh.ln) {
-      f.push_back(form_d<64, 64, 4, 192, true, 1>());
-      f.push_back(form_d<64, 64, 4, 192, true, 3>());
-      f.push_back(form_d<128, 64, 4, 192, true, 3>());
+      forms_768<true>(f);
       f.push_back(form_d<128, 64, 2, 384, true, 4>());
-      f.push_back(form_c<128, 64, 4, 192, true>());
-      f.push_back(form_c<128, 32, 4, 192, true>());
-      f.push_back(form_c<64, 64, 4, 192, true>());
-      f.push_back(form_c<128, 64, 2, 384, true>());
-      f.push_back(form_b<32, 64, 768, true>());
-      f.push_back(form_b<64, 32, 768, true>());
-      f.push_back(form_b<32, 32, 768, true>());
-      f.push_back(form_b<64, 64, 768, true>());
-      f.push_back(form<128, 64, 4, 192, 4, 2, true, true>());
-      f.push_back(form<128, 64, 4, 192, 4, 2, true, false>());
-      f.push_back(form<128, 32, 4, 192, 4, 2, true, true>());
-      f.push_back(form<64, 64, 4, 192, 2, 4, true, true>());
+      f.push_back(form<128, 64, 4, 192, 4, 2, true, false>());  // the weight into L2 only
       f.push_back(form<128, 64, 2, 384, 4, 2, true, true>());
-      f.push_back(form<128, 64, 8, 96, 4, 2, true, true>());
-      f.push_back(form<64, 32, 4, 192, 4, 2, true, true>());
     }
-    f.push_back(form_d<64, 64, 4, 192, false, 1>());
-    f.push_back(form_d<64, 64, 4, 192, false, 2>());
-    f.push_back(form_d<64, 64, 4, 192, false, 3>());
-    f.push_back(form_d<128, 64, 4, 192, false, 3>());
+    forms_768<false>(f);
     f.push_back(form_d<64, 32, 4, 192, false, 3>());
-    f.push_back(form_c<128, 64, 4, 192, false>());
-    f.push_back(form_c<128, 32, 4, 192, false>());
-    f.push_back(form_c<64, 64, 4, 192, false>());
-    f.push_back(form_c<128, 64, 2, 384, false>());
     f.push_back(form_c<64, 32, 4, 192, false>());
-    f.push_back(form_b<32, 64, 768, false>());
-    f.push_back(form_b<64, 32, 768, false>());
-    f.push_back(form_b<32, 32, 768, false>());
-    f.push_back(form_b<64, 64, 768, false>());
-    f.push_back(form<128, 64, 4, 192, 4, 2, false, true>());
-    f.push_back(form<128, 32, 4, 192, 4, 2, false, true>());
-    f.push_back(form<64, 64, 4, 192, 2, 4, false, true>());
-    f.push_back(form<128, 64, 8, 96, 4, 2, false, true>());
-    f.push_back(form<64, 32, 4, 192, 4, 2, false, true>());
     f.push_back(form<64, 64, 8, 96, 2, 4, false, true>());
   } else {  // k = 3072
     f.push_back(form_d<128, 64, 8, 384, false, 4>());
