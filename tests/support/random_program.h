@@ -7,10 +7,13 @@
 // (eager, lazy, compiled) replays exactly the same ops.
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -33,6 +36,21 @@ inline constexpr int64_t kWideSizes[] = {8,    15,   16,   17,   31,   33,   63,
                                          65,   127,  129,  255,  256,  257,  511, 768,
                                          1000, 1025, 2049, 2560, 3072, 4097, 5000};
 inline constexpr int64_t kWideElements = 40000;
+
+// Which seeds a random test runs, for longer runs by hand: `count` from
+// `first` unless the environment says. With prefix P: P + "S"=N programs,
+// P + "_FIRST"=S from seed S, P + "_SEED"=S that seed alone.
+inline std::pair<uint64_t, int> seeds_from_env(const std::string& prefix, uint64_t first,
+                                               int count) {
+  if (const char* n = std::getenv((prefix + "S").c_str())) count = std::atoi(n);
+  if (const char* s = std::getenv((prefix + "_FIRST").c_str()))
+    first = std::strtoull(s, nullptr, 10);
+  if (const char* s = std::getenv((prefix + "_SEED").c_str())) {
+    first = std::strtoull(s, nullptr, 10);
+    count = 1;
+  }
+  return {first, count};
+}
 
 // One program: a seed-determined list of steps over a growing pool of values.
 class Program {

@@ -282,16 +282,10 @@ int check_call(kiln::Device device, const kiln::testing::Program& cpu,
 }
 
 // How many random DAGs from which seed: the test's own unless the
-// environment says (KILN_RANDOM_DAGS=N programs, from KILN_RANDOM_DAG_FIRST=S
-// if set; KILN_RANDOM_DAG_SEED=S replays one), for longer runs by hand.
+// environment says (KILN_RANDOM_DAGS, KILN_RANDOM_DAG_FIRST,
+// KILN_RANDOM_DAG_SEED: seeds_from_env in random_program.h).
 std::pair<uint64_t, int> dag_programs(uint64_t first, int count) {
-  if (const char* n = std::getenv("KILN_RANDOM_DAGS")) count = std::atoi(n);
-  if (const char* s = std::getenv("KILN_RANDOM_DAG_FIRST")) first = std::strtoull(s, nullptr, 10);
-  if (const char* s = std::getenv("KILN_RANDOM_DAG_SEED")) {
-    first = std::strtoull(s, nullptr, 10);
-    count = 1;
-  }
-  return {first, count};
+  return kiln::testing::seeds_from_env("KILN_RANDOM_DAG", first, count);
 }
 
 // Random DAGs (pointwise chains, reductions, norms, in-place writes over

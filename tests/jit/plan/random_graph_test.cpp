@@ -33,16 +33,10 @@ kiln::testing::Tolerance tolerance(kiln::DType t) {
   return kiln::testing::program_tolerance(t);
 }
 
-// How many programs from which seed: `count` unless the environment says.
+// How many programs from which seed: `count` from 1 unless the environment says.
 std::pair<int, uint64_t> programs(int count) {
-  uint64_t first = 1;
-  if (const char* n = std::getenv("KILN_RANDOM_GRAPHS")) count = std::atoi(n);
-  if (const char* s = std::getenv("KILN_RANDOM_GRAPH_FIRST")) first = std::strtoull(s, nullptr, 10);
-  if (const char* s = std::getenv("KILN_RANDOM_GRAPH_SEED")) {
-    first = std::strtoull(s, nullptr, 10);
-    count = 1;
-  }
-  return {count, first};
+  const auto [first, n] = kiln::testing::seeds_from_env("KILN_RANDOM_GRAPH", 1, count);
+  return {n, first};
 }
 
 // Runs `count` programs eagerly and lazily on the CPU and compares them.
