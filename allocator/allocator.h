@@ -55,5 +55,8 @@ class Allocator {
 
 // 64-byte aligned host memory, cached by size class.
 Allocator& cpu_allocator();
+// The host's memory and swap together, in bytes: no request for more can be
+// met (Note [Requests larger than the machine] in cpu_allocator.cpp).
+size_t host_memory_bytes();
 
 }  // namespace kiln::alloc

@@ -1,5 +1,8 @@
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -10,6 +13,33 @@
 #include "kiln/logging.h"
 
 namespace kiln::alloc {
+
+// Note [Requests larger than the machine]
+// A request for more bytes than the host's memory and swap together can
+// never be met. It is refused before anything else looks at it: the
+// counters below add sizes in int64, and a sanitizer's allocator stops the
+// process on a request it cannot map instead of returning null. The error
+// is the allocator's usual out-of-memory one.
+size_t host_memory_bytes() {
+  static const size_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return size_t{1} << 50;  // unknown: no smaller bound
+    size_t total = static_cast<size_t>(pages) * static_cast<size_t>(page);
+    // Swap, from /proc/meminfo where there is one (kB).
+    if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+      char line[128];
+      unsigned long long kb = 0;
+      while (std::fgets(line, sizeof line, f)) {
+        if (std::sscanf(line, "SwapTotal: %llu kB", &kb) == 1) break;
+      }
+      std::fclose(f);
+      total += static_cast<size_t>(kb) * 1024;
+    }
+    return total;
+  }();
+  return bytes;
+}
+
 namespace {
 
 // Note [CPU allocator size classes]
@@ -90,6 +120,14 @@ class CpuCachingAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return DataPtr{nullptr, nullptr, [](void*, void*) {}};
+    if (KILN_UNLIKELY(nbytes > host_memory_bytes())) {  // Note [Requests larger than the machine]
+      std::lock_guard<std::mutex> lock(mu_);
+      num_ooms_++;
+      KILN_FAIL("[cpu allocator] out of memory: tried to allocate ", nbytes,
+                " bytes, more than this machine's ", host_memory_bytes(),
+                " bytes of memory and swap (", current_locked(), " bytes allocated, ",
+                reserved_.current, " reserved)");
+    }
     size_t rounded = 0;
     int cls = size_class(nbytes, &rounded);
     KILN_INTERNAL_ASSERT(cls >= 0 && cls < kNumClasses, "size class of ", nbytes);

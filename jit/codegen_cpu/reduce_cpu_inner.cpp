@@ -174,8 +174,7 @@ float ReductionRun::static_row(const int64_t* koff, int64_t* roff,
     case RowOp::Mean:
       return static_cast<float>(sum / static_cast<double>(n));
     default:
-      return static_cast<float>(std::max(m2, 0.0) /
-                                std::max(0.0, static_cast<double>(n - r_.correction)));
+      return static_cast<float>(std::max(m2, 0.0) / var_divisor(n, r_.correction));
   }
 }
 

@@ -72,7 +72,7 @@ void ReductionRun::run_outer() {
             meanf[j] = static_cast<float>(mean[j]);
           }
           sweep(Pass::kAccSqDev, meanf.data(), true);
-          const double div = std::max(0.0, static_cast<double>(n - r_.correction));
+          const double div = var_divisor(n, r_.correction);
           for (int64_t j = 0; j < w; ++j) {
             const double d = mean[j] - meanf[j];
             out[j] =

@@ -362,7 +362,7 @@ std::vector<int64_t> reduce_args(const ReducePlan& p, void* workspace) {
   args.push_back(p.rows);
   args.push_back(p.n);
   args.push_back(bits(p.eps));
-  args.push_back(bits(std::max(0.0, static_cast<double>(p.n - p.correction))));
+  args.push_back(bits(var_divisor(p.n, p.correction)));
   if (p.spec.split) {
     KILN_INTERNAL_ASSERT(workspace != nullptr, "a split reduction without its workspace");
     args.push_back(p.chunk);

@@ -21,6 +21,7 @@
 // generator caches prologue and epilogue as pointwise kernels (body + operand
 // layouts) and the row passes once per ISA, so no size enters a key.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -43,6 +44,12 @@ enum class RowOp : uint8_t {
 };
 
 const char* row_op_name(RowOp op);
+// Var's divisor max(0, n - correction), taken in float64 as the eager kernel
+// takes it: in int64, n - correction overflows for a correction near the
+// type's limits (any int64 is a valid correction).
+inline double var_divisor(int64_t n, int64_t correction) {
+  return std::max(0.0, static_cast<double>(n) - static_cast<double>(correction));
+}
 // Whether the op's result has the input's shape (a row normalization).
 constexpr bool is_row_normalization(RowOp op) {
   return op >= RowOp::Softmax;

@@ -367,7 +367,18 @@ void TensorIter::reorder_and_coalesce() {
     Operand& o = ops_[k];
     DimVector bytes(nd);
     int64_t item = static_cast<int64_t>(itemsize(o.tensor->dtype()));
-    for (int64_t i = 0; i < nd; ++i) bytes[i] = o.strides[perm[i]] * item;
+    // A dim of one element never steps (its stride may be anything a view
+    // made, up to int64's limit: slice with a huge step), and nothing steps
+    // when there are no elements; other strides must fit in bytes.
+    for (int64_t i = 0; i < nd; ++i) {
+      const int64_t st = o.strides[perm[i]];
+      if (iter_sizes_[i] == 1 || numel_ == 0) {
+        bytes[i] = 0;
+      } else if (__builtin_mul_overflow(st, item, &bytes[i])) {
+        KILN_FAIL("[", op_, "] expected strides whose byte steps fit in int64, got stride ", st,
+                  " of ", itemsize(o.tensor->dtype()), "-byte elements at dim ", perm[i]);
+      }
+    }
     o.strides = bytes;
     o.data = numel_ && !meta_ ? static_cast<char*>(o.tensor->data_ptr()) : nullptr;
   }

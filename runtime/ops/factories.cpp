@@ -15,13 +15,26 @@ Device device_or_cpu(OptDev d) {
   return d.value_or(Device::cpu());
 }
 
+// Note [Uninitialized bools]
+// Memory fresh from an allocator holds any bytes, and a bool element of any
+// byte but 0 or 1 is undefined behaviour to load as C++'s bool (kiln's
+// kernels load bools as bool; the sanitizer build stops at the load). So
+// empty and empty_strided hand out bool tensors zeroed (false): a bool
+// tensor's bytes are 0 or 1 wherever it came from. Other dtypes stay
+// uninitialized, as in PyTorch.
+Tensor zeroed_if_bool(Tensor t) {
+  if (t.dtype() == kBool && t.numel() > 0 && !t.device().is_meta()) kiln::fill_(t, false);
+  return t;
+}
+
 Tensor empty_kernel(IntArrayRef size, OptD dtype, OptDev device) {
-  return empty_tensor(size, dtype.value_or(kFloat32), device_or_cpu(device), "empty");
+  return zeroed_if_bool(
+      empty_tensor(size, dtype.value_or(kFloat32), device_or_cpu(device), "empty"));
 }
 
 Tensor empty_strided_kernel(IntArrayRef size, IntArrayRef stride, OptD dtype, OptDev device) {
-  return empty_strided_tensor(size, stride, dtype.value_or(kFloat32), device_or_cpu(device),
-                              "empty_strided");
+  return zeroed_if_bool(empty_strided_tensor(size, stride, dtype.value_or(kFloat32),
+                                             device_or_cpu(device), "empty_strided"));
 }
 
 // PyTorch infers bool, int64 or the default float from the fill value.

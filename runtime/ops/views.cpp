@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "allocator/allocator.h"
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/hooks.h"
@@ -379,8 +380,11 @@ std::vector<Tensor> chunk_kernel(const Tensor& self, int64_t chunks, int64_t dim
     // allocated first, so a count no memory holds fails at once (Note [Out of
     // memory in a kernel]) instead of after filling memory piece by piece.
     std::vector<Tensor> out;
-    KILN_CHECK(static_cast<uint64_t>(chunks) <= out.max_size(),
-               "[chunk] expected a number of chunks a list can hold, got ", chunks);
+    KILN_CHECK(static_cast<uint64_t>(chunks) <= out.max_size() &&
+                   static_cast<uint64_t>(chunks) <= alloc::host_memory_bytes() / sizeof(Tensor),
+               "[chunk] out of memory: expected a number of chunks whose list fits in this "
+               "machine's memory, got ",
+               chunks);
     out.reserve(static_cast<size_t>(chunks));
     for (int64_t i = 0; i < chunks; ++i) out.push_back(narrow_kernel(self, dim, 0, 0));
     return out;

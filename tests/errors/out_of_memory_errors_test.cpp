@@ -71,6 +71,29 @@ TEST(OutOfMemoryErrors, BadAllocInAKernelIsAKilnError) {
   }
 }
 
+// Note [Requests larger than the machine]: refused with the allocator's
+// out-of-memory error before any counter adds them (a sanitizer build
+// stopped at their int64 sum, or at its own allocator), and the process goes
+// on. Found by CallOpFuzz with other seeds: linspace of 2^61 int8 steps, and
+// chunk of an empty dim into 2^48 pieces.
+TEST(OutOfMemoryErrors, RequestsLargerThanTheMachineAreRefused) {
+  const int64_t huge = int64_t{1} << 61;
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    auto touch = [](const Tensor& t) { (void)t.data_ptr(); };  // materializes a lazy result
+    EXPECT_KILN_ERROR(touch(kiln::empty({huge}, kiln::TensorOptions(kiln::kInt8))),
+                      "out of memory: tried to allocate");
+    EXPECT_KILN_ERROR(touch(kiln::linspace(0, 0, huge, kiln::TensorOptions(kiln::kInt8))),
+                      "out of memory: tried to allocate");
+    Tensor e = kiln::empty({1, 2, 0});
+    EXPECT_KILN_ERROR(kiln::chunk(e, int64_t{1} << 48, -1), "[chunk] out of memory");
+    EXPECT_EQ(kiln::chunk(e, 3, -1).size(), 3u);  // PyTorch's `chunks` empty pieces
+    EXPECT_TENSOR_CLOSE(kiln::add(kiln::ones({4}), kiln::ones({4})), kiln::full({4}, 2.0));
+  }
+}
+
 // --- Capped address space, in a child process -------------------------------------
 
 bool in_child() {

@@ -192,3 +192,32 @@ TEST(SizeOverflowErrors, Cuda) {
 }
 
 }  // namespace
+
+// A view's stride on a dim of one element can be anything (slice with a
+// step near int64's limit); copying it must not multiply that stride into
+// bytes (Note in TensorIter::reorder_and_coalesce). Found by CallOpFuzz.
+TEST(SizeOverflowErrors, HugeStrideOfASingleElementDim) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    Tensor x = kiln::arange(48, TensorOptions(kiln::kFloat32)).reshape({4, 3, 4});
+    Tensor s = x.slice(2, 1, std::nullopt, int64_t{3074457345618258602});
+    EXPECT_EQ(s.sizes(), kiln::IntArrayRef({4, 3, 1}));
+    EXPECT_TENSOR_CLOSE(kiln::clone(s), kiln::clone(x.slice(2, 1, 2)));
+    EXPECT_TENSOR_CLOSE(s + 1.0, x.slice(2, 1, 2) + 1.0);
+  }
+}
+
+// Note [Uninitialized bools]: empty and empty_strided give bool tensors of
+// false, never bytes other than 0 and 1 (loading one as bool is undefined;
+// found by CallOpFuzz under the sanitizers).
+TEST(SizeOverflowErrors, EmptyBoolTensorsAreFalse) {
+  Tensor e = kiln::empty({4, 6, 3}, TensorOptions(kiln::kBool));
+  Tensor s = kiln::empty_strided({4, 6, 3}, {4, 4, 1}, TensorOptions(kiln::kBool));
+  for (const Tensor& t : {e, s}) {
+    EXPECT_EQ(kiln::sum(t.to(kiln::kInt64)).item<int64_t>(), 0);
+    EXPECT_FALSE(kiln::any(t).item<bool>());
+    EXPECT_EQ(kiln::clone(t).sizes(), t.sizes());
+  }
+}

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "jit/codegen_cpu/reduce_cpu.h"
 #include "jit/record/trace_buffer.h"
@@ -220,6 +221,21 @@ TEST_F(FusionReduce, LongRowsAndSpecialValuesMatchEager) {
   expect_matches_eager([&] { return kiln::amin(s, {1}); }, tol_for(kiln::kFloat32));
   expect_matches_eager([&] { return kiln::amax(s, {0}); }, tol_for(kiln::kFloat32));
   expect_matches_eager([&] { return kiln::sum(s, {1}); }, tol_for(kiln::kFloat32));
+}
+
+// Any int64 is a valid correction: the divisor max(0, n - correction) is
+// taken in float64 (int64's n - correction overflowed near its limits, which
+// the sanitizer build stops at). A correction past n gives inf or NaN, as
+// eager does; a very negative one a tiny variance.
+TEST_F(FusionReduce, VarWithCorrectionsAtTheInt64LimitsMatchesEager) {
+  Tensor x = rnd({4, 16}, kiln::kFloat32, "contiguous", 11);
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  for (int64_t c : {lo, lo + 1, hi, int64_t{-3}, int64_t{16}, int64_t{17}}) {
+    SCOPED_TRACE(c);
+    expect_matches_eager([&] { return kiln::var(x, {-1}, c); }, tol_for(kiln::kFloat32));
+    expect_matches_eager([&] { return kiln::var(x, {0}, c, true); }, tol_for(kiln::kFloat32));
+    expect_matches_eager([&] { return kiln::std(x * 2.0, {-1}, c); }, tol_for(kiln::kFloat32));
+  }
 }
 
 TEST_F(FusionReduce, EmptyAndZeroDimInputsMatchEager) {
