@@ -16,6 +16,20 @@ void check_cpu(const Tensor& t, const char* op, const char* name) {
              "] expected '", name, "' on cpu, got ", t.device());
 }
 
+// A meta operand makes the whole iteration a meta one (sizes and dtypes,
+// no data): with a tensor that holds data among its operands, nothing would
+// be computed into it (an out= tensor kept its old bytes). As PyTorch, meta
+// and data tensors do not meet in one op, except a 0-dim tensor, which reads
+// as a scalar on any device.
+void TensorIter::check_one_device() const {
+  for (int i = 0; i < num_ops_; ++i) {
+    const Tensor& t = *ops_[i].tensor;
+    KILN_CHECK(!t.defined() || t.device().is_meta() || t.dim() == 0, "[", op_,
+               "] expected all tensors on one device, got meta and ", t.device(), " (",
+               i < num_outputs_ ? "an output" : "an input", " of ", t.sizes(), ")");
+  }
+}
+
 namespace {
 
 // Strides for a copy of `t` that keep its layout when it is dense and
@@ -182,6 +196,7 @@ void TensorIter::check_overlaps() const {
 
 TensorIter& TensorIter::build() {
   KILN_INTERNAL_ASSERT(num_outputs_ >= 1, "a TensorIter needs an output");
+  if (KILN_UNLIKELY(meta_)) check_one_device();
   if (fast_build()) return *this;
   check_overlaps();
   compute_shape();

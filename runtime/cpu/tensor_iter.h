@@ -190,6 +190,8 @@ class TensorIter {
   };
 
   const char* op_;
+  // Note in tensor_iter.cpp: meta and data tensors do not meet in one op.
+  void check_one_device() const;
   // Constructed as operands are added (the first num_ops_): most ops have
   // three, and this object is built on every eager call.
   union {

@@ -1,8 +1,11 @@
 // Must-fail cases of device indices: an index outside what a Device can hold
 // (0..127, stored in 8 bits) raises kiln::Error wherever it is given, instead
-// of wrapping to another device (cuda:300 used to become cuda:44).
+// of wrapping to another device (cuda:300 used to become cuda:44). And meta
+// tensors meeting tensors with data in one op.
 
 #include <gtest/gtest.h>
+
+#include <optional>
 
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -32,6 +35,34 @@ TEST(DeviceErrors, IndicesInRangeRoundTrip) {
     EXPECT_EQ(Device::cuda(i).str(), "cuda:" + std::to_string(i));
   }
   static_assert(Device::cuda(3).index() == 3, "a valid Device stays a constant expression");
+}
+
+// A meta operand made a CPU op a meta one: a CPU out= tensor kept its old
+// bytes (found by CallOpFuzz, seed 16: ne.Tensor_out of a 0-dim meta self
+// and a CPU other into a CPU out), and a functional op answered on meta. As
+// PyTorch, meta and data tensors do not meet in one op, except a 0-dim
+// tensor, which reads as a scalar.
+TEST(DeviceErrors, MetaAndDataTensorsInOneOp) {
+  const kiln::TensorOptions meta = kiln::TensorOptions(kiln::kFloat32).device(Device::meta());
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    kiln::Tensor out = kiln::empty({0, 1, 0}, kiln::TensorOptions(kiln::kBool));
+    EXPECT_KILN_ERROR(
+        kiln::call_op("ne.Tensor_out",
+                      {kiln::empty({}, kiln::TensorOptions(kiln::kInt16).device(Device::meta())),
+                       kiln::ones({3, 1, 4})},
+                      {{"out", out}}),
+        "[ne.Tensor_out] expected all tensors on one device, got meta and cpu");
+    EXPECT_KILN_ERROR(kiln::add(kiln::empty({3}, meta), kiln::ones({3})),
+                      "[add] expected all tensors on one device, got meta and cpu");
+    EXPECT_KILN_ERROR(kiln::ne(kiln::empty({}, meta), kiln::ones({3})),
+                      "expected all tensors on one device");
+    // A 0-dim tensor with data is a scalar to a meta op.
+    EXPECT_TRUE(kiln::mul(kiln::empty({3}, meta), kiln::ones({})).device().is_meta());
+    EXPECT_TRUE(kiln::add(kiln::empty({3}, meta), kiln::empty({3}, meta)).device().is_meta());
+  }
 }
 
 }  // namespace
