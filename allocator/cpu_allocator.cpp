@@ -120,13 +120,12 @@ class CpuCachingAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return DataPtr{nullptr, nullptr, [](void*, void*) {}};
-    if (KILN_UNLIKELY(nbytes > host_memory_bytes())) {  // Note [Requests larger than the machine]
+    if (KILN_UNLIKELY(nbytes > host_limit_)) {  // Note [Requests larger than the machine]
       std::lock_guard<std::mutex> lock(mu_);
       num_ooms_++;
       KILN_FAIL("[cpu allocator] out of memory: tried to allocate ", nbytes,
-                " bytes, more than this machine's ", host_memory_bytes(),
-                " bytes of memory and swap (", current_locked(), " bytes allocated, ",
-                reserved_.current, " reserved)");
+                " bytes, more than this machine's ", host_limit_, " bytes of memory and swap (",
+                current_locked(), " bytes allocated, ", reserved_.current, " reserved)");
     }
     size_t rounded = 0;
     int cls = size_class(nbytes, &rounded);
@@ -346,6 +345,8 @@ class CpuCachingAllocator final : public Allocator {
     return static_cast<size_t>(4 + sub) << (log2 - 2);
   }
 
+  // Read once: allocate() compares every request with it.
+  const size_t host_limit_ = host_memory_bytes();
   mutable std::mutex mu_;
   std::vector<void*> free_[kNumClasses];
   size_t cached_bytes_ = 0;
