@@ -2,6 +2,7 @@
 // phase of a persistent kernel separated by a grid barrier (perf/RESULTS.md,
 // eighteenth session). Not part of the build: a probe, compiled by hand with
 //   nvcc -O3 -arch=sm_90 -o launch_floor perf/probes/launch_floor.cu
+// ONLY_PAIRS=1 runs the pairs alone.
 // Each of kChain steps is a 768x768 float16 product of one row (the size of
 // GPT-2's attention projection): a warp per output, x read from the step
 // before, every step its own weight (kChain x 1.2 MB: more than L2 holds, so
@@ -54,15 +55,22 @@ __global__ void __launch_bounds__(256)
 // A wider product with a LayerNorm-like prologue (GPT-2's FC: 768 -> 3072),
 // kRows outputs per warp: x's statistics by a block reduction first, then
 // each warp's rows against normalized x. Weight rows prefetched into L2
-// before the wait.
-template <int kN, int kRows, bool kNorm>
+// before the wait, or (kEarly) loaded into registers before it.
+template <int kN, int kRows, bool kNorm, bool kEarly = false>
 __global__ void __launch_bounds__(256)
     wide(const __half* __restrict__ w, const float* x, float* y) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int n0 = (blockIdx.x * kWarps + warp) * kRows;
+  uint4 r[kRows][3];
   for (int q = 0; q < kRows; ++q) {
     const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)(n0 + q) * kK);
-    for (int i = 0; i < 3; ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + lane + 32 * i));
+    for (int i = 0; i < 3; ++i) {
+      if (kEarly) {
+        r[q][i] = __ldg(row + lane + 32 * i);
+      } else {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + lane + 32 * i));
+      }
+    }
   }
   wait_prior();
   let_next();
@@ -93,8 +101,7 @@ __global__ void __launch_bounds__(256)
     scale = stats[0];
     shift = stats[1];
   }
-  uint4 r[kRows][3];
-  for (int q = 0; q < kRows; ++q) {
+  for (int q = 0; q < kRows && !kEarly; ++q) {
     const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)(n0 + q) * kK);
     for (int i = 0; i < 3; ++i) r[q][i] = __ldg(row + lane + 32 * i);
   }
@@ -243,9 +250,12 @@ int main() {
     const float us = replay_us(g, s, reps);
     std::printf("%-44s %8.2f us per graph, %6.3f us per step\n", what, us, us / kChain);
   };
-  chain(step<0>, false, "64 kernels, no early launch");
-  chain(step<1>, true, "64 kernels, early launch, L2 prefetch");
-  chain(step<2>, true, "64 kernels, early launch, row in registers");
+  const bool only_pairs = std::getenv("ONLY_PAIRS") != nullptr;
+  if (!only_pairs) {
+    chain(step<0>, false, "64 kernels, no early launch");
+    chain(step<1>, true, "64 kernels, early launch, L2 prefetch");
+    chain(step<2>, true, "64 kernels, early launch, row in registers");
+  }
   // Pairs: a 768 -> 3072 product (its output feeds nothing: a 3072-wide
   // buffer per pair) after a 768 -> 768 one that reads the pair before's.
   float* wide_out;
@@ -261,7 +271,7 @@ int main() {
   // branch forked where each pair starts; 2 the pair after next.
   // hot: every pair reads pair 0's weights (7 MB, held in L2 after the first).
   auto pairs = [&](auto wide_kernel, int wide_blocks, const char* what, int ahead = 0,
-                   int pf_blocks = 16, bool hot = false) {
+                   int pf_blocks = 16, bool hot = false, bool first_early = false) {
     cudaGraph_t g;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     if (ahead) {
@@ -292,7 +302,8 @@ int main() {
       cfg.numAttrs = 1;
       cfg.gridDim = dim3(kBlocks);
       const int wc = hot ? 0 : c;
-      CHECK(cudaLaunchKernelEx(&cfg, step<1>, (const __half*)(w + (size_t)wc * kN * kK),
+      CHECK(cudaLaunchKernelEx(&cfg, first_early ? step<2> : step<1>,
+                               (const __half*)(w + (size_t)wc * kN * kK),
                                (const float*)(xs + (size_t)c * kN), xs + (size_t)(c + 1) * kN));
       cfg.gridDim = dim3(wide_blocks);
       CHECK(cudaLaunchKernelEx(&cfg, wide_kernel, (const __half*)(w_wide + (size_t)wc * 3072 * kK),
@@ -311,12 +322,18 @@ int main() {
   pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs 768 + 3072 (384 blocks), norm");
   pairs(wide<3072, 2, true>, 3072 / kWarps / 2, "pairs 768 + 3072 (192 blocks), norm");
   pairs(wide<3072, 3, true>, 3072 / kWarps / 3, "pairs 768 + 3072 (128 blocks), norm");
+  pairs(wide<3072, 1, false, true>, 3072 / kWarps, "pairs, no norm, rows in registers early");
+  pairs(wide<3072, 1, true, true>, 3072 / kWarps, "pairs, norm, rows in registers early");
+  pairs(wide<3072, 1, true, true>, 3072 / kWarps, "pairs, norm, both products' rows early", 0, 16,
+        false, true);
+  pairs(wide<3072, 2, true, true>, 3072 / kWarps / 2, "pairs, norm, rows early (192 blocks)");
   pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs, norm, weights in L2", 0, 16, true);
   pairs(wide<3072, 1, false>, 3072 / kWarps, "pairs, no norm, weights in L2", 0, 16, true);
   pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs, norm, next pair prefetched aside", 1);
   pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs, norm, 2nd pair ahead prefetched aside", 2);
   pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs, norm, next pair aside, 4 blocks", 1, 4);
   pairs(wide<3072, 1, true>, 3072 / kWarps, "pairs, norm, next pair aside, 64 blocks", 1, 64);
+  if (only_pairs) return 0;
   auto one = [&](auto kernel, const char* what) {
     cudaGraph_t g;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
