@@ -82,6 +82,7 @@ struct DecodeSpec {
   int stages = 1;           // tiles in shared memory at once (Note [Decode tiles in flight])
   bool prefetch = true;     // Note [Decode cache prefetched early] (KILN_DECODE_PREFETCH=0: off)
   bool early_loads = true;  // Note [Decode loads side by side] (KILN_DECODE_EARLY_LOADS=0: off)
+  bool warp_keys = false;   // Note [Decode keys by warp] (KILN_DECODE_WARP_KEYS=0: off)
 };
 
 constexpr int kThreads = 128;
@@ -111,13 +112,14 @@ DecodeGeometry geometry(const DecodeSpec& s) {
   g.tile_bytes = g.tk * g.krow_bytes + g.tk * s.d * g.es;
   // sq, sp, s_w, s_m / s_l / s_a and s_last.
   g.other_bytes = s.rmax * 4 * (s.d + g.tk + kMaxSplits) + s.rmax * 12 + 4;
+  if (s.warp_keys) g.other_bytes += 4 * (4 * s.d + 8);  // the warps' partial rows
   return g;
 }
 
 std::string decode_name(const DecodeSpec& s) {
   return std::string("kiln_attn_dec_") + dtype_tag(s.dtype) + "_d" + std::to_string(s.d) + "_r" +
          std::to_string(s.rmax) + (s.stages > 1 ? "_p" + std::to_string(s.stages) : "") +
-         (s.prefetch ? "" : "_np") + (s.early_loads ? "" : "_nl");
+         (s.prefetch ? "" : "_np") + (s.early_loads ? "" : "_nl") + (s.warp_keys ? "_wk" : "");
 }
 
 // Note [Decode tiles in flight]
@@ -149,6 +151,11 @@ std::string unpack(DType t) {
          "    for (int i = 0; i < 4; ++i) { f[2 * i] = kiln_h2f((unsigned short)(w[i] & 0xffffu)); "
          "f[2 * i + 1] = kiln_h2f((unsigned short)(w[i] >> 16)); }\n";
 }
+
+std::string block_step(const DecodeSpec& s, const DecodeGeometry& g);
+std::string warp_keys_step(const DecodeSpec& s, const DecodeGeometry& g);
+std::string warp_keys_merge(const DecodeSpec& s);
+std::string epilogue(const DecodeSpec& s, const DecodeGeometry& g);
 
 std::string decode_source(const DecodeSpec& s) {
   const DecodeGeometry g = geometry(s);
@@ -320,6 +327,13 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
       "    }\n"
       "  }\n"
       "  __syncthreads();\n";
+  const std::string DPL = std::to_string(s.d / 32), KPW = std::to_string(g.tk / 4);
+  if (s.warp_keys) {
+    // Note [Decode keys by warp]: the warp's running max and sum (uniform
+    // over its lanes), and its lane's DPL dims of P @ V.
+    src += "  float wm_ = ninf, wl_ = 0.f, wacc[" + DPL + "];\n";
+    src += "#pragma unroll\n  for (int i = 0; i < " + DPL + "; ++i) wacc[i] = 0.f;\n";
+  }
   if (s.stages == 1) {
     src += "  for (i64 t0 = k_begin; t0 < k_end; t0 += " + TK + ") {\n";
     src += "    const int nk = (int)min((i64)" + TK + ", k_end - t0), buf = 0;\n";
@@ -343,8 +357,25 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
            "    }\n";
   }
   src += "    __syncthreads();\n";
-  // Scores: TPK threads per key, each a share of the dot products of all rows.
-  src += "    {\n      const int key = tid / " + TPK + ", part = tid % " + TPK +
+  if (s.warp_keys) {
+    src += warp_keys_step(s, g);
+  } else {
+    src += block_step(s, g);
+  }
+  src += "  }\n";
+  if (s.warp_keys) src += warp_keys_merge(s);
+  src += epilogue(s, g);
+  return src;
+}
+
+// A tile's scores before the softmax: TPK threads per key, each a share of
+// the dot products of all rows (dot[r], reduced over the key's threads; j:
+// the key). Keys past nk are masked by the caller; their products are skipped.
+std::string key_dots(const DecodeSpec& s, const DecodeGeometry& g) {
+  const std::string D = std::to_string(s.d), TK = std::to_string(g.tk), TPK = std::to_string(g.tpk),
+                    RMAX = std::to_string(s.rmax), KROWB = std::to_string(g.krow_bytes),
+                    EPC = std::to_string(g.epc), CPR = std::to_string(g.cpr);
+  return "      const int key = tid / " + TPK + ", part = tid % " + TPK +
          ";\n"
          "      float dot[" +
          RMAX +
@@ -353,7 +384,6 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
          "      for (int r = 0; r < " +
          RMAX +
          "; ++r) dot[r] = 0.f;\n"
-         // Keys past nk are masked below; their dot products are skipped.
          "#pragma unroll\n"
          "      for (int c = 0; c < " +
          CPR + " / " + TPK +
@@ -387,7 +417,18 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
          RMAX +
          "; ++r) dot[r] += kiln_shfl_xor(dot[r], o);\n"
          "      }\n"
-         "      const i64 j = t0 + key;\n"
+         "      const i64 j = t0 + key;\n";
+}
+
+// The scores, softmax and P @ V of one tile by the whole block, its threads
+// meeting at a barrier between the phases.
+std::string block_step(const DecodeSpec& s, const DecodeGeometry& g) {
+  const std::string D = std::to_string(s.d), TK = std::to_string(g.tk), TPK = std::to_string(g.tpk),
+                    RMAX = std::to_string(s.rmax), RPT = std::to_string(g.rpt),
+                    NACC = std::to_string(g.nacc);
+  std::string src;
+  // Scores: TPK threads per key, each a share of the dot products of all rows.
+  src += "    {\n" + key_dots(s, g) +
          "#pragma unroll\n"
          "      for (int r = 0; r < " +
          RMAX +
@@ -449,8 +490,115 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
          " + j] * x;\n"
          "      }\n"
          "    }\n"
+         "    __syncthreads();\n";
+  return src;
+}
+
+// Note [Decode keys by warp]
+// With one query row per block (a decode step of a model whose query heads
+// each have their own key/value head), a tile was scored by the block, then
+// a barrier, the softmax by one warp, a barrier, P @ V by the 64 (or 128)
+// threads that own the row's dims, each walking every key of the tile, and
+// a barrier: most threads waited at most barriers. Now each warp takes its
+// quarter of the tile's keys (the lanes that scored them) through the whole
+// step: the scores, its own online softmax over them (shuffles), and P @ V
+// over them with the lane's D / 32 dims, each key's weight handed over by a
+// shuffle. The warps' maxima, sums and partial rows meet once, after the
+// last tile, in shared memory, weighted as the splits of Note [Decode
+// combine] are. A tile has one barrier after its copies land and one before
+// its stage is reused.
+std::string warp_keys_step(const DecodeSpec& s, const DecodeGeometry& g) {
+  const std::string D = std::to_string(s.d), TK = std::to_string(g.tk), TPK = std::to_string(g.tpk),
+                    DPL = std::to_string(s.d / 32), KPW = std::to_string(g.tk / 4);
+  std::string src = "    {\n" + key_dots(s, g) +
+                    "      const float x = j >= k_end || j > p ? ninf : dot[0] * scale_log2;\n"
+                    // The warp's keys: lanes that differ in the bits from TPK up.
+                    "      float mx = x;\n"
+                    "#pragma unroll\n"
+                    "      for (int o = 16; o >= " +
+                    TPK +
+                    "; o >>= 1) mx = fmaxf(mx, kiln_shfl_xor(mx, o));\n"
+                    "      const float m_new = fmaxf(wm_, mx);\n"
+                    "      const float mu = m_new == ninf ? 0.f : m_new;\n"
+                    "      const float e = exp2f(x - mu);\n"
+                    "      float sum = e;\n"
+                    "#pragma unroll\n"
+                    "      for (int o = 16; o >= " +
+                    TPK +
+                    "; o >>= 1) sum += kiln_shfl_xor(sum, o);\n"
+                    "      const float a = exp2f(wm_ - mu);\n"
+                    "      wl_ = wl_ * a + sum;\n"
+                    "      wm_ = m_new;\n"
+                    "#pragma unroll\n"
+                    "      for (int i = 0; i < " +
+                    DPL +
+                    "; ++i) wacc[i] *= a;\n"
+                    "      const int k0 = warp * " +
+                    KPW +
+                    ";\n"
+                    "#pragma unroll\n"
+                    "      for (int kk = 0; kk < " +
+                    KPW +
+                    "; ++kk) {\n"
+                    "        const float pk = __shfl_sync(0xffffffffu, e, kk * " +
+                    TPK +
+                    ");\n"
+                    "        if (k0 + kk < nk) {\n"
+                    "#pragma unroll\n"
+                    "          for (int i = 0; i < " +
+                    DPL + "; ++i) wacc[i] += pk * " +
+                    load_expr(s.dtype, "sv[buf * " + TK + " * " + D + " + (k0 + kk) * " + D +
+                                           " + lane * " + DPL + " + i]") +
+                    ";\n"
+                    "        }\n"
+                    "      }\n"
+                    "    }\n"
+                    "    __syncthreads();\n";
+  return src;
+}
+
+// The warps' partial rows into the block's row (thread d < D: acc[0], its
+// dim's numerator; s_m and s_l: the row's max and sum), as the block form
+// leaves them.
+std::string warp_keys_merge(const DecodeSpec& s) {
+  const std::string D = std::to_string(s.d), DPL = std::to_string(s.d / 32);
+  return "  {\n"
+         "    __shared__ float s_wacc[4][" +
+         D +
+         "], s_wml[4][2];\n"
+         "#pragma unroll\n"
+         "    for (int i = 0; i < " +
+         DPL + "; ++i) s_wacc[warp][lane * " + DPL +
+         " + i] = wacc[i];\n"
+         "    if (lane == 0) { s_wml[warp][0] = wm_; s_wml[warp][1] = wl_; }\n"
+         "    __syncthreads();\n"
+         "    if (tid < " +
+         D +
+         ") {\n"
+         "      float M = ninf;\n"
+         "#pragma unroll\n"
+         "      for (int w = 0; w < 4; ++w) M = fmaxf(M, s_wml[w][0]);\n"
+         "      const float mu = M == ninf ? 0.f : M;\n"
+         "      float num = 0.f, den = 0.f;\n"
+         "#pragma unroll\n"
+         "      for (int w = 0; w < 4; ++w) {\n"
+         "        const float a = exp2f(s_wml[w][0] - mu);\n"
+         "        num += a * s_wacc[w][tid];\n"
+         "        den += a * s_wml[w][1];\n"
+         "      }\n"
+         "      acc[0] = num;\n"
+         "      if (tid == 0) { s_m[0] = M; s_l[0] = den; }\n"
+         "    }\n"
          "    __syncthreads();\n"
          "  }\n";
+}
+
+// The row's result (one split), or the block's partials and, in the last
+// block of its (batch, kv head), their merge (Note [Decode combine]).
+std::string epilogue(const DecodeSpec& s, const DecodeGeometry& g) {
+  const std::string T = mem_type(s.dtype), D = std::to_string(s.d), RPT = std::to_string(g.rpt),
+                    NACC = std::to_string(g.nacc);
+  std::string src;
   // One split: the result directly (0 / 0 = NaN for a row that saw nothing).
   src += "  const i64 ns = gridDim.x;\n";
   src += "  if (ns == 1) {\n#pragma unroll\n    for (int i = 0; i < " + NACC +
@@ -613,6 +761,11 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
   spec.dtype = q.dtype();
   spec.d = static_cast<int>(D);
   spec.rmax = rows_variant(G * L);
+  static const bool warp_keys = [] {
+    const char* e = std::getenv("KILN_DECODE_WARP_KEYS");
+    return !(e && std::string(e) == "0");
+  }();
+  spec.warp_keys = warp_keys && spec.rmax == 1;
   const DecodeGeometry geo = geometry(spec);
   // Split the cache so that the grid has about four blocks per multiprocessor.
   const int device = q.device().index();
@@ -698,7 +851,13 @@ std::vector<std::pair<std::string, std::string>> decode_source_samples() {
           s.stages = 2;
           out.emplace_back(decode_name(s), decode_source(s));
         }
-        if (r == 1) {  // KILN_DECODE_PREFETCH=0, then KILN_DECODE_EARLY_LOADS=0 too
+        if (r == 1) {  // Note [Decode keys by warp], then without it,
+          // KILN_DECODE_PREFETCH=0, then KILN_DECODE_EARLY_LOADS=0 too
+          DecodeSpec w = s;
+          w.warp_keys = true;
+          out.emplace_back(decode_name(w), decode_source(w));
+          w.stages = 1;
+          out.emplace_back(decode_name(w), decode_source(w));
           s.prefetch = false;
           out.emplace_back(decode_name(s), decode_source(s));
           s.early_loads = false;

@@ -37,8 +37,9 @@ TEST(AttentionSource, EveryVariantCompilesForAmpere) {
   // warps]); decode: 3 dtypes x 2 head dims x 5 row counts, and the two-stage form of
   // those up to 8 rows (Note [Decode tiles in flight]), and at one row without
   // the prefetch (Note [Decode cache prefetched early]), then without the
-  // early loads too (Note [Decode loads side by side]).
-  ASSERT_EQ(sources.size(), 48u + 30u + 24u + 6u + 6u);
+  // early loads too (Note [Decode loads side by side]), and at one row with
+  // the keys taken by warps, in one and two stages (Note [Decode keys by warp]).
+  ASSERT_EQ(sources.size(), 48u + 30u + 24u + 12u + 6u + 6u);
   struct Job {
     size_t source;
     int arch;
@@ -83,6 +84,13 @@ TEST(AttentionSource, VariantsSpellTheirChoices) {
       EXPECT_NE(src.find("pos["), std::string::npos) << name;
     }
     EXPECT_EQ(src.find("#include"), std::string::npos) << name;
+    // Note [Decode keys by warp]: each key's weight reaches the warp's lanes
+    // by a shuffle, and the warps' rows meet once, in shared memory.
+    if (name.rfind("kiln_attn_dec_", 0) == 0) {
+      const bool by_warp = name.find("_wk") != std::string::npos;
+      EXPECT_EQ(src.find("__shfl_sync(0xffffffffu, e,") != std::string::npos, by_warp) << name;
+      EXPECT_EQ(src.find("s_wacc[warp]") != std::string::npos, by_warp) << name;
+    }
     // Note [Prefill keys split over warps]: the split form combines its warps at the end.
     if (name.rfind("kiln_attn_fwd_", 0) == 0) {
       const bool split = name.size() > 3 && name.compare(name.size() - 3, 3, "_sk") == 0;
@@ -96,7 +104,8 @@ TEST(AttentionSource, VariantsSpellTheirChoices) {
         "kiln_attn_fwd_f16_d128_causalpos", "kiln_attn_fwd_bf16_d64_mb",
         "kiln_attn_fwd_f16_d64_causal_sk", "kiln_attn_fwd_bf16_d128_mb_sk",
         "kiln_attn_dec_f16_d64_r1", "kiln_attn_dec_f32_d128_r16", "kiln_attn_dec_f16_d64_r1_p2",
-        "kiln_attn_dec_f32_d128_r8_p2", "kiln_attn_dec_f16_d64_r1_p2_np_nl"}) {
+        "kiln_attn_dec_f32_d128_r8_p2", "kiln_attn_dec_f16_d64_r1_p2_np_nl",
+        "kiln_attn_dec_f16_d64_r1_p2_wk", "kiln_attn_dec_f32_d128_r1_wk"}) {
     EXPECT_TRUE(std::binary_search(names.begin(), names.end(), std::string(want))) << want;
   }
 }
