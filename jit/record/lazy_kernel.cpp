@@ -123,7 +123,76 @@ Tensor fresh_output(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offs
                                                storage_offset));
 }
 
+namespace {
+
+// Note [One device per CUDA op]
+// A CUDA op without a kernel of its own (Note [Eager CUDA ops]) reads its
+// tensors on its device, except 0-dim CPU tensors, which PyTorch takes as
+// scalars: a wrapped number (x + 2.0) becomes a constant of the kernel, and
+// any other 0-dim CPU tensor is copied to the device here, at the call (its
+// value may change between calls, so it is read when the op runs, not baked
+// in). A meta tensor, a CPU tensor of one or more dims, a tensor on another
+// GPU, or a written argument (out=, an in-place self) off the device raises,
+// naming both devices. Such calls used to come back to the CUDA fallback and
+// fail as ops without a CUDA kernel, and a 0-dim CPU operand failed the same
+// way.
+constexpr int kCudaKey = static_cast<int>(DispatchKey::CUDA);
+
+void cuda_fallback(const OperatorEntry& op, Stack& stack);
+
+void onto_device(const OperatorEntry& op, Tensor& t, bool written, Device cuda) {
+  if (!t.defined() || t.device() == cuda) return;
+  const bool scalar = t.device().is_cpu() && t.dim() == 0 && !written;
+  KILN_CHECK(scalar, "[", op.name(), "] expected all tensors on one device, got ", t.device(),
+             " and ", cuda, " (", written ? "a written argument" : "an input", " of ", t.sizes(),
+             ")");
+  if (!t.impl()->is_wrapped_number()) t = t.to(cuda);
+}
+
+void onto_one_cuda_device(const OperatorEntry& op, Stack& stack) {
+  Device cuda = Device::cpu();
+  for (const IValue& v : stack) {
+    if (v.is_device()) return;  // a factory or a copy: its device is its argument
+    if (v.is_tensor() && v.to_tensor().defined() && v.to_tensor().is_cuda() && cuda.is_cpu()) {
+      cuda = v.to_tensor().device();
+    }
+    if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) {
+        if (t.is_cuda() && cuda.is_cpu()) cuda = t.device();
+      }
+    }
+  }
+  if (!cuda.is_cuda()) return;
+  const auto& params = op.schema().arguments;
+  for (size_t i = 0; i < stack.size(); ++i) {
+    const bool written = i < params.size() && params[i].is_write;
+    if (stack[i].is_tensor()) {
+      Tensor t = stack[i].to_tensor();
+      const TensorImpl* before = t.impl();
+      onto_device(op, t, written, cuda);
+      if (t.impl() != before) stack[i] = IValue(std::move(t));
+    } else if (stack[i].is_tensor_list()) {
+      std::vector<Tensor> list = stack[i].to_tensor_list();
+      bool moved = false;
+      for (Tensor& t : list) {
+        const TensorImpl* before = t.impl();
+        onto_device(op, t, written, cuda);
+        moved = moved || t.impl() != before;
+      }
+      if (moved) stack[i] = IValue(std::move(list));
+    }
+  }
+}
+
+// Whether `op` runs on CUDA through cuda_fallback (no CUDA kernel of its own).
+bool cuda_by_fallback(const OperatorEntry& op) {
+  return !op.unboxed(kCudaKey) && op.boxed(kCudaKey) == &cuda_fallback;
+}
+
+}  // namespace
+
 void lazy_fallback(const OperatorEntry& op, Stack& stack) {
+  if (cuda_by_fallback(op)) onto_one_cuda_device(op, stack);
   if (has_meta_tensor(stack)) {
     // Meta tensors have no values to defer: their shapes are computed now.
     ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
@@ -230,6 +299,7 @@ namespace {
 thread_local int t_cuda_fallback_depth = 0;
 
 void cuda_fallback(const OperatorEntry& op, Stack& stack) {
+  onto_one_cuda_device(op, stack);
   KILN_CHECK(t_cuda_fallback_depth == 0, "[", op.name(),
              "] has no CUDA kernel yet: expected a pointwise op, copy or fill on CUDA tensors, "
              "got one that needs its own kernel");

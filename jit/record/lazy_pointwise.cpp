@@ -98,6 +98,13 @@ bool pointwise_geometry(std::initializer_list<const Tensor*> inputs, Rule rule, 
     }
     rt.add(*t);
   }
+  if (g.device.is_cuda()) {
+    // Note [One device per CUDA op] (lazy_kernel.cpp): only wrapped numbers
+    // may sit on the CPU; anything else off the device takes the fallback.
+    for (const Tensor* t : inputs) {
+      if (t->device() != g.device && !t->impl()->is_wrapped_number()) return false;
+    }
+  }
   g.sizes = widest->sizes();
   if (!same_shape) {
     // TensorIter orders dims by the operands' strides here: row-major ones

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "kiln/kiln.h"
+#include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -62,6 +63,48 @@ TEST(DeviceErrors, MetaAndDataTensorsInOneOp) {
     // A 0-dim tensor with data is a scalar to a meta op.
     EXPECT_TRUE(kiln::mul(kiln::empty({3}, meta), kiln::ones({})).device().is_meta());
     EXPECT_TRUE(kiln::add(kiln::empty({3}, meta), kiln::empty({3}, meta)).device().is_meta());
+  }
+}
+
+// The same on CUDA, where pointwise ops are generated kernels, not the CPU's
+// iteration: a meta or a CPU operand of more than one element next to a CUDA
+// tensor raises kiln::Error naming both devices, eager and lazy, and the
+// device keeps working. A 0-dim CPU tensor is a scalar to a CUDA op, as in
+// PyTorch.
+TEST(DeviceErrors, MixedDevicesInOneCudaOp) {
+  KILN_REQUIRE_CUDA();
+  const kiln::TensorOptions meta = kiln::TensorOptions(kiln::kFloat32).device(Device::meta());
+  const kiln::TensorOptions gpu = kiln::TensorOptions(kiln::kFloat32).device(Device::cuda());
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    const kiln::Tensor g = kiln::ones({3}, gpu);
+    EXPECT_KILN_ERROR(kiln::add(kiln::empty({3}, meta), g).cpu(),
+                      "[add.Tensor] expected all tensors on one device, got meta and cuda:0");
+    EXPECT_KILN_ERROR(kiln::mul(g, kiln::empty({3}, meta)).cpu(),
+                      "expected all tensors on one device");
+    EXPECT_KILN_ERROR(kiln::add(kiln::ones({3}), g).cpu(),
+                      "[add.Tensor] expected all tensors on one device, got cpu and cuda:0");
+    EXPECT_KILN_ERROR(kiln::sub(g, kiln::ones({3})).cpu(), "expected all tensors on one device");
+    kiln::Tensor out = kiln::empty({3}, kiln::TensorOptions(kiln::kBool).device(Device::cuda()));
+    EXPECT_KILN_ERROR(kiln::call_op("ne.Tensor_out", {kiln::empty({3}, meta), g}, {{"out", out}}),
+                      "expected all tensors on one device");
+    EXPECT_KILN_ERROR(kiln::call_op("add_.Tensor", {g.clone(), kiln::ones({3})}),
+                      "expected all tensors on one device");
+    kiln::Tensor cpu_out = kiln::empty({});
+    EXPECT_KILN_ERROR(
+        kiln::call_op("add.out", {kiln::ones({}, gpu), kiln::ones({}, gpu)}, {{"out", cpu_out}}),
+        "(a written argument of [])");
+    const kiln::Tensor sum = kiln::add(g, kiln::full({}, 2.0));
+    EXPECT_TRUE(sum.is_cuda());
+    EXPECT_TENSOR_CLOSE_TOL(sum.cpu(), kiln::full({3}, 3.0), 0, 0);
+    // A 0-dim CPU tensor's value is read when the op runs.
+    kiln::Tensor s = kiln::full({}, 5.0);
+    const kiln::Tensor scaled = kiln::mul(g, s);
+    EXPECT_TENSOR_CLOSE_TOL(scaled.cpu(), kiln::full({3}, 5.0), 0, 0);
+    EXPECT_TENSOR_CLOSE_TOL(kiln::where(kiln::gt(g, 0.5), s, g).cpu(), kiln::full({3}, 5.0), 0, 0);
+    EXPECT_TENSOR_CLOSE_TOL(kiln::add(g, g).cpu(), kiln::full({3}, 2.0), 0, 0);
   }
 }
 
