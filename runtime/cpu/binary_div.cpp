@@ -196,27 +196,27 @@ KILN_MOD_FORMS(remainder, true)
 KILN_MOD_FORMS(fmod, false)
 #undef KILN_MOD_FORMS
 
-// --- Scalar overloads: the Tensor op with the number wrapped --------------------------
+// --- Scalar overloads: the Tensor op's kernel with the number wrapped, under the -------
+// --- name the caller used (its errors name remainder.Scalar, not remainder.Tensor) ------
 
 Tensor div_scalar_mode(const Tensor& s, const Scalar& o, std::optional<std::string_view> mode) {
   return kiln::div(s, wrap_scalar(o), mode);
 }
 Tensor floor_divide_scalar(const Tensor& s, const Scalar& o) {
-  return kiln::floor_divide(s, wrap_scalar(o));
+  return rounding_div("floor_divide.Scalar", Form::Functional, s, wrap_scalar(o), Rounding::Floor,
+                      nullptr);
 }
 Tensor remainder_scalar(const Tensor& s, const Scalar& o) {
-  return kiln::remainder(s, wrap_scalar(o));
+  return mod_impl<true>("remainder.Scalar", Form::Functional, s, wrap_scalar(o), nullptr);
 }
 Tensor remainder_scalar_(const Tensor& s, const Scalar& o) {
-  Tensor self = s;
-  return kiln::remainder_(self, wrap_scalar(o));
+  return mod_impl<true>("remainder_.Scalar", Form::InPlace, s, wrap_scalar(o), nullptr);
 }
 Tensor fmod_scalar(const Tensor& s, const Scalar& o) {
-  return kiln::fmod(s, wrap_scalar(o));
+  return mod_impl<false>("fmod.Scalar", Form::Functional, s, wrap_scalar(o), nullptr);
 }
 Tensor fmod_scalar_(const Tensor& s, const Scalar& o) {
-  Tensor self = s;
-  return kiln::fmod_(self, wrap_scalar(o));
+  return mod_impl<false>("fmod_.Scalar", Form::InPlace, s, wrap_scalar(o), nullptr);
 }
 
 void register_kernels(Library& m) {

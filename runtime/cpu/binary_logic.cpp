@@ -122,17 +122,18 @@ KILN_FORMS(bitwise_or, ".Tensor", "Tensor_out", bitwise_impl<Logic::Or>)
 KILN_FORMS(bitwise_xor, ".Tensor", "Tensor_out", bitwise_impl<Logic::Xor>)
 #undef KILN_FORMS
 
-#define KILN_SCALAR_FORMS(name)                             \
-  Tensor name##_scalar(const Tensor& s, const Scalar& o) {  \
-    return kiln::name(s, wrap_scalar(o));                   \
-  }                                                         \
-  Tensor name##_scalar_(const Tensor& s, const Scalar& o) { \
-    Tensor self = s;                                        \
-    return kiln::name##_(self, wrap_scalar(o));             \
+// The Scalar overloads: the Tensor form's kernel with the number wrapped, under
+// the overload's own name (an error names bitwise_and.Scalar, as called).
+#define KILN_SCALAR_FORMS(name, impl)                                           \
+  Tensor name##_scalar(const Tensor& s, const Scalar& o) {                      \
+    return impl(#name ".Scalar", Form::Functional, s, wrap_scalar(o), nullptr); \
+  }                                                                             \
+  Tensor name##_scalar_(const Tensor& s, const Scalar& o) {                     \
+    return impl(#name "_.Scalar", Form::InPlace, s, wrap_scalar(o), nullptr);   \
   }
-KILN_SCALAR_FORMS(bitwise_and)
-KILN_SCALAR_FORMS(bitwise_or)
-KILN_SCALAR_FORMS(bitwise_xor)
+KILN_SCALAR_FORMS(bitwise_and, bitwise_impl<Logic::And>)
+KILN_SCALAR_FORMS(bitwise_or, bitwise_impl<Logic::Or>)
+KILN_SCALAR_FORMS(bitwise_xor, bitwise_impl<Logic::Xor>)
 #undef KILN_SCALAR_FORMS
 
 void register_kernels(Library& m) {

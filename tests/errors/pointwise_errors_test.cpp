@@ -38,8 +38,17 @@ TEST(PointwiseErrors, RefusedDtypes) {
     EXPECT_KILN_ERROR(kiln::softplus(make(kiln::kInt64)), "[softplus]");
     EXPECT_KILN_ERROR(kiln::bitwise_and(make(kiln::kFloat32), make(kiln::kInt32)),
                       "[bitwise_and.Tensor]");
-    EXPECT_KILN_ERROR(kiln::bitwise_xor(make(kiln::kInt32), 2.5), "[bitwise_xor.Tensor]");
+    EXPECT_KILN_ERROR(kiln::bitwise_xor(make(kiln::kInt32), 2.5), "[bitwise_xor.Scalar]");
     EXPECT_KILN_ERROR(kiln::remainder(make(kiln::kBool), make(kiln::kBool)), "[remainder.Tensor]");
+    // A Scalar overload's error names it, not the Tensor form it runs.
+    EXPECT_KILN_ERROR(kiln::call_op("remainder.Scalar", {make(kiln::kBool), kiln::Scalar(true)}),
+                      "[remainder.Scalar] expected a dtype among");
+    EXPECT_KILN_ERROR(kiln::call_op("fmod_.Scalar", {make(kiln::kBool), kiln::Scalar(1)}),
+                      "[fmod_.Scalar]");
+    EXPECT_KILN_ERROR(kiln::call_op("floor_divide.Scalar", {make(kiln::kBool), kiln::Scalar(true)}),
+                      "[floor_divide.Scalar]");
+    EXPECT_KILN_ERROR(kiln::call_op("bitwise_or.Scalar", {make(kiln::kFloat32), kiln::Scalar(1)}),
+                      "[bitwise_or.Scalar]");
     EXPECT_KILN_ERROR(kiln::floor_divide(make(kiln::kBool), make(kiln::kBool)), "[floor_divide]");
     EXPECT_KILN_ERROR(kiln::div(make(kiln::kBool), make(kiln::kBool), "trunc"),
                       "[div.Tensor_mode]");
