@@ -105,7 +105,8 @@ __global__ void __launch_bounds__(128)
       const float* po = cluster.map_shared_rank(so, peer);
       const float m = *pm, l = *pl, o = po[e];
       float mx = m;
-      for (int off = S / 2; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      for (int off = S / 2; off > 0; off >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
       const float w = __expf(m - mx);
       float den = w * l, num = w * o;
       for (int off = S / 2; off > 0; off >>= 1) {
@@ -188,16 +189,6 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) y[n] = s;
 }
 
-__global__ void fill(__half* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    p[i] = __float2half(((h >> 8) & 0xffff) / 65536.f - 0.5f);
-  }
-}
-
 int main() {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -206,9 +197,9 @@ int main() {
   CHECK(cudaMalloc(&k, kLayers * cache * sizeof(__half)));
   CHECK(cudaMalloc(&v, kLayers * cache * sizeof(__half)));
   CHECK(cudaMalloc(&w, kLayers * weight * sizeof(__half)));
-  fill<<<264, 256, 0, s>>>(k, kLayers * cache, 1);
-  fill<<<264, 256, 0, s>>>(v, kLayers * cache, 2);
-  fill<<<264, 256, 0, s>>>(w, kLayers * weight, 3);
+  fill<<<264, 256, 0, s>>>(k, kLayers * cache, 1, 1.f);
+  fill<<<264, 256, 0, s>>>(v, kLayers * cache, 2, 1.f);
+  fill<<<264, 256, 0, s>>>(w, kLayers * weight, 3, 1.f);
   float *ys, *x;
   CHECK(cudaMalloc(&ys, (kLayers + 1) * kModel * sizeof(float)));
   CHECK(cudaMalloc(&x, kModel * sizeof(float)));

@@ -16,9 +16,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -181,16 +181,6 @@ __global__ void __launch_bounds__(kThreads)
       y[(size_t)(2 * t) * kN + n1] = __float2half(acc[2]);
       y[(size_t)(2 * t + 1) * kN + n1] = __float2half(acc[3]);
     }
-  }
-}
-
-__global__ void fill(__half* p, size_t n, unsigned seed, float scale) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    p[i] = __float2half((((h >> 8) & 0xffff) / 65536.f - 0.5f) * scale);
   }
 }
 

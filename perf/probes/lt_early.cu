@@ -52,16 +52,6 @@ __global__ void prep(const __half* src, size_t src_n, __half* x, size_t n, long 
   }
 }
 
-__global__ void fill(__half* p, size_t n, unsigned seed, float scale) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    p[i] = __float2half((((h >> 8) & 0xffff) / 65536.f - 0.5f) * scale);
-  }
-}
-
 using GetParams = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
 using FuncName = CUresult (*)(const char**, CUfunction);
 using KernelName = CUresult (*)(const char**, CUkernel);

@@ -1,8 +1,10 @@
 // What the probes in this folder share: a check of CUDA runtime calls, the
 // two halves of early launch (Note [Early launch] in
-// jit/codegen_cuda/kernel_loader.h) and the timing of a graph's replays.
+// jit/codegen_cuda/kernel_loader.h), hashed float16 fills and the timing of
+// a graph's replays.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -22,6 +24,17 @@ __device__ __forceinline__ void wait_prior() {
 }
 __device__ __forceinline__ void let_next() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// p[i] for i < n: a hash of (i, seed) as a uniform value in [-scale / 2, scale / 2).
+__global__ void fill(__half* p, size_t n, unsigned seed, float scale) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    p[i] = __float2half((((h >> 8) & 0xffff) / 65536.f - 0.5f) * scale);
+  }
 }
 
 // Microseconds per replay of `exec` over `reps` replays after 20 to warm up.

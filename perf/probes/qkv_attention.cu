@@ -74,6 +74,18 @@ __device__ __forceinline__ float dot8(const uint4& r, const float* x) {
   return s;
 }
 
+// Rows j0, j0 + stride, ... (kUnroll of them) of a head's cache, this
+// thread's 16 bytes `part` of each; past the end, the last row again (the
+// loads stay in flight unpredicated; the caller masks them).
+__device__ __forceinline__ void load_rows(const __half* rows, int j0, int stride, int n, int part,
+                                          uint4 (&r)[kUnroll]) {
+#pragma unroll
+  for (int i = 0; i < kUnroll; ++i) {
+    const int j = min(j0 + stride * i, n - 1);
+    r[i] = load16(reinterpret_cast<const uint4*>(rows + (size_t)j * kDim) + part);
+  }
+}
+
 // Attention of head h's query over keys [0, n) of its cache, by one block of
 // kThreads: thread t takes the 8 dims (t % 8) * 8.. of keys t / 8 + 32 i,
 // kUnroll keys at a time, for the scores and again for P V.
@@ -91,12 +103,7 @@ __device__ void attend(int h, const float* q, const Cache& c, int n, float* out)
   constexpr int kStride = kThreads / 8;  // 32 keys per row of the block
   for (int j0 = 0; j0 < n; j0 += kStride * kUnroll) {
     uint4 r[kUnroll];
-#pragma unroll
-    for (int i = 0; i < kUnroll; ++i) {
-      const int j = j0 + g + kStride * i;
-      // Past the end: the last key again (loads in flight unpredicated), masked below.
-      r[i] = load16(reinterpret_cast<const uint4*>(kh + (size_t)min(j, n - 1) * kDim) + part);
-    }
+    load_rows(kh, j0 + g, kStride, n, part, r);
 #pragma unroll
     for (int i = 0; i < kUnroll; ++i) {
       float s = dot8(r[i], qr);
@@ -133,12 +140,7 @@ __device__ void attend(int h, const float* q, const Cache& c, int n, float* out)
   float acc[8] = {};
   for (int j0 = 0; j0 < n; j0 += kStride * kUnroll) {
     uint4 r[kUnroll];
-#pragma unroll
-    for (int i = 0; i < kUnroll; ++i) {
-      const int j = j0 + g + kStride * i;
-      // Past the end: the last key again (loads in flight unpredicated), masked below.
-      r[i] = load16(reinterpret_cast<const uint4*>(vh + (size_t)min(j, n - 1) * kDim) + part);
-    }
+    load_rows(vh, j0 + g, kStride, n, part, r);
 #pragma unroll
     for (int i = 0; i < kUnroll; ++i) {
       const int j = j0 + g + kStride * i;
@@ -181,7 +183,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // position as read before the wait (a hint only).
     const int share = section * (kDim / kWarps) + blockIdx.x % (kDim / kWarps);
     const int seen = min(load_relaxed(pos) + 1, c.slots);
-    for (int j = share + kBlocksPerHead * (tid >> 1); j < seen; j += kBlocksPerHead * kThreads / 2) {
+    for (int j = share + kBlocksPerHead * (tid >> 1); j < seen;
+         j += kBlocksPerHead * kThreads / 2) {
       const __half* base = (tid & 1 ? c.v : c.k) + ((size_t)head * c.slots + j) * kDim;
       asm volatile("prefetch.global.L2 [%0];" ::"l"(base));
     }
@@ -321,17 +324,6 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < 3; ++i) s += dot8(__ldg(row + lane + 32 * i), sx + (lane + 32 * i) * 8);
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   if (lane == 0) y[n] = s;
-}
-
-// Uniform values in [-scale / 2, scale / 2).
-__global__ void fill(__half* p, size_t n, unsigned seed, float scale) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    p[i] = __float2half((((h >> 8) & 0xffff) / 65536.f - 0.5f) * scale);
-  }
 }
 
 int env_int(const char* name, int fallback) {
