@@ -299,7 +299,6 @@ namespace {
 thread_local int t_cuda_fallback_depth = 0;
 
 void cuda_fallback(const OperatorEntry& op, Stack& stack) {
-  onto_one_cuda_device(op, stack);
   KILN_CHECK(t_cuda_fallback_depth == 0, "[", op.name(),
              "] has no CUDA kernel yet: expected a pointwise op, copy or fill on CUDA tensors, "
              "got one that needs its own kernel");

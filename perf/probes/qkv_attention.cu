@@ -74,6 +74,19 @@ __device__ __forceinline__ float dot8(const uint4& r, const float* x) {
   return s;
 }
 
+// A warp's dot product of its weight row (768 float16, three 16-byte
+// vectors per lane) with x, which the block first copies to `sx`; every
+// lane gets the sum.
+__device__ __forceinline__ float row_dot(const uint4* row, const float* x, float* sx) {
+  const int lane = threadIdx.x & 31;
+  for (int e = threadIdx.x; e < kModel; e += kThreads) sx[e] = x[e];
+  __syncthreads();
+  float s = 0.f;
+  for (int i = 0; i < 3; ++i) s += dot8(__ldg(row + lane + 32 * i), sx + (lane + 32 * i) * 8);
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
 // Rows j0, j0 + stride, ... (kUnroll of them) of a head's cache, this
 // thread's 16 bytes `part` of each; past the end, the last row again (the
 // loads stay in flight unpredicated; the caller masks them).
@@ -192,11 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   wait_prior();
   let_next();
   __shared__ float sx[kModel];
-  for (int e = tid; e < kModel; e += kThreads) sx[e] = x[e];
-  __syncthreads();
-  float s = 0.f;
-  for (int i = 0; i < 3; ++i) s += dot8(__ldg(row + lane + 32 * i), sx + (lane + 32 * i) * 8);
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const float s = row_dot(row, x, sx);
   const int p = *pos;
   if (lane == 0) {
     const int col = n % kModel, d = col % kDim;
@@ -318,11 +327,7 @@ __global__ void __launch_bounds__(kThreads)
   wait_prior();
   let_next();
   __shared__ float sx[kModel];
-  for (int e = tid; e < kModel; e += kThreads) sx[e] = x[e];
-  __syncthreads();
-  float s = 0.f;
-  for (int i = 0; i < 3; ++i) s += dot8(__ldg(row + lane + 32 * i), sx + (lane + 32 * i) * 8);
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const float s = row_dot(row, x, sx);
   if (lane == 0) y[n] = s;
 }
 
