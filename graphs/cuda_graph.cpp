@@ -38,6 +38,7 @@ struct KernelRecord {
   std::vector<unsigned char> bytes;  // every parameter, one after another
   std::vector<size_t> offsets;       // where each parameter starts in `bytes`
   bool copy = false;                 // kiln_graph_copy: its unit follows its pointers
+  bool put = false;                  // kiln_graph_put: only its first word is a pointer
   // A library kernel's node (Note [Library node addresses]): `bytes` is its
   // parameter buffer as the device lays it out (one buffer where `packed`),
   // and only the words at `movable` may be patched.
@@ -78,6 +79,17 @@ struct OtherNode {
 // launch whose source or destination replay sets.
 struct CopyNode {
   size_t record = 0;  // index into records
+};
+
+// Note [Host values under capture]: a kiln_graph_put launch whose bytes
+// replay reads from the host, where `src` (at capture) has moved with its
+// binding, if any.
+struct HostValue {
+  size_t record = 0;  // index into records
+  const unsigned char* src = nullptr;
+  size_t bytes = 0;
+  int binding = -1;
+  int64_t delta = 0;  // src - the binding's base at capture
 };
 
 // The parameter bytes of a launch whose parameters are 8-byte words.
@@ -305,6 +317,7 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
   std::vector<KernelRecord> records;
   std::vector<BindingInfo> bindings;
   std::vector<CopyNode> copies;
+  std::vector<HostValue> host_values;
   std::chrono::steady_clock::time_point t0;
   // opaque_nodes(): the nodes looked at so far (in the order found), those
   // records stand for, and the others kiln cannot see into.
@@ -372,6 +385,9 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
     return zeroed.back().first;
   }
 
+  // Note [Host values under capture].
+  bool host_value(cudaStream_t s, void* dst, const void* src, size_t bytes) override;
+
   void abandon() noexcept {
     if (capturing) {
       cudaGraph_t g = nullptr;
@@ -402,6 +418,7 @@ struct Graph::Impl {
   std::vector<BindingInfo> bindings;
   std::vector<Slot> slots;
   std::vector<CopyNode> copies;
+  std::vector<HostValue> host_values;
   std::vector<OtherNode> others;
   std::vector<const unsigned char*> current;  // per binding: its base now
   std::vector<bool> dirty_records, dirty_others;
@@ -455,8 +472,8 @@ void Capture::begin() {
 
 namespace {
 
-int add_copy(Capture::Impl& c, void* dst, const void* src, size_t bytes) {
-  const NodeKernel k = copy_kernel(c.index, dst, src, bytes);
+// Launches `k` on the capturing stream and records it; its record's index.
+size_t add_node_kernel(Capture::Impl& c, const NodeKernel& k) {
   std::vector<uint64_t> words = k.words;
   std::vector<void*> params;
   for (uint64_t& w : words) params.push_back(&w);
@@ -464,14 +481,27 @@ int add_copy(Capture::Impl& c, void* dst, const void* src, size_t bytes) {
                          c.index);
   KernelRecord r = record_of(k);
   r.node = last_node(c.stream, c.index);
-  r.copy = true;
   c.recorded.insert(r.node);
   c.records.push_back(std::move(r));
-  c.copies.push_back({c.records.size() - 1});
+  return c.records.size() - 1;
+}
+
+int add_copy(Capture::Impl& c, void* dst, const void* src, size_t bytes) {
+  const size_t r = add_node_kernel(c, copy_kernel(c.index, dst, src, bytes));
+  c.records[r].copy = true;
+  c.copies.push_back({r});
   return static_cast<int>(c.copies.size() - 1);
 }
 
 }  // namespace
+
+bool Capture::Impl::host_value(cudaStream_t s, void* dst, const void* src, size_t bytes) {
+  if (s != stream || !capturing || bytes > kiln::cuda::kHostValueBytes) return false;
+  const size_t r = add_node_kernel(*this, put_kernel(index, dst, src, bytes));
+  records[r].put = true;
+  host_values.push_back({r, static_cast<const unsigned char*>(src), bytes});
+  return true;
+}
 
 int Capture::copy_in(void* dst, const void* src, size_t bytes) {
   return add_copy(*impl_, dst, src, bytes);
@@ -721,6 +751,7 @@ std::unique_ptr<Graph> Capture::finish() {
   g->records = std::move(c.records);
   g->bindings = std::move(c.bindings);
   g->copies = std::move(c.copies);
+  g->host_values = std::move(c.host_values);
   KILN_CUDA_CHECK_DEVICE(cudaGraphGetNodes(graph, nullptr, &g->nodes), c.index);
 
   // Copy and memset nodes that point into a binding follow it too.
@@ -735,7 +766,7 @@ std::unique_ptr<Graph> Capture::finish() {
       const BindingInfo& bi = g->bindings[b];
       if (!(q < bi.base + bi.bytes && bi.base < q + len)) continue;
       KILN_CHECK(q >= bi.base && q + len <= bi.base + bi.bytes,
-                 "[graphs] a captured copy or memset node reaches past ", bi.what);
+                 "[graphs] a captured copy, memset or host value reaches past ", bi.what);
       *delta = q - bi.base;
       return static_cast<int>(b);
     }
@@ -788,12 +819,19 @@ std::unique_ptr<Graph> Capture::finish() {
       g->patched += 1;
     }
   }
+  // Host values read where their binding (a host argument) is at replay.
+  for (HostValue& h : g->host_values) {
+    h.binding = binding_of(h.src, h.bytes, &h.delta);
+    g->patched += 1;
+  }
   // Slots: recorded parameters pointing into a binding.
   for (size_t r = 0; r < g->records.size(); ++r) {
     const KernelRecord& rec = g->records[r];
     bool holds = false;
     std::vector<size_t> words;
-    for (size_t at = 0; at + 8 <= rec.bytes.size(); at += 8) words.push_back(at);
+    // A put node's value words are data, whatever they look like.
+    const size_t ends = rec.put ? 8 : rec.bytes.size();
+    for (size_t at = 0; at + 8 <= ends; at += 8) words.push_back(at);
     for (size_t at : rec.library ? rec.movable : words) {
       uintptr_t v;
       std::memcpy(&v, rec.bytes.data() + at, 8);
@@ -891,6 +929,13 @@ void Graph::launch() {
 void Graph::update() {
   Impl& g = *impl_;
   kiln::cuda::DeviceGuard guard(g.index);
+  for (const HostValue& h : g.host_values) {
+    const unsigned char* src = h.binding >= 0 ? g.current[h.binding] + h.delta : h.src;
+    unsigned char* held = g.records[h.record].bytes.data() + kPutValue * 8;
+    if (std::memcmp(held, src, h.bytes) == 0) continue;
+    std::memcpy(held, src, h.bytes);
+    g.dirty_records[h.record] = true;
+  }
   for (size_t r = 0; r < g.records.size(); ++r) {
     if (!g.dirty_records[r]) continue;
     KernelRecord& rec = g.records[r];

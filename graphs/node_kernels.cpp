@@ -3,6 +3,7 @@
 #include "graphs/node_kernels.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "graphs/graph.h"
@@ -17,7 +18,7 @@ namespace {
 constexpr unsigned kThreads = 256;
 constexpr uint64_t kMaxBlocks = 4096;  // grid-stride loops cover the rest
 
-// Both kernels walk rows of `width` bytes (`width` elements for the fill)
+// The copy and the fill walk rows of `width` bytes (`width` elements for the fill)
 // with a grid-stride loop, so a grid sized for one unit stays correct after
 // replay picks a narrower one.
 const char* kSource = R"(
@@ -61,10 +62,23 @@ extern "C" __global__ void kiln_graph_fill(unsigned long long dst, unsigned long
     }
   }
 }
+
+// Note [Host values under capture]: the bytes a host to device copy moved,
+// held in the node's parameters.
+extern "C" __global__ void kiln_graph_put(unsigned long long dst, unsigned long long bytes,
+    unsigned long long w0, unsigned long long w1, unsigned long long w2, unsigned long long w3,
+    unsigned long long w4, unsigned long long w5, unsigned long long w6, unsigned long long w7) {
+  kiln_grid_enter();
+  const unsigned long long w[8] = {w0, w1, w2, w3, w4, w5, w6, w7};
+  const unsigned char* v = (const unsigned char*)w;
+  for (unsigned long long i = threadIdx.x; i < bytes; i += blockDim.x) {
+    ((unsigned char*)dst)[i] = v[i];
+  }
+}
 )";
 
 const void* kernel(const char* name, int device) {
-  // One source holds both kernels; the loader keys its caches by name.
+  // One source holds every kernel; the loader keys its caches by name.
   return reinterpret_cast<const void*>(jit::cuda::load_kernel(
       name, [] { return node_kernels_source(); }, device));
 }
@@ -108,6 +122,19 @@ NodeKernel copy_kernel(int device, void* dst, const void* src, size_t width, siz
   k.words[kCopyUnit] = copy_unit(k.words.data());
   k.grid = grid_for(width / k.words[kCopyUnit] * height);
   k.block = dim3(kThreads);
+  return k;
+}
+
+NodeKernel put_kernel(int device, void* dst, const void* src, size_t bytes) {
+  KILN_INTERNAL_ASSERT(bytes <= (kPutWords - kPutValue) * 8, "a put node of ", bytes, " bytes");
+  NodeKernel k;
+  k.func = kernel("kiln_graph_put", device);
+  k.words.assign(kPutWords, 0);
+  k.words[kPutDst] = word(dst);
+  k.words[kPutBytes] = bytes;
+  std::memcpy(&k.words[kPutValue], src, bytes);
+  k.grid = dim3(1);
+  k.block = dim3(64);
   return k;
 }
 

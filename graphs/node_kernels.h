@@ -48,11 +48,18 @@ enum CopyWord {
   kCopyWords
 };
 
+// Parameter words of kiln_graph_put (Note [Host values under capture] in
+// runtime/cuda/launch_record.h): the destination, the byte count, then the
+// bytes themselves.
+enum PutWord { kPutDst, kPutBytes, kPutValue, kPutWords = kPutValue + 8 };
+
 // `bytes` from src to dst, or `height` rows of `width` bytes with pitches.
 NodeKernel copy_kernel(int device, void* dst, const void* src, size_t width, size_t height = 1,
                        size_t dst_pitch = 0, size_t src_pitch = 0);
 // The widest unit the copy's current words allow (written into kCopyUnit).
 uint64_t copy_unit(const uint64_t* words);
+// A kernel writing the `bytes` (at most 64) now at host address `src` to `dst`.
+NodeKernel put_kernel(int device, void* dst, const void* src, size_t bytes);
 // A memset node's work as a kernel.
 NodeKernel fill_kernel(int device, const cudaMemsetParams& p);
 // A memcpy node's work as a kernel; false when it is not a plain

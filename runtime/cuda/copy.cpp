@@ -13,6 +13,7 @@
 #include "runtime/cuda/copy_plan.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
+#include "runtime/cuda/launch_record.h"
 
 namespace kiln::cuda {
 
@@ -155,7 +156,9 @@ bool same_view(const Tensor& a, const Tensor& b) {
 // bytes at every replay (a staging block reused by then, or a host tensor
 // the graph does not own); a device to host copy synchronizes. Either one
 // while the stream is captured is an error, which makes jit::compile run
-// that plan without a graph (Note [Graph replay]).
+// that plan without a graph (Note [Graph replay]), except a small host to
+// device copy the capture takes as a value (Note [Host values under capture]
+// in runtime/cuda/launch_record.h).
 static void check_not_capturing(const Stream& stream, const char* what) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   KILN_CUDA_CHECK_DEVICE(cudaStreamIsCapturing(raw(stream), &status), stream.device().index());
@@ -166,17 +169,23 @@ static void check_not_capturing(const Stream& stream, const char* what) {
 void copy_h2d(const Tensor& self, const Tensor& src, bool non_blocking) {
   start_blas_warmup(self.device().index());  // Note [cuBLASLt warm-up]
   const Stream stream = Stream::current(self.device());
-  check_not_capturing(stream, "host to device");
   check_no_overlap(self, "copy_");
   const bool dense = is_dense(self.sizes(), self.strides());
   const DimVector host_strides =
       dense ? DimVector(self.strides()) : contiguous_strides(self.sizes());
-  // The values in self's dtype and sizes, laid out as they go up.
-  Tensor host;
-  bool staged = false;
   const bool usable = src.dtype() == self.dtype() && src.sizes() == self.sizes() &&
                       src.strides() == IntArrayRef(host_strides) &&
                       is_dense(src.sizes(), src.strides());
+  // Note [Host values under capture]: a small copy laid out as it lands.
+  if (LaunchRecorder* r = launch_recorder();
+      r && usable && dense && self.nbytes() <= kHostValueBytes && self.nbytes() > 0) {
+    DeviceGuard g(self.device().index());
+    if (r->host_value(raw(stream), byte_ptr(self), byte_ptr(src), self.nbytes())) return;
+  }
+  check_not_capturing(stream, "host to device");
+  // The values in self's dtype and sizes, laid out as they go up.
+  Tensor host;
+  bool staged = false;
   if (usable && is_pinned(src)) {
     host = src;
   } else {

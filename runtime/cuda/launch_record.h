@@ -31,7 +31,27 @@ class LaunchRecorder {
   // zero when each replay starts provided the kernels that use it leave it
   // zero (Note [Counters that reset themselves]); null to clear its own.
   virtual void* zeroed_scratch(cudaStream_t stream, size_t bytes) = 0;
+  // A copy of `bytes` (at most kHostValueBytes) from host memory at `src` to
+  // device memory at `dst`, queued on `stream` (Note [Host values under
+  // capture]): true where the recorder took it, false to leave it to the caller.
+  virtual bool host_value(cudaStream_t stream, void* dst, const void* src, size_t bytes) = 0;
 };
+
+// Note [Host values under capture]
+// A host to device copy captured as a memcpy node would read the same host
+// address at every replay, and a copy from pageable memory cannot be captured
+// at all (Note [Host copies under capture] in runtime/cuda/copy.cpp). Yet
+// small ones are common inside a compiled function: a 0-dim CPU tensor taken
+// as a scalar by a CUDA op (Note [One device per CUDA op]), or a position
+// held on the host and moved with .to(cuda). While a graph is captured, such
+// a copy of at most kHostValueBytes, whose source is laid out as its
+// destination, becomes a kernel that writes the bytes it holds as its
+// parameters (kiln_graph_put). The graph reads the source again at every
+// replay, where the argument it belongs to now lives (Note [Graph addresses]),
+// and updates the node's parameters when the bytes changed: the value a
+// replay writes is the one the host held when the replay was launched, as an
+// eager copy reads it when it is queued. Larger copies still end the capture.
+inline constexpr size_t kHostValueBytes = 64;
 
 // Note [Counters that reset themselves]
 // Some kernels elect a last block with an atomic counter per group (the

@@ -294,6 +294,56 @@ TEST(GraphReplay, CaptureFailureFallsBack) {
   EXPECT_EQ(f.stats().graph_nodes, 0);
 }
 
+// Note [Host values under capture]: inside a compiled function, a 0-dim CPU
+// tensor taken as a scalar by a CUDA op (Note [One device per CUDA op]), as
+// an argument whose value changes every call and as a captured tensor changed
+// in place between calls, and a small CPU argument moved with .to(cuda), are
+// read at every replay of one graph, as eager reads them. A larger one ends
+// the capture, which falls back (Note [Capture retries]), still right.
+TEST(GraphReplay, HostValuesReadAtEveryReplay) {
+  KILN_REQUIRE_CUDA();
+  const kiln::Device cuda = kiln::Device::cuda();
+  Tensor c = kiln::full({}, 0.5, kiln::TensorOptions(kiln::kFloat32));
+  auto body = [&](const Tensor& x, const Tensor& s, const Tensor& rows) {
+    Tensor picked = kiln::index_select(x, 0, rows.to(x.device()));
+    return kiln::relu(picked * s + c) - s;
+  };
+  auto f = kiln::jit::compile(body, {.name = "host values"});
+  std::string logs = captured_logs([&] {
+    for (int i = 0; i < 8; ++i) {
+      Tensor x = random_tensor({6, 33}, kiln::kFloat32, "contiguous", 40 + i);
+      Tensor s = kiln::full({}, 1.5 + i, kiln::TensorOptions(kiln::kFloat32));
+      Tensor rows = kiln::arange(3, kiln::TensorOptions(kiln::kInt64)) * 2 + (i % 2);
+      Tensor got = f(x.to(cuda), s, rows).cpu();
+      kiln::EagerGuard eager;
+      SCOPED_TRACE("call " + std::to_string(i));
+      EXPECT_TENSOR_CLOSE(got, body(x, s, rows));
+      c.fill_(-0.25 * i);
+    }
+  });
+  EXPECT_EQ(count_of(logs, "host values: entry 1: captured a graph"), 1) << logs;
+  EXPECT_EQ(count_of(logs, "capture failed"), 0) << logs;
+  EXPECT_GT(f.stats().graph_nodes, 0);
+
+  // 9 int64 rows: 72 bytes, past kHostValueBytes.
+  auto g = kiln::jit::compile(
+      [&](const Tensor& x, const Tensor& rows) {
+        return kiln::index_select(x, 0, rows.to(x.device())) * 2;
+      },
+      {.name = "host rows"});
+  logs = captured_logs([&] {
+    for (int i = 0; i < 4; ++i) {
+      Tensor x = random_tensor({12, 5}, kiln::kFloat32, "contiguous", 60 + i);
+      Tensor rows = kiln::arange(9, kiln::TensorOptions(kiln::kInt64)) + i;  // up to 11
+      Tensor got = g(x.to(cuda), rows).cpu();
+      kiln::EagerGuard eager;
+      EXPECT_TENSOR_CLOSE(got, kiln::index_select(x, 0, rows) * 2);
+    }
+  });
+  EXPECT_NE(logs.find("host rows: entry 1: capture failed"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("expected no host to device copy"), std::string::npos) << logs;
+}
+
 // Note [Kernels compiled side by side]: the first call finds its kernels
 // under a capture it throws away (a placeholder stands in for each), builds
 // them together, then runs; that call, the captured one and a replay all
