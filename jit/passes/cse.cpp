@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "jit/passes/dead_code.h"
 #include "jit/record/decompose.h"
+#include "jit/record/trace_buffer.h"
 #include "kiln/logging.h"
 
 namespace kiln::jit {
@@ -21,12 +21,7 @@ StorageImpl* storage_of(const Tensor& t) {
 // Ops whose result is not a function of their arguments.
 bool is_nondeterministic(const FunctionSchema& s) {
   const std::string& n = s.name;
-  for (std::string_view prefix :
-       {"rand", "bernoulli", "dropout", "native_dropout", "normal", "uniform", "multinomial",
-        "exponential", "poisson", "empty", "new_empty"}) {
-    if (n.compare(0, prefix.size(), prefix) == 0) return true;
-  }
-  return false;
+  return draws_random(s) || n.compare(0, 5, "empty") == 0 || n.compare(0, 9, "new_empty") == 0;
 }
 
 // What CSE needs to know of an op, looked up once per run.

@@ -191,7 +191,20 @@ bool cuda_by_fallback(const OperatorEntry& op) {
 
 }  // namespace
 
+// Note [Random ops run at the call]
+// A random op reads the generator's state when it runs. Recorded lazily, it
+// would read it at flush time, after any manual_seed() the program called in
+// between; so in lazy mode random ops run at once, and their results are
+// ordinary tensors. A compiled function's trace records them instead: its
+// plan runs each call, and each run draws from the generator then, at its
+// call, as eager mode would. (Run at once while tracing, a random op's result
+// was a constant of the trace: every call returned the same numbers.)
 void lazy_fallback(const OperatorEntry& op, Stack& stack) {
+  if (draws_random(op.schema()) && !TraceBuffer::current().observed()) {
+    ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+    stack = call_normalized(op, std::move(stack));
+    return;
+  }
   if (cuda_by_fallback(op)) onto_one_cuda_device(op, stack);
   if (has_meta_tensor(stack)) {
     // Meta tensors have no values to defer: their shapes are computed now.

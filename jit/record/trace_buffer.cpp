@@ -1,6 +1,8 @@
 #include "jit/record/trace_buffer.h"
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "jit/plan/pipeline.h"
 #include "kiln/cuda.h"
@@ -100,6 +102,15 @@ bool checks_values(const OperatorEntry& op) {
         (a.name == "index" || a.name == "indices")) {
       return true;
     }
+  }
+  return false;
+}
+
+bool draws_random(const FunctionSchema& schema) {
+  const std::string& n = schema.name;
+  for (std::string_view prefix : {"rand", "bernoulli", "dropout", "native_dropout", "normal",
+                                  "uniform", "multinomial", "exponential", "poisson"}) {
+    if (n.compare(0, prefix.size(), prefix) == 0) return true;
   }
   return false;
 }

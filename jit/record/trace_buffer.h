@@ -141,6 +141,10 @@ bool overwrites_storage(const OperatorEntry& op, size_t arg, const Tensor& t);
 // sees: it takes an index tensor (an argument named index or indices).
 bool checks_values(const OperatorEntry& op);
 
+// True when `op` draws from the random generator (rand, randn, randint,
+// and ops named like PyTorch's random ones): Note [Random ops run at the call].
+bool draws_random(const FunctionSchema& schema);
+
 // Why a trace runs before its owner asked for a result: what a tracing
 // observer reports as a graph break. `storage`: a storage whose value was
 // needed (the node that wrote it is looked up); `op`: an op that had to run
@@ -197,6 +201,8 @@ class TraceBuffer final : public RefCounted {
   // Reports the first flush before take_nodes() to `observer` (null: none),
   // which must outlive its observation.
   void set_observer(TraceObserver* observer) { observer_ = observer; }
+  // Whether a compiled function's trace is being recorded here.
+  bool observed() const { return observer_ != nullptr; }
   // The marker this trace gives the storages it writes (null before the first).
   const PendingValue* marker() const { return marker_.get(); }
   // Drops the marker's reference to this trace (a trace not owned by a

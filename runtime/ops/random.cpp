@@ -121,51 +121,29 @@ Tensor randint_cpu(int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
   return randint_low_cpu(0, high, size, dtype, device);
 }
 
+// The CPU kernels' checks, so that a recorded call (a compiled function's
+// trace: Note [Random ops run at the call]) raises where eager mode does.
 Tensor rand_meta(IntArrayRef size, OptD dtype, OptDev) {
-  return empty_tensor(size, dtype.value_or(kFloat32), Device::meta(), "rand");
+  const DType t = dtype.value_or(kFloat32);
+  KILN_CHECK(is_floating(t), "[rand] expected a floating dtype, got ", t);
+  return empty_tensor(size, t, Device::meta(), "rand");
 }
 Tensor randn_meta(IntArrayRef size, OptD dtype, OptDev) {
-  return empty_tensor(size, dtype.value_or(kFloat32), Device::meta(), "randn");
+  const DType t = dtype.value_or(kFloat32);
+  KILN_CHECK(is_floating(t), "[randn] expected a floating dtype, got ", t);
+  return empty_tensor(size, t, Device::meta(), "randn");
 }
-Tensor randint_meta(int64_t, IntArrayRef size, OptD dtype, OptDev) {
-  return empty_tensor(size, dtype.value_or(kInt64), Device::meta(), "randint");
+Tensor randint_low_meta(int64_t low, int64_t high, IntArrayRef size, OptD dtype, OptDev) {
+  KILN_CHECK(high > low, "[randint] expected low < high, got low=", low, " high=", high);
+  const DType t = dtype.value_or(kInt64);
+  KILN_CHECK(t != kBool, "[randint] expected a numeric dtype, got bool");
+  return empty_tensor(size, t, Device::meta(), "randint");
 }
-Tensor randint_low_meta(int64_t, int64_t, IntArrayRef size, OptD dtype, OptDev) {
-  return empty_tensor(size, dtype.value_or(kInt64), Device::meta(), "randint");
-}
-
-// Note [Random ops run at the call]
-// The generator's state is read when a random op runs. Recording one lazily
-// would read it at flush time, after later manual_seed() calls; so in lazy mode
-// random ops run at once (their results are ordinary tensors).
-Tensor rand_now(IntArrayRef size, OptD dtype, OptDev device) {
-  ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
-  return rand(size, TensorOptions(dtype.value_or(kFloat32)).device(device.value_or(Device::cpu())));
-}
-Tensor randn_now(IntArrayRef size, OptD dtype, OptDev device) {
-  ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
-  return randn(size,
-               TensorOptions(dtype.value_or(kFloat32)).device(device.value_or(Device::cpu())));
-}
-Tensor randint_now(int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
-  ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
-  return randint(high, size,
-                 TensorOptions(dtype.value_or(kInt64)).device(device.value_or(Device::cpu())));
-}
-Tensor randint_low_now(int64_t low, int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
-  ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
-  return randint(low, high, size,
-                 TensorOptions(dtype.value_or(kInt64)).device(device.value_or(Device::cpu())));
+Tensor randint_meta(int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
+  return randint_low_meta(0, high, size, dtype, device);
 }
 
 }  // namespace
-
-KILN_LIBRARY_IMPL(kiln, Lazy, m) {
-  m.impl("rand", &rand_now);
-  m.impl("randn", &randn_now);
-  m.impl("randint", &randint_now);
-  m.impl("randint.low", &randint_low_now);
-}
 
 KILN_LIBRARY_IMPL(kiln, CPU, m) {
   m.impl("rand", &rand_cpu);

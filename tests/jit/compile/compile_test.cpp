@@ -217,6 +217,53 @@ INSTANTIATE_TEST_SUITE_P(
                  : std::string("MaxAutotune") + (std::get<1>(info.param) ? "Cuda" : "Cpu");
     });
 
+// Note [Random ops run at the call]: a compiled function draws new numbers
+// at every call, in eager's order, from the generator as the call finds it
+// (they used to be constants of the trace: every call returned the first
+// call's numbers). Every mode; on CUDA too, where the numbers come from the
+// host and move to the device.
+TEST(Compile, RandomOpsDrawAtEveryCall) {
+  for (bool cuda : {false, true}) {
+    if (cuda && !kiln::cuda::is_available()) continue;
+    const kiln::Device dev = cuda ? kiln::Device::cuda() : kiln::Device::cpu();
+    for (Mode mode : kModes) {
+      SCOPED_TRACE(std::string(mode_name(mode)) + (cuda ? " cuda" : " cpu"));
+      auto body = [&](const Tensor& x) {
+        Tensor u = kiln::rand({3, 5}).to(dev);
+        Tensor n = kiln::randn({3, 5}, kiln::TensorOptions(kiln::kFloat64)).to(dev);
+        Tensor k = kiln::randint(-4, 9, {5}, kiln::TensorOptions(kiln::kInt32)).to(dev);
+        return x * u + n.to(kiln::kFloat32) - k;
+      };
+      auto f = kiln::jit::compile(body, {.name = "draws", .mode = mode});
+      Tensor x = random_tensor({3, 5}, kiln::kFloat32, "contiguous", 3).to(dev);
+      std::vector<Tensor> seen;
+      for (uint64_t seed : {5, 6, 5}) {
+        kiln::manual_seed(seed);
+        Tensor got = f(x).cpu();
+        Tensor again = f(x).cpu();  // the generator moved on
+        kiln::manual_seed(seed);
+        Tensor want, want_again;
+        {
+          kiln::EagerGuard eager;
+          want = body(x).cpu();
+          want_again = body(x).cpu();
+        }
+        EXPECT_TENSOR_CLOSE(got, want);
+        EXPECT_TENSOR_CLOSE(again, want_again);
+        EXPECT_GT(kiln::max(kiln::abs(got - again)).item<float>(), 0.0f);
+        seen.push_back(got);
+      }
+      EXPECT_GT(kiln::max(kiln::abs(seen[0] - seen[1])).item<float>(), 0.0f);
+      EXPECT_TENSOR_CLOSE(seen[0], seen[2]);
+      // A trace raises for a dtype the op refuses, as eager does.
+      auto bad = kiln::jit::compile(
+          [](const Tensor& x) { return x + kiln::rand({2}, kiln::TensorOptions(kiln::kInt32)); },
+          {.name = "bad draw", .mode = mode});
+      EXPECT_KILN_ERROR(bad(kiln::zeros({2})), "[rand] expected a floating dtype, got int32");
+    }
+  }
+}
+
 // Results that are an argument, a captured tensor, or views of them; an
 // argument written in place; a weight updated in place between calls.
 TEST(Compile, AliasesAndInPlaceWrites) {
