@@ -318,6 +318,7 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
   std::vector<BindingInfo> bindings;
   std::vector<CopyNode> copies;
   std::vector<HostValue> host_values;
+  std::vector<std::pair<const unsigned char*, size_t>> host_ranges;  // allow_host_values
   std::chrono::steady_clock::time_point t0;
   // opaque_nodes(): the nodes looked at so far (in the order found), those
   // records stand for, and the others kiln cannot see into.
@@ -497,6 +498,11 @@ int add_copy(Capture::Impl& c, void* dst, const void* src, size_t bytes) {
 
 bool Capture::Impl::host_value(cudaStream_t s, void* dst, const void* src, size_t bytes) {
   if (s != stream || !capturing || bytes > kiln::cuda::kHostValueBytes) return false;
+  const auto* p = static_cast<const unsigned char*>(src);
+  const bool allowed = std::any_of(host_ranges.begin(), host_ranges.end(), [&](const auto& r) {
+    return p >= r.first && p + bytes <= r.first + r.second;
+  });
+  if (!allowed) return false;
   const size_t r = add_node_kernel(*this, put_kernel(index, dst, src, bytes));
   records[r].put = true;
   host_values.push_back({r, static_cast<const unsigned char*>(src), bytes});
@@ -514,6 +520,10 @@ int Capture::copy_out(void* dst, const void* src, size_t bytes) {
 int Capture::bind(const void* base, size_t bytes, std::string what) {
   impl_->bindings.push_back({static_cast<const unsigned char*>(base), bytes, std::move(what), {}});
   return static_cast<int>(impl_->bindings.size() - 1);
+}
+
+void Capture::allow_host_values(const void* base, size_t bytes) {
+  impl_->host_ranges.emplace_back(static_cast<const unsigned char*>(base), bytes);
 }
 
 size_t Capture::opaque_nodes() {

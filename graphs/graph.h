@@ -104,6 +104,11 @@ class Capture {
   // Memory whose address changes per replay: recorded kernel parameters
   // pointing into [base, base + bytes) follow it.
   int bind(const void* base, size_t bytes, std::string what);
+  // Host memory that small host to device copies may read again at every
+  // replay (Note [Host values under capture] in runtime/cuda/launch_record.h):
+  // the compiled function's host arguments and captured host tensors. A copy
+  // from anywhere else ends the capture.
+  void allow_host_values(const void* base, size_t bytes);
   // Nodes captured so far that kiln cannot see into: kernels that no launch
   // record stands for (a library's) and nodes other than kernels, copies and
   // fills (Note [Opaque steps] in jit/compile/instance.cpp).

@@ -686,6 +686,7 @@ void Instance::build_kernels_ahead(const std::vector<const Tensor*>& tensors) {
     std::optional<graphs::Capture> cap;
     try {
       cap.emplace(device_);
+      allow_host_values(*cap, tensors);
       cap->begin();
       through = run_plan(plan_).empty();
     } catch (...) {
@@ -844,6 +845,7 @@ std::unique_ptr<Instance::GraphState> Instance::capture_once(
   g->arg_shift.assign(arg_storages_.size(), 0);
   for (size_t k = 0; k < arg_storages_.size(); ++k) g->arg_shift[k] = shifts_[arg_storages_[k].arg];
   std::vector<char*> statics(arg_storages_.size(), nullptr);
+  allow_host_values(cap, tensors);
   // Arguments library kernels read go through a static buffer of the graph.
   for (size_t k = 0; k < arg_storages_.size(); ++k) {
     const ArgStorage& a = arg_storages_[k];
@@ -933,6 +935,20 @@ std::unique_ptr<Instance::GraphState> Instance::capture_once(
   g->graph = cap.finish();
   *opaque = std::move(watch.storages);
   return g;
+}
+
+void Instance::allow_host_values(graphs::Capture& cap,
+                                 const std::vector<const Tensor*>& tensors) const {
+  for (const ArgStorage& a : arg_storages_) {
+    const StorageImpl* user = tensors[a.arg]->impl()->storage().get();
+    if (user && user->data() && user->device().is_cpu()) {
+      cap.allow_host_values(user->data(), user->nbytes());
+    }
+  }
+  for (const TensorImpl* t : captured_impls_) {
+    const StorageImpl* s = t->storage().get();
+    if (s && s->data() && s->device().is_cpu()) cap.allow_host_values(s->data(), s->nbytes());
+  }
 }
 
 bool Instance::replayable(const std::vector<const Tensor*>& tensors) {

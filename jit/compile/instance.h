@@ -36,6 +36,9 @@
 namespace kiln::jit::cuda {
 class KernelDiscovery;  // jit/codegen_cuda/launch_cuda.h
 }  // namespace kiln::jit::cuda
+namespace kiln::graphs {
+class Capture;  // graphs/graph.h
+}  // namespace kiln::graphs
 
 namespace kiln::jit {
 
@@ -180,6 +183,9 @@ class Instance {
   std::unique_ptr<GraphState> capture_once(const std::vector<const Tensor*>& tensors,
                                            std::unordered_set<const StorageImpl*>* opaque,
                                            const cuda::KernelDiscovery* discovery);
+  // Tells `cap` which host memory small copies may read at every replay: the
+  // host arguments and captured host tensors (Note [Host values under capture]).
+  void allow_host_values(graphs::Capture& cap, const std::vector<const Tensor*>& tensors) const;
   // Whether the captured graph can take these arguments (Note [Library node addresses]).
   bool replayable(const std::vector<const Tensor*>& tensors);
   std::vector<Tensor> replay(const std::vector<const Tensor*>& tensors);

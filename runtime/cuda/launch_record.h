@@ -50,7 +50,12 @@ class LaunchRecorder {
 // replay, where the argument it belongs to now lives (Note [Graph addresses]),
 // and updates the node's parameters when the bytes changed: the value a
 // replay writes is the one the host held when the replay was launched, as an
-// eager copy reads it when it is queued. Larger copies still end the capture.
+// eager copy reads it when it is queued. Only sources the capture was told
+// of qualify (Capture::allow_host_values: the compiled function's host
+// arguments and captured host tensors): a capture records and runs nothing,
+// so a copy from a temporary host buffer, or one whose destination outlives
+// the graph (CUDA arange's cache of device values, filled on a miss), must
+// not wait for a replay; those, and larger copies, still end the capture.
 inline constexpr size_t kHostValueBytes = 64;
 
 // Note [Counters that reset themselves]

@@ -342,6 +342,24 @@ TEST(GraphReplay, HostValuesReadAtEveryReplay) {
   });
   EXPECT_NE(logs.find("host rows: entry 1: capture failed"), std::string::npos) << logs;
   EXPECT_NE(logs.find("expected no host to device copy"), std::string::npos) << logs;
+
+  // A copy from a host buffer that is not the function's: CUDA arange keeps
+  // its values on the device (Note [CUDA range factories]) and fills them,
+  // on a miss, from a temporary host tensor (here 14 floats, 56 bytes). That
+  // copy must happen when it is made, not at a replay, even on the
+  // throwaway pass of the first call (Note [Kernels compiled side by side]).
+  // A range no other test uses.
+  const auto range = [](kiln::Device d) {
+    return kiln::arange(0.25, 7.25, 0.5, kiln::TensorOptions(kiln::kFloat32).device(d));
+  };
+  auto h = kiln::jit::compile([&](const Tensor& x) { return x + range(x.device()); },
+                              {.name = "host range"});
+  Tensor want = range(kiln::Device::cpu()) + 1.0;
+  ASSERT_EQ(want.numel(), 14);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TENSOR_CLOSE(h(kiln::ones({14}).to(cuda)).cpu(), want);
+  }
+  EXPECT_TENSOR_CLOSE(range(cuda).cpu() + 1.0, want);
 }
 
 // Note [Kernels compiled side by side]: the first call finds its kernels
