@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kiln/autocast.h"
+#include "kiln/cuda.h"
 #include "kiln/dispatch.h"
 #include "kiln/impl/small_vector.h"
 
@@ -118,6 +119,7 @@ std::string describe_modes() {
   std::string s = "autocast ";
   s += autocast_name(autocast_dtype());
   s += (ks & key_bit(DispatchKey::Lazy)) ? ", lazy" : ", eager";
+  if (cuda::allow_tf32()) s += ", tf32";
   return s;
 }
 
@@ -186,7 +188,7 @@ GuardSet GuardSet::from_call(const std::vector<IValue>& args, const DynamicDims&
     tg.distance = tg.storage_offset - first.storage_offset;
   }
   const LocalDispatchKeySet& l = detail::local_keys();
-  g.mode_ = {l.included, l.excluded, detail::g_default_keys, autocast_dtype()};
+  g.mode_ = {l.included, l.excluded, detail::g_default_keys, autocast_dtype(), cuda::allow_tf32()};
   return g;
 }
 
@@ -354,7 +356,8 @@ bool GuardSet::check(const std::vector<IValue>& args) const {
   if (args.size() != kinds_.size()) return false;
   const LocalDispatchKeySet& l = detail::local_keys();
   if (l.included != mode_.included || l.excluded != mode_.excluded ||
-      detail::g_default_keys != mode_.default_keys || autocast_dtype() != mode_.autocast) {
+      detail::g_default_keys != mode_.default_keys || autocast_dtype() != mode_.autocast ||
+      cuda::allow_tf32() != mode_.tf32) {
     return false;
   }
   SmallVector<const StorageImpl*, 8> storages;
@@ -413,6 +416,11 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
   if (autocast_dtype() != mode_.autocast) {
     f.reason = std::string("autocast mismatch: expected ") + autocast_name(mode_.autocast) +
                ", got " + autocast_name(autocast_dtype());
+    return f;
+  }
+  if (cuda::allow_tf32() != mode_.tf32) {
+    f.reason = std::string("allow_tf32 mismatch: expected ") + (mode_.tf32 ? "on" : "off") +
+               ", got " + (mode_.tf32 ? "off" : "on");
     return f;
   }
   if (l.included != mode_.included || l.excluded != mode_.excluded ||
@@ -580,7 +588,8 @@ std::vector<std::string> GuardSet::describe(const std::vector<std::string>& name
       std::string("modes: autocast ") + autocast_name(mode_.autocast) +
       (((mode_.included | mode_.default_keys) & ~mode_.excluded & key_bit(DispatchKey::Lazy))
            ? ", lazy"
-           : ", eager"));
+           : ", eager") +
+      (mode_.tf32 ? ", tf32" : ""));
   for (const Captured& c : captured_) {
     lines.push_back("captured: " + c.what + ", " + std::to_string(c.storage->nbytes()) +
                     " bytes, at least " + std::to_string(c.min_refs.load()) + " references");

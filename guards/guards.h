@@ -14,7 +14,9 @@
 // - which tensor arguments share a storage (the trace modeled that aliasing);
 // - per list: its length; per scalar: its value, unless it is dynamic;
 // - the thread's dispatch modes: the local include/exclude key sets (an
-//   EagerGuard, the Lazy default) and the autocast dtype;
+//   EagerGuard, the Lazy default) and the autocast dtype; and the process's
+//   kiln::cuda::allow_tf32(), which a captured graph's matmuls keep from
+//   their capture (PyTorch guards its allow_tf32 flag the same way);
 // - per captured tensor (a weight, a KV cache: read by the trace, made before
 //   it): identity. C++ has no attribute to watch, so identity is the
 //   storage's reference count: the entry's own references plus one held
@@ -173,6 +175,7 @@ class GuardSet {
   struct ModeGuard {
     uint64_t included = 0, excluded = 0, default_keys = 0;
     std::optional<DType> autocast;
+    bool tf32 = false;
   };
 
   // The tensors of `args` in guard order (list elements flattened); false

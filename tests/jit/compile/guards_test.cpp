@@ -195,6 +195,35 @@ TEST(CompileGuards, AutocastRecompilesOnce) {
   EXPECT_EQ(plain2.dtype(), kiln::kFloat32);
 }
 
+// kiln::cuda::allow_tf32() is guarded: a graph's matmuls keep the setting
+// they were captured with. Toggling it takes an entry of its own; setting it
+// back finds the first one.
+TEST(CompileGuards, AllowTf32RecompilesOnce) {
+  Tensor w = random_tensor({16, 8}, kiln::kFloat32, "contiguous", 3);
+  auto f = kiln::jit::compile([&](const Tensor& x) { return kiln::linear(x, w); }, {.name = "g"});
+  Tensor x = random_tensor({4, 8}, kiln::kFloat32, "contiguous", 1);
+  Logs logs("recompiles");
+  const bool was = kiln::cuda::allow_tf32();
+  kiln::cuda::set_allow_tf32(false);
+  Tensor off = f(x);
+  kiln::cuda::set_allow_tf32(true);
+  Tensor on = f(x);
+  on = f(x);
+  kiln::cuda::set_allow_tf32(false);
+  Tensor off2 = f(x);
+  kiln::cuda::set_allow_tf32(was);
+  const std::string text = logs.take();
+  EXPECT_EQ(f.stats().entries, 2) << text;
+  EXPECT_EQ(f.stats().calls, 4);
+  EXPECT_NE(text.find("allow_tf32 mismatch: expected off, got on"), std::string::npos) << text;
+  const std::string explained = f.explain().str();
+  EXPECT_NE(explained.find("modes: autocast off, lazy, tf32"), std::string::npos) << explained;
+  kiln::EagerGuard eager;
+  EXPECT_TENSOR_CLOSE(off, kiln::linear(x, w));
+  EXPECT_TENSOR_CLOSE(on, kiln::linear(x, w));
+  EXPECT_TENSOR_CLOSE(off2, kiln::linear(x, w));
+}
+
 // Sizes 4, 5, 6: two compiles, as in PyTorch; 6 reuses the dynamic entry's
 // kernels (a plan for the new size, no kernel compiled).
 TEST(CompileGuards, DynamicDimsTwoCompilesForThreeSizes) {
