@@ -63,6 +63,21 @@ uint64_t bits64_at(const RandomState& s, int64_t i) {
   return (static_cast<uint64_t>(r.v[lane]) << 32) | r.v[lane + 1];
 }
 
+// The dtypes and ranges each op takes; its CPU and Meta kernels both check
+// them, so that a recorded call (a compiled function's trace: Note [Random
+// ops run at the call]) raises where eager mode does.
+DType floating_dtype(OptD dtype, const char* op) {
+  const DType t = dtype.value_or(kFloat32);
+  KILN_CHECK(is_floating(t), "[", op, "] expected a floating dtype, got ", t);
+  return t;
+}
+DType randint_dtype(int64_t low, int64_t high, OptD dtype) {
+  KILN_CHECK(high > low, "[randint] expected low < high, got low=", low, " high=", high);
+  const DType t = dtype.value_or(kInt64);
+  KILN_CHECK(t != kBool, "[randint] expected a numeric dtype, got bool");
+  return t;
+}
+
 Tensor random_output(IntArrayRef size, DType dtype, OptDev device, const char* op) {
   Device d = device.value_or(Device::cpu());
   KILN_CHECK(d.is_cpu(), "[", op, "] expected a cpu device for this kernel, got ", d);
@@ -70,8 +85,7 @@ Tensor random_output(IntArrayRef size, DType dtype, OptDev device, const char* o
 }
 
 Tensor rand_cpu(IntArrayRef size, OptD dtype, OptDev device) {
-  DType t = dtype.value_or(kFloat32);
-  KILN_CHECK(is_floating(t), "[rand] expected a floating dtype, got ", t);
+  const DType t = floating_dtype(dtype, "rand");
   Tensor out = random_output(size, t, device, "rand");
   RandomState s = next_random_state();
   visit_dtype(t, kFloatingMask, "rand", [&]<class T>() {
@@ -84,8 +98,7 @@ Tensor rand_cpu(IntArrayRef size, OptD dtype, OptDev device) {
 }
 
 Tensor randn_cpu(IntArrayRef size, OptD dtype, OptDev device) {
-  DType t = dtype.value_or(kFloat32);
-  KILN_CHECK(is_floating(t), "[randn] expected a floating dtype, got ", t);
+  const DType t = floating_dtype(dtype, "randn");
   Tensor out = random_output(size, t, device, "randn");
   RandomState s = next_random_state();
   visit_dtype(t, kFloatingMask, "randn", [&]<class T>() {
@@ -98,9 +111,7 @@ Tensor randn_cpu(IntArrayRef size, OptD dtype, OptDev device) {
 }
 
 Tensor randint_low_cpu(int64_t low, int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
-  KILN_CHECK(high > low, "[randint] expected low < high, got low=", low, " high=", high);
-  DType t = dtype.value_or(kInt64);
-  KILN_CHECK(t != kBool, "[randint] expected a numeric dtype, got bool");
+  const DType t = randint_dtype(low, high, dtype);
   Tensor out = random_output(size, t, device, "randint");
   RandomState s = next_random_state();
   uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
@@ -121,23 +132,14 @@ Tensor randint_cpu(int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
   return randint_low_cpu(0, high, size, dtype, device);
 }
 
-// The CPU kernels' checks, so that a recorded call (a compiled function's
-// trace: Note [Random ops run at the call]) raises where eager mode does.
 Tensor rand_meta(IntArrayRef size, OptD dtype, OptDev) {
-  const DType t = dtype.value_or(kFloat32);
-  KILN_CHECK(is_floating(t), "[rand] expected a floating dtype, got ", t);
-  return empty_tensor(size, t, Device::meta(), "rand");
+  return empty_tensor(size, floating_dtype(dtype, "rand"), Device::meta(), "rand");
 }
 Tensor randn_meta(IntArrayRef size, OptD dtype, OptDev) {
-  const DType t = dtype.value_or(kFloat32);
-  KILN_CHECK(is_floating(t), "[randn] expected a floating dtype, got ", t);
-  return empty_tensor(size, t, Device::meta(), "randn");
+  return empty_tensor(size, floating_dtype(dtype, "randn"), Device::meta(), "randn");
 }
 Tensor randint_low_meta(int64_t low, int64_t high, IntArrayRef size, OptD dtype, OptDev) {
-  KILN_CHECK(high > low, "[randint] expected low < high, got low=", low, " high=", high);
-  const DType t = dtype.value_or(kInt64);
-  KILN_CHECK(t != kBool, "[randint] expected a numeric dtype, got bool");
-  return empty_tensor(size, t, Device::meta(), "randint");
+  return empty_tensor(size, randint_dtype(low, high, dtype), Device::meta(), "randint");
 }
 Tensor randint_meta(int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
   return randint_low_meta(0, high, size, dtype, device);
