@@ -389,6 +389,12 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
   // Note [Host values under capture].
   bool host_value(cudaStream_t s, void* dst, const void* src, size_t bytes) override;
 
+  // Note [Errors of replayed kernels]: slots in blocks of mapped host memory.
+  static constexpr size_t kSlotsPerBlock = 64;
+  std::vector<void*> error_blocks;
+  std::vector<kiln::cuda::ErrorSlot> error_slots;
+  int64_t* error_slot(cudaStream_t s, std::string what) override;
+
   void abandon() noexcept {
     if (capturing) {
       cudaGraph_t g = nullptr;
@@ -420,6 +426,8 @@ struct Graph::Impl {
   std::vector<Slot> slots;
   std::vector<CopyNode> copies;
   std::vector<HostValue> host_values;
+  std::vector<void*> error_blocks;  // Note [Errors of replayed kernels]
+  std::vector<kiln::cuda::ErrorSlot> error_slots;
   std::vector<OtherNode> others;
   std::vector<const unsigned char*> current;  // per binding: its base now
   std::vector<bool> dirty_records, dirty_others;
@@ -428,8 +436,10 @@ struct Graph::Impl {
   double instantiate_ms = 0;  // the part of capture_ms spent in cudaGraphInstantiate
 
   ~Impl() {
+    kiln::cuda::unwatch_errors(this);
     if (exec) (void)cudaGraphExecDestroy(exec);
     if (graph) (void)cudaGraphDestroy(graph);
+    for (void* b : error_blocks) (void)cudaFreeHost(b);
     buffers.clear();  // back to the pool before it is released
     if (pool) kiln::cuda::device_allocator(index).release_pool(pool);
   }
@@ -452,6 +462,7 @@ Capture::Capture(Device device) : impl_(std::make_unique<Impl>()) {
 Capture::~Capture() {
   if (!impl_) return;
   impl_->abandon();
+  for (void* b : impl_->error_blocks) (void)cudaFreeHost(b);
   if (impl_->pool) {
     impl_->buffers.clear();
     kiln::cuda::device_allocator(impl_->index).release_pool(impl_->pool);
@@ -507,6 +518,23 @@ bool Capture::Impl::host_value(cudaStream_t s, void* dst, const void* src, size_
   records[r].put = true;
   host_values.push_back({r, static_cast<const unsigned char*>(src), bytes});
   return true;
+}
+
+int64_t* Capture::Impl::error_slot(cudaStream_t s, std::string what) {
+  if (s != stream || !capturing) return nullptr;
+  const size_t i = error_slots.size() % kSlotsPerBlock;
+  if (i == 0) {
+    void* block = nullptr;
+    KILN_CUDA_CHECK_DEVICE(
+        cudaHostAlloc(&block, kSlotsPerBlock * 2 * sizeof(int64_t), cudaHostAllocMapped), index);
+    std::memset(block, 0, kSlotsPerBlock * 2 * sizeof(int64_t));
+    error_blocks.push_back(block);
+  }
+  auto* words = static_cast<int64_t*>(error_blocks.back()) + 2 * i;
+  void* on_device = nullptr;
+  KILN_CUDA_CHECK_DEVICE(cudaHostGetDevicePointer(&on_device, words, 0), index);
+  error_slots.push_back({words, std::move(what)});
+  return static_cast<int64_t*>(on_device);
 }
 
 int Capture::copy_in(void* dst, const void* src, size_t bytes) {
@@ -762,6 +790,10 @@ std::unique_ptr<Graph> Capture::finish() {
   g->bindings = std::move(c.bindings);
   g->copies = std::move(c.copies);
   g->host_values = std::move(c.host_values);
+  g->error_blocks = std::move(c.error_blocks);
+  c.error_blocks.clear();
+  g->error_slots = std::move(c.error_slots);
+  if (!g->error_slots.empty()) kiln::cuda::watch_errors(g.get(), &g->error_slots);
   KILN_CUDA_CHECK_DEVICE(cudaGraphGetNodes(graph, nullptr, &g->nodes), c.index);
 
   // Copy and memset nodes that point into a binding follow it too.
@@ -934,6 +966,11 @@ void Graph::launch() {
     return "cuda graph (" + std::to_string(g.nodes) + " nodes)";
   });
   KILN_CUDA_CHECK_DEVICE(cudaGraphLaunch(g.exec, stream), g.index);
+  if (!g.error_slots.empty()) kiln::cuda::note_replay(&g, stream);
+}
+
+void Graph::check_errors() const {
+  if (!impl_->error_slots.empty()) kiln::cuda::check_errors(impl_->error_slots);
 }
 
 void Graph::update() {

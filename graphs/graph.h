@@ -160,6 +160,9 @@ class Graph {
   void update();
   // Launches on the current stream of the graph's device.
   void launch();
+  // Raises an error a replay's kernel left (Note [Errors of replayed kernels]
+  // in runtime/cuda/launch_record.h), if this graph has error slots.
+  void check_errors() const;
 
   size_t nodes() const;
   size_t patched_nodes() const;  // kernel nodes holding a binding

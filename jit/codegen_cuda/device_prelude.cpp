@@ -16,6 +16,14 @@ __device__ __forceinline__ unsigned short kiln_f2bf(float f) {
 }
 template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 template <class T> __device__ __forceinline__ T kiln_min(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+// A kernel's error: the offending value, then the flag, as plain stores with a
+// fence to the system between (the flag may be mapped host memory: Note
+// [Errors of replayed kernels]).
+__device__ __forceinline__ void kiln_flag_error(i64* err, i64 value) {
+  err[1] = value;
+  __threadfence_system();
+  *(volatile i64*)err = 1;
+}
 // Note [Early launch]: wait for the kernels before this one, then let the next one start.
 __device__ __forceinline__ void kiln_grid_enter() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -473,6 +473,9 @@ void Instance::mark_run_done() {
 }
 
 std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
+  // An error an earlier replay's kernel met whose results nobody read (Note
+  // [Errors of replayed kernels] in runtime/cuda/launch_record.h).
+  if (graph_) graph_->graph->check_errors();
   CallTimer bind(CallPhase::kBind);
   std::vector<const Tensor*> tensors = tensor_arguments(args);
   order_after_previous_run();

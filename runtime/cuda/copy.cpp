@@ -222,6 +222,7 @@ void copy_d2h(const Tensor& self, const Tensor& src, bool non_blocking) {
       record_stream(self, stream);
     } else {
       stream.synchronize();
+      check_replay_errors(raw(stream));  // Note [Errors of replayed kernels]
     }
     return;
   }
@@ -244,6 +245,7 @@ void copy_d2h(const Tensor& self, const Tensor& src, bool non_blocking) {
                  src.dtype(), cudaMemcpyDeviceToHost, stream, "copy_");
   }
   stream.synchronize();
+  check_replay_errors(raw(stream));  // Note [Errors of replayed kernels]
   cpu::copy_into(self, host);
 }
 

@@ -7,6 +7,7 @@
 #include "kiln/error.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
+#include "runtime/cuda/launch_record.h"
 
 namespace kiln::cuda {
 
@@ -100,6 +101,7 @@ void synchronize(Device device) {
   check_device(device, "synchronize");
   DeviceGuard g(device.index());
   KILN_CUDA_CHECK_DEVICE(cudaDeviceSynchronize(), device.index());
+  check_replay_errors(nullptr);  // Note [Errors of replayed kernels]
 }
 
 }  // namespace kiln::cuda

@@ -14,6 +14,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 namespace kiln::cuda {
 
@@ -35,7 +38,49 @@ class LaunchRecorder {
   // device memory at `dst`, queued on `stream` (Note [Host values under
   // capture]): true where the recorder took it, false to leave it to the caller.
   virtual bool host_value(cudaStream_t stream, void* dst, const void* src, size_t bytes) = 0;
+  // Two words for a kernel's error flag while captured on `stream` (Note
+  // [Errors of replayed kernels]), or null to leave the kernel without one.
+  // `what` is the error, with "{}" where word 1's value goes.
+  virtual int64_t* error_slot(cudaStream_t stream, std::string what) = 0;
 };
+
+// Note [Errors of replayed kernels]
+// Some kernels find errors in device data: an index out of range (Note [CUDA
+// index bounds]), a KV-cache position past the cache's end. Run directly they
+// set a flag in device memory that the op reads back, raising at the op. A
+// captured graph cannot read anything back, so those kernels ran without a
+// flag: a replay skipped the bad element and its call returned a wrong
+// answer without a word. Now, while captured, each such launch asks the
+// capture for an error slot: two words of mapped host memory owned by the
+// graph, which the kernel writes (the value, then a fence to the system,
+// then word 0: plain stores, no atomics over the bus). kiln reads the slots
+// of the graphs replayed on a stream where it waits for that stream: after a
+// copy to the host (a result read with cpu() or item()) and in
+// kiln::cuda::synchronize() and kiln::sync(). A set slot is cleared and
+// raised there as a kiln::Error naming the op and the value, saying that the
+// results of the call whose replay met it are wrong. A compiled call also
+// checks its graph's slots before it starts, which catches an error whose
+// results were never read. The cost: nothing on the device unless a kernel
+// meets an error; a few host loads per check.
+
+// A graph's error slots, as the registry below sees them.
+struct ErrorSlot {
+  volatile int64_t* words = nullptr;  // host address of the two words
+  std::string what;
+};
+// The registry of slots whose graphs may replay: `owner` (a graph) adds its
+// slots once, notes each launch's stream, and removes itself before it frees them.
+void watch_errors(const void* owner, const std::vector<ErrorSlot>* slots);
+void unwatch_errors(const void* owner);
+void note_replay(const void* owner, cudaStream_t stream);
+// Raises the first error that a replay on `stream` (null: on any stream) left
+// in its slots since the last check, clearing it.
+void check_replay_errors(cudaStream_t stream);
+// The same for one graph's slots.
+void check_errors(const std::vector<ErrorSlot>& slots);
+// The error slot of the capture on `device`'s current stream, or null when
+// it is not captured (an error flag in device memory is then the caller's).
+int64_t* error_slot(int device, std::string what);
 
 // Note [Host values under capture]
 // A host to device copy captured as a memcpy node would read the same host

@@ -362,6 +362,54 @@ TEST(GraphReplay, HostValuesReadAtEveryReplay) {
   EXPECT_TENSOR_CLOSE(range(cuda).cpu() + 1.0, want);
 }
 
+// Note [Errors of replayed kernels]: an index out of range met by a replay
+// raises where the call's results are read (a copy to the host, a
+// synchronize), or at the function's next call when nobody read them; the
+// calls after it are right. A decode step whose position passes the cache's
+// end raises the same way.
+TEST(GraphReplay, ReplayedKernelErrorsRaise) {
+  KILN_REQUIRE_CUDA();
+  const kiln::Device cuda = kiln::Device::cuda();
+  Tensor table = random_tensor({10, 6}, kiln::kFloat32, "contiguous", 70).to(cuda);
+  auto lookup = [&](const Tensor& ids) { return kiln::index_select(table, 0, ids) * 2.0; };
+  auto f = kiln::jit::compile(lookup, {.name = "lookup"});
+  const kiln::TensorOptions i64 = kiln::TensorOptions(kiln::kInt64).device(cuda);
+  auto ids = [&](std::vector<int64_t> v) { return kiln::tensor(v, {3}, i64); };
+  auto want = [&](const Tensor& i) {
+    kiln::EagerGuard eager;
+    return lookup(i).cpu();
+  };
+  for (int c = 0; c < 3; ++c) EXPECT_TENSOR_CLOSE(f(ids({1, 2, 3})).cpu(), want(ids({1, 2, 3})));
+  ASSERT_GT(f.stats().graph_nodes, 0);
+  const char* replayed = "replay of a compiled function's CUDA graph";
+  // Read: raises there.
+  Tensor bad = f(ids({4, 12, 5}));
+  EXPECT_KILN_ERROR(bad.cpu(),
+                    "[index_select] index 12 is out of bounds for dimension 0 with size 10");
+  EXPECT_TENSOR_CLOSE(f(ids({0, 9, 2})).cpu(), want(ids({0, 9, 2})));
+  // Not read: the next call raises, and the one after is right.
+  (void)f(ids({-3, 1, 1}));
+  EXPECT_KILN_ERROR(f(ids({1, 1, 1})), "index -3 is out of bounds");
+  EXPECT_TENSOR_CLOSE(f(ids({7, 8, 9})).cpu(), want(ids({7, 8, 9})));
+  // A synchronize raises too.
+  (void)f(ids({0, 0, 10}));
+  EXPECT_KILN_ERROR(kiln::sync(), replayed);
+  EXPECT_TENSOR_CLOSE(f(ids({3, 3, 3})).cpu(), want(ids({3, 3, 3})));
+
+  // Decode steps past an 8-slot cache.
+  kiln::nn::GPT2 model = kiln::nn::GPT2::random(tiny(), kiln::kFloat16, cuda, 5);
+  kiln::nn::GPT2::Cache cache = model.make_cache(1, 8);
+  auto step = kiln::jit::compile(
+      [&](const Tensor& id, const Tensor& pos) { return model.decode_step(id, pos, cache); },
+      {.name = "short cache"});
+  for (int64_t p = 0; p < 8; ++p) {
+    Tensor out = step(kiln::full({1, 1}, 5 + p, i64), kiln::full({}, p, i64));
+    EXPECT_TRUE(kiln::all(kiln::isfinite(out)).item<bool>()) << "position " << p;
+  }
+  Tensor past = step(kiln::full({1, 1}, 3, i64), kiln::full({}, 8, i64));
+  EXPECT_KILN_ERROR(past.cpu(), "index 8 is out of bounds for dimension 2 with size 8");
+}
+
 // Note [Kernels compiled side by side]: the first call finds its kernels
 // under a capture it throws away (a placeholder stands in for each), builds
 // them together, then runs; that call, the captured one and a replay all

@@ -23,6 +23,7 @@
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
+#include "runtime/cuda/launch_record.h"
 
 namespace kiln::jit::cuda {
 namespace {
@@ -221,7 +222,12 @@ Tensor kv_cache_attention_write(const Tensor& q, const Tensor& kc, const Tensor&
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor result = empty_tensor(meta.sizes(), q.dtype(), q.device());
   DecodeWrite w{aligned_operand(k, 16 / es), aligned_operand(v, 16 / es), Tensor()};
-  if (!kiln::cuda::capturing(q.device())) {
+  if (kiln::cuda::capturing(q.device())) {  // Note [Errors of replayed kernels]
+    w.slot = kiln::cuda::error_slot(q.device().index(),
+                                    "[index_copy_] index {} is out of bounds for dimension 2 with "
+                                    "size " +
+                                        std::to_string(S));
+  } else {
     w.flag = empty_tensor({2}, kInt64, q.device());
     fill_zero(w.flag);
   }

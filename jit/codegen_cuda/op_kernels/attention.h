@@ -101,6 +101,9 @@ bool decode_supported(DType dtype, int64_t e, int64_t ev, int64_t rows);
 struct DecodeWrite {
   Tensor k, v;  // [B, Hkv, 1, E]: this step's keys and values, last dim dense and aligned
   Tensor flag;  // two int64 words, zeroed; undefined while captured
+  // While captured: the graph's error slot (Note [Errors of replayed kernels]
+  // in runtime/cuda/launch_record.h), or null.
+  int64_t* slot = nullptr;
 };
 
 // out [B, Hq, L, E] = kv_cache_attention(q [B, Hq, L, E], k, v [B, Hkv, S, E], pos).

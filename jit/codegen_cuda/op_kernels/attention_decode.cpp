@@ -322,8 +322,7 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
       "        vw[b * vsb + hkv * vsh + p * vss + i] = vnew[b * vnsb + hkv * vnsh + i];\n"
       "      }\n"
       "    } else if (tid == 0 && err) {\n"
-      "      err[1] = p;\n"
-      "      atomicExch((unsigned long long*)err, 1ull);\n"
+      "      kiln_flag_error(err, p);\n"
       "    }\n"
       "  }\n"
       "  __syncthreads();\n";
@@ -826,7 +825,12 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
         .i64(write->k.stride(1))
         .i64(write->v.stride(0))
         .i64(write->v.stride(1));
-    a.ptr(k).ptr(v).ptr(write->flag);
+    a.ptr(k).ptr(v);
+    if (write->slot) {
+      a.ptr(write->slot);
+    } else {
+      a.ptr(write->flag);
+    }
   } else {
     const void* none = nullptr;
     a.ptr(none).ptr(none).i64(0).i64(0).i64(0).i64(0).ptr(none).ptr(none).ptr(none);

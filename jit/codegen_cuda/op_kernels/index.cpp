@@ -33,6 +33,7 @@
 #include "runtime/cpu/index_utils.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
+#include "runtime/cuda/launch_record.h"
 
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wrestrict"
@@ -92,7 +93,7 @@ std::string ordered_scatter_add(const IndexSpec& s) {
   return "    for (i64 j = 0; j < line; ++j) {\n"
          "      const i64 k = (i64)index[oi + j * idx_step];\n"
          "      if (k < 0 || k >= bound) {\n"
-         "        if (err) { err[1] = k; atomicExch((unsigned long long*)err, 1ull); }\n"
+         "        if (err) { kiln_flag_error(err, k); }\n"
          "        break;\n"
          "      }\n"
          "      " +
@@ -132,7 +133,7 @@ std::string index_source(const IndexSpec& s) {
   src +=
       "    const i64 k = (i64)index[oi];\n"
       "    if (k < 0 || k >= bound) {\n"
-      "      if (err) { err[1] = k; atomicExch((unsigned long long*)err, 1ull); }\n"
+      "      if (err) { kiln_flag_error(err, k); }\n"
       "      continue;\n"
       "    }\n";
   switch (s.mode) {
@@ -205,9 +206,14 @@ void run_index(const char* op, Mode mode, const Tensor& dst, const Tensor& src, 
   }
   // Note [Index kernel latency]: n bounds every size (none is 0 here).
   IndexSpec spec{mode, dst.dtype(), index.dtype(), n <= std::numeric_limits<int32_t>::max()};
-  // No flag while captured (Note [CUDA index bounds]).
+  // While captured, the graph's error slot (Note [Errors of replayed kernels]).
   Tensor flag;
-  if (!kiln::cuda::capturing(dst.device())) {
+  int64_t* slot = nullptr;
+  if (kiln::cuda::capturing(dst.device())) {
+    slot = kiln::cuda::error_slot(
+        dst.device().index(), std::string("[") + op + "] index {} is out of bounds for dimension " +
+                                  std::to_string(l.dim) + " with size " + std::to_string(l.bound));
+  } else {
     flag = empty_tensor({2}, kInt64, dst.device());
     flag.zero_();
   }
@@ -215,7 +221,13 @@ void run_index(const char* op, Mode mode, const Tensor& dst, const Tensor& src, 
       index_name(spec), [&] { return index_source(spec); }, dst.device().index());
   KernelArgs a;
   a.ptr(dst).ptr(src).ptr(index).i64(n).i32(nd).dims(sizes).dims(ds).dims(ss).dims(is);
-  a.i64(l.kstride).i64(l.bound).f64(l.value).ptr(flag).i64(l.line).i64(l.src_step).i64(l.idx_step);
+  a.i64(l.kstride).i64(l.bound).f64(l.value);
+  if (slot) {
+    a.ptr(slot);
+  } else {
+    a.ptr(flag);
+  }
+  a.i64(l.line).i64(l.src_step).i64(l.idx_step);
   launch(k, dst.device(), grid_for(n, 256), 256, 0, a);
   dst.impl()->bump_version();
   if (flag.defined()) check_flag(flag, op, l);
@@ -481,7 +493,7 @@ std::string reduce_source(const ReduceSpec& s) {
          "    bool ok = true;\n"
          "    for (i64 j = 0; j < line; ++j) {\n"
          "      const i64 k = index[oi + j * idx_step];\n"
-         "      if (k < 0 || k >= bound) { err[1] = k; atomicExch((unsigned long long*)err, 1ull); "
+         "      if (k < 0 || k >= bound) { kiln_flag_error(err, k); "
          "ok = false; break; }\n";
   if (!s.include_self) {
     src += "      dst[od + k * kstride] = " + store_expr(s.dtype, identity_expr(s)) + ";\n";
