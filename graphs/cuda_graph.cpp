@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <unordered_set>
 #include <vector>
 
@@ -28,6 +29,47 @@ namespace kiln::graphs {
 namespace {
 
 std::atomic<alloc::PoolId> g_next_pool{1};
+
+// Note [Errors of replayed kernels]: slabs of mapped host memory for error
+// slots. cudaHostAlloc is refused while a stream captures, so each capture
+// takes its slab before it begins; slabs go back here, cleared, when their
+// capture or graph ends (allocating and freeing pinned memory is slow).
+constexpr size_t kErrorSlots = 512;  // per capture; later sites get no slot
+constexpr size_t kSlabBytes = kErrorSlots * 2 * sizeof(int64_t);
+
+struct SlabPool {
+  std::mutex mu;
+  std::vector<void*> free;
+};
+
+SlabPool& slab_pool() {
+  static auto* p = new SlabPool();  // leaked: graphs may go away during exit
+  return *p;
+}
+
+void* take_slab(int device) {
+  {
+    SlabPool& p = slab_pool();
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (!p.free.empty()) {
+      void* s = p.free.back();
+      p.free.pop_back();
+      return s;
+    }
+  }
+  void* s = nullptr;
+  KILN_CUDA_CHECK_DEVICE(cudaHostAlloc(&s, kSlabBytes, cudaHostAllocMapped), device);
+  std::memset(s, 0, kSlabBytes);
+  return s;
+}
+
+void give_slab(void* s) {
+  if (!s) return;
+  std::memset(s, 0, kSlabBytes);
+  SlabPool& p = slab_pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.free.push_back(s);
+}
 
 // One recorded kernel launch: its node and parameter bytes.
 struct KernelRecord {
@@ -389,9 +431,9 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
   // Note [Host values under capture].
   bool host_value(cudaStream_t s, void* dst, const void* src, size_t bytes) override;
 
-  // Note [Errors of replayed kernels]: slots in blocks of mapped host memory.
-  static constexpr size_t kSlotsPerBlock = 64;
-  std::vector<void*> error_blocks;
+  // Note [Errors of replayed kernels]: slots in a slab of mapped host memory.
+  void* error_slab = nullptr;
+  void* error_slab_device = nullptr;
   std::vector<kiln::cuda::ErrorSlot> error_slots;
   int64_t* error_slot(cudaStream_t s, std::string what) override;
 
@@ -426,7 +468,7 @@ struct Graph::Impl {
   std::vector<Slot> slots;
   std::vector<CopyNode> copies;
   std::vector<HostValue> host_values;
-  std::vector<void*> error_blocks;  // Note [Errors of replayed kernels]
+  void* error_slab = nullptr;  // Note [Errors of replayed kernels]
   std::vector<kiln::cuda::ErrorSlot> error_slots;
   std::vector<OtherNode> others;
   std::vector<const unsigned char*> current;  // per binding: its base now
@@ -439,7 +481,7 @@ struct Graph::Impl {
     kiln::cuda::unwatch_errors(this);
     if (exec) (void)cudaGraphExecDestroy(exec);
     if (graph) (void)cudaGraphDestroy(graph);
-    for (void* b : error_blocks) (void)cudaFreeHost(b);
+    give_slab(error_slab);
     buffers.clear();  // back to the pool before it is released
     if (pool) kiln::cuda::device_allocator(index).release_pool(pool);
   }
@@ -462,7 +504,7 @@ Capture::Capture(Device device) : impl_(std::make_unique<Impl>()) {
 Capture::~Capture() {
   if (!impl_) return;
   impl_->abandon();
-  for (void* b : impl_->error_blocks) (void)cudaFreeHost(b);
+  give_slab(impl_->error_slab);
   if (impl_->pool) {
     impl_->buffers.clear();
     kiln::cuda::device_allocator(impl_->index).release_pool(impl_->pool);
@@ -476,6 +518,16 @@ void* Capture::static_buffer(size_t bytes) {
 void Capture::begin() {
   Impl& c = *impl_;
   kiln::cuda::DeviceGuard guard(c.index);
+  // Note [Errors of replayed kernels]: pinned memory only before capturing.
+  // Without it (host memory short) the kernels run without error slots.
+  try {
+    c.error_slab = take_slab(c.index);
+    KILN_CUDA_CHECK_DEVICE(cudaHostGetDevicePointer(&c.error_slab_device, c.error_slab, 0),
+                           c.index);
+  } catch (const Error&) {
+    give_slab(c.error_slab);
+    c.error_slab = nullptr;
+  }
   KILN_CUDA_CHECK_DEVICE(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal),
                          c.index);
   c.capturing = true;
@@ -522,19 +574,13 @@ bool Capture::Impl::host_value(cudaStream_t s, void* dst, const void* src, size_
 
 int64_t* Capture::Impl::error_slot(cudaStream_t s, std::string what) {
   if (s != stream || !capturing) return nullptr;
-  const size_t i = error_slots.size() % kSlotsPerBlock;
-  if (i == 0) {
-    void* block = nullptr;
-    KILN_CUDA_CHECK_DEVICE(
-        cudaHostAlloc(&block, kSlotsPerBlock * 2 * sizeof(int64_t), cudaHostAllocMapped), index);
-    std::memset(block, 0, kSlotsPerBlock * 2 * sizeof(int64_t));
-    error_blocks.push_back(block);
-  }
-  auto* words = static_cast<int64_t*>(error_blocks.back()) + 2 * i;
-  void* on_device = nullptr;
-  KILN_CUDA_CHECK_DEVICE(cudaHostGetDevicePointer(&on_device, words, 0), index);
+  const size_t i = error_slots.size();
+  if (!error_slab || i == kErrorSlots) return nullptr;
+  // No CUDA call here: the stream captures (the slab's device address was
+  // taken with it).
+  auto* words = static_cast<int64_t*>(error_slab) + 2 * i;
   error_slots.push_back({words, std::move(what)});
-  return static_cast<int64_t*>(on_device);
+  return static_cast<int64_t*>(error_slab_device) + 2 * i;
 }
 
 int Capture::copy_in(void* dst, const void* src, size_t bytes) {
@@ -790,8 +836,8 @@ std::unique_ptr<Graph> Capture::finish() {
   g->bindings = std::move(c.bindings);
   g->copies = std::move(c.copies);
   g->host_values = std::move(c.host_values);
-  g->error_blocks = std::move(c.error_blocks);
-  c.error_blocks.clear();
+  g->error_slab = c.error_slab;
+  c.error_slab = nullptr;
   g->error_slots = std::move(c.error_slots);
   if (!g->error_slots.empty()) kiln::cuda::watch_errors(g.get(), &g->error_slots);
   KILN_CUDA_CHECK_DEVICE(cudaGraphGetNodes(graph, nullptr, &g->nodes), c.index);

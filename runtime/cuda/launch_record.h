@@ -60,8 +60,12 @@ class LaunchRecorder {
 // raised there as a kiln::Error naming the op and the value, saying that the
 // results of the call whose replay met it are wrong. A compiled call also
 // checks its graph's slots before it starts, which catches an error whose
-// results were never read. The cost: nothing on the device unless a kernel
-// meets an error; a few host loads per check.
+// results were never read. The slots of a capture come from one slab of 512
+// taken before it begins (pinned memory cannot be allocated while a stream
+// captures) and kept in a pool; sites past the slab's end, or a capture
+// whose slab could not be had, run without a flag as before. The cost:
+// nothing on the device unless a kernel meets an error; a few host loads per
+// check.
 
 // A graph's error slots, as the registry below sees them.
 struct ErrorSlot {
