@@ -5,9 +5,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
+#include <optional>
 
 #include "jit/codegen_cuda/kernel_loader.h"
+#include "jit/codegen_cuda/op_kernels/op_support.h"
 #include "jit/codegen_cuda/pointwise_source.h"
 #include "jit/ir/iteration.h"
 #include "kiln/logging.h"
@@ -40,30 +41,6 @@ int blocks_per_sm() {
     return v ? std::atoi(v) : 0;
   }();
   return n;
-}
-
-// The calling thread's zero-divisor flag on `device`. Never freed: a kernel
-// captured into a CUDA graph keeps writing it on every replay, so it must not
-// be handed to another tensor (and freeing at exit would race the allocator's
-// teardown); four bytes per thread and device.
-const Tensor& zero_divisor_flag(const Device& device) {
-  thread_local auto* flags = new std::unordered_map<int, Tensor>();
-  Tensor& f = (*flags)[device.index()];
-  if (!f.defined()) f = empty_tensor({1}, kInt32, device);
-  return f;
-}
-
-// Reads the zero-divisor flag back and raises (Note [CUDA integer division by zero]).
-void check_zero_divisor(const Tensor& flag, cudaStream_t stream, int device) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  KILN_CUDA_CHECK_DEVICE(cudaStreamIsCapturing(stream, &status), device);
-  if (status != cudaStreamCaptureStatusNone) return;
-  int hit = 0;
-  KILN_CUDA_CHECK_DEVICE(
-      cudaMemcpyAsync(&hit, flag.data_ptr(), sizeof hit, cudaMemcpyDeviceToHost, stream), device);
-  KILN_CUDA_CHECK_DEVICE(cudaStreamSynchronize(stream), device);
-  KILN_CHECK(hit == 0, "ZeroDivisionError: integer division or remainder by zero on ",
-             Device::cuda(device));
 }
 
 }  // namespace
@@ -119,12 +96,12 @@ void launch(const PointwiseMemo& m, const FusedGroup& g, const Device& device,
             std::vector<int64_t>& args) {
   kiln::cuda::DeviceGuard guard(device.index());
   cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device));
-  Tensor flag;
+  // Note [CUDA integer division by zero].
+  std::optional<DeviceErrorFlag> flag;
   if (m.flag) {
-    flag = zero_divisor_flag(device);
-    KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(flag.data_ptr(), 0, sizeof(int), stream),
-                           device.index());
-    put_pointer(args, args.size() - 1, flag.data_ptr());
+    flag.emplace(device,
+                 "ZeroDivisionError: integer division or remainder by zero on " + device.str());
+    put_pointer(args, args.size() - 1, flag->ptr());
   }
   void* params[] = {args.data()};
   KILN_CUDA_CHECK_DEVICE(launch_generated(reinterpret_cast<const void*>(m.kernel), dim3(m.blocks),
@@ -135,7 +112,7 @@ void launch(const PointwiseMemo& m, const FusedGroup& g, const Device& device,
                           dim3(kBlock), 0, params, &arg_bytes, 1);
   g_launches.fetch_add(1, std::memory_order_relaxed);
   for (const Tensor& t : g.outputs) t.impl()->bump_version();
-  if (flag.defined()) check_zero_divisor(flag, stream, device.index());
+  if (flag) flag->check();
 }
 
 // Works out the launch of `g` from scratch; nullptr when the group must run
@@ -208,7 +185,7 @@ std::unique_ptr<PointwiseMemo> plan_launch(const FusedGroup& g, const Device& de
       for (int d = 0; d < kMaxDims; ++d) m->args.push_back(d < nd ? it.strides[o][d] : 0);
     }
   }
-  m->flag = needs_error_flag(k);
+  m->flag = divides_integers(k);
   if (m->flag) m->args.push_back(0);
   const cudaDeviceProp& prop = kiln::cuda::device_properties(device.index());
   const int64_t work = std::max<int64_t>(1, it.numel / spec.vec);

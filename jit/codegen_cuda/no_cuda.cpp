@@ -33,9 +33,6 @@ int nvrtc_version() {
 int vector_width(const PointwiseKernel&) {
   no_cuda("cuda codegen");
 }
-bool needs_error_flag(const PointwiseKernel&) {
-  no_cuda("cuda codegen");
-}
 std::string pointwise_prelude() {
   no_cuda("cuda codegen");
 }

@@ -399,21 +399,6 @@ uint64_t spec_hash(const PointwiseSpec& s) {
 
 }  // namespace
 
-namespace {
-bool is_integer_division(const Instr& in) {
-  return (in.op == Prim::Div || in.op == Prim::FloorDiv || in.op == Prim::Remainder ||
-          in.op == Prim::Fmod) &&
-         is_integral(in.dtype, false);
-}
-}  // namespace
-
-bool needs_error_flag(const PointwiseKernel& kernel) {
-  for (const Instr& in : kernel.body) {
-    if (is_integer_division(in)) return true;
-  }
-  return false;
-}
-
 std::string pointwise_name(const PointwiseSpec& spec) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "kiln_pw_%016llx",
@@ -460,8 +445,8 @@ std::string pointwise_source(const PointwiseSpec& spec) {
     os << "  void* p" << o << ";\n";
     if (spec.layouts[o] == Layout::Strided) os << "  i64 s" << o << "[" << kMaxDims << "];\n";
   }
-  const bool flag = needs_error_flag(k);
-  if (flag) os << "  int* err;\n";
+  const bool flag = divides_integers(k);
+  if (flag) os << "  i64* err;\n";
   os << "};\n";
   os << "extern \"C\" __global__ void __launch_bounds__(256) " << pointwise_name(spec)
      << "(const __grid_constant__ KilnArgs a) {\n";
@@ -604,7 +589,7 @@ std::string pointwise_source(const PointwiseSpec& spec) {
   }
   body("    ", scalar_load, scalar_store);
   os << "  }\n";
-  if (flag) os << "  if (zero_divisor) *(volatile int*)a.err = 1;\n";
+  if (flag) os << "  if (zero_divisor && a.err) kiln_flag_error(a.err, 0);\n";
   os << "}\n";
   return os.str();
 }

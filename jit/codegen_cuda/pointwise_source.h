@@ -40,12 +40,14 @@ int vector_width(const PointwiseKernel& kernel);
 // The eager kernels raise "ZeroDivisionError" on an integer zero divisor
 // (div with a rounding mode, floor_divide, remainder, fmod); a kernel cannot
 // raise. A kernel that divides integers therefore takes one more KilnArgs
-// field, `int* err` after the operands: a thread that meets a zero divisor
+// field, `i64* err` after the operands: a thread that meets a zero divisor
 // (its result there is 0) sets it, and the launcher reads it back after the
 // kernel and raises, so neither a one-op nor a fused group returns garbage.
-// The read-back synchronizes the stream, which only such kernels pay; under
-// CUDA graph capture it is skipped (as Note [CUDA index bounds]).
-bool needs_error_flag(const PointwiseKernel& kernel);
+// The read-back synchronizes the stream, which only such kernels pay; while a
+// graph is captured the flag is the graph's error slot, read when the
+// replay's results are (Note [Device error flags] in op_kernels/op_support.h).
+// Reductions take no flag: an integer division joins no reduction's group
+// (Note [Fusion groups] in jit/passes/fusion.h).
 
 // The kernel's name: "kiln_pw_<hash>" (the hash covers layouts and index width).
 std::string pointwise_name(const PointwiseSpec& spec);

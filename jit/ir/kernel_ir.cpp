@@ -19,6 +19,19 @@ const char* prim_name(Prim p) {
   return names[static_cast<int>(p)];
 }
 
+bool is_integer_division(const Instr& in) {
+  return (in.op == Prim::Div || in.op == Prim::FloorDiv || in.op == Prim::Remainder ||
+          in.op == Prim::Fmod) &&
+         is_integral(in.dtype, false);
+}
+
+bool divides_integers(const PointwiseKernel& k) {
+  for (const Instr& in : k.body) {
+    if (is_integer_division(in)) return true;
+  }
+  return false;
+}
+
 int prim_arity(Prim p) {
   if (p == Prim::Load || p == Prim::Const) return 0;
   if (p == Prim::Where) return 3;

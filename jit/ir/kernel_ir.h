@@ -136,6 +136,11 @@ struct PointwiseKernel {
   std::string key() const;
 };
 
+// An integer Div, FloorDiv, Remainder or Fmod: it may meet a zero divisor,
+// which only a pointwise kernel reports (Note [CUDA integer division by zero]).
+bool is_integer_division(const Instr& in);
+bool divides_integers(const PointwiseKernel& k);
+
 // The dtype arithmetic happens in for values stored as `t`.
 constexpr DType compute_dtype(DType t) {
   return is_reduced_float(t) ? kFloat32 : t;

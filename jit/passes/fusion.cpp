@@ -141,6 +141,9 @@ class Fuser {
     if (!group_->empty() && !(group_->shape().ref() == x.sizes())) {
       close(pos, "the reduction's input has another shape");
     }
+    if (divides_integers(group_->builder().kernel())) {
+      close(pos, "the group divides integers (Note [Fusion groups])");
+    }
     std::string why;
     int32_t xv = group_->resolve(x, &why);
     if (xv < 0 && !group_->empty()) {

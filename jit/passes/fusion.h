@@ -15,7 +15,10 @@
 // prologue when it has the reduction's input shape (else it is closed), and
 // the pointwise nodes that follow join its epilogue while they have the
 // epilogue's shape. The epilogue may read what the prologue wrote only
-// through the same view (both run row by row, interleaved).
+// through the same view (both run row by row, interleaved). An integer
+// division joins neither: only a pointwise kernel reports a zero divisor
+// (Note [CUDA integer division by zero]), so a group holding one is closed
+// before a reduction starts, and one never joins an epilogue.
 
 #include <memory>
 #include <string>

@@ -161,6 +161,10 @@ bool GroupBuilder::try_add(size_t idx, Decomposition d, std::string* why) {
     *why = "its arguments are not covered by its decomposition";
     return restore();
   }
+  if (neighbour_ && divides_integers(builder_.kernel())) {
+    *why = "it divides integers, which no reduction kernel reports (Note [Fusion groups])";
+    return restore();
+  }
   const Tensor& target = n.written.empty() ? out : n.args[n.written[0]].to_tensor();
   add_member(idx, target, r, d);
   return true;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -408,6 +409,64 @@ TEST(GraphReplay, ReplayedKernelErrorsRaise) {
   }
   Tensor past = step(kiln::full({1, 1}, 3, i64), kiln::full({}, 8, i64));
   EXPECT_KILN_ERROR(past.cpu(), "index 8 is out of bounds for dimension 2 with size 8");
+}
+
+// Note [Device error flags]: every kernel that finds errors in device data
+// reports them from a replay too (an integer zero divisor, a scatter
+// reduction's index, an embedding renorm's row), and the kernels that read
+// their flag back no longer keep their function from being captured.
+TEST(GraphReplay, ReplayedErrorsOfEveryFlaggingKernel) {
+  KILN_REQUIRE_CUDA();
+  const kiln::Device cuda = kiln::Device::cuda();
+  const kiln::TensorOptions i64 = kiln::TensorOptions(kiln::kInt64).device(cuda);
+  auto ints = [&](std::vector<int64_t> v, std::vector<int64_t> sizes) {
+    return kiln::tensor(v, sizes, i64);
+  };
+  struct Case {
+    std::string name;
+    std::function<Tensor(const Tensor&)> fn;
+    Tensor good, bad;
+    std::string error;
+  };
+  Tensor a = random_tensor({4, 6}, kiln::kInt64, "transposed", 81).to(cuda);
+  Tensor base = random_tensor({5, 6}, kiln::kFloat32, "contiguous", 82).to(cuda);
+  Tensor src = random_tensor({3, 6}, kiln::kFloat32, "strided", 83).to(cuda);
+  Tensor weight = random_tensor({7, 6}, kiln::kFloat32, "contiguous", 84).to(cuda);
+  std::vector<Case> cases;
+  cases.push_back({"zero divisor",
+                   [&](const Tensor& d) {
+                     return kiln::sum(kiln::floor_divide(a * 3, d).to(kiln::kFloat32), {1});
+                   },
+                   kiln::full({6}, 2, i64), ints({2, 1, 0, 3, 5, 1}, {6}), "ZeroDivisionError"});
+  cases.push_back({"scatter_reduce",
+                   [&](const Tensor& idx) {
+                     return kiln::scatter_reduce(base * 2.0, 0, idx, src, "amax") + 1.0;
+                   },
+                   ints({0, 4, 2}, {3, 1}).expand({3, 6}), ints({0, 5, 2}, {3, 1}).expand({3, 6}),
+                   "[scatter_reduce] index 5 is out of bounds for dimension 0 with size 5"});
+  cases.push_back(
+      {"embedding_renorm_",
+       [&](const Tensor& ids) { return kiln::embedding(weight.clone(), ids, -1, 1.0) * 2.0; },
+       ints({1, 6, 3}, {3}), ints({1, 9, 3}, {3}),
+       "[embedding_renorm_] index 9 is out of range for a weight of 7 rows"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto f = kiln::jit::compile(c.fn, {.name = c.name});
+    auto want = [&](const Tensor& x) {
+      kiln::EagerGuard eager;
+      return c.fn(x).cpu();
+    };
+    {
+      kiln::EagerGuard eager;
+      EXPECT_KILN_ERROR(c.fn(c.bad).cpu(), c.error);  // eager raises at the op
+    }
+    for (int k = 0; k < 3; ++k) EXPECT_TENSOR_CLOSE(f(c.good).cpu(), want(c.good));
+    EXPECT_GT(f.stats().graph_nodes, 0);
+    EXPECT_EQ(f.stats().uncompiled_calls, 0);
+    Tensor wrong = f(c.bad);
+    EXPECT_KILN_ERROR(wrong.cpu(), c.error);
+    EXPECT_TENSOR_CLOSE(f(c.good).cpu(), want(c.good));
+  }
 }
 
 // Note [Kernels compiled side by side]: the first call finds its kernels

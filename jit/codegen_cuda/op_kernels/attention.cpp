@@ -23,7 +23,6 @@
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
-#include "runtime/cuda/launch_record.h"
 
 namespace kiln::jit::cuda {
 namespace {
@@ -221,23 +220,13 @@ Tensor kv_cache_attention_write(const Tensor& q, const Tensor& kc, const Tensor&
   }
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor result = empty_tensor(meta.sizes(), q.dtype(), q.device());
-  DecodeWrite w{aligned_operand(k, 16 / es), aligned_operand(v, 16 / es), Tensor()};
-  if (kiln::cuda::capturing(q.device())) {  // Note [Errors of replayed kernels]
-    w.slot = kiln::cuda::error_slot(q.device().index(),
-                                    "[index_copy_] index {} is out of bounds for dimension 2 with "
-                                    "size " +
-                                        std::to_string(S));
-  } else {
-    w.flag = empty_tensor({2}, kInt64, q.device());
-    fill_zero(w.flag);
-  }
+  const DeviceErrorFlag flag(q.device(),
+                             "[index_copy_] index {} is out of bounds for dimension 2 "
+                             "with size " +
+                                 std::to_string(S));
+  DecodeWrite w{aligned_operand(k, 16 / es), aligned_operand(v, 16 / es), flag.ptr()};
   run_decode_attention(result, q, kc, vc, pos, sc, 0, &w);
-  if (w.flag.defined()) {
-    Tensor host = w.flag.cpu();
-    const int64_t* f = host.data_ptr<int64_t>();
-    KILN_CHECK(f[0] == 0, "[index_copy_] index ", f[1],
-               " is out of bounds for dimension 2 with size ", S);
-  }
+  flag.check();
   return result;
 }
 

@@ -96,14 +96,11 @@ bool decode_supported(DType dtype, int64_t e, int64_t ev, int64_t rows);
 // p's key and value from the new ones instead of the cache (so no block
 // waits for the store), and block 0 of each (batch, kv head) stores them in
 // the cache. A position outside [0, S) stores nothing and sets the error
-// flag, which the launcher reads back (and raises as index_copy_ does)
-// unless the stream is being captured (Note [CUDA index bounds]).
+// flag, which the launcher reads back and raises as index_copy_ does (Note
+// [Device error flags] in op_support.h).
 struct DecodeWrite {
   Tensor k, v;  // [B, Hkv, 1, E]: this step's keys and values, last dim dense and aligned
-  Tensor flag;  // two int64 words, zeroed; undefined while captured
-  // While captured: the graph's error slot (Note [Errors of replayed kernels]
-  // in runtime/cuda/launch_record.h), or null.
-  int64_t* slot = nullptr;
+  int64_t* err = nullptr;  // the error flag's two words (DeviceErrorFlag::ptr), or null
 };
 
 // out [B, Hq, L, E] = kv_cache_attention(q [B, Hq, L, E], k, v [B, Hkv, S, E], pos).

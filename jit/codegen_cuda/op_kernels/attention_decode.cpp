@@ -826,11 +826,7 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
         .i64(write->v.stride(0))
         .i64(write->v.stride(1));
     a.ptr(k).ptr(v);
-    if (write->slot) {
-      a.ptr(write->slot);
-    } else {
-      a.ptr(write->flag);
-    }
+    a.ptr(write->err);
   } else {
     const void* none = nullptr;
     a.ptr(none).ptr(none).i64(0).i64(0).i64(0).i64(0).ptr(none).ptr(none).ptr(none);

@@ -14,7 +14,6 @@
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/tensor_utils.h"
-#include "runtime/cuda/device_guard.h"
 
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wrestrict"
@@ -46,7 +45,7 @@ std::string renorm_source(DType t, DType index) {
          "  for (i64 b = blockIdx.x; b < n; b += gridDim.x) {\n"
          "    const i64 r = (i64)idx[b];\n"
          "    if (r < 0 || r >= rows) {\n"
-         "      if (threadIdx.x == 0) { err[1] = r; atomicExch((unsigned long long*)err, 1ull); }\n"
+         "      if (threadIdx.x == 0 && err) kiln_flag_error(err, r);\n"
          "      continue;\n"
          "    }\n"
          "    if (threadIdx.x == 0) mine = atomicCAS(claimed + r, 0, 1) == 0;\n"
@@ -99,30 +98,20 @@ Tensor embedding_renorm_(const Tensor& self, const Tensor& indices, double max_n
   const int64_t rows = self.size(0);
   Tensor claimed = empty_tensor({rows}, kInt32, self.device());
   claimed.zero_();
-  Tensor flag = empty_tensor({2}, kInt64, self.device());
-  flag.zero_();
+  const DeviceErrorFlag flag(self.device(),
+                             "[embedding_renorm_] index {} is out of range for a "
+                             "weight of " +
+                                 std::to_string(rows) + " rows");
   const int kind = std::isinf(norm_type) ? (norm_type > 0 ? 1 : 2) : 0;
   cudaKernel_t k = load_kernel(
       renorm_name(self.dtype(), idx.dtype()),
       [&] { return renorm_source(self.dtype(), idx.dtype()); }, self.device().index());
   KernelArgs a;
   a.ptr(self).ptr(idx).i64(idx.numel()).i64(rows).i64(self.size(1)).i64(self.stride(0));
-  a.i64(self.stride(1)).f64(max_norm).f64(norm_type).i32(kind).ptr(claimed).ptr(flag);
+  a.i64(self.stride(1)).f64(max_norm).f64(norm_type).i32(kind).ptr(claimed).ptr(flag.ptr());
   launch(k, self.device(), grid_for(idx.numel(), 1), kBlock, 0, a);
   self.impl()->bump_version();
-  // The bounds flag (Note [CUDA index bounds]); not read back during graph capture.
-  const int device = self.device().index();
-  kiln::cuda::DeviceGuard guard(device);
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  KILN_CUDA_CHECK_DEVICE(
-      cudaStreamIsCapturing(kiln::cuda::raw(kiln::cuda::Stream::current(self.device())), &status),
-      device);
-  if (status == cudaStreamCaptureStatusNone) {
-    Tensor host = flag.cpu();
-    const int64_t* f = host.data_ptr<int64_t>();
-    KILN_CHECK(f[0] == 0, "[embedding_renorm_] index ", f[1], " is out of range for a weight of ",
-               rows, " rows");
-  }
+  flag.check();  // Note [Device error flags]
   return self;
 }
 

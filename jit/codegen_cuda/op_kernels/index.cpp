@@ -9,9 +9,8 @@
 // outside [0, size) is skipped (no access out of bounds, its output element
 // left as it was) and recorded in a two-word error flag, which the op reads
 // back after the kernel and turns into "[op] index 7 is out of bounds for
-// dimension 0 with size 5". The read-back synchronizes the stream; during
-// CUDA graph capture there is no flag at all (a null pointer: no memset node
-// in the graph, and skipping still keeps memory safe).
+// dimension 0 with size 5" (Note [Device error flags] in op_support.h: while
+// a graph is captured, the flag is the graph's error slot).
 //
 // Note [Index kernel latency]
 // These kernels are often tiny (a KV-cache write is one row per head, an
@@ -33,7 +32,6 @@
 #include "runtime/cpu/index_utils.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
-#include "runtime/cuda/launch_record.h"
 
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wrestrict"
@@ -181,12 +179,11 @@ struct IndexLaunch {
   int64_t line = 1, src_step = 0, idx_step = 0;
 };
 
-// Reads the error flag back (Note [CUDA index bounds]).
-void check_flag(const Tensor& flag, const char* op, const IndexLaunch& l) {
-  Tensor host = flag.cpu();
-  const int64_t* f = host.data_ptr<int64_t>();
-  KILN_CHECK(f[0] == 0, "[", op, "] index ", f[1], " is out of bounds for dimension ", l.dim,
-             " with size ", l.bound);
+// The error flag of an index launch (Note [CUDA index bounds]).
+DeviceErrorFlag bounds_flag(const Tensor& dst, const char* op, const IndexLaunch& l) {
+  return DeviceErrorFlag(dst.device(),
+                         std::string("[") + op + "] index {} is out of bounds for dimension " +
+                             std::to_string(l.dim) + " with size " + std::to_string(l.bound));
 }
 
 void run_index(const char* op, Mode mode, const Tensor& dst, const Tensor& src, const Tensor& index,
@@ -206,31 +203,16 @@ void run_index(const char* op, Mode mode, const Tensor& dst, const Tensor& src, 
   }
   // Note [Index kernel latency]: n bounds every size (none is 0 here).
   IndexSpec spec{mode, dst.dtype(), index.dtype(), n <= std::numeric_limits<int32_t>::max()};
-  // While captured, the graph's error slot (Note [Errors of replayed kernels]).
-  Tensor flag;
-  int64_t* slot = nullptr;
-  if (kiln::cuda::capturing(dst.device())) {
-    slot = kiln::cuda::error_slot(
-        dst.device().index(), std::string("[") + op + "] index {} is out of bounds for dimension " +
-                                  std::to_string(l.dim) + " with size " + std::to_string(l.bound));
-  } else {
-    flag = empty_tensor({2}, kInt64, dst.device());
-    flag.zero_();
-  }
+  const DeviceErrorFlag flag = bounds_flag(dst, op, l);
   cudaKernel_t k = load_kernel(
       index_name(spec), [&] { return index_source(spec); }, dst.device().index());
   KernelArgs a;
   a.ptr(dst).ptr(src).ptr(index).i64(n).i32(nd).dims(sizes).dims(ds).dims(ss).dims(is);
-  a.i64(l.kstride).i64(l.bound).f64(l.value);
-  if (slot) {
-    a.ptr(slot);
-  } else {
-    a.ptr(flag);
-  }
+  a.i64(l.kstride).i64(l.bound).f64(l.value).ptr(flag.ptr());
   a.i64(l.line).i64(l.src_step).i64(l.idx_step);
   launch(k, dst.device(), grid_for(n, 256), 256, 0, a);
   dst.impl()->bump_version();
-  if (flag.defined()) check_flag(flag, op, l);
+  flag.check();
 }
 
 DimVector zero_at(DimVector st, int64_t dim) {
@@ -493,7 +475,7 @@ std::string reduce_source(const ReduceSpec& s) {
          "    bool ok = true;\n"
          "    for (i64 j = 0; j < line; ++j) {\n"
          "      const i64 k = index[oi + j * idx_step];\n"
-         "      if (k < 0 || k >= bound) { kiln_flag_error(err, k); "
+         "      if (k < 0 || k >= bound) { if (err) kiln_flag_error(err, k); "
          "ok = false; break; }\n";
   if (!s.include_self) {
     src += "      dst[od + k * kstride] = " + store_expr(s.dtype, identity_expr(s)) + ";\n";
@@ -572,17 +554,16 @@ void scatter_reduce_into(const char* op, const Tensor& out, int64_t dim, const T
     is.v[k] = l.idx_st[k];
     cs.v[k] = cnt_st[k];
   }
-  Tensor flag = empty_tensor({2}, kInt64, out.device());
-  flag.zero_();
+  const DeviceErrorFlag flag = bounds_flag(out, op, l);
   cudaKernel_t k = load_kernel(
       reduce_kernel_name(spec), [&] { return reduce_source(spec); }, out.device().index());
   KernelArgs a;
   a.ptr(out).ptr(src).ptr(index).i64(n).i32(nd).dims(sizes).dims(ds).dims(ss).dims(is).dims(cs);
-  a.i64(l.kstride).i64(l.bound).i64(static_cast<int64_t>(value_bits)).ptr(flag).i64(l.line);
+  a.i64(l.kstride).i64(l.bound).i64(static_cast<int64_t>(value_bits)).ptr(flag.ptr()).i64(l.line);
   a.i64(l.src_step).i64(l.idx_step).ptr(cnt).i64(cnt_kstride);
   launch(k, out.device(), grid_for(n, 256), 256, 0, a);
   out.impl()->bump_version();
-  check_flag(flag, op, l);
+  flag.check();
 }
 
 // The reductions' shared path: `meta` (the op on meta twins) checks and shapes.

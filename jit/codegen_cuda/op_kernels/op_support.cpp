@@ -7,6 +7,7 @@
 #include "jit/ir/iteration.h"
 #include "kiln/error.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
 #include "runtime/cuda/launch_record.h"
 
@@ -161,6 +162,31 @@ void launch(cudaKernel_t kernel, Device device, dim3 grid, dim3 block, size_t sh
   kiln::cuda::note_launch(stream, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes,
                           args.data(), args.sizes(), args.count());
   record_launch();
+}
+
+DeviceErrorFlag::DeviceErrorFlag(Device device, std::string what)
+    : device_(device), what_(std::move(what)) {
+  if (kiln::cuda::capturing(device)) {
+    ptr_ = kiln::cuda::error_slot(device.index(), what_);
+    return;
+  }
+  flag_ = empty_tensor({2}, kInt64, device);
+  kiln::cuda::DeviceGuard guard(device.index());
+  KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(flag_.data_ptr(), 0, 2 * sizeof(int64_t),
+                                         kiln::cuda::raw(kiln::cuda::Stream::current(device))),
+                         device.index());
+  ptr_ = flag_.data_ptr<int64_t>();
+}
+
+void DeviceErrorFlag::check() const {
+  if (!flag_.defined()) return;
+  const Tensor host = flag_.cpu();
+  const int64_t* f = host.data_ptr<int64_t>();
+  if (f[0] == 0) return;
+  std::string error = what_;
+  const size_t at = error.find("{}");
+  if (at != std::string::npos) error.replace(at, 2, std::to_string(f[1]));
+  KILN_CHECK(false, error);
 }
 
 unsigned grid_for(int64_t n, int64_t per_block) {

@@ -70,6 +70,32 @@ class KernelArgs {
 // Launches `kernel` on the current stream of `device` and counts it.
 void launch(cudaKernel_t kernel, Device device, dim3 grid, dim3 block, size_t shared_bytes,
             KernelArgs& args);
+// Note [Device error flags]
+// A kernel that finds an error in device data (an index out of range, an
+// integer zero divisor, a cache position past the end) cannot raise. It sets
+// two int64 words with kiln_flag_error: the offending value, then the flag.
+// Run directly, the op zeroes a flag in device memory before the kernel and
+// reads it back after it (check(), which waits for the stream), raising
+// `what` with "{}" replaced by the value, so no op returns garbage. While a
+// graph is captured the words are the capture's error slot (Note [Errors of
+// replayed kernels] in runtime/cuda/launch_record.h): nothing is read back,
+// and a replay that meets the error raises at the next read of its results.
+// With no slot to be had the pointer is null, and the kernel only skips the
+// bad element (memory stays safe; the error goes unreported).
+class DeviceErrorFlag {
+ public:
+  DeviceErrorFlag(Device device, std::string what);
+  int64_t* ptr() const { return ptr_; }
+  // Reads the flag back and raises where a kernel set it; nothing while captured.
+  void check() const;
+
+ private:
+  Device device_;
+  std::string what_;
+  Tensor flag_;  // the flag in device memory when not captured
+  int64_t* ptr_ = nullptr;
+};
+
 // Blocks for `n` work items at `per_block` each, capped by the grid limit.
 unsigned grid_for(int64_t n, int64_t per_block);
 

@@ -123,6 +123,22 @@ TEST(CudaPointwise, IntegerDivisionByZeroRaises) {
             return kiln::add(op(kiln::add(x, x), gpu ? zero.cuda() : zero), x);
           },
           tol(dt));
+      // Before and after a reduction (Note [Fusion groups]: the division
+      // stays in a pointwise kernel, which reports it).
+      check(
+          std::string("division by zero before a sum ") + kiln::dtype_name(dt),
+          [&](bool gpu) {
+            Tensor x = gpu ? a.cuda() : a;
+            return kiln::sum(op(kiln::add(x, x), gpu ? zero.cuda() : zero).to(kiln::kFloat32), {1});
+          },
+          tol(kiln::kFloat32));
+      check(
+          std::string("division by zero after a max ") + kiln::dtype_name(dt),
+          [&](bool gpu) {
+            Tensor x = gpu ? a.cuda() : a;
+            return op(kiln::amax(x.to(kiln::kFloat32), {0}).to(dt), gpu ? zero.cuda() : zero);
+          },
+          tol(dt));
     }
   }
 }

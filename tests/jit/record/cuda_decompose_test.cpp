@@ -237,7 +237,7 @@ TEST_F(CudaDecompose, IntegerDivisionKernelsCarryTheZeroDivisorFlag) {
     for (DType t : {kiln::kInt64, kiln::kUInt8, kiln::kFloat32}) {
       PointwiseKernel k = kernel_of(cuda_node(op, {of(t), of(t)}, t));
       ASSERT_FALSE(k.body.empty()) << op;
-      EXPECT_EQ(kc::needs_error_flag(k), !kiln::is_floating(t)) << op;
+      EXPECT_EQ(kiln::jit::divides_integers(k), !kiln::is_floating(t)) << op;
       kc::PointwiseSpec spec{&k, {kc::Layout::Dense, kc::Layout::Dense, kc::Layout::Strided}};
       spec.ndim = 2;
       const std::string src = kc::pointwise_source(spec);
@@ -282,6 +282,59 @@ TEST_F(CudaDecompose, CudaTracesFuseTheNewOpsWithoutAGpu) {
                         "remainder.Tensor -> 5 out]"),
               std::string::npos)
         << plan;
+  }
+  kiln::jit::flush();  // nothing is live: every node is dead code
+}
+
+}  // namespace
+
+namespace {
+
+// The reduction groups of `plan` (describe_pending()'s "reduce[...]" parts).
+std::vector<std::string> reduction_groups(const std::string& plan) {
+  std::vector<std::string> out;
+  for (size_t at = plan.find("reduce["); at != std::string::npos;
+       at = plan.find("reduce[", at + 1)) {
+    out.push_back(plan.substr(at, plan.find(']', at) - at + 1));
+  }
+  return out;
+}
+
+// Note [Fusion groups]: an integer division joins no reduction group, as
+// prologue or epilogue (only a pointwise kernel reports a zero divisor);
+// integer additions and float divisions still do.
+TEST_F(CudaDecompose, IntegerDivisionJoinsNoReduction) {
+  if (!kiln::jit::is_lazy()) GTEST_SKIP() << "lazy mode is off (KILN_EAGER=1)";
+  auto& trace = kiln::jit::TraceBuffer::current();
+  {
+    auto on_cuda = [](DType t) {
+      return kiln::TensorOptions().dtype(t).device(kiln::Device::cuda());
+    };
+    const kiln::DType f32 = kiln::kFloat32, i64 = kiln::kInt64;
+    Tensor i = kiln::ones({4, 6}, on_cuda(i64));
+    Tensor d = kiln::full({6}, 2, on_cuda(i64));
+    Tensor k = kiln::full({4}, 3, on_cuda(i64));
+    Tensor x = kiln::ones({4, 6}, on_cuda(f32));
+    Tensor added = kiln::sum(kiln::add(i, i).to(f32), {1});
+    Tensor floats = kiln::amax(kiln::div(x, x), {1});
+    const std::vector<std::string> control = reduction_groups(trace.describe_pending());
+    ASSERT_EQ(control.size(), 2u) << trace.describe_pending();
+    EXPECT_NE(control[0].find("add.Tensor"), std::string::npos) << control[0];
+    EXPECT_NE(control[1].find("div.Tensor >"), std::string::npos) << control[1];
+    Tensor before = kiln::sum(kiln::floor_divide(kiln::add(i, i), d).to(f32), {1});
+    Tensor after = kiln::remainder(kiln::amax(x, {1}).to(i64), k);
+    Tensor mod = kiln::fmod(kiln::sum(x, {1}).to(i64), k);
+    const std::string plan = trace.describe_pending();
+    const std::vector<std::string> groups = reduction_groups(plan);
+    ASSERT_EQ(groups.size(), 5u) << plan;
+    for (const std::string& g : groups) {
+      for (const char* op : {"floor_divide", "remainder", "fmod"}) {
+        EXPECT_EQ(g.find(op), std::string::npos) << g << " in " << plan;
+      }
+    }
+    for (const char* op : {"floor_divide", "remainder.Tensor", "fmod.Tensor"}) {
+      EXPECT_NE(plan.find(op), std::string::npos) << op << " missing from " << plan;
+    }
   }
   kiln::jit::flush();  // nothing is live: every node is dead code
 }
