@@ -142,7 +142,8 @@ KernelRecord record_of(const NodeKernel& k) {
   r.block = k.block;
   r.bytes.resize(k.words.size() * 8);
   std::memcpy(r.bytes.data(), k.words.data(), r.bytes.size());
-  for (size_t i = 0; i < k.words.size(); ++i) r.offsets.push_back(i * 8);
+  const size_t parameters = k.one_parameter ? 1 : k.words.size();
+  for (size_t i = 0; i < parameters; ++i) r.offsets.push_back(i * 8);
   return r;
 }
 
@@ -154,6 +155,14 @@ uint64_t word_at(const KernelRecord& r, int w) {
 
 void set_word(KernelRecord& r, int w, uint64_t v) {
   std::memcpy(r.bytes.data() + r.offsets[w], &v, 8);
+}
+
+// Launch parameters for `k`, pointing into `words` (a copy of its words).
+std::vector<void*> parameters_of(const NodeKernel& k, std::vector<uint64_t>& words) {
+  std::vector<void*> params;
+  for (uint64_t& w : words) params.push_back(&w);
+  if (k.one_parameter) params.resize(1);
+  return params;
 }
 
 // Replaces `node` of `graph` by a kernel node running `k`, with the same
@@ -173,8 +182,7 @@ cudaGraphNode_t replace_with_kernel(cudaGraph_t graph, cudaGraphNode_t node, con
                            device);
   }
   std::vector<uint64_t> words = k.words;
-  std::vector<void*> params;
-  for (uint64_t& w : words) params.push_back(&w);
+  std::vector<void*> params = parameters_of(k, words);
   cudaKernelNodeParams p{};
   p.func = const_cast<void*>(k.func);
   p.gridDim = k.grid;
@@ -539,8 +547,7 @@ namespace {
 // Launches `k` on the capturing stream and records it; its record's index.
 size_t add_node_kernel(Capture::Impl& c, const NodeKernel& k) {
   std::vector<uint64_t> words = k.words;
-  std::vector<void*> params;
-  for (uint64_t& w : words) params.push_back(&w);
+  std::vector<void*> params = parameters_of(k, words);
   KILN_CUDA_CHECK_DEVICE(cudaLaunchKernel(k.func, k.grid, k.block, params.data(), 0, c.stream),
                          c.index);
   KernelRecord r = record_of(k);

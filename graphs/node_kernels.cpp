@@ -11,6 +11,7 @@
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "kiln/error.h"
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/launch_record.h"
 
 namespace kiln::graphs {
 namespace {
@@ -75,6 +76,16 @@ extern "C" __global__ void kiln_graph_put(unsigned long long dst, unsigned long 
     ((unsigned char*)dst)[i] = v[i];
   }
 }
+
+// The same for up to 4080 bytes, its words one struct.
+struct kiln_put_words { unsigned long long dst, bytes, value[510]; };
+extern "C" __global__ void kiln_graph_put_large(const __grid_constant__ kiln_put_words a) {
+  kiln_grid_enter();
+  const unsigned char* v = (const unsigned char*)a.value;
+  for (unsigned long long i = threadIdx.x; i < a.bytes; i += blockDim.x) {
+    ((unsigned char*)a.dst)[i] = v[i];
+  }
+}
 )";
 
 const void* kernel(const char* name, int device) {
@@ -125,16 +136,21 @@ NodeKernel copy_kernel(int device, void* dst, const void* src, size_t width, siz
   return k;
 }
 
+static_assert(kiln::cuda::kHostValueBytes == (kPutLargeWords - kPutValue) * 8,
+              "kiln_graph_put_large holds kHostValueBytes");
+
 NodeKernel put_kernel(int device, void* dst, const void* src, size_t bytes) {
-  KILN_INTERNAL_ASSERT(bytes <= (kPutWords - kPutValue) * 8, "a put node of ", bytes, " bytes");
+  KILN_INTERNAL_ASSERT(bytes <= kiln::cuda::kHostValueBytes, "a put node of ", bytes, " bytes");
+  const bool large = bytes > (kPutWords - kPutValue) * 8;
   NodeKernel k;
-  k.func = kernel("kiln_graph_put", device);
-  k.words.assign(kPutWords, 0);
+  k.func = kernel(large ? "kiln_graph_put_large" : "kiln_graph_put", device);
+  k.words.assign(large ? kPutLargeWords : kPutWords, 0);
   k.words[kPutDst] = word(dst);
   k.words[kPutBytes] = bytes;
   std::memcpy(&k.words[kPutValue], src, bytes);
   k.grid = dim3(1);
-  k.block = dim3(64);
+  k.block = dim3(large ? kThreads : 64);
+  k.one_parameter = large;
   return k;
 }
 

@@ -29,11 +29,12 @@ namespace kiln::graphs {
 // are not plain device memory (arrays, host memory, 3-D copies) stay.
 
 // A kernel launch standing for a copy or fill: its function, grid, and
-// parameters (8-byte words, passed one per parameter).
+// parameters (8-byte words, passed one per parameter, or all as one struct).
 struct NodeKernel {
   const void* func = nullptr;
   dim3 grid, block;
   std::vector<uint64_t> words;
+  bool one_parameter = false;  // the words are one struct parameter
 };
 
 // Parameter words of kiln_graph_copy.
@@ -50,15 +51,18 @@ enum CopyWord {
 
 // Parameter words of kiln_graph_put (Note [Host values under capture] in
 // runtime/cuda/launch_record.h): the destination, the byte count, then the
-// bytes themselves.
-enum PutWord { kPutDst, kPutBytes, kPutValue, kPutWords = kPutValue + 8 };
+// bytes themselves; up to 64 bytes, one parameter per word. Larger values
+// take kiln_graph_put_large, the same words as one 4 KiB struct parameter
+// (a kernel's parameters may take 4 KiB on every architecture kiln runs on).
+enum PutWord { kPutDst, kPutBytes, kPutValue, kPutWords = kPutValue + 8, kPutLargeWords = 512 };
 
 // `bytes` from src to dst, or `height` rows of `width` bytes with pitches.
 NodeKernel copy_kernel(int device, void* dst, const void* src, size_t width, size_t height = 1,
                        size_t dst_pitch = 0, size_t src_pitch = 0);
 // The widest unit the copy's current words allow (written into kCopyUnit).
 uint64_t copy_unit(const uint64_t* words);
-// A kernel writing the `bytes` (at most 64) now at host address `src` to `dst`.
+// A kernel writing the `bytes` (at most (kPutLargeWords - kPutValue) * 8) now
+// at host address `src` to `dst`.
 NodeKernel put_kernel(int device, void* dst, const void* src, size_t bytes);
 // A memset node's work as a kernel.
 NodeKernel fill_kernel(int device, const cudaMemsetParams& p);

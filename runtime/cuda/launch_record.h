@@ -93,9 +93,10 @@ int64_t* error_slot(int device, std::string what);
 // small ones are common inside a compiled function: a 0-dim CPU tensor taken
 // as a scalar by a CUDA op (Note [One device per CUDA op]), or a position
 // held on the host and moved with .to(cuda). While a graph is captured, such
-// a copy of at most kHostValueBytes, whose source is laid out as its
+// a copy of at most kHostValueBytes (4080: a kernel's 4 KiB of parameters
+// less the destination and the count), whose source is laid out as its
 // destination, becomes a kernel that writes the bytes it holds as its
-// parameters (kiln_graph_put). The graph reads the source again at every
+// parameters (kiln_graph_put, kiln_graph_put_large). The graph reads the source again at every
 // replay, where the argument it belongs to now lives (Note [Graph addresses]),
 // and updates the node's parameters when the bytes changed: the value a
 // replay writes is the one the host held when the replay was launched, as an
@@ -105,7 +106,7 @@ int64_t* error_slot(int device, std::string what);
 // so a copy from a temporary host buffer, or one whose destination outlives
 // the graph (CUDA arange's cache of device values, filled on a miss), must
 // not wait for a replay; those, and larger copies, still end the capture.
-inline constexpr size_t kHostValueBytes = 64;
+inline constexpr size_t kHostValueBytes = 4080;
 
 // Note [Counters that reset themselves]
 // Some kernels elect a last block with an atomic counter per group (the

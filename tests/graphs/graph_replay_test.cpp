@@ -299,8 +299,9 @@ TEST(GraphReplay, CaptureFailureFallsBack) {
 // tensor taken as a scalar by a CUDA op (Note [One device per CUDA op]), as
 // an argument whose value changes every call and as a captured tensor changed
 // in place between calls, and a small CPU argument moved with .to(cuda), are
-// read at every replay of one graph, as eager reads them. A larger one ends
-// the capture, which falls back (Note [Capture retries]), still right.
+// read at every replay of one graph, as eager reads them. One past
+// kHostValueBytes ends the capture, which falls back (Note [Capture
+// retries]), still right.
 TEST(GraphReplay, HostValuesReadAtEveryReplay) {
   KILN_REQUIRE_CUDA();
   const kiln::Device cuda = kiln::Device::cuda();
@@ -326,23 +327,33 @@ TEST(GraphReplay, HostValuesReadAtEveryReplay) {
   EXPECT_EQ(count_of(logs, "capture failed"), 0) << logs;
   EXPECT_GT(f.stats().graph_nodes, 0);
 
-  // 9 int64 rows: 72 bytes, past kHostValueBytes.
+  // 9 int64 rows (72 bytes, the large put) are captured too; 520 (4160
+  // bytes) are past kHostValueBytes.
   auto g = kiln::jit::compile(
       [&](const Tensor& x, const Tensor& rows) {
         return kiln::index_select(x, 0, rows.to(x.device())) * 2;
       },
       {.name = "host rows"});
-  logs = captured_logs([&] {
-    for (int i = 0; i < 4; ++i) {
-      Tensor x = random_tensor({12, 5}, kiln::kFloat32, "contiguous", 60 + i);
-      Tensor rows = kiln::arange(9, kiln::TensorOptions(kiln::kInt64)) + i;  // up to 11
-      Tensor got = g(x.to(cuda), rows).cpu();
-      kiln::EagerGuard eager;
-      EXPECT_TENSOR_CLOSE(got, kiln::index_select(x, 0, rows) * 2);
+  for (int64_t n : {9, 520}) {
+    SCOPED_TRACE(std::to_string(n) + " rows");
+    logs = captured_logs([&] {
+      for (int i = 0; i < 4; ++i) {
+        Tensor x = random_tensor({12, 5}, kiln::kFloat32, "contiguous", 60 + i);
+        Tensor rows =
+            kiln::remainder(kiln::arange(n, kiln::TensorOptions(kiln::kInt64)) * 7 + i, 12);
+        Tensor got = g(x.to(cuda), rows).cpu();
+        kiln::EagerGuard eager;
+        EXPECT_TENSOR_CLOSE(got, kiln::index_select(x, 0, rows) * 2);
+      }
+    });
+    if (n == 9) {
+      EXPECT_NE(logs.find("host rows: entry 1: captured a graph"), std::string::npos) << logs;
+      EXPECT_EQ(count_of(logs, "capture failed"), 0) << logs;
+    } else {
+      EXPECT_NE(logs.find("capture failed"), std::string::npos) << logs;
+      EXPECT_NE(logs.find("expected no host to device copy"), std::string::npos) << logs;
     }
-  });
-  EXPECT_NE(logs.find("host rows: entry 1: capture failed"), std::string::npos) << logs;
-  EXPECT_NE(logs.find("expected no host to device copy"), std::string::npos) << logs;
+  }
 
   // A copy from a host buffer that is not the function's: CUDA arange keeps
   // its values on the device (Note [CUDA range factories]) and fills them,

@@ -19,6 +19,7 @@ TEST(GraphNodeKernels, CompileForHopperAndAmpere) {
   ASSERT_NE(source.find("kiln_graph_copy"), std::string::npos);
   ASSERT_NE(source.find("kiln_graph_fill"), std::string::npos);
   ASSERT_NE(source.find("kiln_graph_put"), std::string::npos);
+  ASSERT_NE(source.find("kiln_graph_put_large"), std::string::npos);
   for (int arch : {80, 90}) {
     SCOPED_TRACE("sm_" + std::to_string(arch));
     EXPECT_FALSE(kiln::jit::cuda::nvrtc_compile(source, "kiln_graph_nodes", arch).image.empty());
