@@ -180,8 +180,15 @@ DeviceErrorFlag::DeviceErrorFlag(Device device, std::string what)
 
 void DeviceErrorFlag::check() const {
   if (!flag_.defined()) return;
-  const Tensor host = flag_.cpu();
-  const int64_t* f = host.data_ptr<int64_t>();
+  // Raw copies, no tensor op: the fused kernels' launcher calls this while
+  // the trace runs, where an op would be recorded.
+  const int index = device_.index();
+  kiln::cuda::DeviceGuard guard(index);
+  cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device_));
+  int64_t f[2] = {0, 0};
+  KILN_CUDA_CHECK_DEVICE(
+      cudaMemcpyAsync(f, flag_.data_ptr(), sizeof f, cudaMemcpyDeviceToHost, stream), index);
+  KILN_CUDA_CHECK_DEVICE(cudaStreamSynchronize(stream), index);
   if (f[0] == 0) return;
   std::string error = what_;
   const size_t at = error.find("{}");
