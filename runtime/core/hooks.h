@@ -106,13 +106,14 @@ struct SkinnyMatmul {
 };
 // `takes`: whether `run` takes these operands (host checks only; nothing
 // runs); `run`: the product on the current stream; `preferred` (optional):
-// whether, for operands it takes, it is the better default even above the
-// rows where a plain kernel is (Note [Skinny matmul choice]). Empty: every
+// for operands it takes, +1 where it is the better default even above the
+// rows where a plain kernel is, -1 where the other way is even below them,
+// 0 where the rows decide (Note [Skinny matmul choice]). Empty: every
 // product goes to cuBLASLt.
 struct SkinnyMatmulKernel {
   bool (*takes)(const SkinnyMatmul& p) = nullptr;
   void (*run)(const SkinnyMatmul& p) = nullptr;
-  bool (*preferred)(const SkinnyMatmul& p) = nullptr;
+  int (*preferred)(const SkinnyMatmul& p) = nullptr;
 };
 void set_skinny_matmul_kernel(SkinnyMatmulKernel kernel);
 SkinnyMatmulKernel skinny_matmul_kernel();

@@ -36,7 +36,9 @@
 //      generated kernel's conversions and FMAs (m per weight element)
 //      approach the SM's arithmetic limit; the generated kernel above too
 //      where its tensor-core form beats cuBLASLt (`preferred`, Note
-//      [Tensor-core skinny default] in jit/codegen_cuda/op_kernels/gemv.h).
+//      [Tensor-core skinny default] in jit/codegen_cuda/op_kernels/gemv.h),
+//      and the other way below where the kernel says so (Note [Skinny
+//      products better apart] there).
 // A product with a norm prologue (Note [Norm prologues]) is chosen the same
 // way, against the norm as its own kernel then the product (itself chosen
 // as above); its default is the generated kernel up to kNormRows. The key names the prologue.
@@ -316,6 +318,13 @@ bool choose_and_run(const SkinnyMatmulKernel& kernel, const SkinnyMatmul& p,
   return true;
 }
 
+// Step 3 of Note [Skinny matmul choice]: up to `rows` rows the generated
+// kernel unless the kernel advises against it, above only where it advises it.
+bool default_generated(const SkinnyMatmulKernel& kernel, const SkinnyMatmul& p, int64_t rows) {
+  const int advice = kernel.preferred ? kernel.preferred(p) : 0;
+  return advice > 0 || (advice == 0 && p.out->size(0) <= rows);
+}
+
 }  // namespace
 
 bool skinny_matmul_with_norm(const Tensor& out, const Tensor& a, const Tensor& b, Activation act,
@@ -340,8 +349,7 @@ bool skinny_matmul_with_norm(const Tensor& out, const Tensor& a, const Tensor& b
     return true;
   }
   // The other way is two kernels: the prologue's by default (Note [Norm prologues]).
-  return choose_and_run(kernel, p, run_unfused,
-                        out.size(0) <= kNormRows || (kernel.preferred && kernel.preferred(p)));
+  return choose_and_run(kernel, p, run_unfused, default_generated(kernel, p, kNormRows));
 }
 
 int64_t skinny_norm_rows() {
@@ -363,8 +371,7 @@ bool run_skinny(const Tensor& out, const Tensor& a, const Tensor& b, Activation 
     choices().generated.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  return choose_and_run(kernel, p, run_cublas,
-                        out.size(0) <= kDefaultRows || (kernel.preferred && kernel.preferred(p)));
+  return choose_and_run(kernel, p, run_cublas, default_generated(kernel, p, kDefaultRows));
 }
 
 }  // namespace kiln::cuda

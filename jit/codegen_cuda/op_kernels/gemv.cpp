@@ -779,6 +779,22 @@ bool gemv_preferred(DType dtype, int64_t m, int64_t k, int64_t n, int arch) {
          (m <= 8 && k * n * static_cast<int64_t>(itemsize(dtype)) <= kGemvMmaWeightBytes);
 }
 
+int gemv_advice(DType dtype, int64_t m, int64_t k, int64_t n, bool norm, int arch, int sms) {
+  if (gemv_preferred(dtype, m, k, n, arch)) return 1;
+  if (m != 1 || k < kGemvApartK) return 0;  // measured at one row only
+  static const std::string apart = [] {
+    const char* v = std::getenv("KILN_GEMV_APART");
+    return std::string(v && *v ? v : "both");
+  }();
+  if (n >= kGemvApartHeadN) return apart == "both" || apart == "head" ? -1 : 0;
+  if (!norm || (apart != "both" && apart != "norm")) return 0;
+  GemvSpec s = gemv_spec(dtype, m, k, 0, false, false, 1);
+  if (n >= kGemvWideN) gemv_widen(s);
+  gemv_deepen(s, n, sms);
+  const int64_t steps = (n + gemv_outputs_per_block(s) - 1) / gemv_outputs_per_block(s);
+  return steps < kGemvApartStepsPerSm * sms ? -1 : 0;
+}
+
 int64_t gemv_outputs_per_block(const GemvSpec& s) {
   if (s.mma) return 16;
   return static_cast<int64_t>(kBlock / s.tpr) * s.rn;
@@ -1072,12 +1088,13 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   out.impl()->bump_version();
 }
 
-// Note [Tensor-core skinny default], on the product's device.
-bool gemv_prefers(const kiln::cuda::SkinnyMatmul& p) {
+// Note [Tensor-core skinny default] and Note [Skinny products better apart],
+// on the product's device.
+int gemv_prefers(const kiln::cuda::SkinnyMatmul& p) {
   const Tensor &out = *p.out, &a = *p.a;
   const cudaDeviceProp& prop = kiln::cuda::device_properties(out.device().index());
-  return gemv_preferred(out.dtype(), out.size(0), a.size(1), out.size(1),
-                        prop.major * 10 + prop.minor);
+  return gemv_advice(out.dtype(), out.size(0), a.size(1), out.size(1), p.norm != 0,
+                     prop.major * 10 + prop.minor, prop.multiProcessorCount);
 }
 
 [[maybe_unused]] const bool g_registered = [] {

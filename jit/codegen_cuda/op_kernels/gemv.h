@@ -152,6 +152,26 @@ constexpr int64_t kGemvMmaWeightBytes = int64_t{8} << 20;
 constexpr int64_t kGemvDeepStepsPerSm = 3;
 bool gemv_preferred(DType dtype, int64_t m, int64_t k, int64_t n, int arch);
 
+// Note [Skinny products better apart]
+// Up to a few rows the FMA form is the default (Note [Skinny matmul choice]
+// in runtime/cuda/blas_lt_skinny.cpp). At one row (the only one measured),
+// from k = kGemvApartK (Llama 1B's 2048, not GPT-2's 768), two kinds measured
+// slower than the other way on an H200 (Mode::MaxAutotune's timings, perf/RESULTS.md, twenty-eighth
+// session), and a decode step ran faster with the other way:
+//  - a norm prologue over a short grid, fewer than kGemvApartStepsPerSm
+//    steps of outputs per SM (Llama 1B's q/k/v, 2048x3072, 5.8 steps): 12.6
+//    us against 10.3 for the norm's own kernel then the product; its gate/up
+//    (2048x16384, 15.5 steps) keeps the prologue, 25.3 against 26.7;
+//  - an LM head, n >= kGemvApartHeadN (128256 outputs): cuBLASLt 130.5 us
+//    against 137.9 (GPT-2's, k = 768: the generated kernel, 27.8 against 36.9).
+// gemv_advice: +1 where the generated kernel is the better default, -1 where
+// the other way is, 0 where the rows decide. KILN_GEMV_APART=none|norm|head
+// keeps only those of the two (default: both), to measure.
+constexpr int64_t kGemvApartK = 2048;
+constexpr int64_t kGemvApartStepsPerSm = 8;
+constexpr int64_t kGemvApartHeadN = 65536;
+int gemv_advice(DType dtype, int64_t m, int64_t k, int64_t n, bool norm, int arch, int sms);
+
 struct GemvSpec {
   DType dtype = kFloat16;
   int m = 1;     // rows of x and out, 1..kGemvMaxRows

@@ -48,6 +48,9 @@ size_t gemv_shared_bytes(const GemvSpec&, int64_t) {
 bool gemv_preferred(DType, int64_t, int64_t, int64_t, int) {
   no_cuda();
 }
+int gemv_advice(DType, int64_t, int64_t, int64_t, bool, int, int) {
+  no_cuda();
+}
 bool gemv_uses_mma(DType, int64_t, int, int64_t) {
   no_cuda();
 }

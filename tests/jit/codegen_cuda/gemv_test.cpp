@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "jit/codegen_cuda/nvrtc.h"
@@ -227,6 +228,26 @@ TEST_F(Gemv, NormFoldedWhereTheGridIsResident) {
 }
 
 // Note [Tensor-core skinny kernel]: from 5 rows, 16-bit dtypes, sm_80 on;
+// Note [Skinny products better apart], on an H200's 132 SMs: Llama 1B's
+// q/k/v with its RMSNorm and its LM head take the other way at one row; its
+// gate/up and down, GPT-2's products, and the tensor-core rows do not.
+TEST_F(Gemv, SomeProductsRunBetterApart) {
+  if (const char* v = std::getenv("KILN_GEMV_APART"); v && *v && std::string(v) != "both") {
+    GTEST_SKIP() << "KILN_GEMV_APART=" << v << " changes the advice";
+  }
+  const kiln::DType bf = kiln::kBFloat16, f16 = kiln::kFloat16;
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 3072, true, 90, 132), -1);
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 3072, false, 90, 132), 0);
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 16384, true, 90, 132), 0);
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 8192, 2048, false, 90, 132), 0);
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 128256, true, 90, 132), -1);
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 128256, false, 90, 132), -1);
+  EXPECT_EQ(kc::gemv_advice(f16, 1, 768, 2304, true, 90, 132), 0);
+  EXPECT_EQ(kc::gemv_advice(f16, 1, 768, 50257, true, 90, 132), 0);
+  EXPECT_EQ(kc::gemv_advice(f16, 8, 768, 50257, true, 90, 132), 1);
+  EXPECT_EQ(kc::gemv_advice(bf, 8, 2048, 8192, false, 90, 132), 0);
+}
+
 // tiles of 16 outputs; a name of its own.
 TEST_F(Gemv, TensorCoreFormFromFiveRows) {
   EXPECT_FALSE(kc::gemv_uses_mma(kiln::kFloat16, 4, 90));

@@ -12,6 +12,7 @@
 #include "jit/codegen_cuda/op_kernels/gemv.h"
 #include "kiln/kiln.h"
 #include "runtime/cuda/blas_lt.h"
+#include "runtime/cuda/device_guard.h"
 #include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
 
@@ -186,9 +187,10 @@ TEST_F(SkinnyMatmulCuda, CublasEpiloguesWithAResidual) {
 // Note [Norm prologues]: LayerNorm and RMSNorm of x's rows inside the
 // skinny kernel, against the CPU's norm then product, for every row count.
 // By default the prologue is the generated kernel's up to skinny_norm_rows()
-// rows and where its tensor-core form is preferred, and elsewhere the norm's
-// own kernel then the product (Note [Skinny matmul choice]); `forced` runs
-// the generated kernel at every row count.
+// rows (unless gemv_advice says otherwise) and where its tensor-core form is
+// preferred, and elsewhere the norm's own kernel then the product (Note
+// [Skinny matmul choice]); `forced` runs the generated kernel at every row
+// count.
 void check_norm_prologue(DType t, int64_t m, int64_t k, const char* norm, bool affine, bool forced,
                          uint64_t& seed, int64_t n = 40) {
   SCOPED_TRACE(std::string(dtype_name(t)) + " m=" + std::to_string(m) + " k=" + std::to_string(k) +
@@ -215,8 +217,15 @@ void check_norm_prologue(DType t, int64_t m, int64_t k, const char* norm, bool a
   Tensor got = call(to_cuda(x), to_cuda(w), to_cuda(b), to_cuda(r), on_cuda(nw), on_cuda(nb));
   int major = 0, minor = 0;
   cuda::device_capability(0, &major, &minor);
-  const bool generated = forced || m <= cuda::skinny_norm_rows() ||
-                         jit::cuda::gemv_preferred(t, m, k, n, major * 10 + minor);
+  // Note [Skinny products better apart]: the fused kernel's default, or,
+  // with the norm apart, the product's own (both take the generated kernel
+  // up to the same rows by default).
+  auto by_default = [&](bool with_norm) {
+    const int advice = jit::cuda::gemv_advice(t, m, k, n, with_norm, major * 10 + minor,
+                                              cuda::device_properties(0).multiProcessorCount);
+    return advice > 0 || (advice == 0 && m <= cuda::skinny_norm_rows());
+  };
+  const bool generated = forced || by_default(true) || by_default(false);
   EXPECT_EQ(cuda::skinny_stats().generated, before + (generated ? 1 : 0));
   auto f32 = [](const OptT& v) { return v ? OptT(v->to(kFloat32)) : std::nullopt; };
   const Tensor unrounded =
