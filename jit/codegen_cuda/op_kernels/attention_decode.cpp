@@ -773,8 +773,13 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
   KILN_CHECK(groups < 65536, "[kv_cache_attention] expected batch * kv heads below 65536, got ",
              groups);
   const int64_t tiles = (S + geo.tk - 1) / geo.tk;
-  const int64_t want =
-      std::clamp<int64_t>((4 * sms + groups - 1) / groups, 1, std::min<int64_t>(tiles, kMaxSplits));
+  // KILN_DECODE_BLOCKS_PER_SM=N sets the four, to measure.
+  static const int64_t per_sm = [] {
+    const char* e = std::getenv("KILN_DECODE_BLOCKS_PER_SM");
+    return e && *e ? std::clamp<int64_t>(std::atoll(e), 1, 32) : int64_t{4};
+  }();
+  const int64_t want = std::clamp<int64_t>((per_sm * sms + groups - 1) / groups, 1,
+                                           std::min<int64_t>(tiles, kMaxSplits));
   const int64_t tiles_per = (tiles + want - 1) / want;
   const int64_t splits = (tiles + tiles_per - 1) / tiles_per;
   const int64_t chunk = tiles_per * geo.tk;
