@@ -33,6 +33,8 @@ KILN_API double device_memory_peak_gbps(int index = 0);
 // Bytes of the device's L2 cache (what a benchmark must exceed to time
 // device memory rather than the cache).
 KILN_API int64_t device_l2_bytes(int index = 0);
+// Streaming multiprocessors (SMs) of the device.
+KILN_API int device_multiprocessors(int index = 0);
 // Waits for all work queued on `device`, on every stream.
 KILN_API void synchronize(Device device = Device::cuda());
 // float32 matrix products may use TF32 tensor cores (10-bit mantissa inputs,

@@ -97,6 +97,11 @@ int64_t device_l2_bytes(int index) {
   return device_properties(index).l2CacheSize;
 }
 
+int device_multiprocessors(int index) {
+  check_device(Device::cuda(index), "device_multiprocessors");
+  return device_properties(index).multiProcessorCount;
+}
+
 void synchronize(Device device) {
   check_device(device, "synchronize");
   DeviceGuard g(device.index());

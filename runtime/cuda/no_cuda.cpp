@@ -43,6 +43,9 @@ double device_memory_peak_gbps(int) {
 int64_t device_l2_bytes(int) {
   no_cuda("cuda device_l2_bytes");
 }
+int device_multiprocessors(int) {
+  no_cuda("cuda device_multiprocessors");
+}
 void synchronize(Device) {
   no_cuda("cuda synchronize");
 }

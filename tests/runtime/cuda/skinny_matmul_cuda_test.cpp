@@ -12,7 +12,6 @@
 #include "jit/codegen_cuda/op_kernels/gemv.h"
 #include "kiln/kiln.h"
 #include "runtime/cuda/blas_lt.h"
-#include "runtime/cuda/device_guard.h"
 #include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
 
@@ -222,7 +221,7 @@ void check_norm_prologue(DType t, int64_t m, int64_t k, const char* norm, bool a
   // up to the same rows by default).
   auto by_default = [&](bool with_norm) {
     const int advice = jit::cuda::gemv_advice(t, m, k, n, with_norm, major * 10 + minor,
-                                              cuda::device_properties(0).multiProcessorCount);
+                                              cuda::device_multiprocessors(0));
     return advice > 0 || (advice == 0 && m <= cuda::skinny_norm_rows());
   };
   const bool generated = forced || by_default(true) || by_default(false);
