@@ -12,8 +12,12 @@
 //                a copy dense only along the innermost dim (Note [CUDA pointwise
 //                kernel shape])
 //   bias f16     x[S, 768] + b[768], float16: a row broadcast
-// Bandwidth counts bytes read + written once over the median wall time of one
-// call including a device synchronize; "% of copy" compares GB/s with copy's.
+// Each fused row runs twice: lazily (the trace recorded and fused at every
+// call, whose host time the wall time includes) and, as "(compiled)", through
+// jit::compile (a guard check and one launch per call), which is how a server
+// calls its kernels. Bandwidth counts bytes read + written once over the
+// median wall time of one call including a device synchronize; "% of copy"
+// compares GB/s with copy's.
 
 #include <algorithm>
 #include <chrono>
@@ -54,6 +58,7 @@ struct Row {
   const char* name;
   double us;
   double bytes;
+  bool compiled = false;
 };
 
 int run(const std::string& device, int64_t size, int iters) {
@@ -72,6 +77,23 @@ int run(const std::string& device, int64_t size, int iters) {
   kiln::sync();
   const double n = static_cast<double>(size), nr = static_cast<double>(rows * 768);
   Tensor keep;
+  // The fused rows, each once lazily and once compiled.
+  struct Case {
+    const char* name;
+    std::function<Tensor()> fn;
+    double bytes;
+  };
+  const std::vector<Case> fused = {
+      {"axpy8", [&] { return axpy8(x); }, 8 * n},
+      {"chain16", [&] { return kiln::perf::chain16(x); }, 8 * n},
+      {"axpy8 f16", [&] { return axpy8(h); }, 4 * n},
+      {"merge f16",
+       [&] {
+         return heads.transpose(1, 2).reshape({1, rows, 768});
+       },
+       4 * nr},
+      {"bias f16", [&] { return hx + hb; }, 4 * nr + 2 * 768},
+  };
   std::vector<Row> out = {
       {"copy",
        median_us(
@@ -81,25 +103,23 @@ int run(const std::string& device, int64_t size, int iters) {
            },
            iters),
        8 * n},
-      {"axpy8", median_us([&] { keep = axpy8(x); }, iters), 8 * n},
-      {"chain16", median_us([&] { keep = kiln::perf::chain16(x); }, iters), 8 * n},
-      {"axpy8 f16", median_us([&] { keep = axpy8(h); }, iters), 4 * n},
-      {"merge f16",
-       median_us(
-           [&] {
-             keep = heads.transpose(1, 2).reshape({1, rows, 768});
-           },
-           iters),
-       4 * nr},
-      {"bias f16", median_us([&] { keep = hx + hb; }, iters), 4 * nr + 2 * 768},
   };
+  for (const Case& c : fused)
+    out.push_back({c.name, median_us([&] { keep = c.fn(); }, iters), c.bytes});
+  for (const Case& c : fused) {
+    auto f =
+        kiln::jit::compile([&c] { return c.fn(); }, {.name = std::string("bandwidth ") + c.name});
+    out.push_back({c.name, median_us([&] { keep = f(); }, iters), c.bytes, true});
+  }
   std::printf("kiln-bandwidth on %s, %lld elements, median of %d\n",
               gpu ? kiln::cuda::device_name().c_str() : "cpu", static_cast<long long>(size), iters);
-  std::printf("%-10s %10s %10s %12s\n", "row", "us", "GB/s", "% of copy");
+  std::printf("%-20s %10s %10s %12s\n", "row", "us", "GB/s", "% of copy");
   const double copy_gbps = out[0].bytes / out[0].us / 1e3;
   for (const Row& r : out) {
     const double gbps = r.bytes / r.us / 1e3;
-    std::printf("%-10s %10.1f %10.1f %11.1f%%\n", r.name, r.us, gbps, 100.0 * gbps / copy_gbps);
+    const std::string name = std::string(r.name) + (r.compiled ? " (compiled)" : "");
+    std::printf("%-20s %10.1f %10.1f %11.1f%%\n", name.c_str(), r.us, gbps,
+                100.0 * gbps / copy_gbps);
   }
   return 0;
 }
