@@ -62,10 +62,7 @@ void take_errors(const std::vector<ErrorSlot>& slots, std::string& error) {
     if (slot.words[0] == 0) continue;
     const int64_t value = slot.words[1];
     slot.words[0] = 0;
-    if (!error.empty()) continue;
-    error = slot.what;
-    const size_t at = error.find("{}");
-    if (at != std::string::npos) error.replace(at, 2, std::to_string(value));
+    if (error.empty()) error = error_text(slot.what, value);
   }
 }
 
@@ -76,6 +73,12 @@ void raise_error(const std::string& error) {
 }
 
 }  // namespace
+
+std::string error_text(std::string what, int64_t value) {
+  const size_t at = what.find("{}");
+  if (at != std::string::npos) what.replace(at, 2, std::to_string(value));
+  return what;
+}
 
 void check_replay_errors(cudaStream_t stream) {
   std::string error;

@@ -82,6 +82,8 @@ void note_replay(const void* owner, cudaStream_t stream);
 void check_replay_errors(cudaStream_t stream);
 // The same for one graph's slots.
 void check_errors(const std::vector<ErrorSlot>& slots);
+// An error slot's message: `what` with "{}" replaced by `value`.
+std::string error_text(std::string what, int64_t value);
 // The error slot of the capture on `device`'s current stream, or null when
 // it is not captured (an error flag in device memory is then the caller's).
 int64_t* error_slot(int device, std::string what);

@@ -719,6 +719,13 @@ GemvSpec gemv_spec(DType dtype, int64_t m, int64_t k, int act, bool bias, bool r
   return s;
 }
 
+namespace {
+// Steps of outputs a grid of `s` takes for n outputs.
+int64_t steps_of(const GemvSpec& s, int64_t n) {
+  return (n + gemv_outputs_per_block(s) - 1) / gemv_outputs_per_block(s);
+}
+}  // namespace
+
 void gemv_widen(GemvSpec& s) {
   if (s.rn == 1) s.rn = 2;  // unroll stays: twice the weight loads in flight
 }
@@ -727,13 +734,13 @@ void gemv_deepen(GemvSpec& s, int64_t n, int sms) {
   if (s.mma || s.tpr <= 8) return;
   GemvSpec half = s;
   half.tpr /= 2;
-  const int64_t steps = (n + gemv_outputs_per_block(half) - 1) / gemv_outputs_per_block(half);
+  const int64_t steps = steps_of(half, n);
   if (steps >= kGemvDeepStepsPerSm * sms) s = half;
 }
 
 void gemv_keep_x(GemvSpec& s, int64_t k, int64_t n, int sms) {
   const int64_t kv = k / gemv_vector(s.dtype);
-  const int64_t steps = (n + gemv_outputs_per_block(s) - 1) / gemv_outputs_per_block(s);
+  const int64_t steps = steps_of(s, n);
   s.keep_x = s.norm != 0 && !s.mma && s.m <= 2 && kv <= static_cast<int64_t>(s.tpr) * s.unroll &&
              steps >= kGemvKeepXStepsPerSm * sms;
 }
@@ -746,7 +753,7 @@ void gemv_norm_smem(GemvSpec& s, int64_t k) {
 }
 
 void gemv_fold_norm(GemvSpec& s, int64_t k, int64_t n, int sms) {
-  const int64_t steps = (n + gemv_outputs_per_block(s) - 1) / gemv_outputs_per_block(s);
+  const int64_t steps = steps_of(s, n);
   s.fold_norm = s.norm != 0 && !s.mma && !s.keep_x && s.m <= kGemvFoldRows &&
                 steps <= kGemvFoldStepsPerSm * sms;
   if (!s.fold_norm) return;
@@ -791,7 +798,7 @@ int gemv_advice(DType dtype, int64_t m, int64_t k, int64_t n, bool norm, int arc
   GemvSpec s = gemv_spec(dtype, m, k, 0, false, false, 1);
   if (n >= kGemvWideN) gemv_widen(s);
   gemv_deepen(s, n, sms);
-  const int64_t steps = (n + gemv_outputs_per_block(s) - 1) / gemv_outputs_per_block(s);
+  const int64_t steps = steps_of(s, n);
   return steps < kGemvApartStepsPerSm * sms ? -1 : 0;
 }
 

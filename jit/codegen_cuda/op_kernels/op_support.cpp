@@ -189,11 +189,7 @@ void DeviceErrorFlag::check() const {
   KILN_CUDA_CHECK_DEVICE(
       cudaMemcpyAsync(f, flag_.data_ptr(), sizeof f, cudaMemcpyDeviceToHost, stream), index);
   KILN_CUDA_CHECK_DEVICE(cudaStreamSynchronize(stream), index);
-  if (f[0] == 0) return;
-  std::string error = what_;
-  const size_t at = error.find("{}");
-  if (at != std::string::npos) error.replace(at, 2, std::to_string(f[1]));
-  KILN_CHECK(false, error);
+  KILN_CHECK(f[0] == 0, kiln::cuda::error_text(what_, f[1]));
 }
 
 unsigned grid_for(int64_t n, int64_t per_block) {
