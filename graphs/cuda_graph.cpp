@@ -444,6 +444,9 @@ struct Capture::Impl final : public kiln::cuda::LaunchRecorder {
   void* error_slab_device = nullptr;
   std::vector<kiln::cuda::ErrorSlot> error_slots;
   int64_t* error_slot(cudaStream_t s, std::string what) override;
+  // Set when a kernel that checks device data found no slot: the capture
+  // then fails (its replays could not report that kernel's errors).
+  std::string unchecked;
 
   void abandon() noexcept {
     if (capturing) {
@@ -567,22 +570,36 @@ int add_copy(Capture::Impl& c, void* dst, const void* src, size_t bytes) {
 }  // namespace
 
 bool Capture::Impl::host_value(cudaStream_t s, void* dst, const void* src, size_t bytes) {
-  if (s != stream || !capturing || bytes > kiln::cuda::kHostValueBytes) return false;
+  if (s != stream || !capturing || bytes > kiln::cuda::kHostValueLimit) return false;
   const auto* p = static_cast<const unsigned char*>(src);
   const bool allowed = std::any_of(host_ranges.begin(), host_ranges.end(), [&](const auto& r) {
     return p >= r.first && p + bytes <= r.first + r.second;
   });
   if (!allowed) return false;
-  const size_t r = add_node_kernel(*this, put_kernel(index, dst, src, bytes));
-  records[r].put = true;
-  host_values.push_back({r, static_cast<const unsigned char*>(src), bytes});
+  // One put node per kHostValueBytes (each compared and updated on its own).
+  for (size_t at = 0; at < bytes; at += kiln::cuda::kHostValueBytes) {
+    const size_t n = std::min(bytes - at, kiln::cuda::kHostValueBytes);
+    const size_t r =
+        add_node_kernel(*this, put_kernel(index, static_cast<char*>(dst) + at, p + at, n));
+    records[r].put = true;
+    host_values.push_back({r, p + at, n});
+  }
   return true;
 }
 
 int64_t* Capture::Impl::error_slot(cudaStream_t s, std::string what) {
   if (s != stream || !capturing) return nullptr;
   const size_t i = error_slots.size();
-  if (!error_slab || i == kErrorSlots) return nullptr;
+  if (!error_slab || i == kErrorSlots) {
+    if (unchecked.empty()) {
+      unchecked = !error_slab ? "no memory for the capture's error slots could be had"
+                              : "more kernels check device data than a capture has error slots (" +
+                                    std::to_string(kErrorSlots) + ")";
+      // The op, from the error the kernel reports ("[index_select] index {} is ...").
+      unchecked += "; the first without one: a kernel of " + what.substr(0, what.find(']') + 1);
+    }
+    return nullptr;
+  }
   // No CUDA call here: the stream captures (the slab's device address was
   // taken with it).
   auto* words = static_cast<int64_t*>(error_slab) + 2 * i;
@@ -819,6 +836,12 @@ std::unique_ptr<Graph> Capture::finish() {
     KILN_FAIL("[graphs] the work could not be captured into a CUDA graph (",
               cudaGetErrorString(err),
               "): an op synchronized with the host or used another stream while captured");
+  }
+  if (!c.unchecked.empty()) {
+    (void)cudaGraphDestroy(graph);
+    KILN_FAIL(
+        "[graphs] the work was not kept as a CUDA graph, whose replays would leave a kernel's ",
+        "errors unreported (", c.unchecked, "): it runs directly, where every kernel is checked");
   }
   // Probes' nodes (Note [Library node addresses]) never run.
   for (cudaGraphNode_t node : c.doomed) {

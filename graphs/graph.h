@@ -184,18 +184,26 @@ class Graph {
 bool available();
 
 // Note [Which library calls are probed]
-// Patching is not free where copying is: a replay whose result is fresh
-// updates every library node holding the result's pointer, through the
-// driver, about 2-3 us of host time each on an H200's host (a node of kiln's
-// costs about 1), while a copy node of b bytes costs the GPU about
-// 1.3 us + 2b / (4 TB/s). Measured (H200, 2026-11-28): mlp 32x1024, whose
-// result two library nodes write, spent 4 us more on the host per call and
-// gained nothing; gpt2 8x128, whose 1.5 MB argument a library node reads,
-// gained about 5 us. So a capture probes a library call only where the
-// per-call memory it touches totals at least library_probe_bytes() (1 MiB by
-// default; KILN_GRAPH_PROBE_BYTES sets it, 0 probes every call, "off" none).
-// set_library_probe_bytes returns the previous value.
-inline constexpr size_t kDefaultProbeBytes = size_t{1} << 20;
+// Patching is not free where copying is: a replay that moves a library
+// node's memory updates the node through the driver, about 2-3 us of host
+// time on an H200's host (a node of kiln's costs about 1), while a copy node
+// of b bytes costs the GPU about 1.3 us + 2b / (4 TB/s). With a fresh result
+// every replay, mlp 32x1024 (whose result two library nodes write) spent 4
+// us more on the host per call and gained nothing (H200, 2026-11-28), so
+// calls touching under 1 MiB of per-call memory kept their copies. Since
+// replays write a result where the last one was whenever the caller let go
+// of it (Note [Results handed back] in jit/compile/instance.cpp), a library
+// node's result pointer stays put from call to call, and so does an
+// argument the caller keeps in one buffer, or one the caching allocator
+// hands out again at the same address: nothing to update. Measured (H200,
+// 2026-11-30, compile p50, four rounds): mlp 32x1024 16.9-18.3 us probed
+// against 20.0-21.6 with the copies. So every library call is probed by
+// default (library_probe_bytes() = 0); a call whose argument moves every
+// time pays the update on the host instead of the copy on the GPU.
+// KILN_GRAPH_PROBE_BYTES sets the threshold (bytes of per-call memory from
+// which a call is probed; "off": none). set_library_probe_bytes returns the
+// previous value.
+inline constexpr size_t kDefaultProbeBytes = 0;
 size_t library_probe_bytes();
 size_t set_library_probe_bytes(size_t bytes);
 

@@ -131,6 +131,9 @@ Result measure(const std::function<Tensor()>& step, int iters) {
     host.push_back(thread_cpu_us() - c0);
     kiln::sync();
     samples.push_back(us_since(t));
+    // Let go of the result before the next call, as perf/torch_gpu.py does
+    // (Note [Results handed back] in jit/compile/instance.cpp).
+    out = Tensor();
   }
   if (prof) {
     prof->stop();

@@ -76,8 +76,10 @@ std::vector<std::string> trace_signature(const std::vector<Node>& nodes,
 // argument or result storage that a library kernel touches is copied
 // through the graph's own buffer (Note [Opaque steps] in instance.cpp);
 // every other one is a binding whose kernel parameters replay patches (Note
-// [Graph addresses]). Results are fresh buffers each replay: the graph
-// writes them through patched pointers or a patched copy node. A plan of
+// [Graph addresses]). Results go to memory no kept result uses (fresh, or
+// the last replay's where the caller let go of it: Note [Results handed
+// back] in instance.cpp), written through patched pointers or a patched copy
+// node. A plan of
 // one kernel, a plan on the CPU or over several devices, and a plan whose
 // capture fails (logged under KILN_LOGS=graphs) run their kernels directly;
 // the last tries again a bounded number of times (Note [Capture retries]).

@@ -149,7 +149,13 @@ class Failures {
   }
   // Node `i` did not run: what it writes carries failure `f`.
   void fail(size_t i, size_t f) {
-    for_each_write(plan_.nodes[i], [&](StorageImpl* s) { out_.storages[s] = f; });
+    for_each_write(plan_.nodes[i], [&](StorageImpl* s) {
+      auto [it, fresh] = out_.storages.try_emplace(s, f);
+      if (!fresh && it->second != f) {
+        out_.superseded.emplace_back(it->second, f);
+        it->second = f;
+      }
+    });
   }
   // Node `i` ran: what it writes holds a value (a write that would have read
   // a failed storage was blocked, so this one overwrote it whole).
@@ -409,6 +415,11 @@ std::vector<std::exception_ptr> run_trace(std::vector<Node> nodes, const Pending
     std::vector<char> claimed(failures.errors.size(), 0);
     for (const auto& [storage, index] : failures.storages) {
       if (plan.external.count(storage)) claimed[index] = 1;
+    }
+    // An error a held storage carried until a later one replaced it reaches
+    // its holder through the later one: raised there, not once more.
+    for (auto it = failures.superseded.rbegin(); it != failures.superseded.rend(); ++it) {
+      if (claimed[it->second]) claimed[it->first] = 1;
     }
     for (size_t e = 0; e < claimed.size(); ++e) {
       if (!claimed[e]) unclaimed.push_back(unclaimed_error(plan, failures, e));

@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "jit/passes/fusion.h"
@@ -64,6 +65,10 @@ struct RunFailures {
   std::vector<size_t> nodes;               // per failed step: the node that failed
   // Each storage a failed or skipped step writes: the index of its error.
   std::unordered_map<StorageImpl*, size_t> storages;
+  // (earlier, later): a storage carrying error `earlier` came to carry
+  // `later` (a step that overwrites it whole ran into an error of its own):
+  // whoever holds it sees `later`, which stands for both.
+  std::vector<std::pair<size_t, size_t>> superseded;
   bool empty() const { return errors.empty(); }
 };
 

@@ -178,7 +178,7 @@ void copy_h2d(const Tensor& self, const Tensor& src, bool non_blocking) {
                       is_dense(src.sizes(), src.strides());
   // Note [Host values under capture]: a small copy laid out as it lands.
   if (LaunchRecorder* r = launch_recorder();
-      r && usable && dense && self.nbytes() <= kHostValueBytes && self.nbytes() > 0) {
+      r && usable && dense && self.nbytes() <= kHostValueLimit && self.nbytes() > 0) {
     DeviceGuard g(self.device().index());
     if (r->host_value(raw(stream), byte_ptr(self), byte_ptr(src), self.nbytes())) return;
   }

@@ -34,7 +34,7 @@ class LaunchRecorder {
   // zero when each replay starts provided the kernels that use it leave it
   // zero (Note [Counters that reset themselves]); null to clear its own.
   virtual void* zeroed_scratch(cudaStream_t stream, size_t bytes) = 0;
-  // A copy of `bytes` (at most kHostValueBytes) from host memory at `src` to
+  // A copy of `bytes` (at most kHostValueLimit) from host memory at `src` to
   // device memory at `dst`, queued on `stream` (Note [Host values under
   // capture]): true where the recorder took it, false to leave it to the caller.
   virtual bool host_value(cudaStream_t stream, void* dst, const void* src, size_t bytes) = 0;
@@ -62,8 +62,10 @@ class LaunchRecorder {
 // checks its graph's slots before it starts, which catches an error whose
 // results were never read. The slots of a capture come from one slab of 512
 // taken before it begins (pinned memory cannot be allocated while a stream
-// captures) and kept in a pool; sites past the slab's end, or a capture
-// whose slab could not be had, run without a flag as before. The cost:
+// captures) and kept in a pool. A capture with more such kernels than its
+// slab has slots, or whose slab could not be had, is not kept: its replays
+// would leave those kernels' errors unreported, so the work runs directly
+// (the capture's failure is logged, Note [Capture retries]). The cost:
 // nothing on the device unless a kernel meets an error; a few host loads per
 // check.
 
@@ -95,10 +97,12 @@ int64_t* error_slot(int device, std::string what);
 // small ones are common inside a compiled function: a 0-dim CPU tensor taken
 // as a scalar by a CUDA op (Note [One device per CUDA op]), or a position
 // held on the host and moved with .to(cuda). While a graph is captured, such
-// a copy of at most kHostValueBytes (4080: a kernel's 4 KiB of parameters
-// less the destination and the count), whose source is laid out as its
-// destination, becomes a kernel that writes the bytes it holds as its
-// parameters (kiln_graph_put, kiln_graph_put_large). The graph reads the source again at every
+// a copy of at most kHostValueLimit bytes whose source is laid out as its
+// destination becomes kernels that write the bytes they hold as their
+// parameters (kiln_graph_put, kiln_graph_put_large), one per kHostValueBytes
+// (4080: a kernel's 4 KiB of parameters less the destination and the count;
+// each such node adds about a kernel's floor to a replay, so the limit is
+// 16 of them). The graph reads the source again at every
 // replay, where the argument it belongs to now lives (Note [Graph addresses]),
 // and updates the node's parameters when the bytes changed: the value a
 // replay writes is the one the host held when the replay was launched, as an
@@ -109,6 +113,7 @@ int64_t* error_slot(int device, std::string what);
 // the graph (CUDA arange's cache of device values, filled on a miss), must
 // not wait for a replay; those, and larger copies, still end the capture.
 inline constexpr size_t kHostValueBytes = 4080;
+inline constexpr size_t kHostValueLimit = 16 * kHostValueBytes;
 
 // Note [Counters that reset themselves]
 // Some kernels elect a last block with an atomic counter per group (the

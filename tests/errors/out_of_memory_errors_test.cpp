@@ -94,6 +94,19 @@ TEST(OutOfMemoryErrors, RequestsLargerThanTheMachineAreRefused) {
   }
 }
 
+// A lazy contiguous() of a huge expanded view is an empty() and a copy_ into
+// it: both fail for want of memory, and the error reaches the reader once.
+// The copy's failure replaced the empty's on the storage the reader holds;
+// the empty's used to be raised again, by the next unrelated read, as a
+// failure nobody held.
+TEST(OutOfMemoryErrors, AFailureReplacedOnAHeldStorageIsRaisedOnce) {
+  auto touch = [](const Tensor& t) { (void)t.data_ptr(); };
+  EXPECT_KILN_ERROR(touch(kiln::ones({1}).expand({int64_t{1} << 50}).contiguous()),
+                    "out of memory: tried to allocate");
+  EXPECT_EQ(kiln::ones({2}).sum().item<float>(), 2.0f);
+  EXPECT_NO_THROW(kiln::sync());
+}
+
 // --- Capped address space, in a child process -------------------------------------
 
 bool in_child() {

@@ -111,6 +111,78 @@ struct ProbeEveryCall {
   ~ProbeEveryCall() { kiln::graphs::set_library_probe_bytes(before); }
 };
 
+// Note [Results handed back]: a replay writes a result into the memory of the
+// last one where the caller let go of it, and into fresh memory where the
+// caller still holds it, or a view of it; every kept result keeps its values.
+// Both with the library call's result copied out and with it patched.
+void results_handed_back(size_t probe_bytes) {
+  const size_t before = kiln::graphs::set_library_probe_bytes(probe_bytes);
+  kiln::nn::Linear lin{random_tensor({32, 16}, kiln::kFloat32, "contiguous", 1).cuda(),
+                       random_tensor({32}, kiln::kFloat32, "contiguous", 2).cuda()};
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x) {
+        Tensor h = lin.forward(x);
+        return std::make_tuple(kiln::tanh(h) * 2.0, h);
+      },
+      {.name = "handed"});
+  std::vector<Tensor> xs;
+  auto call = [&](uint64_t seed) {
+    xs.push_back(random_tensor({4, 16}, kiln::kFloat32, "contiguous", seed));
+    return f(xs.back().cuda());
+  };
+  auto address = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); };
+  for (uint64_t i = 0; i < 3; ++i) call(10 + i);  // warm-up, capture, a first replay
+  ASSERT_GT(f.stats().graph_nodes, 0);
+  uintptr_t a0 = 0, b0 = 0;
+  {
+    auto [a, b] = call(20);
+    a0 = address(a);
+    b0 = address(b);
+  }
+  // Let go of: the same memory again.
+  auto [a1, b1] = call(21);
+  EXPECT_EQ(address(a1), a0);
+  EXPECT_EQ(address(b1), b0);
+  // Held: fresh memory; a view held keeps its storage too.
+  Tensor a1_view = a1.narrow(0, 1, 2);
+  Tensor b1_kept = b1;
+  a1 = Tensor();
+  b1 = Tensor();
+  auto [a2, b2] = call(22);
+  EXPECT_NE(address(a2), a0);
+  EXPECT_NE(address(b2), b0);
+  auto [a3, b3] = call(23);
+  EXPECT_NE(address(a3), address(a2));
+  EXPECT_NE(address(b3), address(b2));
+  kiln::graphs::set_library_probe_bytes(before);
+  Tensor w = lin.weight.cpu(), bias = lin.bias->cpu();
+  kiln::EagerGuard eager;
+  auto expect = [&](size_t call_index, const Tensor& got_a, const Tensor& got_b) {
+    SCOPED_TRACE("call " + std::to_string(call_index));
+    Tensor h = kiln::linear(xs[call_index], w, bias);
+    if (got_a.defined()) EXPECT_TENSOR_CLOSE_TOL(got_a.cpu(), kiln::tanh(h) * 2.0, 1e-5, 1e-5);
+    if (got_b.defined()) EXPECT_TENSOR_CLOSE_TOL(got_b.cpu(), h, 1e-5, 1e-5);
+  };
+  {
+    SCOPED_TRACE("the view kept from call 4");
+    Tensor h = kiln::linear(xs[4], w, bias);
+    EXPECT_TENSOR_CLOSE_TOL(a1_view.cpu(), (kiln::tanh(h) * 2.0).narrow(0, 1, 2), 1e-5, 1e-5);
+  }
+  expect(4, Tensor(), b1_kept);
+  expect(5, a2, b2);
+  expect(6, a3, b3);
+}
+
+TEST(GraphReplay, ResultsLetGoAreWrittenAgain) {
+  KILN_REQUIRE_CUDA();
+  results_handed_back(SIZE_MAX);  // cuBLASLt's result copied out of the graph
+}
+
+TEST(GraphReplay, ResultsLetGoAreWrittenAgainWherePatched) {
+  KILN_REQUIRE_CUDA();
+  results_handed_back(0);  // cuBLASLt's result pointer patched
+}
+
 // A random float tensor on the host, and its copy on the GPU.
 struct HostAndDevice {
   Tensor host, device;
@@ -127,7 +199,7 @@ HostAndDevice random_pair(std::vector<int64_t> sizes, uint64_t seed) {
 
 // `probe_bytes`: library_probe_bytes() for the capture.
 void embedding_and_product(size_t probe_bytes) {
-  const bool probes = probe_bytes == 0;
+  const bool probes = probe_bytes <= 40 * 1024;
   const kiln::Device cuda = kiln::Device::cuda();
   const auto [table, table_d] = random_pair({50, 64}, 1);
   const auto [w, w_d] = random_pair({64, 96}, 2);
@@ -177,10 +249,17 @@ TEST(GraphReplay, LibraryMemoryCopiedWithoutProbes) {
   embedding_and_product(SIZE_MAX);
 }
 
-// By default a library call that touches little per-call memory keeps it on
-// copies (40 KB here, under kDefaultProbeBytes).
+// A library call that touches less per-call memory than the threshold keeps
+// it on copies (40 KB here, under 1 MiB).
 TEST(GraphReplay, SmallLibraryCallsStayOnCopies) {
   KILN_REQUIRE_CUDA();
+  embedding_and_product(size_t{1} << 20);
+}
+
+// By default every library call is probed (Note [Which library calls are probed]).
+TEST(GraphReplay, LibraryCallsProbedByDefault) {
+  KILN_REQUIRE_CUDA();
+  EXPECT_EQ(kiln::graphs::library_probe_bytes(), kiln::graphs::kDefaultProbeBytes);
   embedding_and_product(kiln::graphs::kDefaultProbeBytes);
 }
 
@@ -327,14 +406,15 @@ TEST(GraphReplay, HostValuesReadAtEveryReplay) {
   EXPECT_EQ(count_of(logs, "capture failed"), 0) << logs;
   EXPECT_GT(f.stats().graph_nodes, 0);
 
-  // 9 int64 rows (72 bytes, the large put) are captured too; 520 (4160
-  // bytes) are past kHostValueBytes.
+  // 9 int64 rows (72 bytes, the large put) are captured too, and so are
+  // 520 and 1100 (two and three put nodes of at most kHostValueBytes);
+  // 8200 (65600 bytes) are past kHostValueLimit.
   auto g = kiln::jit::compile(
       [&](const Tensor& x, const Tensor& rows) {
         return kiln::index_select(x, 0, rows.to(x.device())) * 2;
       },
       {.name = "host rows"});
-  for (int64_t n : {9, 520}) {
+  for (int64_t n : {9, 520, 1100, 8200}) {
     SCOPED_TRACE(std::to_string(n) + " rows");
     logs = captured_logs([&] {
       for (int i = 0; i < 4; ++i) {
@@ -346,8 +426,9 @@ TEST(GraphReplay, HostValuesReadAtEveryReplay) {
         EXPECT_TENSOR_CLOSE(got, kiln::index_select(x, 0, rows) * 2);
       }
     });
-    if (n == 9) {
-      EXPECT_NE(logs.find("host rows: entry 1: captured a graph"), std::string::npos) << logs;
+    if (n * 8 <= 16 * 4080) {  // kHostValueLimit (runtime/cuda/launch_record.h)
+      EXPECT_NE(logs.find("host rows: entry"), std::string::npos) << logs;
+      EXPECT_NE(logs.find(": captured a graph of"), std::string::npos) << logs;
       EXPECT_EQ(count_of(logs, "capture failed"), 0) << logs;
     } else {
       EXPECT_NE(logs.find("capture failed"), std::string::npos) << logs;
@@ -478,6 +559,39 @@ TEST(GraphReplay, ReplayedErrorsOfEveryFlaggingKernel) {
     EXPECT_KILN_ERROR(wrong.cpu(), c.error);
     EXPECT_TENSOR_CLOSE(f(c.good).cpu(), want(c.good));
   }
+}
+
+// Note [Errors of replayed kernels]: a capture with more kernels that check
+// device data than it has error slots is not kept (its replays would leave
+// some errors unreported); the function runs directly, where each is checked.
+TEST(GraphReplay, MoreCheckingKernelsThanErrorSlotsRunDirectly) {
+  KILN_REQUIRE_CUDA();
+  const kiln::Device cuda = kiln::Device::cuda();
+  Tensor table = random_tensor({10, 4}, kiln::kFloat32, "contiguous", 90).to(cuda);
+  constexpr int kLookups = 600;  // more than a capture's 512 slots
+  auto lookups = [&](const Tensor& ids) {
+    Tensor acc = kiln::index_select(table, 0, ids);
+    for (int i = 1; i < kLookups; ++i) acc = kiln::index_select(acc * 0.5 + table, 0, ids);
+    return acc;
+  };
+  auto f = kiln::jit::compile(lookups, {.name = "many lookups"});
+  const kiln::TensorOptions i64 = kiln::TensorOptions(kiln::kInt64).device(cuda);
+  auto ids = [&](std::vector<int64_t> v) { return kiln::tensor(v, {10}, i64); };
+  const Tensor good = ids({1, 2, 3, 4, 5, 6, 7, 8, 9, 0});
+  Tensor want;
+  {
+    kiln::EagerGuard eager;
+    want = lookups(good).cpu();
+  }
+  const std::string logs = captured_logs([&] {
+    for (int c = 0; c < 3; ++c) EXPECT_TENSOR_CLOSE_TOL(f(good).cpu(), want, 1e-5, 1e-5);
+  });
+  EXPECT_EQ(f.stats().graph_nodes, 0) << logs;
+  EXPECT_NE(logs.find("more kernels check device data than a capture has error slots (512)"),
+            std::string::npos)
+      << logs;
+  EXPECT_KILN_ERROR(f(ids({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})).cpu(),
+                    "index 10 is out of bounds for dimension 0 with size 10");
 }
 
 // Note [Kernels compiled side by side]: the first call finds its kernels

@@ -66,7 +66,7 @@ Checkpoint Checkpoint::open(const std::string& path) {
   for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
     const json& shard = it.value();
     KILN_CHECK(shard.is_string(), "[checkpoint] expected a file name for '", it.key(), "' in ",
-               file, ", got ", shard.dump());
+               file, ", got ", json_brief(shard));
     const std::string& name = shard.get_ref<const std::string&>();
     // Shards live beside the index: a path elsewhere is not a Hugging Face shard.
     KILN_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",

@@ -5,10 +5,37 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "kiln/error.h"
 
 namespace kiln::nn {
+
+std::string json_brief(const nlohmann::json& v) {
+  constexpr int kMaxDepth = 4;
+  constexpr size_t kMaxNodes = 32, kMaxChars = 120;
+  // Walks at most kMaxNodes values with an explicit stack: small and shallow
+  // values are dumped whole (their dump recurses at most kMaxDepth deep).
+  std::vector<std::pair<const nlohmann::json*, int>> stack{{&v, 0}};
+  size_t seen = 0;
+  bool small = true;
+  while (!stack.empty() && small) {
+    auto [x, depth] = stack.back();
+    stack.pop_back();
+    small = ++seen <= kMaxNodes && depth <= kMaxDepth;
+    if (small && x->is_structured()) {
+      for (const auto& child : *x) stack.emplace_back(&child, depth + 1);
+    }
+  }
+  if (small) {
+    std::string text = v.dump();
+    if (text.size() <= kMaxChars) return text;
+    return text.substr(0, kMaxChars) + "...";
+  }
+  return std::string(v.is_array() ? "a list of " : "an object of ") + std::to_string(v.size()) +
+         (v.is_array() ? " values" : " keys") + " (too large or deep to show)";
+}
 
 using json = nlohmann::json;
 
@@ -58,7 +85,7 @@ int64_t JsonFields::integer(const char* key, std::optional<int64_t> fallback) co
   }
   KILN_CHECK(v->is_number_integer() &&
                  (!v->is_number_unsigned() || v->get<uint64_t>() <= uint64_t{INT64_MAX}),
-             "[", op_, "] expected an integer \"", key, "\" in ", what_, ", got ", v->dump());
+             "[", op_, "] expected an integer \"", key, "\" in ", what_, ", got ", json_brief(*v));
   return v->get<int64_t>();
 }
 
@@ -70,10 +97,10 @@ double JsonFields::number(const char* key, std::optional<double> fallback) const
     return *fallback;
   }
   KILN_CHECK(v->is_number(), "[", op_, "] expected a number \"", key, "\" in ", what_, ", got ",
-             v->dump());
+             json_brief(*v));
   const double d = v->get<double>();
   KILN_CHECK(std::isfinite(d), "[", op_, "] expected a finite \"", key, "\" in ", what_, ", got ",
-             v->dump());
+             json_brief(*v));
   return d;
 }
 
@@ -85,7 +112,7 @@ bool JsonFields::boolean(const char* key, std::optional<bool> fallback) const {
     return *fallback;
   }
   KILN_CHECK(v->is_boolean(), "[", op_, "] expected a boolean \"", key, "\" in ", what_, ", got ",
-             v->dump());
+             json_brief(*v));
   return v->get<bool>();
 }
 
@@ -97,7 +124,7 @@ std::string JsonFields::string(const char* key, std::optional<std::string> fallb
     return *fallback;
   }
   KILN_CHECK(v->is_string(), "[", op_, "] expected a string \"", key, "\" in ", what_, ", got ",
-             v->dump());
+             json_brief(*v));
   return v->get<std::string>();
 }
 
@@ -106,7 +133,7 @@ const json& JsonFields::object(const char* key) const {
   const json* v = find(key);
   if (!v) return kNull;
   KILN_CHECK(v->is_object(), "[", op_, "] expected an object \"", key, "\" in ", what_, ", got ",
-             v->dump());
+             json_brief(*v));
   return *v;
 }
 

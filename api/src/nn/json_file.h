@@ -15,6 +15,12 @@ namespace kiln::nn {
 nlohmann::json read_json_file(const std::string& path, const char* op);
 nlohmann::json parse_json(const std::string& text, const std::string& what, const char* op);
 
+// A JSON value for an error message: the value itself where it is small and
+// shallow, else its kind and size. Never a full dump: a deeply nested value
+// (from a file a user handed kiln) would take the library's dump as deep into
+// the stack, and a large one would flood the message.
+std::string json_brief(const nlohmann::json& v);
+
 // Typed fields of a JSON object `obj` read from `what`. Absent (or null) keys
 // give `fallback` when it is set, else an error; a value of another type is
 // always an error.

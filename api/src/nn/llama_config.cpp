@@ -9,13 +9,13 @@ namespace {
 void check_layer_types(const nlohmann::json& types, const LlamaConfig& c, const std::string& what) {
   KILN_CHECK(types.is_array() && static_cast<int64_t>(types.size()) == c.num_hidden_layers,
              "[Llama] expected layer_types in ", what, " to list ", c.num_hidden_layers,
-             " layers, got ", types.dump());
+             " layers, got ", json_brief(types));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string want = c.window_of(i) ? "sliding_attention" : "full_attention";
     const nlohmann::json& got = types[static_cast<size_t>(i)];
     KILN_CHECK(got.is_string() && got.get<std::string>() == want, "[Llama] expected layer_types[",
                i, "] in ", what, " to be \"", want,
-               "\" (from model_type, sliding_window and max_window_layers), got ", got.dump());
+               "\" (from model_type, sliding_window and max_window_layers), got ", json_brief(got));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "api/src/nn/json_file.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
 #include "runtime/core/checked_sizes.h"
@@ -91,12 +93,13 @@ DType parse_dtype(const json& v, const std::string& ctx) {
 int64_t parse_index(const json& v, const char* what, const std::string& ctx) {
   KILN_CHECK(v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t{INT64_MAX},
              "[safetensors] expected ", what, " of non-negative integers below 2^63 for ", ctx,
-             ", got ", v.dump());
+             ", got ", json_brief(v));
   return static_cast<int64_t>(v.get<uint64_t>());
 }
 
 std::vector<int64_t> parse_shape(const json& v, const std::string& ctx) {
-  KILN_CHECK(v.is_array(), "[safetensors] expected a list shape for ", ctx, ", got ", v.dump());
+  KILN_CHECK(v.is_array(), "[safetensors] expected a list shape for ", ctx, ", got ",
+             json_brief(v));
   KILN_CHECK(v.size() <= kMaxRank, "[safetensors] expected a shape of at most ", kMaxRank,
              " dims for ", ctx, ", got ", v.size());
   std::vector<int64_t> shape;
@@ -206,11 +209,11 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (name == "__metadata__") {
       KILN_CHECK(e.is_object(),
                  "[safetensors] expected __metadata__ to be an object of strings in ", path,
-                 ", got ", e.dump());
+                 ", got ", json_brief(e));
       for (auto m = e.begin(); m != e.end(); ++m) {
         KILN_CHECK(m.value().is_string(),
                    "[safetensors] expected string values in __metadata__ of ", path, ", got ",
-                   m.value().dump(), " for '", m.key(), "'");
+                   json_brief(m.value()), " for '", m.key(), "'");
         out.metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
@@ -219,7 +222,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     KILN_CHECK(e.is_object(),
                "[safetensors] expected an object with dtype, shape and "
                "data_offsets for ",
-               ctx, ", got ", e.dump());
+               ctx, ", got ", json_brief(e));
     for (const char* key : {"dtype", "shape", "data_offsets"}) {
       KILN_CHECK(e.contains(key), "[safetensors] expected dtype, shape and data_offsets for ", ctx,
                  ", got no ", key);
@@ -229,7 +232,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     ti.shape = parse_shape(e["shape"], ctx);
     const json& off = e["data_offsets"];
     KILN_CHECK(off.is_array() && off.size() == 2,
-               "[safetensors] expected data_offsets [begin, end] for ", ctx, ", got ", off.dump());
+               "[safetensors] expected data_offsets [begin, end] for ", ctx, ", got ",
+               json_brief(off));
     const int64_t begin = parse_index(off[0], "data_offsets", ctx);
     const int64_t end = parse_index(off[1], "data_offsets", ctx);
     // The rule every tensor kiln makes obeys (Note [Checked size arithmetic]),
@@ -328,10 +332,15 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   if (!metadata.empty()) h["__metadata__"] = metadata;
   std::vector<Tensor> host;
   uint64_t offset = 0;
+  // Every tensor is on the host, contiguous, before the file is opened: a
+  // failure there (memory, a lazy value's error) leaves nothing behind.
+  EagerGuard eager;
   for (const auto& [name, t] : tensors) {
     KILN_CHECK(name != "__metadata__",
                "[save_safetensors] expected tensor names other than "
                "__metadata__");
+    KILN_CHECK(t.defined(), "[save_safetensors] expected a defined tensor for '", name,
+               "', got an undefined one");
     Tensor c = t.to(Device::cpu()).contiguous();
     h[name] = {{"dtype", name_of(c.dtype())},
                {"shape", c.sizes().vec()},
@@ -341,21 +350,33 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   }
   std::string header = h.dump();
   while ((header.size() + 8) % 8) header += ' ';  // keep the data 8-byte aligned
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    KILN_CHECK(f.good(), "[save_safetensors] expected a writable path, got '", tmp, "'");
-    uint64_t len = header.size();
-    for (int i = 0; i < 8; ++i) f.put(static_cast<char>((len >> (8 * i)) & 0xff));
-    f.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const Tensor& c : host) {
-      if (c.nbytes())
-        f.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+  // Written beside the destination under a name of this process's own, then
+  // renamed over it: a reader never sees half a file, a failure removes the
+  // temporary, and a user's file that happens to be named path + ".tmp" is
+  // left alone.
+  static std::atomic<uint64_t> saves{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(saves.fetch_add(1, std::memory_order_relaxed));
+  try {
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      KILN_CHECK(f.good(), "[save_safetensors] expected a writable path, got '", tmp, "'");
+      uint64_t len = header.size();
+      for (int i = 0; i < 8; ++i) f.put(static_cast<char>((len >> (8 * i)) & 0xff));
+      f.write(header.data(), static_cast<std::streamsize>(header.size()));
+      for (const Tensor& c : host) {
+        if (c.nbytes())
+          f.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+      }
+      f.flush();
+      KILN_CHECK(f.good(), "[save_safetensors] failed writing ", tmp);
     }
-    KILN_CHECK(f.good(), "[save_safetensors] failed writing ", tmp);
+    KILN_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[save_safetensors] could not rename ",
+               tmp, " to ", path, " (", std::strerror(errno), ")");
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
   }
-  KILN_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[save_safetensors] could not rename ",
-             tmp, " to ", path);
 }
 
 }  // namespace kiln::nn
