@@ -192,19 +192,22 @@ GuardSet GuardSet::from_call(const std::vector<IValue>& args, const DynamicDims&
   return g;
 }
 
-void GuardSet::guard_captured(StorageImpl* storage, int32_t entry_refs, std::string what) {
-  if (storage->use_count() <= entry_refs) return;  // nothing outside holds it
-  captured_sorted_.insert(
-      std::upper_bound(captured_sorted_.begin(), captured_sorted_.end(), storage), storage);
-  // The entry's tensors, this guard's own reference, and one held outside.
-  captured_.emplace_back(IntrusivePtr<StorageImpl>::retain(storage), entry_refs + 2,
-                         std::move(what));
+Captured::Captured(StorageImpl* s, int32_t outside, std::string w)
+    : min_refs(outside), what(std::move(w)) {
+  s->add_compiled_refs(1);  // before the reference is taken (Note [Guards])
+  storage = IntrusivePtr<StorageImpl>::retain(s);
 }
 
-void GuardSet::add_entry_references(const StorageImpl* storage, int32_t n) {
-  for (Captured& c : captured_) {
-    if (c.storage.get() == storage) c.min_refs.fetch_add(n, std::memory_order_relaxed);
-  }
+Captured::~Captured() {
+  if (storage) storage->add_compiled_refs(-1);
+}
+
+void GuardSet::guard_captured(StorageImpl* storage, std::string what) {
+  // Nothing outside compiled functions holds it.
+  if (storage->use_count() <= storage->compiled_refs()) return;
+  captured_sorted_.insert(
+      std::upper_bound(captured_sorted_.begin(), captured_sorted_.end(), storage), storage);
+  captured_.emplace_back(storage, 1, std::move(what));
 }
 
 void GuardSet::require_held_references(const StorageImpl* storage, int32_t held) {
@@ -399,7 +402,7 @@ bool GuardSet::check(const std::vector<IValue>& args) const {
     }
   }
   for (const Captured& c : captured_) {
-    if (c.storage->use_count() < c.min_refs.load(std::memory_order_relaxed)) return false;
+    if (!c.holds()) return false;
   }
   return true;
 }
@@ -544,7 +547,7 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
     }
   }
   for (const Captured& c : captured_) {
-    if (c.storage->use_count() < c.min_refs.load()) {
+    if (!c.holds()) {
       f.reason = "captured tensor (" + c.what +
                  ") lost a reference held outside the function: it was replaced or released";
       return f;
@@ -592,7 +595,8 @@ std::vector<std::string> GuardSet::describe(const std::vector<std::string>& name
       (mode_.tf32 ? ", tf32" : ""));
   for (const Captured& c : captured_) {
     lines.push_back("captured: " + c.what + ", " + std::to_string(c.storage->nbytes()) +
-                    " bytes, at least " + std::to_string(c.min_refs.load()) + " references");
+                    " bytes, at least " + std::to_string(c.min_refs.load()) +
+                    " references held outside compiled functions");
   }
   return lines;
 }

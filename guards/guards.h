@@ -19,12 +19,20 @@
 //   their capture (PyTorch guards its allow_tf32 flag the same way);
 // - per captured tensor (a weight, a KV cache: read by the trace, made before
 //   it): identity. C++ has no attribute to watch, so identity is the
-//   storage's reference count: the entry's own references plus one held
-//   outside, or as many as the traced function asked for
+//   storage's reference count: at least one reference held outside every
+//   compiled function, or as many as the traced function asked for
 //   (jit::guard_held_references: views of one storage, each a parameter).
-//   A weight replaced by another tensor (or released) drops a reference
-//   held outside and fails the guard; a storage written in place keeps it
-//   (later calls see the new values).
+//   References the entries of any compiled function hold (their tensors on
+//   the storage, their guards' own) are counted on the storage itself
+//   (StorageImpl::compiled_refs) and left out: a second entry, or a second
+//   function, capturing the same weight used to count as a holder outside,
+//   so that replacing the weight failed no guard and both kept computing
+//   with the old one. A weight replaced by another tensor (or released)
+//   drops a reference held outside and fails the guard; a storage written
+//   in place keeps it (later calls see the new values). The count of a
+//   compiled holder is raised before its reference is taken and lowered
+//   after it is dropped where the code allows it, so a race reads too few
+//   references outside (a needless recompile), not too many.
 // check() is the fast path (no allocation, no strings); explain() rebuilds
 // the reason a check failed, in PyTorch's recompile wording.
 
@@ -92,15 +100,20 @@ struct Moved {
   std::vector<int> offsets;                   // arguments
 };
 
-// A captured tensor's storage and the references the guard counts on.
+// A captured tensor's storage and the references held outside compiled
+// functions that the guard counts on. Its own reference is a compiled one.
 struct Captured {
-  Captured(IntrusivePtr<StorageImpl> s, int32_t refs, std::string w)
-      : storage(std::move(s)), min_refs(refs), what(std::move(w)) {}
+  Captured(StorageImpl* s, int32_t outside, std::string w);
   Captured(Captured&& o) noexcept
       : storage(std::move(o.storage)), min_refs(o.min_refs.load()), what(std::move(o.what)) {}
+  ~Captured();
   IntrusivePtr<StorageImpl> storage;
-  std::atomic<int32_t> min_refs;
-  std::string what;  // "weight of op 5 'linear'"
+  std::atomic<int32_t> min_refs;  // held outside compiled functions, at least
+  std::string what;               // "weight of op 5 'linear'"
+  bool holds() const {
+    return storage->use_count() - storage->compiled_refs() >=
+           min_refs.load(std::memory_order_relaxed);
+  }
 };
 
 class GuardSet {
@@ -108,14 +121,13 @@ class GuardSet {
   // The guards of a call with `args` in the thread's current modes.
   static GuardSet from_call(const std::vector<IValue>& args, const DynamicDims& dynamic);
 
-  // Guards `storage`, captured by the entry, which holds `entry_refs`
-  // distinct tensors on it, when something outside holds it too (else it is
-  // a constant the function made while traced, and nothing is guarded).
-  void guard_captured(StorageImpl* storage, int32_t entry_refs, std::string what);
-  // The entry now holds `n` more tensors on `storage` (a new instance).
-  void add_entry_references(const StorageImpl* storage, int32_t n);
+  // Guards `storage`, captured by the entry (whose references on it are
+  // counted in its compiled_refs()), when something outside compiled
+  // functions holds it too (else it is a constant the function made while
+  // traced, and nothing is guarded).
+  void guard_captured(StorageImpl* storage, std::string what);
   // Asks `storage`'s guard (if it has one) for at least `held` references
-  // held outside the entry, where guard_captured asked for one.
+  // held outside compiled functions, where guard_captured asked for one.
   void require_held_references(const StorageImpl* storage, int32_t held);
   // Guards the exact offset of each tensor argument (guard order) marked in
   // `fixed` (its trace made a view of it at an explicit storage offset).

@@ -76,6 +76,76 @@ bool writes_only_its_results(const Pristine& p) {
   return true;
 }
 
+// A write of a trace that the caller sees: into a tensor argument (by guard
+// order) or a captured storage, with the geometry of the view written.
+struct VisibleWrite {
+  int64_t argument = -1;
+  const StorageImpl* captured = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+  bool operator==(const VisibleWrite& o) const {
+    return argument == o.argument && captured == o.captured && offset == o.offset &&
+           sizes == o.sizes && strides == o.strides;
+  }
+};
+
+std::vector<VisibleWrite> visible_writes(const Pristine& p) {
+  std::unordered_map<const StorageImpl*, int64_t> arguments;
+  for (size_t i = 0; i < p.stand_ins.size(); ++i) {
+    if (p.stand_ins[i].defined()) {
+      arguments.try_emplace(p.stand_ins[i].impl()->storage().get(), static_cast<int64_t>(i));
+    }
+  }
+  std::vector<VisibleWrite> out;
+  auto note = [&](const Tensor& t) {
+    const StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
+    if (!s) return;
+    VisibleWrite w;
+    if (auto it = arguments.find(s); it != arguments.end()) {
+      w.argument = it->second;
+    } else if (p.captured.count(s)) {
+      w.captured = s;
+    } else {
+      return;
+    }
+    w.offset = t.storage_offset();
+    w.sizes.assign(t.sizes().begin(), t.sizes().end());
+    w.strides.assign(t.strides().begin(), t.strides().end());
+    out.push_back(std::move(w));
+  };
+  for (const Node& n : p.nodes) {
+    for (int k : n.written) {
+      const IValue& a = n.args[static_cast<size_t>(k)];
+      if (a.is_tensor()) note(a.to_tensor());
+      if (a.is_tensor_list()) {
+        for (const Tensor& t : a.to_tensor_list()) note(t);
+      }
+    }
+  }
+  return out;
+}
+
+// Why a function that writes its arguments or captured tensors cannot run
+// padded, or "": a write into an argument that padding copies would not
+// reach the caller, and a write whose extent follows the padded dim would
+// write the padded rows into the caller's memory (a KV cache's next slots).
+std::string padded_writes_differ(const std::vector<IValue>& args, const std::vector<IValue>& padded,
+                                 const Pristine& own, const Pristine& at_bucket) {
+  const std::vector<const Tensor*> a = tensor_arguments(args), b = tensor_arguments(padded);
+  const std::vector<VisibleWrite> exact = visible_writes(own);
+  for (const VisibleWrite& w : exact) {
+    const auto k = static_cast<size_t>(w.argument);
+    if (w.argument >= 0 && k < a.size() && k < b.size() && a[k]->impl() != b[k]->impl()) {
+      return "it writes argument " + std::to_string(k) +
+             ", which padding copies, so the write would not reach the caller";
+    }
+  }
+  if (!(exact == visible_writes(at_bucket))) {
+    return "what it writes into its arguments or captured tensors follows the padded size";
+  }
+  return "";
+}
+
 // A padded call's result `t` can be narrowed to `sizes`: the same rank, no
 // size smaller (or both undefined).
 bool fits(const Tensor& t, const std::optional<std::vector<int64_t>>& sizes) {
@@ -244,6 +314,24 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
     }
     results = narrow(std::move(got), sizes);
   } else {
+    // The trace at the bucket's sizes (nothing runs) must write what the
+    // call's own would, where the caller can see it.
+    Traced at_bucket = trace_function(padded, body);
+    if (at_bucket.broken) {  // it ran, padded: as a padded call that fails
+      turn_off("its trace breaks at the padded size (" + at_bucket.break_reason + ")");
+      throw Error("[jit::compile] " + options_.name +
+                  ": expected a function whose trace at a bucket's size does not break, "
+                  "got one that breaks (" +
+                  at_bucket.break_reason +
+                  "); it ran padded, and "
+                  "buckets are off for it from now on");
+    }
+    if (std::string why =
+            padded_writes_differ(args, padded, own, make_pristine(std::move(at_bucket)));
+        !why.empty()) {
+      turn_off(why);
+      return run(args);
+    }
     std::vector<Tensor> got;
     try {
       got = run(padded);

@@ -37,7 +37,13 @@
 // that writes its arguments or captured tensors (a KV cache) is not run
 // twice, so its rows are taken to be independent, as a batch of requests
 // is; its results are still narrowed by the traced sizes, and a padded call
-// of it that fails raises (and turns buckets off).
+// of it that fails raises (and turns buckets off). Its first call at each
+// size also traces it at the bucket's sizes (nothing runs) and compares
+// where the two traces write into its arguments and captured tensors: a
+// write into an argument that padding copies (which would never reach the
+// caller), or a written region that follows the padded size (the padded
+// rows written into the next slots of a KV cache), turns buckets off before
+// anything ran padded, and the call runs at its own sizes.
 
 #include <atomic>
 #include <cstdint>

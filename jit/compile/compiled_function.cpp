@@ -99,19 +99,37 @@ struct Entry {
   // What its instances' captures learned (Note [Capture hints]).
   std::shared_ptr<CaptureHint> capture_hint = std::make_shared<CaptureHint>();
   bool specs_warned = false;
-  // Distinct tensors the entry holds on captured storages (Note [Guards]).
+  // Distinct tensors the entry holds on captured storages, and per storage
+  // the references they make, counted on the storage as compiled ones (Note
+  // [Guards]) until the entry is gone.
   std::mutex refs_mu;
   std::unordered_set<const TensorImpl*> captured_impls;
+  struct Hold {
+    explicit Hold(StorageImpl* s) {
+      s->add_compiled_refs(1);  // its own reference, counted before it is taken
+      storage = IntrusivePtr<StorageImpl>::retain(s);
+    }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    ~Hold() { storage->add_compiled_refs(-(tensors + 1)); }
+    IntrusivePtr<StorageImpl> storage;  // keeps it alive for the count's sake
+    int32_t tensors = 0;
+  };
+  std::unordered_map<const StorageImpl*, Hold> holds;
 
-  // Counts the tensors `impls` adds on captured storages into the guards.
+  // Counts the tensors `impls` adds on captured storages.
   void hold(const std::vector<const TensorImpl*>& impls) {
     std::lock_guard<std::mutex> lock(refs_mu);
     for (const TensorImpl* impl : impls) {
-      if (captured_impls.insert(impl).second) {
-        guards.add_entry_references(impl->storage().get(), 1);
-      }
+      if (!captured_impls.insert(impl).second) continue;
+      StorageImpl* s = impl->storage().get();
+      ++holds.try_emplace(s, s).first->second.tensors;
+      s->add_compiled_refs(1);
     }
   }
+
+  // The plans (and their tensors) go before the counts of their references.
+  ~Entry() { specs.clear(); }
 };
 
 // Hands an instance back to its pool when the call ends (or throws).
@@ -458,18 +476,9 @@ SpecializedFor boxed::CompiledCore::Impl::specialized_for(const Entry& e,
 // The first plan of an entry fixes which captured storages are guarded:
 // those that something outside the entry holds (Note [Guards]).
 void boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& p, const Instance& first) {
-  std::unordered_map<const StorageImpl*, int32_t> refs;
-  {
-    std::lock_guard<std::mutex> lock(e.refs_mu);
-    for (const auto* list : {&p.captured_impls, &first.captured_impls()}) {
-      for (const TensorImpl* impl : *list) {
-        if (e.captured_impls.insert(impl).second) ++refs[impl->storage().get()];
-      }
-    }
-  }
-  for (const auto& [storage, what] : p.captured_uses) {
-    e.guards.guard_captured(storage, refs[storage], what);
-  }
+  e.hold(p.captured_impls);
+  e.hold(first.captured_impls());
+  for (const auto& [storage, what] : p.captured_uses) e.guards.guard_captured(storage, what);
   for (const auto& [storage, held] : p.held_refs) e.guards.require_held_references(storage, held);
 }
 

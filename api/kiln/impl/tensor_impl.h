@@ -73,6 +73,12 @@ class KILN_API StorageImpl : public RefCounted {
   // Releases the memory (its deleter runs), leaving the storage without any.
   void reset_data();
 
+  // References to this storage that jit::compile's entries hold (their
+  // tensors on it, their guards' own), so that a captured tensor's guard
+  // tells them from the caller's (Note [Guards] in guards/guards.h).
+  int32_t compiled_refs() const { return compiled_refs_.load(std::memory_order_acquire); }
+  void add_compiled_refs(int32_t n) { compiled_refs_.fetch_add(n, std::memory_order_acq_rel); }
+
  private:
   void* data_;
   size_t nbytes_;
@@ -81,6 +87,7 @@ class KILN_API StorageImpl : public RefCounted {
   Device device_;
   std::atomic<int64_t> version_{0};
   std::atomic<PendingValue*> pending_{nullptr};  // owns one reference
+  std::atomic<int32_t> compiled_refs_{0};
 };
 
 class KILN_API TensorImpl : public RefCounted {

@@ -175,6 +175,34 @@ TEST(CompileGuards, ReplacedWeightRecompilesOnce) {
   EXPECT_TENSOR_CLOSE(r4, kiln::tanh(x * m.w));
 }
 
+// A weight captured by two compiled functions, and by two entries of one:
+// their references are not the caller's (Note [Guards]), so replacing the
+// weight fails every guard on it, and each recomputes with the new one.
+TEST(CompileGuards, WeightReplacedUnderSeveralEntriesRecompilesEach) {
+  Model m{random_tensor({4, 8}, kiln::kFloat32, "contiguous", 17)};
+  Tensor b = random_tensor({4, 8}, kiln::kFloat32, "contiguous", 18);
+  auto f = kiln::jit::compile([&](const Tensor& x) { return x * m.w; }, {.name = "f"});
+  auto g = kiln::jit::compile([&](const Tensor& x) { return x + m.w; }, {.name = "g"});
+  auto h = kiln::jit::compile([&](const Tensor& x) { return x * m.w + b; }, {.name = "h"});
+  const Tensor x = random_tensor({4, 8}, kiln::kFloat32, "contiguous", 19);
+  const Tensor x64 = x.to(kiln::kFloat64);
+  (void)f(x), (void)g(x), (void)h(x), (void)h(x64);  // h: an entry per dtype
+  auto check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    Tensor rf = f(x), rg = g(x), rh = h(x), rh64 = h(x64);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(rf, x * m.w);
+    EXPECT_TENSOR_CLOSE(rg, x + m.w);
+    EXPECT_TENSOR_CLOSE(rh, x * m.w + b);
+    EXPECT_TENSOR_CLOSE(rh64, x64 * m.w + b);
+  };
+  check("before");
+  m.w = random_tensor({4, 8}, kiln::kFloat32, "contiguous", 20);
+  check("w replaced");
+  b = random_tensor({4, 8}, kiln::kFloat32, "contiguous", 21);
+  check("b replaced");
+}
+
 TEST(CompileGuards, AutocastRecompilesOnce) {
   Tensor w = random_tensor({16, 8}, kiln::kFloat32, "contiguous", 3);
   auto f = kiln::jit::compile([&](const Tensor& x) { return kiln::linear(x, w); }, {.name = "g"});
@@ -576,6 +604,48 @@ TEST(CompileGuards, BucketsRunAFunctionThatWritesStateOnce) {
     EXPECT_TENSOR_CLOSE(r, x * 2.0 + static_cast<double>(k));
     EXPECT_EQ(calls.item<float>(), static_cast<float>(k));
   }
+}
+
+// Note [Buckets]: a function whose writes into captured tensors follow the
+// padded size (the padded rows would land in a cache's next slots), or that
+// writes an argument padding copies (the write would never reach the
+// caller), runs at its own sizes: buckets turn off before anything ran padded.
+TEST(CompileGuards, BucketsOffWhereWritesFollowThePadding) {
+  Tensor cache = kiln::full({6, 2}, 9.0f);
+  auto into_cache = kiln::jit::compile(
+      [&](const Tensor& t) {
+        cache.narrow(0, 0, t.size(0)).copy_(t);
+        return t * 2.0;
+      },
+      {.name = "cache", .dynamic = {{0, 0}}, .buckets = {4, 8}});
+  auto into_argument = kiln::jit::compile(
+      [](const Tensor& t) {
+        Tensor y = t;
+        y.mul_(2.0);
+        return t + 1.0;
+      },
+      {.name = "argument", .dynamic = {{0, 0}}, .buckets = {4, 8}});
+  Logs logs("");
+  const Tensor x = random_tensor({3, 2}, kiln::kFloat32, "contiguous", 70);
+  Tensor r = into_cache(x);
+  Tensor arg = random_tensor({3, 2}, kiln::kFloat32, "contiguous", 71);
+  const Tensor before = arg.clone();
+  Tensor r2 = into_argument(arg);
+  const std::string text = logs.take();
+  kiln::EagerGuard eager;
+  EXPECT_TENSOR_CLOSE(r, x * 2.0);
+  EXPECT_TENSOR_CLOSE(cache.narrow(0, 0, 3), x);
+  EXPECT_TENSOR_CLOSE(cache.narrow(0, 3, 3), kiln::full({3, 2}, 9.0f));  // untouched
+  EXPECT_TENSOR_CLOSE(arg, before * 2.0);
+  EXPECT_TENSOR_CLOSE(r2, before * 2.0 + 1.0);
+  EXPECT_EQ(count_of(text,
+                     "cache: buckets are off: what it writes into its arguments or "
+                     "captured tensors follows the padded size"),
+            1)
+      << text;
+  EXPECT_EQ(count_of(text, "argument: buckets are off: it writes argument 0, which padding copies"),
+            1)
+      << text;
 }
 
 // A result that padding makes smaller cannot be narrowed back. A function
