@@ -210,6 +210,10 @@ void GuardSet::guard_captured(StorageImpl* storage, std::string what) {
   captured_.emplace_back(storage, 1, std::move(what));
 }
 
+void GuardSet::require_storage(size_t k, StorageImpl* storage, std::string what) {
+  required_.emplace_back(k, Captured(storage, 0, std::move(what)));
+}
+
 void GuardSet::require_held_references(const StorageImpl* storage, int32_t held) {
   for (Captured& c : captured_) {
     if (c.storage.get() == storage && held > 1)
@@ -367,9 +371,13 @@ bool GuardSet::check(const std::vector<IValue>& args) const {
   SmallVector<int64_t, 8> offsets;
   size_t tg = 0, sg = 0, lg = 0;
   auto holds = [&](const Tensor& t) {
+    const size_t k = tg;
     const TensorGuard& g = tensors_[tg++];
     if (!tensor_holds(g, t)) return false;
     const StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
+    for (const auto& [index, c] : required_) {
+      if (index == k && c.storage.get() != s) return false;
+    }
     const int64_t offset = t.defined() ? t.storage_offset() : 0;
     // The aliasing the trace modeled (a moving group keeps its distances),
     // and no argument sharing a captured storage.
@@ -436,6 +444,7 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
   std::vector<int64_t> offsets;
   size_t tg = 0, sg = 0, lg = 0;
   auto tensor_reason = [&](const Tensor& t) -> bool {
+    const size_t k = tg;
     const TensorGuard& g = tensors_[tg++];
     f.input = g.input;
     const std::string who = input_name(g.input, g.element, names);
@@ -489,6 +498,12 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
       return true;
     }
     const StorageImpl* s = t.impl()->storage().get();
+    for (const auto& [index, c] : required_) {
+      if (index == k && c.storage.get() != s) {
+        f.reason = who + " is no longer the tensor the function captured (" + c.what + ")";
+        return true;
+      }
+    }
     int shares = -1;
     for (size_t k = 0; k < storages.size() && shares < 0; ++k) {
       if (s && storages[k] == s) shares = static_cast<int>(k);

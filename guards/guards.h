@@ -126,6 +126,11 @@ class GuardSet {
   // functions holds it too (else it is a constant the function made while
   // traced, and nothing is guarded).
   void guard_captured(StorageImpl* storage, std::string what);
+  // Tensor argument `k` (guard order) must be a view of `storage` itself: an
+  // entry that runs uncompiled because that argument is a tensor the
+  // function also captured (Note [Arguments that are captured tensors] in
+  // jit/compile/compiled_function.cpp).
+  void require_storage(size_t k, StorageImpl* storage, std::string what);
   // Asks `storage`'s guard (if it has one) for at least `held` references
   // held outside compiled functions, where guard_captured asked for one.
   void require_held_references(const StorageImpl* storage, int32_t held);
@@ -201,6 +206,7 @@ class GuardSet {
   std::vector<IValue::Tag> kinds_;  // per argument
   ModeGuard mode_;
   std::vector<Captured> captured_;
+  std::vector<std::pair<size_t, Captured>> required_;  // require_storage
   std::vector<const StorageImpl*> captured_sorted_;  // for is_captured
   DynamicDims dynamic_;
 };

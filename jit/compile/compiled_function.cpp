@@ -218,6 +218,8 @@ struct boxed::CompiledCore::Impl {
     return s;
   }
   void guard_captured(Entry& e, const Pristine& p, const Instance& first);
+  // Note [Arguments that are captured tensors].
+  bool aliases_captured(Entry& e, const std::vector<IValue>& args, const Pristine& p);
   std::unique_ptr<Instance> new_instance(Entry& e, const Specialization& spec);
   // Logs name an instance "decode: entry 1" and, with dynamic dims or
   // scalars, what the specialization is for: "decode: entry 1, bucket 8",
@@ -473,6 +475,49 @@ SpecializedFor boxed::CompiledCore::Impl::specialized_for(const Entry& e,
   return f;
 }
 
+// Note [Arguments that are captured tensors]
+// Tracing gives each tensor argument a stand-in storage of its own (Note
+// [Tracing stand-ins]), so a trace never learns that an argument is a tensor
+// the function also captures: f(state) where f writes `state` and reads its
+// argument ran the read and the write as two unrelated storages, in either
+// order, and returned the value from before the write. Calls like that are
+// rare and cannot be planned from such a trace: where an argument's storage
+// is one the trace captured and the trace writes an argument or a captured
+// tensor, the entry runs uncompiled (lazily, which is right), logged, and
+// guards that argument to be that very storage, so that calls with other
+// tensors keep matching the compiled entries. (Read-only functions are
+// planned as usual: two names for memory nobody writes cannot disagree.)
+bool boxed::CompiledCore::Impl::aliases_captured(Entry& e, const std::vector<IValue>& args,
+                                                 const Pristine& p) {
+  if (p.captured.empty()) return false;
+  bool writes = false;
+  for (const Node& n : p.nodes) {
+    for (int w : n.written) {
+      const IValue& a = n.args[static_cast<size_t>(w)];
+      writes = writes || a.is_tensor() || a.is_tensor_list();
+    }
+  }
+  if (!writes) return false;
+  const std::vector<const Tensor*> tensors = tensor_arguments(args);
+  bool aliased = false;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    StorageImpl* s = tensors[k]->defined() ? tensors[k]->impl()->storage().get() : nullptr;
+    if (!s || !p.captured.count(s)) continue;
+    const std::string what = "argument " + std::to_string(k) + " in guard order";
+    e.guards.require_storage(k, s, what);
+    if (!aliased) {
+      e.uncompiled = true;
+      e.why = "tensor " + what +
+              " is a tensor the function also captures, and the function writes: a trace "
+              "cannot model that";
+      KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": ", e.why,
+               "; the entry runs uncompiled (lazily) for such calls");
+    }
+    aliased = true;
+  }
+  return aliased;
+}
+
 // The first plan of an entry fixes which captured storages are guarded:
 // those that something outside the entry holds (Note [Guards]).
 void boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& p, const Instance& first) {
@@ -513,6 +558,10 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   spec->key = spec_key(e, args);
   spec->what = specialized_for(e, args);
   spec->pristine = make_pristine(std::move(traced));
+  if (aliases_captured(e, args, spec->pristine)) {
+    *results = body.call(body.self, args);  // the trace never ran: run it lazily
+    return nullptr;
+  }
   if (verify) {
     spec->signature =
         trace_signature(spec->pristine.nodes, spec->pristine.stand_ins, spec->pristine.captured);

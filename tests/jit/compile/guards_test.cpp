@@ -203,6 +203,37 @@ TEST(CompileGuards, WeightReplacedUnderSeveralEntriesRecompilesEach) {
   check("b replaced");
 }
 
+// Note [Arguments that are captured tensors]: a call whose argument is a
+// tensor the function captures and writes runs uncompiled (a trace cannot
+// model the aliasing), right; calls with other tensors stay compiled.
+TEST(CompileGuards, ArgumentThatIsACapturedTensorRunsUncompiled) {
+  Tensor state = kiln::ones({3});
+  auto body = [](Tensor& st, const Tensor& x) {
+    st.mul_(2.0);
+    return x + 1.0;
+  };
+  auto f = kiln::jit::compile([&](const Tensor& x) { return body(state, x); }, {.name = "alias"});
+  Tensor twin = kiln::ones({3});  // eager reference for state
+  Logs logs("recompiles");
+  auto step = [&](const Tensor& arg, const Tensor& twin_arg) {
+    Tensor got = f(arg);
+    kiln::EagerGuard eager;
+    Tensor want = body(twin, twin_arg);
+    EXPECT_TENSOR_CLOSE(got, want);
+    EXPECT_TENSOR_CLOSE(state, twin);
+  };
+  step(state, twin);  // aliased: 3s
+  const Tensor x = random_tensor({3}, kiln::kFloat32, "contiguous", 30);
+  step(x, x);
+  step(x, x);
+  step(state, twin);
+  step(state.narrow(0, 0, 3), twin.narrow(0, 0, 3));  // a view covering it
+  step(x, x);
+  const std::string text = logs.take();
+  EXPECT_EQ(f.stats().entries, 2) << text;
+  EXPECT_EQ(count_of(text, "is a tensor the function also captures"), 1) << text;
+}
+
 TEST(CompileGuards, AutocastRecompilesOnce) {
   Tensor w = random_tensor({16, 8}, kiln::kFloat32, "contiguous", 3);
   auto f = kiln::jit::compile([&](const Tensor& x) { return kiln::linear(x, w); }, {.name = "g"});
