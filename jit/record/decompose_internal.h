@@ -32,13 +32,19 @@ inline DType out_compute(const Node& n) {
   return compute_dtype(out_dtype(n));
 }
 
-// The dtype the eager kernel computes a comparison or `where` in.
-inline DType promoted(const Node& n) {
+// The dtype the tensor arguments promote to (numbers and 0-dim tensors
+// taking part by kind, as in PyTorch).
+inline DType common_dtype(const Node& n) {
   ResultType rt;
   for (const IValue& v : n.args) {
     if (v.is_tensor() && v.to_tensor().defined()) rt.add(v.to_tensor());
   }
-  return compute_dtype(rt.result("fusion"));
+  return rt.result("fusion");
+}
+
+// The dtype the eager kernel computes a comparison or `where` in.
+inline DType promoted(const Node& n) {
+  return compute_dtype(common_dtype(n));
 }
 
 // isnan/isinf/isfinite test the input in its own compute dtype.
@@ -83,6 +89,22 @@ int32_t d_addc(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   return b.op(Prim::Add, t, b.cast(v[0], t), x);
 }
 
+// Operand `i` (value `v`) of a binary op in its compute dtype `t`. On the
+// CPU, as the eager kernel (and PyTorch 1.13's CPU TensorIterator), an
+// operand of another dtype than a 16-bit float result (a C++ number, a 0-dim
+// tensor) is converted to the result's dtype before the op computes in
+// float32: x * 1e-8 in float16 multiplies by 0. (PyTorch's CUDA kernels keep
+// such a number in float32, and so do kiln's.)
+inline int32_t operand(KernelBuilder& b, const Node& n, size_t i, int32_t v, DType t) {
+  const int32_t x = b.cast(v, t);
+  if (n.device.is_cuda() || i >= n.args.size()) return x;
+  const IValue& a = n.args[i];
+  if (!a.is_tensor() || !a.to_tensor().defined()) return x;
+  const DType common = common_dtype(n);
+  if (!is_reduced_float(common) || a.to_tensor().dtype() == common) return x;
+  return b.round_to(x, common);
+}
+
 // add/sub with alpha: a + alpha * b.
 template <bool kSub>
 int32_t d_add(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
@@ -94,8 +116,13 @@ int32_t d_add(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   KILN_CHECK(t != kBool || a.is_bool() || a.to_int() == 1 || a.to_int() == 0, "[", n.op->name(),
              "] expected a bool alpha for bool inputs, got ", a);
   double alpha = a.to_double();
-  int32_t x = b.cast(v[0], t), y = b.cast(v[1], t);
-  if (alpha != 1.0) y = b.op(Prim::Mul, t, y, b.constant(alpha, t));
+  int32_t x = operand(b, n, 0, v[0], t), y = operand(b, n, 1, v[1], t);
+  if (alpha != 1.0) {
+    y = b.op(Prim::Mul, t, y, b.constant(alpha, t));
+    // The CPU eager kernel, as PyTorch's: alpha * y rounded to the 16-bit
+    // type it computes for.
+    if (!n.device.is_cuda()) y = b.round_to(y, common_dtype(n));
+  }
   return b.op(kSub ? Prim::Sub : Prim::Add, t, x, y);
 }
 
@@ -105,7 +132,7 @@ int32_t d_binary(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v)
   // Integer pow is exact repeated multiplication: only the CUDA generator
   // has it (the CPU one refuses integer kernels); bool is refused eagerly.
   if (P == Prim::Pow && t == kBool) return -1;
-  return b.op(P, t, b.cast(v[0], t), b.cast(v[1], t));
+  return b.op(P, t, operand(b, n, 0, v[0], t), operand(b, n, 1, v[1], t));
 }
 
 template <Prim P>

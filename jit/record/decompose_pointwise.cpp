@@ -111,33 +111,18 @@ int32_t d_where(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) 
 // and calls pow; the others special-case 0.5, -0.5, -1, 2, 3 and -2, the
 // products rounded step by step as the eager kernel's are.
 // The CPU generator's forms (it has no integer kernels).
-int32_t pow_scalar_cpu(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
-  DType t = out_compute(n);
-  if (!is_floating(t)) return -1;
-  double e = number(n, 1);
-  int32_t x = b.cast(v[0], t);
-  if (e == 2.0) return b.op(Prim::Mul, t, x, x);
-  if (e == 1.0) return x;
-  // The eager kernel (as PyTorch) takes sqrt/rsqrt for +-0.5 except for float16,
-  // which goes through C pow: -inf ** 0.5 is NaN in one, +inf in the other.
-  if (out_dtype(n) != kFloat16) {
-    if (e == 0.5) return b.op(Prim::Sqrt, t, x);
-    if (e == -0.5) return b.op(Prim::Rsqrt, t, x);
-  }
-  return b.op(Prim::Pow, t, x, b.constant(e, t));
-}
-
-// On CUDA, as the eager kernel (and PyTorch): integers by exact repeated
-// multiplication (a negative exponent raises there); float16 takes the
-// exponent as float16 and calls pow; the others special-case 0.5, -0.5, -1,
-// 2, 3 and -2, rounding the products step by step as the eager kernel does.
+// As the eager kernels of both devices (and PyTorch): integers by exact
+// repeated multiplication (a negative exponent raises there; CUDA only: the
+// CPU generator has no integer kernels); float16 takes the exponent as
+// float16 and calls pow; the others special-case 0.5, -0.5, -1, 2, 3 and -2,
+// bfloat16 taking the exponent as bfloat16, rounding the products step by
+// step as the eager kernel does.
 int32_t d_pow_scalar(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
-  if (!n.device.is_cuda()) return pow_scalar_cpu(b, n, v);
   DType t = out_compute(n);
   double e = number(n, 1);
   int32_t x = b.cast(v[0], t);
   if (!is_floating(t)) {
-    if (t == kBool || e < 0 || e != std::trunc(e)) return -1;
+    if (!n.device.is_cuda() || t == kBool || e < 0 || e != std::trunc(e)) return -1;
     return b.op(Prim::Pow, t, x, b.constant(e, t));
   }
   const DType od = out_dtype(n);

@@ -376,3 +376,42 @@ TEST(LazyRecording, ToCpuMaterializesPendingTensors) {
 }
 
 }  // namespace
+
+// On the CPU, a number (or a 0-dim tensor of another dtype) with a 16-bit
+// float tensor is converted to the tensor's dtype before the op, as the eager
+// kernel and PyTorch's CPU kernels do; so is alpha * y in add/sub, and
+// pow's exponent. Fused, the number used to stay in float32: x * 1e-8 was
+// 0.0006 where eager gives 0, and bfloat16 x ** 1.7 was 2% off.
+TEST(LazyRecording, NumbersWithSixteenBitTensorsRoundAsEager) {
+  for (kiln::DType dt : {kiln::kFloat16, kiln::kBFloat16}) {
+    SCOPED_TRACE(kiln::dtype_name(dt));
+    Tensor x;
+    {
+      kiln::EagerGuard eager;
+      x = kiln::tensor<float>({60000.f, 0.f, 1.f, 88.5f, 1000.f, 3.f}).to(dt);
+    }
+    const std::vector<std::function<Tensor(const Tensor&)>> fns = {
+        [](const Tensor& t) { return t * 1e-8; },
+        [](const Tensor& t) { return t * 1e10; },
+        [](const Tensor& t) { return t * 1.003; },
+        [](const Tensor& t) { return kiln::sub(t, t * 0.5, 1.003); },
+        [](const Tensor& t) { return kiln::add(t, kiln::full({}, 1.003, kiln::kFloat32), 2.5); },
+        [](const Tensor& t) { return kiln::pow(t, 1.7); },
+        [](const Tensor& t) { return kiln::pow(t, 3.0) - kiln::pow(t, -2.0); },
+    };
+    for (size_t i = 0; i < fns.size(); ++i) {
+      SCOPED_TRACE("case " + std::to_string(i));
+      Tensor eager;
+      {
+        kiln::EagerGuard g;
+        eager = fns[i](x).to(kiln::kFloat32);
+      }
+      Tensor lazy = fns[i](x).to(kiln::kFloat32);
+      auto f = kiln::jit::compile(fns[i]);
+      Tensor compiled = f(x).to(kiln::kFloat32);
+      kiln::EagerGuard g;
+      EXPECT_TENSOR_CLOSE_TOL(lazy, eager, 0.0, 0.0);
+      EXPECT_TENSOR_CLOSE_TOL(compiled, eager, 0.0, 0.0);
+    }
+  }
+}
