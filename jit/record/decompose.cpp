@@ -104,6 +104,18 @@ Decomposition lookup(const std::string& name, bool cuda) {
 
 }  // namespace decomp
 
+bool is_pointwise_op(const OperatorEntry* op) {
+  using namespace decomp;
+  thread_local std::unordered_map<const OperatorEntry*, bool> known;
+  auto it = known.find(op);
+  if (it == known.end()) {
+    const bool pointwise =
+        lookup(op->name(), false) || lookup(op->name(), true) || out_form(op).functional != nullptr;
+    it = known.emplace(op, pointwise).first;
+  }
+  return it->second;
+}
+
 Decomposition find_decomposition(const Node& node) {
   using namespace decomp;
   if (node.outputs.size() != 1 || node.written.size() > 1) return nullptr;

@@ -36,5 +36,9 @@ using Decomposition = int32_t (*)(KernelBuilder& b, const Node& node,
 // The decomposition for `node`'s op, checking its dtypes are ones the
 // generators handle (floating compute, bool results of comparisons); else null.
 Decomposition find_decomposition(const Node& node);
+// Whether `op` is a pointwise op (or the out= form of one) that the
+// generators of either device fuse: its eager kernels go through TensorIter
+// (Note [Overlaps raised at the call] in jit/record/lazy_kernel.cpp).
+bool is_pointwise_op(const OperatorEntry* op);
 
 }  // namespace kiln::jit

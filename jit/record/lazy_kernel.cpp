@@ -6,10 +6,14 @@
 
 #include "jit/record/lazy_kernel.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "jit/plan/pipeline.h"
+#include "jit/record/decompose.h"
 #include "jit/record/trace_buffer.h"
 #include "kiln/jit.h"
 #include "kiln/logging.h"
@@ -124,6 +128,65 @@ Tensor fresh_output(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offs
 }
 
 namespace {
+
+// Note [Overlaps raised at the call]
+// The eager kernel of a pointwise op (its TensorIter) refuses an output that
+// partly overlaps one of its inputs (a[1:].add_(a[:-1])): the result would
+// depend on the order of the elements. The Meta kernel cannot see it (meta
+// twins share no storage), so lazy mode recorded the op, which then failed
+// when the trace ran and left its whole target carrying the error. The same
+// check now runs at the call on the real tensors (their storages and
+// offsets, no data needed) for the ops that fuse as pointwise kernels, whose
+// eager kernels all make it; the message is the eager kernel's.
+bool dense_without_overlap(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims > 1
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+void check_written_overlaps(const OperatorEntry& op, const Node& node) {
+  if (!is_pointwise_op(&op)) return;
+  const auto& params = op.schema().arguments;
+  for (int w : node.written) {
+    const Tensor& out = node.args[static_cast<size_t>(w)].to_tensor();
+    if (!out.defined() || out.numel() == 0 || !out.impl()->has_storage()) continue;
+    int input = 0;  // the eager kernel's numbering: tensor inputs, out= arguments left out
+    for (size_t i = 0; i < node.args.size(); ++i) {
+      const IValue& v = node.args[i];
+      if (!v.is_tensor() || !v.to_tensor().defined()) continue;
+      const bool out_param =
+          static_cast<int>(i) == w && i < params.size() && params[i].name == "out";
+      if (out_param) continue;
+      const Tensor& in = v.to_tensor();
+      const int k = input++;
+      if (in.impl() == out.impl() || in.numel() == 0 || !in.impl()->has_storage() ||
+          in.impl()->storage().get() != out.impl()->storage().get() || !dense_without_overlap(in) ||
+          !dense_without_overlap(out)) {
+        continue;
+      }
+      const int64_t a0 = out.storage_offset() * static_cast<int64_t>(out.element_size());
+      const int64_t a1 = a0 + out.numel() * static_cast<int64_t>(out.element_size());
+      const int64_t b0 = in.storage_offset() * static_cast<int64_t>(in.element_size());
+      const int64_t b1 = b0 + in.numel() * static_cast<int64_t>(in.element_size());
+      const bool partly =
+          a0 == b0 && a1 == b1 ? !(out.strides() == in.strides()) : (a0 < b1 && b0 < a1);
+      // The eager kernel's name for the op: "add_", not "add_.Tensor".
+      const std::string& name = op.name();
+      KILN_CHECK(!partly, "[", name.substr(0, name.find('.')),
+                 "] expected an output that is an input or shares no memory with it, got one "
+                 "that partly overlaps input ",
+                 k, "; clone() it first");
+    }
+  }
+}
 
 // Note [One device per CUDA op]
 // A CUDA op without a kernel of its own (Note [Eager CUDA ops]) reads its
@@ -292,11 +355,12 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
     }
   }
   if (returns_list) results.emplace_back(std::move(list_out));
+  node.args = std::move(stack);
+  if (!node.written.empty()) check_written_overlaps(op, node);
   for (int w : node.written) {
     // The write happens now as far as anyone can tell: bump the version at the call.
-    stack[w].to_tensor().impl()->bump_version();
+    node.args[static_cast<size_t>(w)].to_tensor().impl()->bump_version();
   }
-  node.args = std::move(stack);
   TraceBuffer::current().append(std::move(node));
   count_recorded();
   stack = std::move(results);

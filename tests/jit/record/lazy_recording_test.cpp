@@ -415,3 +415,26 @@ TEST(LazyRecording, NumbersWithSixteenBitTensorsRoundAsEager) {
     }
   }
 }
+
+// Note [Overlaps raised at the call]: an output that partly overlaps an input
+// of a pointwise op raises at the call in lazy mode as in eager mode, and the
+// target keeps its values (it used to be recorded, fail when the trace ran,
+// and leave the whole tensor carrying the error).
+TEST(LazyRecording, PartlyOverlappingOutputsRaiseAtTheCall) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    Tensor d = kiln::arange(1.0, 5.0);
+    Tensor dv = d.narrow(0, 1, 3);
+    EXPECT_KILN_ERROR(dv.add_(d.narrow(0, 0, 3)),
+                      "[add_] expected an output that is an input or "
+                      "shares no memory with it, got one that partly "
+                      "overlaps input 1");
+    EXPECT_KILN_ERROR(kiln::neg_out(dv, d.narrow(0, 0, 3)), "partly overlaps input 0");
+    dv.add_(dv);                                // the same view: fine
+    d.narrow(0, 0, 2).mul_(d.narrow(0, 2, 2));  // disjoint: fine
+    kiln::EagerGuard g;
+    EXPECT_TENSOR_CLOSE(d, kiln::tensor<float>({6.f, 32.f, 6.f, 8.f}));
+  }
+}
