@@ -13,6 +13,7 @@
 #include "kiln/ops.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/blas_tensor.h"
+#include "runtime/cpu/index_utils.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/cpu/tensor_iter.h"
 
@@ -283,7 +284,12 @@ Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
 Tensor kv_cache_attention_write(const Tensor& q, const Tensor& kc, const Tensor& vc,
                                 const Tensor& pos, const Tensor& k, const Tensor& v,
                                 std::optional<double> scale) {
-  check_defined(pos, "kv_cache_attention_write", "cache_position");
+  const char* op = "kv_cache_attention_write";
+  check_defined(pos, op, "cache_position");
+  check_defined(kc, op, "key_cache");
+  check_defined(vc, op, "value_cache");
+  check_no_internal_overlap(kc, op);  // Note [Writes into shared storage]
+  check_no_internal_overlap(vc, op);
   if (!q.device().is_meta()) {
     // Every check first, on meta twins, so that a bad call writes nothing.
     kv_cache_attention_write(meta_twin(q), meta_twin(kc), meta_twin(vc), meta_twin(pos),

@@ -13,6 +13,7 @@
 #include "kiln/dispatch.h"
 #include "runtime/core/dtype_dispatch.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/cpu/index_utils.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/cpu/tensor_iter.h"
 
@@ -70,6 +71,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   KILN_CHECK(weight.dim() == 2, "[embedding] expected a 2-D weight, got shape ", weight.sizes());
   KILN_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32,
              "[embedding] expected indices of dtype int64 or int32, got ", indices.dtype());
+  // -1 is the schema's "none" (ATen's too), whatever the weight's rows.
+  const int64_t rows = weight.size(0);
+  KILN_CHECK(padding_idx == -1 || (padding_idx >= -rows && padding_idx < rows),
+             "[embedding] expected padding_idx within num_embeddings, in [", -rows, ", ", rows,
+             "), got ", padding_idx);
   DimVector shape(indices.sizes());
   shape.push_back(weight.size(1));
   const bool meta = weight.is_meta() || indices.is_meta();
@@ -155,6 +161,9 @@ Tensor embedding_renorm_(const Tensor& self, const Tensor& indices, double max_n
              "[embedding_renorm_] expected indices of dtype int64 or int32, got ", indices.dtype());
   KILN_CHECK(is_floating(self.dtype()), "[embedding_renorm_] expected a floating weight, got ",
              self.dtype());
+  // Note [Writes into shared storage] (index_utils.h).
+  check_no_internal_overlap(self, op);
+  check_no_overlap(self, indices, op);
   if (self.is_meta() || indices.is_meta()) return self;
   check_cpu(self, op, "self");
   check_cpu(indices, op, "indices");

@@ -4,6 +4,7 @@
 #include "runtime/core/dtype_dispatch.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/copy.h"
+#include "runtime/cpu/index_utils.h"
 #include "runtime/cpu/loops.h"
 
 namespace kiln::cpu {
@@ -40,7 +41,9 @@ bool may_overlap(const Tensor& dst, const Tensor& src) {
 }
 
 Tensor copy_kernel(const Tensor& self, const Tensor& src, bool non_blocking) {
+  check_defined(self, "copy_", "self");
   check_defined(src, "copy_", "src");
+  check_no_internal_overlap(self, "copy_");  // as the Meta kernel, so lazy and eager agree
   KILN_CHECK(src.device().is_cpu(), "[copy_] expected src on cpu for a cpu destination, got ",
              src.device());
   // Broadcasting src up to self is allowed, never the other way (TensorIter checks sizes).
@@ -58,7 +61,9 @@ Tensor meta_fill(const Tensor& self, const Scalar& value) {
   return self;
 }
 Tensor meta_copy(const Tensor& self, const Tensor& src, bool) {
+  check_defined(self, "copy_", "self");
   check_defined(src, "copy_", "src");
+  check_no_internal_overlap(self, "copy_");  // Note [Writes into shared storage]
   return self;
 }
 

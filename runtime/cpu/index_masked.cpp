@@ -23,10 +23,11 @@ void check_mask(const char* op, const Tensor& self, const Tensor& mask, const Sc
 void fill_where(const char* op, const Tensor& self, const Tensor& mask, const Scalar& value) {
   Tensor out = self;
   TensorIter it(op);
-  // PyTorch writes masked_fill_ through expanded (stride-0) targets too: every
-  // alias receives the same value, so the order of writes cannot matter.
+  // An expanded (stride-0) target is refused, as by every other in-place op
+  // that reads an input (Note [Writes into shared storage]; PyTorch deprecated
+  // it for masked_fill_).
   it.output(out).input(mask).keep_input_dtypes().compute_dtype(self.dtype()).in_place();
-  it.allow_output_overlap().build();
+  it.build();
   if (it.is_meta()) return;
   visit_dtype(self.dtype(), kAllMask, op, [&]<class T>() {
     const T v = value.to<opmath_t<T>>();

@@ -9,6 +9,7 @@
 #include "runtime/cpu/blas.h"
 #include "runtime/cpu/blas_tensor.h"
 #include "runtime/cpu/copy.h"
+#include "runtime/cpu/index_utils.h"
 #include "runtime/cpu/tensor_iter.h"
 
 namespace kiln::cpu {
@@ -25,6 +26,7 @@ Tensor make_result(const char* op, const Tensor* out, IntArrayRef shape, DType d
   KILN_CHECK(out->device() == device, "[", op, "] expected out tensor on ", device, ", got ",
              out->device());
   if (!(out->sizes() == shape)) resize_out(*out, shape);
+  check_no_internal_overlap(*out, op);  // Note [Writes into shared storage]
   return *out;
 }
 
@@ -113,6 +115,7 @@ Tensor add_product(const char* op, Form form, const Tensor& self, const Tensor& 
   if (form == Form::InPlace) {
     KILN_CHECK(self.sizes() == shape, "[", op, "] expected self of shape ", shape,
                " for an in-place product, got ", self.sizes());
+    check_no_internal_overlap(self, op);
   } else {
     KILN_CHECK(broadcasts_to(self.sizes(), shape), "[", op, "] expected self to broadcast to ",
                shape, ", got shape ", self.sizes());

@@ -138,8 +138,14 @@ Tensor stack(TensorList tensors, int64_t dim) {
 
 Tensor stack_out(TensorList tensors, int64_t dim, const Tensor& out) {
   std::vector<Tensor> parts = stack_inputs("stack.out", tensors, dim);
+  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack.out");
+  DimVector shape(parts[0].sizes());
+  shape[d] = static_cast<int64_t>(parts.size());
+  check_defined(out, "stack.out", "out");
+  // An out of this shape is written as it is (no resize): name this op, not cat.out.
+  if (out.sizes() == shape.ref()) check_no_internal_overlap(out, "stack.out");
   static const TypedOp<Tensor(TensorList, int64_t, const Tensor&)> cat_out_op("cat.out");
-  cat_out_op(parts, wrap_dim(dim, tensors[0].dim() + 1, "stack.out"), out);
+  cat_out_op(parts, d, out);
   return out;
 }
 

@@ -66,6 +66,7 @@ Tensor tri(const char* op, const Tensor& self, int64_t k, bool lower) {
 
 Tensor tri_(const char* op, const Tensor& self, int64_t k, bool lower) {
   check_matrix(op, self);
+  check_no_internal_overlap(self, op);  // Note [Writes into shared storage]
   if (self.is_meta()) return self;
   check_cpu(self, op, "self");
   zero_triangle(self, k, lower);

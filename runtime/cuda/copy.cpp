@@ -316,6 +316,7 @@ void copy_d2d(const Tensor& self, const Tensor& src) {
 }
 
 Tensor copy_kernel(const Tensor& self, const Tensor& src, bool non_blocking) {
+  check_defined(self, "copy_", "self");
   check_defined(src, "copy_", "src");
   KILN_CHECK(!self.is_meta() && !src.is_meta(),
              "[copy_] expected cpu or cuda tensors, got a meta one with a cuda one");

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
@@ -71,10 +73,34 @@ DType floating_dtype(OptD dtype, const char* op) {
   KILN_CHECK(is_floating(t), "[", op, "] expected a floating dtype, got ", t);
   return t;
 }
+// The values every element of `t` can hold exactly as an integer range
+// ends, as PyTorch's random_ checks 'from' and 'to - 1': int64's and the
+// wide floats' cover every int64.
+std::pair<int64_t, int64_t> randint_bounds(DType t) {
+  switch (t) {
+    case kUInt8:
+      return {0, 255};
+    case kInt8:
+      return {-128, 127};
+    case kInt16:
+      return {-32768, 32767};
+    case kInt32:
+      return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    case kFloat16:
+      return {-65504, 65504};
+    default:
+      return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+  }
+}
+
 DType randint_dtype(int64_t low, int64_t high, OptD dtype) {
   KILN_CHECK(high > low, "[randint] expected low < high, got low=", low, " high=", high);
   const DType t = dtype.value_or(kInt64);
   KILN_CHECK(t != kBool, "[randint] expected a numeric dtype, got bool");
+  // Values are in [low, high): both ends must fit the dtype, or values wrap.
+  const auto [lo, hi] = randint_bounds(t);
+  KILN_CHECK(low >= lo, "[randint] expected low >= ", lo, " for ", t, ", got ", low);
+  KILN_CHECK(high - 1 <= hi, "[randint] expected high <= ", hi + 1, " for ", t, ", got ", high);
   return t;
 }
 

@@ -100,4 +100,41 @@ TEST(AttentionErrors, CacheWriteThatFailsWritesNothing) {
   EXPECT_EQ(out.sizes(), (std::vector<int64_t>{1, 2, 1, 8}));
 }
 
+// split_heads / merge_heads check their own arguments (a head count of 0
+// used to divide by zero).
+TEST(AttentionErrors, SplitAndMergeHeads) {
+  for (int64_t heads : {0, -2, 3}) {
+    EXPECT_KILN_ERROR(kiln::nn::split_heads(f32({1, 3, 8}), heads),
+                      "[split_heads] expected a positive number of heads dividing x's last dim 8, "
+                      "got " +
+                          std::to_string(heads) + " heads for x of shape [1, 3, 8]");
+  }
+  EXPECT_KILN_ERROR(kiln::nn::split_heads(f32({3, 8}), 2),
+                    "[split_heads] expected x [batch, tokens, heads * head_dim], got [3, 8]");
+  EXPECT_KILN_ERROR(kiln::nn::split_heads(Tensor(), 2),
+                    "[split_heads] expected x [batch, tokens, heads * head_dim], got []");
+  EXPECT_KILN_ERROR(kiln::nn::merge_heads(f32({2, 3, 4})),
+                    "[merge_heads] expected x [batch, heads, tokens, head_dim], got [2, 3, 4]");
+  EXPECT_EQ(kiln::nn::split_heads(f32({1, 3, 8}), 2).sizes(), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(kiln::nn::merge_heads(f32({1, 2, 3, 4})).sizes(), (std::vector<int64_t>{1, 3, 8}));
+}
+
+// Attention layers refuse head counts they cannot run when they are made,
+// not at their first forward.
+TEST(AttentionErrors, AttentionLayerHeads) {
+  const kiln::TensorOptions meta = kiln::TensorOptions(kiln::kFloat32).device(kiln::Device::meta());
+  auto make = [&](int64_t heads, int64_t kv_heads, int64_t head_dim) {
+    return kiln::nn::Attention::empty(32, heads, kv_heads, head_dim, false, false, meta);
+  };
+  EXPECT_KILN_ERROR(make(0, 1, 8),
+                    "[Attention] expected positive hidden, num_heads, num_kv_heads and head_dim, "
+                    "got 32, 0, 1 and 8");
+  EXPECT_KILN_ERROR(make(4, 0, 8), "got 32, 4, 0 and 8");
+  EXPECT_KILN_ERROR(make(4, 2, 0), "got 32, 4, 2 and 0");
+  EXPECT_KILN_ERROR(make(4, 3, 8),
+                    "[Attention] expected query heads a multiple of key/value heads, got 4 and 3");
+  EXPECT_KILN_ERROR(make(int64_t{1} << 60, 1, 64), "expected num_heads * head_dim to fit int64");
+  EXPECT_EQ(make(4, 2, 8).k_proj.weight.sizes(), (std::vector<int64_t>{16, 32}));
+}
+
 }  // namespace

@@ -133,6 +133,8 @@ TEST(CheckpointErrors, Gpt2Configs) {
   bad("\"n_head\": 4", "\"n_heads\": 4",
       "expected an integer \"n_head\" in a GPT-2 config, got none");
   bad("\"n_layer\": 2", "\"n_layer\": -2", "expected positive n_layer");
+  bad("\"n_inner\": null", "\"n_inner\": -5",
+      "[GPT2] expected n_inner >= 0 (0: 4 * n_embd), got -5");
   bad("\"gelu_new\"", "\"relu\"", "expected activation_function gelu_new");
   bad("\"model_type\": \"gpt2\"", "\"model_type\": \"llama\"", "expected model_type \"gpt2\"");
   bad("\"reorder_and_upcast_attn\": false", "\"reorder_and_upcast_attn\": true",
@@ -203,6 +205,26 @@ TEST(CheckpointErrors, LlamaConfigs) {
   bad("\"rope_theta\": 10000.0", "\"rope_theta\": -1",
       "expected positive rms_norm_eps and rope_theta");
   bad("\"head_dim\": 8", "\"head_dim\": 7", "expected an even head dim");
+  // A head dim that would allocate terabytes of rotary tables is an error, not std::bad_alloc.
+  bad("\"head_dim\": 8", "\"head_dim\": 1099511627776",
+      "[Llama] expected an even head dim of at most 65536 for rotary embeddings, got "
+      "1099511627776");
+  bad("\"head_dim\": 8", "\"head_dim\": -8",
+      "[Llama] expected head_dim >= 0 (0: hidden_size / num_attention_heads), got -8");
+  bad("\"num_attention_heads\": 4", "\"num_attention_heads\": 0",
+      "expected positive vocab_size, hidden_size");
+  bad("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 0",
+      "expected positive vocab_size, hidden_size");
+  EXPECT_KILN_ERROR(kiln::nn::LlamaConfig::from_json(
+                        replaced(replaced(config, "\"head_dim\": 8", "\"head_dim\": 0"),
+                                 "\"hidden_size\": 32", "\"hidden_size\": 30")),
+                    "[Llama] expected hidden_size divisible by num_attention_heads (or a "
+                    "head_dim), got 30 and 4");
+  EXPECT_KILN_ERROR(kiln::nn::rope_inverse_frequencies(int64_t{1} << 40, 10000.0, {}),
+                    "[rope] expected an even head dim in [2, 65536], got 1099511627776");
+  EXPECT_KILN_ERROR(
+      kiln::nn::RotaryEmbedding::make(int64_t{1} << 40, 16, 10000.0, {}, kiln::kFloat32),
+      "[rope] expected an even head dim in [2, 65536]");
   bad("\"rope_scaling\": {", "\"rope_scaling\": 3, \"x\": {",
       "expected an object \"rope_scaling\"");
   EXPECT_KILN_ERROR(kiln::nn::LlamaConfig::named("llama-9"), "expected a config name among");
@@ -246,6 +268,73 @@ TEST(CheckpointErrors, SlidingWindowConfigs) {
                     "[\"full_attention\"]");
   EXPECT_KILN_ERROR(as("mistral", "\"sliding_window\": -2"),
                     "[Llama] expected sliding_window and max_window_layers >= 0, got -2 and 0");
+}
+
+// Note [Atomic loads]: a state dict that fails any check (a missing or
+// misshapen entry, an undefined tensor, a strict extra) replaces no parameter,
+// however late in the module's order the mistake is.
+TEST(CheckpointErrors, LoadStateDictThatFailsChangesNothing) {
+  kiln::EagerGuard eager;
+  kiln::nn::GPT2Config c;
+  c.n_layer = 2, c.d_model = 32, c.n_head = 4, c.vocab = 50, c.n_positions = 16;
+  auto m = kiln::nn::GPT2::random(c, kiln::kFloat32, kCpu, /*seed=*/1);
+  auto other = kiln::nn::GPT2::random(c, kiln::kFloat32, kCpu, /*seed=*/2);
+  kiln::nn::StateDict before;
+  for (const auto& [name, t] : kiln::nn::state_dict(m)) before.emplace(name, t.clone());
+  auto unchanged = [&] {
+    const kiln::nn::StateDict now = kiln::nn::state_dict(m);
+    ASSERT_EQ(now.size(), before.size());
+    for (const auto& [name, t] : now) {
+      SCOPED_TRACE(name);
+      EXPECT_TENSOR_CLOSE(t, before.at(name));
+    }
+  };
+  const kiln::nn::StateDict good = kiln::nn::state_dict(other);
+
+  auto misshapen = good;  // the last block's, after everything before it would have loaded
+  misshapen["h.1.mlp.c_proj.weight"] = kiln::ones({32, 127});
+  EXPECT_KILN_ERROR(kiln::nn::load_state_dict(m, misshapen, "GPT2"),
+                    "[GPT2] expected parameter 'h.1.mlp.c_proj.weight' of shape [32, 128] in the "
+                    "state dict, got shape [32, 127]");
+  unchanged();
+
+  auto missing = good;
+  missing.erase("ln_f.bias");
+  EXPECT_KILN_ERROR(kiln::nn::load_state_dict(m, missing, "GPT2"),
+                    "[GPT2] expected parameter 'ln_f.bias' of shape [32] in the state dict, got "
+                    "none");
+  unchanged();
+
+  auto undefined = good;
+  undefined["h.1.ln_2.weight"] = Tensor();
+  EXPECT_KILN_ERROR(kiln::nn::load_state_dict(m, undefined, "GPT2"),
+                    "[GPT2] expected parameter 'h.1.ln_2.weight' of shape [32] in the state dict, "
+                    "got an undefined tensor");
+  unchanged();
+
+  auto extra = good;
+  extra["h.2.ln_1.weight"] = kiln::ones({32});
+  EXPECT_KILN_ERROR(kiln::nn::load_state_dict(m, extra, "GPT2"),
+                    "[GPT2] expected only its own parameters in the state dict, got "
+                    "'h.2.ln_1.weight'");
+  unchanged();
+
+  auto meta = good;
+  meta["wpe.weight"] = kiln::empty({16, 32}, kiln::TensorOptions(kiln::Device::meta()));
+  EXPECT_KILN_ERROR(kiln::nn::load_state_dict(m, meta, "GPT2"),
+                    "[GPT2] expected parameter 'wpe.weight' in the state dict to hold values for a "
+                    "module on cpu, got a meta tensor");
+  unchanged();
+
+  // Not strict: the extra is ignored and everything else loads.
+  kiln::nn::load_state_dict(m, extra, "GPT2", /*strict=*/false);
+  EXPECT_TENSOR_CLOSE(kiln::nn::state_dict(m).at("h.1.mlp.c_proj.weight"),
+                      good.at("h.1.mlp.c_proj.weight"));
+
+  // A module with an undefined parameter is named as such.
+  kiln::nn::LayerNorm ln;
+  EXPECT_KILN_ERROR(kiln::nn::load_state_dict(ln, {{"weight", kiln::ones({4})}}, "LayerNorm"),
+                    "[LayerNorm] expected parameter 'weight' of the module to be a defined tensor");
 }
 
 }  // namespace

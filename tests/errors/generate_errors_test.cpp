@@ -75,6 +75,19 @@ TEST(GenerateErrors, DecodeInputs) {
   hot.temperature = 1;
   EXPECT_KILN_ERROR(kiln::nn::sample_tokens(kiln::ones({2, 4}), hot, kiln::ones({3})),
                     "expected one uniform per row (2), got 3");
+  for (const kiln::nn::GenerateOptions& o : {kiln::nn::GenerateOptions{}, hot}) {
+    EXPECT_KILN_ERROR(kiln::nn::sample_tokens(kiln::ones({2, 0}), o, kiln::zeros({2})),
+                      "[sample_tokens] expected a vocab of at least one token, got logits [2, 0]");
+  }
+  auto uniform = [](float a, float b) { return kiln::tensor(std::vector<float>{a, b}, {2}); };
+  EXPECT_KILN_ERROR(kiln::nn::sample_tokens(kiln::ones({2, 4}), hot, uniform(0.5f, 1.0f)),
+                    "[sample_tokens] expected uniform values in [0, 1), got 1 for row 1");
+  EXPECT_KILN_ERROR(kiln::nn::sample_tokens(kiln::ones({2, 4}), hot, uniform(-0.25f, 0.5f)),
+                    "got -0.25 for row 0");
+  EXPECT_KILN_ERROR(kiln::nn::sample_tokens(kiln::ones({2, 4}), hot, uniform(0.5f, std::nanf(""))),
+                    "[sample_tokens] expected uniform values in [0, 1), got nan for row 1");
+  EXPECT_EQ(kiln::nn::sample_tokens(kiln::ones({2, 4}), hot, uniform(0.0f, 0.99f)).sizes(),
+            (std::vector<int64_t>{2}));
   kiln::nn::GPT2Config c;
   c.n_layer = 1, c.d_model = 32, c.n_head = 4, c.vocab = 50, c.n_positions = 16;
   auto g = kiln::nn::GPT2::random(c, kiln::kFloat32, kiln::Device::cpu());

@@ -87,6 +87,19 @@ TEST(NnErrors, Embedding) {
                     "[embedding] expected indices of dtype int64 or int32, got float32");
   EXPECT_KILN_ERROR(kiln::embedding(f32({6}), of({2}, kiln::kInt64)),
                     "[embedding] expected a 2-D weight, got shape [6]");
+  // PyTorch: "Padding_idx must be within num_embeddings"; -1 is the default (none).
+  Tensor ok = kiln::tensor(std::vector<int64_t>{0, 5}, {2});
+  EXPECT_KILN_ERROR(kiln::embedding(w, ok, 6),
+                    "[embedding] expected padding_idx within num_embeddings, in [-6, 6), got 6");
+  EXPECT_KILN_ERROR(kiln::embedding(w, ok, -7), "got -7");
+  for (int64_t padding_idx : {-6, -1, 0, 5}) {
+    EXPECT_EQ(kiln::embedding(w, ok, padding_idx).sizes(), (std::vector<int64_t>{2, 3}));
+  }
+  const kiln::Device meta = kiln::Device::meta();
+  EXPECT_KILN_ERROR(
+      kiln::embedding(kiln::empty({6, 3}, kiln::TensorOptions(meta)),
+                      kiln::empty({2}, kiln::TensorOptions(kiln::kInt64).device(meta)), 9),
+      "[embedding] expected padding_idx within num_embeddings");
 }
 
 TEST(NnErrors, Linear) {

@@ -78,6 +78,29 @@ TEST(UndefinedTensorErrors, MethodsAndOps) {
   }
 }
 
+// Messages name the op or module that was given the undefined tensor, not
+// the accessor it happened to call first.
+TEST(UndefinedTensorErrors, NamesTheOpOrModule) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    Tensor u, x = kiln::ones({2, 4});
+    EXPECT_KILN_ERROR(u.copy_(x),
+                      "[copy_] expected argument 'self' to be a defined tensor, got an undefined "
+                      "one");
+    EXPECT_KILN_ERROR(kiln::copy_(u, x), "[copy_] expected argument 'self' to be a defined tensor");
+    EXPECT_KILN_ERROR(kiln::nn::LayerNorm{}.forward(x),
+                      "[LayerNorm] expected a defined weight (from LayerNorm::empty, a checkpoint "
+                      "or a state dict), got an undefined one");
+    EXPECT_KILN_ERROR(kiln::nn::RMSNorm{}.forward(x), "[RMSNorm] expected a defined weight");
+    EXPECT_KILN_ERROR(kiln::nn::Linear{}.forward(x), "[Linear] expected a defined weight");
+    EXPECT_KILN_ERROR(kiln::nn::Embedding{}.forward(kiln::zeros({2}, kiln::kInt64)),
+                      "[Embedding] expected a defined weight");
+    kiln::sync();
+  }
+}
+
 TEST(UndefinedTensorErrors, CallOpByName) {
   Tensor t = kiln::ones({3});
   // Used to say "expected Tensor, got Tensor".

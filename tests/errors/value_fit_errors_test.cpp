@@ -132,6 +132,38 @@ TEST(ValueFitErrors, MaskedFillSharesTheRule) {
   });
 }
 
+// randint's range must fit its dtype (PyTorch: "random_ expects 'from' and
+// 'to' to be in range of the dtype"), else values would wrap out of it.
+TEST(ValueFitErrors, RandintRange) {
+  kiln::testing::in_eager_lazy_and_meta([](Device d) {
+    auto randint = [&](int64_t low, int64_t high, DType t) {
+      return kiln::randint(low, high, {64}, TensorOptions(t).device(d));
+    };
+    EXPECT_KILN_ERROR(randint(0, 300, kiln::kInt8),
+                      "[randint] expected high <= 128 for int8, got 300");
+    EXPECT_KILN_ERROR(randint(200, 300, kiln::kUInt8),
+                      "[randint] expected high <= 256 for uint8, got 300");
+    EXPECT_KILN_ERROR(randint(-1, 5, kiln::kUInt8),
+                      "[randint] expected low >= 0 for uint8, got -1");
+    EXPECT_KILN_ERROR(randint(-129, 0, kiln::kInt8), "expected low >= -128 for int8, got -129");
+    EXPECT_KILN_ERROR(randint(0, 40000, kiln::kInt16), "expected high <= 32768 for int16");
+    EXPECT_KILN_ERROR(randint(0, int64_t{1} << 32, kiln::kInt32),
+                      "expected high <= 2147483648 for int32");
+    EXPECT_KILN_ERROR(randint(0, 70000, kiln::kFloat16), "expected high <= 65505 for float16");
+    // The ends themselves fit.
+    randint(-128, 128, kiln::kInt8);
+    randint(0, 256, kiln::kUInt8);
+    randint(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), kiln::kInt64);
+  });
+  kiln::EagerGuard eager;
+  const Tensor u8 = kiln::randint(200, 256, {4096}, TensorOptions(kiln::kUInt8)).to(kiln::kInt64);
+  EXPECT_GE(kiln::amin(u8).item<int64_t>(), 200);
+  EXPECT_LE(kiln::amax(u8).item<int64_t>(), 255);
+  const Tensor i8 = kiln::randint(-128, 128, {4096}, TensorOptions(kiln::kInt8)).to(kiln::kInt64);
+  EXPECT_GE(kiln::amin(i8).item<int64_t>(), -128);
+  EXPECT_LE(kiln::amax(i8).item<int64_t>(), 127);
+}
+
 TEST(ValueFitErrors, AcceptedValuesStoreAsPyTorch) {
   for (bool lazy : {false, true}) {
     SCOPED_TRACE(lazy ? "lazy" : "eager");

@@ -43,8 +43,10 @@ KILN_API void materialize(const VisitFn& visit,
                                                      TensorKind kind)>& make);
 // Replaces every parameter by the state dict's tensor of that name, moved to
 // the parameter's device and dtype (a meta parameter takes the state dict's).
-// A missing name or another shape is an error naming `model`; with `strict`,
-// so is a name the module does not have.
+// A missing name, an undefined tensor or another shape is an error naming
+// `model`; with `strict`, so is a name the module does not have. Every entry
+// is checked before any parameter is replaced: a load that fails changes
+// nothing (Note [Atomic loads] in module.cpp).
 KILN_API void load_state_dict(const VisitFn& visit, const StateDict& state,
                               const std::string& model, bool strict = true);
 // "[model] expected parameter 'name' of shape [..] in `where`, got shape [..]".

@@ -24,8 +24,13 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;  // llama3
 };
 
+// The largest head dim rotary tables are made for: far above any model's
+// (64 to 256), low enough that a mistyped config is an error, not a
+// terabyte allocation.
+constexpr int64_t kMaxRopeHeadDim = 65536;
+
 // The inverse frequencies theta^(-2i/dim), i < dim/2, after scaling, in
-// float32 as transformers computes them.
+// float32 as transformers computes them; dim even, in [2, kMaxRopeHeadDim].
 KILN_API std::vector<float> rope_inverse_frequencies(int64_t dim, double theta,
                                                      const RopeScaling& scaling);
 

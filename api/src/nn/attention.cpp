@@ -44,7 +44,8 @@ std::pair<Tensor, Tensor> rotated_qk(const Tensor& q, const Tensor& k, int64_t h
   const bool adjacent = q.dim() == 3 && k.dim() == 3 && q.size(0) == k.size(0) &&
                         q.size(1) == k.size(1) && q.stride(2) == 1 && q.strides() == k.strides() &&
                         q.impl()->storage().get() == k.impl()->storage().get() &&
-                        k.storage_offset() == q.storage_offset() + q.size(2);
+                        k.storage_offset() == q.storage_offset() + q.size(2) &&
+                        q.size(2) * hkv == k.size(2) * hq;  // one head_dim for both
   if (!adjacent) return {rotate(split_heads(q, hq)), rotate(split_heads(k, hkv))};
   const Tensor both =
       q.as_strided({q.size(0), q.size(1), q.size(2) + k.size(2)}, q.strides(), q.storage_offset());
@@ -68,11 +69,20 @@ KVCache KVCache::make(int64_t layers, int64_t batch, int64_t kv_heads, int64_t l
 }
 
 Tensor split_heads(const Tensor& x, int64_t heads) {
+  KILN_CHECK(x.defined() && x.dim() == 3,
+             "[split_heads] expected x [batch, tokens, heads * head_dim], got ",
+             x.defined() ? x.sizes() : IntArrayRef());
   const int64_t b = x.size(0), t = x.size(1), d = x.size(2);
+  KILN_CHECK(heads > 0 && d % heads == 0,
+             "[split_heads] expected a positive number of heads dividing x's last dim ", d,
+             ", got ", heads, " heads for x of shape ", x.sizes());
   return x.view({b, t, heads, d / heads}).transpose(1, 2);
 }
 
 Tensor merge_heads(const Tensor& x) {
+  KILN_CHECK(x.defined() && x.dim() == 4,
+             "[merge_heads] expected x [batch, heads, tokens, head_dim], got ",
+             x.defined() ? x.sizes() : IntArrayRef());
   const int64_t b = x.size(0), h = x.size(1), t = x.size(2), d = x.size(3);
   return x.transpose(1, 2).reshape({b, t, h * d});
 }
@@ -140,6 +150,14 @@ void write_kv_prefix(Tensor& cache, const Tensor& kv) {
 
 Attention Attention::empty(int64_t hidden, int64_t num_heads, int64_t num_kv_heads,
                            int64_t head_dim, bool qkv_bias, bool o_bias, TensorOptions options) {
+  KILN_CHECK(hidden > 0 && num_heads > 0 && num_kv_heads > 0 && head_dim > 0,
+             "[Attention] expected positive hidden, num_heads, num_kv_heads and head_dim, got ",
+             hidden, ", ", num_heads, ", ", num_kv_heads, " and ", head_dim);
+  check_heads(num_heads, num_kv_heads, "Attention");
+  int64_t width = 0;
+  KILN_CHECK(!__builtin_mul_overflow(num_heads, head_dim, &width),
+             "[Attention] expected num_heads * head_dim to fit int64, got ", num_heads, " * ",
+             head_dim);
   Attention a;
   a.q_proj = Linear::empty(hidden, num_heads * head_dim, qkv_bias, options);
   a.k_proj = Linear::empty(hidden, num_kv_heads * head_dim, qkv_bias, options);

@@ -95,11 +95,11 @@ GPT2Config GPT2Config::named(const std::string& name) {
 }
 
 void GPT2Config::check() const {
-  KILN_CHECK(n_layer > 0 && n_head > 0 && d_model > 0 && vocab > 0 && n_positions > 0 &&
-                 n_inner >= 0 && eps > 0,
+  KILN_CHECK(n_layer > 0 && n_head > 0 && d_model > 0 && vocab > 0 && n_positions > 0 && eps > 0,
              "[GPT2] expected positive n_layer, n_head, n_embd, vocab_size, n_positions and "
              "layer_norm_epsilon, got ",
              n_layer, ", ", n_head, ", ", d_model, ", ", vocab, ", ", n_positions, " and ", eps);
+  KILN_CHECK(n_inner >= 0, "[GPT2] expected n_inner >= 0 (0: 4 * n_embd), got ", n_inner);
   KILN_CHECK(d_model % n_head == 0, "[GPT2] expected n_embd divisible by n_head, got ", d_model,
              " and ", n_head);
 }

@@ -4,6 +4,15 @@
 #include "kiln/ops.h"
 
 namespace kiln::nn {
+namespace {
+
+// A default-constructed layer has no weight: say which layer, not which accessor.
+void check_weight(const Tensor& weight, const char* layer) {
+  KILN_CHECK(weight.defined(), "[", layer, "] expected a defined weight (from ", layer,
+             "::empty, a checkpoint or a state dict), got an undefined one");
+}
+
+}  // namespace
 
 Linear Linear::empty(int64_t in, int64_t out, bool bias, TensorOptions options) {
   Linear l;
@@ -13,6 +22,7 @@ Linear Linear::empty(int64_t in, int64_t out, bool bias, TensorOptions options) 
 }
 
 Tensor Linear::forward(const Tensor& x) const {
+  check_weight(weight, "Linear");
   return linear(x, weight, bias);
 }
 
@@ -113,6 +123,7 @@ Embedding Embedding::empty(int64_t num, int64_t dim, TensorOptions options) {
 }
 
 Tensor Embedding::forward(const Tensor& indices) const {
+  check_weight(weight, "Embedding");
   return embedding(weight, indices);
 }
 
@@ -125,6 +136,7 @@ LayerNorm LayerNorm::empty(int64_t dim, double eps, TensorOptions options) {
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
+  check_weight(weight, "LayerNorm");
   return layer_norm(x, {weight.size(0)}, weight, bias, eps);
 }
 
@@ -138,6 +150,7 @@ RMSNorm RMSNorm::empty(int64_t dim, double eps, TensorOptions options) {
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const {
+  check_weight(weight, "RMSNorm");
   return rms_norm(x, {weight.size(0)}, weight, eps);
 }
 

@@ -82,13 +82,15 @@ LlamaConfig LlamaConfig::from_json_file(const std::string& path) {
 
 void LlamaConfig::check() const {
   KILN_CHECK(vocab_size > 0 && hidden_size > 0 && intermediate_size > 0 && num_hidden_layers > 0 &&
-                 num_attention_heads > 0 && num_key_value_heads > 0 && head_dim >= 0 &&
-                 max_position_embeddings > 0,
+                 num_attention_heads > 0 && num_key_value_heads > 0 && max_position_embeddings > 0,
              "[Llama] expected positive vocab_size, hidden_size, intermediate_size, "
              "num_hidden_layers, num_attention_heads, num_key_value_heads and "
              "max_position_embeddings, got ",
              vocab_size, ", ", hidden_size, ", ", intermediate_size, ", ", num_hidden_layers, ", ",
              num_attention_heads, ", ", num_key_value_heads, " and ", max_position_embeddings);
+  KILN_CHECK(head_dim >= 0,
+             "[Llama] expected head_dim >= 0 (0: hidden_size / num_attention_heads), got ",
+             head_dim);
   KILN_CHECK(sliding_window >= 0 && max_window_layers >= 0,
              "[Llama] expected sliding_window and max_window_layers >= 0, got ", sliding_window,
              " and ", max_window_layers);
@@ -98,8 +100,9 @@ void LlamaConfig::check() const {
   KILN_CHECK(head_dim > 0 || hidden_size % num_attention_heads == 0,
              "[Llama] expected hidden_size divisible by num_attention_heads (or a head_dim), got ",
              hidden_size, " and ", num_attention_heads);
-  KILN_CHECK(head_size() % 2 == 0, "[Llama] expected an even head dim for rotary embeddings, got ",
-             head_size());
+  KILN_CHECK(head_size() % 2 == 0 && head_size() <= kMaxRopeHeadDim,
+             "[Llama] expected an even head dim of at most ", kMaxRopeHeadDim,
+             " for rotary embeddings, got ", head_size());
   KILN_CHECK(rms_norm_eps > 0 && rope_theta > 0,
              "[Llama] expected positive rms_norm_eps and rope_theta, got ", rms_norm_eps, " and ",
              rope_theta);

@@ -32,27 +32,46 @@ void check_parameter_shape(const std::string& model, const std::string& name, In
              expected, " in ", where, ", got shape ", actual);
 }
 
+// Note [Atomic loads]
+// load_state_dict checks every entry (names, definedness, shapes, values to
+// read, strict extras) before it replaces any parameter, so a state dict that
+// does not fit leaves the module as it was. The replacing pass then only
+// converts (device, dtype) one parameter at a time, so peak memory stays one
+// parameter above the module's.
 void load_state_dict(const VisitFn& visit, const StateDict& state, const std::string& model,
                      bool strict) {
   std::set<std::string> used;
   EagerGuard eager;
   visit([&](const std::string& name, Tensor& t, TensorKind kind) {
     if (kind != TensorKind::Parameter) return;
+    KILN_CHECK(t.defined(), "[", model, "] expected parameter '", name,
+               "' of the module to be a defined tensor (a skeleton's or a loaded one), got an "
+               "undefined one");
     auto it = state.find(name);
     KILN_CHECK(it != state.end(), "[", model, "] expected parameter '", name, "' of shape ",
                t.sizes(), " in the state dict, got none");
-    check_parameter_shape(model, name, t.sizes(), it->second.sizes(), "the state dict");
-    used.insert(name);
     const Tensor& src = it->second;
+    KILN_CHECK(src.defined(), "[", model, "] expected parameter '", name, "' of shape ", t.sizes(),
+               " in the state dict, got an undefined tensor");
+    check_parameter_shape(model, name, t.sizes(), src.sizes(), "the state dict");
+    KILN_CHECK(t.is_meta() || !src.is_meta(), "[", model, "] expected parameter '", name,
+               "' in the state dict to hold values for a module on ", t.device(),
+               ", got a meta tensor");
+    used.insert(name);
+  });
+  if (strict) {
+    for (const auto& [name, t] : state) {
+      KILN_CHECK(used.count(name), "[", model,
+                 "] expected only its own parameters in the state "
+                 "dict, got '",
+                 name, "'");
+    }
+  }
+  visit([&](const std::string& name, Tensor& t, TensorKind kind) {
+    if (kind != TensorKind::Parameter) return;
+    const Tensor& src = state.at(name);
     t = t.is_meta() ? src : src.to(t.device(), t.dtype());
   });
-  if (!strict) return;
-  for (const auto& [name, t] : state) {
-    KILN_CHECK(used.count(name), "[", model,
-               "] expected only its own parameters in the state "
-               "dict, got '",
-               name, "'");
-  }
 }
 
 }  // namespace kiln::nn

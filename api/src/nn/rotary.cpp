@@ -9,7 +9,8 @@
 namespace kiln::nn {
 
 std::vector<float> rope_inverse_frequencies(int64_t dim, double theta, const RopeScaling& s) {
-  KILN_CHECK(dim > 0 && dim % 2 == 0, "[rope] expected an even head dim, got ", dim);
+  KILN_CHECK(dim > 0 && dim % 2 == 0 && dim <= kMaxRopeHeadDim,
+             "[rope] expected an even head dim in [2, ", kMaxRopeHeadDim, "], got ", dim);
   KILN_CHECK(theta > 0, "[rope] expected rope_theta > 0, got ", theta);
   std::vector<float> inv(static_cast<size_t>(dim / 2));
   for (int64_t i = 0; i < dim / 2; ++i) {
@@ -54,20 +55,24 @@ RotaryEmbedding RotaryEmbedding::make(int64_t head_dim, int64_t positions, doubl
   const std::vector<float> inv = rope_inverse_frequencies(head_dim, theta, scaling);
   KILN_CHECK(positions > 0, "[rope] expected a positive number of positions, got ", positions);
   const int64_t half = head_dim / 2;
-  std::vector<float> c(static_cast<size_t>(positions * head_dim)), s(c.size());
+  EagerGuard eager;
+  // Host tables from kiln's allocator: a size past memory is a kiln::Error, not std::bad_alloc.
+  Tensor c = empty({positions, head_dim}, kFloat32), s = empty({positions, head_dim}, kFloat32);
+  float* cp = c.data_ptr<float>();
+  float* sp = s.data_ptr<float>();
   for (int64_t p = 0; p < positions; ++p) {
     for (int64_t i = 0; i < half; ++i) {
       const float angle = static_cast<float>(p) * inv[i];  // rounded as float32, as transformers
       const float cv = static_cast<float>(std::cos(static_cast<double>(angle)));
       const float sv = static_cast<float>(std::sin(static_cast<double>(angle)));
-      c[p * head_dim + i] = c[p * head_dim + half + i] = cv;
-      s[p * head_dim + i] = s[p * head_dim + half + i] = sv;
+      cp[p * head_dim + i] = cp[p * head_dim + half + i] = cv;
+      sp[p * head_dim + i] = sp[p * head_dim + half + i] = sv;
     }
   }
-  EagerGuard eager;
+  const DType dtype = options.dtype_.value_or(kFloat32);
   RotaryEmbedding r;
-  r.cos = tensor(c, {positions, head_dim}, options);
-  r.sin = tensor(s, {positions, head_dim}, options);
+  r.cos = c.to(options.device_, dtype);
+  r.sin = s.to(options.device_, dtype);
   r.first_half = eq(arange(2), 0).view({2, 1}).to(r.cos.device());
   return r;
 }

@@ -2,6 +2,7 @@
 // the temperature-scaled distribution, cut to the top k and the top-p nucleus.
 
 #include <cmath>
+#include <vector>
 
 #include "kiln/nn/generate.h"
 #include "kiln/ops.h"
@@ -17,11 +18,20 @@ Tensor sample_tokens(const Tensor& logits, const GenerateOptions& o, const Tenso
   KILN_CHECK(logits.defined() && logits.dim() == 2,
              "[sample_tokens] expected logits [batch, vocab], got ",
              logits.defined() ? logits.sizes() : IntArrayRef());
+  KILN_CHECK(logits.size(1) > 0,
+             "[sample_tokens] expected a vocab of at least one token, got logits ", logits.sizes());
   if (o.temperature <= 0) return argmax(logits, -1);
   const int64_t b = logits.size(0), v = logits.size(1);
   KILN_CHECK(uniform.defined() && uniform.numel() == b,
              "[sample_tokens] expected one uniform per row (", b, "), got ",
              uniform.defined() ? uniform.numel() : 0);
+  // B numbers read on the host: a value outside [0, 1) (or NaN) would pick
+  // the last candidate whatever the distribution.
+  const std::vector<double> u = uniform.tolist<double>();
+  for (size_t row = 0; row < u.size(); ++row) {
+    KILN_CHECK(u[row] >= 0 && u[row] < 1, "[sample_tokens] expected uniform values in [0, 1), got ",
+               u[row], " for row ", row);
+  }
   Tensor x = logits.to(kFloat32) / o.temperature;
   const bool cut = (o.top_k > 0 && o.top_k < v) || o.top_p < 1.0;
   // Without a cut the vocabulary's own order serves: any order has the same CDF jumps.
