@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "jit/compile/tracing.h"
 #include "kiln/nn/generate.h"
 #include "kiln/ops.h"
 #include "runtime/core/philox.h"
@@ -25,12 +26,17 @@ Tensor sample_tokens(const Tensor& logits, const GenerateOptions& o, const Tenso
   KILN_CHECK(uniform.defined() && uniform.numel() == b,
              "[sample_tokens] expected one uniform per row (", b, "), got ",
              uniform.defined() ? uniform.numel() : 0);
-  // B numbers read on the host: a value outside [0, 1) (or NaN) would pick
-  // the last candidate whatever the distribution.
-  const std::vector<double> u = uniform.tolist<double>();
-  for (size_t row = 0; row < u.size(); ++row) {
-    KILN_CHECK(u[row] >= 0 && u[row] < 1, "[sample_tokens] expected uniform values in [0, 1), got ",
-               u[row], " for row ", row);
+  // A value outside [0, 1) (or NaN) would pick the last candidate whatever
+  // the distribution. Checked where the values are on the host already (as
+  // generate() passes them) and not being traced: reading a device tensor
+  // would wait for the device, and a compiled function's trace would break.
+  if (uniform.device().is_cpu() && !jit::is_tracing()) {
+    const std::vector<double> u = uniform.tolist<double>();
+    for (size_t row = 0; row < u.size(); ++row) {
+      KILN_CHECK(u[row] >= 0 && u[row] < 1,
+                 "[sample_tokens] expected uniform values in [0, 1), got ", u[row], " for row ",
+                 row);
+    }
   }
   Tensor x = logits.to(kFloat32) / o.temperature;
   const bool cut = (o.top_k > 0 && o.top_k < v) || o.top_p < 1.0;
