@@ -726,6 +726,13 @@ TEST(GraphReplay, BucketsCaptureOneGraphEach) {
 // eager, the first at each size included.
 TEST(GraphReplay, NewSizesReplayFromTheirFirstCall) {
   KILN_REQUIRE_CUDA();
+  // The library call's memory copied, not patched: the hints below are
+  // about copies (Note [Which library calls are probed]).
+  const size_t probe_bytes = kiln::graphs::set_library_probe_bytes(SIZE_MAX);
+  struct Restore {
+    size_t bytes;
+    ~Restore() { kiln::graphs::set_library_probe_bytes(bytes); }
+  } restore{probe_bytes};
   kiln::nn::Linear lin{random_tensor({72, 40}, kiln::kFloat32, "contiguous", 21).cuda(),
                        random_tensor({72}, kiln::kFloat32, "contiguous", 22).cuda()};
   auto body = [&](const Tensor& x) {
