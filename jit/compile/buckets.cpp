@@ -19,6 +19,13 @@
 namespace kiln::jit {
 namespace {
 
+// The values floating arguments are padded with on a size's first call, past
+// zeros (Note [Buckets]): far enough out on both sides that a maximum or a
+// minimum over the padded dim takes them for most data (ones did not: a max
+// over rows of 2s), and small enough that exp() of them stays finite in
+// float16, where an infinity times a masked zero would look like mixing.
+constexpr double kProbeFill = 8.0;
+
 // Learned sizes kept at most (distinct argument descriptions); past it they
 // are forgotten and learned again.
 constexpr size_t kMaxLearned = 1024;
@@ -272,31 +279,34 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
     // The trace at the call's own sizes gives the exact results; padding must not change them.
     Instance exact_run(own, {false, options_.name + ": at the call's own sizes"});
     std::vector<Tensor> exact = exact_run.run(args);
-    std::vector<Tensor> got, other;
+    std::vector<Tensor> got, other, other_low;
     try {
       got = run(padded);
-      // The same plan padded with ones, then with zeros again: two runs past
-      // the first, which may choose kernels as it goes (Note [Buckets]).
+      // The same plan padded with +kProbeFill and -kProbeFill, then with
+      // zeros again: three runs past the first, which may choose kernels as
+      // it goes (Note [Buckets]).
       int64_t size = 0, bucket = 0;
       bool filled = false;
-      std::vector<IValue> ones = pad(args, &size, &bucket, 1.0, &filled);
+      std::vector<IValue> high = pad(args, &size, &bucket, kProbeFill, &filled);
       if (filled) {
-        other = run(ones);
+        other = run(high);
+        other_low = run(pad(args, &size, &bucket, -kProbeFill, &filled));
         got = run(padded);
       } else {
-        other = got;  // nothing floating padded: ones would change nothing
+        other = other_low = got;  // nothing floating padded: fills would change nothing
       }
     } catch (const Error& e) {
       turn_off(std::string("the function fails at the padded size (") + e.what() + ")");
       return exact;
     }
     std::string why;
-    if (got.size() != exact.size() || other.size() != exact.size()) {
+    if (got.size() != exact.size() || other.size() != exact.size() ||
+        other_low.size() != exact.size()) {
       why = "it returned " + std::to_string(got.size()) + " results, not " +
             std::to_string(exact.size());
     }
     for (size_t i = 0; i < exact.size() && why.empty(); ++i) {
-      if (!fits(got[i], sizes[i]) || !fits(other[i], sizes[i])) {
+      if (!fits(got[i], sizes[i]) || !fits(other[i], sizes[i]) || !fits(other_low[i], sizes[i])) {
         why = "result " + std::to_string(i) + " has " + describe_sizes(got[i]) + " padded and " +
               describe_sizes(exact[i]) + " at the call's own sizes";
       } else if (std::string d = differs(narrow_one(got[i], sizes[i]), exact[i]); !d.empty()) {
@@ -305,6 +315,11 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
                      differs(narrow_one(other[i], sizes[i]), narrow_one(got[i], sizes[i]), true);
                  !e.empty()) {
         why = "result " + std::to_string(i) + " follows the padding's values (" + e +
+              "): its rows mix";
+      } else if (std::string l = differs(narrow_one(other_low[i], sizes[i]),
+                                         narrow_one(got[i], sizes[i]), true);
+                 !l.empty()) {
+        why = "result " + std::to_string(i) + " follows the padding's values (" + l +
               "): its rows mix";
       }
     }

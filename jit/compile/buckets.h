@@ -24,16 +24,21 @@
 // summation order (the padded plan may pick other kernels), so a row that
 // mixes with padded ones by little could pass it (a log_softmax over the
 // padded dim of values near 5 moved by 3e-4 with zero rows, under the 1e-3
-// allowed). So the first call runs the padded plan three times: with zeros
+// allowed). So the first call runs the padded plan four times: with zeros
 // (its first run, which may still choose kernels: Mode::MaxAutotune times
-// them), with floating arguments padded with ones, and with zeros again.
-// The last two run the same kernels and sum in the same order, so a result
-// whose real rows differ at all between them follows the padded rows and
-// turns buckets off too (even a sum that zeros leave exact). Ones rather
-// than NaN: a causal attention multiplies the masked keys' values by 0,
-// and 0 * NaN would look like mixing. Integer and bool arguments (token
-// ids, positions, masks) are padded with zeros both times, and where no
-// floating argument is padded the two extra runs are skipped. A function
+// them), with floating arguments padded with +8, with -8, and with zeros
+// again. The last three run the same kernels and sum in the same order, so
+// a result whose real rows differ at all between them follows the padded
+// rows and turns buckets off too (even a sum that zeros leave exact; a
+// maximum over rows below 8, a minimum over rows above -8: padded with
+// ones, a maximum over rows of 2s passed, and every later call with
+// negative rows returned 0). Finite values rather than NaN: a causal
+// attention multiplies the masked keys' values by 0, and 0 * NaN would look
+// like mixing. Integer and bool arguments (token ids, positions, masks) are
+// padded with zeros every time, and where no floating argument is padded
+// the extra runs are skipped. The check tests data, it proves nothing (a
+// maximum over rows above 8 passes it): buckets are for functions whose
+// rows do not mix. A function
 // that writes its arguments or captured tensors (a KV cache) is not run
 // twice, so its rows are taken to be independent, as a batch of requests
 // is; its results are still narrowed by the traced sizes, and a padded call

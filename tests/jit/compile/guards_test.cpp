@@ -614,6 +614,28 @@ TEST(CompileGuards, BucketsTurnOffWhereZeroPaddingHidesTheMixing) {
   EXPECT_EQ(ids.stats().specializations, 1);  // buckets 4 and 8
 }
 
+// A maximum (or minimum) over the padded dim of rows that zeros and ones
+// leave alone: padded with ones, amax over rows of 2s passed the check, and
+// a later call with rows of -2s returned 0 (Note [Buckets]: +8 and -8 now).
+TEST(CompileGuards, BucketsTurnOffForAMaximumOverThePaddedDim) {
+  auto mx = kiln::jit::compile([](const Tensor& t) { return kiln::amax(t, {0}); },
+                               {.name = "amax", .dynamic = {{0, 0}}, .buckets = {4, 8}});
+  auto mn = kiln::jit::compile([](const Tensor& t) { return kiln::amin(t, {0}); },
+                               {.name = "amin", .dynamic = {{0, 0}}, .buckets = {4, 8}});
+  Logs logs("");
+  for (float v : {2.0f, -2.0f}) {
+    SCOPED_TRACE("rows of " + std::to_string(v));
+    const Tensor x = kiln::full({3, 2}, v);
+    Tensor a = mx(x), b = mn(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(a, kiln::full({2}, v));
+    EXPECT_TENSOR_CLOSE(b, kiln::full({2}, v));
+  }
+  const std::string text = logs.take();
+  EXPECT_EQ(count_of(text, "amax: buckets are off"), 1) << text;
+  EXPECT_EQ(count_of(text, "amin: buckets are off"), 1) << text;
+}
+
 // A function that writes state (a captured tensor) runs once per call, padded:
 // it is not run a second time at the call's own sizes to compare.
 TEST(CompileGuards, BucketsRunAFunctionThatWritesStateOnce) {
