@@ -238,6 +238,22 @@ struct boxed::CompiledCore::Impl {
 namespace boxed {
 
 CompiledCore::CompiledCore(Options options) : impl_(std::make_unique<Impl>()) {
+  const std::string who = "[jit::compile] " + options.name + ": expected ";
+  KILN_CHECK(options.cache_limit >= 1, who, "a cache_limit of at least 1 entry, got ",
+             options.cache_limit);
+  KILN_CHECK(options.specialization_limit >= 1, who, "a specialization_limit of at least 1, got ",
+             options.specialization_limit);
+  for (size_t i = 0; i < options.buckets.size(); ++i) {
+    KILN_CHECK(options.buckets[i] >= 1 && (i == 0 || options.buckets[i] > options.buckets[i - 1]),
+               who, "buckets of increasing sizes of at least 1, got ",
+               IntArrayRef(options.buckets));
+  }
+  for (const DynamicDim& d : options.dynamic) {
+    KILN_CHECK(d.input >= 0, who, "dynamic dims of arguments 0 and up, got argument ", d.input);
+  }
+  for (int i : options.dynamic_scalars) {
+    KILN_CHECK(i >= 0, who, "dynamic scalars of arguments 0 and up, got argument ", i);
+  }
   impl_->verify = options.verify || verify_everywhere();
   impl_->dynamic = options.dynamic;
   impl_->options = std::move(options);
@@ -289,6 +305,8 @@ const Options& CompiledCore::options() const {
 }
 
 void CompiledCore::mark_dynamic(int input, int64_t dim) {
+  KILN_CHECK(input >= 0, "[jit::compile] ", impl_->options.name,
+             ": expected mark_dynamic of argument 0 and up, got argument ", input);
   std::lock_guard<std::mutex> lock(impl_->compile_mu);
   impl_->dynamic.push_back({input, dim});
 }
@@ -380,12 +398,28 @@ guards::DynamicDims boxed::CompiledCore::Impl::dynamic_for(const std::vector<IVa
   for (int i : dynamic_offsets) {
     if (i >= 0 && static_cast<size_t>(i) < args.size()) d.offsets[i] = true;
   }
+  const std::string who = "[jit::compile] " + options.name + ": expected ";
   for (int i : options.dynamic_scalars) {
-    if (i >= 0 && static_cast<size_t>(i) < args.size()) d.scalars[i] = true;
+    KILN_CHECK(static_cast<size_t>(i) < args.size() && args[i].is_number(), who,
+               "Options::dynamic_scalars to name number arguments, got argument ", i, " of a call ",
+               "with ", args.size(), " arguments",
+               static_cast<size_t>(i) < args.size()
+                   ? std::string(" (a ") + args[i].type_name() + ")"
+                   : std::string());
+    d.scalars[i] = true;
   }
   for (const DynamicDim& dd : dynamic) {
-    if (dd.input < 0 || static_cast<size_t>(dd.input) >= args.size()) continue;
+    const auto k = static_cast<size_t>(dd.input);
+    KILN_CHECK(k < args.size() && (args[k].is_tensor() || args[k].is_tensor_list()), who,
+               "dynamic dims (Options::dynamic, mark_dynamic) of tensor arguments, got argument ",
+               dd.input, " of a call with ", args.size(), " arguments",
+               k < args.size() ? std::string(" (a ") + args[k].type_name() + ")" : std::string());
     const IValue& a = args[dd.input];
+    if (a.is_tensor() && a.to_tensor().defined()) {
+      const int64_t rank = a.to_tensor().dim();
+      KILN_CHECK(dd.dim >= -rank && dd.dim < rank, who, "dynamic dim ", dd.dim, " of argument ",
+                 dd.input, " within its rank, got a tensor of rank ", rank);
+    }
     // One mask per argument: a list's elements may differ in rank, so a dim
     // counted from the end marks its place in each (an element that has a
     // dim of that place but not that role takes it dynamic too: more plans,

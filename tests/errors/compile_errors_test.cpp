@@ -45,3 +45,42 @@ TEST(CompileErrors, UndefinedTensorArgument) {
 }
 
 }  // namespace
+
+namespace {
+
+// Options that cannot mean anything raise where they are given (limits,
+// buckets, negative argument indexes) or at the first call (an argument the
+// call does not have, a dim past the argument's rank, a number dim).
+TEST(CompileErrors, OptionsThatMeanNothing) {
+  auto body = [](const Tensor& x) { return x * 2.0; };
+  EXPECT_KILN_ERROR(kiln::jit::compile(body, {.name = "c", .cache_limit = 0}),
+                    "[jit::compile] c: expected a cache_limit of at least 1 entry, got 0");
+  kiln::jit::Options limit;
+  limit.name = "s";
+  limit.specialization_limit = -1;
+  EXPECT_KILN_ERROR(kiln::jit::compile(body, limit),
+                    "a specialization_limit of at least 1, got -1");
+  EXPECT_KILN_ERROR(
+      kiln::jit::compile(body, {.name = "b", .dynamic = {{0, 0}}, .buckets = {8, 4}}),
+      "[jit::compile] b: expected buckets of increasing sizes of at least 1, got [8, 4]");
+  EXPECT_KILN_ERROR(kiln::jit::compile(body, {.name = "b0", .dynamic = {{0, 0}}, .buckets = {0}}),
+                    "buckets of increasing sizes of at least 1, got [0]");
+  EXPECT_KILN_ERROR(kiln::jit::compile(body, {.name = "n", .dynamic = {{-1, 0}}}),
+                    "dynamic dims of arguments 0 and up, got argument -1");
+  const Tensor x = kiln::ones({3, 2});
+  auto past = kiln::jit::compile(body, {.name = "past", .dynamic = {{5, 0}}});
+  EXPECT_KILN_ERROR(past(x),
+                    "[jit::compile] past: expected dynamic dims (Options::dynamic, "
+                    "mark_dynamic) of tensor arguments, got argument 5 of a call with 1 "
+                    "arguments");
+  auto rank = kiln::jit::compile(body, {.name = "rank"});
+  rank.mark_dynamic(0, 9);
+  EXPECT_KILN_ERROR(rank(x),
+                    "expected dynamic dim 9 of argument 0 within its rank, got a tensor "
+                    "of rank 2");
+  EXPECT_KILN_ERROR(rank.mark_dynamic(-2, 0), "mark_dynamic of argument 0 and up, got argument -2");
+  auto fine = kiln::jit::compile(body, {.name = "fine", .dynamic = {{0, -1}}});
+  EXPECT_TENSOR_CLOSE(fine(x), kiln::full({3, 2}, 2.0));
+}
+
+}  // namespace
