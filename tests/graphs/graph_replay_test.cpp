@@ -75,18 +75,36 @@ TEST(GraphReplay, DecodeStepsAtSixtyFourPositions) {
   EXPECT_EQ(logs.find("capture failed"), std::string::npos) << logs;
 }
 
-// Results of ten replays, kept and checked afterwards against their own inputs.
-TEST(GraphReplay, EarlierResultsAreNeverOverwritten) {
-  KILN_REQUIRE_CUDA();
-  kiln::nn::Linear lin{random_tensor({32, 16}, kiln::kFloat32, "contiguous", 1).cuda(),
-                       random_tensor({32}, kiln::kFloat32, "contiguous", 2).cuda()};
-  // Results written by a generated kernel (patched) and by cuBLASLt (copied out).
-  auto f = kiln::jit::compile(
-      [&](const Tensor& x) {
+// library_probe_bytes() set while alive (Note [Which library calls are probed]).
+struct ProbeBytes {
+  explicit ProbeBytes(size_t bytes) : before(kiln::graphs::set_library_probe_bytes(bytes)) {}
+  ~ProbeBytes() { kiln::graphs::set_library_probe_bytes(before); }
+  ProbeBytes(const ProbeBytes&) = delete;
+  ProbeBytes& operator=(const ProbeBytes&) = delete;
+  size_t before;
+};
+
+kiln::nn::Linear small_linear() {
+  return {random_tensor({32, 16}, kiln::kFloat32, "contiguous", 1).cuda(),
+          random_tensor({32}, kiln::kFloat32, "contiguous", 2).cuda()};
+}
+
+// Two results: one a generated kernel writes, one cuBLASLt writes (patched
+// or copied out, Note [Opaque steps]).
+auto two_results(const kiln::nn::Linear& lin, const char* name) {
+  return kiln::jit::compile(
+      [&lin](const Tensor& x) {
         Tensor h = lin.forward(x);
         return std::make_tuple(kiln::tanh(h) * 2.0, h);
       },
-      {.name = "keep"});
+      {.name = name});
+}
+
+// Results of ten replays, kept and checked afterwards against their own inputs.
+TEST(GraphReplay, EarlierResultsAreNeverOverwritten) {
+  KILN_REQUIRE_CUDA();
+  const kiln::nn::Linear lin = small_linear();
+  auto f = two_results(lin, "keep");
   std::vector<Tensor> xs, a, b;
   for (uint64_t i = 0; i < 10; ++i) {
     xs.push_back(random_tensor({4, 16}, kiln::kFloat32, "contiguous", 10 + i));
@@ -105,26 +123,14 @@ TEST(GraphReplay, EarlierResultsAreNeverOverwritten) {
   }
 }
 
-// Probes every library call while alive (Note [Which library calls are probed]).
-struct ProbeEveryCall {
-  size_t before = kiln::graphs::set_library_probe_bytes(0);
-  ~ProbeEveryCall() { kiln::graphs::set_library_probe_bytes(before); }
-};
-
 // Note [Results handed back]: a replay writes a result into the memory of the
 // last one where the caller let go of it, and into fresh memory where the
 // caller still holds it, or a view of it; every kept result keeps its values.
 // Both with the library call's result copied out and with it patched.
 void results_handed_back(size_t probe_bytes) {
-  const size_t before = kiln::graphs::set_library_probe_bytes(probe_bytes);
-  kiln::nn::Linear lin{random_tensor({32, 16}, kiln::kFloat32, "contiguous", 1).cuda(),
-                       random_tensor({32}, kiln::kFloat32, "contiguous", 2).cuda()};
-  auto f = kiln::jit::compile(
-      [&](const Tensor& x) {
-        Tensor h = lin.forward(x);
-        return std::make_tuple(kiln::tanh(h) * 2.0, h);
-      },
-      {.name = "handed"});
+  std::optional<ProbeBytes> probes(probe_bytes);
+  const kiln::nn::Linear lin = small_linear();
+  auto f = two_results(lin, "handed");
   std::vector<Tensor> xs;
   auto call = [&](uint64_t seed) {
     xs.push_back(random_tensor({4, 16}, kiln::kFloat32, "contiguous", seed));
@@ -154,7 +160,7 @@ void results_handed_back(size_t probe_bytes) {
   auto [a3, b3] = call(23);
   EXPECT_NE(address(a3), address(a2));
   EXPECT_NE(address(b3), address(b2));
-  kiln::graphs::set_library_probe_bytes(before);
+  probes.reset();
   Tensor w = lin.weight.cpu(), bias = lin.bias->cpu();
   kiln::EagerGuard eager;
   auto expect = [&](size_t call_index, const Tensor& got_a, const Tensor& got_b) {
@@ -203,7 +209,7 @@ void embedding_and_product(size_t probe_bytes) {
   const kiln::Device cuda = kiln::Device::cuda();
   const auto [table, table_d] = random_pair({50, 64}, 1);
   const auto [w, w_d] = random_pair({64, 96}, 2);
-  const size_t before = kiln::graphs::set_library_probe_bytes(probe_bytes);
+  std::optional<ProbeBytes> setting(probe_bytes);
   auto f = kiln::jit::compile(
       [&](const Tensor& ids, const Tensor& x) {
         return std::make_tuple(kiln::embedding(table_d, ids) * 2.0, kiln::matmul(x, w_d));
@@ -219,7 +225,7 @@ void embedding_and_product(size_t probe_bytes) {
       b.push_back(rb);
     }
   });
-  kiln::graphs::set_library_probe_bytes(before);
+  setting.reset();
   if (probes) {
     EXPECT_EQ(count_of(logs, "capturing again"), 0) << logs;
     EXPECT_EQ(count_of(logs, "1 library calls among them, 0 arguments and results copied"), 1)
@@ -268,7 +274,7 @@ TEST(GraphReplay, LibraryCallsProbedByDefault) {
 // plan directly (Note [Library node addresses]); the others replay.
 TEST(GraphReplay, LibraryPointersKeepTheirAlignment) {
   KILN_REQUIRE_CUDA();
-  ProbeEveryCall probe_all;
+  ProbeBytes probe_all(0);
   const auto [w, w_d] = random_pair({64, 32}, 5);
   const auto [flat, flat_d] = random_pair({64 * 64 + 256}, 6);
   // Two steps (a plan of one kernel is not captured): the product, then tanh.
@@ -317,7 +323,7 @@ TEST(GraphReplay, ArgumentWrittenInPlaceByAnExternStep) {
 // call: its pointer is patched (Note [Library node addresses]).
 TEST(GraphReplay, ArgumentWrittenInPlaceByALibraryKernel) {
   KILN_REQUIRE_CUDA();
-  ProbeEveryCall probe_all;
+  ProbeBytes probe_all(0);
   const kiln::Device cuda = kiln::Device::cuda();
   const auto [w, w_d] = random_pair({64, 32}, 3);
   auto f = kiln::jit::compile(
@@ -728,11 +734,7 @@ TEST(GraphReplay, NewSizesReplayFromTheirFirstCall) {
   KILN_REQUIRE_CUDA();
   // The library call's memory copied, not patched: the hints below are
   // about copies (Note [Which library calls are probed]).
-  const size_t probe_bytes = kiln::graphs::set_library_probe_bytes(SIZE_MAX);
-  struct Restore {
-    size_t bytes;
-    ~Restore() { kiln::graphs::set_library_probe_bytes(bytes); }
-  } restore{probe_bytes};
+  const ProbeBytes copies(SIZE_MAX);
   kiln::nn::Linear lin{random_tensor({72, 40}, kiln::kFloat32, "contiguous", 21).cuda(),
                        random_tensor({72}, kiln::kFloat32, "contiguous", 22).cuda()};
   auto body = [&](const Tensor& x) {
