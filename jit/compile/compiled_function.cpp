@@ -387,6 +387,13 @@ void boxed::CompiledCore::Impl::check_arguments(const std::vector<IValue>& args)
       KILN_CHECK(args[i].to_tensor().defined(), "[jit::compile] ", options.name, ": ", arg_name(i),
                  " expected a defined Tensor, got an undefined one");
     }
+    if (args[i].is_tensor_list()) {
+      const std::vector<Tensor>& list = args[i].to_tensor_list();
+      for (size_t k = 0; k < list.size(); ++k) {
+        KILN_CHECK(list[k].defined(), "[jit::compile] ", options.name, ": ", arg_name(i),
+                   " expected defined Tensors, got an undefined one at index ", k);
+      }
+    }
   }
 }
 

@@ -42,6 +42,13 @@ TEST(CompileErrors, UndefinedTensorArgument) {
   EXPECT_KILN_ERROR(
       f(Tensor()),
       "[jit::compile] inc: argument 0 expected a defined Tensor, got an undefined one");
+  auto g = kiln::jit::compile([](const std::vector<Tensor>& xs) { return xs[0] + xs[1]; },
+                              {.name = "pair"});
+  const Tensor x = kiln::ones({2});
+  EXPECT_TENSOR_CLOSE(g(std::vector<Tensor>{x, x}), kiln::full({2}, 2.0));
+  EXPECT_KILN_ERROR(g(std::vector<Tensor>{x, Tensor()}),
+                    "[jit::compile] pair: argument 0 expected defined Tensors, got an undefined "
+                    "one at index 1");
 }
 
 }  // namespace
