@@ -316,7 +316,7 @@ namespace {
 // (a wrapped number is a constant the fusion passes fold into the kernel;
 // recorded lazily it would be a pending CPU operand of a CUDA group).
 Tensor wrapped_number(const Scalar& v) {
-  Tensor t = kiln::scalar_tensor(v, v.dtype() == kFloat64 ? kFloat32 : v.dtype());
+  Tensor t = kiln::scalar_tensor(v, v.dtype());  // a double stays one, as PyTorch's
   t.impl()->set_wrapped_number(true);
   return t;
 }

@@ -113,8 +113,8 @@ int32_t d_add(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   // The eager kernels' checks (they run after the Meta kernel, which cannot see them).
   KILN_CHECK(is_floating(t) || a.is_integral() || a.is_bool(), "[", n.op->name(),
              "] expected an integral alpha for integral inputs, got ", a);
-  KILN_CHECK(t != kBool || a.is_bool() || a.to_int() == 1 || a.to_int() == 0, "[", n.op->name(),
-             "] expected a bool alpha for bool inputs, got ", a);
+  KILN_CHECK(!a.is_bool() || t == kBool, "[", n.op->name(),
+             "] expected a bool alpha only for bool results, got ", a, " for ", t, " inputs");
   double alpha = a.to_double();
   int32_t x = operand(b, n, 0, v[0], t), y = operand(b, n, 1, v[1], t);
   if (alpha != 1.0) {

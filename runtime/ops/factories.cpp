@@ -64,8 +64,10 @@ Tensor ones_kernel(IntArrayRef size, OptD dtype, OptDev device) {
   return filled(size, 1, dtype.value_or(kFloat32), device_or_cpu(device), "ones");
 }
 
+// scalar_tensor's dtype is float32 unless given, whatever the value (as
+// PyTorch's: torch.scalar_tensor(3) is a float); full infers it instead.
 Tensor scalar_tensor_kernel(const Scalar& s, OptD dtype, OptDev device) {
-  return filled({}, s, full_dtype(s, dtype), device_or_cpu(device), "scalar_tensor");
+  return filled({}, s, dtype.value_or(kFloat32), device_or_cpu(device), "scalar_tensor");
 }
 
 // Note [Preserved layout]
@@ -165,7 +167,7 @@ Tensor ones_meta(IntArrayRef size, OptD dtype, OptDev) {
   return empty_tensor(size, dtype.value_or(kFloat32), Device::meta(), "ones");
 }
 Tensor scalar_tensor_meta(const Scalar& s, OptD dtype, OptDev) {
-  const DType t = full_dtype(s, dtype);
+  const DType t = dtype.value_or(kFloat32);
   check_convertible(s, t, "scalar_tensor");
   return empty_tensor({}, t, Device::meta(), "scalar_tensor");
 }

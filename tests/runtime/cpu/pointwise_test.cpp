@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -375,6 +376,36 @@ TEST(PointwiseLoops, ErrorsInParallelLoopsReachTheCaller) {
   b.narrow(0, 123456, 1).fill_(0);
   EXPECT_KILN_ERROR(kiln::remainder(a, b), "ZeroDivisionError");
   EXPECT_KILN_ERROR(kiln::div(a, b, "floor"), "ZeroDivisionError");
+}
+
+// PyTorch's rules, in eager and lazy mode: add/sub take a bool alpha only
+// for bool results and any integral one for them; scalar_tensor is float32
+// unless told; where keeps a double operand a double.
+TEST(PointwiseLoops, AlphaScalarTensorAndWhereAsPyTorch) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    const Tensor t = kiln::tensor<bool>({true, false}), f = kiln::tensor<bool>({true, true});
+    Tensor sum = kiln::add(t, f, 2);
+    EXPECT_EQ(sum.dtype(), kiln::kBool);
+    EXPECT_TENSOR_CLOSE(sum.to(kiln::kInt64), kiln::full({2}, 1, kiln::kInt64));
+    // Lazily the error comes where the result is read (Note [Failures in a trace]).
+    auto read = [](const Tensor& x) { (void)x.to(kiln::kFloat64).tolist<double>(); };
+    EXPECT_KILN_ERROR(read(kiln::add(kiln::ones({1}), kiln::ones({1}), true)),
+                      "expected a bool alpha only for bool results, got True for float32");
+    EXPECT_KILN_ERROR(
+        read(kiln::add(kiln::ones({1}, kiln::kInt32), kiln::ones({1}, kiln::kInt32), true)),
+        "expected a bool alpha only for bool results");
+    EXPECT_EQ(kiln::scalar_tensor(3).dtype(), kiln::kFloat32);
+    EXPECT_EQ(kiln::scalar_tensor(true).dtype(), kiln::kFloat32);
+    EXPECT_EQ(kiln::scalar_tensor(3, kiln::kInt64).dtype(), kiln::kInt64);
+    Tensor w = kiln::where(t, kiln::Scalar(0.1), kiln::zeros({2}, kiln::kFloat64));
+    EXPECT_EQ(w.dtype(), kiln::kFloat64);
+    EXPECT_EQ(w.to(kiln::Device::cpu()).tolist<double>(), (std::vector<double>{0.1, 0.0}));
+    Tensor big = kiln::where(t, kiln::zeros({2}, kiln::kFloat64), kiln::Scalar(1e300));
+    EXPECT_EQ(big.tolist<double>(), (std::vector<double>{0.0, 1e300}));
+  }
 }
 
 }  // namespace
