@@ -691,7 +691,6 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
   e->guards = guards::GuardSet::from_call(args, dynamic_for(args));
   if (!entries.empty()) e->guards.cap_alignment(entries.back()->guards);
   e->reason = reason + dynamic_note;
-  remember(e->index, e->reason);
   buckets.forget();  // a captured tensor replaced may give results other sizes
   built.fetch_add(1, std::memory_order_relaxed);
   KILN_LOG(Recompiles, options.name, ": entry ", e->index, "/", options.cache_limit, ": ", reason,
@@ -723,6 +722,9 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
       KILN_LOG(Guards, options.name, ": entry ", e->index, ": ", line);
     }
   }
+  // In the history once built: a trace that threw built nothing, and the
+  // next call's attempt would be listed twice.
+  remember(e->index, e->reason);
   std::unique_lock<std::shared_mutex> write(entries_mu);
   entries.push_back(std::move(e));
   return results;

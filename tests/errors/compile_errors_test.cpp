@@ -91,3 +91,27 @@ TEST(CompileErrors, OptionsThatMeanNothing) {
 }
 
 }  // namespace
+
+namespace {
+
+// A trace that throws builds no entry: explain() lists each entry once (the
+// failed attempt used to be listed beside the entry the next call built).
+TEST(CompileErrors, ATraceThatThrowsLeavesNoEntryInTheHistory) {
+  bool fail = true;
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x) {
+        KILN_CHECK(!fail, "[test] the body failed");
+        return x * 2.0;
+      },
+      {.name = "throws"});
+  const Tensor x = kiln::ones({2});
+  EXPECT_KILN_ERROR(f(x), "[test] the body failed");
+  fail = false;
+  EXPECT_TENSOR_CLOSE(f(x), kiln::full({2}, 2.0));
+  const kiln::jit::Explanation e = f.explain();
+  ASSERT_EQ(e.recompiles.size(), 1u);
+  EXPECT_EQ(e.recompiles[0].entry, 1);
+  EXPECT_EQ(e.entries.size(), 1u);
+}
+
+}  // namespace
