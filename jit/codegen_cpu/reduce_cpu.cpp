@@ -350,9 +350,11 @@ double ReductionRun::wide(Pass p, const float* x, float* y, int64_t n, float c0)
   for (int64_t i = full; i < n; ++i) {
     float v = x[i];
     if (p == Pass::kSqDev) {
-      v -= c0;
-      v *= v;
-    } else if (p == Pass::kExpSum || p == Pass::kExpSumStore) {
+      const double d = v - c0;  // squared in float64, as the pass does
+      s += d * d;
+      continue;
+    }
+    if (p == Pass::kExpSum || p == Pass::kExpSumStore) {
       v = std::exp(v - c0);
       if (p == Pass::kExpSumStore) y[i] = v;
     }

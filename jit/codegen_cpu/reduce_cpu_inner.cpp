@@ -173,8 +173,10 @@ float ReductionRun::static_row(const int64_t* koff, int64_t* roff,
       return static_cast<float>(sum);
     case RowOp::Mean:
       return static_cast<float>(sum / static_cast<double>(n));
-    default:
-      return static_cast<float>(std::max(m2, 0.0) / var_divisor(n, r_.correction));
+    default: {
+      const double var = std::max(m2, 0.0) / var_divisor(n, r_.correction);
+      return static_cast<float>(r_.sqrt_result ? std::sqrt(var) : var);
+    }
   }
 }
 

@@ -41,12 +41,12 @@ void ReductionRun::run_outer() {
           // Sums accumulate in float64 (`total`); the tail past full vectors here.
           pass(p, scratch.data(), total.data(), full, 0, 0, nullptr, z);
           for (int64_t j = full; j < w; ++j) {
-            float v = scratch[j];
             if (p == Pass::kAccSqDev) {
-              v -= z[j];
-              v *= v;
+              const double d = scratch[j] - z[j];  // squared in float64, as the pass does
+              total[j] += d * d;
+            } else {
+              total[j] += scratch[j];
             }
-            total[j] += v;
           }
         }
       };
@@ -75,8 +75,8 @@ void ReductionRun::run_outer() {
           const double div = var_divisor(n, r_.correction);
           for (int64_t j = 0; j < w; ++j) {
             const double d = mean[j] - meanf[j];
-            out[j] =
-                static_cast<float>(std::max(total[j] - static_cast<double>(n) * d * d, 0.0) / div);
+            const double var = std::max(total[j] - static_cast<double>(n) * d * d, 0.0) / div;
+            out[j] = static_cast<float>(r_.sqrt_result ? std::sqrt(var) : var);
           }
         }
       }

@@ -132,6 +132,15 @@ class PassEmitter {
     }
   }
 
+  // A deviation squared in float64, as the eager kernels square theirs: in
+  // float32 a deviation past about 1.8e19 squares to inf (std of values
+  // near 1e20 was inf where eager's is finite).
+  void square_wide(const Vec& lo, const Vec& hi) {
+    auto& as = e_.as();
+    as.vmulpd(lo, lo, lo);
+    as.vmulpd(hi, hi, hi);
+  }
+
   // acc = acc op v, NaN sticking for max/min.
   void combine(const Vec& acc, const Vec& v) {
     if (!is_max(p_) && !is_min(p_)) {
@@ -163,8 +172,7 @@ class PassEmitter {
       case Pass::kMin:
         break;
       case Pass::kSqDev:
-        e_.sub(v, v, c0_);
-        e_.mul(v, v, v);
+        e_.sub(v, v, c0_);  // squared once widened, below
         break;
       case Pass::kExpSum:
       case Pass::kExpSumStore:
@@ -204,15 +212,12 @@ class PassEmitter {
           Vec m = s.vec();
           e_.load(m, x86::ptr(z_, off), kFloat32, tail);
           e_.sub(v, v, m);
-          if (p_ == Pass::kAccSqDev) {
-            e_.mul(v, v, v);
-          } else {
-            emit_exp(e_, v, v);
-          }
+          if (p_ == Pass::kAccExpSum) emit_exp(e_, v, v);
         }
         Vec lo = s.vec(), hi = s.vec();
         widen(lo, hi, v);
         auto& as = e_.as();
+        if (p_ == Pass::kAccSqDev) square_wide(lo, hi);
         // y is float64: twice the float offsets.
         as.vaddpd(lo, lo, x86::ptr(y_, 2 * off));
         as.vaddpd(hi, hi, x86::ptr(y_, 2 * off + e_.vec_bytes()));
@@ -240,6 +245,7 @@ class PassEmitter {
     if (wide_) {
       Vec lo = s.vec(), hi = s.vec();
       widen(lo, hi, v);
+      if (p_ == Pass::kSqDev) square_wide(lo, hi);
       e_.as().vaddpd(acc_[u], acc_[u], lo);
       e_.as().vaddpd(acc_hi_[u], acc_hi_[u], hi);
       return;

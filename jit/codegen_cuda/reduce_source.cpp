@@ -50,6 +50,7 @@ uint64_t spec_hash(const ReduceSpec& s) {
   h = mix(h, 0xabcdef);
   for (char c : k.epilogue.key()) h = mix(h, static_cast<unsigned char>(c));
   h = mix(h, static_cast<uint64_t>(k.op));
+  h = mix(h, static_cast<uint64_t>(k.sqrt_result));
   for (Walk w : s.walks) h = mix(h, static_cast<uint64_t>(w));
   for (int v : {s.kept_dims, s.red_dims, s.threads, s.per_thread, static_cast<int>(s.index32),
                 s.vec, static_cast<int>(s.split), static_cast<int>(s.epi_vec)}) {
@@ -489,6 +490,9 @@ class ReduceWriter {
         pass("const double d = (double)x - mean; acc += d * d;");
         reduce("acc", "KilnAddOp");
         os_ << "    acc = acc / a.divisor;\n";
+        // std: the root of the float32 variance, as the CUDA eager kernel
+        // (float32 Welford sums, as PyTorch's) overflows where it does.
+        if (spec_.kernel->sqrt_result) os_ << "    acc = sqrt((double)(float)acc);\n";
         break;
       case RowOp::Softmax:
       case RowOp::LogSoftmax:

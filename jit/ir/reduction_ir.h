@@ -58,7 +58,12 @@ constexpr bool is_row_normalization(RowOp op) {
 struct ReductionKernel {
   RowOp op = RowOp::Sum;
   int64_t correction = 0;  // Var
-  double eps = 0;          // LayerNorm, RmsNorm
+  // Var: the kernel returns sqrt(var) (std), each generator as its device's
+  // eager kernel: on the CPU from the float64 variance (the float32 variance
+  // of values near 1e20 overflows where its root does not), on CUDA from the
+  // float32 one (whose Welford sums overflow there, as PyTorch's).
+  bool sqrt_result = false;
+  double eps = 0;  // LayerNorm, RmsNorm
   PointwiseKernel prologue;
   PointwiseKernel epilogue;
 

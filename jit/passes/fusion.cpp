@@ -18,6 +18,7 @@ ReductionKernel ReductionGroup::kernel() const {
   ReductionKernel k;
   k.op = op;
   k.correction = correction;
+  k.sqrt_result = sqrt_result;
   k.eps = eps;
   k.prologue = prologue.kernel;
   k.epilogue = epilogue.kernel;
@@ -110,6 +111,7 @@ class Fuser {
       ReductionGroup& r = s.reduction;
       r.op = red_->spec.op;
       r.correction = red_->spec.correction;
+      r.sqrt_result = red_->spec.sqrt_result;
       r.eps = red_->spec.eps;
       r.node = red_->node;
       r.in_shape = nodes_[red_->node].args[0].to_tensor().sizes();

@@ -82,6 +82,7 @@ struct OperandGeometry {
 struct ReductionGroup {
   RowOp op = RowOp::Sum;
   int64_t correction = 0;
+  bool sqrt_result = false;  // ReductionKernel::sqrt_result
   double eps = 0;
   DimVector in_shape;           // the prologue's shape (the reduced tensor's)
   std::vector<bool> reduced;    // per dim of in_shape

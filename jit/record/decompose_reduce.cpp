@@ -144,8 +144,7 @@ int32_t emit_reduction_epilogue(KernelBuilder& b, const Node& node, const Reduct
                                 int32_t core,
                                 const std::function<int32_t(const Tensor&)>& resolve) {
   const DType out = node.outputs[0].dtype();
-  int32_t v = core;
-  if (spec.sqrt_result) v = b.op(Prim::Sqrt, kFloat32, v);
+  int32_t v = core;  // std's root is the kernel's (ReductionKernel::sqrt_result)
   if (spec.op == RowOp::LayerNorm) {
     // (x * rstd + shift) * weight + bias, rounded once as the eager kernel does.
     if (const Tensor* w = optional_tensor(node, 2)) {

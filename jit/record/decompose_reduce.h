@@ -20,7 +20,7 @@ struct ReductionSpec {
   bool keepdim = false;
   int64_t correction = 0;
   double eps = 0;
-  bool sqrt_result = false;      // std: sqrt of var
+  bool sqrt_result = false;      // std: sqrt of var, taken by the reduction kernel
   DType input_dtype = kFloat32;  // what the input is rounded to before reducing (dtype=)
 };
 

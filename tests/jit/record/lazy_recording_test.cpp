@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <limits>
@@ -436,5 +437,30 @@ TEST(LazyRecording, PartlyOverlappingOutputsRaiseAtTheCall) {
     d.narrow(0, 0, 2).mul_(d.narrow(0, 2, 2));  // disjoint: fine
     kiln::EagerGuard g;
     EXPECT_TENSOR_CLOSE(d, kiln::tensor<float>({6.f, 32.f, 6.f, 8.f}));
+  }
+}
+
+// std of float32 values whose variance overflows float32 (1e40) but whose
+// root does not: the fused CPU kernel takes the root at float64, as the eager
+// kernel does (it returned inf lazily and compiled).
+TEST(LazyRecording, StdOfValuesWhoseVarianceOverflowsFloat32) {
+  for (kiln::DType dt : {kiln::kFloat32, kiln::kBFloat16}) {
+    SCOPED_TRACE(kiln::dtype_name(dt));
+    Tensor x;
+    {
+      kiln::EagerGuard eager;
+      x = kiln::tensor<float>({1e20f, -1e20f, 1e20f, -1e20f}).to(dt);
+    }
+    auto fn = [](const Tensor& t) { return kiln::std(t, {0}, 0); };
+    Tensor eager;
+    {
+      kiln::EagerGuard g;
+      eager = fn(x);
+    }
+    Tensor lazy = fn(x);
+    Tensor compiled = kiln::jit::compile(fn)(x);
+    EXPECT_TRUE(std::isfinite(eager.item<double>()));
+    EXPECT_TENSOR_CLOSE_TOL(lazy, eager, 0.0, 0.0);
+    EXPECT_TENSOR_CLOSE_TOL(compiled, eager, 0.0, 0.0);
   }
 }
