@@ -207,7 +207,7 @@ class GuardSet {
   ModeGuard mode_;
   std::vector<Captured> captured_;
   std::vector<std::pair<size_t, Captured>> required_;  // require_storage
-  std::vector<const StorageImpl*> captured_sorted_;  // for is_captured
+  std::vector<const StorageImpl*> captured_sorted_;    // for is_captured
   DynamicDims dynamic_;
 };
 
