@@ -288,4 +288,14 @@ KILN_LIBRARY_IMPL(kiln, Composite, m) {
 #undef KILN_REGISTER_SCALAR
 }
 
+// Note [Scalar forms] (loops.h).
+Tensor scalar_form(const char* op, uint32_t allowed, const Tensor& self, const Scalar& other,
+                   bool in_place, Tensor (*tensor_op)(const Tensor&, const Tensor&)) {
+  check_defined(self, op, "self");
+  const Tensor number = wrap_scalar(other);
+  const DType t = in_place ? self.dtype() : result_type(self, number);
+  if (!(allowed & dtype_bit(t))) fail_dtype(t, allowed, op);
+  return tensor_op(self, number);
+}
+
 }  // namespace kiln::cpu

@@ -15,6 +15,8 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/tensor_utils.h"
+#include "runtime/core/type_promotion.h"
 #include "runtime/core/wrapping.h"
 #include "runtime/cpu/loops.h"
 
@@ -196,27 +198,37 @@ KILN_MOD_FORMS(remainder, true)
 KILN_MOD_FORMS(fmod, false)
 #undef KILN_MOD_FORMS
 
-// --- Scalar overloads: the Tensor op's kernel with the number wrapped, under the -------
-// --- name the caller used (its errors name remainder.Scalar, not remainder.Tensor) ------
+// --- Scalar overloads: the Tensor op with the number wrapped (Note [Scalar forms]) -----
 
 Tensor div_scalar_mode(const Tensor& s, const Scalar& o, std::optional<std::string_view> mode) {
   return kiln::div(s, wrap_scalar(o), mode);
 }
 Tensor floor_divide_scalar(const Tensor& s, const Scalar& o) {
-  return rounding_div("floor_divide.Scalar", Form::Functional, s, wrap_scalar(o), Rounding::Floor,
-                      nullptr);
+  return scalar_form("floor_divide.Scalar", kDivMask, s, o, false,
+                     [](const Tensor& a, const Tensor& b) { return kiln::floor_divide(a, b); });
 }
 Tensor remainder_scalar(const Tensor& s, const Scalar& o) {
-  return mod_impl<true>("remainder.Scalar", Form::Functional, s, wrap_scalar(o), nullptr);
+  return scalar_form("remainder.Scalar", kDivMask, s, o, false,
+                     [](const Tensor& a, const Tensor& b) { return kiln::remainder(a, b); });
 }
 Tensor remainder_scalar_(const Tensor& s, const Scalar& o) {
-  return mod_impl<true>("remainder_.Scalar", Form::InPlace, s, wrap_scalar(o), nullptr);
+  return scalar_form("remainder_.Scalar", kDivMask, s, o, true,
+                     [](const Tensor& a, const Tensor& b) {
+                       Tensor self = a;
+                       kiln::remainder_(self, b);
+                       return a;
+                     });
 }
 Tensor fmod_scalar(const Tensor& s, const Scalar& o) {
-  return mod_impl<false>("fmod.Scalar", Form::Functional, s, wrap_scalar(o), nullptr);
+  return scalar_form("fmod.Scalar", kDivMask, s, o, false,
+                     [](const Tensor& a, const Tensor& b) { return kiln::fmod(a, b); });
 }
 Tensor fmod_scalar_(const Tensor& s, const Scalar& o) {
-  return mod_impl<false>("fmod_.Scalar", Form::InPlace, s, wrap_scalar(o), nullptr);
+  return scalar_form("fmod_.Scalar", kDivMask, s, o, true, [](const Tensor& a, const Tensor& b) {
+    Tensor self = a;
+    kiln::fmod_(self, b);
+    return a;
+  });
 }
 
 void register_kernels(Library& m) {

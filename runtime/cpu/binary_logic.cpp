@@ -122,18 +122,24 @@ KILN_FORMS(bitwise_or, ".Tensor", "Tensor_out", bitwise_impl<Logic::Or>)
 KILN_FORMS(bitwise_xor, ".Tensor", "Tensor_out", bitwise_impl<Logic::Xor>)
 #undef KILN_FORMS
 
-// The Scalar overloads: the Tensor form's kernel with the number wrapped, under
-// the overload's own name (an error names bitwise_and.Scalar, as called).
-#define KILN_SCALAR_FORMS(name, impl)                                           \
-  Tensor name##_scalar(const Tensor& s, const Scalar& o) {                      \
-    return impl(#name ".Scalar", Form::Functional, s, wrap_scalar(o), nullptr); \
-  }                                                                             \
-  Tensor name##_scalar_(const Tensor& s, const Scalar& o) {                     \
-    return impl(#name "_.Scalar", Form::InPlace, s, wrap_scalar(o), nullptr);   \
+// The Scalar overloads: the Tensor op on the number wrapped (Note [Scalar
+// forms] in loops.h; an error names bitwise_and.Scalar, as called).
+#define KILN_SCALAR_FORMS(name)                                                            \
+  Tensor name##_scalar(const Tensor& s, const Scalar& o) {                                 \
+    return scalar_form(#name ".Scalar", kIntegralOrBoolMask, s, o, false,                  \
+                       [](const Tensor& a, const Tensor& b) { return kiln::name(a, b); }); \
+  }                                                                                        \
+  Tensor name##_scalar_(const Tensor& s, const Scalar& o) {                                \
+    return scalar_form(#name "_.Scalar", kIntegralOrBoolMask, s, o, true,                  \
+                       [](const Tensor& a, const Tensor& b) {                              \
+                         Tensor self = a;                                                  \
+                         kiln::name##_(self, b);                                           \
+                         return a;                                                         \
+                       });                                                                 \
   }
-KILN_SCALAR_FORMS(bitwise_and, bitwise_impl<Logic::And>)
-KILN_SCALAR_FORMS(bitwise_or, bitwise_impl<Logic::Or>)
-KILN_SCALAR_FORMS(bitwise_xor, bitwise_impl<Logic::Xor>)
+KILN_SCALAR_FORMS(bitwise_and)
+KILN_SCALAR_FORMS(bitwise_or)
+KILN_SCALAR_FORMS(bitwise_xor)
 #undef KILN_SCALAR_FORMS
 
 void register_kernels(Library& m) {

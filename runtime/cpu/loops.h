@@ -259,4 +259,16 @@ opmath_t<T> scalar_to(const Scalar& s, const char* op, const char* name) {
   }
 }
 
+// Note [Scalar forms]
+// An op's Scalar overload (remainder.Scalar, bitwise_and.Scalar) is the
+// Tensor op on the number wrapped (a 0-dim wrapped number), dispatched again
+// as binary.cpp's add.Scalar is, so that lazy mode records the Tensor op and
+// a compiled function traces it. These used to call the CPU kernel directly,
+// which read the lazy operand's data at once: a graph break in every compiled
+// function that took remainder(x, 3), and an eager run in every lazy trace.
+// The result's dtype is checked first against the kernel's `allowed` dtypes,
+// under the name the caller used (an error names remainder.Scalar).
+Tensor scalar_form(const char* op, uint32_t allowed, const Tensor& self, const Scalar& other,
+                   bool in_place, Tensor (*tensor_op)(const Tensor&, const Tensor&));
+
 }  // namespace kiln::cpu

@@ -636,4 +636,38 @@ TEST(Compile, EightThreadsCuda) {
   run_threads(kiln::Device::cuda());
 }
 
+// Note [Scalar forms]: the Scalar overloads of remainder, fmod, floor_divide
+// and the bitwise ops are recorded, not run at once: a compiled function that
+// takes one compiles (each was a graph break) and equals eager.
+TEST(Compile, ScalarOverloadsAreTracedNotBroken) {
+  const Tensor x = random_tensor({5, 7}, kiln::kFloat32, "strided", 3, -9.0, 9.0);
+  const Tensor i = random_tensor({5, 7}, kiln::kInt64, "contiguous", 4, -50, 50);
+  auto floats = [](const Tensor& t) {
+    Tensor a = kiln::remainder(t, 3.0) + kiln::fmod(t, -2.5);
+    Tensor b = t.clone();
+    kiln::call_op("remainder_.Scalar", {b, kiln::Scalar(1.5)});
+    return a * kiln::floor_divide(t, 2.0) + b;
+  };
+  auto ints = [](const Tensor& t) {
+    Tensor b = t.clone();
+    kiln::call_op("bitwise_xor_.Scalar", {b, kiln::Scalar(5)});
+    return kiln::bitwise_and(t, 12) + kiln::bitwise_or(t, 3) + b + kiln::fmod(t, 7);
+  };
+  auto f = kiln::jit::compile(floats, {.name = "floats"});
+  auto g = kiln::jit::compile(ints, {.name = "ints"});
+  for (int k = 0; k < 3; ++k) {
+    Tensor rf = f(x), rg = g(i);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(rf, floats(x));
+    EXPECT_TENSOR_CLOSE(rg, ints(i));
+  }
+  EXPECT_EQ(f.stats().graph_breaks, 0);
+  EXPECT_EQ(g.stats().graph_breaks, 0);
+  EXPECT_EQ(f.stats().uncompiled_calls, 0);
+  EXPECT_EQ(g.stats().hits, 2);
+  kiln::EagerGuard eager;
+  EXPECT_KILN_ERROR(kiln::remainder(kiln::ones({2}, kiln::kBool), true),
+                    "[remainder.Scalar] expected a dtype among");
+}
+
 }  // namespace
