@@ -1,4 +1,4 @@
-// Eager and fused silu and gelu(tanh) agree in 16-bit floats (Note [16-bit
+// Eager and fused silu and gelu (both forms) agree in 16-bit floats (Note [16-bit
 // floats in pointwise kernels]): both compute in float32 and round once, so on
 // every bfloat16 and float16 value they give the same bits, except where the
 // code generator's float32 vector math and libm straddle a rounding boundary:
@@ -72,6 +72,9 @@ struct Op {
 const Op kOps[] = {
     {"silu", jc::MathOp::kSilu, [](const Tensor& x) { return kiln::silu(x); }},
     {"gelu_tanh", jc::MathOp::kGeluTanh, [](const Tensor& x) { return kiln::gelu(x, "tanh"); }},
+    // The erf form, x/2 erfc(-x / sqrt 2) in both (its negative tail used to
+    // differ: eager cancelled 1 + erf to 0 there).
+    {"gelu", jc::MathOp::kGelu, [](const Tensor& x) { return kiln::gelu(x); }},
 };
 const kiln::DType kTypes[] = {kiln::kBFloat16, kiln::kFloat16};
 
