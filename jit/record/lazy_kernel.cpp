@@ -137,7 +137,11 @@ namespace {
 // when the trace ran and left its whole target carrying the error. The same
 // check now runs at the call on the real tensors (their storages and
 // offsets, no data needed) for the ops that fuse as pointwise kernels, whose
-// eager kernels all make it; the message is the eager kernel's.
+// eager kernels all make it; the message is the eager kernel's. Where the
+// views are strided and their byte ranges meet (too irregular to tell, and
+// let through by the eager kernel as by PyTorch's), the op runs eagerly at
+// the call: a fused kernel would read and write in another order (a
+// transposed alias subtracted in place gave other values lazily).
 bool dense_without_overlap(const Tensor& t) {
   std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims > 1
   for (int64_t d = 0; d < t.dim(); ++d) {
@@ -152,9 +156,23 @@ bool dense_without_overlap(const Tensor& t) {
   return true;
 }
 
-void check_written_overlaps(const OperatorEntry& op, const Node& node) {
-  if (!is_pointwise_op(&op)) return;
+// The elements' byte range [lo, hi) in the storage (strides non-negative).
+std::pair<int64_t, int64_t> byte_extent(const Tensor& t) {
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  const auto es = static_cast<int64_t>(t.element_size());
+  return {t.storage_offset() * es, (last + 1) * es};
+}
+
+// Raises where a written argument partly overlaps an input, both dense;
+// true where they share memory in a way too irregular to tell (strided
+// views whose byte ranges meet): the eager kernel then runs the op in its
+// own element order, which a fused kernel would not keep, so the op runs
+// eagerly at the call (PyTorch lets such calls through as well).
+bool check_written_overlaps(const OperatorEntry& op, const Node& node) {
+  if (!is_pointwise_op(&op)) return false;
   const auto& params = op.schema().arguments;
+  bool unordered = false;
   for (int w : node.written) {
     const Tensor& out = node.args[static_cast<size_t>(w)].to_tensor();
     if (!out.defined() || out.numel() == 0 || !out.impl()->has_storage()) continue;
@@ -168,24 +186,26 @@ void check_written_overlaps(const OperatorEntry& op, const Node& node) {
       const Tensor& in = v.to_tensor();
       const int k = input++;
       if (in.impl() == out.impl() || in.numel() == 0 || !in.impl()->has_storage() ||
-          in.impl()->storage().get() != out.impl()->storage().get() || !dense_without_overlap(in) ||
-          !dense_without_overlap(out)) {
+          in.impl()->storage().get() != out.impl()->storage().get()) {
         continue;
       }
-      const int64_t a0 = out.storage_offset() * static_cast<int64_t>(out.element_size());
-      const int64_t a1 = a0 + out.numel() * static_cast<int64_t>(out.element_size());
-      const int64_t b0 = in.storage_offset() * static_cast<int64_t>(in.element_size());
-      const int64_t b1 = b0 + in.numel() * static_cast<int64_t>(in.element_size());
-      const bool partly =
-          a0 == b0 && a1 == b1 ? !(out.strides() == in.strides()) : (a0 < b1 && b0 < a1);
+      const auto [a0, a1] = byte_extent(out);
+      const auto [b0, b1] = byte_extent(in);
+      const bool same_view = a0 == b0 && out.sizes() == in.sizes() && out.strides() == in.strides();
+      if (same_view || !(a0 < b1 && b0 < a1)) continue;
+      if (!dense_without_overlap(in) || !dense_without_overlap(out)) {
+        unordered = true;
+        continue;
+      }
       // The eager kernel's name for the op: "add_", not "add_.Tensor".
       const std::string& name = op.name();
-      KILN_CHECK(!partly, "[", name.substr(0, name.find('.')),
-                 "] expected an output that is an input or shares no memory with it, got one "
-                 "that partly overlaps input ",
-                 k, "; clone() it first");
+      KILN_FAIL("[", name.substr(0, name.find('.')),
+                "] expected an output that is an input or shares no memory with it, got one "
+                "that partly overlaps input ",
+                k, "; clone() it first");
     }
   }
+  return unordered;
 }
 
 // Note [One device per CUDA op]
@@ -356,7 +376,13 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   }
   if (returns_list) results.emplace_back(std::move(list_out));
   node.args = std::move(stack);
-  if (!node.written.empty()) check_written_overlaps(op, node);
+  if (!node.written.empty() && check_written_overlaps(op, node)) {
+    stack = std::move(node.args);
+    run_eagerly(op, stack,
+                "ran at once: it writes memory an input may overlap in strides too irregular to "
+                "tell, where only the eager kernel's element order is defined");
+    return;
+  }
   for (int w : node.written) {
     // The write happens now as far as anyone can tell: bump the version at the call.
     node.args[static_cast<size_t>(w)].to_tensor().impl()->bump_version();
