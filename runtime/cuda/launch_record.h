@@ -60,14 +60,13 @@ class LaunchRecorder {
 // raised there as a kiln::Error naming the op and the value, saying that the
 // results of the call whose replay met it are wrong. A compiled call also
 // checks its graph's slots before it starts, which catches an error whose
-// results were never read. The slots of a capture come from one slab of 512
-// taken before it begins (pinned memory cannot be allocated while a stream
-// captures) and kept in a pool. A capture with more such kernels than its
-// slab has slots, or whose slab could not be had, is not kept: its replays
-// would leave those kernels' errors unreported, so the work runs directly
-// (the capture's failure is logged, Note [Capture retries]). The cost:
-// nothing on the device unless a kernel meets an error; a few host loads per
-// check.
+// results were never read once that replay has finished (the check does not
+// wait for it: a replay still running is caught at the next read or sync). The slots of a capture
+// come from one slab of 512 taken before it begins (pinned memory cannot be allocated while a
+// stream captures) and kept in a pool. A capture with more such kernels than its slab has slots, or
+// whose slab could not be had, is not kept: its replays would leave those kernels' errors
+// unreported, so the work runs directly (the capture's failure is logged, Note [Capture retries]).
+// The cost: nothing on the device unless a kernel meets an error; a few host loads per check.
 
 // A graph's error slots, as the registry below sees them.
 struct ErrorSlot {
