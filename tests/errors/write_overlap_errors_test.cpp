@@ -3,7 +3,8 @@
 // (Note [Writes into shared storage]), as PyTorch's assert_no_internal_overlap
 // does, eagerly, lazily (at the call: the Meta kernel raises while the op is
 // recorded) and on meta tensors. fill_ and zero_ read nothing and may write
-// through such a view, as in PyTorch.
+// through such a view, as in PyTorch; so may masked_fill_ and
+// embedding_renorm_, which PyTorch 1.13 lets through (the oracle checks them).
 
 #include <gtest/gtest.h>
 
@@ -126,19 +127,6 @@ std::vector<Case> cases() {
        [](const Env& e) {
          call("index_copy_",
               {e.expanded(3, 4), int64_t{0}, e.of({1}, kiln::kInt64), e.f32({1, 4})});
-       }},
-      {"masked_fill_.Scalar",
-       [](const Env& e) {
-         call("masked_fill_.Scalar", {e.expanded(3, 4), e.of({3, 4}, kiln::kBool), 1.0});
-       }},
-      {"masked_fill_.Tensor",
-       [](const Env& e) {
-         call("masked_fill_.Tensor",
-              {e.expanded(3, 4), e.of({3, 4}, kiln::kBool), kiln::scalar_tensor(1.0)});
-       }},
-      {"embedding_renorm_",
-       [](const Env& e) {
-         call("embedding_renorm_", {e.expanded(3, 4), e.of({2}, kiln::kInt64), 1.0, 2.0});
        }},
       {"tril_", [](const Env& e) { call("tril_", {e.expanded(3, 4)}); }},
       {"triu_", [](const Env& e) { call("triu_", {e.expanded(3, 4)}); }},
