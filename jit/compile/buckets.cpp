@@ -58,80 +58,6 @@ std::vector<int64_t> describe(const std::vector<IValue>& args) {
   return key;
 }
 
-// True when every write of the trace lands in a storage the trace made: it
-// can run once more without changing anything the caller sees.
-bool writes_only_its_results(const Pristine& p) {
-  std::unordered_set<const StorageImpl*> stand_ins;
-  for (const Tensor& t : p.stand_ins) {
-    if (t.defined()) stand_ins.insert(t.impl()->storage().get());
-  }
-  auto own = [&](const Tensor& t) {
-    const StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
-    return !s || (!stand_ins.count(s) && !p.captured.count(s));
-  };
-  for (const Node& n : p.nodes) {
-    for (int w : n.written) {
-      const IValue& a = n.args[static_cast<size_t>(w)];
-      if (a.is_tensor() && !own(a.to_tensor())) return false;
-      if (a.is_tensor_list()) {
-        for (const Tensor& t : a.to_tensor_list()) {
-          if (!own(t)) return false;
-        }
-      }
-    }
-  }
-  return true;
-}
-
-// A write of a trace that the caller sees: into a tensor argument (by guard
-// order) or a captured storage, with the geometry of the view written.
-struct VisibleWrite {
-  int64_t argument = -1;
-  const StorageImpl* captured = nullptr;
-  int64_t offset = 0;
-  std::vector<int64_t> sizes, strides;
-  bool operator==(const VisibleWrite& o) const {
-    return argument == o.argument && captured == o.captured && offset == o.offset &&
-           sizes == o.sizes && strides == o.strides;
-  }
-};
-
-std::vector<VisibleWrite> visible_writes(const Pristine& p) {
-  std::unordered_map<const StorageImpl*, int64_t> arguments;
-  for (size_t i = 0; i < p.stand_ins.size(); ++i) {
-    if (p.stand_ins[i].defined()) {
-      arguments.try_emplace(p.stand_ins[i].impl()->storage().get(), static_cast<int64_t>(i));
-    }
-  }
-  std::vector<VisibleWrite> out;
-  auto note = [&](const Tensor& t) {
-    const StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
-    if (!s) return;
-    VisibleWrite w;
-    if (auto it = arguments.find(s); it != arguments.end()) {
-      w.argument = it->second;
-    } else if (p.captured.count(s)) {
-      w.captured = s;
-    } else {
-      return;
-    }
-    w.offset = t.storage_offset();
-    w.sizes.assign(t.sizes().begin(), t.sizes().end());
-    w.strides.assign(t.strides().begin(), t.strides().end());
-    out.push_back(std::move(w));
-  };
-  for (const Node& n : p.nodes) {
-    for (int k : n.written) {
-      const IValue& a = n.args[static_cast<size_t>(k)];
-      if (a.is_tensor()) note(a.to_tensor());
-      if (a.is_tensor_list()) {
-        for (const Tensor& t : a.to_tensor_list()) note(t);
-      }
-    }
-  }
-  return out;
-}
-
 // Why a function that writes its arguments or captured tensors cannot run
 // padded, or "": a write into an argument that padding copies would not
 // reach the caller, and a write whose extent follows the padded dim would
@@ -275,52 +201,52 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
     }
   }
   std::vector<Tensor> results;
-  if (writes_only_its_results(own)) {
+  if (visible_writes(own).empty()) {  // it can run once more unseen
     // The trace at the call's own sizes gives the exact results; padding must not change them.
     Instance exact_run(own, {false, options_.name + ": at the call's own sizes"});
     std::vector<Tensor> exact = exact_run.run(args);
-    std::vector<Tensor> got, other, other_low;
+    std::vector<Tensor> got;
+    std::vector<std::vector<Tensor>> probes;  // padded with +kProbeFill, then -kProbeFill
     try {
       got = run(padded);
-      // The same plan padded with +kProbeFill and -kProbeFill, then with
-      // zeros again: three runs past the first, which may choose kernels as
-      // it goes (Note [Buckets]).
+      // The same plan padded with each probe value, then with zeros again:
+      // runs past the first, which may choose kernels as it goes (Note
+      // [Buckets]). Nothing floating padded: the values would change nothing.
       int64_t size = 0, bucket = 0;
       bool filled = false;
-      std::vector<IValue> high = pad(args, &size, &bucket, kProbeFill, &filled);
-      if (filled) {
-        other = run(high);
-        other_low = run(pad(args, &size, &bucket, -kProbeFill, &filled));
-        got = run(padded);
-      } else {
-        other = other_low = got;  // nothing floating padded: fills would change nothing
+      for (double fill : {kProbeFill, -kProbeFill}) {
+        std::vector<IValue> probe = pad(args, &size, &bucket, fill, &filled);
+        if (!filled) break;
+        probes.push_back(run(probe));
       }
+      if (!probes.empty()) got = run(padded);
     } catch (const Error& e) {
       turn_off(std::string("the function fails at the padded size (") + e.what() + ")");
       return exact;
     }
     std::string why;
-    if (got.size() != exact.size() || other.size() != exact.size() ||
-        other_low.size() != exact.size()) {
+    bool same_count = got.size() == exact.size();
+    for (const auto& p : probes) same_count = same_count && p.size() == exact.size();
+    if (!same_count) {
       why = "it returned " + std::to_string(got.size()) + " results, not " +
             std::to_string(exact.size());
     }
     for (size_t i = 0; i < exact.size() && why.empty(); ++i) {
-      if (!fits(got[i], sizes[i]) || !fits(other[i], sizes[i]) || !fits(other_low[i], sizes[i])) {
+      bool fit = fits(got[i], sizes[i]);
+      for (const auto& p : probes) fit = fit && fits(p[i], sizes[i]);
+      if (!fit) {
         why = "result " + std::to_string(i) + " has " + describe_sizes(got[i]) + " padded and " +
               describe_sizes(exact[i]) + " at the call's own sizes";
       } else if (std::string d = differs(narrow_one(got[i], sizes[i]), exact[i]); !d.empty()) {
         why = "result " + std::to_string(i) + " changed (" + d + "): its rows mix";
-      } else if (std::string e =
-                     differs(narrow_one(other[i], sizes[i]), narrow_one(got[i], sizes[i]), true);
-                 !e.empty()) {
-        why = "result " + std::to_string(i) + " follows the padding's values (" + e +
-              "): its rows mix";
-      } else if (std::string l = differs(narrow_one(other_low[i], sizes[i]),
-                                         narrow_one(got[i], sizes[i]), true);
-                 !l.empty()) {
-        why = "result " + std::to_string(i) + " follows the padding's values (" + l +
-              "): its rows mix";
+      }
+      for (size_t k = 0; k < probes.size() && why.empty(); ++k) {
+        const std::string e =
+            differs(narrow_one(probes[k][i], sizes[i]), narrow_one(got[i], sizes[i]), true);
+        if (!e.empty()) {
+          why = "result " + std::to_string(i) + " follows the padding's values (" + e +
+                "): its rows mix";
+        }
       }
     }
     if (!why.empty()) {

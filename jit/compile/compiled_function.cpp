@@ -530,15 +530,7 @@ SpecializedFor boxed::CompiledCore::Impl::specialized_for(const Entry& e,
 // planned as usual: two names for memory nobody writes cannot disagree.)
 bool boxed::CompiledCore::Impl::aliases_captured(Entry& e, const std::vector<IValue>& args,
                                                  const Pristine& p) {
-  if (p.captured.empty()) return false;
-  bool writes = false;
-  for (const Node& n : p.nodes) {
-    for (int w : n.written) {
-      const IValue& a = n.args[static_cast<size_t>(w)];
-      writes = writes || a.is_tensor() || a.is_tensor_list();
-    }
-  }
-  if (!writes) return false;
+  if (p.captured.empty() || visible_writes(p).empty()) return false;
   const std::vector<const Tensor*> tensors = tensor_arguments(args);
   bool aliased = false;
   for (size_t k = 0; k < tensors.size(); ++k) {

@@ -143,6 +143,42 @@ void for_each_group_tensor(const FusedGroup& g, std::vector<const TensorImpl*>& 
 
 }  // namespace
 
+std::vector<VisibleWrite> visible_writes(const Pristine& p) {
+  std::unordered_map<const StorageImpl*, int64_t> arguments;
+  for (size_t i = 0; i < p.stand_ins.size(); ++i) {
+    if (p.stand_ins[i].defined()) {
+      arguments.try_emplace(p.stand_ins[i].impl()->storage().get(), static_cast<int64_t>(i));
+    }
+  }
+  std::vector<VisibleWrite> out;
+  auto note = [&](const Tensor& t) {
+    const StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
+    if (!s) return;
+    VisibleWrite w;
+    if (auto it = arguments.find(s); it != arguments.end()) {
+      w.argument = it->second;
+    } else if (p.captured.count(s)) {
+      w.captured = s;
+    } else {
+      return;
+    }
+    w.offset = t.storage_offset();
+    w.sizes.assign(t.sizes().begin(), t.sizes().end());
+    w.strides.assign(t.strides().begin(), t.strides().end());
+    out.push_back(std::move(w));
+  };
+  for (const Node& n : p.nodes) {
+    for (int k : n.written) {
+      const IValue& a = n.args[static_cast<size_t>(k)];
+      if (a.is_tensor()) note(a.to_tensor());
+      if (a.is_tensor_list()) {
+        for (const Tensor& t : a.to_tensor_list()) note(t);
+      }
+    }
+  }
+  return out;
+}
+
 Pristine make_pristine(Traced traced) {
   Pristine p;
   const PendingValue* marker = traced.trace->marker();

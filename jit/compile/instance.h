@@ -61,6 +61,19 @@ struct Pristine {
 // tensors and clears the trace's markers.
 Pristine make_pristine(Traced traced);
 
+// A write of a trace that the caller sees: into a tensor argument (by guard
+// order) or a captured storage, with the geometry of the view written.
+struct VisibleWrite {
+  int64_t argument = -1;
+  const StorageImpl* captured = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+  bool operator==(const VisibleWrite& o) const = default;
+};
+// The trace's writes into its arguments and captured tensors, in record
+// order; empty where it writes only memory it made (its results).
+std::vector<VisibleWrite> visible_writes(const Pristine& p);
+
 // "op 3 'add.Tensor' (2 tensors: ...)" per node, for verify mode: equal
 // signatures mean the same ops on the same kinds of tensors.
 std::vector<std::string> trace_signature(const std::vector<Node>& nodes,

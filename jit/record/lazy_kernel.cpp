@@ -142,20 +142,6 @@ namespace {
 // let through by the eager kernel as by PyTorch's), the op runs eagerly at
 // the call: a fused kernel would read and write in another order (a
 // transposed alias subtracted in place gave other values lazily).
-bool dense_without_overlap(const Tensor& t) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims > 1
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
-  }
-  std::sort(dims.begin(), dims.end());
-  int64_t expected = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride != expected) return false;
-    expected *= size;
-  }
-  return true;
-}
-
 // The elements' byte range [lo, hi) in the storage (strides non-negative).
 std::pair<int64_t, int64_t> byte_extent(const Tensor& t) {
   int64_t last = t.storage_offset();
@@ -193,7 +179,7 @@ bool check_written_overlaps(const OperatorEntry& op, const Node& node) {
       const auto [b0, b1] = byte_extent(in);
       const bool same_view = a0 == b0 && out.sizes() == in.sizes() && out.strides() == in.strides();
       if (same_view || !(a0 < b1 && b0 < a1)) continue;
-      if (!dense_without_overlap(in) || !dense_without_overlap(out)) {
+      if (!non_overlapping_and_dense(in) || !non_overlapping_and_dense(out)) {
         unordered = true;
         continue;
       }

@@ -1,5 +1,6 @@
 #include "runtime/core/tensor_utils.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -39,6 +40,27 @@ uint64_t dim_mask(IntArrayRef dims, int64_t ndim, const char* op, bool empty_is_
     mask |= uint64_t{1} << w;
   }
   return mask;
+}
+
+bool non_overlapping_and_dense(const Tensor& t) {
+  if (t.is_contiguous()) return true;
+  const int64_t nd = t.dim();
+  DimVector perm(nd);
+  for (int64_t i = 0; i < nd; ++i) perm[i] = i;
+  IntArrayRef sizes = t.sizes(), strides = t.strides();
+  std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+    if (sizes[a] < 2) return false;
+    if (sizes[b] < 2) return true;
+    return strides[a] < strides[b];
+  });
+  int64_t expected = 1;
+  for (int64_t i = 0; i < nd; ++i) {
+    int64_t d = perm[i];
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
 }
 
 bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {

@@ -18,6 +18,10 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 uint64_t dim_mask(IntArrayRef dims, int64_t ndim, const char* op, bool empty_is_all = true);
 // True when a tensor of these sizes and strides is laid out row-major without gaps.
 bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides);
+// True when the tensor's elements fill a gapless block, one per address, in
+// some order of its dims (a transpose of a contiguous tensor; not an
+// expanded or a sliced-with-steps one): PyTorch's is_non_overlapping_and_dense.
+bool non_overlapping_and_dense(const Tensor& t);
 
 // A fresh, uninitialized tensor (storage from the device's allocator; meta
 // tensors get none). No dispatch: kernels use these for their outputs. Sizes

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/parallel.h"
 
 namespace kiln::cpu {
@@ -118,31 +119,6 @@ void zero_strided(char* dst, IntArrayRef strides, IntArrayRef sizes, size_t elem
   DimVector zero_strides(sizes.size(), 0);
   copy_strided(dst, strides, reinterpret_cast<const char*>(&kZero), zero_strides, sizes, elem);
 }
-
-namespace {
-
-bool non_overlapping_and_dense(const Tensor& t) {
-  if (t.is_contiguous()) return true;
-  const int64_t nd = t.dim();
-  DimVector perm(nd);
-  for (int64_t i = 0; i < nd; ++i) perm[i] = i;
-  IntArrayRef sizes = t.sizes(), strides = t.strides();
-  std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
-    if (sizes[a] < 2) return false;
-    if (sizes[b] < 2) return true;
-    return strides[a] < strides[b];
-  });
-  int64_t expected = 1;
-  for (int64_t i = 0; i < nd; ++i) {
-    int64_t d = perm[i];
-    if (sizes[d] == 1) continue;
-    if (strides[d] != expected) return false;
-    expected *= sizes[d];
-  }
-  return true;
-}
-
-}  // namespace
 
 void check_no_internal_overlap(const Tensor& t, const char* op) {
   if (t.numel() == 0) return;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/core/tensor_utils.h"
 #include "runtime/core/type_promotion.h"
 #include "runtime/cpu/copy.h"
 
@@ -53,10 +54,6 @@ DimVector preserved_strides(const Tensor& t) {
 }  // namespace
 
 namespace {
-
-bool non_overlapping_and_dense(const Tensor& t) {
-  return DimVector(t.strides()).ref() == preserved_strides(t).ref();
-}
 
 // PyTorch's get_overlap_status() == PARTIAL: two dense views of one storage
 // whose bytes overlap without being the same view.
