@@ -5,6 +5,7 @@
 
 #include "kiln/dispatch.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/core/type_promotion.h"
 
 namespace kiln {
 
@@ -321,13 +322,21 @@ Tensor wrapped_number(const Scalar& v) {
   return t;
 }
 
+// where's number operand, refused as PyTorch's where.ScalarSelf/ScalarOther
+// refuse it when it overflows the result's dtype (300 beside int8, 1e10
+// beside float16; inf, and negatives into unsigned types, pass).
+Tensor where_number(const Scalar& v, const Tensor& beside) {
+  if (beside.defined()) check_convertible(v, result_type(beside, v), "where");
+  return wrapped_number(v);
+}
+
 }  // namespace
 
 Tensor where(const Tensor& condition, const Scalar& self, const Tensor& other) {
-  return where(condition, wrapped_number(self), other);
+  return where(condition, where_number(self, other), other);
 }
 Tensor where(const Tensor& condition, const Tensor& self, const Scalar& other) {
-  return where(condition, self, wrapped_number(other));
+  return where(condition, self, where_number(other, self));
 }
 Tensor lerp(const Tensor& self, const Tensor& end, const Scalar& weight) {
   KILN_CALL("lerp.Scalar", Tensor(T, T, S), self, end, weight);

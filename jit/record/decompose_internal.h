@@ -110,11 +110,9 @@ template <bool kSub>
 int32_t d_add(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   DType t = out_compute(n);
   const Scalar& a = arg(n, 2).to_scalar();
-  // The eager kernels' checks (they run after the Meta kernel, which cannot see them).
-  KILN_CHECK(is_floating(t) || a.is_integral() || a.is_bool(), "[", n.op->name(),
-             "] expected an integral alpha for integral inputs, got ", a);
-  KILN_CHECK(!a.is_bool() || t == kBool, "[", n.op->name(),
-             "] expected a bool alpha only for bool results, got ", a, " for ", t, " inputs");
+  // The recording checked alpha at the call; a trace built otherwise (a
+  // decomposition's own add) is checked here.
+  check_alpha(n.op->name().c_str(), common_dtype(n), a);
   double alpha = a.to_double();
   int32_t x = operand(b, n, 0, v[0], t), y = operand(b, n, 1, v[1], t);
   if (alpha != 1.0) {

@@ -217,10 +217,21 @@ const OperatorEntry& entry() {
 }
 
 // name(self, other, extra...), e.g. add(self, other, alpha).
+// add/sub's alpha (their one extra argument): one the eager kernel refuses
+// takes the fallback, whose Meta kernel raises at the call.
+template <class... Extra>
+bool extras_ok(const Geometry& g, const Extra&... extra) {
+  if constexpr (sizeof...(Extra) == 1) {
+    return alpha_ok(g.dtype, extra...);
+  } else {
+    return true;
+  }
+}
+
 template <const char* kName, Rule kRule, class... Extra>
 Tensor binary(const Tensor& self, const Tensor& other, Extra... extra) {
   Geometry g;
-  if (KILN_LIKELY(pointwise_geometry({&self, &other}, kRule, g))) {
+  if (KILN_LIKELY(pointwise_geometry({&self, &other}, kRule, g) && extras_ok(g, extra...))) {
     return record_functional(entry<kName>(), make_stack(self, other, extra...), g);
   }
   return fallback(entry<kName>(), make_stack(self, other, extra...));
@@ -230,7 +241,7 @@ Tensor binary(const Tensor& self, const Tensor& other, Extra... extra) {
 template <const char* kName, Rule kRule, class... Extra>
 Tensor binary_(const Tensor& self, const Tensor& other, Extra... extra) {
   Geometry g;
-  if (KILN_LIKELY(pointwise_geometry({&self, &other}, kRule, g) &&
+  if (KILN_LIKELY(pointwise_geometry({&self, &other}, kRule, g) && extras_ok(g, extra...) &&
                   in_place_ok(self, {&other}, g))) {
     record_in_place(entry<kName>(), make_stack(self, other, extra...), self, g.device);
     return self;

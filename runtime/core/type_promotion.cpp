@@ -1,5 +1,7 @@
 #include "runtime/core/type_promotion.h"
 
+#include "runtime/core/tensor_utils.h"
+
 namespace kiln {
 
 namespace {
@@ -73,6 +75,19 @@ DimVector broadcast_shapes(IntArrayRef a, IntArrayRef b, const char* op) {
     out[i] = da == 1 ? db : da;
   }
   return out;
+}
+
+bool alpha_ok(DType t, const Scalar& alpha) {
+  if (alpha.is_bool()) return t == kBool;
+  return (is_floating(t) || alpha.is_integral()) && !scalar_overflows(alpha, t);
+}
+
+void check_alpha(const char* op, DType t, const Scalar& alpha) {
+  KILN_CHECK(is_floating(t) || alpha.is_integral() || alpha.is_bool(), "[", op,
+             "] expected an integral alpha for integral inputs, got ", alpha);
+  KILN_CHECK(!alpha.is_bool() || t == kBool, "[", op,
+             "] expected a bool alpha only for bool results, got ", alpha, " for ", t, " inputs");
+  check_convertible(alpha, t, op);
 }
 
 }  // namespace kiln

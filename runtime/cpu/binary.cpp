@@ -41,15 +41,6 @@ Tensor binary(const char* op, Form form, const Tensor& self, const Tensor& other
 
 // --- add / sub -------------------------------------------------------------------
 
-// As PyTorch's: a bool alpha only for bool results; an integral one (any
-// value: a bool result takes it as true or false) for integral inputs.
-void check_alpha(const char* op, DType t, const Scalar& alpha) {
-  KILN_CHECK(is_floating(t) || alpha.is_integral() || alpha.is_bool(), "[", op,
-             "] expected an integral alpha for integral inputs, got ", alpha);
-  KILN_CHECK(!alpha.is_bool() || t == kBool, "[", op,
-             "] expected a bool alpha only for bool results, got ", alpha, " for ", t, " inputs");
-}
-
 template <bool kSub>
 Tensor add_sub(const char* op, Form form, const Tensor& self, const Tensor& other,
                const Scalar& alpha, const Tensor* out) {

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -390,13 +391,36 @@ TEST(PointwiseLoops, AlphaScalarTensorAndWhereAsPyTorch) {
     Tensor sum = kiln::add(t, f, 2);
     EXPECT_EQ(sum.dtype(), kiln::kBool);
     EXPECT_TENSOR_CLOSE(sum.to(kiln::kInt64), kiln::full({2}, 1, kiln::kInt64));
-    // Lazily the error comes where the result is read (Note [Failures in a trace]).
-    auto read = [](const Tensor& x) { (void)x.to(kiln::kFloat64).tolist<double>(); };
-    EXPECT_KILN_ERROR(read(kiln::add(kiln::ones({1}), kiln::ones({1}), true)),
+    // At the call in both modes, naming the inputs' dtype.
+    EXPECT_KILN_ERROR(kiln::add(kiln::ones({1}), kiln::ones({1}), true),
                       "expected a bool alpha only for bool results, got True for float32");
     EXPECT_KILN_ERROR(
-        read(kiln::add(kiln::ones({1}, kiln::kInt32), kiln::ones({1}, kiln::kInt32), true)),
-        "expected a bool alpha only for bool results");
+        kiln::add(kiln::ones({2}, kiln::kFloat16), kiln::ones({2}, kiln::kFloat16), true),
+        "[add] expected a bool alpha only for bool results, got True for float16");
+    EXPECT_KILN_ERROR(kiln::add(kiln::ones({1}, kiln::kInt32), kiln::ones({1}, kiln::kInt32), true),
+                      "expected a bool alpha only for bool results");
+    Tensor in_place = kiln::ones({3}, kiln::kInt64);
+    EXPECT_KILN_ERROR(in_place.sub_(kiln::ones({3}, kiln::kInt64), 0.5),
+                      "[sub_] expected an integral alpha for integral inputs, got 0.5");
+    EXPECT_EQ(in_place.tolist<int64_t>(), (std::vector<int64_t>{1, 1, 1}));
+    // Numbers that overflow the result's dtype are refused as PyTorch's
+    // checked conversion refuses them; inf and negatives into uint8 pass.
+    const Tensor h = kiln::ones({2}, kiln::kFloat16), i8 = kiln::ones({2}, kiln::kInt8);
+    EXPECT_KILN_ERROR(kiln::add(h, h, 1e10), "[add] value 1e+10 cannot be converted to float16");
+    EXPECT_KILN_ERROR(kiln::add(i8, i8, 1000), "[add] value 1000 cannot be converted to int8");
+    EXPECT_KILN_ERROR(kiln::where(t, h, kiln::Scalar(1e10)),
+                      "[where] value 1e+10 cannot be converted to float16 without overflow");
+    EXPECT_KILN_ERROR(kiln::where(t, kiln::Scalar(300), i8),
+                      "[where] value 300 cannot be converted to int8");
+    EXPECT_EQ(kiln::where(t, i8, kiln::Scalar(2.5)).dtype(), kiln::kFloat32);
+    const Tensor u8 = kiln::ones({2}, kiln::kUInt8);
+    EXPECT_EQ(kiln::add(u8, u8, -1).to(kiln::kInt64).tolist<int64_t>(),
+              (std::vector<int64_t>{0, 0}));
+    EXPECT_EQ(kiln::where(t, u8, kiln::Scalar(-1)).to(kiln::kInt64).tolist<int64_t>(),
+              (std::vector<int64_t>{1, 255}));
+    EXPECT_TRUE(std::isinf(kiln::add(h, h, std::numeric_limits<double>::infinity())
+                               .to(kiln::kFloat32)
+                               .tolist<float>()[0]));
     EXPECT_EQ(kiln::scalar_tensor(3).dtype(), kiln::kFloat32);
     EXPECT_EQ(kiln::scalar_tensor(true).dtype(), kiln::kFloat32);
     EXPECT_EQ(kiln::scalar_tensor(3, kiln::kInt64).dtype(), kiln::kInt64);
