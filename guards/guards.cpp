@@ -313,6 +313,13 @@ bool GuardSet::is_captured(const StorageImpl* storage) const {
   return std::binary_search(captured_sorted_.begin(), captured_sorted_.end(), storage);
 }
 
+bool GuardSet::misaligned(const TensorGuard& g, const Tensor& t) {
+  const TensorImpl* impl = t.impl();
+  if (g.align_log2 == 0 || impl->numel() == 0) return false;
+  const auto address = reinterpret_cast<uintptr_t>(const_cast<TensorImpl*>(impl)->data());
+  return (address & ((uintptr_t{1} << g.align_log2) - 1)) != 0;
+}
+
 bool GuardSet::tensor_holds(const TensorGuard& g, const Tensor& t) const {
   if (!t.defined()) return !g.defined;
   if (!g.defined) return false;
@@ -352,11 +359,7 @@ bool GuardSet::tensor_holds(const TensorGuard& g, const Tensor& t) const {
       }
     }
   }
-  if (g.align_log2 > 0 && impl->numel() > 0) {
-    const auto address = reinterpret_cast<uintptr_t>(const_cast<TensorImpl*>(impl)->data());
-    if ((address & ((uintptr_t{1} << g.align_log2) - 1)) != 0) return false;
-  }
-  return true;
+  return !misaligned(g, t);
 }
 
 bool GuardSet::check(const std::vector<IValue>& args) const {
@@ -488,12 +491,12 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
         f.offset = true;
         f.reason = who + " storage offset mismatch: expected " + std::to_string(g.storage_offset) +
                    ", got " + std::to_string(t.storage_offset());
-      } else if (!(t.strides() == IntArrayRef(g.strides)) || g.dynamic != 0) {
-        f.reason = who + " stride mismatch: expected " + dims_string(g.strides) + ", got " +
-                   dims_string(t.strides());
-      } else {
+      } else if (misaligned(g, t)) {
         f.reason = who + " alignment mismatch: expected data aligned to " +
                    std::to_string(1u << g.align_log2) + " bytes";
+      } else {
+        f.reason = who + " stride mismatch: expected " + dims_string(g.strides) + ", got " +
+                   dims_string(t.strides());
       }
       return true;
     }

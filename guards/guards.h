@@ -199,6 +199,8 @@ class GuardSet {
   // when the argument kinds or list lengths differ.
   bool gather(const std::vector<IValue>& args, std::vector<const Tensor*>& out) const;
   bool tensor_holds(const TensorGuard& g, const Tensor& t) const;
+  // Whether `t`'s data is off the alignment class its kernels were picked for.
+  static bool misaligned(const TensorGuard& g, const Tensor& t);
 
   std::vector<TensorGuard> tensors_;
   std::vector<ScalarGuard> scalars_;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -67,6 +68,12 @@ std::string padded_writes_differ(const std::vector<IValue>& args, const std::vec
   const std::vector<const Tensor*> a = tensor_arguments(args), b = tensor_arguments(padded);
   const std::vector<VisibleWrite> exact = visible_writes(own);
   for (const VisibleWrite& w : exact) {
+    // Padded index rows (zeros) or mask rows would write too: a KV cache's
+    // slot 0 took a padded row's key.
+    if (!w.positions_by.empty()) {
+      return "it writes into its arguments or captured tensors at positions its values choose ('" +
+             w.positions_by + "'), where padded rows would write too";
+    }
     const auto k = static_cast<size_t>(w.argument);
     if (w.argument >= 0 && k < a.size() && k < b.size() && a[k]->impl() != b[k]->impl()) {
       return "it writes argument " + std::to_string(k) +
@@ -112,8 +119,12 @@ std::string describe_sizes(const std::optional<std::vector<int64_t>>& s) {
 // "" when `got` (a padded call's result, narrowed to `want`'s sizes: fits()
 // held) holds `want`'s values; else where they differ. Tolerances allow
 // another summation order (the padded plan may pick other kernels), not a
-// changed row; `exact` (two runs of one plan) allows none.
-std::string differs(const Tensor& got, const Tensor& want, bool exact = false) {
+// changed row. With `fill`, `got` is a probe padded with that value and
+// `want` the same plan padded with zeros (Note [Buckets]): two runs of one
+// plan, compared exactly.
+std::string differs(const Tensor& got, const Tensor& want,
+                    std::optional<double> fill = std::nullopt) {
+  const bool exact = fill.has_value();
   if (!want.defined()) return "";
   EagerGuard eager;
   const Tensor a = got.to(kFloat64).cpu().contiguous();
@@ -138,8 +149,8 @@ std::string differs(const Tensor& got, const Tensor& want, bool exact = false) {
     if (x[i] == y[i]) continue;
     if (std::fabs(x[i] - y[i]) <= atol + rtol * std::fabs(y[i])) continue;
     return "element " + std::to_string(i) + " is " + std::to_string(x[i]) +
-           (exact ? " padded with ones, " : " padded, ") + std::to_string(y[i]) +
-           (exact ? " with zeros" : " at the call's own sizes");
+           (exact ? " padded with " + kiln::detail::str(*fill) + ", " : std::string(" padded, ")) +
+           std::to_string(y[i]) + (exact ? " with zeros" : " at the call's own sizes");
   }
   return "";
 }
@@ -242,7 +253,8 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
       }
       for (size_t k = 0; k < probes.size() && why.empty(); ++k) {
         const std::string e =
-            differs(narrow_one(probes[k][i], sizes[i]), narrow_one(got[i], sizes[i]), true);
+            differs(narrow_one(probes[k][i], sizes[i]), narrow_one(got[i], sizes[i]),
+                    k == 0 ? kProbeFill : -kProbeFill);
         if (!e.empty()) {
           why = "result " + std::to_string(i) + " follows the padding's values (" + e +
                 "): its rows mix";

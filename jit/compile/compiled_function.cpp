@@ -684,7 +684,6 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
   if (!entries.empty()) e->guards.cap_alignment(entries.back()->guards);
   e->reason = reason + dynamic_note;
   buckets.forget();  // a captured tensor replaced may give results other sizes
-  built.fetch_add(1, std::memory_order_relaxed);
   KILN_LOG(Recompiles, options.name, ": entry ", e->index, "/", options.cache_limit, ": ", reason,
            dynamic_note,
            count == 0 ? std::string("; compiling (mode ") + mode_name(options.mode) + ")"
@@ -714,8 +713,9 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
       KILN_LOG(Guards, options.name, ": entry ", e->index, ": ", line);
     }
   }
-  // In the history once built: a trace that threw built nothing, and the
-  // next call's attempt would be listed twice.
+  // Counted and in the history once built: a trace that threw built
+  // nothing, and the next call's attempt would be listed twice.
+  built.fetch_add(1, std::memory_order_relaxed);
   remember(e->index, e->reason);
   std::unique_lock<std::shared_mutex> write(entries_mu);
   entries.push_back(std::move(e));
@@ -766,14 +766,15 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
           uncompiled.fetch_add(1, std::memory_order_relaxed);
           return body.call(body.self, args);
         }
-        specializations.fetch_add(1, std::memory_order_relaxed);
         const size_t number = e.specs.size() + 1;
         const std::string what = "a plan for " + specialized_for(e, args).text +
                                  " (specialization " + std::to_string(number) + ")";
-        remember(e.index, what);
         KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": ", what);
         const int64_t kernels_before = kernels_built();
         if (!specialize(e, args, body, &results)) return results;
+        // Counted and remembered once built (a trace that threw built nothing).
+        specializations.fetch_add(1, std::memory_order_relaxed);
+        remember(e.index, what);
         // Note [What a specialization is for]: sizes are kernel arguments,
         // constants (a dynamic scalar's value) are compiled in.
         const int64_t kernels = kernels_built() - kernels_before;

@@ -151,6 +151,7 @@ std::vector<VisibleWrite> visible_writes(const Pristine& p) {
     }
   }
   std::vector<VisibleWrite> out;
+  std::string positions_by;  // the current node's op, when its values choose positions
   auto note = [&](const Tensor& t) {
     const StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
     if (!s) return;
@@ -165,9 +166,17 @@ std::vector<VisibleWrite> visible_writes(const Pristine& p) {
     w.offset = t.storage_offset();
     w.sizes.assign(t.sizes().begin(), t.sizes().end());
     w.strides.assign(t.strides().begin(), t.strides().end());
+    w.positions_by = positions_by;
     out.push_back(std::move(w));
   };
   for (const Node& n : p.nodes) {
+    positions_by.clear();
+    for (const auto& param : n.op->schema().arguments) {
+      if (param.name == "index" || param.name == "indices" || param.name == "mask" ||
+          param.name == "cache_position") {
+        positions_by = n.op->name();
+      }
+    }
     for (int k : n.written) {
       const IValue& a = n.args[static_cast<size_t>(k)];
       if (a.is_tensor()) note(a.to_tensor());

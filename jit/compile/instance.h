@@ -68,6 +68,10 @@ struct VisibleWrite {
   const StorageImpl* captured = nullptr;
   int64_t offset = 0;
   std::vector<int64_t> sizes, strides;
+  // The op, where an index, mask or position operand chooses the positions
+  // written (index_copy_, scatter_, masked_fill_, kv_cache_attention_write):
+  // the view above is then only where they may land.
+  std::string positions_by;
   bool operator==(const VisibleWrite& o) const = default;
 };
 // The trace's writes into its arguments and captured tensors, in record

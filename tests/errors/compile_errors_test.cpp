@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -112,6 +115,53 @@ TEST(CompileErrors, ATraceThatThrowsLeavesNoEntryInTheHistory) {
   ASSERT_EQ(e.recompiles.size(), 1u);
   EXPECT_EQ(e.recompiles[0].entry, 1);
   EXPECT_EQ(e.entries.size(), 1u);
+  EXPECT_EQ(e.stats.entries, 1);
+}
+
+// The same for a plan at a new size: one whose trace threw is neither
+// counted nor listed, and the next plan takes its number.
+TEST(CompileErrors, APlanWhoseTraceThrowsIsNotCounted) {
+  auto f = kiln::jit::compile(
+      [](const Tensor& x) {
+        KILN_CHECK(x.size(0) != 5, "[test] size five");
+        return x * 2.0;
+      },
+      {.name = "plans"});
+  for (int64_t n : {3, 4, 5, 6}) {
+    const Tensor x = kiln::ones({n});
+    if (n == 5) {
+      EXPECT_KILN_ERROR(f(x), "[test] size five");
+    } else {
+      EXPECT_TENSOR_CLOSE(f(x), kiln::full({n}, 2.0));
+    }
+  }
+  const kiln::jit::Explanation e = f.explain();
+  std::string history;
+  for (const auto& r : e.recompiles) history += r.reason + "\n";
+  EXPECT_EQ(history.find("= 5"), std::string::npos) << history;
+  EXPECT_NE(history.find("= 6 (specialization 2)"), std::string::npos) << history;
+  ASSERT_EQ(e.entries.size(), 2u);
+  EXPECT_EQ(e.entries[1].plans.size(), 2u);
+  EXPECT_EQ(e.stats.specializations, 1);
+}
+
+// A call whose data is only less aligned than the entry's kernels expect is
+// told so, also for an entry with a dynamic dim (whose strides are compared
+// by pattern): it read "stride mismatch: expected [1], got [1]".
+TEST(CompileErrors, AnAlignmentMissIsNamedAsOne) {
+  auto f = kiln::jit::compile([](const Tensor& x) { return x * 2.0; }, {.name = "aligned"});
+  (void)f(kiln::ones({4}));
+  (void)f(kiln::ones({5}));  // entry 2: dim 0 dynamic
+  std::vector<float> buffer(64, 1.0f);
+  float* base = buffer.data();
+  while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
+  const Tensor odd = kiln::from_blob(base + 1, {6}, kiln::kFloat32);
+  EXPECT_TENSOR_CLOSE(f(odd), kiln::full({6}, 2.0));
+  const kiln::jit::Explanation e = f.explain();
+  ASSERT_FALSE(e.recompiles.empty());
+  const std::string& last = e.recompiles.back().reason;
+  EXPECT_NE(last.find("alignment mismatch"), std::string::npos) << last;
+  EXPECT_EQ(last.find("stride mismatch"), std::string::npos) << last;
 }
 
 }  // namespace

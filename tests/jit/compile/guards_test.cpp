@@ -701,6 +701,32 @@ TEST(CompileGuards, BucketsOffWhereWritesFollowThePadding) {
       << text;
 }
 
+// A write whose positions an index operand chooses (a KV cache written at
+// positions passed in) would also write the padded rows (their zero
+// positions: slot 0): buckets turn off before anything ran padded.
+TEST(CompileGuards, BucketsOffWhereIndexesChooseTheWrittenRows) {
+  Tensor cache = kiln::full({8, 2}, 9.0f);
+  auto write = kiln::jit::compile(
+      [&](const Tensor& pos, const Tensor& k) {
+        kiln::index_copy_(cache, 0, pos, k);
+        return k * 2.0;
+      },
+      {.name = "kv", .dynamic = {{0, 0}, {1, 0}}, .buckets = {4, 8}});
+  Logs logs("");
+  const Tensor k = random_tensor({3, 2}, kiln::kFloat32, "contiguous", 72);
+  Tensor r = write(kiln::tensor<int64_t>({5, 6, 7}), k);
+  const std::string text = logs.take();
+  kiln::EagerGuard eager;
+  EXPECT_TENSOR_CLOSE(r, k * 2.0);
+  EXPECT_TENSOR_CLOSE(cache.narrow(0, 0, 5), kiln::full({5, 2}, 9.0f));  // untouched
+  EXPECT_TENSOR_CLOSE(cache.narrow(0, 5, 3), k);
+  EXPECT_EQ(count_of(text,
+                     "kv: buckets are off: it writes into its arguments or captured "
+                     "tensors at positions its values choose ('index_copy_')"),
+            1)
+      << text;
+}
+
 // A result that padding makes smaller cannot be narrowed back. A function
 // that writes nothing else is run at the call's own sizes instead; one that
 // writes state has run padded, so the call raises; either way buckets are
