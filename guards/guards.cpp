@@ -202,12 +202,27 @@ Captured::~Captured() {
   if (storage) storage->add_compiled_refs(-1);
 }
 
-void GuardSet::guard_captured(StorageImpl* storage, std::string what) {
+CapturedObject::CapturedObject(TensorImpl* t, std::string w) : what(std::move(w)) {
+  t->add_compiled_refs(1);  // before the reference is taken (Note [Guards])
+  impl = IntrusivePtr<TensorImpl>::retain(t);
+}
+
+CapturedObject::~CapturedObject() {
+  if (impl) impl->add_compiled_refs(-1);
+}
+
+void GuardSet::guard_captured_object(TensorImpl* t, int32_t own, std::string what) {
+  if (t->use_count() - t->compiled_refs() - own <= 0) return;  // a temporary of the trace
+  objects_.emplace_back(t, std::move(what));
+}
+
+bool GuardSet::guard_captured(StorageImpl* storage, std::string what) {
   // Nothing outside compiled functions holds it.
-  if (storage->use_count() <= storage->compiled_refs()) return;
+  if (storage->use_count() <= storage->compiled_refs()) return false;
   captured_sorted_.insert(
       std::upper_bound(captured_sorted_.begin(), captured_sorted_.end(), storage), storage);
   captured_.emplace_back(storage, 1, std::move(what));
+  return true;
 }
 
 void GuardSet::require_storage(size_t k, StorageImpl* storage, std::string what) {
@@ -412,6 +427,9 @@ bool GuardSet::check(const std::vector<IValue>& args) const {
       if (!g.dynamic && !same_value(a, g.value)) return false;
     }
   }
+  for (const CapturedObject& o : objects_) {
+    if (!o.holds()) return false;
+  }
   for (const Captured& c : captured_) {
     if (!c.holds()) return false;
   }
@@ -564,6 +582,14 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
       }
     }
   }
+  for (const CapturedObject& o : objects_) {
+    if (!o.holds()) {
+      f.reason = "captured tensor (" + o.what +
+                 ") was replaced or released: nothing outside the function holds the tensor "
+                 "it read any more";
+      return f;
+    }
+  }
   for (const Captured& c : captured_) {
     if (!c.holds()) {
       f.reason = "captured tensor (" + c.what +
@@ -611,6 +637,9 @@ std::vector<std::string> GuardSet::describe(const std::vector<std::string>& name
            ? ", lazy"
            : ", eager") +
       (mode_.tf32 ? ", tf32" : ""));
+  for (const CapturedObject& o : objects_) {
+    lines.push_back("captured: " + o.what + ", the tensor object itself held outside");
+  }
   for (const Captured& c : captured_) {
     lines.push_back("captured: " + c.what + ", " + std::to_string(c.storage->nbytes()) +
                     " bytes, at least " + std::to_string(c.min_refs.load()) +

@@ -29,7 +29,14 @@
 //   so that replacing the weight failed no guard and both kept computing
 //   with the old one. A weight replaced by another tensor (or released)
 //   drops a reference held outside and fails the guard; a storage written
-//   in place keeps it (later calls see the new values). The count of a
+//   in place keeps it (later calls see the new values). The tensor object
+//   the trace read it through is guarded the same way (CapturedObject,
+//   TensorImpl::compiled_refs): a weight replaced by a view of its own
+//   storage (`w = w.t()`) keeps the storage's count but not the object's.
+//   What no count can see: a weight replaced while its old tensor is still
+//   held somewhere else (a second handle, a dict of weights); a function
+//   whose captured tensors change that way takes them as arguments (or is
+//   compiled again). The count of a
 //   compiled holder is raised before its reference is taken and lowered
 //   after it is dropped where the code allows it, so a race reads too few
 //   references outside (a needless recompile), not too many.
@@ -116,6 +123,19 @@ struct Captured {
   }
 };
 
+// The tensor object a trace read a captured tensor through (the caller's
+// Tensor, not only its storage), guarded where something outside compiled
+// functions held it: `w = w.t()` or `w = w.narrow(...)` keeps the storage's
+// count and fails only this one. Its own reference is a compiled one.
+struct CapturedObject {
+  CapturedObject(TensorImpl* t, std::string w);
+  CapturedObject(CapturedObject&& o) noexcept : impl(std::move(o.impl)), what(std::move(o.what)) {}
+  ~CapturedObject();
+  IntrusivePtr<TensorImpl> impl;
+  std::string what;  // "weight of op 5 'linear'"
+  bool holds() const { return impl->use_count() - impl->compiled_refs() >= 1; }
+};
+
 class GuardSet {
  public:
   // The guards of a call with `args` in the thread's current modes.
@@ -125,7 +145,12 @@ class GuardSet {
   // counted in its compiled_refs()), when something outside compiled
   // functions holds it too (else it is a constant the function made while
   // traced, and nothing is guarded).
-  void guard_captured(StorageImpl* storage, std::string what);
+  // True when it did.
+  bool guard_captured(StorageImpl* storage, std::string what);
+  // Guards the tensor object `t` a captured tensor was read through when
+  // something outside compiled functions holds it, beyond the `own`
+  // references the caller of this holds on it itself.
+  void guard_captured_object(TensorImpl* t, int32_t own, std::string what);
   // Tensor argument `k` (guard order) must be a view of `storage` itself: an
   // entry that runs uncompiled because that argument is a tensor the
   // function also captured (Note [Arguments that are captured tensors] in
@@ -208,6 +233,7 @@ class GuardSet {
   std::vector<IValue::Tag> kinds_;  // per argument
   ModeGuard mode_;
   std::vector<Captured> captured_;
+  std::vector<CapturedObject> objects_;
   std::vector<std::pair<size_t, Captured>> required_;  // require_storage
   std::vector<const StorageImpl*> captured_sorted_;    // for is_captured
   DynamicDims dynamic_;

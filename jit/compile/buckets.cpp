@@ -203,6 +203,7 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
     return std::move(traced.outputs);
   }
   Pristine own = make_pristine(std::move(traced));
+  own.caller_objects.clear();  // held, they would count as held outside while the entry builds
   Sizes sizes;
   for (const Tensor& t : own.outputs) {
     if (t.defined()) {

@@ -217,7 +217,11 @@ struct boxed::CompiledCore::Impl {
     }
     return s;
   }
-  void guard_captured(Entry& e, const Pristine& p, const Instance& first);
+  using CallerObjects = std::vector<std::pair<IntrusivePtr<TensorImpl>, std::string>>;
+  // Returns the use of a tensor the trace made from host values and writes
+  // or returns (Note [Tensors a trace made from host values]), or "".
+  std::string guard_captured(Entry& e, const Pristine& p, const Instance& first,
+                             CallerObjects callers);
   // Note [Arguments that are captured tensors].
   bool aliases_captured(Entry& e, const std::vector<IValue>& args, const Pristine& p);
   std::unique_ptr<Instance> new_instance(Entry& e, const Specialization& spec);
@@ -553,11 +557,35 @@ bool boxed::CompiledCore::Impl::aliases_captured(Entry& e, const std::vector<IVa
 
 // The first plan of an entry fixes which captured storages are guarded:
 // those that something outside the entry holds (Note [Guards]).
-void boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& p, const Instance& first) {
+std::string boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& p,
+                                                      const Instance& first,
+                                                      CallerObjects callers) {
   e.hold(p.captured_impls);
   e.hold(first.captured_impls());
-  for (const auto& [storage, what] : p.captured_uses) e.guards.guard_captured(storage, what);
+  // `callers` holds one reference on each object, and through it one on its
+  // storage: they go before the storages are counted.
+  for (const auto& [object, what] : callers) e.guards.guard_captured_object(object.get(), 1, what);
+  callers.clear();
+  // Note [Tensors a trace made from host values]
+  // A tensor the function made from host values while traced (kiln::tensor,
+  // from_blob of its own buffer) is captured like a weight, but nothing
+  // outside holds it: a constant of the trace, shared by every replay. Read,
+  // that is right. Written or returned, it is not: eager mode makes a fresh
+  // one per call, where replays would accumulate into one (acc.add_(x)) or
+  // hand every caller the same memory. Such an entry runs uncompiled.
+  std::unordered_set<const StorageImpl*> changed;
+  for (const VisibleWrite& w : visible_writes(p)) changed.insert(w.captured);
+  for (const Tensor& t : p.outputs) {
+    if (t.defined()) changed.insert(t.impl()->storage().get());
+  }
+  std::string constant;
+  for (const auto& [storage, what] : p.captured_uses) {
+    if (!e.guards.guard_captured(storage, what) && constant.empty() && changed.count(storage)) {
+      constant = what;
+    }
+  }
   for (const auto& [storage, held] : p.held_refs) e.guards.require_held_references(storage, held);
+  return constant;
 }
 
 std::unique_ptr<Instance> boxed::CompiledCore::Impl::new_instance(Entry& e,
@@ -591,6 +619,9 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   spec->key = spec_key(e, args);
   spec->what = specialized_for(e, args);
   spec->pristine = make_pristine(std::move(traced));
+  // The caller's objects leave the pristine: the entry's guards hold them.
+  CallerObjects callers = std::move(spec->pristine.caller_objects);
+  spec->pristine.caller_objects.clear();
   if (aliases_captured(e, args, spec->pristine)) {
     *results = body.call(body.self, args);  // the trace never ran: run it lazily
     return nullptr;
@@ -603,7 +634,17 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   if (e.specs.empty()) {
     inst = std::make_unique<Instance>(spec->pristine, instance_options(e, spec->what));
     instances.fetch_add(1, std::memory_order_relaxed);
-    guard_captured(e, spec->pristine, *inst);  // before results hold anything
+    // Before results hold anything.
+    const std::string constant = guard_captured(e, spec->pristine, *inst, std::move(callers));
+    if (!constant.empty()) {
+      e.uncompiled = true;
+      e.why = "the function writes or returns a tensor it made from host values (" + constant +
+              "): each call needs a fresh one";
+      KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": ", e.why,
+               "; the entry runs uncompiled (lazily) from now on");
+      *results = body.call(body.self, args);  // the trace never ran: run it lazily
+      return nullptr;
+    }
   } else {
     e.hold(spec->pristine.captured_impls);
     inst = new_instance(e, *spec);

@@ -203,11 +203,26 @@ Pristine make_pristine(Traced traced) {
   };
   // Aliases of the captured tensors, so the entry does not hold the caller's (Note [Guards]).
   std::unordered_map<const TensorImpl*, Tensor> aliases;
+  std::unordered_map<const TensorImpl*, std::string> first_use;  // caller objects' uses
+  std::unordered_set<const TensorImpl*> objects;                 // in p.caller_objects
   auto alias = [&](Tensor& t) {
     if (!captured(t)) return;
     p.captured.insert(storage_of(t));
     auto [it, fresh] = aliases.try_emplace(t.impl());
     if (fresh) {
+      if (!t.impl()->is_wrapped_number()) {
+        auto use = first_use.find(t.impl());
+        // The object the caller holds: views the function made, followed back.
+        TensorImpl* object = t.impl();
+        for (auto v = traced.view_bases.find(object); v != traced.view_bases.end();
+             v = traced.view_bases.find(object)) {
+          object = v->second.second.get();
+        }
+        if (objects.insert(object).second) {
+          p.caller_objects.emplace_back(IntrusivePtr<TensorImpl>::retain(object),
+                                        use != first_use.end() ? use->second : "a result");
+        }
+      }
       auto impl = IntrusivePtr<TensorImpl>::make(t.impl()->storage(), t.dtype(), t.device(),
                                                  t.sizes(), t.strides(), t.storage_offset());
       impl->set_wrapped_number(t.impl()->is_wrapped_number());
@@ -221,14 +236,13 @@ Pristine make_pristine(Traced traced) {
     const auto& params = n.op->schema().arguments;
     for (size_t a = 0; a < n.args.size(); ++a) {
       auto note = [&](const Tensor& t) {
-        if (!captured(t) || t.impl()->is_wrapped_number() ||
-            !described.insert(storage_of(t)).second) {
-          return;
-        }
+        if (!captured(t) || t.impl()->is_wrapped_number()) return;
+        const bool storage_new = described.insert(storage_of(t)).second;
+        if (!storage_new && first_use.count(t.impl())) return;
         const std::string arg = a < params.size() ? params[a].name : std::to_string(a);
-        p.captured_uses.emplace_back(
-            t.impl()->storage().get(),
-            arg + " of op " + std::to_string(i) + " '" + n.op->name() + "'");
+        const std::string use = arg + " of op " + std::to_string(i) + " '" + n.op->name() + "'";
+        first_use.try_emplace(t.impl(), use);
+        if (storage_new) p.captured_uses.emplace_back(t.impl()->storage().get(), use);
       };
       if (n.args[a].is_tensor()) note(n.args[a].to_tensor());
       if (n.args[a].is_tensor_list()) {

@@ -52,6 +52,10 @@ struct Pristine {
   // reads it ("weight of op 5 'linear'").
   std::vector<std::pair<StorageImpl*, std::string>> captured_uses;
   std::vector<const TensorImpl*> captured_impls;  // the aliases on captured storages
+  // The caller's tensor objects the trace read captured tensors through,
+  // with their first use (CapturedObject in guards/guards.h). The entry's
+  // first plan takes them for its guards; a pristine keeps none after.
+  std::vector<std::pair<IntrusivePtr<TensorImpl>, std::string>> caller_objects;
   // Captured storages whose guards ask for more references held outside than
   // one (kiln::jit::guard_held_references).
   std::vector<std::pair<const StorageImpl*, int32_t>> held_refs;

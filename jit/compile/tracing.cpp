@@ -33,6 +33,10 @@ class Session final : public TraceObserver {
   std::unordered_map<const StorageImpl*, std::vector<size_t>> inputs_on;
   std::vector<bool> fixed_offsets;
   std::unordered_map<const StorageImpl*, int32_t> held_refs;
+  // Traced::view_bases.
+  std::unordered_map<const TensorImpl*,
+                     std::pair<IntrusivePtr<TensorImpl>, IntrusivePtr<TensorImpl>>>
+      view_bases;
 
  private:
   bool broken_ = false;
@@ -54,6 +58,22 @@ void note_absolute_view(const StorageImpl* storage) {
 
 [[maybe_unused]] const bool g_absolute_view_hook = [] {
   set_absolute_view_hook(&note_absolute_view);
+  return true;
+}();
+
+// A view of a tensor with memory (not pending: not a stand-in, not a lazy
+// result), made while tracing: Traced::view_bases. Both are held until the
+// trace is made a pristine, so that no address is reused meanwhile.
+void note_view(TensorImpl* base, TensorImpl* view) {
+  if (!t_session) return;
+  StorageImpl* s = base->storage().get();
+  if (!s || s->data() == nullptr || s->pending()) return;
+  t_session->view_bases.try_emplace(view, IntrusivePtr<TensorImpl>::retain(view),
+                                    IntrusivePtr<TensorImpl>::retain(base));
+}
+
+[[maybe_unused]] const bool g_view_hook = [] {
+  set_view_hook(&note_view);
   return true;
 }();
 
@@ -202,6 +222,7 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
     result.outputs = std::move(outputs);
     result.fixed_offsets = std::move(session.fixed_offsets);
     result.held_refs.assign(session.held_refs.begin(), session.held_refs.end());
+    result.view_bases = std::move(session.view_bases);
     return result;
   }
   // A graph break: finish the call as lazy mode would, with the arguments' own memory.

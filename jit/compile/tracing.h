@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,12 @@ struct Traced {
   // Captured storages and the references held outside that their guards ask
   // for (guard_held_references).
   std::vector<std::pair<const StorageImpl*, int32_t>> held_refs;
+  // Views the function made of tensors with memory (captured ones among
+  // them), each to the tensor it was made of: a captured tensor's guard
+  // follows them back to the caller's object (Note [Guards]). Both held.
+  std::unordered_map<const TensorImpl*,
+                     std::pair<IntrusivePtr<TensorImpl>, IntrusivePtr<TensorImpl>>>
+      view_bases;
   bool broken = false;
   std::string break_reason;  // "the value of op 12 'sum' was needed on the host ..."
 };

@@ -11,6 +11,7 @@ namespace {
 std::atomic<MaterializeHook> g_materialize{nullptr};
 std::atomic<SyncHook> g_sync{nullptr};
 std::atomic<AbsoluteViewHook> g_absolute_view{nullptr};
+std::atomic<ViewHook> g_view{nullptr};
 std::atomic<decltype(PersistentCache::load)> g_load{nullptr};
 std::atomic<decltype(PersistentCache::store)> g_store{nullptr};
 std::atomic<cuda::IntMatmulKernel> g_int_matmul{nullptr};
@@ -40,6 +41,13 @@ void set_absolute_view_hook(AbsoluteViewHook hook) {
 }
 AbsoluteViewHook absolute_view_hook() {
   return g_absolute_view.load();
+}
+
+void set_view_hook(ViewHook hook) {
+  g_view.store(hook);
+}
+ViewHook view_hook() {
+  return g_view.load(std::memory_order_acquire);
 }
 
 void set_persistent_cache(PersistentCache cache) {

@@ -22,6 +22,7 @@ namespace kiln {
 class Scalar;
 class StorageImpl;
 class Tensor;
+class TensorImpl;
 
 // --- Lazy evaluation -------------------------------------------------------------
 
@@ -46,6 +47,14 @@ SyncHook sync_hook();
 using AbsoluteViewHook = void (*)(const StorageImpl* storage);
 void set_absolute_view_hook(AbsoluteViewHook hook);
 AbsoluteViewHook absolute_view_hook();
+
+// Told of each view made (make_view: every view op), of `base`: a compiled
+// function being traced follows the views of a captured tensor back to the
+// tensor object they were made of, whose identity it guards (Note [Guards]
+// in guards/guards.h). Empty: nothing listens.
+using ViewHook = void (*)(TensorImpl* base, TensorImpl* view);
+void set_view_hook(ViewHook hook);
+ViewHook view_hook();
 
 // --- Persistent cache ---------------------------------------------------------------
 

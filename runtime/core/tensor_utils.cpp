@@ -8,6 +8,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/hooks.h"
 
 namespace kiln {
 
@@ -181,6 +182,7 @@ Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides,
   TensorImpl* b = base.impl();
   auto impl = IntrusivePtr<TensorImpl>::make(b->storage(), b->dtype(), b->device(), sizes, strides,
                                              storage_offset);
+  if (ViewHook hook = view_hook()) hook(b, impl.get());
   return Tensor(std::move(impl));
 }
 

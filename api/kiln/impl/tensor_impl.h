@@ -151,6 +151,11 @@ class KILN_API TensorImpl : public RefCounted {
   void bump_version() {
     if (storage_) storage_->bump_version();
   }
+  // References to this tensor object that jit::compile's guards hold, so
+  // that a captured tensor's guard tells them from the caller's (Note
+  // [Guards] in guards/guards.h).
+  int32_t compiled_refs() const { return compiled_refs_.load(std::memory_order_acquire); }
+  void add_compiled_refs(int32_t n) { compiled_refs_.fetch_add(n, std::memory_order_acq_rel); }
 
  private:
   void refresh();
@@ -167,6 +172,7 @@ class KILN_API TensorImpl : public RefCounted {
   bool is_contiguous_ = true;
   bool wrapped_number_ = false;
   Device meta_origin_ = Device::cpu();
+  std::atomic<int32_t> compiled_refs_{0};
 };
 
 }  // namespace kiln

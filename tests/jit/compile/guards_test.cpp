@@ -203,6 +203,77 @@ TEST(CompileGuards, WeightReplacedUnderSeveralEntriesRecompilesEach) {
   check("b replaced");
 }
 
+// A weight replaced by a view of its own storage keeps the storage's
+// references: the guard on the tensor object the trace read sees it (Note
+// [Guards]). Views made inside the function are traced, not guarded.
+TEST(CompileGuards, WeightReplacedByAViewOfItselfRecompiles) {
+  Model m{random_tensor({4, 4}, kiln::kFloat32, "contiguous", 22)};
+  auto f = kiln::jit::compile([&](const Tensor& x) { return x + m.w; }, {.name = "view"});
+  auto g = kiln::jit::compile([&](const Tensor& x) { return x * m.w.t().narrow(0, 1, 2).sum({0}); },
+                              {.name = "inner"});
+  const Tensor x = random_tensor({4, 4}, kiln::kFloat32, "contiguous", 23);
+  auto check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    Tensor rf = f(x), rg = g(x), rg2 = g(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(rf, x + m.w);
+    EXPECT_TENSOR_CLOSE(rg, x * m.w.t().narrow(0, 1, 2).sum({0}));
+    EXPECT_TENSOR_CLOSE(rg2, rg);
+  };
+  check("before");
+  m.w = m.w.t();
+  check("transposed");
+  m.w = m.w.narrow(0, 1, 1);
+  check("narrowed");
+  EXPECT_EQ(f.stats().entries, 3);
+  EXPECT_EQ(g.stats().entries, 3);
+  Tensor again = f(x);  // nothing replaced: no recompile
+  EXPECT_EQ(f.stats().entries, 3);
+}
+
+// Note [Tensors a trace made from host values]: a tensor the function makes
+// from host values is a constant of the trace. Read, the entry stays
+// compiled; written or returned, each call needs a fresh one, as eagerly:
+// the entry runs uncompiled, and results never share memory across calls.
+TEST(CompileGuards, TensorsMadeFromHostValuesAreFreshPerCall) {
+  const Tensor x = kiln::ones({3});
+  auto reads = kiln::jit::compile(
+      [](const Tensor& a) {
+        return a + kiln::tensor<float>({1.f, 2.f, 3.f});
+      },
+      {.name = "reads"});
+  auto returns = kiln::jit::compile(
+      [](const Tensor& a) {
+        Tensor c = kiln::tensor<float>({1.f, 2.f, 3.f});
+        return std::vector<Tensor>{c, c + a};
+      },
+      {.name = "returns"});
+  auto writes = kiln::jit::compile(
+      [](const Tensor& a) {
+        Tensor acc = kiln::tensor<float>({0.f, 0.f, 0.f});
+        acc.add_(a);
+        return acc * 1.0;
+      },
+      {.name = "writes"});
+  Logs logs("recompiles");
+  const Tensor want = kiln::tensor<float>({1.f, 2.f, 3.f});
+  std::vector<Tensor> first = returns(x);
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    EXPECT_TENSOR_CLOSE(reads(x), want + 1.0);
+    std::vector<Tensor> r = returns(x);
+    EXPECT_TENSOR_CLOSE(r[0], want);
+    EXPECT_TENSOR_CLOSE(r[1], want + 1.0);
+    EXPECT_NE(r[0].data_ptr(), first[0].data_ptr());
+    EXPECT_TENSOR_CLOSE(writes(x), kiln::ones({3}));
+    first[0].add_(100.0);  // the caller's own result: no other call sees it
+  }
+  const std::string text = logs.take();
+  EXPECT_EQ(count_of(text, "writes or returns a tensor it made from host values"), 2) << text;
+  EXPECT_EQ(reads.stats().uncompiled_calls, 0);
+  EXPECT_EQ(reads.stats().entries, 1);
+}
+
 // Note [Arguments that are captured tensors]: a call whose argument is a
 // tensor the function captures and writes runs uncompiled (a trace cannot
 // model the aliasing), right; calls with other tensors stay compiled.
