@@ -404,18 +404,20 @@ class BodyEmitter {
       }
       case Prim::Max:
       case Prim::Min: {
-        // PyTorch's maximum/minimum propagate NaN from either side; x86
-        // max/min return the second source when either is NaN, so a NaN first
-        // source is blended back in.
+        // As the eager kernels (a < b ? b : a, NaN from either side): x86
+        // max/min return their second source on a tie (+0 and -0) and where
+        // either is NaN, so `a` goes second (a tie gives a, as eagerly:
+        // clamp(-0.0, min=0) stays -0) and a NaN `b` is blended back in.
         Vec a = reg(in.a);
-        Operand b = src(in.b);
+        Vec b = reg(in.b);
         Scratch s(e_);
         Vec t = s.vec();
-        if (in.op == Prim::Max) e_.max(t, a, b);
-        if (in.op == Prim::Min) e_.min(t, a, b);
+        if (in.op == Prim::Max) e_.max(t, b, a);
+        if (in.op == Prim::Min) e_.min(t, b, a);
         Mask m = s.mask();
-        e_.cmp(m, a, a, Cmp::kUnord);
-        e_.blend(d, t, a, m);
+        e_.cmp(m, b, b, Cmp::kUnord);
+        e_.blend(d, t, b, m);
+        done_with(in.b, b);
         done_with(in.a, a);
         return;
       }

@@ -21,10 +21,6 @@ constexpr float kExpm1Poly[] = {0x1p+0f,        0x1.fffffep-2f, 0x1.5554bp-3f,
 // e^r on [-ln2/2, ln2/2], degree 5 for sigmoid, eval rel err 1.63e-07
 constexpr float kExpPoly5[] = {0x1p+0f,        0x1p+0f,        0x1.fffdfcp-2f,
                                0x1.5557aep-3f, 0x1.5729e6p-5f, 0x1.10625ap-7f};
-// tanh(x) = x P(x^2) / Q(x^2) on [0, 7.5], Q monic (the leading 1 is implicit),
-// rel err 1.7e-06 (1.9e-06 in float32 evaluation)
-constexpr float kTanhP[] = {0x1.c56ep+12f, 0x1.bcae74p+9f, 0x1.0399c2p+4f, 0x1.bb5d2ap-6f};
-constexpr float kTanhQ[] = {0x1.c56e34p+12f, 0x1.9d723cp+11f, 0x1.2f138p+7f};
 
 constexpr float kLog2e = 0x1.715476p+0f;
 // ln 2 = kLn2Hi + kLn2Lo; with FMA the reduction x - n ln2 needs no zero bits in kLn2Hi.
@@ -35,10 +31,10 @@ constexpr float kLn2 = 0x1.62e430p-1f;
 // -103.973: clamping to these keeps 2^n within the two-step scaling range
 // (down to 2^-252).
 constexpr float kExpMax = 88.8f;
+// The largest x with e^-x = inf in float32 (e^88.72283935546875 rounds past
+// the largest float): sigmoid's 1/(1 + e^-x) is 0 from here down.
+constexpr float kSigmoidZero = -0x1.62e430p+6f;
 constexpr float kExpMin = -104.5f;
-// tanh's rational form is fitted up to here; beyond, tanh(x) is within 6.1e-7
-// of ±1 and the form (which reaches 1.000001 there) is clamped to ±1.
-constexpr float kTanhClamp = 7.5f;
 
 }  // namespace
 
@@ -190,11 +186,23 @@ void emit_exp2(Emitter& e, const Vec& dst, const Vec& x) {
   e.mov(dst, r);
 }
 
-// expm1(x) = 2^n expm1(r) + (2^n - 1), evaluated as 2 (s p + (s - 1/2)) with
-// s = 2^(n-1), so neither 2^n (n = 128) nor the small result cancels.
 void emit_expm1(Emitter& e, const Vec& dst, const Vec& x) {
   Scratch s(e);
   Vec r = result_reg(s, dst, {x});
+  detail::expm1_core(e, r, x);
+  e.fixup(r, x,
+          FixupTable().on(FixClass::kNaN, FixTo::kNaNInput).on(FixClass::kZero, FixTo::kInput));
+  e.mov(dst, r);
+}
+
+namespace detail {
+
+// expm1(x) = 2^n expm1(r) + (2^n - 1), evaluated as 2 (s p + (s - 1/2)) with
+// s = 2^(n-1), so neither 2^n (n = 128) nor the small result cancels. A NaN
+// x gives a number (the clamps take it); the callers fix NaN up.
+void expm1_core(Emitter& e, const Vec& r, const Vec& x) {
+  KILN_INTERNAL_ASSERT(r.id() != x.id(), "expm1_core operands");
+  Scratch s(e);
   Vec t = s.vec(), n = s.vec(), p = s.vec();
   e.min(t, x, e.f32c(kExpMax));
   e.max(t, t, e.f32c(-80.0f));  // expm1 is -1 in float32 below -17.33
@@ -210,10 +218,9 @@ void emit_expm1(Emitter& e, const Vec& dst, const Vec& x) {
   e.sub(t, n, e.f32c(0.5f));
   e.fmadd(r, n, p, t);
   e.add(r, r, r);
-  e.fixup(r, x,
-          FixupTable().on(FixClass::kNaN, FixTo::kNaNInput).on(FixClass::kZero, FixTo::kInput));
-  e.mov(dst, r);
 }
+
+}  // namespace detail
 
 // Note [Fast sigmoid]
 // sigmoid(|x|) = 1/(1 + z) and sigmoid(-|x|) = z/(1 + z), z = e^-|x| <= 1, so
@@ -221,7 +228,8 @@ void emit_expm1(Emitter& e, const Vec& dst, const Vec& x) {
 // times |n| <= 151 stays under 3e-7 relative. The reciprocal is the hardware
 // estimate and one Newton step. Below x = -87.3, z is denormal and z/(1 + z)
 // = z is exact, so unlike sigmoid_core (whose product with x can be normal
-// again) no scaled tail is needed. A NaN flows through every step, and the
+// again) no scaled tail is needed; from kSigmoidZero down the result is 0,
+// as the eager kernel's 1/(1 + e^-x) is. A NaN flows through every step, and the
 // two branches are selected by x's sign bit with integer/bitwise ops: on
 // AVX-512 cores that run 512-bit FMAs at one per cycle, multiplies, compares
 // and fixups share those pipes and bound the fused kernels, while min/max,
@@ -241,7 +249,12 @@ void emit_sigmoid(Emitter& e, const Vec& dst, const Vec& x) {
   e.add(t, z, e.f32c(1.0f));
   detail::fast_reciprocal(e, r, t);  // sigmoid(|x|)
   e.mul(z, z, r);                    // sigmoid(-|x|)
-  e.shr_i32(n, x, 31);               // all ones where x's sign is set
+  // As the eager kernel (and PyTorch's), 1/(1 + e^-x): 0 where e^-x
+  // overflows float32, not the denormal z (inf * sigmoid(-100) is NaN).
+  Mask under = s.mask();
+  e.cmp(under, x, e.f32c(kSigmoidZero), Cmp::kLe);
+  e.blend(z, z, e.u32c(0), under);
+  e.shr_i32(n, x, 31);  // all ones where x's sign is set
   if (e.avx512()) {
     e.as().vpternlogd(r, n, z, 0xb8);  // n ? z : r
   } else {
@@ -258,25 +271,25 @@ void emit_silu(Emitter& e, const Vec& dst, const Vec& x) {
   e.mov(dst, r);
 }
 
-// tanh(x) = x P(x^2) / Q(x^2) with x clamped to ±7.5 and the result to ±1
-// (fitted by tools/fit_vecmath.py, rel err <= 2e-6): two short Horner chains
-// that run side by side, and a reciprocal estimate with one Newton step in
-// place of a division. ±0 keep their sign; NaN flows through (Note [Fast
-// sigmoid] on the choice of instructions).
+// tanh|x| = -m / (m + 2), m = expm1(-2|x|) in [-1, 0]: nothing overflows,
+// m + 2 in [1, 2] cancels nothing, and a tiny x gives m = -2|x| to the ulp
+// (a rational fit used before lost 1.7e-6 relative: 33 ulp). The reciprocal
+// is the hardware estimate and one Newton step; the sign is x's (±0 keep
+// theirs), NaN flows through.
 void emit_tanh(Emitter& e, const Vec& dst, const Vec& x) {
   Scratch s(e);
   Vec r = result_reg(s, dst, {x});
-  Vec c = s.vec(), t = s.vec(), q = s.vec();
-  detail::clamp(e, c, x, -kTanhClamp, kTanhClamp);
-  e.mul(t, c, c);
-  horner(e, r, t, kTanhP);
-  e.add(q, t, e.f32c(kTanhQ[2]));
-  e.fmadd(q, q, t, e.f32c(kTanhQ[1]));
-  e.fmadd(q, q, t, e.f32c(kTanhQ[0]));
-  e.mul(r, r, c);
-  detail::fast_reciprocal(e, t, q);
-  e.mul(r, r, t);
-  detail::clamp(e, r, r, -1.0f, 1.0f);
+  Vec m = s.vec(), q = s.vec();
+  e.or_(q, x, e.u32c(0x80000000u));  // -|x|
+  e.add(q, q, q);
+  detail::expm1_core(e, m, q);
+  e.add(q, m, e.f32c(2.0f));
+  detail::fast_reciprocal(e, r, q);
+  e.mul(r, r, m);                     // -tanh|x|
+  e.and_(r, r, e.u32c(0x7fffffffu));  // tanh|x|
+  e.and_(q, x, e.u32c(0x80000000u));  // x's sign
+  e.or_(r, r, q);
+  keep_nan(e, r, x);
   e.mov(dst, r);
 }
 

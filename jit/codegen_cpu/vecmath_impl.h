@@ -22,6 +22,8 @@ Vec result_reg(Scratch& s, const Vec& dst, std::initializer_list<Vec> inputs);
 // correctly scaled down into denormals; NaN lanes give a number. dst may alias
 // x. bias in [0, 32] keeps tiny results normal for later rescaling.
 void exp_core(Emitter& e, const Vec& dst, const Vec& x, int bias = 0);
+// dst = expm1(x) for finite x (dst must not alias x; a NaN x gives a number).
+void expm1_core(Emitter& e, const Vec& dst, const Vec& x);
 // dst *= 2^n for integral n in [-150, 128] (float lanes); n is clobbered.
 void scale_by_pow2(Emitter& e, const Vec& dst, const Vec& n);
 

@@ -1,4 +1,4 @@
-// Eager and fused silu and gelu (both forms) agree in 16-bit floats (Note [16-bit
+// Eager and fused silu, gelu (both forms), tanh and sigmoid agree in 16-bit floats (Note [16-bit
 // floats in pointwise kernels]): both compute in float32 and round once, so on
 // every bfloat16 and float16 value they give the same bits, except where the
 // code generator's float32 vector math and libm straddle a rounding boundary:
@@ -8,9 +8,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jit/codegen_cpu/elementwise_jit.h"
@@ -75,13 +79,18 @@ const Op kOps[] = {
     // The erf form, x/2 erfc(-x / sqrt 2) in both (its negative tail used to
     // differ: eager cancelled 1 + erf to 0 there).
     {"gelu", jc::MathOp::kGelu, [](const Tensor& x) { return kiln::gelu(x); }},
+    // tanh: expm1-based (a rational fit was 33 float32 ulp off; 38 float16
+    // values differed). sigmoid: 0 where e^-x overflows, as eagerly (the
+    // bfloat16 values below -88.7 gave denormals).
+    {"tanh", jc::MathOp::kTanh, [](const Tensor& x) { return kiln::tanh(x); }},
+    {"sigmoid", jc::MathOp::kSigmoid, [](const Tensor& x) { return kiln::sigmoid(x); }},
 };
 const kiln::DType kTypes[] = {kiln::kBFloat16, kiln::kFloat16};
 
 // The bound: bits equal but for at most one ulp on at most 8 of the 65536
 // values. Measured (AVX-512 and AVX2, lazy and generated alone, glibc 2.36):
-// bfloat16 silu and gelu bit for bit on every value; float16 silu differs on
-// 1 value and gelu on 2, by one ulp.
+// bfloat16 silu, gelu, tanh and sigmoid bit for bit on every value; float16
+// silu differs on 1 value, gelu_tanh on 2 and sigmoid on 6, by one ulp.
 constexpr int64_t kMaxDiffering = 8;
 
 void expect_agreement(const Agreement& a, const std::string& what) {
@@ -143,6 +152,67 @@ TEST(ActivationRoundingLazy, FusedGroupMatchesEager) {
                                 static_cast<const uint16_t*>(eager.data_ptr()),
                                 static_cast<const uint16_t*>(fused.data_ptr()), 65536, dt);
       expect_agreement(a, std::string(op.name) + " " + kiln::dtype_name(dt) + " lazy");
+    }
+  }
+}
+
+// float32, lazily (a fused group) against eagerly, where the fused code
+// used to differ in kind: the sign of a zero on a +0/-0 tie of maximum,
+// minimum and clamp (x86 max/min return their second source: eager's
+// a < b ? b : a returns a); sigmoid's tail (a denormal where e^-x overflows
+// and eager gives 0, so inf * sigmoid(-100) was inf, not NaN); tanh of a tiny x.
+TEST(ActivationRoundingLazy, Float32EdgesMatchEager) {
+  const Tensor a = kiln::tensor<float>({0.0f, -0.0f, 0.0f, -0.0f, 1.0f, -2.0f, 3.0f, -4.0f, 5.0f,
+                                        -6.0f, 7.0f, -8.0f, 9.0f, -10.0f, 11.0f, -12.0f, 13.0f});
+  const Tensor b = kiln::tensor<float>({-0.0f, 0.0f, 0.0f, -0.0f, 1.0f, -2.0f, 3.0f, -4.0f, 5.0f,
+                                        -6.0f, 7.0f, -8.0f, 9.0f, -10.0f, 11.0f, -12.0f, 13.0f});
+  const Tensor tail = kiln::tensor<float>({-88.0f, -88.72283f, -88.7228394f, -89.0f, -95.0f,
+                                           -100.0f, -103.9f, -104.0f, -110.0f, 1e-10f, -1e-10f,
+                                           -4.4785f, 0.02834f, 1e-30f, -0.0f, 0.0f, 20.0f});
+  using Fn = Tensor (*)(const Tensor&, const Tensor&, const Tensor&);
+  const std::vector<std::pair<const char*, Fn>> cases = {
+      {"maximum",
+       [](const Tensor& x, const Tensor& y, const Tensor&) { return kiln::maximum(x, y); }},
+      {"minimum",
+       [](const Tensor& x, const Tensor& y, const Tensor&) { return kiln::minimum(x, y); }},
+      {"chain", [](const Tensor& x, const Tensor& y,
+                   const Tensor&) { return kiln::maximum(kiln::minimum(x, y), x * 0.5); }},
+      {"clamp_min",
+       [](const Tensor& x, const Tensor&, const Tensor&) {
+         return kiln::clamp(x * 1.0, kiln::Scalar(0.0), std::nullopt);
+       }},
+      {"clamp_max",
+       [](const Tensor& x, const Tensor&, const Tensor&) {
+         return kiln::clamp(x * 1.0, std::nullopt, kiln::Scalar(-0.0));
+       }},
+      {"sigmoid_inf",
+       [](const Tensor&, const Tensor&, const Tensor& t) {
+         return kiln::sigmoid(t) * std::numeric_limits<double>::infinity();
+       }},
+      {"tanh", [](const Tensor&, const Tensor&, const Tensor& t) { return kiln::tanh(t) * 1.0; }},
+  };
+  for (const auto& [name, fn] : cases) {
+    SCOPED_TRACE(name);
+    const int64_t groups = jc::cpu_pointwise_groups_run();
+    Tensor fused = fn(a, b, tail);
+    kiln::sync();
+    EXPECT_GE(jc::cpu_pointwise_groups_run() - groups, 1) << "did not run fused";
+    kiln::EagerGuard g;
+    const Tensor eager = fn(a, b, tail).contiguous();
+    fused = fused.contiguous();
+    const float* e = eager.data_ptr<float>();
+    const float* f = fused.data_ptr<float>();
+    for (int64_t i = 0; i < eager.numel(); ++i) {
+      if (std::isnan(e[i]) && std::isnan(f[i])) continue;
+      uint32_t eb, fb;
+      std::memcpy(&eb, &e[i], 4);
+      std::memcpy(&fb, &f[i], 4);
+      const int64_t ulps = std::abs(static_cast<int64_t>(eb) - static_cast<int64_t>(fb));
+      // Same sign and class; numbers within 4 float32 ulp.
+      EXPECT_TRUE(std::signbit(e[i]) == std::signbit(f[i]) &&
+                  std::isnan(e[i]) == std::isnan(f[i]) && std::isinf(e[i]) == std::isinf(f[i]) &&
+                  ulps <= 4)
+          << "element " << i << ": eager " << e[i] << ", fused " << f[i];
     }
   }
 }

@@ -79,7 +79,10 @@ struct OpCase {
   std::vector<float> specials;  // besides common_specials()
 };
 
+// As the eager kernel computes it, 1/(1 + e^-x) in float32: 0 where e^-x
+// overflows (from x = -88.72283935546875 down), as PyTorch's is.
 double ref_sigmoid(double x) {
+  if (x <= -0x1.62e430p+6) return 0.0;
   return 1.0 / (1.0 + std::exp(-x));
 }
 
@@ -449,7 +452,7 @@ TEST_P(VecmathAccuracy, EdgeValues) {
     MathOp op;
     float x, y, want;  // y: pow's exponent
   };
-  const float tiny = 3.7200760e-44f;  // sigmoid(-100)
+  const float tiny = 9.9823514e-39f;  // sigmoid(-87.5), near the last nonzero one
   const Edge edges[] = {
       {MathOp::kExp, 89.0f, 0, kInf},
       {MathOp::kExp, 88.72283f, 0, 3.40279852e38f},
@@ -484,7 +487,8 @@ TEST_P(VecmathAccuracy, EdgeValues) {
       {MathOp::kSigmoid, kInf, 0, 1.0f},
       {MathOp::kSigmoid, -kInf, 0, 0.0f},
       {MathOp::kSigmoid, 100.0f, 0, 1.0f},
-      {MathOp::kSigmoid, -100.0f, 0, tiny},
+      {MathOp::kSigmoid, -87.5f, 0, tiny},
+      {MathOp::kSigmoid, -100.0f, 0, 0.0f},  // e^100 overflows, as eagerly
       {MathOp::kSilu, -kInf, 0, kNaN},
       {MathOp::kSilu, kInf, 0, kInf},
       {MathOp::kSilu, -0.0f, 0, -0.0f},

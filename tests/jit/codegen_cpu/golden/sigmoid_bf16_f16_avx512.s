@@ -24,11 +24,13 @@ vrcp14ps zmm1, zmm2
 vfnmadd213ps zmm2, zmm1, [L15] {1to16}
 vfmadd231ps zmm1, zmm1, zmm2
 vmulps zmm4, zmm4, zmm1
+vcmpps k1, zmm0, [L16] {1to16}, 18
+vblendmps zmm4 {k1}, zmm4, [L17] {1to16}
 vpsrad zmm3, zmm0, 31
 vpternlogd zmm1, zmm3, zmm4, 184
 vmovaps zmm0, zmm1
 vcmpps k1, zmm0, zmm0, 3
-vblendmps zmm1 {k1}, zmm0, [L16] {1to16}
+vblendmps zmm1 {k1}, zmm0, [L18] {1to16}
 vpternlogd zmm1 {k1}, zmm0, [L7] {1to16}, 248
 vcvtps2ph ymmword ptr [rsi], zmm1, 0
 add rdi, 32
@@ -62,11 +64,13 @@ vrcp14ps zmm1, zmm2
 vfnmadd213ps zmm2, zmm1, [L15] {1to16}
 vfmadd231ps zmm1, zmm1, zmm2
 vmulps zmm4, zmm4, zmm1
+vcmpps k2, zmm0, [L16] {1to16}, 18
+vblendmps zmm4 {k2}, zmm4, [L17] {1to16}
 vpsrad zmm3, zmm0, 31
 vpternlogd zmm1, zmm3, zmm4, 184
 vmovaps zmm0, zmm1
 vcmpps k2, zmm0, zmm0, 3
-vblendmps zmm1 {k2}, zmm0, [L16] {1to16}
+vblendmps zmm1 {k2}, zmm0, [L18] {1to16}
 vpternlogd zmm1 {k2}, zmm0, [L7] {1to16}, 248
 vcvtps2ph ymmword ptr [rsi] {k1}, zmm1, 0
 L5:
@@ -105,4 +109,10 @@ L15:
 .db 0x00, 0x00, 0x80, 0x3F
 align 4
 L16:
+.db 0x18, 0x72, 0xB1, 0xC2
+align 4
+L17:
+.db 0x00, 0x00, 0x00, 0x00
+align 4
+L18:
 .db 0x00, 0x00, 0xC0, 0x7F
