@@ -14,8 +14,9 @@ __device__ __forceinline__ unsigned short kiln_f2bf(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
 }
-template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-template <class T> __device__ __forceinline__ T kiln_min(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+// NaN from either side; a tie (+0 and -0) gives a, as the CPU kernels and PyTorch's do.
+template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); }
+template <class T> __device__ __forceinline__ T kiln_min(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
 // A kernel's error: the offending value, then the flag, as plain stores with a
 // fence to the system between (the flag may be mapped host memory: Note
 // [Errors of replayed kernels]).
