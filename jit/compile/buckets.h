@@ -46,9 +46,12 @@
 // size also traces it at the bucket's sizes (nothing runs) and compares
 // where the two traces write into its arguments and captured tensors: a
 // write into an argument that padding copies (which would never reach the
-// caller), or a written region that follows the padded size (the padded
-// rows written into the next slots of a KV cache), turns buckets off before
-// anything ran padded, and the call runs at its own sizes.
+// caller), a written region that follows the padded size (the padded rows
+// written into the next slots of a KV cache), or a write whose positions
+// an index, mask or position operand chooses (index_copy_ at positions
+// passed in: the padded rows' zero positions would write slot 0), turns
+// buckets off before anything ran padded, and the call runs at its own
+// sizes.
 
 #include <atomic>
 #include <cstdint>
