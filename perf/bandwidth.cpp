@@ -132,13 +132,23 @@ int main(int argc, char** argv) {
   int iters = 50;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--device" && i + 1 < argc) {
-      device = argv[++i];
-    } else if (a == "--size" && i + 1 < argc) {
-      size = std::stoll(argv[++i]);
-    } else if (a == "--iters" && i + 1 < argc) {
-      iters = std::stoi(argv[++i]);
-    } else {
+    bool ok = true;
+    try {
+      if (a == "--device" && i + 1 < argc) {
+        device = argv[++i];
+      } else if (a == "--size" && i + 1 < argc) {
+        size = std::stoll(argv[++i]);
+        ok = size > 0;
+      } else if (a == "--iters" && i + 1 < argc) {
+        iters = std::stoi(argv[++i]);
+        ok = iters > 0;
+      } else {
+        ok = false;
+      }
+    } catch (const std::exception&) {  // not a number
+      ok = false;
+    }
+    if (!ok) {
       std::fprintf(stderr, "usage: kiln-bandwidth [--device cpu|cuda] [--size N] [--iters N]\n");
       return 2;
     }

@@ -247,6 +247,8 @@ void print_row(const Options& o, const kiln::perf::Case& c, const char* device, 
 }
 
 int run(const Options& o) {
+  KILN_CHECK(o.device == "cpu" || o.device == "cuda" || o.device == "auto",
+             "[kiln-bench] expected --device cpu, cuda or auto, got '", o.device, "'");
   bool gpu = o.device == "cuda" || (o.device == "auto" && kiln::cuda::is_available());
   KILN_CHECK(!gpu || kiln::cuda::is_available(),
              "[kiln-bench] expected a CUDA device for --device cuda, got none (",
@@ -272,9 +274,17 @@ int run(const Options& o) {
                 "dtype", "dev", "mode", "p50 us", "p90 us", "host us", "first ms", "kernels");
   }
   std::vector<kiln::perf::Case> cases;
-  for (const kiln::perf::Case& c : kiln::perf::cases_for(gpu, o.workload)) {
+  const std::vector<kiln::perf::Case> of_workload = kiln::perf::cases_for(gpu, o.workload);
+  KILN_CHECK(!of_workload.empty(), "[kiln-bench] expected --workload ",
+             "chain16, mlp, gpt2, gpt2-decode or all (llama-decode on a GPU), got '", o.workload,
+             "' on ", device);
+  std::string shapes;
+  for (const kiln::perf::Case& c : of_workload) {
     if (o.shape.empty() || c.shape == o.shape) cases.push_back(c);
+    shapes += (shapes.empty() ? "" : ", ") + c.shape;
   }
+  KILN_CHECK(!cases.empty(), "[kiln-bench] expected --shape one of ", shapes, " for ", o.workload,
+             " on ", device, ", got '", o.shape, "'");
   if (o.timeline > 0 && gpu) {
     std::fprintf(o.json ? stderr : stdout,
                  "floor: a 4-byte memset and a synchronize, p50 %.1f us\n",
@@ -338,6 +348,20 @@ int run(const Options& o) {
 
 }  // namespace
 
+// A whole decimal number in [lo, hi], or a kiln::Error naming the flag.
+int parse_int(const std::string& flag, const std::string& text, int lo, int hi) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  KILN_CHECK(used == text.size() && used > 0 && v >= lo && v <= hi, "[kiln-bench] expected ", flag,
+             " to be a whole number in [", lo, ", ", hi, "], got '", text, "'");
+  return static_cast<int>(v);
+}
+
 int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -356,19 +380,19 @@ int main(int argc, char** argv) {
       } else if (a == "--shape") {
         o.shape = value();
       } else if (a == "--iters") {
-        o.iters = std::stoi(value());
+        o.iters = parse_int(a, value(), 1, 100000000);
       } else if (a == "--json") {
         o.json = true;
       } else if (a == "--profile") {
         o.profile = value();
       } else if (a == "--timeline") {
-        o.timeline = std::stoi(value());
+        o.timeline = parse_int(a, value(), 0, 100000000);
       } else if (a == "--positions") {
-        o.positions = std::stoi(value());
+        o.positions = parse_int(a, value(), 0, 100000000);
       } else {
         std::fprintf(
             stderr,
-            "usage: kiln-bench [--device cpu|cuda] [--workload chain16|mlp|gpt2|gpt2-decode|all]\n"
+            "usage: kiln-bench [--device cpu|cuda|auto] [--workload chain16|mlp|gpt2|gpt2-decode|all]\n"
             "                  [--mode eager|lazy|compile-default|compile|compile-autotune|all]\n"
             "                  [--shape S]\n"
             "                  [--iters N] [--json] [--profile FILE] [--timeline N]\n"
@@ -382,7 +406,7 @@ int main(int argc, char** argv) {
   }
   try {
     return run(o);
-  } catch (const kiln::Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "kiln-bench: %s\n", e.what());
     return 1;
   }

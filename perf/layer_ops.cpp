@@ -438,23 +438,32 @@ int main(int argc, char** argv) {
   double peak = 0;  // 0: the device's theoretical bandwidth (the header above)
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
-    if (s == "--device" && i + 1 < argc) {
-      device = argv[++i];
-    } else if (s == "--batch" && i + 1 < argc) {
-      batch = std::stoll(argv[++i]);
-    } else if (s == "--tokens" && i + 1 < argc) {
-      tokens = std::stoll(argv[++i]);
-    } else if (s == "--cache" && i + 1 < argc) {
-      cache = std::stoll(argv[++i]);
-    } else if (s == "--products" && i + 1 < argc) {
-      products = argv[++i];
-    } else if (s == "--op" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (s == "--iters" && i + 1 < argc) {
-      iters = std::stoi(argv[++i]);
-    } else if (s == "--peak-gbps" && i + 1 < argc) {
-      peak = std::stod(argv[++i]);
-    } else {
+    bool ok = true;
+    try {
+      if (s == "--device" && i + 1 < argc) {
+        device = argv[++i];
+      } else if (s == "--batch" && i + 1 < argc) {
+        batch = std::stoll(argv[++i]);
+      } else if (s == "--tokens" && i + 1 < argc) {
+        tokens = std::stoll(argv[++i]);
+      } else if (s == "--cache" && i + 1 < argc) {
+        cache = std::stoll(argv[++i]);
+      } else if (s == "--products" && i + 1 < argc) {
+        products = argv[++i];
+      } else if (s == "--op" && i + 1 < argc) {
+        only = argv[++i];
+      } else if (s == "--iters" && i + 1 < argc) {
+        iters = std::stoi(argv[++i]);
+      } else if (s == "--peak-gbps" && i + 1 < argc) {
+        peak = std::stod(argv[++i]);
+      } else {
+        ok = false;
+      }
+    } catch (const std::exception&) {  // not a number
+      ok = false;
+    }
+    ok = ok && iters > 0 && batch > 0 && tokens > 0 && cache > 0;
+    if (!ok) {
       std::fprintf(stderr,
                    "usage: kiln-layer-ops [--device cpu|cuda] [--batch B] [--tokens T] "
                    "[--cache S] [--op NAME] [--iters N] [--peak-gbps G]\n"
