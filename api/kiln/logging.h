@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -24,12 +25,13 @@ enum class LogChannel : uint8_t {
 };
 
 namespace detail {
-KILN_API extern uint32_t g_log_mask;
+// Relaxed: a channel switched on while other threads log shows in their next lines.
+KILN_API extern std::atomic<uint32_t> g_log_mask;
 KILN_API void log_line(LogChannel channel, const std::string& line);
 }  // namespace detail
 
 inline bool log_enabled(LogChannel c) {
-  return (detail::g_log_mask >> static_cast<int>(c)) & 1u;
+  return (detail::g_log_mask.load(std::memory_order_relaxed) >> static_cast<int>(c)) & 1u;
 }
 // Replaces the enabled channels, e.g. "recompiles,graphs"; throws on an unknown name.
 KILN_API void set_logs(std::string_view channels);

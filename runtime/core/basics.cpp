@@ -229,7 +229,7 @@ LogSink& sink() {
 
 namespace detail {
 
-uint32_t g_log_mask = initial_mask();
+std::atomic<uint32_t> g_log_mask{initial_mask()};
 
 void log_line(LogChannel channel, const std::string& line) {
   LogSink& s = sink();
@@ -242,7 +242,8 @@ void log_line(LogChannel channel, const std::string& line) {
 }  // namespace detail
 
 void set_logs(std::string_view channels) {
-  detail::g_log_mask = with_dispatch_hook(parse_channels(channels, /*strict=*/true));
+  detail::g_log_mask.store(with_dispatch_hook(parse_channels(channels, /*strict=*/true)),
+                           std::memory_order_relaxed);
 }
 
 void set_log_file(const std::string& path) {
@@ -265,7 +266,8 @@ std::string log_file() {
 }
 
 const char* log_channel_name(LogChannel c) {
-  return kChannelNames[static_cast<int>(c)];
+  const int i = static_cast<int>(c);
+  return i >= 0 && i < static_cast<int>(LogChannel::kCount) ? kChannelNames[i] : "unknown";
 }
 
 }  // namespace kiln
