@@ -10,6 +10,7 @@
 #include "jit/record/decompose.h"
 #include "jit/record/trace_buffer.h"
 #include "kiln/logging.h"
+#include "runtime/core/thread_cache.h"
 
 namespace kiln::jit {
 namespace {
@@ -207,8 +208,12 @@ CseResult eliminate_common_subexpressions(std::vector<Node>& nodes, const std::v
   std::unordered_map<const StorageImpl*, Tensor> redirect;  // merged output -> kept output
   std::unordered_map<uint64_t, std::vector<size_t>> seen;   // call hash -> positions in `live`
   seen.reserve(live.size());
-  // Per op, kept across runs: the registry outlives every trace.
-  thread_local std::unordered_map<const OperatorEntry*, OpInfo> ops;
+  // Per op, kept across runs: the registry outlives every trace. At thread
+  // exit the cache may be gone (Note [Thread caches at thread exit]).
+  using OpInfos = std::unordered_map<const OperatorEntry*, OpInfo>;
+  OpInfos uncached;
+  OpInfos* cached = ThreadCache<OpInfos, struct OpInfosTag>::get();
+  OpInfos& ops = cached ? *cached : uncached;
   const OperatorEntry* copy_op = nullptr;
 
   auto redirected = [&](const Tensor& t, Tensor* out) {

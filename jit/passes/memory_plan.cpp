@@ -7,6 +7,7 @@
 
 #include "jit/passes/dead_code.h"
 #include "kiln/logging.h"
+#include "runtime/core/thread_cache.h"
 
 namespace kiln::jit {
 namespace {
@@ -25,7 +26,8 @@ size_t round_up(size_t n, size_t a) {
   return (n + a - 1) / a * a;
 }
 
-thread_local MemoryPlan t_last_plan;
+// The last plan, for tests (Note [Thread caches at thread exit]).
+using LastPlan = ThreadCache<MemoryPlan, struct LastPlanTag>;
 
 // The out= overload of `op` taking the same arguments plus `out`, when the
 // CPU has a kernel for it; else null. Cached per op.
@@ -239,15 +241,19 @@ MemoryPlan plan_memory(const std::vector<Node>& nodes, const std::vector<Step>& 
              " bytes (arena) vs ", plan.naive_bytes, " bytes one buffer per node");
   }
   // What tests look at, without the per-node table.
-  t_last_plan.buffers = plan.buffers;
-  t_last_plan.arenas = plan.arenas;
-  t_last_plan.planned_bytes = plan.planned_bytes;
-  t_last_plan.naive_bytes = plan.naive_bytes;
+  if (MemoryPlan* last = LastPlan::get()) {
+    last->buffers = plan.buffers;
+    last->arenas = plan.arenas;
+    last->planned_bytes = plan.planned_bytes;
+    last->naive_bytes = plan.naive_bytes;
+  }
   return plan;
 }
 
 const MemoryPlan& last_memory_plan() {
-  return t_last_plan;
+  static const MemoryPlan kNone;
+  const MemoryPlan* last = LastPlan::get();
+  return last ? *last : kNone;
 }
 
 }  // namespace kiln::jit

@@ -115,7 +115,56 @@ class Failures {
   // The failure node `i` may not run past (an input a failed step should have
   // written), or -1.
   int64_t blocking(size_t i) const {
-    if (out_.storages.empty()) return -1;
+    int64_t first = -1;
+    reads_failed(i, [&](size_t f) {
+      first = static_cast<int64_t>(f);
+      return false;
+    });
+    return first;
+  }
+
+  // Node `i` did not run, as failure `b` blocks it: what it writes carries
+  // `b`, which stands for every other failure it read too (whoever is told of
+  // `b` has been told of those).
+  void skip(size_t i, size_t b) {
+    reads_failed(i, [&](size_t f) {
+      if (f != b) out_.covered.emplace_back(f, b);
+      return true;
+    });
+    fail(i, b);
+  }
+
+  size_t add(std::exception_ptr error, size_t node) {
+    out_.errors.push_back(std::move(error));
+    out_.nodes.push_back(node);
+    return out_.errors.size() - 1;
+  }
+  // Node `i` did not run: what it writes carries failure `f`.
+  void fail(size_t i, size_t f) {
+    for_each_write(plan_.nodes[i], [&](StorageImpl* s) {
+      auto [it, fresh] = out_.storages.try_emplace(s, f);
+      if (!fresh && it->second != f) {
+        out_.covered.emplace_back(it->second, f);
+        it->second = f;
+      }
+    });
+  }
+  // Node `i` ran: what it writes holds a value (a write that would have read
+  // a failed storage was blocked, so this one overwrote it whole).
+  void ran(size_t i) {
+    if (out_.storages.empty()) return;
+    for_each_write(plan_.nodes[i], [&](StorageImpl* s) { out_.storages.erase(s); });
+  }
+
+ private:
+  const Plan& plan_;
+  RunFailures& out_;
+
+  // Calls fn(failure) for each failed storage node `i` reads, in argument
+  // order, while fn returns true.
+  template <class Fn>
+  void reads_failed(size_t i, Fn&& fn) const {
+    if (out_.storages.empty()) return;
     const Node& n = plan_.nodes[i];
     auto find = [&](const Tensor& t) -> int64_t {
       if (!t.defined() || !t.impl()->storage()) return -1;
@@ -131,42 +180,14 @@ class Failures {
         bool written = false;
         for (int w : n.written) written |= static_cast<size_t>(w) == a;
         if (written && overwrites_storage(*n.op, a, t)) continue;  // not read
-        return f;
-      }
-      if (v.is_tensor_list()) {
+        if (!fn(static_cast<size_t>(f))) return;
+      } else if (v.is_tensor_list()) {
         for (const Tensor& t : v.to_tensor_list()) {
-          if (const int64_t f = find(t); f >= 0) return f;
+          if (const int64_t f = find(t); f >= 0 && !fn(static_cast<size_t>(f))) return;
         }
       }
     }
-    return -1;
   }
-
-  size_t add(std::exception_ptr error, size_t node) {
-    out_.errors.push_back(std::move(error));
-    out_.nodes.push_back(node);
-    return out_.errors.size() - 1;
-  }
-  // Node `i` did not run: what it writes carries failure `f`.
-  void fail(size_t i, size_t f) {
-    for_each_write(plan_.nodes[i], [&](StorageImpl* s) {
-      auto [it, fresh] = out_.storages.try_emplace(s, f);
-      if (!fresh && it->second != f) {
-        out_.superseded.emplace_back(it->second, f);
-        it->second = f;
-      }
-    });
-  }
-  // Node `i` ran: what it writes holds a value (a write that would have read
-  // a failed storage was blocked, so this one overwrote it whole).
-  void ran(size_t i) {
-    if (out_.storages.empty()) return;
-    for_each_write(plan_.nodes[i], [&](StorageImpl* s) { out_.storages.erase(s); });
-  }
-
- private:
-  const Plan& plan_;
-  RunFailures& out_;
 };
 
 const std::vector<size_t>& members_of(const Step& step) {
@@ -198,7 +219,7 @@ void run_step(const Plan& plan, const Step& step, size_t* done) {
 void run_step_after_failure(const Plan& plan, const Step& step, Failures& f, size_t* done) {
   if (step.kind == Step::Kind::Extern) {
     if (const int64_t b = f.blocking(step.node); b >= 0) {
-      f.fail(step.node, static_cast<size_t>(b));
+      f.skip(step.node, static_cast<size_t>(b));
       return;
     }
     try {
@@ -224,7 +245,7 @@ void run_step_after_failure(const Plan& plan, const Step& step, Failures& f, siz
   }
   for (size_t m : members) {
     if (const int64_t b = f.blocking(m); b >= 0) {
-      f.fail(m, static_cast<size_t>(b));
+      f.skip(m, static_cast<size_t>(b));
       continue;
     }
     try {
@@ -416,10 +437,18 @@ std::vector<std::exception_ptr> run_trace(std::vector<Node> nodes, const Pending
     for (const auto& [storage, index] : failures.storages) {
       if (plan.external.count(storage)) claimed[index] = 1;
     }
-    // An error a held storage carried until a later one replaced it reaches
-    // its holder through the later one: raised there, not once more.
-    for (auto it = failures.superseded.rbegin(); it != failures.superseded.rend(); ++it) {
-      if (claimed[it->second]) claimed[it->first] = 1;
+    // An error that a claimed one stands for (it blocked a step that the
+    // claimed one blocked too, or a held storage carried it until the claimed
+    // one replaced it) reaches the holder through that one: raised there, not
+    // once more by an unrelated read. Covering is transitive: sweep until
+    // nothing changes (the pairs are few, one per extra failure a step read).
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& [covered, by] : failures.covered) {
+        if (!claimed[by] || claimed[covered]) continue;
+        claimed[covered] = 1;
+        changed = true;
+      }
     }
     for (size_t e = 0; e < claimed.size(); ++e) {
       if (!claimed[e]) unclaimed.push_back(unclaimed_error(plan, failures, e));

@@ -39,7 +39,13 @@ namespace kiln::jit {
 //   the next materialization on the thread that recorded it (item(),
 //   data_ptr() or a copy to the host of a pending tensor, kiln::sync(),
 //   jit::flush()) raises it once: "[lazy] op N 'index_select' failed and
-//   nothing held its result: ...".
+//   nothing held its result: ...". An error reaches a held tensor also through
+//   another one: a skipped step that read several failed storages carries the
+//   first one's error, which stands for all of them (the holder of `a + b`,
+//   both of whose inputs failed, hears of a's failure and is done); so does
+//   an error that replaced one a storage carried before. Only what no held
+//   tensor stands for is raised later, so one bad request does not fail the
+//   thread's next one.
 // - If the passes or the memory plan fail, every storage the trace writes
 //   carries that error.
 // In eager mode the same program raises at the bad op. A jit::compile call
@@ -65,10 +71,11 @@ struct RunFailures {
   std::vector<size_t> nodes;               // per failed step: the node that failed
   // Each storage a failed or skipped step writes: the index of its error.
   std::unordered_map<StorageImpl*, size_t> storages;
-  // (earlier, later): a storage carrying error `earlier` came to carry
-  // `later` (a step that overwrites it whole ran into an error of its own):
-  // whoever holds it sees `later`, which stands for both.
-  std::vector<std::pair<size_t, size_t>> superseded;
+  // (covered, by): whoever sees error `by` has been told of `covered` too: a
+  // storage carrying `covered` came to carry `by` (a step that overwrites it
+  // whole ran into an error of its own), or a step that `by` blocked also
+  // read a storage carrying `covered`.
+  std::vector<std::pair<size_t, size_t>> covered;
   bool empty() const { return errors.empty(); }
 };
 

@@ -1,10 +1,12 @@
 #include "jit/record/decompose.h"
 
+#include <array>
 #include <cstring>
 #include <string>
 #include <unordered_map>
 
 #include "jit/record/decompose_internal.h"
+#include "runtime/core/thread_cache.h"
 
 namespace kiln::jit {
 
@@ -106,14 +108,17 @@ Decomposition lookup(const std::string& name, bool cuda) {
 
 bool is_pointwise_op(const OperatorEntry* op) {
   using namespace decomp;
-  thread_local std::unordered_map<const OperatorEntry*, bool> known;
-  auto it = known.find(op);
-  if (it == known.end()) {
-    const bool pointwise =
-        lookup(op->name(), false) || lookup(op->name(), true) || out_form(op).functional != nullptr;
-    it = known.emplace(op, pointwise).first;
+  // Note [Thread caches at thread exit]
+  using Known = ThreadCache<std::unordered_map<const OperatorEntry*, bool>, struct KnownTag>;
+  std::unordered_map<const OperatorEntry*, bool>* known = Known::get();
+  if (known) {
+    auto it = known->find(op);
+    if (it != known->end()) return it->second;
   }
-  return it->second;
+  const bool pointwise =
+      lookup(op->name(), false) || lookup(op->name(), true) || out_form(op).functional != nullptr;
+  if (known) known->emplace(op, pointwise);
+  return pointwise;
 }
 
 Decomposition find_decomposition(const Node& node) {
@@ -121,17 +126,25 @@ Decomposition find_decomposition(const Node& node) {
   if (node.outputs.size() != 1 || node.written.size() > 1) return nullptr;
   const bool cuda = node.device.is_cuda();
   // Looked up by name once per op and thread: hashing the name per node per
-  // flush showed in the per-call cost of lazy mode.
-  thread_local std::unordered_map<const OperatorEntry*, Decomposition> by_op[2];
-  auto& cache = by_op[cuda ? 1 : 0];
-  auto cached = cache.find(node.op);
-  if (cached == cache.end()) {
+  // flush showed in the per-call cost of lazy mode. The cache may be gone at
+  // thread exit (Note [Thread caches at thread exit]).
+  using ByOp = std::array<std::unordered_map<const OperatorEntry*, Decomposition>, 2>;
+  ByOp* by_op = ThreadCache<ByOp, struct ByOpTag>::get();
+  auto look_up = [&] {
     Decomposition d = lookup(node.op->name(), cuda);
     if (!d && cuda && !node.written.empty() && out_form(node.op).functional) d = d_out_form;
-    cached = cache.emplace(node.op, d).first;
+    return d;
+  };
+  Decomposition found = nullptr;
+  if (by_op) {
+    auto& cache = (*by_op)[cuda ? 1 : 0];
+    auto cached = cache.find(node.op);
+    if (cached == cache.end()) cached = cache.emplace(node.op, look_up()).first;
+    found = cached->second;
+  } else {
+    found = look_up();
   }
-  if (!cached->second) return nullptr;
-  const Decomposition found = cached->second;
+  if (!found) return nullptr;
   if (!fusible_dtype(node.outputs[0].dtype())) return nullptr;
   for (const IValue& v : node.args) {
     if (v.is_tensor() && v.to_tensor().defined() && !fusible_dtype(v.to_tensor().dtype()) &&

@@ -165,7 +165,7 @@ struct OutForm {
   bool to_float = false;  // integer inputs give a float32 result
 };
 
-const OutForm& out_form(const OperatorEntry* op);
+OutForm out_form(const OperatorEntry* op);
 DType functional_dtype(const Node& n, const OutForm& f);
 int32_t d_out_form(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v);
 

@@ -3,6 +3,7 @@
 
 #include "jit/record/decompose_internal.h"
 #include "jit/record/lazy_kernel.h"
+#include "runtime/core/thread_cache.h"
 
 namespace kiln::jit::decomp {
 
@@ -37,10 +38,14 @@ bool promotes_to_float(const std::string& name) {
   return false;
 }
 
-const OutForm& out_form(const OperatorEntry* op) {
-  thread_local std::unordered_map<const OperatorEntry*, OutForm> forms;
-  auto it = forms.find(op);
-  if (it != forms.end()) return it->second;
+OutForm out_form(const OperatorEntry* op) {
+  // Note [Thread caches at thread exit]
+  using Forms = ThreadCache<std::unordered_map<const OperatorEntry*, OutForm>, struct FormsTag>;
+  std::unordered_map<const OperatorEntry*, OutForm>* forms = Forms::get();
+  if (forms) {
+    auto it = forms->find(op);
+    if (it != forms->end()) return it->second;
+  }
   OutForm f;
   std::string name = functional_name(op->name());
   if (!name.empty()) {
@@ -51,7 +56,8 @@ const OutForm& out_form(const OperatorEntry* op) {
     }
     f.to_float = promotes_to_float(name);
   }
-  return forms.emplace(op, f).first->second;
+  if (forms) forms->emplace(op, f);
+  return f;
 }
 
 bool is_bool_op(Decomposition d) {

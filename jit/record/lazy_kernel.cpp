@@ -137,8 +137,9 @@ namespace {
 // when the trace ran and left its whole target carrying the error. The same
 // check now runs at the call on the real tensors (their storages and
 // offsets, no data needed) for the ops that fuse as pointwise kernels, whose
-// eager kernels all make it; the message is the eager kernel's. Where the
-// views are strided and their byte ranges meet (too irregular to tell, and
+// eager kernels all make it, and for copy_ (cpu::check_copy; PyTorch's copy_
+// refuses y[1:].copy_(y[:-1]) too); the message is the eager kernel's. Where
+// the views are strided and their byte ranges meet (too irregular to tell, and
 // let through by the eager kernel as by PyTorch's), the op runs eagerly at
 // the call: a fused kernel would read and write in another order (a
 // transposed alias subtracted in place gave other values lazily).
@@ -156,7 +157,11 @@ std::pair<int64_t, int64_t> byte_extent(const Tensor& t) {
 // own element order, which a fused kernel would not keep, so the op runs
 // eagerly at the call (PyTorch lets such calls through as well).
 bool check_written_overlaps(const OperatorEntry& op, const Node& node) {
-  if (!is_pointwise_op(&op)) return false;
+  // copy_ makes the same check (cpu::check_copy); its self is only written,
+  // like an out= argument, so src is its input 0.
+  static const OperatorEntry* const copy = &find_op("copy_").entry();
+  const bool is_copy = &op == copy;
+  if (!is_copy && !is_pointwise_op(&op)) return false;
   const auto& params = op.schema().arguments;
   bool unordered = false;
   for (int w : node.written) {
@@ -167,7 +172,7 @@ bool check_written_overlaps(const OperatorEntry& op, const Node& node) {
       const IValue& v = node.args[i];
       if (!v.is_tensor() || !v.to_tensor().defined()) continue;
       const bool out_param =
-          static_cast<int>(i) == w && i < params.size() && params[i].name == "out";
+          static_cast<int>(i) == w && ((i < params.size() && params[i].name == "out") || is_copy);
       if (out_param) continue;
       const Tensor& in = v.to_tensor();
       const int k = input++;

@@ -29,6 +29,7 @@
 #include "jit/record/lazy_kernel.h"
 #include "jit/record/trace_buffer.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/core/thread_cache.h"
 #include "runtime/core/type_promotion.h"
 
 namespace kiln::jit {
@@ -283,12 +284,17 @@ Tensor wrapped(const Scalar& s) {
     Scalar value;
     Tensor tensor;
   };
-  static thread_local std::array<Entry, 8> cache;
-  static thread_local uint32_t next = 0;
-  for (const Entry& e : cache) {
+  struct Cache {
+    std::array<Entry, 8> entries;
+    uint32_t next = 0;
+  };
+  // Note [Thread caches at thread exit]
+  Cache* cache = ThreadCache<Cache>::get();
+  if (!cache) return wrap_scalar(s);
+  for (const Entry& e : cache->entries) {
     if (e.tensor.defined() && e.value.equal(s)) return e.tensor;
   }
-  Entry& e = cache[next++ % cache.size()];
+  Entry& e = cache->entries[cache->next++ % cache->entries.size()];
   e.value = s;
   e.tensor = wrap_scalar(s);
   return e.tensor;

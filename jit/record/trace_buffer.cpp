@@ -7,6 +7,7 @@
 #include "jit/plan/pipeline.h"
 #include "kiln/cuda.h"
 #include "kiln/logging.h"
+#include "runtime/core/thread_cache.h"
 
 namespace kiln::jit {
 
@@ -19,16 +20,12 @@ constexpr size_t kSpareDepth = 2048;  // as many as the impl pools keep (Note [I
 #endif
 constexpr size_t kSpareCapacity = 8;  // larger buffers go back to the heap
 
-// The thread's spare node buffers (Note [Node buffers]).
+// The thread's spare node buffers (Note [Node buffers]); nodes that die after
+// them at thread exit free their buffers (Note [Thread caches at thread exit]).
 struct Spares {
   std::vector<Stack> stacks;
   std::vector<std::vector<Tensor>> outputs;
-  static inline thread_local bool gone = false;
-  ~Spares() { gone = true; }
-  static Spares* get() {
-    static thread_local Spares spares;
-    return gone ? nullptr : &spares;
-  }
+  static Spares* get() { return ThreadCache<Spares>::get(); }
 };
 
 template <class V>
@@ -191,6 +188,8 @@ TraceBuffer& TraceBuffer::current() {
   // another thread needs stays alive after its thread exits. Nodes hold their
   // outputs, whose markers hold the trace: the thread flushes on exit to break
   // that cycle (running what someone still references, dropping the rest).
+  // That flush may find the thread's other thread_locals destroyed already:
+  // Note [Thread caches at thread exit].
   struct Holder {
     IntrusivePtr<TraceBuffer> trace = TraceRegistry::get().add(IntrusivePtr<TraceBuffer>::make());
     ~Holder() {

@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "runtime/core/dtype_dispatch.h"
+#include "runtime/core/tensor_utils.h"
+#include "runtime/cpu/index_utils.h"
 #include "runtime/cpu/tensor_iter.h"
 
 namespace kiln::cpu {
@@ -38,6 +40,24 @@ void parallel_memcpy(char* dst, const char* src, size_t n) {
 }
 
 }  // namespace
+
+void check_copy(const Tensor& self, const Tensor& src) {
+  check_defined(self, "copy_", "self");
+  check_defined(src, "copy_", "src");
+  check_no_internal_overlap(self, "copy_");
+  const int64_t nd = self.dim();
+  bool broadcasts = src.dim() <= nd;
+  for (int64_t i = 0; broadcasts && i < src.dim(); ++i) {
+    const int64_t size = src.size(i);
+    broadcasts = size == 1 || size == self.size(nd - src.dim() + i);
+  }
+  KILN_CHECK(broadcasts, "[copy_] expected src of shape ", self.sizes(),
+             " or one that broadcasts to it, got ", src.sizes());
+  // The eager pointwise kernels' words (TensorIter), src being input 0.
+  KILN_CHECK(!partly_overlaps(self, src),
+             "[copy_] expected an output that is an input or shares no memory with it, got one "
+             "that partly overlaps input 0; clone() it first");
+}
 
 void copy_into(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;

@@ -31,7 +31,9 @@ Tensor fill_kernel(const Tensor& self, const Scalar& value) {
   return self;
 }
 
-// True when writing `dst` could change elements of `src` still to be read.
+// True when writing `dst` could change elements of `src` still to be read:
+// views of one storage that check_copy let through (a layout its overlap check
+// cannot judge), but not the same view, whose elements each map to themselves.
 bool may_overlap(const Tensor& dst, const Tensor& src) {
   const auto& a = dst.impl()->storage();
   const auto& b = src.impl()->storage();
@@ -41,14 +43,9 @@ bool may_overlap(const Tensor& dst, const Tensor& src) {
 }
 
 Tensor copy_kernel(const Tensor& self, const Tensor& src, bool non_blocking) {
-  check_defined(self, "copy_", "self");
-  check_defined(src, "copy_", "src");
-  check_no_internal_overlap(self, "copy_");  // as the Meta kernel, so lazy and eager agree
+  check_copy(self, src);
   KILN_CHECK(src.device().is_cpu(), "[copy_] expected src on cpu for a cpu destination, got ",
              src.device());
-  // Broadcasting src up to self is allowed, never the other way (TensorIter checks sizes).
-  KILN_CHECK(src.dim() <= self.dim(), "[copy_] expected src of shape ", self.sizes(),
-             " or one that broadcasts to it, got ", src.sizes());
   Tensor from = may_overlap(self, src) ? src.clone() : src;
   copy_into(self, from);
   self.impl()->bump_version();
@@ -61,9 +58,7 @@ Tensor meta_fill(const Tensor& self, const Scalar& value) {
   return self;
 }
 Tensor meta_copy(const Tensor& self, const Tensor& src, bool) {
-  check_defined(self, "copy_", "self");
-  check_defined(src, "copy_", "src");
-  check_no_internal_overlap(self, "copy_");  // Note [Writes into shared storage]
+  check_copy(self, src);  // twins share no storage: Note [Overlaps raised at the call]
   return self;
 }
 

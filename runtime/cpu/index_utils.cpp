@@ -135,6 +135,23 @@ bool same_storage(const Tensor& a, const Tensor& b) {
   return sa && sb && sa.get() == sb.get();
 }
 
+bool partly_overlaps(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.impl() == b.impl() || a.numel() == 0 || b.numel() == 0) {
+    return false;
+  }
+  if (!a.impl()->has_storage() || !b.impl()->has_storage() ||
+      a.impl()->storage().get() != b.impl()->storage().get()) {
+    return false;
+  }
+  if (!non_overlapping_and_dense(a) || !non_overlapping_and_dense(b)) return false;  // too hard
+  const auto a0 = a.storage_offset() * static_cast<int64_t>(a.element_size());
+  const auto b0 = b.storage_offset() * static_cast<int64_t>(b.element_size());
+  const auto a1 = a0 + a.numel() * static_cast<int64_t>(a.element_size());
+  const auto b1 = b0 + b.numel() * static_cast<int64_t>(b.element_size());
+  if (a0 == b0 && a1 == b1) return !(a.strides() == b.strides());
+  return a0 < b1 && b0 < a1;
+}
+
 void check_no_overlap(const Tensor& out, const Tensor& in, const char* op) {
   if (out.numel() == 0 || in.numel() == 0) return;
   bool overlap = out.is_same(in);

@@ -34,6 +34,13 @@ void check_no_internal_overlap(const Tensor& t, const char* op);
 // Throws when `out` and `in` are dense and share memory, as PyTorch's
 // assert_no_overlap (layouts it cannot judge pass).
 void check_no_overlap(const Tensor& out, const Tensor& in, const char* op);
+// True when `a` and `b` share some bytes of one storage, both
+// non_overlapping_and_dense, without being the same elements in the same
+// order: what PyTorch's assert_no_partial_overlap refuses to write one of
+// while reading the other (TensorIter's outputs, copy_; layouts it cannot
+// judge pass). Reads offsets, not data: storages with no memory yet (lazy)
+// are judged too.
+bool partly_overlaps(const Tensor& a, const Tensor& b);
 // True when `a` and `b` use the same storage (the caller should copy one).
 bool same_storage(const Tensor& a, const Tensor& b);
 

@@ -9,6 +9,7 @@
 #include "runtime/core/tensor_utils.h"
 #include "runtime/core/type_promotion.h"
 #include "runtime/cpu/copy.h"
+#include "runtime/cpu/index_utils.h"
 
 namespace kiln::cpu {
 
@@ -49,27 +50,6 @@ DimVector preserved_strides(const Tensor& t) {
     expected *= sizes[d];
   }
   return DimVector(strides);
-}
-
-}  // namespace
-
-namespace {
-
-// PyTorch's get_overlap_status() == PARTIAL: two dense views of one storage
-// whose bytes overlap without being the same view.
-bool partially_overlap(const Tensor& a, const Tensor& b) {
-  if (a.impl() == b.impl() || a.numel() == 0 || b.numel() == 0) return false;
-  if (a.device().is_meta() || b.device().is_meta()) return false;
-  if (!a.impl()->has_storage() || a.impl()->storage().get() != b.impl()->storage().get()) {
-    return false;
-  }
-  if (!non_overlapping_and_dense(a) || !non_overlapping_and_dense(b)) return false;  // too hard
-  const char* a0 = static_cast<const char*>(a.data_ptr());
-  const char* b0 = static_cast<const char*>(b.data_ptr());
-  const char* a1 = a0 + a.numel() * static_cast<int64_t>(a.element_size());
-  const char* b1 = b0 + b.numel() * static_cast<int64_t>(b.element_size());
-  if (a0 == b0 && a1 == b1) return !(a.strides() == b.strides());
-  return a0 < b1 && b0 < a1;
 }
 
 }  // namespace
@@ -183,7 +163,7 @@ void TensorIter::check_overlaps() const {
       }
     }
     for (int k = num_outputs_; k < num_ops_; ++k) {
-      KILN_CHECK(!partially_overlap(out, *ops_[k].tensor), "[", op_,
+      KILN_CHECK(!partly_overlaps(out, *ops_[k].tensor), "[", op_,
                  "] expected an output that is an input or shares no memory with it, got one "
                  "that partly overlaps input ",
                  k - num_outputs_, "; clone() it first");

@@ -13,6 +13,7 @@
 #include "kiln/ops.h"
 #include "runtime/core/matrix_view.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/core/thread_cache.h"
 #include "runtime/cpu/blas.h"
 #include "runtime/cuda/blas_lt_algo.h"
 #include "runtime/cuda/blas_lt_impl.h"
@@ -41,10 +42,14 @@ struct ThreadHandles {
 }  // namespace
 
 cublasLtHandle_t handle_for(int device) {
-  thread_local ThreadHandles t;
   KILN_INTERNAL_ASSERT(device >= 0 && device < kMaxDevices, "cuBLASLt: device index ", device,
                        " out of range");
-  cublasLtHandle_t& h = t.handles[static_cast<size_t>(device)];
+  // A matmul in the flush an exiting thread runs may come after its handles
+  // are destroyed (Note [Thread caches at thread exit]): it takes a handle
+  // that is never destroyed, one per such thread and device.
+  thread_local std::array<cublasLtHandle_t, kMaxDevices> exit_handles{};
+  ThreadHandles* t = ThreadCache<ThreadHandles>::get();
+  cublasLtHandle_t& h = (t ? t->handles : exit_handles)[static_cast<size_t>(device)];
   if (!h) KILN_CUBLAS_CHECK_DEVICE(cublasLtCreate(&h), device);
   return h;
 }

@@ -316,11 +316,9 @@ void copy_d2d(const Tensor& self, const Tensor& src) {
 }
 
 Tensor copy_kernel(const Tensor& self, const Tensor& src, bool non_blocking) {
-  check_defined(self, "copy_", "self");
-  check_defined(src, "copy_", "src");
+  cpu::check_copy(self, src);  // shapes and overlaps, as on the CPU
   KILN_CHECK(!self.is_meta() && !src.is_meta(),
              "[copy_] expected cpu or cuda tensors, got a meta one with a cuda one");
-  broadcast_strides(src, self.sizes(), "copy_");  // checks the shapes
   if (self.numel() > 0) {
     if (self.is_cuda() && src.is_cpu()) {
       copy_h2d(self, src, non_blocking);

@@ -258,9 +258,10 @@ Tensor unsqueeze_kernel(const Tensor& self, int64_t dim) {
 }
 
 Tensor flatten_kernel(const Tensor& self, int64_t start, int64_t end) {
-  if (self.dim() == 0) return reshape_kernel(self, {1});
+  // Checked first, a 0-dim tensor too (its dims are -1 and 0), as PyTorch.
   start = wrap_dim(start, self.dim(), "flatten");
   end = wrap_dim(end, self.dim(), "flatten");
+  if (self.dim() == 0) return reshape_kernel(self, {1});
   KILN_CHECK(start <= end, "[flatten] expected start_dim (", start, ") to come before end_dim (",
              end, ")");
   if (start == end) return make_view(self, self.sizes(), self.strides(), self.storage_offset());

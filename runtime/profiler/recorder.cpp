@@ -8,6 +8,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/error.h"
+#include "runtime/core/thread_cache.h"
 
 namespace kiln::profiler::detail {
 
@@ -35,10 +36,13 @@ std::atomic<uint64_t> g_session_id{0};
 std::atomic<bool> g_shapes{false};
 std::atomic<GpuTimer*> g_gpu_timer{nullptr};
 
-thread_local std::shared_ptr<ThreadBuffer> t_buffer;
-
-// The calling thread's buffer, registered with the current session.
+// The calling thread's buffer, registered with the current session; null
+// once the thread's copy is gone at thread exit (Note [Thread caches at
+// thread exit]): what an exiting thread's flush does is not recorded.
 ThreadBuffer* buffer() {
+  std::shared_ptr<ThreadBuffer>* mine = ThreadCache<std::shared_ptr<ThreadBuffer>>::get();
+  if (!mine) return nullptr;
+  std::shared_ptr<ThreadBuffer>& t_buffer = *mine;
   const uint64_t id = g_session_id.load(std::memory_order_acquire);
   if (!t_buffer) {
     t_buffer = std::make_shared<ThreadBuffer>();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -165,6 +166,48 @@ TEST(Generate, SamplingDrawsFromTheCutDistribution) {
     f = frequencies(logits, o, 100);
     EXPECT_NEAR(f[1], 1.0, 1e-9);
   }
+}
+
+// A tiny temperature is nearly greedy: logits / temperature overflowed to
+// infinities, softmax gave NaN and every row took token 0.
+TEST(Generate, TinyTemperaturesPickTheArgmax) {
+  for (bool lazy : {false, true}) {
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    Tensor logits = kiln::tensor(std::vector<float>{0.f, 5.f, 1.f, 4.f, -2.f, 3.f}, {2, 3});
+    Tensor u = kiln::tensor(std::vector<float>{0.5f, 0.999f}, {2});
+    for (double t : {1e-20, 1e-39, 1e-45, 1e-300, 4.9e-324}) {
+      for (int64_t k : {0, 2}) {
+        for (double p : {1.0, 0.5}) {
+          kiln::nn::GenerateOptions o;
+          o.temperature = t, o.top_k = k, o.top_p = p;
+          EXPECT_EQ(to_vector(kiln::nn::sample_tokens(logits, o, u)), (std::vector<int64_t>{1, 0}))
+              << "temperature " << t << ", top_k " << k << ", top_p " << p;
+        }
+      }
+    }
+    // A row of ties shares the mass among them; an infinite logit takes all of it.
+    kiln::nn::GenerateOptions o;
+    o.temperature = 1e-300;
+    Tensor ties = kiln::tensor(std::vector<float>{2.f, 2.f, -1.f}, {1, 3});
+    EXPECT_EQ(
+        to_vector(kiln::nn::sample_tokens(ties, o, kiln::tensor(std::vector<float>{0.75f}, {1}))),
+        (std::vector<int64_t>{1}));
+    Tensor inf = kiln::tensor(std::vector<float>{2.f, INFINITY, 7.f}, {1, 3});
+    o.temperature = 0.7;
+    EXPECT_EQ(
+        to_vector(kiln::nn::sample_tokens(inf, o, kiln::tensor(std::vector<float>{0.1f}, {1}))),
+        (std::vector<int64_t>{1}));
+  }
+  // generate() with such a temperature follows the greedy sequence.
+  auto m = kiln::nn::Llama::random(kiln::nn::LlamaConfig::named("tiny"), kiln::kFloat32,
+                                   kiln::Device::cpu(), 1);
+  kiln::nn::GenerateOptions greedy;
+  greedy.max_new_tokens = 4;
+  kiln::nn::GenerateOptions cold = greedy;
+  cold.temperature = 1e-300;
+  EXPECT_EQ(kiln::nn::generate(m, std::vector<int64_t>{1, 2, 3}, cold),
+            kiln::nn::generate(m, std::vector<int64_t>{1, 2, 3}, greedy));
 }
 
 TEST(Generate, PhiloxStreamIsSeeded) {

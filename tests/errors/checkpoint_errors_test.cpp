@@ -133,6 +133,9 @@ TEST(CheckpointErrors, Gpt2Configs) {
   bad("\"n_head\": 4", "\"n_heads\": 4",
       "expected an integer \"n_head\" in a GPT-2 config, got none");
   bad("\"n_layer\": 2", "\"n_layer\": -2", "expected positive n_layer");
+  // Note [Layer counts]: refused before any block is built (1e12 ran out of memory).
+  bad("\"n_layer\": 2", "\"n_layer\": 1000000000000",
+      "[GPT2] expected n_layer in [1, 65536], got 1000000000000");
   bad("\"n_inner\": null", "\"n_inner\": -5",
       "[GPT2] expected n_inner >= 0 (0: 4 * n_embd), got -5");
   bad("\"gelu_new\"", "\"relu\"", "expected activation_function gelu_new");
@@ -147,6 +150,10 @@ TEST(CheckpointErrors, Gpt2Configs) {
   kiln::nn::GPT2Config c;
   c.d_model = 100, c.n_head = 64;
   EXPECT_KILN_ERROR(kiln::nn::GPT2::random(c, kiln::kFloat32, kCpu), "divisible by n_head");
+  kiln::nn::GPT2Config deep = kiln::nn::GPT2Config::named("tiny");
+  deep.n_layer = int64_t{1} << 40;
+  EXPECT_KILN_ERROR(kiln::nn::GPT2::random(deep, kiln::kFloat32, kCpu),
+                    "[GPT2] expected n_layer in [1, 65536], got 1099511627776");
   // Metadata values are strings; numbers among them are read as numbers, others refused.
   EXPECT_KILN_ERROR(kiln::nn::GPT2Config::from_metadata(
                         {{"n_head", "four"}, {"n_layer", "2"}, {"n_embd", "32"}}, "x"),
@@ -228,6 +235,18 @@ TEST(CheckpointErrors, LlamaConfigs) {
   bad("\"rope_scaling\": {", "\"rope_scaling\": 3, \"x\": {",
       "expected an object \"rope_scaling\"");
   EXPECT_KILN_ERROR(kiln::nn::LlamaConfig::named("llama-9"), "expected a config name among");
+  // Note [Layer counts]
+  bad("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1000000000000",
+      "[Llama] expected num_hidden_layers in [1, 65536], got 1000000000000");
+  kiln::nn::LlamaConfig deep = kiln::nn::LlamaConfig::named("tiny");
+  deep.num_hidden_layers = 65537;
+  EXPECT_KILN_ERROR(kiln::nn::Llama::random(deep, kiln::kFloat32, kCpu),
+                    "expected num_hidden_layers in [1, 65536], got 65537");
+  EXPECT_KILN_ERROR(kiln::nn::KVCache::make(int64_t{1000000000000}, 1, 1, 1, 1,
+                                            kiln::TensorOptions(kiln::kFloat32)),
+                    "[KVCache] expected layers in [0, 65536], got 1000000000000");
+  EXPECT_EQ(kiln::nn::KVCache::make(0, 1, 1, 1, 1, kiln::TensorOptions(kiln::kFloat32)).k.size(),
+            0u);
 }
 
 // Note [Sliding window]: which layers slide, and configs that spell it out.

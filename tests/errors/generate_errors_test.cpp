@@ -52,6 +52,29 @@ TEST(GenerateErrors, Options) {
   bad([](auto& o) { o.pad_token = 256; }, "expected pad_token in [0, 256), got 256");
 }
 
+// sample_tokens checks its options as generate() does (one rule), greedy or not.
+TEST(GenerateErrors, SampleTokensOptions) {
+  const Tensor logits = kiln::ones({2, 4});
+  const Tensor u = kiln::tensor(std::vector<float>{0.5f, 0.5f}, {2});
+  auto bad = [&](auto change, const char* message) {
+    kiln::nn::GenerateOptions o;
+    change(o);
+    EXPECT_KILN_ERROR(kiln::nn::sample_tokens(logits, o, u), message);
+  };
+  bad([](auto& o) { o.temperature = -0.5; },
+      "[sample_tokens] expected a finite temperature >= 0, got -0.5");
+  bad([](auto& o) { o.temperature = std::nan(""); }, "expected a finite temperature");
+  bad([](auto& o) { o.temperature = INFINITY; }, "expected a finite temperature");
+  bad([](auto& o) { o.top_k = -3; }, "[sample_tokens] expected top_k >= 0, got -3");
+  bad([](auto& o) { o.top_p = 0; }, "[sample_tokens] expected top_p in (0, 1], got 0");
+  bad(
+      [](auto& o) {
+        o.temperature = 1;
+        o.top_p = 1.5;
+      },
+      "expected top_p in (0, 1], got 1.5");
+}
+
 TEST(GenerateErrors, DecodeInputs) {
   auto m = tiny();
   auto cache = m.make_cache(2, 8);

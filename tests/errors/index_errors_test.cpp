@@ -157,6 +157,15 @@ TEST(IndexErrors, ShapeOps) {
   EXPECT_KILN_ERROR(kiln::flip(x, {0, -2}), "[flip] dim 0 appears multiple times");
   EXPECT_KILN_ERROR(kiln::tril(kiln::zeros({3})),
                     "[tril] expected a tensor with at least 2 dims, got 1 dims");
+  // A 0-dim tensor's dims are -1 and 0, for flatten as for every op (PyTorch
+  // raises for these too); flatten(0, -1) and flatten(-1, 0) give [1].
+  Tensor s = kiln::scalar_tensor(3.0);
+  EXPECT_KILN_ERROR(s.flatten(0, 1),
+                    "[flatten] dimension out of range: expected a dim in [-1, 0], got 1");
+  EXPECT_KILN_ERROR(s.flatten(5, 7), "[flatten] dimension out of range");
+  EXPECT_KILN_ERROR(s.flatten(-3, 2), "[flatten] dimension out of range");
+  EXPECT_EQ(s.flatten(0, -1).sizes(), (std::vector<int64_t>{1}));
+  EXPECT_EQ(s.flatten(-1, 0).sizes(), (std::vector<int64_t>{1}));
 }
 
 TEST(IndexErrors, Ranges) {

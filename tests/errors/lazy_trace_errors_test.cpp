@@ -241,6 +241,39 @@ TEST_P(LazyTraceErrors, ABadOpWhoseResultIsDroppedStillRaises) {
   EXPECT_EQ(kiln::jit::trace_stats().dead_nodes - before.dead_nodes, 1);
 }
 
+// A held result that two failures feed raises one of them; the other is not
+// raised again by the thread's next, unrelated read (the caller already has
+// an error for that computation).
+TEST_P(LazyTraceErrors, AResultOfTwoFailuresClaimsBoth) {
+  // An index computed in the trace, so that lazily the failures come when it runs.
+  auto bad_index = [] { return kiln::full({2}, 7, kiln::TensorOptions(kiln::kInt64)); };
+  auto two_bad_writes = [&] {
+    Tensor a = kiln::zeros({4, 2}), b = kiln::zeros({4, 2});
+    kiln::index_copy_(a, 0, bad_index(), kiln::ones({2, 2}));
+    kiln::index_copy_(b, 0, bad_index(), kiln::ones({2, 2}));
+    return a + b;
+  };
+  if (!lazy()) {
+    EXPECT_KILN_ERROR(two_bad_writes(), kBadIndex);
+    return;
+  }
+  Tensor r = two_bad_writes();
+  EXPECT_KILN_ERROR(r.data_ptr(), kBadIndex);
+  const Tensor y = kiln::ones({3}) * 2.0f;
+  EXPECT_EQ(y.sum().item<float>(), 6.0f);
+  kiln::sync();
+  // Through a chain: the second failure meets the first's dependants further on.
+  Tensor a = kiln::zeros({4, 2}), b = kiln::zeros({4, 2});
+  kiln::index_copy_(a, 0, bad_index(), kiln::ones({2, 2}));
+  kiln::index_copy_(b, 0, bad_index(), kiln::ones({2, 2}));
+  Tensor r2 = kiln::exp(a * 2.0f) + kiln::relu(b);
+  a = Tensor();
+  b = Tensor();
+  EXPECT_KILN_ERROR(r2.data_ptr(), kBadIndex);
+  EXPECT_EQ((kiln::ones({3}) * 2.0f).sum().item<float>(), 6.0f);
+  kiln::sync();
+}
+
 // A thread's dropped failure is its own: another thread's reads do not raise it.
 TEST_P(LazyTraceErrors, ADroppedFailureBelongsToItsThread) {
   if (!lazy()) GTEST_SKIP() << "eager mode raises at the call";

@@ -57,7 +57,8 @@ std::pair<Tensor, Tensor> rotated_qk(const Tensor& q, const Tensor& k, int64_t h
 
 KVCache KVCache::make(int64_t layers, int64_t batch, int64_t kv_heads, int64_t length,
                       int64_t head_dim, TensorOptions options) {
-  KILN_CHECK(layers >= 0 && batch > 0 && kv_heads > 0 && length > 0 && head_dim > 0,
+  check_layer_count("KVCache", "layers", layers, /*allow_zero=*/true);  // Note [Layer counts]
+  KILN_CHECK(batch > 0 && kv_heads > 0 && length > 0 && head_dim > 0,
              "[KVCache] expected positive batch, heads, length and head_dim, got ", batch, ", ",
              kv_heads, ", ", length, " and ", head_dim);
   KVCache c;
@@ -204,6 +205,11 @@ void Attention::visit(const TensorVisitor& f, const std::string& prefix) {
 }  // namespace kiln::nn
 
 namespace kiln::nn {
+
+void check_layer_count(const char* op, const char* field, int64_t layers, bool allow_zero) {
+  KILN_CHECK(layers >= (allow_zero ? 0 : 1) && layers <= kMaxLayers, "[", op, "] expected ", field,
+             " in [", allow_zero ? 0 : 1, ", ", kMaxLayers, "], got ", layers);
+}
 
 void check_ids(const Tensor& ids, const char* op) {
   KILN_CHECK(ids.defined() && ids.dim() == 2, "[", op, "] expected token ids [batch, tokens], got ",

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "api/src/nn/sampling.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
 
@@ -27,10 +28,7 @@ namespace {
 void check_options(const GenerateOptions& o) {
   KILN_CHECK(o.max_new_tokens >= 0, "[generate] expected max_new_tokens >= 0, got ",
              o.max_new_tokens);
-  KILN_CHECK(std::isfinite(o.temperature) && o.temperature >= 0,
-             "[generate] expected a finite temperature >= 0, got ", o.temperature);
-  KILN_CHECK(o.top_k >= 0, "[generate] expected top_k >= 0, got ", o.top_k);
-  KILN_CHECK(o.top_p > 0 && o.top_p <= 1, "[generate] expected top_p in (0, 1], got ", o.top_p);
+  check_sampling_options(o, "generate");
 }
 
 std::vector<int64_t> to_host(const Tensor& t) {

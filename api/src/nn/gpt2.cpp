@@ -99,6 +99,7 @@ void GPT2Config::check() const {
              "[GPT2] expected positive n_layer, n_head, n_embd, vocab_size, n_positions and "
              "layer_norm_epsilon, got ",
              n_layer, ", ", n_head, ", ", d_model, ", ", vocab, ", ", n_positions, " and ", eps);
+  check_layer_count("GPT2", "n_layer", n_layer);  // Note [Layer counts]
   KILN_CHECK(n_inner >= 0, "[GPT2] expected n_inner >= 0 (0: 4 * n_embd), got ", n_inner);
   KILN_CHECK(d_model % n_head == 0, "[GPT2] expected n_embd divisible by n_head, got ", d_model,
              " and ", n_head);

@@ -1,3 +1,4 @@
+#include "api/src/nn/cache_steps.h"
 #include "api/src/nn/json_file.h"
 #include "kiln/nn/llama.h"
 
@@ -88,6 +89,7 @@ void LlamaConfig::check() const {
              "max_position_embeddings, got ",
              vocab_size, ", ", hidden_size, ", ", intermediate_size, ", ", num_hidden_layers, ", ",
              num_attention_heads, ", ", num_key_value_heads, " and ", max_position_embeddings);
+  check_layer_count("Llama", "num_hidden_layers", num_hidden_layers);  // Note [Layer counts]
   KILN_CHECK(head_dim >= 0,
              "[Llama] expected head_dim >= 0 (0: hidden_size / num_attention_heads), got ",
              head_dim);

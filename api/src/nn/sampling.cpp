@@ -1,6 +1,8 @@
 // The next token from a row of logits: greedy, or sampled by inverse CDF from
 // the temperature-scaled distribution, cut to the top k and the top-p nucleus.
 
+#include "api/src/nn/sampling.h"
+
 #include <cmath>
 #include <vector>
 
@@ -15,7 +17,15 @@ float philox_uniform(uint64_t seed, uint64_t step, uint64_t row) {
   return static_cast<float>(philox4x32(seed, step, row).v[0] >> 8) * 0x1p-24f;
 }
 
+void check_sampling_options(const GenerateOptions& o, const char* op) {
+  KILN_CHECK(std::isfinite(o.temperature) && o.temperature >= 0, "[", op,
+             "] expected a finite temperature >= 0, got ", o.temperature);
+  KILN_CHECK(o.top_k >= 0, "[", op, "] expected top_k >= 0, got ", o.top_k);
+  KILN_CHECK(o.top_p > 0 && o.top_p <= 1, "[", op, "] expected top_p in (0, 1], got ", o.top_p);
+}
+
 Tensor sample_tokens(const Tensor& logits, const GenerateOptions& o, const Tensor& uniform) {
+  check_sampling_options(o, "sample_tokens");
   KILN_CHECK(logits.defined() && logits.dim() == 2,
              "[sample_tokens] expected logits [batch, vocab], got ",
              logits.defined() ? logits.sizes() : IntArrayRef());
@@ -38,7 +48,15 @@ Tensor sample_tokens(const Tensor& logits, const GenerateOptions& o, const Tenso
                  row);
     }
   }
-  Tensor x = logits.to(kFloat32) / o.temperature;
+  // Scaled from each row's maximum, so that no temperature overflows: a tiny
+  // one (1e-39, 1e-300) made logits / temperature infinite, and softmax then
+  // NaN everywhere (token 0 whatever the logits). Shifted, the maximum stays
+  // 0 (0 / 0 where the temperature underflows float32 is set to 0 too) and
+  // the rest go to -inf at worst: mass 0, so the limit is greedy, as it
+  // should be. Softmax does not see the shift.
+  Tensor l = logits.to(kFloat32);
+  Tensor top = amax(l, {-1}, /*keepdim=*/true);
+  Tensor x = where(eq(l, top), 0.0, (l - top) / o.temperature);
   const bool cut = (o.top_k > 0 && o.top_k < v) || o.top_p < 1.0;
   // Without a cut the vocabulary's own order serves: any order has the same CDF jumps.
   Tensor candidates, order;

@@ -12,6 +12,7 @@
 #include "jit/codegen_cuda/op_kernels/op_support.h"
 #include "kiln/error.h"
 #include "runtime/core/hooks.h"
+#include "runtime/core/thread_cache.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/device_guard.h"
 
@@ -997,7 +998,11 @@ bool gemv_takes(const kiln::cuda::SkinnyMatmul& p) {
 unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s, size_t smem) {
   const unsigned steps = grid_for(n, gemv_outputs_per_block(s));
   // Blocks per SM, per kernel and dynamic shared memory.
-  thread_local std::map<std::pair<const void*, size_t>, int> resident;
+  // (Note [Thread caches at thread exit]: a flush at thread exit may find it gone.)
+  using Resident = std::map<std::pair<const void*, size_t>, int>;
+  Resident uncached;
+  Resident* cached = ThreadCache<Resident>::get();
+  Resident& resident = cached ? *cached : uncached;
   const void* f = reinterpret_cast<const void*>(kernel);
   auto it = resident.find({f, smem});
   if (it == resident.end()) {

@@ -440,6 +440,43 @@ TEST(LazyRecording, PartlyOverlappingOutputsRaiseAtTheCall) {
   }
 }
 
+// copy_ checks its source at the call in both modes (cpu::check_copy): a
+// shape that does not broadcast to the target, and, as PyTorch, a source
+// that partly overlaps it (PyTorch: "some elements of the input tensor and
+// the written-to tensor refer to a single memory location"). The same view,
+// and layouts the check cannot judge, are copied as the values were before.
+TEST(LazyRecording, CopyChecksItsSourceAtTheCall) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    Tensor b = kiln::zeros({2, 4});
+    EXPECT_KILN_ERROR(b.copy_(kiln::ones({2, 8})),
+                      "[copy_] expected src of shape [2, 4] or one that broadcasts to it, got "
+                      "[2, 8]");
+    Tensor c = kiln::zeros({4});
+    EXPECT_KILN_ERROR(c.copy_(kiln::ones({1, 4})), "[copy_] expected src of shape [4]");
+    Tensor y = kiln::arange(6.0) * 1.0f;
+    EXPECT_KILN_ERROR(y.narrow(0, 1, 5).copy_(y.narrow(0, 0, 5)),
+                      "[copy_] expected an output that is an input or shares no memory with it, "
+                      "got one that partly overlaps input 0");
+    Tensor sq = kiln::arange(9.0).reshape({3, 3}) * 1.0f;
+    EXPECT_KILN_ERROR(sq.copy_(sq.t()), "partly overlaps input 0");
+    EXPECT_KILN_ERROR(sq.copy_(sq[0]), "partly overlaps input 0");
+    // Refused at the call: the targets keep their values.
+    y.copy_(y);
+    sq.view({9}).view({3, 3}).copy_(sq);         // the same view through another handle
+    y.narrow(0, 0, 3).copy_(y.narrow(0, 3, 3));  // disjoint halves
+    Tensor z = kiln::arange(10.0) * 1.0f;
+    z.as_strided({4}, {2}, 0).copy_(z.as_strided({4}, {2}, 2));  // too irregular to judge
+    kiln::EagerGuard g;
+    EXPECT_TENSOR_CLOSE(b, kiln::zeros({2, 4}));
+    EXPECT_TENSOR_CLOSE(y, kiln::tensor<float>({3.f, 4.f, 5.f, 3.f, 4.f, 5.f}));
+    EXPECT_TENSOR_CLOSE(sq, kiln::arange(9.0).reshape({3, 3}));
+    EXPECT_TENSOR_CLOSE(z, kiln::tensor<float>({2.f, 1.f, 4.f, 3.f, 6.f, 5.f, 8.f, 7.f, 8.f, 9.f}));
+  }
+}
+
 // std of float32 values whose variance overflows float32 (1e40) but whose
 // root does not: the fused CPU kernel takes the root at float64, as the eager
 // kernel does (it returned inf lazily and compiled).

@@ -332,4 +332,46 @@ TEST(SharedTensors, AThreadExitsWithPendingWork) {
   EXPECT_EQ(wrong, 0);
 }
 
+// A worker that has flushed (so the thread's pass and decomposition caches
+// exist, built after its trace) and exits with work pending: its trace runs
+// at exit, after those caches are destroyed (Note [Thread caches at thread
+// exit]). First the flush that a read of another thread's pending tensor
+// makes, then a flush of the worker's own.
+TEST(SharedTensors, AThreadExitsWithPendingWorkAfterAFlush) {
+  for (int r = 0; r < scaled(20); ++r) {
+    Tensor x = kiln::full({8, 8}, 1.0f) + 0.0f;  // pending on this thread
+    Tensor out;
+    std::thread([&] { out = x * 2.0f + 1.0f; }).join();
+    EXPECT_EQ(out.sum().item<float>(), 192.0f);
+
+    Tensor w;
+    {
+      kiln::EagerGuard eager;
+      w = kiln::ones({8, 8});
+    }
+    float first = 0;
+    std::thread([&] {
+      first = (w * 3.0f).sum().item<float>();
+      out = w * 2.0f + 1.0f;
+    }).join();
+    EXPECT_EQ(first, 192.0f);
+    EXPECT_EQ(out.sum().item<float>(), 192.0f);
+  }
+}
+
+// A chain of threads, each extending what the one before left pending and
+// exiting with its own step pending.
+TEST(SharedTensors, AChainOfThreadsExtendsPendingWork) {
+  Tensor t = kiln::zeros({4, 4}) + 1.0f;
+  float expected = 1.0f;
+  for (int i = 0; i < scaled(16); ++i) {
+    std::thread([&, i] {
+      EXPECT_EQ((t * 0.0f).sum().item<float>(), 0.0f);  // a flush on this thread
+      t = t * 2.0f - static_cast<float>(i);
+    }).join();
+    expected = expected * 2.0f - static_cast<float>(i);
+  }
+  EXPECT_TENSOR_CLOSE(t, kiln::full({4, 4}, expected));
+}
+
 }  // namespace
