@@ -409,10 +409,14 @@ RunFailures run_plan(const Plan& plan, StepObserver* observer) {
 std::vector<std::exception_ptr> run_trace(std::vector<Node> nodes, const PendingValue* marker) {
   g_flushes.fetch_add(1, std::memory_order_relaxed);
   profile_flush(nodes.size());
+  // The plan holds the trace's last references to storages; it is destroyed
+  // after the Running guard, so that a deleter they run (from_blob's) which
+  // records and reads kiln values does so as a new trace, not as one this
+  // run computes (it read null memory).
+  Plan plan;
   // Storages keep their marker until their value exists (Note [Pending state
   // across threads]); the steps below read them as plain memory.
   Running running(marker);
-  Plan plan;
   plan.nodes = std::move(nodes);
   RunFailures failures;
   bool planned = false;

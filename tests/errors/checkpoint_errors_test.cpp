@@ -289,6 +289,27 @@ TEST(CheckpointErrors, SlidingWindowConfigs) {
                     "[Llama] expected sliding_window and max_window_layers >= 0, got -2 and 0");
 }
 
+// Note [Atomic loads]: a lazy entry whose computation fails (a bad index
+// upstream) raises in the checking pass, before any parameter is replaced
+// (the weight used to be replaced already when the bias failed).
+TEST(CheckpointErrors, LoadStateDictWithAFailingLazyValueChangesNothing) {
+  kiln::nn::Linear lin = kiln::nn::Linear::empty(4, 3, true, kiln::TensorOptions(kiln::kFloat32));
+  {
+    kiln::EagerGuard eager;
+    lin.weight.fill_(1.0);
+    lin.bias->fill_(1.0);
+  }
+  kiln::nn::StateDict sd;
+  sd["weight"] = kiln::full({3, 4}, 5.0, kiln::TensorOptions(kiln::kFloat64));
+  sd["bias"] = kiln::index_select(kiln::ones({3}, kiln::TensorOptions(kiln::kFloat64)), 0,
+                                  kiln::tensor<int64_t>({0, 1, 7}));
+  EXPECT_KILN_ERROR(kiln::nn::load_state_dict(kiln::nn::visitor_of(lin), sd, "lin"),
+                    "index_select");
+  kiln::EagerGuard eager;
+  EXPECT_TENSOR_CLOSE(lin.weight, kiln::ones({3, 4}));
+  EXPECT_TENSOR_CLOSE(*lin.bias, kiln::ones({3}));
+}
+
 // Note [Atomic loads]: a state dict that fails any check (a missing or
 // misshapen entry, an undefined tensor, a strict extra) replaces no parameter,
 // however late in the module's order the mistake is.

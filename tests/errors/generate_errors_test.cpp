@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -50,6 +51,19 @@ TEST(GenerateErrors, Options) {
   bad([](auto& o) { o.top_p = 0; }, "expected top_p in (0, 1], got 0");
   bad([](auto& o) { o.top_p = 1.5; }, "expected top_p in (0, 1], got 1.5");
   bad([](auto& o) { o.pad_token = 256; }, "expected pad_token in [0, 256), got 256");
+  // A max_new_tokens whose sum with the prompt overflows int64 is refused,
+  // for a cache of the model's making and for the caller's (the sum wrapped
+  // and the steps ran past the cache's end without stopping).
+  bad([](auto& o) { o.max_new_tokens = std::numeric_limits<int64_t>::max(); },
+      "[Llama] expected a cache of at most 256 slots");
+  kiln::nn::GenerateOptions huge;
+  huge.max_new_tokens = std::numeric_limits<int64_t>::max();
+  EXPECT_KILN_ERROR(kiln::nn::generate(m, std::vector<int64_t>{1, 2}, huge),
+                    "[generate] expected the longest prompt (2) plus max_new_tokens");
+  auto cache = m.make_cache(1, 8);
+  EXPECT_KILN_ERROR(kiln::nn::generate(kiln::nn::decode_steps(m, cache),
+                                       std::vector<std::vector<int64_t>>{{1, 2, 3}}, huge),
+                    "- 1 to fit the cache's 8 slots");
 }
 
 // sample_tokens checks its options as generate() does (one rule), greedy or not.

@@ -291,6 +291,24 @@ TEST_P(LazyTraceErrors, ADroppedFailureBelongsToItsThread) {
 INSTANTIATE_TEST_SUITE_P(Modes, LazyTraceErrors, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "lazy" : "eager"; });
 
+// A flush that drops the last reference to a from_blob tensor runs its
+// deleter; a deleter that records and reads kiln values gets them (it read
+// null memory: the values counted as the running flush's own).
+TEST(LazyTraceLifetimes, ADeleterRunByAFlushMayReadKilnValues) {
+  static float data[4] = {1, 2, 3, 4};
+  const Tensor keep = kiln::ones({2});
+  kiln::sync();
+  float seen = -1;
+  Tensor u;
+  {
+    Tensor t = kiln::from_blob(data, {4}, kiln::kFloat32,
+                               [&](void*) { seen = (keep * 3.0).sum().item<float>(); });
+    u = t * 2.0;  // the pending trace holds the last reference to t
+  }
+  EXPECT_TENSOR_CLOSE(u, kiln::tensor<float>({2.f, 4.f, 6.f, 8.f}));
+  EXPECT_EQ(seen, 6.0f);
+}
+
 // A compiled call with a failing step raises it, leaves what it captured
 // carrying it, and the function works on the next call.
 TEST(CompiledCallErrors, ACallFailsWholeAndTheFunctionStaysUsable) {

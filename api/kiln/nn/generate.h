@@ -82,8 +82,14 @@ std::vector<std::vector<int64_t>> generate(const Model& model,
                                            const GenerateOptions& options = {}) {
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
-  const int64_t length = std::max<int64_t>(
-      1, static_cast<int64_t>(longest) + std::max<int64_t>(options.max_new_tokens, 1) - 1);
+  // The cache the longest prompt and max_new_tokens need; a sum past int64
+  // is refused (a cache that large could not be made anyway).
+  int64_t length = 0;
+  KILN_CHECK(!__builtin_add_overflow(static_cast<int64_t>(longest),
+                                     std::max<int64_t>(options.max_new_tokens, 1) - 1, &length),
+             "[generate] expected the longest prompt (", longest, ") plus max_new_tokens (",
+             options.max_new_tokens, ") to fit in int64");
+  length = std::max<int64_t>(1, length);
   typename Model::Cache cache =
       model.make_cache(std::max<int64_t>(1, static_cast<int64_t>(prompts.size())), length);
   return generate(decode_steps(model, cache), prompts, options);

@@ -78,9 +78,12 @@ std::vector<std::vector<int64_t>> generate(const DecodeSteps& s,
     }
     longest = std::max(longest, static_cast<int64_t>(p.size()));
   }
-  KILN_CHECK(longest + std::max<int64_t>(o.max_new_tokens, 1) - 1 <= s.length,
-             "[generate] expected the longest prompt (", longest, ") plus max_new_tokens (",
-             o.max_new_tokens, ") - 1 to fit the cache's ", s.length, " slots");
+  // As max_new_tokens <= length - longest + 1: the sum overflowed for a
+  // huge max_new_tokens (INT64_MAX passed, and decoding never stopped).
+  KILN_CHECK(
+      longest <= s.length && std::max<int64_t>(o.max_new_tokens, 1) - 1 <= s.length - longest,
+      "[generate] expected the longest prompt (", longest, ") plus max_new_tokens (",
+      o.max_new_tokens, ") - 1 to fit the cache's ", s.length, " slots");
   std::vector<std::vector<int64_t>> out(n);
   if (o.max_new_tokens == 0) return out;
 

@@ -35,9 +35,12 @@ void check_parameter_shape(const std::string& model, const std::string& name, In
 // Note [Atomic loads]
 // load_state_dict checks every entry (names, definedness, shapes, values to
 // read, strict extras) before it replaces any parameter, so a state dict that
-// does not fit leaves the module as it was. The replacing pass then only
-// converts (device, dtype) one parameter at a time, so peak memory stays one
-// parameter above the module's.
+// does not fit leaves the module as it was. Values to read: a lazy entry is
+// computed in the checking pass, so that one whose computation fails (a bad
+// index upstream) raises before anything is replaced. The replacing pass then
+// only converts (device, dtype) one parameter at a time, so peak memory stays
+// one parameter above the module's; running out of memory in that pass is
+// the one failure that leaves the parameters converted so far replaced.
 void load_state_dict(const VisitFn& visit, const StateDict& state, const std::string& model,
                      bool strict) {
   std::set<std::string> used;
@@ -57,6 +60,7 @@ void load_state_dict(const VisitFn& visit, const StateDict& state, const std::st
     KILN_CHECK(t.is_meta() || !src.is_meta(), "[", model, "] expected parameter '", name,
                "' in the state dict to hold values for a module on ", t.device(),
                ", got a meta tensor");
+    if (!t.is_meta()) (void)src.data_ptr();  // a pending value computed (or its failure raised) now
     used.insert(name);
   });
   if (strict) {
