@@ -172,8 +172,9 @@ Tensor narrow_kernel(const Tensor& self, int64_t dim, int64_t start, int64_t len
   KILN_CHECK(start >= -n && start <= n, "[narrow] start out of range: expected a start in [", -n,
              ", ", n, "], got ", start);
   if (start < 0) start += n;
-  KILN_CHECK(length >= 0 && length <= n - start, "[narrow] expected start (", start, ") + length (",
-             length, ") to be at most the size of dim ", dim, " (", n, ")");
+  KILN_CHECK(length >= 0, "[narrow] expected a length >= 0, got ", length);
+  KILN_CHECK(length <= n - start, "[narrow] expected start (", start, ") + length (", length,
+             ") to be at most the size of dim ", dim, " (", n, ")");
   return slice_kernel(self, dim, start, start + length, 1);
 }
 

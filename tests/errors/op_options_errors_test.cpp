@@ -88,6 +88,7 @@ TEST(OpOptionErrors, NarrowWithTensorStart) {
                     "dtype float32");
   EXPECT_KILN_ERROR(x.narrow(0, kiln::scalar_tensor(4, kiln::kInt64), 2),
                     "[narrow] expected start (4) + length (2) to be at most the size of dim 0");
+  EXPECT_KILN_ERROR(x.narrow(0, 0, -1), "[narrow] expected a length >= 0, got -1");
 }
 
 TEST(OpOptionErrors, Aliases) {
