@@ -22,6 +22,7 @@
 #include "jit/compile/explain.h"
 #include "jit/compile/instance.h"
 #include "jit/compile/tracing.h"
+#include "jit/record/trace_buffer.h"
 #include "kiln/jit.h"
 #include "kiln/logging.h"
 #include "kiln/ops.h"
@@ -224,7 +225,12 @@ struct boxed::CompiledCore::Impl {
                              CallerObjects callers);
   // Note [Arguments that are captured tensors].
   bool aliases_captured(Entry& e, const std::vector<IValue>& args, const Pristine& p);
-  std::unique_ptr<Instance> new_instance(Entry& e, const Specialization& spec);
+  std::unique_ptr<Instance> new_instance(Entry& e, const Specialization& spec,
+                                         const std::vector<IValue>& args);
+  // The Instance of `spec` for a call with `args` (Note [Calls that fail
+  // before they run]).
+  std::unique_ptr<Instance> make_instance(const Entry& e, const Specialization& spec,
+                                          const std::vector<IValue>& args);
   // Logs name an instance "decode: entry 1" and, with dynamic dims or
   // scalars, what the specialization is for: "decode: entry 1, bucket 8",
   // "step: entry 1, sizes 17, temperature = 0.7".
@@ -588,10 +594,38 @@ std::string boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& 
   return constant;
 }
 
+// Note [Calls that fail before they run]
+// An instance whose memory cannot be planned (its arena does not fit) fails
+// the call before any step runs. As a lazy trace whose plan fails (Note
+// [Failures in a trace]), what the call writes into its arguments and
+// captured tensors then carries the error: a KV cache is not left looking
+// as if the step had never been asked for, and a compiled call fails as its
+// lazy run would.
+std::unique_ptr<Instance> boxed::CompiledCore::Impl::make_instance(
+    const Entry& e, const Specialization& spec, const std::vector<IValue>& args) {
+  try {
+    auto inst = std::make_unique<Instance>(spec.pristine, instance_options(e, spec.what));
+    instances.fetch_add(1, std::memory_order_relaxed);
+    return inst;
+  } catch (...) {
+    auto failed = IntrusivePtr<FailedStorage>::make(std::current_exception());
+    const std::vector<const Tensor*> tensors = tensor_arguments(args);
+    for (const VisibleWrite& w : visible_writes(spec.pristine)) {
+      StorageImpl* s = const_cast<StorageImpl*>(w.captured);
+      const auto k = static_cast<size_t>(w.argument);
+      if (!s && w.argument >= 0 && k < tensors.size() && tensors[k]->defined()) {
+        s = tensors[k]->impl()->storage().get();
+      }
+      if (s) s->set_pending(failed);
+    }
+    throw;
+  }
+}
+
 std::unique_ptr<Instance> boxed::CompiledCore::Impl::new_instance(Entry& e,
-                                                                  const Specialization& spec) {
-  auto inst = std::make_unique<Instance>(spec.pristine, instance_options(e, spec.what));
-  instances.fetch_add(1, std::memory_order_relaxed);
+                                                                  const Specialization& spec,
+                                                                  const std::vector<IValue>& args) {
+  auto inst = make_instance(e, spec, args);
   e.hold(inst->captured_impls());
   return inst;
 }
@@ -632,8 +666,7 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   }
   std::unique_ptr<Instance> inst;
   if (e.specs.empty()) {
-    inst = std::make_unique<Instance>(spec->pristine, instance_options(e, spec->what));
-    instances.fetch_add(1, std::memory_order_relaxed);
+    inst = make_instance(e, *spec, args);
     // Before results hold anything.
     const std::string constant = guard_captured(e, spec->pristine, *inst, std::move(callers));
     if (!constant.empty()) {
@@ -647,7 +680,7 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
     }
   } else {
     e.hold(spec->pristine.captured_impls);
-    inst = new_instance(e, *spec);
+    inst = new_instance(e, *spec, args);
   }
   spec->steps = inst->steps();
   compiling.stop();
@@ -856,7 +889,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
       spec->idle.pop_back();
     }
   }
-  if (!inst) inst = new_instance(e, *spec);
+  if (!inst) inst = new_instance(e, *spec, args);
   acquire.stop();
   Lease lease(*spec, std::move(inst));
   hits.fetch_add(1, std::memory_order_relaxed);

@@ -309,6 +309,27 @@ TEST(LazyTraceLifetimes, ADeleterRunByAFlushMayReadKilnValues) {
   EXPECT_EQ(seen, 6.0f);
 }
 
+// Note [Calls that fail before they run]: a compiled call whose memory
+// plan does not fit (a 4 TB arena) fails before any step runs; what it
+// writes carries the error, as a lazy trace's would (the captured cache kept
+// its old value and no error), and the function works at a size that fits.
+TEST(CompiledCallErrors, ACallWhoseMemoryDoesNotFitMarksWhatItWrites) {
+  Tensor cache = kiln::zeros({4});
+  kiln::sync();
+  auto f = kiln::jit::compile(
+      [&](const Tensor& x, int64_t n) {
+        cache.add_(1.0);
+        return kiln::cumsum(x.expand({n}).exp(), 0).sum();
+      },
+      {.name = "huge"});
+  EXPECT_KILN_ERROR(f(kiln::zeros({1}), int64_t{1} << 40).item<float>(), "out of memory");
+  EXPECT_KILN_ERROR(cache.data_ptr(), "out of memory");
+  cache = kiln::zeros({4});
+  EXPECT_EQ(f(kiln::zeros({1}), 8).item<float>(), 36.0f);
+  kiln::EagerGuard eager;
+  EXPECT_TENSOR_CLOSE(cache, kiln::ones({4}));
+}
+
 // A compiled call with a failing step raises it, leaves what it captured
 // carrying it, and the function works on the next call.
 TEST(CompiledCallErrors, ACallFailsWholeAndTheFunctionStaysUsable) {
