@@ -1,5 +1,6 @@
 #include "jit/cache/kernel_cache.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,13 +10,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 
 #include "kiln/logging.h"
+#include "runtime/core/regular_file.h"
 
 namespace kiln::jit {
 namespace {
 
 constexpr char kMagic[8] = {'k', 'i', 'l', 'n', 'k', 'c', '0', '1'};
+
+// The largest entry load reads or store writes: a kernel image or an algorithm
+// choice is far smaller, and a bigger file is not read to find that out.
+constexpr int64_t kMaxEntryBytes = int64_t{256} << 20;
 
 bool make_dirs(const std::string& path) {
   std::string partial;
@@ -73,39 +80,66 @@ std::string DiskCache::path_for(const std::string& key) const {
 }
 
 std::optional<std::vector<char>> DiskCache::load(const std::string& key) const {
-  std::ifstream f(path_for(key), std::ios::binary);
-  if (!f) return std::nullopt;
-  std::vector<char> file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  // magic | key size | key | payload size | payload | hash(key + payload)
-  auto bad = [&](const char* why) {
-    KILN_LOG(Perf, "kernel cache: ignoring ", path_for(key), ": ", why);
+  // Any failure is a miss: a cache entry is never worth an exception (Note [Kernel disk cache]).
+  const std::string path = path_for(key);
+  auto bad = [&](const std::string& why) {
+    KILN_LOG(Perf, "kernel cache: ignoring ", path, ": ", why);
     return std::nullopt;
   };
-  if (file.size() < 8 + 8 + 8 + 8 || std::memcmp(file.data(), kMagic, 8) != 0)
-    return bad("bad magic");
-  uint64_t key_size = get_u64(file.data() + 8);
-  if (key_size != key.size() || 16 + key_size + 16 > file.size()) return bad("bad key size");
-  if (std::memcmp(file.data() + 16, key.data(), key_size) != 0) return bad("a different key");
-  uint64_t payload_size = get_u64(file.data() + 16 + key_size);
-  if (24 + key_size + payload_size + 8 != file.size()) return bad("truncated");
-  const char* payload = file.data() + 24 + key_size;
-  uint64_t h = hash_bytes(key.data(), key.size());
-  h = hash_bytes(payload, payload_size, h);
-  if (h != get_u64(payload + payload_size)) return bad("integrity hash mismatch");
-  return std::vector<char>(payload, payload + payload_size);
+  try {
+    RegularFile f(path);
+    if (f.missing()) return std::nullopt;
+    if (!f.ok()) return bad(f.problem());
+    // magic | key size | key | payload size | payload | hash(key + payload)
+    if (f.size() > kMaxEntryBytes) {
+      return bad(std::to_string(f.size()) + " bytes, more than an entry may hold");
+    }
+    const auto size = static_cast<uint64_t>(f.size());
+    char head[16];
+    if (size < 8 + 8 + 8 + 8 || !f.read(head, sizeof head) || std::memcmp(head, kMagic, 8) != 0)
+      return bad("bad magic");
+    uint64_t key_size = get_u64(head + 8);
+    if (key_size != key.size() || 16 + key_size + 16 > size) return bad("bad key size");
+    std::vector<char> rest(size - 16);
+    if (!f.read(rest.data(), rest.size())) return bad("a read failed");
+    if (std::memcmp(rest.data(), key.data(), key_size) != 0) return bad("a different key");
+    uint64_t payload_size = get_u64(rest.data() + key_size);
+    if (24 + key_size + payload_size + 8 != size) return bad("truncated");
+    const char* payload = rest.data() + 8 + key_size;
+    uint64_t h = hash_bytes(key.data(), key.size());
+    h = hash_bytes(payload, payload_size, h);
+    if (h != get_u64(payload + payload_size)) return bad("integrity hash mismatch");
+    return std::vector<char>(payload, payload + payload_size);
+  } catch (const std::exception& e) {
+    return bad(e.what());
+  }
 }
 
 void DiskCache::store(const std::string& key, const std::vector<char>& payload) const {
   static std::atomic<bool> warned{false};
-  auto fail = [&](const char* why) {
+  auto fail = [&](const std::string& why) {
     if (!warned.exchange(true)) {
       std::fprintf(stderr,
                    "[kiln] kernel cache at %s is not writable (%s); kernels will be "
                    "recompiled in each process\n",
-                   dir_.c_str(), why);
+                   dir_.c_str(), why.c_str());
     }
   };
+  if (24 + key.size() + payload.size() + 8 > static_cast<uint64_t>(kMaxEntryBytes)) {
+    KILN_LOG(Perf, "kernel cache: not storing a ", payload.size(),
+             "-byte entry, more than an entry may hold");
+    return;
+  }
   if (!make_dirs(dir_)) return fail("cannot create the folder");
+  std::string final_path = path_for(key);
+  // rename() replaces a file or a link but not a directory; an entry that is
+  // not a regular file is someone else's, and is left alone.
+  struct stat st {};
+  if (lstat(final_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+    KILN_LOG(Perf, "kernel cache: not storing ", final_path, ": ",
+             S_ISDIR(st.st_mode) ? "a directory" : "a special file", " is in the way");
+    return fail(final_path + " is not a regular file");
+  }
   std::string blob(kMagic, 8);
   put_u64(blob, key.size());
   blob += key;
@@ -114,7 +148,6 @@ void DiskCache::store(const std::string& key, const std::vector<char>& payload) 
   uint64_t h = hash_bytes(key.data(), key.size());
   h = hash_bytes(payload.data(), payload.size(), h);
   put_u64(blob, h);
-  std::string final_path = path_for(key);
   std::string tmp = final_path + ".tmp." + std::to_string(getpid()) + "." +
                     std::to_string(reinterpret_cast<uintptr_t>(&blob));
   {
@@ -127,8 +160,9 @@ void DiskCache::store(const std::string& key, const std::vector<char>& payload) 
     }
   }
   if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    const int rename_errno = errno;
     std::remove(tmp.c_str());
-    fail("rename failed");
+    fail(std::string("rename failed: ") + std::strerror(rename_errno));
   }
 }
 

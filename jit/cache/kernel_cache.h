@@ -7,7 +7,10 @@
 // avx512), the compiler's version and kiln's. A file holds a magic word, the
 // key, the payload and a 64-bit hash of both; it is written to a temporary
 // name and renamed, so readers see whole files or none. A file that fails any
-// check is ignored (and replaced by the next store), never trusted.
+// check is ignored (and replaced by the next store), never trusted. Loading
+// never throws: an entry that is not a regular file (a directory, a FIFO, a
+// link to a device), is larger than any entry or cannot be read is a miss,
+// logged on the perf channel (Note [Reading untrusted paths]).
 
 #include <optional>
 #include <string>

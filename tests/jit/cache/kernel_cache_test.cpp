@@ -1,8 +1,12 @@
 #include "jit/cache/kernel_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "tests/support/testing.h"
@@ -13,6 +17,13 @@ using kiln::jit::DiskCache;
 
 std::string fresh_dir(const char* name) {
   return kiln::testing::temp_path(std::string("cache_") + name);
+}
+
+std::string entry_path(const DiskCache& c, const std::string& key) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.bin",
+                static_cast<unsigned long long>(kiln::jit::hash_bytes(key.data(), key.size())));
+  return c.dir() + "/" + name;
 }
 
 TEST(KernelCache, StoresAndLoadsByKey) {
@@ -56,6 +67,43 @@ TEST(KernelCache, AnUnwritableFolderOnlyCostsRecompiles) {
   DiskCache c("/proc/kiln_cannot_write_here");
   c.store("k", {'a'});
   EXPECT_FALSE(c.load("k").has_value());
+}
+
+// An entry that is not a regular file is a miss: no exception (a directory),
+// no hang (a FIFO without a writer), no endless read (a device), and a file
+// larger than any entry is not read to find out that it is not one.
+TEST(KernelCache, EntriesThatAreNotRegularFilesAreMisses) {
+  DiskCache c(fresh_dir("special"));
+  c.store("seed", {'a'});  // creates the folder
+  const std::string path = entry_path(c, "k");
+  namespace fs = std::filesystem;
+
+  ASSERT_EQ(mkdir(path.c_str(), 0755), 0);
+  EXPECT_FALSE(c.load("k").has_value());
+  c.store("k", {'b'});  // rename cannot replace a directory: skipped, not thrown
+  EXPECT_FALSE(c.load("k").has_value());
+  fs::remove(path);
+
+  ASSERT_EQ(mkfifo(path.c_str(), 0644), 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(c.load("k").has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  fs::remove(path);
+
+  fs::create_symlink("/dev/zero", path);
+  EXPECT_FALSE(c.load("k").has_value());
+  fs::remove(path);
+
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "kilnkc01";
+  }
+  fs::resize_file(path, uint64_t{2} << 30);  // sparse: costs no disk
+  EXPECT_FALSE(c.load("k").has_value());
+  fs::remove(path);
+
+  c.store("k", {'c'});
+  EXPECT_EQ(c.load("k"), std::vector<char>{'c'});
 }
 
 }  // namespace
