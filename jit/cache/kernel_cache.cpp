@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 
 #include "kiln/logging.h"
@@ -116,9 +115,8 @@ std::optional<std::vector<char>> DiskCache::load(const std::string& key) const {
 }
 
 void DiskCache::store(const std::string& key, const std::vector<char>& payload) const {
-  static std::atomic<bool> warned{false};
   auto fail = [&](const std::string& why) {
-    if (!warned.exchange(true)) {
+    if (!warned_.exchange(true)) {
       std::fprintf(stderr,
                    "[kiln] kernel cache at %s is not writable (%s); kernels will be "
                    "recompiled in each process\n",
@@ -150,14 +148,20 @@ void DiskCache::store(const std::string& key, const std::vector<char>& payload) 
   put_u64(blob, h);
   std::string tmp = final_path + ".tmp." + std::to_string(getpid()) + "." +
                     std::to_string(reinterpret_cast<uintptr_t>(&blob));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return fail("cannot create a file");
-    f.write(blob.data(), static_cast<std::streamsize>(blob.size()));
-    if (!f) {
-      std::remove(tmp.c_str());
-      return fail("a write failed");
-    }
+  // A write that fails (a full disk, a file size limit) must not rename a
+  // short file over a good entry: the write and the close are both checked,
+  // since a full disk may only show at the close.
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(std::string("cannot create a file: ") + std::strerror(errno));
+  bool written = write_all(fd, blob.data(), blob.size());
+  int write_errno = errno;
+  if (::close(fd) != 0 && written) {
+    written = false;
+    write_errno = errno;
+  }
+  if (!written) {
+    std::remove(tmp.c_str());
+    return fail(std::string("a write failed: ") + std::strerror(write_errno));
   }
   if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
     const int rename_errno = errno;

@@ -10,8 +10,10 @@
 // check is ignored (and replaced by the next store), never trusted. Loading
 // never throws: an entry that is not a regular file (a directory, a FIFO, a
 // link to a device), is larger than any entry or cannot be read is a miss,
-// logged on the perf channel (Note [Reading untrusted paths]).
+// logged on the perf channel (Note [Reading untrusted paths]). A store that
+// cannot write its whole file leaves the previous entry in place.
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +34,7 @@ class DiskCache {
  private:
   std::string path_for(const std::string& key) const;
   std::string dir_;
+  mutable std::atomic<bool> warned_{false};  // the "not writable" warning, once per cache
 };
 
 uint64_t hash_bytes(const void* data, size_t n, uint64_t seed = 0);

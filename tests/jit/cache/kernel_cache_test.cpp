@@ -1,10 +1,12 @@
 #include "jit/cache/kernel_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +106,36 @@ TEST(KernelCache, EntriesThatAreNotRegularFilesAreMisses) {
 
   c.store("k", {'c'});
   EXPECT_EQ(c.load("k"), std::vector<char>{'c'});
+}
+
+// A store whose write fails part way (here a file size limit; a full disk
+// alike) keeps the entry it would have replaced, warns and leaves no
+// temporary file behind.
+TEST(KernelCache, AFailedWriteKeepsTheOldEntry) {
+  DiskCache c(fresh_dir("short_write"));
+  const std::vector<char> good(100, 'g');
+  c.store("k", good);
+  ASSERT_EQ(c.load("k"), good);
+
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = saved;
+  small.rlim_cur = 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  ::testing::internal::CaptureStderr();
+  // Smaller than a stream's buffer, so that the failure shows only when the
+  // file is flushed and closed.
+  c.store("k", std::vector<char>(4000, 'x'));
+  std::string err = ::testing::internal::GetCapturedStderr();
+  setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_NE(err.find("a write failed"), std::string::npos) << err;
+  EXPECT_EQ(c.load("k"), good);
+  for (const auto& e : std::filesystem::directory_iterator(c.dir())) {
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  }
 }
 
 }  // namespace
