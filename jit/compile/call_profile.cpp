@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/core/env.h"
+
 namespace kiln::jit {
 namespace {
 
@@ -35,10 +37,7 @@ struct Totals {
   }
 };
 
-const bool g_on = [] {
-  const char* env = std::getenv("KILN_COMPILE_PROFILE");
-  return env && env[0] && std::strcmp(env, "0") != 0;
-}();
+const bool g_on = env_flag("KILN_COMPILE_PROFILE", false);
 
 // Never destroyed, reported from atexit (Note [Profile totals at exit] in
 // jit/plan/flush_profile.cpp).

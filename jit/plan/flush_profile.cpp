@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kiln/dispatch.h"
+#include "runtime/core/env.h"
 
 namespace kiln::jit {
 namespace {
@@ -43,10 +44,7 @@ struct Totals {
   }
 };
 
-const bool g_on = [] {
-  const char* env = std::getenv("KILN_FLUSH_PROFILE");
-  return env && env[0] && std::strcmp(env, "0") != 0;
-}();
+const bool g_on = env_flag("KILN_FLUSH_PROFILE", false);
 
 // Note [Profile totals at exit]
 // The totals are never destroyed: lazy work can still flush after main
