@@ -23,15 +23,36 @@ constexpr char kMagic[8] = {'k', 'i', 'l', 'n', 'k', 'c', '0', '1'};
 // choice is far smaller, and a bigger file is not read to find that out.
 constexpr int64_t kMaxEntryBytes = int64_t{256} << 20;
 
-bool make_dirs(const std::string& path) {
+bool make_dirs(const std::string& path, mode_t mode = 0755) {
   std::string partial;
   for (size_t i = 0; i <= path.size(); ++i) {
     if (i == path.size() || path[i] == '/') {
-      if (!partial.empty() && mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) return false;
+      if (!partial.empty() && mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) return false;
     }
     if (i < path.size()) partial += path[i];
   }
   return true;
+}
+
+// "" when `path` is a folder only this user may write; else what is wrong.
+std::string private_dir_problem(const std::string& path, bool may_be_link) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return path + " cannot be read: " + std::strerror(errno);
+  if (S_ISLNK(st.st_mode)) {
+    if (!may_be_link) return path + " is a link";
+    if (stat(path.c_str(), &st) != 0) return path + " cannot be read: " + std::strerror(errno);
+  }
+  if (!S_ISDIR(st.st_mode)) return path + " is not a folder";
+  if (st.st_uid != geteuid()) {
+    return path + " belongs to user " + std::to_string(st.st_uid) + ", not this one (" +
+           std::to_string(geteuid()) + ")";
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return path + " may be written by other users (mode " + mode + ")";
+  }
+  return "";
 }
 
 void put_u64(std::string& s, uint64_t v) {
@@ -60,16 +81,63 @@ uint64_t hash_bytes(const void* data, size_t n, uint64_t seed) {
   return h;
 }
 
-DiskCache& DiskCache::instance() {
-  static DiskCache cache([] {
-    if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return std::string(d) + "/kernels";
-    const char* home = std::getenv("HOME");
-    return std::string(home && *home ? home : "/tmp") + "/.cache/kiln/kernels";
-  }());
-  return cache;
+CacheLocation default_cache_location() {
+  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) {
+    return {std::string(d) + "/kernels", ""};
+  }
+  const char* home = std::getenv("HOME");
+  const std::string root =
+      home && *home ? std::string(home) + "/.cache/kiln" : "/tmp/kiln-" + std::to_string(geteuid());
+  return {root + "/kernels", root};
 }
 
-DiskCache::DiskCache(std::string dir) : dir_(std::move(dir)) {}
+DiskCache& DiskCache::instance() {
+  static DiskCache* cache = [] {
+    CacheLocation where = default_cache_location();
+    return new DiskCache(std::move(where.dir), std::move(where.private_root));
+  }();
+  return *cache;
+}
+
+DiskCache::DiskCache(std::string dir, std::string private_root)
+    : dir_(std::move(dir)), private_root_(std::move(private_root)) {}
+
+bool DiskCache::usable() const {
+  std::call_once(checked_, [&] {
+    std::string why;
+    if (private_root_.empty()) {
+      // The user's own choice: used as given, but an open folder is worth a word.
+      for (const std::string& path : {dir_, dir_.substr(0, dir_.rfind('/'))}) {
+        struct stat st {};
+        if (!path.empty() && stat(path.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0) {
+          std::fprintf(stderr,
+                       "[kiln] kernel cache folder %s may be written by any user, who could put "
+                       "code there that kiln runs (Note [Kernel cache location])\n",
+                       path.c_str());
+          break;
+        }
+      }
+      return;
+    }
+    // Note [Kernel cache location]: made 0700 where missing (a failure shows
+    // in store), then each folder from dir_ up to the root must be this
+    // user's alone, the root in /tmp a folder and not a link.
+    make_dirs(dir_, 0700);
+    const bool in_tmp = private_root_.rfind("/tmp/", 0) == 0;
+    for (std::string path = dir_;; path.resize(path.rfind('/'))) {
+      why = private_dir_problem(path, /*may_be_link=*/!(in_tmp && path == private_root_));
+      if (!why.empty() || path.size() <= private_root_.size()) break;
+    }
+    if (!why.empty()) {
+      usable_ = false;
+      std::fprintf(stderr,
+                   "[kiln] kernel cache at %s is not used: %s; kernels will be recompiled in "
+                   "each process\n",
+                   dir_.c_str(), why.c_str());
+    }
+  });
+  return usable_;
+}
 
 std::string DiskCache::path_for(const std::string& key) const {
   char name[32];
@@ -80,6 +148,7 @@ std::string DiskCache::path_for(const std::string& key) const {
 
 std::optional<std::vector<char>> DiskCache::load(const std::string& key) const {
   // Any failure is a miss: a cache entry is never worth an exception (Note [Kernel disk cache]).
+  if (!usable()) return std::nullopt;
   const std::string path = path_for(key);
   auto bad = [&](const std::string& why) {
     KILN_LOG(Perf, "kernel cache: ignoring ", path, ": ", why);
@@ -115,6 +184,7 @@ std::optional<std::vector<char>> DiskCache::load(const std::string& key) const {
 }
 
 void DiskCache::store(const std::string& key, const std::vector<char>& payload) const {
+  if (!usable()) return;
   auto fail = [&](const std::string& why) {
     if (!warned_.exchange(true)) {
       std::fprintf(stderr,

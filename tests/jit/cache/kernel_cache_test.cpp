@@ -138,4 +138,98 @@ TEST(KernelCache, AFailedWriteKeepsTheOldEntry) {
   }
 }
 
+// Sets (or, with null, unsets) an environment variable for a scope.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) {
+      saved_ = v;
+      had_ = true;
+    }
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~EnvScope() {
+    if (had_) {
+      setenv(name_, saved_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string saved_;
+  bool had_ = false;
+};
+
+// Note [Kernel cache location]: with HOME unset the cache is per user in
+// /tmp, not /tmp/.cache/kiln, which any local user could make first.
+TEST(KernelCacheLocation, DefaultIsTheUsersOwn) {
+  EnvScope no_dir("KILN_CACHE_DIR", nullptr);
+  {
+    EnvScope no_home("HOME", nullptr);
+    const kiln::jit::CacheLocation where = kiln::jit::default_cache_location();
+    const std::string root = "/tmp/kiln-" + std::to_string(geteuid());
+    EXPECT_EQ(where.private_root, root);
+    EXPECT_EQ(where.dir, root + "/kernels");
+  }
+  const std::string home = fresh_dir("home_new");
+  EnvScope with_home("HOME", home.c_str());
+  const kiln::jit::CacheLocation where = kiln::jit::default_cache_location();
+  EXPECT_EQ(where.private_root, home + "/.cache/kiln");
+  EXPECT_EQ(where.dir, home + "/.cache/kiln/kernels");
+  DiskCache c(where.dir, where.private_root);
+  c.store("k", {'a'});
+  EXPECT_EQ(c.load("k"), std::vector<char>{'a'});
+  struct stat st {};
+  ASSERT_EQ(stat(where.private_root.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 077, 0u) << std::oct << st.st_mode;
+  {
+    EnvScope explicit_dir("KILN_CACHE_DIR", "/somewhere/else");
+    const kiln::jit::CacheLocation chosen = kiln::jit::default_cache_location();
+    EXPECT_EQ(chosen.dir, "/somewhere/else/kernels");
+    EXPECT_EQ(chosen.private_root, "");
+  }
+}
+
+// A default cache folder that others may write, or that another user owns,
+// is not used: its entries could be anyone's code.
+TEST(KernelCacheLocation, AFolderOthersMayWriteIsRefused) {
+  const std::string home = fresh_dir("home_open");
+  const std::string root = home + "/.cache/kiln";
+  std::filesystem::create_directories(root + "/kernels");
+  ASSERT_EQ(chmod(root.c_str(), 0777), 0);
+  {
+    DiskCache c(root + "/kernels", root);
+    ::testing::internal::CaptureStderr();
+    c.store("k", {'a'});
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("may be written by other users (mode 0777)"), std::string::npos) << err;
+    EXPECT_FALSE(c.load("k").has_value());
+    EXPECT_TRUE(std::filesystem::is_empty(root + "/kernels"));
+  }
+  // A forged entry already there is not loaded either.
+  DiskCache writer(root + "/kernels");
+  writer.store("k", {'x'});
+  {
+    DiskCache c(root + "/kernels", root);
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(c.load("k").has_value());
+    (void)::testing::internal::GetCapturedStderr();
+  }
+  ASSERT_EQ(chmod(root.c_str(), 0700), 0);
+  if (geteuid() == 0) {  // only root can hand the folder to another user
+    ASSERT_EQ(chown((root + "/kernels").c_str(), 65534, 65534), 0);
+    DiskCache c(root + "/kernels", root);
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(c.load("k").has_value());
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("belongs to user 65534"), std::string::npos) << err;
+  }
+}
+
 }  // namespace
