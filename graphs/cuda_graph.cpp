@@ -19,6 +19,7 @@
 #include "kiln/cuda.h"
 #include "kiln/error.h"
 #include "kiln/logging.h"
+#include "runtime/core/env.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
@@ -1140,12 +1141,14 @@ namespace {
 
 std::atomic<size_t>& probe_bytes() {
   static std::atomic<size_t> bytes{[] {
-    const char* v = std::getenv("KILN_GRAPH_PROBE_BYTES");
-    if (!v || !v[0]) return kDefaultProbeBytes;
-    if (std::strcmp(v, "off") == 0) return SIZE_MAX;
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(v, &end, 10);
-    return end && *end == 0 ? static_cast<size_t>(n) : kDefaultProbeBytes;
+    const std::optional<std::string> v = env_string("KILN_GRAPH_PROBE_BYTES");
+    if (v && *v == "off") return SIZE_MAX;
+    if (v && v->find_first_not_of("0123456789") != std::string::npos) {
+      warn_env_value("KILN_GRAPH_PROBE_BYTES", *v, "a number of bytes or off");
+      return kDefaultProbeBytes;
+    }
+    const std::optional<int64_t> n = env_int("KILN_GRAPH_PROBE_BYTES", 0, INT64_MAX);
+    return n ? static_cast<size_t>(*n) : kDefaultProbeBytes;
   }()};
   return bytes;
 }

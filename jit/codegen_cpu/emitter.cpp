@@ -9,6 +9,7 @@
 
 #include "kiln/error.h"
 #include "kiln/logging.h"
+#include "runtime/core/cpu_isa.h"
 
 namespace kiln::jit::cpu {
 
@@ -22,28 +23,16 @@ const char* isa_name(Isa isa) {
   return isa == Isa::kAvx512 ? "avx512" : "avx2";
 }
 
+// The features each ISA needs and KILN_CPU_ISA are runtime/'s (Note [CPU ISA choice]).
 bool isa_supported(Isa isa) {
-  const auto& f = asmjit::CpuInfo::host().features().x86();
-  bool avx2 = f.hasAVX2() && f.hasFMA() && f.hasF16C();
-  if (isa == Isa::kAvx2) return avx2;
-  return avx2 && f.hasAVX512_F() && f.hasAVX512_BW() && f.hasAVX512_DQ() && f.hasAVX512_VL() &&
-         f.hasBMI2();
+  return cpu_isa_supported(isa == Isa::kAvx512 ? CpuIsa::kAvx512 : CpuIsa::kAvx2);
 }
 
 Isa host_isa() {
   KILN_CHECK(isa_supported(Isa::kAvx2),
              "[codegen_cpu] expected a CPU with AVX2, FMA and F16C for generated kernels, got one "
              "without (kiln has no scalar code generator; use eager mode)");
-  Isa best = isa_supported(Isa::kAvx512) ? Isa::kAvx512 : Isa::kAvx2;
-  if (const char* env = std::getenv("KILN_CPU_ISA"); env != nullptr && *env != '\0') {
-    std::string_view v(env);
-    KILN_CHECK(v == "avx2" || v == "avx512",
-               "[codegen_cpu] KILN_CPU_ISA: expected avx2 or avx512, got '", v, "'");
-    Isa want = v == "avx512" ? Isa::kAvx512 : Isa::kAvx2;
-    KILN_CHECK(isa_supported(want), "[codegen_cpu] KILN_CPU_ISA=", v, " but this CPU lacks it");
-    best = want;
-  }
-  return best;
+  return current_cpu_isa() == CpuIsa::kAvx512 ? Isa::kAvx512 : Isa::kAvx2;
 }
 
 // --- Emitter -------------------------------------------------------------------------

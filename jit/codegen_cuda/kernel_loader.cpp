@@ -18,6 +18,7 @@
 #include "jit/codegen_cuda/nvrtc.h"
 #include "kiln/error.h"
 #include "kiln/logging.h"
+#include "runtime/core/env.h"
 #include "runtime/cuda/device_guard.h"
 
 namespace kiln::jit::cuda {
@@ -159,10 +160,7 @@ bool keeping_kernels() {
 }
 
 bool parallel_build_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_PARALLEL_BUILD");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = env_flag("KILN_PARALLEL_BUILD", true);
   return on;
 }
 
@@ -211,10 +209,7 @@ cudaKernel_t load_kernel(const std::string& name, const std::function<std::strin
 namespace {
 
 bool early_launch_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_PDL");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = env_flag("KILN_PDL", true);
   return on;
 }
 

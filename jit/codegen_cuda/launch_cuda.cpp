@@ -12,6 +12,7 @@
 #include "jit/codegen_cuda/pointwise_source.h"
 #include "jit/ir/iteration.h"
 #include "kiln/logging.h"
+#include "runtime/core/env.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/device_guard.h"
 #include "runtime/cuda/launch_record.h"
@@ -36,10 +37,9 @@ cudaKernel_t get_kernel(const PointwiseSpec& spec, int device) {
 // 89.0%, uncapped: 92.7%, perf/RESULTS.md). KILN_CUDA_POINTWISE_BLOCKS_PER_SM
 // overrides it for tuning.
 int blocks_per_sm() {
-  static const int n = [] {
-    const char* v = std::getenv("KILN_CUDA_POINTWISE_BLOCKS_PER_SM");
-    return v ? std::atoi(v) : 0;
-  }();
+  // 0, the default, leaves the count uncapped.
+  static const int n =
+      static_cast<int>(env_int("KILN_CUDA_POINTWISE_BLOCKS_PER_SM", 0, 1 << 16).value_or(0));
   return n;
 }
 

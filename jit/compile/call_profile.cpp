@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/core/env.h"
+
 namespace kiln::jit {
 namespace {
 
@@ -19,7 +21,7 @@ constexpr const char* kEvents[kPhases] = {
 struct Totals {
   std::atomic<int64_t> ns[kPhases] = {};
   std::atomic<int64_t> calls{0};
-  ~Totals() {
+  void report() const {
     if (calls == 0) return;
     const double n = static_cast<double>(calls.load());
     double all = 0;
@@ -35,14 +37,17 @@ struct Totals {
   }
 };
 
-const bool g_on = [] {
-  const char* env = std::getenv("KILN_COMPILE_PROFILE");
-  return env && env[0] && std::strcmp(env, "0") != 0;
-}();
+const bool g_on = env_flag("KILN_COMPILE_PROFILE", false);
 
+// Never destroyed, reported from atexit (Note [Profile totals at exit] in
+// jit/plan/flush_profile.cpp).
 Totals& totals() {
-  static Totals t;
-  return t;
+  static Totals* t = [] {
+    auto* fresh = new Totals;
+    std::atexit([] { totals().report(); });
+    return fresh;
+  }();
+  return *t;
 }
 
 }  // namespace

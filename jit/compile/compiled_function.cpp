@@ -26,6 +26,7 @@
 #include "kiln/jit.h"
 #include "kiln/logging.h"
 #include "kiln/ops.h"
+#include "runtime/core/env.h"
 #include "runtime/cuda/blas_lt.h"
 
 // GCC 12 warns falsely on std::string concatenation at -O3.
@@ -52,10 +53,7 @@ const char* mode_name(Mode m) {
 }
 
 bool verify_everywhere() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_COMPILE_VERIFY");
-    return v && v[0] && std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_flag("KILN_COMPILE_VERIFY", false);
   return on;
 }
 

@@ -10,6 +10,7 @@
 #include "jit/passes/dead_code.h"
 #include "jit/plan/executor.h"
 #include "kiln/logging.h"
+#include "runtime/core/env.h"
 
 // GCC 12 warns falsely on std::string concatenation at -O3.
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -44,10 +45,7 @@ constexpr int kCaptureRetryRuns[kCaptureAttempts - 1] = {16, 256};
 constexpr size_t kHandedBackBytes = size_t{16} << 20;
 // KILN_RESULTS_HANDED_BACK=0 takes fresh memory every replay, to measure.
 bool sole_holder(const StorageImpl& s) {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_RESULTS_HANDED_BACK");
-    return !v || std::string(v) != "0";
-  }();
+  static const bool on = env_flag("KILN_RESULTS_HANDED_BACK", true);
   if (!on || s.use_count() != 1) return false;
   // Pairs with the release of the reference dropped last, on any thread.
   std::atomic_thread_fence(std::memory_order_acquire);

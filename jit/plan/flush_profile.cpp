@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kiln/dispatch.h"
+#include "runtime/core/env.h"
 
 namespace kiln::jit {
 namespace {
@@ -24,7 +25,8 @@ struct Totals {
   std::atomic<int64_t> flushes{0}, nodes{0};
   std::mutex mu;
   std::map<std::string, std::pair<int64_t, int64_t>> by_op;  // ns, calls
-  ~Totals() {
+  void report() {
+    std::lock_guard<std::mutex> lock(mu);
     if (flushes == 0) return;
     const double f = static_cast<double>(flushes.load());
     std::fprintf(stderr, "[flush profile] %lld flushes, %.1f nodes/flush\n",
@@ -42,14 +44,21 @@ struct Totals {
   }
 };
 
-const bool g_on = [] {
-  const char* env = std::getenv("KILN_FLUSH_PROFILE");
-  return env && env[0] && std::strcmp(env, "0") != 0;
-}();
+const bool g_on = env_flag("KILN_FLUSH_PROFILE", false);
 
+// Note [Profile totals at exit]
+// The totals are never destroyed: lazy work can still flush after main
+// returns (an atexit handler, a global's destructor), later than a static
+// Totals would live. The report is an atexit handler registered when the
+// totals are first used, so it prints after everything registered later has
+// run; what is counted after it is not reported.
 Totals& totals() {
-  static Totals t;
-  return t;
+  static Totals* t = [] {
+    auto* fresh = new Totals;
+    std::atexit([] { totals().report(); });
+    return fresh;
+  }();
+  return *t;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "jit/record/trace_buffer.h"
 #include "kiln/jit.h"
 #include "kiln/logging.h"
+#include "runtime/core/env.h"
 #include "runtime/core/hooks.h"
 #include "runtime/core/tensor_utils.h"
 
@@ -422,9 +423,7 @@ struct Install {
   Install() {
     set_materialize_hook(&materialize);
     set_sync_hook(&flush_and_raise);
-    const char* eager = std::getenv("KILN_EAGER");
-    bool off = eager && eager[0] && std::string(eager) != "0";
-    if (!off) detail::g_default_keys |= key_bit(DispatchKey::Lazy);
+    if (!env_flag("KILN_EAGER", false)) detail::g_default_keys |= key_bit(DispatchKey::Lazy);
   }
 } g_install;
 

@@ -182,8 +182,29 @@ TraceScope::~TraceScope() {
   t_scoped = saved_;
 }
 
+namespace {
+// Set once this thread's own trace is gone (its Holder destroyed at thread
+// exit); a plain bool, readable until the thread's storage goes.
+thread_local bool t_trace_gone = false;
+}  // namespace
+
 TraceBuffer& TraceBuffer::current() {
   if (t_scoped) return *t_scoped;
+  if (t_trace_gone) {
+    // Note [Ops after the thread's trace is gone]
+    // glibc destroys the main thread's thread_locals before it runs atexit
+    // handlers and the destructors of globals, and a thread's other
+    // thread_local destructors may run after the Holder's: ops there still
+    // reach this thread. The Holder turned recording off for the thread, so
+    // they run eagerly; what still asks for the trace (a flush, a sync) gets
+    // an empty one of its own, kept for the rest of the thread (never freed:
+    // the thread's storage is going).
+    static thread_local IntrusivePtr<TraceBuffer>* after_exit = nullptr;
+    if (after_exit == nullptr) {
+      after_exit = new IntrusivePtr<TraceBuffer>(IntrusivePtr<TraceBuffer>::make());
+    }
+    return **after_exit;
+  }
   // Held by the thread and by every LazyStorage it marked, so a trace that
   // another thread needs stays alive after its thread exits. Nodes hold their
   // outputs, whose markers hold the trace: the thread flushes on exit to break
@@ -207,6 +228,9 @@ TraceBuffer& TraceBuffer::current() {
         }
       }
       trace->drop_marker();
+      // Note [Ops after the thread's trace is gone]
+      t_trace_gone = true;
+      detail::local_keys().excluded |= key_bit(DispatchKey::Lazy);
     }
   };
   static thread_local Holder holder;

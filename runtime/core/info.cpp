@@ -4,6 +4,7 @@
 
 #include "kiln/cuda.h"
 #include "kiln/ops.h"
+#include "runtime/core/cpu_isa.h"
 #include "runtime/core/hooks.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/profiler/recorder.h"
@@ -18,14 +19,9 @@ void sync() {
   }
 }
 
+// Note [CPU ISA choice]: what the code generator and the GEMM kernels use.
 const char* cpu_isa() {
-  static const char* isa = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return "avx512";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
-    return "scalar";
-  }();
-  return isa;
+  return cpu_isa_name(current_cpu_isa());
 }
 
 std::string build_info() {

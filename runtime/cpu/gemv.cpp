@@ -3,10 +3,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "kiln/error.h"
+#include "runtime/core/cpu_isa.h"
 #include "runtime/cpu/parallel.h"
 
 namespace kiln::cpu {
@@ -22,29 +21,24 @@ constexpr int64_t kTaskBytes = 96 * 1024;
 using Isa = SkinnyIsa;
 
 bool has_avx512() {
-  static const bool v = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return v;
+  return cpu_isa_supported(CpuIsa::kAvx512);
 }
 
 bool has_avx2() {
-  static const bool v = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return v;
+  return cpu_isa_supported(CpuIsa::kAvx2);
 }
 
+// Note [CPU ISA choice]: read on each call, as the code generator does.
 Isa best_isa() {
-  static const Isa v = [] {
-    std::string_view cap;
-    if (const char* env = std::getenv("KILN_CPU_ISA")) cap = env;
-    if (has_avx512() && cap != "avx2") return Isa::kAvx512;
-    return has_avx2() ? Isa::kAvx2 : Isa::kScalar;
-  }();
-  return v;
+  switch (current_cpu_isa()) {
+    case CpuIsa::kAvx512:
+      return Isa::kAvx512;
+    case CpuIsa::kAvx2:
+      return Isa::kAvx2;
+    case CpuIsa::kScalar:
+      break;
+  }
+  return Isa::kScalar;
 }
 
 inline void store(const SkinnyGemm& g, int64_t i, int64_t j, float dot) {

@@ -41,8 +41,9 @@ struct SkinnyGemm {
   bool beta_is_zero = true;
 };
 
-// The vector paths: kBest is the widest this CPU has (capped by
-// KILN_CPU_ISA=avx2, as the code generator is); tests name the others.
+// The vector paths: kBest is the one kiln::current_cpu_isa() chooses (Note
+// [CPU ISA choice]: the code generator's rule, KILN_CPU_ISA included); tests
+// name the others.
 enum class SkinnyIsa { kBest, kAvx512, kAvx2, kScalar };
 
 bool skinny_isa_supported(SkinnyIsa isa);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/logging.h"
+#include "runtime/core/env.h"
 #include "runtime/core/hooks.h"
 #include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/device_guard.h"
@@ -46,12 +47,7 @@ AlgoCache& algo_cache() {
 // for kiln's problems (perf/RESULTS.md, fifteenth session). -1, the default,
 // takes the first.
 int algo_index() {
-  static const int index = [] {
-    const char* v = std::getenv("KILN_LT_ALGO_INDEX");
-    if (!v || !*v) return -1;
-    const int i = std::atoi(v);
-    return i >= 0 && i < 16 ? i : -1;
-  }();
+  static const int index = static_cast<int>(env_int("KILN_LT_ALGO_INDEX", -1, 15).value_or(-1));
   return index;
 }
 

@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "kiln/logging.h"
+#include "runtime/core/env.h"
 #include "runtime/core/hooks.h"
 #include "runtime/core/matrix_view.h"
 #include "runtime/core/tensor_utils.h"
@@ -122,12 +123,12 @@ thread_local int t_tuning = 0;
 std::atomic<int> g_path{-1};
 
 SkinnyPath path_from_env() {
-  const char* v = std::getenv("KILN_SKINNY_MATMUL");
-  if (!v) return SkinnyPath::Auto;
-  const std::string s = v;
-  if (s == "generated") return SkinnyPath::Generated;
-  if (s == "cublas") return SkinnyPath::Cublas;
-  if (s == "generated-norm") return SkinnyPath::GeneratedNorm;
+  const std::optional<std::string> s = env_string("KILN_SKINNY_MATMUL");
+  if (!s || *s == "auto") return SkinnyPath::Auto;
+  if (*s == "generated") return SkinnyPath::Generated;
+  if (*s == "cublas") return SkinnyPath::Cublas;
+  if (*s == "generated-norm") return SkinnyPath::GeneratedNorm;
+  warn_env_value("KILN_SKINNY_MATMUL", *s, "auto, generated, generated-norm or cublas");
   return SkinnyPath::Auto;
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "kiln/logging.h"
+#include "runtime/core/env.h"
 #include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/blas_lt_impl.h"
 #include "runtime/cuda/device_guard.h"
@@ -109,8 +110,7 @@ void wait_for_warmup(int device) {
 void start_blas_warmup(int device) {
   Warmup& w = warmup_for(device);
   std::call_once(w.started, [&] {
-    const char* env = std::getenv("KILN_BLAS_WARMUP");
-    if (env && std::string(env) == "0") return;
+    if (!env_flag("KILN_BLAS_WARMUP", true)) return;
     if (!on_main_thread()) {  // Note [Exit during the warm-up]
       warm_up_or_log(device);
       return;

@@ -1,14 +1,11 @@
 #include "api/src/nn/json_file.h"
 
-#include <sys/stat.h>
-
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "kiln/error.h"
+#include "runtime/core/regular_file.h"
 
 namespace kiln::nn {
 
@@ -48,17 +45,16 @@ json parse_json(const std::string& text, const std::string& what, const char* op
 }
 
 json read_json_file(const std::string& path, const char* op) {
-  struct stat st {};
-  KILN_CHECK(stat(path.c_str(), &st) == 0, "[", op, "] expected a readable file, got '", path, "'");
-  KILN_CHECK(S_ISREG(st.st_mode), "[", op, "] expected a regular file, got ",
-             S_ISDIR(st.st_mode) ? "a directory" : "a special file", ": '", path, "'");
-  KILN_CHECK(st.st_size <= (int64_t{100} << 20), "[", op,
-             "] expected a JSON file of at most 100 MiB, got ", st.st_size, " bytes in ", path);
-  std::ifstream f(path, std::ios::binary);
-  KILN_CHECK(f.good(), "[", op, "] expected a readable file, got '", path, "'");
-  std::stringstream text;
-  text << f.rdbuf();
-  return parse_json(text.str(), path, op);
+  RegularFile f(path);  // Note [Reading untrusted paths]
+  KILN_CHECK(f.kind() != RegularFile::Kind::kUnreadable, "[", op,
+             "] expected a readable file, got '", path, "'");
+  KILN_CHECK(f.ok(), "[", op, "] expected a regular file, got ", f.problem(), ": '", path, "'");
+  KILN_CHECK(f.size() <= (int64_t{100} << 20), "[", op,
+             "] expected a JSON file of at most 100 MiB, got ", f.size(), " bytes in ", path);
+  std::string text(static_cast<size_t>(f.size()), '\0');
+  KILN_CHECK(f.read(text.data(), text.size()), "[", op, "] expected a readable file, got '", path,
+             "'");
+  return parse_json(text, path, op);
 }
 
 JsonFields::JsonFields(const json& obj, std::string what, const char* op)

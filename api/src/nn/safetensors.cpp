@@ -146,7 +146,9 @@ json parse_header(const char* begin, const char* end, const std::string& path) {
 }
 
 std::shared_ptr<MappedFile> map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO at the path is refused below instead of blocking the
+  // open (Note [Reading untrusted paths]).
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   KILN_CHECK(fd >= 0, "[safetensors] expected a readable file, got '", path, "' (",
              std::strerror(errno), ")");
   struct stat st {};

@@ -65,6 +65,7 @@
 #include "jit/codegen_cuda/op_kernels/attention.h"
 #include "jit/codegen_cuda/op_kernels/op_support.h"
 #include "kiln/error.h"
+#include "runtime/core/env.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/device_guard.h"
 #include "runtime/cuda/launch_record.h"
@@ -760,10 +761,7 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
   spec.dtype = q.dtype();
   spec.d = static_cast<int>(D);
   spec.rmax = rows_variant(G * L);
-  static const bool warp_keys = [] {
-    const char* e = std::getenv("KILN_DECODE_WARP_KEYS");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool warp_keys = env_flag("KILN_DECODE_WARP_KEYS", true);
   spec.warp_keys = warp_keys && spec.rmax == 1;
   const DecodeGeometry geo = geometry(spec);
   // Split the cache so that the grid has about four blocks per multiprocessor.
@@ -774,25 +772,17 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
              groups);
   const int64_t tiles = (S + geo.tk - 1) / geo.tk;
   // KILN_DECODE_BLOCKS_PER_SM=N sets the four, to measure.
-  static const int64_t per_sm = [] {
-    const char* e = std::getenv("KILN_DECODE_BLOCKS_PER_SM");
-    return e && *e ? std::clamp<int64_t>(std::atoll(e), 1, 32) : int64_t{4};
-  }();
+  static const int64_t per_sm =
+      std::min<int64_t>(env_int("KILN_DECODE_BLOCKS_PER_SM", 1, INT32_MAX).value_or(4), 32);
   const int64_t want = std::clamp<int64_t>((per_sm * sms + groups - 1) / groups, 1,
                                            std::min<int64_t>(tiles, kMaxSplits));
   const int64_t tiles_per = (tiles + want - 1) / want;
   const int64_t splits = (tiles + tiles_per - 1) / tiles_per;
   const int64_t chunk = tiles_per * geo.tk;
   if (tiles_per > 1 && two_stages_fit(spec)) spec.stages = 2;
-  static const bool prefetch = [] {
-    const char* e = std::getenv("KILN_DECODE_PREFETCH");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool prefetch = env_flag("KILN_DECODE_PREFETCH", true);
   spec.prefetch = prefetch;
-  static const bool early_loads = [] {
-    const char* e = std::getenv("KILN_DECODE_EARLY_LOADS");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool early_loads = env_flag("KILN_DECODE_EARLY_LOADS", true);
   spec.early_loads = early_loads;
   Tensor ws;
   void* count = nullptr;

@@ -9,6 +9,7 @@
 #include "jit/codegen_cuda/op_kernels/attention.h"
 #include "jit/codegen_cuda/op_kernels/op_support.h"
 #include "kiln/error.h"
+#include "runtime/core/env.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/device_guard.h"
 
@@ -494,9 +495,11 @@ int64_t inner_stride(const Tensor& t, int64_t from_end, int64_t size) {
 
 PrefillForm& form_setting() {
   static PrefillForm f = [] {
-    const char* v = std::getenv("KILN_PREFILL_FORM");
-    if (v && std::string(v) == "rows") return PrefillForm::Rows;
-    if (v && std::string(v) == "split") return PrefillForm::SplitKeys;
+    const std::optional<std::string> v = env_string("KILN_PREFILL_FORM");
+    if (!v || *v == "auto") return PrefillForm::Auto;
+    if (*v == "rows") return PrefillForm::Rows;
+    if (*v == "split") return PrefillForm::SplitKeys;
+    warn_env_value("KILN_PREFILL_FORM", *v, "auto, rows or split");
     return PrefillForm::Auto;
   }();
   return f;

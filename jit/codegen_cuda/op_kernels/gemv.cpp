@@ -11,6 +11,7 @@
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/codegen_cuda/op_kernels/op_support.h"
 #include "kiln/error.h"
+#include "runtime/core/env.h"
 #include "runtime/core/hooks.h"
 #include "runtime/core/thread_cache.h"
 #include "runtime/cuda/check.h"
@@ -791,8 +792,12 @@ int gemv_advice(DType dtype, int64_t m, int64_t k, int64_t n, bool norm, int arc
   if (gemv_preferred(dtype, m, k, n, arch)) return 1;
   if (m != 1 || k < kGemvApartK) return 0;  // measured at one row only
   static const std::string apart = [] {
-    const char* v = std::getenv("KILN_GEMV_APART");
-    return std::string(v && *v ? v : "both");
+    std::string v = env_string("KILN_GEMV_APART").value_or("both");
+    if (v != "both" && v != "norm" && v != "head" && v != "none") {
+      warn_env_value("KILN_GEMV_APART", v, "both, norm, head or none");
+      v = "both";
+    }
+    return v;
   }();
   if (n >= kGemvApartHeadN) return apart == "both" || apart == "head" ? -1 : 0;
   if (!norm || (apart != "both" && apart != "norm")) return 0;
@@ -1040,16 +1045,16 @@ const Overrides& overrides() {
   static const Overrides o = [] {
     Overrides r;
     // An empty value is no setting (a script's VAR=$unset must not pick one).
-    if (const char* v = std::getenv("KILN_GEMV_MMA_ROWS"); v && *v) {
-      r.mma_from = std::clamp<int64_t>(std::atoll(v), 1, kGemvMaxRows + 1);
+    if (auto v = env_int("KILN_GEMV_MMA_ROWS", 1, INT32_MAX)) {
+      r.mma_from = std::min<int64_t>(*v, kGemvMaxRows + 1);
     }
-    if (const char* v = std::getenv("KILN_GEMV_MMA_FENCE")) r.mma_fence = std::string(v) != "0";
-    if (const char* v = std::getenv("KILN_GEMV_EARLY_EPILOGUE"))
-      r.early_epilogue = std::string(v) != "0";
-    if (const char* v = std::getenv("KILN_GEMV_NORM_SMEM")) r.norm_smem = std::string(v) != "0";
-    if (const char* v = std::getenv("KILN_GEMV_FOLD_NORM")) r.fold_norm = std::string(v) != "0";
-    if (const char* v = std::getenv("KILN_GEMV_MIN_VECTORS"); v && *v)
-      r.min_vectors = std::clamp(std::atoi(v), 1, 64);
+    r.mma_fence = env_flag("KILN_GEMV_MMA_FENCE", r.mma_fence);
+    r.early_epilogue = env_flag("KILN_GEMV_EARLY_EPILOGUE", r.early_epilogue);
+    r.norm_smem = env_flag("KILN_GEMV_NORM_SMEM", r.norm_smem);
+    r.fold_norm = env_flag("KILN_GEMV_FOLD_NORM", r.fold_norm);
+    if (auto v = env_int("KILN_GEMV_MIN_VECTORS", 1, INT32_MAX)) {
+      r.min_vectors = static_cast<int>(std::min<int64_t>(*v, 64));
+    }
     return r;
   }();
   return o;

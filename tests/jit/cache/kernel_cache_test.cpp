@@ -1,8 +1,14 @@
 #include "jit/cache/kernel_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "tests/support/testing.h"
@@ -13,6 +19,13 @@ using kiln::jit::DiskCache;
 
 std::string fresh_dir(const char* name) {
   return kiln::testing::temp_path(std::string("cache_") + name);
+}
+
+std::string entry_path(const DiskCache& c, const std::string& key) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.bin",
+                static_cast<unsigned long long>(kiln::jit::hash_bytes(key.data(), key.size())));
+  return c.dir() + "/" + name;
 }
 
 TEST(KernelCache, StoresAndLoadsByKey) {
@@ -56,6 +69,167 @@ TEST(KernelCache, AnUnwritableFolderOnlyCostsRecompiles) {
   DiskCache c("/proc/kiln_cannot_write_here");
   c.store("k", {'a'});
   EXPECT_FALSE(c.load("k").has_value());
+}
+
+// An entry that is not a regular file is a miss: no exception (a directory),
+// no hang (a FIFO without a writer), no endless read (a device), and a file
+// larger than any entry is not read to find out that it is not one.
+TEST(KernelCache, EntriesThatAreNotRegularFilesAreMisses) {
+  DiskCache c(fresh_dir("special"));
+  c.store("seed", {'a'});  // creates the folder
+  const std::string path = entry_path(c, "k");
+  namespace fs = std::filesystem;
+
+  ASSERT_EQ(mkdir(path.c_str(), 0755), 0);
+  EXPECT_FALSE(c.load("k").has_value());
+  c.store("k", {'b'});  // rename cannot replace a directory: skipped, not thrown
+  EXPECT_FALSE(c.load("k").has_value());
+  fs::remove(path);
+
+  ASSERT_EQ(mkfifo(path.c_str(), 0644), 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(c.load("k").has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  fs::remove(path);
+
+  fs::create_symlink("/dev/zero", path);
+  EXPECT_FALSE(c.load("k").has_value());
+  fs::remove(path);
+
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "kilnkc01";
+  }
+  fs::resize_file(path, uint64_t{2} << 30);  // sparse: costs no disk
+  EXPECT_FALSE(c.load("k").has_value());
+  fs::remove(path);
+
+  c.store("k", {'c'});
+  EXPECT_EQ(c.load("k"), std::vector<char>{'c'});
+}
+
+// A store whose write fails part way (here a file size limit; a full disk
+// alike) keeps the entry it would have replaced, warns and leaves no
+// temporary file behind.
+TEST(KernelCache, AFailedWriteKeepsTheOldEntry) {
+  DiskCache c(fresh_dir("short_write"));
+  const std::vector<char> good(100, 'g');
+  c.store("k", good);
+  ASSERT_EQ(c.load("k"), good);
+
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = saved;
+  small.rlim_cur = 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  ::testing::internal::CaptureStderr();
+  // Smaller than a stream's buffer, so that the failure shows only when the
+  // file is flushed and closed.
+  c.store("k", std::vector<char>(4000, 'x'));
+  std::string err = ::testing::internal::GetCapturedStderr();
+  setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_NE(err.find("a write failed"), std::string::npos) << err;
+  EXPECT_EQ(c.load("k"), good);
+  for (const auto& e : std::filesystem::directory_iterator(c.dir())) {
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  }
+}
+
+// Sets (or, with null, unsets) an environment variable for a scope.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) {
+      saved_ = v;
+      had_ = true;
+    }
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~EnvScope() {
+    if (had_) {
+      setenv(name_, saved_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string saved_;
+  bool had_ = false;
+};
+
+// Note [Kernel cache location]: with HOME unset the cache is per user in
+// /tmp, not /tmp/.cache/kiln, which any local user could make first.
+TEST(KernelCacheLocation, DefaultIsTheUsersOwn) {
+  EnvScope no_dir("KILN_CACHE_DIR", nullptr);
+  {
+    EnvScope no_home("HOME", nullptr);
+    const kiln::jit::CacheLocation where = kiln::jit::default_cache_location();
+    const std::string root = "/tmp/kiln-" + std::to_string(geteuid());
+    EXPECT_EQ(where.private_root, root);
+    EXPECT_EQ(where.dir, root + "/kernels");
+  }
+  const std::string home = fresh_dir("home_new");
+  EnvScope with_home("HOME", home.c_str());
+  const kiln::jit::CacheLocation where = kiln::jit::default_cache_location();
+  EXPECT_EQ(where.private_root, home + "/.cache/kiln");
+  EXPECT_EQ(where.dir, home + "/.cache/kiln/kernels");
+  DiskCache c(where.dir, where.private_root);
+  c.store("k", {'a'});
+  EXPECT_EQ(c.load("k"), std::vector<char>{'a'});
+  struct stat st {};
+  ASSERT_EQ(stat(where.private_root.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 077, 0u) << std::oct << st.st_mode;
+  {
+    EnvScope explicit_dir("KILN_CACHE_DIR", "/somewhere/else");
+    const kiln::jit::CacheLocation chosen = kiln::jit::default_cache_location();
+    EXPECT_EQ(chosen.dir, "/somewhere/else/kernels");
+    EXPECT_EQ(chosen.private_root, "");
+  }
+}
+
+// A default cache folder that others may write, or that another user owns,
+// is not used: its entries could be anyone's code.
+TEST(KernelCacheLocation, AFolderOthersMayWriteIsRefused) {
+  const std::string home = fresh_dir("home_open");
+  const std::string root = home + "/.cache/kiln";
+  std::filesystem::create_directories(root + "/kernels");
+  ASSERT_EQ(chmod(root.c_str(), 0777), 0);
+  {
+    DiskCache c(root + "/kernels", root);
+    ::testing::internal::CaptureStderr();
+    c.store("k", {'a'});
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("may be written by other users (mode 0777)"), std::string::npos) << err;
+    EXPECT_FALSE(c.load("k").has_value());
+    EXPECT_TRUE(std::filesystem::is_empty(root + "/kernels"));
+  }
+  // A forged entry already there is not loaded either.
+  DiskCache writer(root + "/kernels");
+  writer.store("k", {'x'});
+  {
+    DiskCache c(root + "/kernels", root);
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(c.load("k").has_value());
+    (void)::testing::internal::GetCapturedStderr();
+  }
+  ASSERT_EQ(chmod(root.c_str(), 0700), 0);
+  if (geteuid() == 0) {  // only root can hand the folder to another user
+    ASSERT_EQ(chown((root + "/kernels").c_str(), 65534, 65534), 0);
+    DiskCache c(root + "/kernels", root);
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(c.load("k").has_value());
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("belongs to user 65534"), std::string::npos) << err;
+  }
 }
 
 }  // namespace
