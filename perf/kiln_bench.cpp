@@ -392,7 +392,8 @@ int main(int argc, char** argv) {
       } else {
         std::fprintf(
             stderr,
-            "usage: kiln-bench [--device cpu|cuda|auto] [--workload chain16|mlp|gpt2|gpt2-decode|all]\n"
+            "usage: kiln-bench [--device cpu|cuda|auto] [--workload "
+            "chain16|mlp|gpt2|gpt2-decode|all]\n"
             "                  [--mode eager|lazy|compile-default|compile|compile-autotune|all]\n"
             "                  [--shape S]\n"
             "                  [--iters N] [--json] [--profile FILE] [--timeline N]\n"
