@@ -134,7 +134,8 @@ cat > "$bundle/run.sh" <<'RUN'
 #   --ncu-sections  occupancy, throughput and launch metrics of COUNT kernels whose
 #                   names match REGEX, after SKIP of them (ncu_sections.py)
 #   --compare "WORKLOAD ..."  compile-mode p50 of kiln-bench-base (gpu.sh --keep-base)
-#                   and kiln-bench, interleaved, --rounds N times (default 2), and of
+#                   and kiln-bench, interleaved (reversed every other round), --rounds N
+#                   times (default 2), and of
 #                   kiln-bench under each --variant "NAME:VAR=VALUE[,VAR=VALUE]" given
 #   --timeline "WORKLOAD:SHAPE ..."  kiln-bench --timeline 50 --positions 16 for each (CUPTI)
 #   --products "KxN[:rms|:ln] ..."  kiln-layer-ops --products at each of --product-rows
@@ -292,8 +293,15 @@ if [ -n "$compare" ]; then
     done
   done
   for round in $(seq 1 "$rounds"); do
+    # Even rounds run the binaries in the reverse order: the second of a pair
+    # read slower (mlp by about 0.8 us for one binary), so each takes both places.
+    order=("${runs[@]}")
+    if [ $((round % 2)) = 0 ]; then
+      order=()
+      for ((k = ${#runs[@]} - 1; k >= 0; k--)); do order+=("${runs[k]}"); done
+    fi
     for w in $compare; do
-      for r in "${runs[@]}"; do
+      for r in "${order[@]}"; do
         name=${r%%:*} envs=${r#*:} bin=kiln-bench
         [ "$name" = base ] && bin=kiln-bench-base
         env ${envs//,/ } "$here/$bin" --device cuda --workload "$w" --mode compile --json \
