@@ -140,51 +140,11 @@ class AddressCap {
 // Runs OutOfMemoryChild.<name> of this binary in a child process, killing it
 // after `timeout`; "" when it passed, else what happened and its output.
 std::string run_child(const std::string& name, std::chrono::seconds timeout) {
-  const std::string exe = "/proc/self/exe";
-  const std::string filter = "--gtest_filter=OutOfMemoryChild." + name;
-  const std::string log = kiln::testing::temp_path("oom_" + name + ".log");
-  std::vector<std::string> env_strings{"KILN_OOM_CHILD=1"};
-  // The child runs its one test whatever shard of the suite this process is.
-  for (char** e = environ; *e; ++e) {
-    const std::string var = *e;
-    if (var.rfind("GTEST_SHARD_INDEX=", 0) == 0 || var.rfind("GTEST_TOTAL_SHARDS=", 0) == 0) {
-      continue;
-    }
-    env_strings.push_back(var);
-  }
-  std::vector<char*> envp;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<char*> argv{const_cast<char*>(exe.c_str()), const_cast<char*>(filter.c_str()),
-                          nullptr};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid;
-  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return "posix_spawn failed: " + std::to_string(rc);
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool done = false;
-  while (!done && std::chrono::steady_clock::now() < deadline) {
-    done = waitpid(pid, &status, WNOHANG) == pid;
-    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::ifstream f(log);
-  std::stringstream out;
-  out << f.rdbuf();
-  if (!done) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return "the child hung (killed after " + std::to_string(timeout.count()) + " s):\n" + out.str();
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return "the child failed (status " + std::to_string(status) + "):\n" + out.str();
-  }
-  if (out.str().find("[  PASSED  ] 1 test") == std::string::npos) {
-    return "the child ran no test:\n" + out.str();
+  const kiln::testing::ChildRun r =
+      kiln::testing::run_test_in_child("OutOfMemoryChild." + name, {"KILN_OOM_CHILD=1"}, timeout);
+  if (!r.error.empty()) return r.error + ":\n" + r.output;
+  if (r.output.find("[  PASSED  ] 1 test") == std::string::npos) {
+    return "the child ran no test:\n" + r.output;
   }
   return "";
 }

@@ -1,10 +1,16 @@
 #include "tests/support/testing.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace kiln::testing {
 
@@ -161,6 +167,56 @@ class TempFolder {
 std::string temp_path(const std::string& name) {
   static TempFolder folder;
   return folder.path() + "/" + name;
+}
+
+ChildRun run_test_in_child(const std::string& filter, const std::vector<std::string>& env,
+                           std::chrono::seconds timeout) {
+  static int runs = 0;
+  const std::string exe = "/proc/self/exe";
+  const std::string filter_arg = "--gtest_filter=" + filter;
+  const std::string log = temp_path("child_" + std::to_string(++runs) + ".log");
+  std::vector<std::string> env_strings(env);
+  // The child runs its one test whatever shard of the suite this process is.
+  for (char** e = environ; *e; ++e) {
+    const std::string var = *e;
+    if (var.rfind("GTEST_SHARD_INDEX=", 0) == 0 || var.rfind("GTEST_TOTAL_SHARDS=", 0) == 0) {
+      continue;
+    }
+    env_strings.push_back(var);
+  }
+  std::vector<char*> envp;
+  for (std::string& v : env_strings) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv{const_cast<char*>(exe.c_str()), const_cast<char*>(filter_arg.c_str()),
+                          nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid;
+  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return {"posix_spawn failed: " + std::to_string(rc), ""};
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    done = waitpid(pid, &status, WNOHANG) == pid;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ChildRun r;
+  std::ifstream f(log);
+  std::stringstream out;
+  out << f.rdbuf();
+  r.output = out.str();
+  if (!done) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    r.error = "the child hung (killed after " + std::to_string(timeout.count()) + " s)";
+  } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    r.error = "the child failed (status " + std::to_string(status) + ")";
+  }
+  return r;
 }
 
 }  // namespace kiln::testing

@@ -1,12 +1,15 @@
 #pragma once
 
 // Comparison helpers every suite uses: a mismatch reports the index, the
-// expected value, the actual value, the shape and the dtype; IsaScope; temp_path.
+// expected value, the actual value, the shape and the dtype; EnvScope and
+// IsaScope; temp_path; run_test_in_child.
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "kiln/kiln.h"
 
@@ -44,29 +47,53 @@ std::string index_string(int64_t flat, IntArrayRef sizes);
 // file name would be written and removed by two tests at the same time.
 std::string temp_path(const std::string& name);
 
-class IsaScope {
+// Sets (or, with a null value, unsets) an environment variable for a scope
+// and restores the caller's value after.
+class EnvScope {
  public:
-  explicit IsaScope(const char* isa) {
-    if (const char* v = std::getenv("KILN_CPU_ISA")) {
+  EnvScope(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) {
       saved_ = v;
       had_ = true;
     }
-    setenv("KILN_CPU_ISA", isa, 1);
-  }
-  ~IsaScope() {
-    if (had_) {
-      setenv("KILN_CPU_ISA", saved_.c_str(), 1);
+    if (value != nullptr) {
+      setenv(name, value, 1);
     } else {
-      unsetenv("KILN_CPU_ISA");
+      unsetenv(name);
     }
   }
-  IsaScope(const IsaScope&) = delete;
-  IsaScope& operator=(const IsaScope&) = delete;
+  ~EnvScope() {
+    if (had_) {
+      setenv(name_, saved_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
 
  private:
+  const char* name_;
   std::string saved_;
   bool had_ = false;
 };
+
+class IsaScope : public EnvScope {
+ public:
+  explicit IsaScope(const char* isa) : EnvScope("KILN_CPU_ISA", isa) {}
+};
+
+// Runs the test `filter` (a --gtest_filter) of this binary in a child
+// process, with `env` ("NAME=value", ahead of the parent's environment so
+// they win) and without the parent's shard variables, killing it after
+// `timeout`. `error` is "" when it exited 0, else what happened; `output` is
+// what it printed.
+struct ChildRun {
+  std::string error;
+  std::string output;
+};
+ChildRun run_test_in_child(const std::string& filter, const std::vector<std::string>& env,
+                           std::chrono::seconds timeout);
 
 }  // namespace kiln::testing
 

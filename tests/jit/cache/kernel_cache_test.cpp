@@ -138,33 +138,7 @@ TEST(KernelCache, AFailedWriteKeepsTheOldEntry) {
   }
 }
 
-// Sets (or, with null, unsets) an environment variable for a scope.
-class EnvScope {
- public:
-  EnvScope(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) {
-      saved_ = v;
-      had_ = true;
-    }
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~EnvScope() {
-    if (had_) {
-      setenv(name_, saved_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string saved_;
-  bool had_ = false;
-};
+using kiln::testing::EnvScope;
 
 // Note [Kernel cache location]: with HOME unset the cache is per user in
 // /tmp, not /tmp/.cache/kiln, which any local user could make first.

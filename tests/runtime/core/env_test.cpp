@@ -5,32 +5,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "tests/support/testing.h"
+
 namespace kiln {
 namespace {
 
-// Sets an environment variable for a scope and restores it after.
-class EnvScope {
- public:
-  EnvScope(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) {
-      saved_ = v;
-      had_ = true;
-    }
-    setenv(name, value, 1);
-  }
-  ~EnvScope() {
-    if (had_) {
-      setenv(name_, saved_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string saved_;
-  bool had_ = false;
-};
+using kiln::testing::EnvScope;
 
 TEST(EnvFlag, ParsesEverySpelling) {
   for (const char* on :
