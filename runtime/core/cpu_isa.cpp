@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "kiln/error.h"
+#include "runtime/core/env.h"
 
 namespace kiln {
 
@@ -66,8 +67,7 @@ CpuIsa choose_cpu_isa(const CpuFeatures& f, std::string_view requested) {
 }
 
 CpuIsa current_cpu_isa() {
-  const char* env = std::getenv("KILN_CPU_ISA");
-  return choose_cpu_isa(host_cpu_features(), env != nullptr ? env : "");
+  return choose_cpu_isa(host_cpu_features(), env_string("KILN_CPU_ISA").value_or(""));
 }
 
 }  // namespace kiln

@@ -3,8 +3,10 @@
 // Reading KILN_* environment variables.
 //
 // Note [Environment switches]
-// Every KILN_* variable is read through these helpers, so that each accepts the
-// same spellings and none misreads a value silently. A switch takes 1/0,
+// Every KILN_* switch, number and name is read through these helpers, so
+// that each accepts the same spellings and none misreads a value silently
+// (KILN_LOGS, whose channel list warns on its own, and the paths
+// KILN_LOG_FILE and KILN_CACHE_DIR, taken as given, aside). A switch takes 1/0,
 // true/false, on/off or yes/no, in any case, with surrounding spaces ignored;
 // unset or empty keeps the default. Any other value keeps the default and
 // warns once on stderr, naming the variable and the value: before, KILN_EAGER=false
