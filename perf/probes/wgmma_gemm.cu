@@ -80,24 +80,46 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
 __device__ __forceinline__ void wgmma_n32(float* d, uint64_t da, uint64_t db, int acc) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15])
       : "l"(da), "l"(db), "r"(acc));
 }
 
 __device__ __forceinline__ void wgmma_n64(float* d, uint64_t da, uint64_t db, int acc) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%"
+      "25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(da), "l"(db), "r"(acc));
 }
 
 __device__ __forceinline__ void wgmma_n128(float* d, uint64_t da, uint64_t db, int acc) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%"
+      "25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%"
+      "48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, "
+      "0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
       : "l"(da), "l"(db), "r"(acc));
 }
 
@@ -153,8 +175,8 @@ __global__ void __launch_bounds__(128 * WG * KW) wg_gemm(Args p) {
     const unsigned dst = base + s * C::kStage + C::kA;
     for (int i = t; i < BN * 8; i += T) {
       const int r = i >> 3, c = i & 7;
-      cp16(dst + r * 128 + ((c ^ (r & 7)) << 4), p.w + (size_t)(n0 + r) * p.k + kbeg + s * 64 + c * 8,
-           true);
+      cp16(dst + r * 128 + ((c ^ (r & 7)) << 4),
+           p.w + (size_t)(n0 + r) * p.k + kbeg + s * 64 + c * 8, true);
     }
   };
   auto load_a = [&](int s) {
@@ -219,7 +241,8 @@ __global__ void __launch_bounds__(128 * WG * KW) wg_gemm(Args p) {
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) mine[(rl + 8 * (e >> 1)) * BN + 8 * j + cl + (e & 1)] = acc[4 * j + e];
+      for (int e = 0; e < 4; ++e)
+        mine[(rl + 8 * (e >> 1)) * BN + 8 * j + cl + (e & 1)] = acc[4 * j + e];
   }
   cg::cluster_group cluster = cg::this_cluster();
   if (KS > 1 && p.skip != 4)
@@ -307,9 +330,10 @@ Form form() {
 
 std::vector<Form>& forms() {
   static std::vector<Form> f = {
-      form<1, 32, 6, 2, 1>(),  form<1, 64, 6, 2, 1>(),  form<1, 64, 12, 1, 1>(), form<1, 64, 12, 1, 2>(),
-      form<1, 32, 12, 1, 2>(), form<1, 64, 6, 2, 2>(),  form<1, 32, 6, 2, 2>(),  form<1, 32, 3, 4, 1>(),
-      form<1, 64, 3, 4, 1>(),  form<1, 64, 12, 4, 2>(), form<1, 32, 12, 4, 2>(), form<1, 64, 6, 8, 2>(),
+      form<1, 32, 6, 2, 1>(),  form<1, 64, 6, 2, 1>(),  form<1, 64, 12, 1, 1>(),
+      form<1, 64, 12, 1, 2>(), form<1, 32, 12, 1, 2>(), form<1, 64, 6, 2, 2>(),
+      form<1, 32, 6, 2, 2>(),  form<1, 32, 3, 4, 1>(),  form<1, 64, 3, 4, 1>(),
+      form<1, 64, 12, 4, 2>(), form<1, 32, 12, 4, 2>(), form<1, 64, 6, 8, 2>(),
       form<1, 64, 6, 8, 1>(),  form<1, 128, 6, 2, 2>(), form<2, 64, 6, 2, 2>(),
   };
   return f;
@@ -399,12 +423,13 @@ void layer_chain(int m, cudaStream_t st) {
   CHECK(cudaMalloc(&qkv, (size_t)m * 3 * D * 2));
   CHECK(cudaMalloc(&f, (size_t)m * F * 2));
   auto env = [](const char* v, const char* d) { return std::getenv(v) ? std::getenv(v) : d; };
-  const Form *fq = form_named(env("QKV", "64x64/k768/ks1/kw2")), *fo = form_named(env("PROJ", "64x32/k384/ks2/kw2")),
-             *ffc = form_named(env("FC", "64x64/k768/ks1/kw2")), *fdn = form_named(env("DOWN", "64x64/k768/ks4/kw2"));
-  auto args = [&](const __half* in, const __half* w, const __half* b, const __half* res, __half* out,
-                  int n, int k, int act) {
-    return Args{in, w, b, res, out, m, n, k, act};
-  };
+  const Form *fq = form_named(env("QKV", "64x64/k768/ks1/kw2")),
+             *fo = form_named(env("PROJ", "64x32/k384/ks2/kw2")),
+             *ffc = form_named(env("FC", "64x64/k768/ks1/kw2")),
+             *fdn = form_named(env("DOWN", "64x64/k768/ks4/kw2"));
+  auto args = [&](const __half* in, const __half* w, const __half* b, const __half* res,
+                  __half* out, int n, int k,
+                  int act) { return Args{in, w, b, res, out, m, n, k, act}; };
   auto generated = [&](int l) {
     const Layer& y = L[l];
     __half *in = x[l % 2], *out = x[(l + 1) % 2];
@@ -434,8 +459,9 @@ void layer_chain(int m, cudaStream_t st) {
   for (int round = 0; round < 2; ++round) {
     const float t_gen = chain_us(st, kLayers, generated);
     const float t_lt = chain_us(st, kLayers, library);
-    std::printf("layer of four products, %d rows, us per layer: wgmma %.2f (%s %s %s %s), cuBLASLt %.2f\n",
-                m, t_gen, fq->name.c_str(), fo->name.c_str(), ffc->name.c_str(), fdn->name.c_str(), t_lt);
+    std::printf(
+        "layer of four products, %d rows, us per layer: wgmma %.2f (%s %s %s %s), cuBLASLt %.2f\n",
+        m, t_gen, fq->name.c_str(), fo->name.c_str(), ffc->name.c_str(), fdn->name.c_str(), t_lt);
   }
   std::printf("  last layer's output: max |diff| %.4f (of %.2f)\n", diff, big);
 }
@@ -452,8 +478,9 @@ int main(int argc, char** argv) {
                           {"proj", 768, 768, 0, true},
                           {"fc", 768, 3072, 1, false},
                           {"down", 3072, 768, 0, true}};
-  std::printf("rows %d; us per product in a chain of %d (one graph; generated forms launched early)\n",
-              m, kChain);
+  std::printf(
+      "rows %d; us per product in a chain of %d (one graph; generated forms launched early)\n", m,
+      kChain);
   for (const Shape& sh : shapes) {
     const int k = sh.k, n = sh.n;
     __half* x = random_halves((size_t)m * k, 1.f, 0.f, 1);
@@ -467,8 +494,11 @@ int main(int argc, char** argv) {
       CHECK(cudaMalloc(&out_gen[i], (size_t)m * n * 2));
       lt[i] = new Lt(m, n, k, bias[i], sh.act, sh.residual);
     }
-    auto args = [&](int i) { return Args{x, w[i], bias[i], sh.residual ? res : nullptr, out_gen[i], m, n, k, sh.act}; };
-    const float t_lt = chain_us(st, kChain, [&](int i) { lt[i]->run(w[i], x, res, out_lt[i], st); });
+    auto args = [&](int i) {
+      return Args{x, w[i], bias[i], sh.residual ? res : nullptr, out_gen[i], m, n, k, sh.act};
+    };
+    const float t_lt =
+        chain_us(st, kChain, [&](int i) { lt[i]->run(w[i], x, res, out_lt[i], st); });
     std::printf("%-5s %4dx%-5d cuBLASLt %.2f\n", sh.name, k, n, t_lt);
     const char* only = std::getenv("ONLY");
     for (const Form& f : forms()) {
@@ -482,8 +512,8 @@ int main(int argc, char** argv) {
       const auto [diff, big] = max_diff(out_gen[0], out_lt[0], (size_t)m * n);
       const float us = chain_us(st, kChain, [&](int i) { f.launch(args(i), st); });
       const int blocks = (n / f.bn) * ((m + f.bm - 1) / f.bm) * f.ks;
-      std::printf("   %-16s %4d blocks  %6.2f us  max|diff| %.4f (of %.2f)\n", f.name.c_str(), blocks,
-                  us, diff, big);
+      std::printf("   %-16s %4d blocks  %6.2f us  max|diff| %.4f (of %.2f)\n", f.name.c_str(),
+                  blocks, us, diff, big);
       if (std::getenv("SKIPS")) {
         for (int skip : {1, 2, 3, 4, 5}) {
           const float t_skip = chain_us(st, kChain, [&](int i) {
@@ -492,7 +522,8 @@ int main(int argc, char** argv) {
             a.late_bias = skip == 5;
             f.launch(a, st);
           });
-          std::printf("      %s: %6.2f us\n", skip == 5 ? "bias late" : ("skip " + std::to_string(skip)).c_str(), t_skip);
+          std::printf("      %s: %6.2f us\n",
+                      skip == 5 ? "bias late" : ("skip " + std::to_string(skip)).c_str(), t_skip);
         }
       }
     }
