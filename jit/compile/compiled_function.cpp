@@ -181,6 +181,7 @@ struct boxed::CompiledCore::Impl {
 
   std::atomic<int64_t> calls{0}, hits{0}, built{0}, specializations{0}, uncompiled{0}, breaks{0},
       instances{0}, verified{0}, steps{0}, graph_nodes{0};
+  std::atomic<bool> shared_memory_logged{false};
   std::atomic<double> compile_ms{0};
   mutable std::mutex history_mu;
   std::vector<Recompile> history;  // explain(): entries and plans built, and why
@@ -349,15 +350,29 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
   // A compile boundary: what this thread recorded runs first, and arguments
   // still pending (here or on another thread) are computed.
   if (TraceBuffer::current().size() > 0) TraceBuffer::current().flush();
+  bool shared = false;  // Note [Memory wrapped twice] in runtime/core/tensor_impl.cpp
+  auto prepare = [&](const Tensor& t) {
+    if (!t.defined()) return;
+    if (t.is_pending()) (void)t.data_ptr();
+    shared = shared || (t.impl()->has_storage() && t.impl()->storage()->shares_memory());
+  };
   for (const IValue& a : args) {
-    if (a.is_tensor() && a.to_tensor().is_pending()) (void)a.to_tensor().data_ptr();
+    if (a.is_tensor()) prepare(a.to_tensor());
     if (a.is_tensor_list()) {
-      for (const Tensor& t : a.to_tensor_list()) {
-        if (t.defined() && t.is_pending()) (void)t.data_ptr();
-      }
+      for (const Tensor& t : a.to_tensor_list()) prepare(t);
     }
   }
   enter.stop();
+  if (shared) {
+    // A trace orders memory by storage: two storages over one buffer cannot be planned.
+    if (!m.shared_memory_logged.exchange(true)) {
+      KILN_LOG(Recompiles, m.options.name,
+               ": a tensor argument wraps memory another from_blob tensor wraps too; such calls "
+               "run uncompiled (lazily)");
+    }
+    m.uncompiled.fetch_add(1, std::memory_order_relaxed);
+    return body.call(body.self, args);
+  }
   if (m.buckets.on() && is_lazy()) {
     std::optional<std::vector<Tensor>> padded = m.buckets.call(
         args, body, [&](const std::vector<IValue>& a) { return m.dispatch(a, body); });

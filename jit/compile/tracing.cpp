@@ -146,6 +146,7 @@ int64_t scalar_key(const IValue& a) {
 
 Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
   Traced result;
+  const std::vector<const Tensor*> real_args = tensor_arguments(args);
   Session session;
   std::vector<IntrusivePtr<StandInWatch>> watches;
   std::unordered_map<const StorageImpl*, IntrusivePtr<StorageImpl>> by_real;
@@ -217,6 +218,24 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
     }
   }
   trace.set_observer(nullptr);
+  // Note [Arguments resized while traced]
+  // An out= op may resize the tensor it writes; on an argument that is a
+  // stand-in, which the caller never sees. Such a resize runs the op at once
+  // (a graph break), and once the trace has run the argument takes its
+  // stand-in's sizes, strides, offset and, where the resize grew it, storage,
+  // as it would have in eager mode. A stand-in changed without a break would
+  // make a replay that cannot resize the caller's tensor: it breaks too.
+  auto moved = [&](size_t i) {
+    const Tensor& st = result.stand_ins[i];
+    if (!st.defined()) return false;
+    const Tensor& arg = *real_args[i];
+    return st.impl()->storage().get() != by_real[arg.impl()->storage().get()].get() ||
+           !(st.sizes() == arg.sizes()) || !(st.strides() == arg.strides()) ||
+           st.storage_offset() != arg.storage_offset();
+  };
+  for (size_t i = 0; i < result.stand_ins.size() && !session.broken(); ++i) {
+    if (moved(i)) session.broke("input " + std::to_string(i) + " was resized");
+  }
   if (!session.broken()) {
     result.nodes = trace.take_nodes();
     result.outputs = std::move(outputs);
@@ -230,6 +249,15 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
   result.break_reason = session.reason();
   trace.flush();
   trace.drop_marker();
+  for (size_t i = 0; i < result.stand_ins.size(); ++i) {
+    if (!moved(i)) continue;
+    const Tensor& st = result.stand_ins[i];
+    TensorImpl* arg = real_args[i]->impl();
+    if (st.impl()->storage().get() != by_real[arg->storage().get()].get()) {
+      arg->set_storage(st.impl()->storage());
+    }
+    arg->set_geometry(st.sizes(), st.strides(), st.storage_offset());
+  }
   for (Tensor& t : outputs) t = unstand(t, real_of);
   result.outputs = std::move(outputs);
   result.stand_ins.clear();

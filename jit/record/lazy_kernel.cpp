@@ -93,6 +93,23 @@ bool has_meta_tensor(const Stack& stack) {
   return false;
 }
 
+// Whether a tensor of `stack` is on a storage that wraps memory another
+// storage wraps too (Note [Memory wrapped twice] in runtime/core/tensor_impl.cpp).
+bool touches_shared_memory(const Stack& stack) {
+  auto shared = [](const Tensor& t) {
+    return t.defined() && t.impl()->has_storage() && t.impl()->storage()->shares_memory();
+  };
+  for (const IValue& v : stack) {
+    if (v.is_tensor() && shared(v.to_tensor())) return true;
+    if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) {
+        if (shared(t)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 // Whether argument `i` shares storage with another tensor argument.
 bool shares_storage(const Stack& stack, size_t i) {
   const StorageImpl* mine = stack[i].to_tensor().impl()->storage().get();
@@ -144,6 +161,18 @@ namespace {
 // let through by the eager kernel as by PyTorch's), the op runs eagerly at
 // the call: a fused kernel would read and write in another order (a
 // transposed alias subtracted in place gave other values lazily).
+// The other ops that write an argument (index_copy_, scatter_, cat.out,
+// index_select.out, ...) make their own checks in their eager kernels
+// (whole overlaps refused, not only partial ones, each op its own way), and
+// their Meta kernels cannot make them either. Rather than repeat each op's
+// rule here, such an op whose written argument shares memory with another of
+// its tensors (the same tensor again, or byte ranges that meet) runs eagerly
+// at the call: its eager kernel raises there, before writing anything, or
+// computes what eager mode computes. Writes into memory no other argument
+// touches (a KV cache's index_copy_ from a fresh row) stay recorded.
+// masked_fill_'s and fill_'s 0-dim `value` is read as a number before
+// anything is written (and what is written there is that value), so it is
+// not an input that could overlap.
 // The elements' byte range [lo, hi) in the storage (strides non-negative).
 std::pair<int64_t, int64_t> byte_extent(const Tensor& t) {
   int64_t last = t.storage_offset();
@@ -157,12 +186,48 @@ std::pair<int64_t, int64_t> byte_extent(const Tensor& t) {
 // views whose byte ranges meet): the eager kernel then runs the op in its
 // own element order, which a fused kernel would not keep, so the op runs
 // eagerly at the call (PyTorch lets such calls through as well).
+// Whether `a` and `b` (both defined) may read or write a common byte: the
+// same tensor, or byte ranges of one storage that meet.
+bool may_share_bytes(const Tensor& a, const Tensor& b) {
+  if (a.impl() == b.impl()) return true;
+  if (a.numel() == 0 || b.numel() == 0 || !a.impl()->has_storage() || !b.impl()->has_storage() ||
+      a.impl()->storage().get() != b.impl()->storage().get()) {
+    return false;
+  }
+  const auto [a0, a1] = byte_extent(a);
+  const auto [b0, b1] = byte_extent(b);
+  return a0 < b1 && b0 < a1;
+}
+
+// For an op that is neither pointwise nor copy_: whether a written argument
+// may share memory with another tensor argument (Note [Overlaps raised at the
+// call]).
+bool written_shares_memory(const Node& node) {
+  for (int w : node.written) {
+    const Tensor& out = node.args[static_cast<size_t>(w)].to_tensor();
+    if (!out.defined()) continue;
+    for (size_t i = 0; i < node.args.size(); ++i) {
+      if (static_cast<int>(i) == w) continue;
+      const IValue& v = node.args[i];
+      if (v.is_tensor() && v.to_tensor().defined() && may_share_bytes(out, v.to_tensor())) {
+        return true;
+      }
+      if (v.is_tensor_list()) {
+        for (const Tensor& t : v.to_tensor_list()) {
+          if (t.defined() && may_share_bytes(out, t)) return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 bool check_written_overlaps(const OperatorEntry& op, const Node& node) {
   // copy_ makes the same check (cpu::check_copy); its self is only written,
   // like an out= argument, so src is its input 0.
   static const OperatorEntry* const copy = &find_op("copy_").entry();
   const bool is_copy = &op == copy;
-  if (!is_copy && !is_pointwise_op(&op)) return false;
+  if (!is_copy && !is_pointwise_op(&op)) return written_shares_memory(node);
   const auto& params = op.schema().arguments;
   bool unordered = false;
   for (int w : node.written) {
@@ -177,6 +242,7 @@ bool check_written_overlaps(const OperatorEntry& op, const Node& node) {
       if (out_param) continue;
       const Tensor& in = v.to_tensor();
       const int k = input++;
+      if (in.dim() == 0 && i < params.size() && params[i].name == "value") continue;
       if (in.impl() == out.impl() || in.numel() == 0 || !in.impl()->has_storage() ||
           in.impl()->storage().get() != out.impl()->storage().get()) {
         continue;
@@ -281,6 +347,12 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
     return;
   }
   if (cuda_by_fallback(op)) onto_one_cuda_device(op, stack);
+  if (touches_shared_memory(stack)) {
+    run_eagerly(op, stack,
+                "ran at once: a tensor of it wraps memory another from_blob tensor wraps too "
+                "(Note [Memory wrapped twice])");
+    return;
+  }
   if (has_meta_tensor(stack)) {
     // Meta tensors have no values to defer: their shapes are computed now.
     ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
@@ -371,8 +443,8 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   if (!node.written.empty() && check_written_overlaps(op, node)) {
     stack = std::move(node.args);
     run_eagerly(op, stack,
-                "ran at once: it writes memory an input may overlap in strides too irregular to "
-                "tell, where only the eager kernel's element order is defined");
+                "ran at once: it writes memory another of its tensors may share, where only the "
+                "eager kernel's checks and element order are defined");
     return;
   }
   for (int w : node.written) {

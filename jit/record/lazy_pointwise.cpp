@@ -49,6 +49,13 @@ struct Geometry {
   Device device = Device::cpu();
 };
 
+// A storage that wraps memory another one wraps too takes the fallback, which
+// runs the op at its call (Note [Memory wrapped twice] in
+// runtime/core/tensor_impl.cpp).
+bool wrapped_twice(const TensorImpl* t) {
+  return t->has_storage() && t->storage()->shares_memory();
+}
+
 bool row_major(const TensorImpl* t) {
   IntArrayRef sizes = t->sizes(), strides = t->strides();
   int64_t expected = 1;
@@ -88,7 +95,9 @@ bool pointwise_geometry(std::initializer_list<const Tensor*> inputs, Rule rule, 
     if (!t->defined()) return false;
     const TensorImpl* impl = t->impl();
     Device d = impl->device();
-    if (d.is_meta() || !impl->is_contiguous() || impl->numel() == 0) return false;
+    if (d.is_meta() || !impl->is_contiguous() || impl->numel() == 0 || wrapped_twice(impl)) {
+      return false;
+    }
     if (rule == Rule::FloatNoBool && impl->dtype() == kBool) return false;
     if (d.is_cuda() && g.device.is_cpu()) g.device = d;
     if (widest == nullptr) {
@@ -133,7 +142,9 @@ bool unary_geometry(const Tensor& self, Rule rule, Geometry& g) {
   if (!self.defined()) return false;
   const TensorImpl* impl = self.impl();
   const Device d = impl->device();
-  if (d.is_meta() || !impl->is_contiguous() || impl->numel() == 0) return false;
+  if (d.is_meta() || !impl->is_contiguous() || impl->numel() == 0 || wrapped_twice(impl)) {
+    return false;
+  }
   if (rule == Rule::FloatNoBool && impl->dtype() == kBool) return false;
   if (d.is_cuda()) g.device = d;
   g.sizes = impl->sizes();
@@ -395,7 +406,8 @@ Tensor clamp_(const Tensor& self, OptScalar min, OptScalar max) {
 // dtype (the eager kernel's checks).
 bool masked_fill_ok(const Tensor& self, const Tensor& mask, const Scalar& value, Geometry& g) {
   if (!mask.defined() || mask.dtype() != kBool || mask.device() != self.device() ||
-      mask.numel() == 0 || mask.dim() > self.dim() || !floating_self(self, g)) {
+      mask.numel() == 0 || mask.dim() > self.dim() || wrapped_twice(mask.impl()) ||
+      !floating_self(self, g)) {
     return false;
   }
   if (!value.is_bool() && !fits(value.to_double(), self.dtype())) return false;

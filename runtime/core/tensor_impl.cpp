@@ -1,8 +1,10 @@
 #include "kiln/impl/tensor_impl.h"
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <unordered_set>
 
 #include "allocator/allocator.h"
 #include "kiln/dispatch.h"
@@ -141,6 +143,47 @@ void StorageImpl::set_data(void* data, void* ctx, Deleter deleter) {
   deleter_ = deleter;
 }
 
+// Note [Memory wrapped twice]
+// from_blob over memory another live from_blob storage already wraps (the
+// same buffer wrapped twice, or overlapping parts of it) makes two storages
+// for one set of bytes. Eagerly that is harmless; lazy mode and jit::compile
+// order reads and writes by storage, and fused a write through one with a
+// read through the other as independent (the read saw the old values). So
+// every live wrapped range is registered, and a new one that meets another
+// marks both storages as sharing memory: lazy mode runs each op touching such
+// a storage at its call, after what was recorded before it (record order is
+// then program order), and a compiled function given one runs uncompiled.
+// The mark stays for the storage's life. Storages kiln allocates never overlap, and views of one
+// storage are ordered by it: neither is registered or marked.
+namespace {
+struct BlobContext {
+  std::function<void(void*)> deleter;
+  StorageImpl* owner = nullptr;  // while registered (adopt_data moves it)
+  uintptr_t begin = 0, end = 0;
+  Device device;
+};
+
+struct BlobRegistry {
+  std::mutex mu;
+  std::unordered_set<BlobContext*> live;
+};
+
+BlobRegistry& blobs() {
+  static auto* r = new BlobRegistry;  // left alive: storages may die during exit
+  return *r;
+}
+
+void delete_blob(void* ctx, void* data) {
+  auto* c = static_cast<BlobContext*>(ctx);
+  if (c->owner) {
+    std::lock_guard<std::mutex> lock(blobs().mu);
+    blobs().live.erase(c);
+  }
+  if (c->deleter) c->deleter(data);
+  delete c;
+}
+}  // namespace
+
 void StorageImpl::adopt_data(StorageImpl& other) {
   KILN_INTERNAL_ASSERT(other.nbytes_ >= nbytes_ && other.device_ == device_,
                        "adopting memory of the wrong size or device");
@@ -151,6 +194,12 @@ void StorageImpl::adopt_data(StorageImpl& other) {
   other.data_ = nullptr;
   other.ctx_ = nullptr;
   other.deleter_ = nullptr;
+  if (deleter_ == &delete_blob) {  // wrapped memory changes hands (Note [Memory wrapped twice])
+    auto* c = static_cast<BlobContext*>(ctx_);
+    std::lock_guard<std::mutex> lock(blobs().mu);
+    if (c->owner) c->owner = this;
+    if (other.shares_memory()) mark_shares_memory();
+  }
 }
 
 void StorageImpl::reset_data() {
@@ -178,21 +227,26 @@ IntrusivePtr<StorageImpl> StorageImpl::allocate(size_t nbytes, Device device) {
   return IntrusivePtr<StorageImpl>::make(p.ptr, nbytes, device, p.ctx, p.deleter);
 }
 
-namespace {
-struct BlobContext {
-  std::function<void(void*)> deleter;
-};
-void delete_blob(void* ctx, void* data) {
-  auto* c = static_cast<BlobContext*>(ctx);
-  if (c->deleter) c->deleter(data);
-  delete c;
-}
-}  // namespace
-
 IntrusivePtr<StorageImpl> StorageImpl::from_blob(void* data, size_t nbytes, Device device,
                                                  std::function<void(void*)> deleter) {
   auto* ctx = new BlobContext{std::move(deleter)};
-  return IntrusivePtr<StorageImpl>::make(data, nbytes, device, ctx, &delete_blob);
+  auto s = IntrusivePtr<StorageImpl>::make(data, nbytes, device, ctx, &delete_blob);
+  if (data && nbytes > 0) {
+    ctx->begin = reinterpret_cast<uintptr_t>(data);
+    ctx->end = ctx->begin + nbytes;
+    ctx->device = device;
+    std::lock_guard<std::mutex> lock(blobs().mu);
+    ctx->owner = s.get();
+    for (BlobContext* other : blobs().live) {
+      if (other->device == device && other->begin < ctx->end && ctx->begin < other->end) {
+        // `other`'s owner is alive: its deleter waits for this lock to leave the registry.
+        other->owner->mark_shares_memory();
+        s->mark_shares_memory();
+      }
+    }
+    blobs().live.insert(ctx);
+  }
+  return s;
 }
 
 // ---------------------------------------------------------------------------

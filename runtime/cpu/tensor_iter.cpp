@@ -129,7 +129,14 @@ void TensorIter::allocate_or_check_output(DType result) {
     const Tensor& out = *o.tensor;
     if (!meta_) check_cpu(out, op_, "out");
     if (!(out.sizes() == shape_.ref())) {
-      KILN_CHECK(!in_place_, "[", op_, "] output with shape ", out.sizes(),
+      // As PyTorch: an output that is also an input (in place, or an out=
+      // argument passed as an input too) is never resized, which would read
+      // the input from the resized, uninitialized memory.
+      bool read_write = in_place_;
+      for (int k = num_outputs_; k < num_ops_ && !read_write; ++k) {
+        read_write = ops_[k].tensor->defined() && ops_[k].tensor->impl() == out.impl();
+      }
+      KILN_CHECK(!read_write, "[", op_, "] output with shape ", out.sizes(),
                  " doesn't match the broadcast shape ", shape_.ref());
       resize_out(out, shape_);
       o.resized = true;  // restrided like an allocated output once dims are ordered

@@ -73,6 +73,12 @@ class KILN_API StorageImpl : public RefCounted {
   // Releases the memory (its deleter runs), leaving the storage without any.
   void reset_data();
 
+  // Note [Memory wrapped twice]: another live from_blob storage wraps some of
+  // the same bytes, so lazy mode cannot order this storage's reads and writes
+  // by storage alone.
+  bool shares_memory() const { return shares_memory_.load(std::memory_order_acquire); }
+  void mark_shares_memory() { shares_memory_.store(true, std::memory_order_release); }
+
   // References to this storage that jit::compile's entries hold (their
   // tensors on it, their guards' own), so that a captured tensor's guard
   // tells them from the caller's (Note [Guards] in guards/guards.h).
@@ -88,6 +94,7 @@ class KILN_API StorageImpl : public RefCounted {
   std::atomic<int64_t> version_{0};
   std::atomic<PendingValue*> pending_{nullptr};  // owns one reference
   std::atomic<int32_t> compiled_refs_{0};
+  std::atomic<bool> shares_memory_{false};
 };
 
 class KILN_API TensorImpl : public RefCounted {

@@ -440,6 +440,188 @@ TEST(LazyRecording, PartlyOverlappingOutputsRaiseAtTheCall) {
   }
 }
 
+// Note [Overlaps raised at the call]: an op that is not pointwise and writes
+// memory another of its tensors shares (index_copy_ from a row of itself,
+// scatter_ from a slice of itself, cat.out and index_select.out into an
+// input) raises at the call in lazy mode as in eager mode, with the eager
+// kernel's message, and leaves its target as it was: it used to be recorded,
+// fail when the trace ran, and leave the target carrying the error for every
+// later use. Writes into memory nothing else touches stay lazy.
+TEST(LazyRecording, IndexOpsWritingWhatTheyReadRaiseAtTheCall) {
+  const char* overlap = "expected inputs that do not share memory with the written-to tensor";
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    Tensor x = kiln::arange(4.0) - 1.0;  // pending in lazy mode
+    Tensor idx = kiln::tensor<int64_t>({3});
+    EXPECT_KILN_ERROR(kiln::index_copy_(x, 0, idx, x.narrow(0, 0, 1)), overlap);
+    x.mul_(10.0);
+    Tensor y = kiln::arange(3.0) * 1.0;
+    EXPECT_KILN_ERROR(kiln::scatter_(y, 0, kiln::tensor<int64_t>({2, 0}), y.narrow(0, 0, 2)),
+                      overlap);
+    Tensor c = kiln::zeros({5});
+    EXPECT_KILN_ERROR(
+        kiln::call_op("cat.out", {std::vector<Tensor>{c.narrow(0, 0, 2), y}, int64_t{0}},
+                      {{"out", c}}),
+        overlap);
+    Tensor s = kiln::arange(6.0) * 1.0;
+    EXPECT_KILN_ERROR(
+        kiln::call_op("index_select.out", {s, int64_t{0}, kiln::tensor<int64_t>({0, 1})},
+                      {{"out", s.narrow(0, 4, 2)}}),
+        overlap);
+    // Disjoint parts of one buffer are fine, and stay recorded.
+    Tensor buf = kiln::zeros({2, 3});
+    Tensor row = buf[0];
+    kiln::index_copy_(row, 0, kiln::tensor<int64_t>({2}), buf[1].narrow(0, 0, 1) + 5.0);
+    kiln::EagerGuard g;
+    EXPECT_TENSOR_CLOSE(x, kiln::tensor<float>({-10.f, 0.f, 10.f, 20.f}));
+    EXPECT_TENSOR_CLOSE(y, kiln::tensor<float>({0.f, 1.f, 2.f}));
+    EXPECT_TENSOR_CLOSE(c, kiln::zeros({5}));
+    EXPECT_TENSOR_CLOSE(s, kiln::arange(6.0));
+    EXPECT_TENSOR_CLOSE(buf, kiln::tensor<float>({{0.f, 0.f, 5.f}, {0.f, 0.f, 0.f}}));
+  }
+}
+
+// Note [Memory wrapped twice]: two from_blob tensors over one buffer are two
+// storages for the same bytes. A write through one and a read through the
+// other were fused as independent (the read saw the old values), lazily and
+// in a compiled function; now they run in program order. Wrapping disjoint
+// parts of a buffer marks nothing.
+TEST(LazyRecording, MemoryWrappedTwiceIsReadInProgramOrder) {
+  std::vector<float> buf = {0.f, 1.f, 2.f, 3.f};
+  {
+    Tensor a = kiln::from_blob(buf.data(), {4}, kiln::kFloat32);
+    Tensor b = kiln::from_blob(buf.data(), {4}, kiln::kFloat32);
+    EXPECT_TRUE(a.impl()->storage()->shares_memory());
+    EXPECT_TRUE(b.impl()->storage()->shares_memory());
+    a.add_(100.0);
+    Tensor z = b * 2.0;
+    b.mul_(0.5);
+    Tensor w = a + 0.0;
+    kiln::EagerGuard g;
+    EXPECT_TENSOR_CLOSE(z, kiln::tensor<float>({200.f, 202.f, 204.f, 206.f}));
+    EXPECT_TENSOR_CLOSE(w, kiln::tensor<float>({50.f, 50.5f, 51.f, 51.5f}));
+  }
+  {
+    buf = {0.f, 1.f, 2.f, 3.f};
+    auto f = kiln::jit::compile([](const Tensor& a, const Tensor& b) {
+      Tensor x = a;
+      x.add_(100.0);
+      return b * 2.0;
+    });
+    for (int call = 0; call < 3; ++call) {
+      SCOPED_TRACE("call " + std::to_string(call));
+      Tensor a = kiln::from_blob(buf.data(), {4}, kiln::kFloat32);
+      Tensor b = kiln::from_blob(buf.data(), {4}, kiln::kFloat32);
+      Tensor z = f(a, b);
+      const float base = 100.f * static_cast<float>(call + 1);
+      kiln::EagerGuard g;
+      EXPECT_TENSOR_CLOSE(
+          z, kiln::tensor<float>({2 * base, 2 * (base + 1), 2 * (base + 2), 2 * (base + 3)}));
+    }
+    // Separate buffers still compile.
+    std::vector<float> p(4, 1.f), q(4, 2.f);
+    for (int call = 0; call < 2; ++call) {
+      Tensor z = f(kiln::from_blob(p.data(), {4}, kiln::kFloat32),
+                   kiln::from_blob(q.data(), {4}, kiln::kFloat32));
+      kiln::EagerGuard g;
+      EXPECT_TENSOR_CLOSE(z, kiln::full({4}, 4.0));
+    }
+    EXPECT_GE(f.stats().hits, 1);
+  }
+  Tensor lo = kiln::from_blob(buf.data(), {2}, kiln::kFloat32);
+  Tensor hi = kiln::from_blob(buf.data() + 2, {2}, kiln::kFloat32);
+  EXPECT_FALSE(lo.impl()->storage()->shares_memory());
+  EXPECT_FALSE(hi.impl()->storage()->shares_memory());
+}
+
+// masked_fill_ with a 0-dim value that is an element of its own target is
+// PyTorch's x.masked_fill_(x > 1, x[3]): the value is read as a number
+// before anything is written, so it is no overlap (lazy mode refused it).
+TEST(LazyRecording, MaskedFillValueMayBeAnElementOfItsTarget) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    Tensor x = kiln::arange(4.0) * 1.0;
+    kiln::masked_fill_(x, x > 1.0, x.select(0, 3));
+    kiln::EagerGuard g;
+    EXPECT_TENSOR_CLOSE(x, kiln::tensor<float>({0.f, 1.f, 3.f, 3.f}));
+  }
+}
+
+// An out= argument that is also an input is never resized (as PyTorch: the
+// input would be read from the resized, uninitialized memory): "output with
+// shape [1, 4] doesn't match the broadcast shape [4, 4]" in every mode, and
+// the tensor keeps its shape and values. Lazily and in a compiled function
+// the same call used to give a [4, 4] tensor of stale or garbage values.
+TEST(LazyRecording, OutArgumentThatIsAnInputIsNotResized) {
+  auto body = [](const Tensor& x, const Tensor& o) {
+    Tensor out = x;
+    kiln::add_out(out, x, o);
+    return x * 1.0;
+  };
+  for (int mode = 0; mode < 3; ++mode) {
+    SCOPED_TRACE(mode == 0 ? "eager" : mode == 1 ? "lazy" : "compiled");
+    std::optional<kiln::EagerGuard> eager;
+    if (mode == 0) eager.emplace();
+    auto f = kiln::jit::compile(body);
+    for (int call = 0; call < (mode == 2 ? 3 : 1); ++call) {
+      Tensor x = kiln::arange(4.0).view({1, 4}) * 1.0;
+      Tensor t = kiln::arange(4.0).view({4, 1}) * 1.0;
+      if (mode == 2) {
+        EXPECT_KILN_ERROR(f(x, kiln::ones({4, 1})),
+                          "output with shape [1, 4] doesn't match the broadcast shape [4, 4]");
+      } else {
+        EXPECT_KILN_ERROR(body(x, kiln::ones({4, 1})),
+                          "output with shape [1, 4] doesn't match the broadcast shape [4, 4]");
+        EXPECT_KILN_ERROR(kiln::add_out(t, t, t.t()),
+                          "output with shape [4, 1] doesn't match the broadcast shape [4, 4]");
+      }
+      kiln::EagerGuard g;
+      EXPECT_TENSOR_CLOSE(x, kiln::arange(4.0).view({1, 4}));
+      EXPECT_TENSOR_CLOSE(t, kiln::arange(4.0).view({4, 1}));
+    }
+  }
+}
+
+// Note [Arguments resized while traced]: an out= op that resizes an argument
+// inside a compiled function resizes the caller's tensor on the first
+// (traced) call too, as eagerly; it used to resize only the trace's stand-in
+// and write element 0 of the caller's tensor.
+TEST(LazyRecording, CompiledOutResizeReachesTheArgument) {
+  auto body = [](const Tensor& a, const Tensor& b) {
+    Tensor out = a;
+    kiln::mul_out(out, b.select(0, 0), b.select(0, 0));  // a 0-dim result: `a` becomes []
+    return b + 0.0;
+  };
+  auto f = kiln::jit::compile(body);
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    Tensor a = kiln::arange(4.0) * 1.0, b = kiln::full({4}, 10.0);
+    Tensor r = f(a, b);
+    kiln::EagerGuard g;
+    EXPECT_EQ(a.dim(), 0);
+    EXPECT_TENSOR_CLOSE(a, kiln::tensor<float>({100.f}).reshape({}));
+    EXPECT_TENSOR_CLOSE(r, kiln::full({4}, 10.0));
+  }
+  auto grow = kiln::jit::compile([](const Tensor& a, const Tensor& b) {
+    Tensor out = a;
+    kiln::add_out(out, b, b);  // a [2] -> [3, 4]: its storage grows
+    return b * 1.0;
+  });
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE("grow, call " + std::to_string(call));
+    Tensor a = kiln::arange(2.0) * 1.0, b = kiln::arange(12.0).view({3, 4}) * 1.0;
+    (void)grow(a, b);
+    kiln::EagerGuard g;
+    ASSERT_EQ(a.dim(), 2);
+    ASSERT_EQ(a.size(0), 3);
+    EXPECT_TENSOR_CLOSE(a, kiln::arange(12.0).view({3, 4}) * 2.0);
+  }
+}
+
 // copy_ checks its source at the call in both modes (cpu::check_copy): a
 // shape that does not broadcast to the target, and, as PyTorch, a source
 // that partly overlaps it (PyTorch: "some elements of the input tensor and
