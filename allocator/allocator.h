@@ -3,6 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+
+#include "kiln/error.h"
+#include "kiln/impl/current_op.h"
 
 namespace kiln::alloc {
 
@@ -58,5 +62,25 @@ Allocator& cpu_allocator();
 // The host's memory and swap together, in bytes: no request for more can be
 // met (Note [Requests larger than the machine] in cpu_allocator.cpp).
 size_t host_memory_bytes();
+
+// Note [Out of memory names the op]
+// An allocator's out-of-memory error raised while an op runs (Note [The op
+// being run]) leads with the op, which is what the user called and can act
+// on, and names the allocator beside its figures:
+//   [mm] out of memory: tried to allocate 64 bytes (cpu allocator: 0 bytes allocated, ...)
+// Outside any op (a lazy flush's fused kernels and arenas, a direct
+// allocate()) it reads as it always has:
+//   [cpu allocator] out of memory: tried to allocate 64 bytes (0 bytes allocated, ...)
+// The strings are built only when the error is.
+
+// "[op]" while an op runs on this thread, else "[<allocator>]".
+inline std::string oom_tag(std::string_view allocator) {
+  const char* op = detail::current_op();
+  return detail::str('[', op ? std::string_view(op) : allocator, ']');
+}
+// "<allocator>: " while an op runs on this thread (the op leads the message), else "".
+inline std::string oom_figures_of(std::string_view allocator) {
+  return detail::current_op() ? detail::str(allocator, ": ") : std::string();
+}
 
 }  // namespace kiln::alloc

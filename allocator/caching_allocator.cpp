@@ -540,13 +540,13 @@ void DeviceCachingAllocator::throw_oom(size_t nbytes, size_t alloc_size) {
     cap = detail::str("; set_memory_fraction(", fraction_, ") caps kiln's reserved memory at ",
                       format_bytes(static_cast<int64_t>(memory_cap_)));
   }
-  KILN_FAIL("[cuda allocator] out of memory on ", memory_->name(), ": tried to allocate ",
-            format_bytes(static_cast<int64_t>(nbytes)), " (", nbytes, " bytes, needing a ",
-            format_bytes(static_cast<int64_t>(alloc_size)), " segment); the device has ",
-            format_bytes(static_cast<int64_t>(total)), " total, ",
-            format_bytes(static_cast<int64_t>(free_bytes)), " free; kiln has ",
-            format_bytes(allocated), " allocated and ", format_bytes(reserved - allocated),
-            " reserved but unused", cap);
+  KILN_FAIL(oom_tag("cuda allocator"), " out of memory on ", memory_->name(),
+            ": tried to allocate ", format_bytes(static_cast<int64_t>(nbytes)), " (", nbytes,
+            " bytes, needing a ", format_bytes(static_cast<int64_t>(alloc_size)),
+            " segment); the device has ", format_bytes(static_cast<int64_t>(total)), " total, ",
+            format_bytes(static_cast<int64_t>(free_bytes)), " free; ",
+            oom_figures_of("cuda allocator"), "kiln has ", format_bytes(allocated),
+            " allocated and ", format_bytes(reserved - allocated), " reserved but unused", cap);
 }
 
 CachingStats DeviceCachingAllocator::stats() const {

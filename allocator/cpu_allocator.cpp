@@ -123,9 +123,10 @@ class CpuCachingAllocator final : public Allocator {
     if (KILN_UNLIKELY(nbytes > host_limit_)) {  // Note [Requests larger than the machine]
       std::lock_guard<std::mutex> lock(mu_);
       num_ooms_++;
-      KILN_FAIL("[cpu allocator] out of memory: tried to allocate ", nbytes,
+      KILN_FAIL(oom_tag("cpu allocator"), " out of memory: tried to allocate ", nbytes,
                 " bytes, more than this machine's ", host_limit_, " bytes of memory and swap (",
-                current_locked(), " bytes allocated, ", reserved_.current, " reserved)");
+                oom_figures_of("cpu allocator"), current_locked(), " bytes allocated, ",
+                reserved_.current, " reserved)");
     }
     size_t rounded = 0;
     int cls = size_class(nbytes, &rounded);
@@ -279,8 +280,9 @@ class CpuCachingAllocator final : public Allocator {
       std::lock_guard<std::mutex> lock(mu_);
       reserved_.sub(static_cast<int64_t>(rounded));
       num_ooms_++;
-      KILN_FAIL("[cpu allocator] out of memory: tried to allocate ", rounded, " bytes (",
-                current_locked(), " bytes allocated, ", reserved_.current, " reserved)");
+      KILN_FAIL(oom_tag("cpu allocator"), " out of memory: tried to allocate ", rounded, " bytes (",
+                oom_figures_of("cpu allocator"), current_locked(), " bytes allocated, ",
+                reserved_.current, " reserved)");
     }
     return p;
   }

@@ -61,8 +61,10 @@ DataPtr HostCachingAllocator::allocate(size_t nbytes) {
     }
     if (!b && !p) {
       stats_.num_ooms++;
-      KILN_FAIL("[", memory_->name(), " allocator] out of memory: tried to allocate ",
-                format_bytes(static_cast<int64_t>(nbytes)), " (", nbytes, " bytes); kiln has ",
+      const std::string allocator = memory_->name() + " allocator";
+      KILN_FAIL(oom_tag(allocator), " out of memory: tried to allocate ",
+                format_bytes(static_cast<int64_t>(nbytes)), " (", nbytes, " bytes); ",
+                oom_figures_of(allocator), "kiln has ",
                 format_bytes(stats_.allocated_bytes.current), " allocated and ",
                 format_bytes(stats_.reserved_bytes.current - stats_.allocated_bytes.current),
                 " reserved but unused");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/api.h"
+#include "kiln/impl/current_op.h"
 #include "kiln/ivalue.h"
 #include "kiln/logging.h"
 #include "kiln/schema.h"
@@ -456,6 +457,7 @@ struct OpHandle::Caller<R(Args...)> {
     return run(op, key, args...);
   }
   static R run(const OperatorEntry& op, int key, Args... args) {
+    const detail::CurrentOpScope current(op.name().c_str());  // Note [The op being run]
     if (void* fn = op.unboxed(key)) {
       try {
         return reinterpret_cast<R (*)(Args...)>(fn)(args...);

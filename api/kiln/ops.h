@@ -49,7 +49,8 @@ KILN_API Tensor eye(int64_t n, int64_t m, TensorOptions options = {});
 KILN_API void manual_seed(uint64_t seed);
 KILN_API Tensor rand(IntArrayRef size, TensorOptions options = {});
 KILN_API Tensor randn(IntArrayRef size, TensorOptions options = {});
-// Integers in [low, high); dtype int64 unless given.
+// Integers in [low, high); dtype int64 unless given. [low, high) must fit the
+// dtype: for bool, [0, 2) or a part of it, as PyTorch.
 KILN_API Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions options = {});
 KILN_API Tensor randint(int64_t high, IntArrayRef size, TensorOptions options = {});
 

@@ -460,11 +460,29 @@ Tensor& embedding_renorm_(Tensor& self, const Tensor& indices, double max_norm, 
   KILN_CALL_INPLACE(self, "embedding_renorm_", Tensor(T, T, double, double), self, indices,
                     max_norm, norm_type);
 }
+// With max_norm the rows are rescaled first (Note [Embedding max_norm], in
+// runtime/cpu/embedding.cpp), but the call is still embedding: the
+// arguments are checked as embedding checks them, and before any row is
+// rescaled, as PyTorch 1.13 does. The indices' values are data, checked only
+// when the work runs (later, in lazy mode): embedding checks them, reading
+// row v of [0, rows) for index v, and embedding_renorm_ reads what that
+// returns, so a bad index fails as embedding's error and the rescale never
+// runs. That costs a gather of one int64 per index and an arange of the rows.
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx, OptF max_norm,
                  double norm_type, bool scale_grad_by_freq, bool sparse) {
   if (max_norm) {
+    const char* op = "embedding";
+    check_defined(weight, op, "weight");
+    check_defined(indices, op, "indices");
+    embedding(meta_twin(weight), meta_twin(indices), padding_idx);  // shapes, dtypes, padding_idx
+    KILN_CHECK(is_floating(weight.dtype()),
+               "[embedding] expected a floating-point weight when max_norm is given (its rows' "
+               "norms are taken), got ",
+               weight.dtype());
+    const Tensor rows = arange(weight.size(0), TensorOptions(kInt64).device(weight.device()));
+    const Tensor checked = embedding(rows.unsqueeze(1), indices).squeeze(-1);
     Tensor w = weight;
-    embedding_renorm_(w, indices, *max_norm, norm_type);
+    embedding_renorm_(w, checked, *max_norm, norm_type);
   }
   KILN_CALL("embedding", Tensor(T, T, int64_t, bool, bool), weight, indices, padding_idx,
             scale_grad_by_freq, sparse);

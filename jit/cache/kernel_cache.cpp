@@ -1,15 +1,19 @@
 #include "jit/cache/kernel_cache.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
+#include <string_view>
 
 #include "kiln/logging.h"
 #include "runtime/core/regular_file.h"
@@ -53,6 +57,69 @@ std::string private_dir_problem(const std::string& path, bool may_be_link) {
     return path + " may be written by other users (mode " + mode + ")";
   }
   return "";
+}
+
+// Note [Stale temporary files]
+// store() writes <entry>.tmp.<pid>.<n> and renames it over <entry>; a writer
+// killed in between leaves its temporary file for good. The first store of
+// each DiskCache (once per process for the process-wide one) removes those
+// whose writer is gone: its pid names no process (kill(pid, 0) fails with
+// ESRCH) and the file is a minute old, or the file is an hour old whatever
+// the pid, which may have been reused. A write takes milliseconds, so no
+// live writer's file is that old; the minute spares a writer that shares the
+// folder from another pid namespace, where its pid names nothing here (were
+// its file removed, its rename would fail: a lost entry and a warning).
+// Only regular files named exactly so are removed, by name within the
+// folder: a link is not followed nor removed, and nothing else is touched.
+constexpr time_t kDeadWriterAge = 60;
+constexpr time_t kAbandonedAge = 60 * 60;
+
+// The writer's pid in a temporary file's name, "<16 hex digits>.bin.tmp.<pid>.<n>"
+// as store() makes it; 0 when `name` is not one.
+pid_t temporary_file_writer(std::string_view name) {
+  constexpr std::string_view kInfix = ".bin.tmp.";
+  auto digits = [](std::string_view s) {
+    return !s.empty() && s.size() <= 20 &&
+           s.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (name.size() < 16 + kInfix.size() ||
+      name.substr(0, 16).find_first_not_of("0123456789abcdef") != std::string_view::npos ||
+      name.substr(16, kInfix.size()) != kInfix) {
+    return 0;
+  }
+  const std::string_view rest = name.substr(16 + kInfix.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || !digits(rest.substr(0, dot)) ||
+      !digits(rest.substr(dot + 1)) || dot > 9) {
+    return 0;
+  }
+  return static_cast<pid_t>(std::stol(std::string(rest.substr(0, dot))));
+}
+
+void remove_stale_temporary_files(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return;
+  }
+  const time_t now = std::time(nullptr);
+  while (const dirent* e = readdir(d)) {
+    const pid_t pid = temporary_file_writer(e->d_name);
+    if (pid <= 0) continue;
+    struct stat st {};
+    if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    const time_t age = now - st.st_mtime;
+    const bool writer_gone = ::kill(pid, 0) != 0 && errno == ESRCH;
+    if ((writer_gone && age >= kDeadWriterAge) || age >= kAbandonedAge) {
+      if (unlinkat(fd, e->d_name, 0) == 0) {
+        KILN_LOG(Perf, "kernel cache: removed ", dir, "/", e->d_name, ", a temporary file ",
+                 writer_gone ? "whose writer is gone" : "an hour old");
+      }
+    }
+  }
+  closedir(d);  // closes fd
 }
 
 void put_u64(std::string& s, uint64_t v) {
@@ -199,6 +266,7 @@ void DiskCache::store(const std::string& key, const std::vector<char>& payload) 
     return;
   }
   if (!make_dirs(dir_)) return fail("cannot create the folder");
+  std::call_once(swept_, [&] { remove_stale_temporary_files(dir_); });
   std::string final_path = path_for(key);
   // rename() replaces a file or a link but not a directory; an entry that is
   // not a regular file is someone else's, and is left alone.

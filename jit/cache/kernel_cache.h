@@ -10,7 +10,8 @@
 // never throws: an entry that is not a regular file (a directory, a FIFO, a
 // link to a device), is larger than any entry or cannot be read is a miss,
 // logged on the perf channel (Note [Reading untrusted paths]). A store that
-// cannot write its whole file leaves the previous entry in place.
+// cannot write its whole file leaves the previous entry in place; temporary
+// files a killed writer left are removed later (Note [Stale temporary files]).
 //
 // Note [Kernel cache location]
 // An entry is machine code that kiln loads and runs, checked only against its
@@ -56,6 +57,7 @@ class DiskCache {
   mutable std::once_flag checked_;
   mutable bool usable_ = true;
   mutable std::atomic<bool> warned_{false};  // the "not writable" warning, once per cache
+  mutable std::once_flag swept_;             // Note [Stale temporary files], in kernel_cache.cpp
 };
 
 // Where the process-wide cache lives: `dir` from KILN_CACHE_DIR, HOME and the

@@ -407,6 +407,9 @@ RunFailures run_plan(const Plan& plan, StepObserver* observer) {
 }
 
 std::vector<std::exception_ptr> run_trace(std::vector<Node> nodes, const PendingValue* marker) {
+  // A flush may start inside an op (a lazy kernel that needs values): its
+  // arena and fused kernels are not that op's (Note [The op being run]).
+  const kiln::detail::CurrentOpScope no_op(nullptr);
   g_flushes.fetch_add(1, std::memory_order_relaxed);
   profile_flush(nodes.size());
   // The plan holds the trace's last references to storages; it is destroyed

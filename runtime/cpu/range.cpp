@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iomanip>
 #include <limits>
 
 #include "kiln/dispatch.h"
@@ -152,6 +153,18 @@ Tensor arange_end(const Scalar& end, OptD dtype, OptDev device) {
 
 // --- linspace ------------------------------------------------------------------------
 
+// Note [Integer linspace in double]
+// PyTorch interpolates integer linspace in double and truncates. An int64
+// value may come out at 2^63, outside int64, where PyTorch 1.13 stores
+// INT64_MIN (x86's answer to an out-of-range conversion; C++ leaves it
+// undefined): at a bound of 2^63 - 512 or more, which rounds to 2^63, and,
+// rarely, at a vector lane near such a bound, whose rounding errors add up
+// past it. kiln refuses both: such bounds when the call is made
+// (linspace_int64_bounds, which names them), a lane's value when it is
+// computed. Every other value is PyTorch's, rounding included: the bounds
+// become doubles first, so 2^62 + 1 reads as 2^62.
+constexpr double kTwo63 = 9223372036854775808.0;
+
 template <class T>
 void linspace_fill(T* out, int64_t steps, const Scalar& start_s, const Scalar& end_s) {
   const int64_t half = steps / 2;
@@ -159,17 +172,33 @@ void linspace_fill(T* out, int64_t steps, const Scalar& start_s, const Scalar& e
     const T start = start_s.to<T>(), end = end_s.to<T>();
     const double step =
         (static_cast<double>(end) - static_cast<double>(start)) / static_cast<double>(steps - 1);
-    auto trunc = [](double v) { return static_cast<T>(static_cast<int64_t>(v)); };
-    auto element = [=](int64_t i) {
-      return i < half ? trunc(std::fma(step, static_cast<double>(i), static_cast<double>(start)))
-                      : trunc(std::fma(-step, static_cast<double>(steps - i - 1),
-                                       static_cast<double>(end)));
+    int64_t outside = -1;  // the first index whose value int64 cannot hold
+    double outside_value = 0;
+    auto truncate = [&](double v, int64_t index) {
+      if (KILN_UNLIKELY(!(v >= -kTwo63 && v < kTwo63))) {
+        if (outside < 0) {
+          outside = index;
+          outside_value = v;
+        }
+        return T(0);
+      }
+      return static_cast<T>(static_cast<int64_t>(v));
     };
-    auto lane = [=](int64_t base, int64_t k) {
+    auto element = [&](int64_t i) {
+      return truncate(
+          i < half ? std::fma(step, static_cast<double>(i), static_cast<double>(start))
+                   : std::fma(-step, static_cast<double>(steps - i - 1), static_cast<double>(end)),
+          i);
+    };
+    auto lane = [&](int64_t base, int64_t k) {
       const double kstep = static_cast<double>(k) * step;
-      return trunc(static_cast<double>(element(base)) + kstep);
+      return truncate(static_cast<double>(element(base)) + kstep, base + k);
     };
     fill_blocks<T>(out, steps, element, lane);
+    KILN_CHECK(outside < 0, "[linspace] expected values that fit int64, got ",
+               std::setprecision(17), outside_value, " at index ", outside,
+               " (interpolated in double from start ", start_s, " to end ", end_s, " in ", steps,
+               " steps, as PyTorch does; it stores INT64_MIN there)");
   } else if constexpr (kReduced<T>) {
     const T start = r16<T>(static_cast<float>(start_s.to_double()));
     const T end = r16<T>(static_cast<float>(end_s.to_double()));
@@ -200,6 +229,18 @@ void linspace_fill(T* out, int64_t steps, const Scalar& start_s, const Scalar& e
   }
 }
 
+// Refuses int64 bounds that become 2^63 as doubles (Note [Integer linspace
+// in double]); one step stores `start` as it is, with no arithmetic.
+void linspace_int64_bounds(const Scalar& start, const Scalar& end, int64_t steps) {
+  if (steps < 2) return;
+  for (const auto& [name, bound] : {std::pair{"start", &start}, std::pair{"end", &end}}) {
+    KILN_CHECK(static_cast<double>(bound->to<int64_t>()) < kTwo63,
+               "[linspace] expected start and end below 2^63 - 512 for int64 (the values are "
+               "computed in double, where larger ones round to 2^63), got ",
+               name, " ", *bound);
+  }
+}
+
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, OptD dtype, OptDev device) {
   const char* op = "linspace";
   KILN_CHECK(steps >= 0, "[linspace] expected a non-negative number of steps, got ", steps);
@@ -207,6 +248,7 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, OptD dtyp
   KILN_CHECK(t != kBool, "[linspace] expected a numeric dtype, got bool");
   check_convertible(start, t, op);
   check_convertible(end, t, op);
+  if (t == kInt64) linspace_int64_bounds(start, end, steps);
   checked_bytes_numel({steps}, t, op);
   const Device dev = device.value_or(Device::cpu());
   Tensor out = empty_tensor({steps}, t, dev);

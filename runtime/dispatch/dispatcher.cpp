@@ -54,6 +54,7 @@ std::string key_list(uint64_t bits) {
 namespace detail {
 
 __thread LocalDispatchKeySet tls_local_keys __attribute__((tls_model("initial-exec")));
+__thread const char* tls_current_op __attribute__((tls_model("initial-exec"))) = nullptr;
 uint64_t g_default_keys = 0;
 
 }  // namespace detail
@@ -551,6 +552,7 @@ Stack call_normalized(const OperatorEntry& op, Stack stack) {
     }
     observed->start(std::move(sizes));
   }
+  const detail::CurrentOpScope current(op.name().c_str());  // Note [The op being run]
   if (void* fn = op.unboxed(key)) {
     try {
       op.unboxed_caller()(fn, stack);

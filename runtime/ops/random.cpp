@@ -78,6 +78,8 @@ DType floating_dtype(OptD dtype, const char* op) {
 // wide floats' cover every int64.
 std::pair<int64_t, int64_t> randint_bounds(DType t) {
   switch (t) {
+    case kBool:
+      return {0, 1};
     case kUInt8:
       return {0, 255};
     case kInt8:
@@ -96,8 +98,8 @@ std::pair<int64_t, int64_t> randint_bounds(DType t) {
 DType randint_dtype(int64_t low, int64_t high, OptD dtype) {
   KILN_CHECK(high > low, "[randint] expected low < high, got low=", low, " high=", high);
   const DType t = dtype.value_or(kInt64);
-  KILN_CHECK(t != kBool, "[randint] expected a numeric dtype, got bool");
   // Values are in [low, high): both ends must fit the dtype, or values wrap.
+  // bool takes [0, 2) or within it, as PyTorch 1.13's random_ does.
   const auto [lo, hi] = randint_bounds(t);
   KILN_CHECK(low >= lo, "[randint] expected low >= ", lo, " for ", t, ", got ", low);
   KILN_CHECK(high - 1 <= hi, "[randint] expected high <= ", hi + 1, " for ", t, ", got ", high);
@@ -141,13 +143,17 @@ Tensor randint_low_cpu(int64_t low, int64_t high, IntArrayRef size, OptD dtype, 
   Tensor out = random_output(size, t, device, "randint");
   RandomState s = next_random_state();
   uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
-  visit_dtype(t, kAllMask & ~dtype_bit(kBool), "randint", [&]<class T>() {
+  visit_dtype(t, kAllMask, "randint", [&]<class T>() {
     T* p = out.data_ptr<T>();
     cpu::parallel_range(out.numel(), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         // In unsigned arithmetic: low + offset may pass through the int64 ends.
         int64_t v = static_cast<int64_t>(static_cast<uint64_t>(low) + bits64_at(s, i) % range);
-        p[i] = static_cast<T>(static_cast<opmath_t<T>>(v));
+        if constexpr (std::is_same_v<T, bool>) {
+          p[i] = v != 0;
+        } else {
+          p[i] = static_cast<T>(static_cast<opmath_t<T>>(v));
+        }
       }
     });
   });

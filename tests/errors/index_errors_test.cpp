@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -182,6 +183,29 @@ TEST(IndexErrors, Ranges) {
                     "[linspace] expected a non-negative number of steps, got -1");
   EXPECT_KILN_ERROR(kiln::linspace(0, 300, 4, TensorOptions(kiln::kInt8)),
                     "[linspace] value 300 cannot be converted to int8 without overflow");
+  // int64 linspace interpolates in double, as PyTorch does; an end at or
+  // above 2^63 - 512 rounds to 2^63 there, which int64 cannot hold
+  // (PyTorch 1.13 stores INT64_MIN in its place).
+  const TensorOptions i64(kiln::kInt64);
+  const int64_t max = std::numeric_limits<int64_t>::max(),
+                min = std::numeric_limits<int64_t>::min();
+  EXPECT_KILN_ERROR(kiln::linspace(0, max, 5, i64),
+                    "[linspace] expected start and end below 2^63 - 512 for int64 (the values "
+                    "are computed in double, where larger ones round to 2^63), got end "
+                    "9223372036854775807");
+  EXPECT_KILN_ERROR(kiln::linspace(max, min, 20, i64), "got start 9223372036854775807");
+  EXPECT_KILN_ERROR(kiln::linspace(max, max, 3, i64), "got start 9223372036854775807");
+  EXPECT_KILN_ERROR(kiln::linspace(min, max, 2, i64), "got end 9223372036854775807");
+  EXPECT_KILN_ERROR(kiln::linspace(0, max - 511, 2, i64), "got end 9223372036854775296");
+  EXPECT_KILN_ERROR(
+      kiln::linspace(0, max, 5, TensorOptions(kiln::kInt64).device(kiln::Device::meta())),
+      "got end 9223372036854775807");
+  // Below those bounds, a vector lane's rounding errors may still add up to
+  // 2^63 (PyTorch 1.13: INT64_MIN at index 31 here).
+  EXPECT_KILN_ERROR(kiln::linspace(min, 9223372036854775093, 32, i64).tolist<int64_t>(),
+                    "[linspace] expected values that fit int64, got 9.2233720368547758e+18 at "
+                    "index 31 (interpolated in double from start -9223372036854775808 to end "
+                    "9223372036854775093 in 32 steps");
   EXPECT_KILN_ERROR(kiln::eye(-1), "[eye] expected n >= 0, got -1");
   EXPECT_KILN_ERROR(kiln::eye(2, -1), "[eye] expected m >= 0, got -1");
   EXPECT_KILN_ERROR(kiln::eye(2, TensorOptions(kiln::kBFloat16)),

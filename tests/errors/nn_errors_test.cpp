@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <optional>
+
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
 
@@ -100,6 +103,60 @@ TEST(NnErrors, Embedding) {
       kiln::embedding(kiln::empty({6, 3}, kiln::TensorOptions(meta)),
                       kiln::empty({2}, kiln::TensorOptions(kiln::kInt64).device(meta)), 9),
       "[embedding] expected padding_idx within num_embeddings");
+}
+
+// With max_norm, embedding first rescales the rows it reads, in the weight
+// (embedding_renorm_'s work: Note [Embedding max_norm]); its errors are still
+// embedding's, in eager and lazy mode, and a refused call leaves the weight
+// as it was (PyTorch 1.13 checks padding_idx and the indices before it
+// rescales anything).
+TEST(NnErrors, EmbeddingWithMaxNorm) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    auto weight = [] { return kiln::full({6, 3}, 2.0); };
+    // The result, computed (lazily recorded work runs here).
+    auto embedding = [](const Tensor& w, const Tensor& idx, int64_t padding_idx = -1) {
+      Tensor out = kiln::embedding(w, idx, padding_idx, /*max_norm=*/1.0);
+      (void)out.data_ptr();
+      return out;
+    };
+    Tensor ok = kiln::tensor(std::vector<int64_t>{0, 5}, {2});
+    EXPECT_KILN_ERROR(
+        embedding(weight(), kiln::tensor(std::vector<int64_t>{0, 5, 7, 1}, {2, 2})),
+        "[embedding] index 7 at position [1, 0] is out of range for a weight of 6 rows");
+    EXPECT_KILN_ERROR(
+        embedding(weight(), kiln::tensor(std::vector<int32_t>{1, -1}, {2})),
+        "[embedding] index -1 at position [1] is out of range for a weight of 6 rows");
+    EXPECT_KILN_ERROR(embedding(weight(), f32({2})),
+                      "[embedding] expected indices of dtype int64 or int32, got float32");
+    EXPECT_KILN_ERROR(embedding(f32({6}), ok), "[embedding] expected a 2-D weight, got shape [6]");
+    EXPECT_KILN_ERROR(embedding(of({6, 3}, kiln::kInt64), ok),
+                      "[embedding] expected a floating-point weight when max_norm is given (its "
+                      "rows' norms are taken), got int64");
+    EXPECT_KILN_ERROR(embedding(weight(), ok, 6),
+                      "[embedding] expected padding_idx within num_embeddings, in [-6, 6), got 6");
+    EXPECT_KILN_ERROR(embedding(Tensor(), ok),
+                      "[embedding] expected argument 'weight' to be a defined tensor");
+    EXPECT_KILN_ERROR(embedding(weight(), Tensor()),
+                      "[embedding] expected argument 'indices' to be a defined tensor");
+    if (!lazy) {
+      // (In lazy mode a weight a failed write was recorded for carries its error.)
+      Tensor w = weight();
+      EXPECT_KILN_ERROR(embedding(w, ok, 6), "[embedding] expected padding_idx");
+      EXPECT_KILN_ERROR(embedding(w, kiln::tensor(std::vector<int64_t>{0, 9}, {2})),
+                        "[embedding] index 9");
+      EXPECT_TENSOR_CLOSE(w, kiln::full({6, 3}, 2.0));
+    }
+    // An accepted call rescales the rows it reads to norm 1, and returns them.
+    Tensor w = weight();
+    const Tensor out = embedding(w, kiln::tensor(std::vector<int32_t>{5, 5, 0}, {3}));
+    const double scaled = 2.0 * (1.0 / (std::sqrt(12.0) + 1e-7));
+    EXPECT_TENSOR_CLOSE(out, kiln::full({3, 3}, scaled));
+    EXPECT_TENSOR_CLOSE(w.select(0, 0), kiln::full({3}, scaled));
+    EXPECT_TENSOR_CLOSE(w.select(0, 1), kiln::full({3}, 2.0));
+  }
 }
 
 TEST(NnErrors, Linear) {

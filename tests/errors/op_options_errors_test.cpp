@@ -68,7 +68,7 @@ TEST(OpOptionErrors, EmbeddingRenorm) {
   kiln::EagerGuard eager;
   Tensor w = kiln::ones({4, 3});
   // PyTorch 1.13 reads row -1 as the last row; kiln refuses it, as embedding does.
-  EXPECT_KILN_ERROR(kiln::embedding(w, kiln::tensor<int64_t>({1, -1}), -1, 1.0),
+  EXPECT_KILN_ERROR(kiln::embedding_renorm_(w, kiln::tensor<int64_t>({1, -1}), 1.0, 2.0),
                     "[embedding_renorm_] index -1 at position [1] is out of range for a weight of "
                     "4 rows");
   EXPECT_KILN_ERROR(kiln::embedding_renorm_(w, kiln::tensor<double>({1.0}), 1.0, 2.0),

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "allocator/allocator.h"
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
 
@@ -47,11 +48,34 @@ Tensor throw_bad_alloc(const Tensor&) {
   throw std::bad_alloc();
 }
 
+constexpr int64_t kMoreThanTheMachine = int64_t{1} << 61;
+
+// Custom ops whose kernels run out of memory inside another op, and after one.
+Tensor empty_inside(const Tensor&) {
+  return kiln::empty({kMoreThanTheMachine}, kiln::TensorOptions(kiln::kInt8));
+}
+Tensor allocate_after_an_op(const Tensor& x) {
+  Tensor y = kiln::add(x, x);
+  (void)kiln::alloc::cpu_allocator().allocate(static_cast<size_t>(kMoreThanTheMachine));
+  return y;
+}
+
+// No Meta kernel: in lazy mode it runs at once, flushing the trace first.
+Tensor same(const Tensor& x) {
+  return x.clone();
+}
+
 KILN_LIBRARY(oomtest, m) {
   m.def("throw_bad_alloc(Tensor x) -> Tensor");
+  m.def("same(Tensor x) -> Tensor");
+  m.def("empty_inside(Tensor x) -> Tensor");
+  m.def("allocate_after_an_op(Tensor x) -> Tensor");
 }
 KILN_LIBRARY_IMPL(oomtest, CPU, m) {
   m.impl("throw_bad_alloc", &throw_bad_alloc);
+  m.impl("empty_inside", &empty_inside);
+  m.impl("allocate_after_an_op", &allocate_after_an_op);
+  m.impl("same", &same);
 }
 
 TEST(OutOfMemoryErrors, BadAllocInAKernelIsAKilnError) {
@@ -69,6 +93,45 @@ TEST(OutOfMemoryErrors, BadAllocInAKernelIsAKilnError) {
     // The process goes on.
     EXPECT_TENSOR_CLOSE(kiln::add(x, x), kiln::full({4}, 2.0));
   }
+}
+
+// Note [Out of memory names the op]: the allocator's error leads with the op
+// whose kernel asked, the innermost one where ops nest, and names the
+// allocator after it; outside any op it is the allocator's own, as before.
+TEST(OutOfMemoryErrors, TheAllocatorsErrorNamesTheOp) {
+  auto touch = [](const Tensor& t) { (void)t.data_ptr(); };  // materializes a lazy result
+  Tensor x = kiln::ones({4});
+  static const kiln::TypedOp<Tensor(const Tensor&)> inside("oomtest::empty_inside");
+  static const kiln::TypedOp<Tensor(const Tensor&)> after("oomtest::allocate_after_an_op");
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    EXPECT_KILN_ERROR(touch(kiln::empty({kMoreThanTheMachine}, kiln::TensorOptions(kiln::kInt8))),
+                      "[empty] out of memory: tried to allocate 2305843009213693952 bytes, more "
+                      "than this machine's ");
+    EXPECT_KILN_ERROR(touch(kiln::empty({kMoreThanTheMachine}, kiln::TensorOptions(kiln::kInt8))),
+                      " bytes of memory and swap (cpu allocator: ");
+    // A product of 2^40 float32 elements: its kernel asks for 4 TiB.
+    Tensor a = kiln::ones({int64_t{1} << 20, 1}), b = kiln::ones({1, int64_t{1} << 20});
+    EXPECT_KILN_ERROR(touch(kiln::matmul(a, b)),
+                      "[matmul] out of memory: tried to allocate 4398046511104 bytes");
+    EXPECT_KILN_ERROR(touch(inside(x)), "[empty] out of memory");
+    EXPECT_KILN_ERROR(touch(after(x)),
+                      "[oomtest::allocate_after_an_op] out of memory: tried to allocate");
+    // Outside any op, after ops that threw: the allocator's own message.
+    EXPECT_KILN_ERROR(
+        kiln::alloc::cpu_allocator().allocate(static_cast<size_t>(kMoreThanTheMachine)),
+        "[cpu allocator] out of memory: tried to allocate 2305843009213693952 bytes, more than "
+        "this machine's ");
+    EXPECT_TENSOR_CLOSE(kiln::add(x, x), kiln::full({4}, 2.0));
+  }
+  // A flush that an op's lazy kernel starts runs other work than that op's:
+  // a fused kernel's output (here 4 TiB) is the allocator's alone to name.
+  static const kiln::TypedOp<Tensor(const Tensor&)> same("oomtest::same");
+  Tensor y = kiln::ones({1}).expand({int64_t{1} << 40}) + 1.0;
+  (void)same(x);
+  EXPECT_KILN_ERROR(touch(y), "[cpu allocator] out of memory: tried to allocate 4398046511104");
 }
 
 // Note [Requests larger than the machine]: refused with the allocator's

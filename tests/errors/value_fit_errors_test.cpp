@@ -164,6 +164,45 @@ TEST(ValueFitErrors, RandintRange) {
   EXPECT_LE(kiln::amax(i8).item<int64_t>(), 127);
 }
 
+// randint into bool, as PyTorch 1.13: the range must lie in [0, 2) ("from"
+// and "to - 1" in bool's range: randint(0, 2), (0, 1), (1, 2) and
+// randint(2) are taken, randint(0, 3) and randint(-1, 2) refused), and the
+// values are the int64 ones at the same seed, stored as value != 0.
+TEST(ValueFitErrors, RandintBool) {
+  const TensorOptions b8 = TensorOptions(kiln::kBool);
+  kiln::testing::in_eager_lazy_and_meta([&](Device d) {
+    auto randint = [&](int64_t low, int64_t high) {
+      return kiln::randint(low, high, {64}, TensorOptions(b8).device(d));
+    };
+    EXPECT_EQ(randint(0, 2).dtype(), kiln::kBool);
+    EXPECT_EQ(randint(0, 1).dtype(), kiln::kBool);
+    EXPECT_EQ(randint(1, 2).dtype(), kiln::kBool);
+    EXPECT_EQ(kiln::randint(2, {64}, TensorOptions(b8).device(d)).dtype(), kiln::kBool);
+    EXPECT_KILN_ERROR(randint(0, 3), "[randint] expected high <= 2 for bool, got 3");
+    EXPECT_KILN_ERROR(kiln::randint(3, {64}, TensorOptions(b8).device(d)),
+                      "[randint] expected high <= 2 for bool, got 3");
+    EXPECT_KILN_ERROR(randint(-1, 2), "[randint] expected low >= 0 for bool, got -1");
+    EXPECT_KILN_ERROR(randint(-1, 1), "[randint] expected low >= 0 for bool, got -1");
+    EXPECT_KILN_ERROR(randint(2, 3), "[randint] expected high <= 2 for bool, got 3");
+    EXPECT_KILN_ERROR(randint(0, 0), "[randint] expected low < high, got low=0 high=0");
+  });
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    kiln::manual_seed(11);
+    const Tensor bits = kiln::randint(0, 2, {4096}, b8);
+    kiln::manual_seed(11);
+    const Tensor ints = kiln::randint(0, 2, {4096});
+    EXPECT_TENSOR_CLOSE(bits, ints.to(kiln::kBool));
+    EXPECT_EQ(kiln::sum(bits.to(kiln::kInt64)).item<int64_t>(), kiln::sum(ints).item<int64_t>());
+    EXPECT_GT(kiln::sum(ints).item<int64_t>(), 1800);
+    EXPECT_LT(kiln::sum(ints).item<int64_t>(), 2300);
+    EXPECT_TENSOR_CLOSE(kiln::randint(0, 1, {8}, b8), kiln::zeros({8}, kiln::kBool));
+    EXPECT_TENSOR_CLOSE(kiln::randint(1, 2, {8}, b8), kiln::ones({8}, kiln::kBool));
+  }
+}
+
 TEST(ValueFitErrors, AcceptedValuesStoreAsPyTorch) {
   for (bool lazy : {false, true}) {
     SCOPED_TRACE(lazy ? "lazy" : "eager");

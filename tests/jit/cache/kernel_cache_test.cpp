@@ -1,13 +1,16 @@
 #include "jit/cache/kernel_cache.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -136,6 +139,65 @@ TEST(KernelCache, AFailedWriteKeepsTheOldEntry) {
   for (const auto& e : std::filesystem::directory_iterator(c.dir())) {
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
   }
+}
+
+// Note [Stale temporary files]: the first store removes the temporary
+// files of writers that are gone (killed between the write and the rename):
+// a pid that names no process on a file a minute old, or any file an hour
+// old. A live writer's file, files named otherwise, links (and what they
+// point at) and folders stay.
+TEST(KernelCache, StaleTemporaryFilesAreRemoved) {
+  namespace fs = std::filesystem;
+  const std::string dir = fresh_dir("stale");
+  fs::create_directories(dir);
+  // A pid that names no process: a child's, exited and reaped.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  const std::string gone = std::to_string(child), me = std::to_string(getpid());
+  const std::string entry = "0123456789abcdef.bin.tmp.";
+  auto make = [&](const std::string& name, int minutes_old) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path) << "half an entry";
+    const timespec when{time(nullptr) - 60 * minutes_old, 0};
+    const timespec times[2] = {when, when};
+    EXPECT_EQ(utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW), 0);
+    return path;
+  };
+  const std::vector<std::string> removed = {
+      make(entry + gone + ".140723", 2),  // its writer was killed
+      make(entry + me + ".1", 61),        // a live pid, but an hour old: a reused pid
+  };
+  const std::vector<std::string> kept = {
+      make(entry + me + ".2", 0),    // this process's, in progress
+      make(entry + "1.3", 0),        // another live process's (init's), in progress
+      make(entry + gone + ".4", 0),  // too young to judge (Note [Stale temporary files])
+      make("notes" + entry.substr(16) + gone + ".1", 120),
+      make("0123456789abcdeg.bin.tmp." + gone + ".1", 120),
+      make(entry + gone, 120),
+      make(entry + gone + ".", 120),
+      make(entry + gone + ".1.bak", 120),
+      make(entry + "x" + gone + ".1", 120),
+      make(entry + "0.1", 120),
+      make("0123456789abcdef.bin", 120),
+  };
+  const std::string target = make("target", 120);
+  const std::string link = dir + "/" + entry + gone + ".5";
+  fs::create_symlink(target, link);
+  const std::string folder = dir + "/" + entry + gone + ".6";
+  fs::create_directory(folder);
+
+  DiskCache c(dir);
+  EXPECT_FALSE(c.load("k").has_value());
+  for (const std::string& p : removed) EXPECT_TRUE(fs::exists(p)) << p;  // not by a load
+  c.store("k", {'a'});
+  for (const std::string& p : removed) EXPECT_FALSE(fs::exists(p)) << p;
+  for (const std::string& p : kept) EXPECT_TRUE(fs::exists(p)) << p;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::exists(target));
+  EXPECT_TRUE(fs::is_directory(folder));
+  EXPECT_EQ(c.load("k"), std::vector<char>{'a'});
 }
 
 using kiln::testing::EnvScope;

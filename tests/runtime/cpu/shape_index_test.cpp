@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -252,6 +254,66 @@ TEST(ShapeIndex, ArangeAndLinspaceValues) {
   EXPECT_EQ(l.tolist<float>().back(), 1.7f);
   EXPECT_EQ(l.tolist<float>().front(), 0.1f);
   EXPECT_EQ(kiln::eye(3).tolist<float>(), (std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
+}
+
+// int64 linspace near the ends of int64: PyTorch 1.13's values, which come
+// from double arithmetic (so 2^62 + 1 reads as 2^62, and a middle element
+// can be off by the double's rounding: -256 for 0). steps 0 and 1 take the
+// bounds as they are. Ends that round to 2^63 are refused (IndexErrors.Ranges).
+TEST(ShapeIndex, LinspaceInt64NearTheEnds) {
+  const TensorOptions i64(kiln::kInt64);
+  const int64_t max = std::numeric_limits<int64_t>::max(),
+                min = std::numeric_limits<int64_t>::min();
+  const int64_t e62 = int64_t{1} << 62;
+  auto values = [&](int64_t start, int64_t end, int64_t steps) {
+    return kiln::linspace(start, end, steps, i64).tolist<int64_t>();
+  };
+  using V = std::vector<int64_t>;
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    EXPECT_EQ(values(max, min, 1), V{max});
+    EXPECT_EQ(values(min, max, 1), V{min});
+    EXPECT_EQ(values(max, min, 0), V{});
+    EXPECT_EQ(values(e62, -e62, 7),
+              (V{4611686018427387904, 3074457345618258944, 1537228672809129472, -256,
+                 -1537228672809129472, -3074457345618258944, -4611686018427387904}));
+    EXPECT_EQ(values(-e62, e62, 7),
+              (V{-4611686018427387904, -3074457345618258944, -1537228672809129472, 256,
+                 1537228672809129472, 3074457345618258944, 4611686018427387904}));
+    EXPECT_EQ(values(e62 + 1, e62 + 11, 11), V(11, e62));
+    EXPECT_EQ(values(min, min, 40), V(40, min));
+    // 20 steps: two blocks of vector lanes, then single elements (Note [Range
+    // values as PyTorch computes them]).
+    EXPECT_EQ(
+        values(e62, min, 20),
+        (V{4611686018427387904,  3883525068149379072,  3155364117871370752,  2427203167593362432,
+           1699042217315353600,  970881267037345024,   242720316759336448,   -485440633518672128,
+           -1213601583796680704, -1941762534074689280, -2669923484352697856, -3398084434630706176,
+           -4126245384908716032, -4854406335186724864, -5582567285464733696, -6310728235742741504,
+           -7038889186020750336, -7767050136298758144, -8495211086576766976, min}));
+    const V up = values(min, e62, 20);
+    EXPECT_EQ(up.front(), min);
+    EXPECT_EQ(
+        V(up.begin() + 1, up.end()),
+        (V{-8495211086576766976, -7767050136298758144, -7038889186020750336, -6310728235742741504,
+           -5582567285464732672, -4854406335186724864, -4126245384908716032, -3398084434630707200,
+           -2669923484352698368, -1941762534074690048, -1213601583796681472, -485440633518672128,
+           242720316759336448, 970881267037345024, 1699042217315353600, 2427203167593362432,
+           3155364117871370752, 3883525068149379072, 4611686018427387904}));
+    // 33 steps end with a single element, not a vector lane: no overshoot
+    // (32 steps are refused: IndexErrors.Ranges).
+    const V top = values(min, 9223372036854775093, 33);
+    EXPECT_EQ(V(top.end() - 5, top.end()),
+              (V{6917529027641080832, 7493989779944504320, 8070450532247927808, 8646911284551351296,
+                 9223372036854774784}));
+    // The largest end below 2^63 - 512 reads as 2^63 - 1024.
+    EXPECT_EQ(values(0, max - 512, 2), (V{0, 9223372036854774784}));
+    EXPECT_EQ(values(max - 512, min, 9),
+              (V{9223372036854774784, 6917529027641080832, 4611686018427386880, 2305843009213692928,
+                 0, -2305843009213693952, -4611686018427387904, -6917529027641081856, min}));
+  }
 }
 
 }  // namespace
