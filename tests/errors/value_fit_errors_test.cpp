@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -178,6 +179,71 @@ TEST(ValueFitErrors, AcceptedValuesStoreAsPyTorch) {
       EXPECT_TENSOR_CLOSE(f.to(kiln::kFloat64), expected);
       EXPECT_TENSOR_CLOSE(z.to(kiln::kFloat64), expected);
     }
+  }
+}
+
+// A number argument an op converts to its dtype (clamp's bounds, pow's
+// exponent, masked_fill's value) is checked in every mode with the eager
+// kernel's words: lazy recording takes the eager kernel's check (the typed
+// clamp recorded any bound, and the generated kernel clamped to inf or not at
+// all), also for a pending self that the op fuses with, and when compiled.
+struct NumberArgument {
+  const char* what;
+  DType dtype;
+  std::function<Tensor(const Tensor&)> call;
+  const char* message;
+};
+
+void expect_refused_in_every_mode(const NumberArgument& c) {
+  SCOPED_TRACE(::testing::Message() << c.what << " on " << c.dtype);
+  kiln::testing::in_eager_lazy_and_meta([&](Device d) {
+    Tensor x = kiln::ones({3}, TensorOptions(c.dtype).device(d));
+    EXPECT_KILN_ERROR(c.call(x), c.message);
+    Tensor pending = x * 2.0;  // lazily: not computed yet, so the op fuses with it
+    EXPECT_KILN_ERROR(c.call(pending), c.message);
+  });
+  auto f = kiln::jit::compile([&](const Tensor& x) { return c.call(x * 2.0); });
+  EXPECT_KILN_ERROR(f(kiln::ones({3}, TensorOptions(c.dtype))), c.message);
+}
+
+TEST(ValueFitErrors, ClampBoundsAreCheckedInEveryMode) {
+  using Opt = std::optional<Scalar>;
+  const DType h = kiln::kFloat16, bf = kiln::kBFloat16, f = kiln::kFloat32;
+  const NumberArgument cases[] = {
+      {"clamp(x, 1e5)", h, [](const Tensor& x) { return kiln::clamp(x, Opt(1e5)); },
+       "[clamp] expected 'min' to fit in float16, got 100000"},
+      {"clamp(x, -70000.0)", h, [](const Tensor& x) { return kiln::clamp(x, Opt(-70000.0)); },
+       "[clamp] expected 'min' to fit in float16, got -70000"},
+      {"clamp(x, max=-1e5)", h, [](const Tensor& x) { return kiln::clamp(x, Opt(), Opt(-1e5)); },
+       "[clamp] expected 'max' to fit in float16"},
+      {"clamp(x, 1e39)", bf, [](const Tensor& x) { return kiln::clamp(x, Opt(1e39)); },
+       "[clamp] expected 'min' to fit in bfloat16, got 1e+39"},
+      {"clamp(x, 0, -1e39)", bf, [](const Tensor& x) { return kiln::clamp(x, Opt(0), Opt(-1e39)); },
+       "[clamp] expected 'max' to fit in bfloat16"},
+      {"clamp(x, 1e39)", f, [](const Tensor& x) { return kiln::clamp(x, Opt(1e39)); },
+       "[clamp] expected 'min' to fit in float32"},
+      {"clamp_(x, 1e5)", h,
+       [](const Tensor& x) {
+         Tensor y = x.clone();
+         return kiln::clamp_(y, Opt(1e5), Opt());
+       },
+       "[clamp_] expected 'min' to fit in float16"},
+      {"pow(x, 1e5)", h, [](const Tensor& x) { return kiln::pow(x, 1e5); },
+       "[pow.Tensor_Scalar] expected 'exponent' to fit in float16"},
+      {"masked_fill(x, m, 1e5)", h,
+       [](const Tensor& x) {
+         return kiln::masked_fill(
+             x, kiln::ones(x.sizes(), TensorOptions(kiln::kBool).device(x.device())), 1e5);
+       },
+       "[masked_fill] value 100000 cannot be converted to float16"},
+  };
+  for (const NumberArgument& c : cases) expect_refused_in_every_mode(c);
+  // Bounds that fit, infinities and NaN are taken lazily as eagerly.
+  Tensor x = kiln::ones({3}, TensorOptions(h));
+  for (const Opt& lo : {Opt(65504.0), Opt(-INFINITY), Opt(NAN), Opt(-65504)}) {
+    Tensor lazy = kiln::clamp(x * 2.0, lo);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(lazy, kiln::clamp(x * 2.0, lo));
   }
 }
 
