@@ -116,8 +116,9 @@ class Fuser {
       r.node = red_->node;
       r.in_shape = nodes_[red_->node].args[0].to_tensor().sizes();
       r.reduced = red_->spec.reduced;
-      r.prologue =
-          red_->prologue->finish(red_->pos + 1, reads_, external_, red_->reduced_value, red_->node);
+      // The epilogue is complete: the prologue stores what it loads (Note [Fusion groups]).
+      r.prologue = red_->prologue->finish(red_->pos + 1, reads_, external_, red_->reduced_value,
+                                          group_.get());
       r.epilogue = group_->finish(next_pos, reads_, external_);
       r.members = r.prologue.members;  // the epilogue's include the reduction
       r.members.insert(r.members.end(), r.epilogue.members.begin(), r.epilogue.members.end());

@@ -15,7 +15,12 @@
 // prologue when it has the reduction's input shape (else it is closed), and
 // the pointwise nodes that follow join its epilogue while they have the
 // epilogue's shape. The epilogue may read what the prologue wrote only
-// through the same view (both run row by row, interleaved). An integer
+// through the same view (both run row by row, interleaved), and the prologue
+// stores every value the epilogue loads, whether or not a later node reads
+// it: the reduction node itself reads its other arguments in the epilogue
+// (layer_norm's weight and bias), and when one of them has the input's shape
+// (a 1-D input, or a norm over every dim) its producer joins the prologue,
+// with no later reader to ask for its store. An integer
 // division joins neither: only a pointwise kernel reports a zero divisor
 // (Note [CUDA integer division by zero]), so a group holding one is closed
 // before a reduction starts, and one never joins an epilogue.

@@ -280,8 +280,7 @@ int32_t GroupBuilder::load(const Tensor& t) {
   return builder_.load(static_cast<int32_t>(loads_.size() - 1), t.dtype());
 }
 
-LaterReads::LaterReads(const std::vector<Node>& nodes, const std::vector<size_t>& live)
-    : live_(live) {
+LaterReads::LaterReads(const std::vector<Node>& nodes, const std::vector<size_t>& live) {
   readers_.reserve(live.size() * 2);
   for (size_t k = 0; k < live.size(); ++k) {
     for_each_input(nodes[live[k]], [&](const Tensor& t) {
@@ -292,18 +291,21 @@ LaterReads::LaterReads(const std::vector<Node>& nodes, const std::vector<size_t>
   }
 }
 
-bool LaterReads::any(const StorageImpl* s, size_t pos, size_t skip) const {
+bool LaterReads::any(const StorageImpl* s, size_t pos) const {
   auto it = readers_.find(s);
-  if (it == readers_.end()) return false;
-  for (auto k = it->second.rbegin(); k != it->second.rend() && *k >= pos; ++k) {
-    if (live_[*k] != skip) return true;
+  return it != readers_.end() && it->second.back() >= pos;
+}
+
+bool GroupBuilder::loads_from(const StorageImpl* s) const {
+  for (const Tensor& l : loads_) {
+    if (l.defined() && storage_of(l) == s) return true;
   }
   return false;
 }
 
 FusedGroup GroupBuilder::finish(size_t next_live_pos, const LaterReads& reads,
                                 const std::unordered_set<const StorageImpl*>& external,
-                                int32_t first_store, size_t skip) {
+                                int32_t first_store, const GroupBuilder* reader) {
   FusedGroup g;
   g.shape = shape_;
   g.members = members_;
@@ -318,7 +320,8 @@ FusedGroup GroupBuilder::finish(size_t next_live_pos, const LaterReads& reads,
     const Tensor& t = produced_[i].view;
     const Node& n = nodes_[members_[i]];
     bool needed = !n.written.empty() || external.count(storage_of(t)) ||
-                  reads.any(storage_of(t), next_live_pos, skip);
+                  reads.any(storage_of(t), next_live_pos) ||
+                  (reader != nullptr && reader->loads_from(storage_of(t)));
     if (!needed) continue;
     bool dup = false;
     for (const Tensor& o : g.outputs) dup = dup || same_view(o, t);

@@ -22,11 +22,10 @@ struct ViewIndexMap;  // Note [View folding]
 class LaterReads {
  public:
   LaterReads(const std::vector<Node>& nodes, const std::vector<size_t>& live);
-  // True when a node at `live[pos]` or later, other than node `skip`, reads `s`.
-  bool any(const StorageImpl* s, size_t pos, size_t skip) const;
+  // True when a node at `live[pos]` or later reads `s`.
+  bool any(const StorageImpl* s, size_t pos) const;
 
  private:
-  const std::vector<size_t>& live_;
   std::unordered_map<const StorageImpl*, std::vector<size_t>> readers_;  // ascending positions
 };
 
@@ -63,15 +62,18 @@ class GroupBuilder {
 
   KernelBuilder& builder() { return builder_; }
 
-  // Finishes the group: stores what nodes from `live[next_live_pos]` on (except
-  // node `skip`) or outside tensors need. `first_store`, when >= 0, becomes
-  // output 0 (float32, no tensor).
+  // Finishes the group: stores what nodes from `live[next_live_pos]` on,
+  // outside tensors or `reader` need. `first_store`, when >= 0, becomes
+  // output 0 (float32, no tensor). `reader` (optional, default none) is the
+  // group whose neighbour this one is (a reduction's epilogue, Note [Fusion
+  // groups]): what it loads of this group's values is stored too.
   FusedGroup finish(size_t next_live_pos, const LaterReads& reads,
                     const std::unordered_set<const StorageImpl*>& external,
-                    int32_t first_store = -1, size_t skip = SIZE_MAX);
+                    int32_t first_store = -1, const GroupBuilder* reader = nullptr);
 
  private:
   bool neighbour_conflict(const Tensor& t, bool write) const;
+  bool loads_from(const StorageImpl* s) const;
   int32_t fold_view(const Tensor& t);
   int32_t emit_at(size_t k, const ViewIndexMap& map);
   int32_t load(const Tensor& t);

@@ -18,9 +18,7 @@
 // geometry of both on the ops registered here.
 
 #include <array>
-#include <cmath>
 #include <initializer_list>
-#include <limits>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -333,21 +331,12 @@ bool floating_self(const Tensor& self, Geometry& g) {
   return self.defined() && is_floating(self.dtype()) && unary_geometry(self, Rule::Float, g);
 }
 
-// Whether the eager kernels' overflow checks (check_convertible, scalar_to)
-// pass for a floating dtype: infinities and NaN do, finite values within its
-// range do.
-bool fits(double v, DType t) {
-  if (!std::isfinite(v)) return true;
-  switch (t) {
-    case kFloat16:
-      return std::fabs(v) <= 65504.0;
-    case kBFloat16:
-      return std::fabs(v) <= 3.38953138925153547590470800371487866880e38;
-    case kFloat32:
-      return std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max());
-    default:
-      return true;
-  }
+// Whether a number fits the floating dtype it is converted to: the eager
+// kernels' own test (scalar_overflows, behind scalar_to and
+// check_convertible), so that a call they refuse takes the fallback, whose
+// Meta kernel raises at the call with their message.
+bool fits(const Scalar& v, DType t) {
+  return !scalar_overflows(v, t);
 }
 
 constexpr char kPow[] = "pow.Tensor_Scalar";
@@ -361,7 +350,7 @@ constexpr char kMaskedFill_[] = "masked_fill_.Scalar";
 // raises at the call when it does not fit).
 bool pow_ok(const Tensor& self, const Scalar& exponent, Geometry& g) {
   return floating_self(self, g) &&
-         (!is_reduced_float(self.dtype()) || fits(exponent.to_double(), self.dtype()));
+         (!is_reduced_float(self.dtype()) || fits(exponent, self.dtype()));
 }
 
 Tensor pow_scalar(const Tensor& self, const Scalar& exponent) {
@@ -383,9 +372,17 @@ Tensor pow_scalar_(const Tensor& self, const Scalar& exponent) {
 
 using OptScalar = const std::optional<Scalar>&;
 
+// Number bounds are converted to self's dtype, checked (the Meta kernel
+// raises at the call when one does not fit; recorded unchecked, the fused
+// kernel clamped to inf, or not at all).
+bool clamp_ok(const Tensor& self, OptScalar min, OptScalar max, Geometry& g) {
+  return (min || max) && floating_self(self, g) && (!min || fits(*min, self.dtype())) &&
+         (!max || fits(*max, self.dtype()));
+}
+
 Tensor clamp(const Tensor& self, OptScalar min, OptScalar max) {
   Geometry g;
-  if (KILN_LIKELY((min || max) && floating_self(self, g))) {
+  if (KILN_LIKELY(clamp_ok(self, min, max, g))) {
     return record_functional(entry<kClamp>(), make_stack(self, min, max), g);
   }
   return fallback(entry<kClamp>(), make_stack(self, min, max));
@@ -393,7 +390,7 @@ Tensor clamp(const Tensor& self, OptScalar min, OptScalar max) {
 
 Tensor clamp_(const Tensor& self, OptScalar min, OptScalar max) {
   Geometry g;
-  if (KILN_LIKELY((min || max) && floating_self(self, g) && in_place_ok(self, {}, g))) {
+  if (KILN_LIKELY(clamp_ok(self, min, max, g) && in_place_ok(self, {}, g))) {
     record_in_place(entry<kClamp_>(), make_stack(self, min, max), self, g.device);
     return self;
   }
@@ -410,7 +407,7 @@ bool masked_fill_ok(const Tensor& self, const Tensor& mask, const Scalar& value,
       !floating_self(self, g)) {
     return false;
   }
-  if (!value.is_bool() && !fits(value.to_double(), self.dtype())) return false;
+  if (!fits(value, self.dtype())) return false;
   IntArrayRef s = self.sizes(), m = mask.sizes();
   const size_t off = s.size() - m.size();
   for (size_t d = 0; d < m.size(); ++d) {

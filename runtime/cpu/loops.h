@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "runtime/core/dtype_dispatch.h"
+#include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/tensor_iter.h"
 
 namespace kiln::cpu {
@@ -217,38 +218,20 @@ inline double lowest_value() {
 }
 
 // `s` as the opmath type of T, refusing values T cannot hold as PyTorch's
-// Scalar::to<T>() does: integers out of range (negative integers may wrap into
-// unsigned types), finite floats beyond T's range, NaN into integers. Bool
-// never overflows.
+// Scalar::to<T>() does, with the test every mode shares (scalar_overflows):
+// integers out of range (negative integers may wrap into unsigned types;
+// float16 is the one floating type narrower than int64), finite floats
+// beyond T's range, NaN into integers. Bool never overflows. An op that
+// converts a number to the type it computes in (lerp's weight: float32 for
+// the 16-bit floats, as PyTorch's opmath) passes that type as T.
 template <class T>
 opmath_t<T> scalar_to(const Scalar& s, const char* op, const char* name) {
   using M = opmath_t<T>;
   if constexpr (std::is_same_v<T, bool>) {
     return s.to_bool();
   } else {
-    bool overflow = false;
-    if (s.is_integral()) {
-      int64_t v = s.to_int();
-      if constexpr (std::is_integral_v<T>) {
-        if constexpr (std::is_unsigned_v<T>) {
-          overflow = v > static_cast<int64_t>(std::numeric_limits<T>::max()) ||
-                     (v < 0 && -static_cast<uint64_t>(v) > std::numeric_limits<T>::max());
-        } else {
-          overflow = v < static_cast<int64_t>(std::numeric_limits<T>::lowest()) ||
-                     v > static_cast<int64_t>(std::numeric_limits<T>::max());
-        }
-      }
-    } else if (s.is_floating_point()) {
-      double v = s.to_double();
-      if constexpr (std::is_integral_v<T>) {
-        // 2^63 is where int64 ends, though max_value rounds to it.
-        overflow = std::isnan(v) || v < lowest_value<T>() || v > max_value<T>() ||
-                   v >= 9223372036854775808.0;
-      } else {
-        overflow = !std::isinf(v) && (v < lowest_value<T>() || v > max_value<T>());
-      }
-    }
-    KILN_CHECK(!overflow, "[", op, "] expected '", name, "' to fit in ", dtype_of<T>, ", got ", s);
+    KILN_CHECK(!scalar_overflows(s, dtype_of<T>), "[", op, "] expected '", name, "' to fit in ",
+               dtype_of<T>, ", got ", s);
     if constexpr (std::is_integral_v<T>) {
       // Integers convert through int64 (wrapping into narrower types), floats truncate.
       return static_cast<M>(s.is_floating_point() ? static_cast<int64_t>(s.to_double())

@@ -9,6 +9,15 @@
 // float16 and bfloat16 in float, in blocks (reduce_contig_sum) so error does
 // not grow with length. Integer and bool sums and products accumulate in
 // uint64: wrap-around is then defined, and it is PyTorch's int64 result.
+// A result is rounded to its dtype once, when stored, so a mean or norm whose
+// value fits is finite even where the sum or a square before it would not
+// be: mean of a hundred float16 1000s is 1000, the 2-norm of float32
+// [1e30, -1e30, 3] is 1.4142e30, layer_norm and rms_norm of that row are
+// about [1.22, -1.22, 0]. PyTorch 1.13 rounds the float16 sum (inf) and
+// squares in float32 (inf, and 0 for the row norms). This divergence is
+// kept on purpose: kiln's value is the exact one rounded, and every mode
+// (eager, lazy, fused, compiled) gives it. A caller that detects overflow
+// by an inf mean should test the sum, which overflows when stored.
 
 #include <cmath>
 #include <cstdint>

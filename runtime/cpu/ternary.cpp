@@ -73,8 +73,7 @@ Tensor lerp_scalar_impl(const char* op, Form form, const Tensor& self, const Ten
       [&](TensorIter& it) {
         visit_allowed<kFloatingMask>(it.dtype(), op, [&]<class T>() {
           using M = opmath_t<T>;
-          scalar_to<T>(weight, op, "weight");
-          const M w = static_cast<M>(weight.to_double());
+          const M w = scalar_to<M>(weight, op, "weight");  // in the opmath type, as PyTorch
           cpu_kernel<T>(it, [w](M a, M b) { return lerp_value(a, b, w); });
         });
       });
@@ -133,18 +132,17 @@ Tensor addc_impl(const char* op, Form form, const Tensor& self, const Tensor& t1
       [&](TensorIter& it) {
         visit_allowed<kAllowed>(it.dtype(), op, [&]<class T>() {
           using M = opmath_t<T>;
-          const M v = scalar_to<T>(value, op, "value");
+          const M v = scalar_to<M>(value, op, "value");  // in the opmath type, as PyTorch
           if constexpr (std::is_integral_v<T>) {
             // Wrapping arithmetic, as the integer types do in PyTorch.
             const T vt = static_cast<T>(v);
             cpu_kernel<T>(
                 it, [vt](T a, T b, T c) { return wrap_add(a, wrap_mul(wrap_mul(vt, b), c)); });
           } else {
-            const M vf = static_cast<M>(value.to_double());
             if constexpr (kDiv) {
-              cpu_kernel<T>(it, [vf](M a, M b, M c) { return a + vf * b / c; });
+              cpu_kernel<T>(it, [v](M a, M b, M c) { return a + v * b / c; });
             } else {
-              cpu_kernel<T>(it, [vf](M a, M b, M c) { return a + vf * b * c; });
+              cpu_kernel<T>(it, [v](M a, M b, M c) { return a + v * b * c; });
             }
           }
         });

@@ -84,10 +84,9 @@ Tensor softplus_impl(const char* op, Form form, const Tensor& self, const Scalar
       [&](TensorIter& it) {
         visit_allowed<kFloatingMask>(it.dtype(), op, [&]<class T>() {
           using M = opmath_t<T>;
-          scalar_to<T>(beta, op, "beta");
-          scalar_to<T>(threshold, op, "threshold");
-          const M b = static_cast<M>(beta.to_double());
-          const M th = static_cast<M>(threshold.to_double());
+          // In the opmath type, as PyTorch converts them.
+          const M b = scalar_to<M>(beta, op, "beta");
+          const M th = scalar_to<M>(threshold, op, "threshold");
           cpu_kernel<T>(it,
                         [b, th](M x) { return x * b > th ? x : std::log1p(std::exp(x * b)) / b; });
         });

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
@@ -216,6 +218,168 @@ TEST(ValueFitErrors, AcceptedValuesStoreAsPyTorch) {
       Tensor expected = kiln::full({3}, c.stored, TensorOptions(kiln::kFloat64));
       EXPECT_TENSOR_CLOSE(f.to(kiln::kFloat64), expected);
       EXPECT_TENSOR_CLOSE(z.to(kiln::kFloat64), expected);
+    }
+  }
+}
+
+// A number argument an op converts to its dtype (clamp's bounds, pow's
+// exponent, masked_fill's value) is checked in every mode with the eager
+// kernel's words: lazy recording takes the eager kernel's check (the typed
+// clamp recorded any bound, and the generated kernel clamped to inf or not at
+// all), also for a pending self that the op fuses with, and when compiled.
+struct NumberArgument {
+  const char* what;
+  DType dtype;
+  std::function<Tensor(const Tensor&)> call;
+  const char* message;
+};
+
+void expect_refused_in_every_mode(const NumberArgument& c) {
+  SCOPED_TRACE(::testing::Message() << c.what << " on " << c.dtype);
+  kiln::testing::in_eager_lazy_and_meta([&](Device d) {
+    Tensor x = kiln::ones({3}, TensorOptions(c.dtype).device(d));
+    EXPECT_KILN_ERROR(c.call(x), c.message);
+    Tensor pending = x * 2.0;  // lazily: not computed yet, so the op fuses with it
+    EXPECT_KILN_ERROR(c.call(pending), c.message);
+  });
+  auto f = kiln::jit::compile([&](const Tensor& x) { return c.call(x * 2.0); });
+  EXPECT_KILN_ERROR(f(kiln::ones({3}, TensorOptions(c.dtype))), c.message);
+}
+
+TEST(ValueFitErrors, ClampBoundsAreCheckedInEveryMode) {
+  using Opt = std::optional<Scalar>;
+  const DType h = kiln::kFloat16, bf = kiln::kBFloat16, f = kiln::kFloat32;
+  const NumberArgument cases[] = {
+      {"clamp(x, 1e5)", h, [](const Tensor& x) { return kiln::clamp(x, Opt(1e5)); },
+       "[clamp] expected 'min' to fit in float16, got 100000"},
+      {"clamp(x, -70000.0)", h, [](const Tensor& x) { return kiln::clamp(x, Opt(-70000.0)); },
+       "[clamp] expected 'min' to fit in float16, got -70000"},
+      {"clamp(x, max=-1e5)", h, [](const Tensor& x) { return kiln::clamp(x, Opt(), Opt(-1e5)); },
+       "[clamp] expected 'max' to fit in float16"},
+      {"clamp(x, 1e39)", bf, [](const Tensor& x) { return kiln::clamp(x, Opt(1e39)); },
+       "[clamp] expected 'min' to fit in bfloat16, got 1e+39"},
+      {"clamp(x, 0, -1e39)", bf, [](const Tensor& x) { return kiln::clamp(x, Opt(0), Opt(-1e39)); },
+       "[clamp] expected 'max' to fit in bfloat16"},
+      {"clamp(x, 1e39)", f, [](const Tensor& x) { return kiln::clamp(x, Opt(1e39)); },
+       "[clamp] expected 'min' to fit in float32"},
+      {"clamp_(x, 1e5)", h,
+       [](const Tensor& x) {
+         Tensor y = x.clone();
+         return kiln::clamp_(y, Opt(1e5), Opt());
+       },
+       "[clamp_] expected 'min' to fit in float16"},
+      {"pow(x, 1e5)", h, [](const Tensor& x) { return kiln::pow(x, 1e5); },
+       "[pow.Tensor_Scalar] expected 'exponent' to fit in float16"},
+      {"masked_fill(x, m, 1e5)", h,
+       [](const Tensor& x) {
+         return kiln::masked_fill(
+             x, kiln::ones(x.sizes(), TensorOptions(kiln::kBool).device(x.device())), 1e5);
+       },
+       "[masked_fill] value 100000 cannot be converted to float16"},
+  };
+  for (const NumberArgument& c : cases) expect_refused_in_every_mode(c);
+  // Bounds that fit, infinities and NaN are taken lazily as eagerly.
+  Tensor x = kiln::ones({3}, TensorOptions(h));
+  for (const Opt& lo : {Opt(65504.0), Opt(-INFINITY), Opt(NAN), Opt(-65504)}) {
+    Tensor lazy = kiln::clamp(x * 2.0, lo);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(lazy, kiln::clamp(x * 2.0, lo));
+  }
+}
+
+// An integer number is checked as a floating one is: PyTorch 1.13 refuses
+// pow(float16, 2**40) ("value cannot be converted to type at::Half without
+// overflow"), as it refuses the same integer as a clamp bound or an alpha.
+// Only float16 is narrower than int64; bfloat16 and float32 hold 2**40.
+TEST(ValueFitErrors, IntegersPastFloat16AreRefused) {
+  using Opt = std::optional<Scalar>;
+  const DType h = kiln::kFloat16;
+  const int64_t big = int64_t{1} << 40;
+  const NumberArgument cases[] = {
+      {"pow(x, 2**40)", h, [&](const Tensor& x) { return kiln::pow(x, big); },
+       "[pow.Tensor_Scalar] expected 'exponent' to fit in float16, got 1099511627776"},
+      {"pow(x, -70000)", h, [](const Tensor& x) { return kiln::pow(x, -70000); },
+       "[pow.Tensor_Scalar] expected 'exponent' to fit in float16, got -70000"},
+      {"pow_(x, 70000)", h,
+       [](const Tensor& x) {
+         return kiln::call_op("pow_.Scalar", {x.clone(), Scalar(70000)}).at(0).to_tensor();
+       },
+       "[pow_.Scalar] expected 'exponent' to fit in float16"},
+      {"clamp(x, 70000)", h, [](const Tensor& x) { return kiln::clamp(x, Opt(70000)); },
+       "[clamp] expected 'min' to fit in float16, got 70000"},
+      {"clamp(x, max=-70000)", h,
+       [](const Tensor& x) { return kiln::clamp(x, Opt(), Opt(-70000)); },
+       "[clamp] expected 'max' to fit in float16"},
+      {"add(x, x, alpha=70000)", h, [](const Tensor& x) { return kiln::add(x, x, 70000); },
+       "[add] value 70000 cannot be converted to float16 without overflow"},
+  };
+  for (const NumberArgument& c : cases) expect_refused_in_every_mode(c);
+  // What PyTorch computes: the largest float16, and 2**40 into wider types.
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    auto two = [](DType t) { return kiln::full({2}, 2.0, TensorOptions(t)); };
+    const Tensor inf = kiln::full({2}, INFINITY, TensorOptions(kiln::kFloat64));
+    EXPECT_TENSOR_CLOSE(kiln::pow(two(h), 65504).to(kiln::kFloat64), inf);
+    EXPECT_TENSOR_CLOSE(kiln::pow(two(kiln::kBFloat16), big).to(kiln::kFloat64), inf);
+    EXPECT_TENSOR_CLOSE(kiln::clamp(two(kiln::kFloat32), Opt(big)).to(kiln::kFloat64),
+                        kiln::full({2}, 1099511627776.0, TensorOptions(kiln::kFloat64)));
+    // A number operand is not converted: PyTorch computes x * 1e5 and x + 2**40.
+    EXPECT_TENSOR_CLOSE(kiln::mul(two(h), 1e5).to(kiln::kFloat64), inf);
+    EXPECT_TENSOR_CLOSE(kiln::add(two(h), big).to(kiln::kFloat64), inf);
+  }
+}
+
+// lerp's weight, addcmul's and addcdiv's value and softplus's beta and
+// threshold are converted to the type the op computes in, float32 for the
+// 16-bit floats, as PyTorch converts them (its message names "float"):
+// bfloat16 takes 3.39e38 (past its own largest, 3.3895e38) and float16 1e5;
+// 1e39 is refused.
+TEST(ValueFitErrors, NumbersOfOpsComputingInFloat32FitFloat32) {
+  for (DType t : {kiln::kFloat16, kiln::kBFloat16}) {
+    const NumberArgument cases[] = {
+        {"lerp", t, [](const Tensor& x) { return kiln::lerp(x, x, 1e39); },
+         "[lerp.Scalar] expected 'weight' to fit in float32, got 1e+39"},
+        {"addcmul", t, [](const Tensor& x) { return kiln::addcmul(x, x, x, 1e39); },
+         "[addcmul] expected 'value' to fit in float32"},
+        {"addcdiv", t, [](const Tensor& x) { return kiln::addcdiv(x, x, x, -1e39); },
+         "[addcdiv] expected 'value' to fit in float32"},
+        {"softplus beta", t, [](const Tensor& x) { return kiln::softplus(x, 1e39); },
+         "[softplus] expected 'beta' to fit in float32"},
+        {"softplus threshold", t, [](const Tensor& x) { return kiln::softplus(x, 1, 1e39); },
+         "[softplus] expected 'threshold' to fit in float32"},
+    };
+    for (const NumberArgument& c : cases) expect_refused_in_every_mode(c);
+  }
+  // PyTorch 1.13's results (float16's are those of its CUDA kernels, the
+  // 1.13 CPU build having none).
+  const double big = 3.39e38, inf = INFINITY;
+  struct Accepted {
+    DType dtype;
+    std::function<Tensor(const Tensor&)> call;
+    std::vector<double> expected;
+  };
+  const Accepted accepted[] = {
+      {kiln::kBFloat16, [&](const Tensor& x) { return kiln::lerp(x, x, big); }, {1, 2}},
+      {kiln::kBFloat16,
+       [&](const Tensor& x) { return kiln::addcmul(x, x, x, big); },
+       {3.3895313892515355e38, inf}},
+      {kiln::kBFloat16, [&](const Tensor& x) { return kiln::softplus(x, big); }, {1, 2}},
+      {kiln::kBFloat16,
+       [&](const Tensor& x) { return kiln::softplus(x, 1, big); },
+       {1.3125, 2.125}},
+      {kiln::kFloat16, [](const Tensor& x) { return kiln::lerp(x, x, 1e5); }, {1, 2}},
+      {kiln::kFloat16, [](const Tensor& x) { return kiln::addcdiv(x, x, x, 1e5); }, {inf, inf}},
+      {kiln::kFloat16, [](const Tensor& x) { return kiln::softplus(x, 1e5); }, {1, 2}},
+  };
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    for (const Accepted& a : accepted) {
+      Tensor x = kiln::tensor({1.0, 2.0}).to(a.dtype);
+      EXPECT_TENSOR_CLOSE(a.call(x).to(kiln::kFloat64), kiln::tensor(a.expected, {2}));
     }
   }
 }

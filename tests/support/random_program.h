@@ -251,6 +251,19 @@ class Program {
           what = "mul_";
           break;
         }
+        case 23: {
+          // A norm over every dim of a, whose weight and bias (of a's shape)
+          // the reduction's prologue computes and its epilogue reads.
+          Tensor w = kiln::sigmoid(a) + 0.5;
+          if (choose(2)) {
+            out = kiln::layer_norm(a, a.sizes(), w, kiln::tanh(a));
+            what = "layer_norm(a, a.shape, sigmoid(a)+0.5, tanh(a))";
+          } else {
+            out = kiln::rms_norm(a, a.sizes(), w);
+            what = "rms_norm(a, a.shape, sigmoid(a)+0.5)";
+          }
+          break;
+        }
         case 24:
           out = kiln::softmax(a * 2.0, -1);
           what = "softmax(a*2, -1)";

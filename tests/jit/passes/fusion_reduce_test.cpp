@@ -127,6 +127,23 @@ TEST_F(FusionReduce, AProducerOfAnotherShapeIsNotAPrologue) {
             "reduce[mul.Tensor > sum.dim_IntList > add.Tensor -> 1 out]");
 }
 
+// A norm whose input has normalized_shape (a 1-D input, or a norm over every
+// dim): a weight or bias computed from values of that shape joins the
+// prologue, and the epilogue loads it, so the prologue stores it although no
+// later node reads it (it was neither stored nor given memory: a crash).
+TEST_F(FusionReduce, AWeightThePrologueComputesIsStoredForTheEpilogue) {
+  Tensor x = rnd({4}), w = rnd({4}, kiln::kFloat32, "contiguous", 2);
+  Tensor y = kiln::layer_norm(x, {4}, kiln::exp(w));
+  EXPECT_EQ(plan(), "reduce[exp > layer_norm -> 2 out]");
+  kiln::jit::flush();
+  Tensor z;
+  {
+    Tensor h = x * 2.0;  // dropped: only its weight is stored
+    z = kiln::rms_norm(h, {4}, kiln::sin(x));
+  }
+  EXPECT_EQ(plan(), "reduce[mul.Tensor sin > rms_norm -> 2 out]");
+}
+
 TEST_F(FusionReduce, AnotherReductionClosesTheGroup) {
   Tensor x = rnd({4, 16});
   Tensor y = kiln::softmax(kiln::softmax(x, -1), 0);
@@ -175,6 +192,59 @@ TEST_P(FusionReduceDtypes, RowNormalizationsMatchEager) {
       expect_matches_eager([&] { return kiln::rms_norm(x, {n}, w) + 1.0; }, tol_for(t), fused);
       expect_matches_eager([&] { return kiln::softmax(x, -1, kiln::kFloat32); },
                            tol_for(kiln::kFloat32), fused);
+    }
+  }
+}
+
+// Weights and biases that the prologue computes (see
+// AWeightThePrologueComputesIsStoredForTheEpilogue), lazily and compiled:
+// rows in one piece, a long row split across workers, norms over two dims.
+TEST_P(FusionReduceDtypes, NormsOfWeightsThePrologueComputesMatchEager) {
+  const kiln::DType t = GetParam();
+  const std::vector<std::vector<int64_t>> shapes{{4}, {77}, {2, 3}, {3, 5, 16}, {70000}};
+  for (const std::vector<int64_t>& shape : shapes) {
+    SCOPED_TRACE(::testing::PrintToString(shape));
+    const kiln::IntArrayRef ns(shape);
+    Tensor x = rnd(shape, t, "contiguous", 21), w = rnd(shape, t, "offset", 22);
+    Tensor b = rnd(shape, t, "contiguous", 23);
+    const std::vector<std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>> norms{
+        [&](const Tensor& x, const Tensor& w, const Tensor&) {
+          return kiln::layer_norm(x, ns, kiln::exp(w));
+        },
+        [&](const Tensor& x, const Tensor&, const Tensor& b) {
+          return kiln::layer_norm(x, ns, std::nullopt, b * 1.0);
+        },
+        [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+          return kiln::layer_norm(x, ns, w + b, kiln::sigmoid(b));
+        },
+        [&](const Tensor& x, const Tensor& w, const Tensor&) {
+          return kiln::rms_norm(x, ns, w * 1.0);
+        },
+        // The input is pending too: its weight reads what the prologue loads.
+        [&](const Tensor& x, const Tensor&, const Tensor&) {
+          return kiln::layer_norm(kiln::exp(x), ns, kiln::sin(x));
+        },
+        // The weight is the normalized value itself.
+        [&](const Tensor& x, const Tensor&, const Tensor&) {
+          Tensor e = x * 0.5;
+          return kiln::rms_norm(e, ns, e);
+        },
+    };
+    for (size_t k = 0; k < norms.size(); ++k) {
+      SCOPED_TRACE("norm " + std::to_string(k));
+      const auto& f = norms[k];
+      expect_matches_eager([&] { return f(x, w, b); }, tol_for(t));
+      auto compiled = kiln::jit::compile(
+          [&](const Tensor& x, const Tensor& w, const Tensor& b) { return f(x, w, b); });
+      Tensor eager;
+      {
+        kiln::EagerGuard g;
+        eager = f(x, w, b);
+      }
+      for (int call = 0; call < 2; ++call) {  // a trace, then a replay
+        std::string msg = kiln::testing::compare(compiled(x, w, b), eager, tol_for(t));
+        EXPECT_TRUE(msg.empty()) << "call " << call << ": " << msg;
+      }
     }
   }
 }

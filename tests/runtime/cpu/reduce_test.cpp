@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -72,6 +73,31 @@ TEST(ReduceAccuracy, LongHalfMeanAccumulatesInFloat) {
   double ref = reference_sum(rounded.data(), n) / static_cast<double>(n);
   expect_rel(mean(x).item<double>(), ref, 1e-3, "float16 mean");
   expect_rel(mean(x.to(kBFloat16)).item<double>(), ref, 8e-3, "bfloat16 mean");
+}
+
+// Note [Reduction accumulators]: a mean or norm whose value fits its dtype is
+// finite though the sum (or a square) before it would not be, where PyTorch
+// 1.13 rounds that intermediate and gives inf (or 0 from the row norms). The
+// sum itself is rounded to its dtype when stored, and overflows.
+TEST(ReduceAccuracy, IntermediatesPastTheDtypeDoNotOverflow) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    const Tensor h = full({100}, 1000, TensorOptions(kFloat16));
+    EXPECT_EQ(mean(h).item<double>(), 1000.0);   // PyTorch: inf
+    EXPECT_EQ(sum(h).item<double>(), INFINITY);  // PyTorch: inf
+    EXPECT_EQ(norm(full({100}, 300, TensorOptions(kFloat16))).item<double>(), 3000.0);  // inf
+    const Tensor f = tensor({1e30f, -1e30f, 3.0f});
+    expect_rel(norm(f).item<double>(), std::sqrt(2.0) * 1e30, 1e-6, "norm");  // PyTorch: inf
+    std::vector<float> ln = layer_norm(f, {3}).tolist<float>();               // PyTorch: [0, 0, 0]
+    std::vector<float> rms = rms_norm(f, {3}).tolist<float>();  // PyTorch 2.4: [0, -0, 0]
+    for (const std::vector<float>* r : {&ln, &rms}) {
+      expect_rel((*r)[0], std::sqrt(1.5), 1e-6, "row norm [0]");
+      expect_rel((*r)[1], -std::sqrt(1.5), 1e-6, "row norm [1]");
+      EXPECT_LT(std::fabs((*r)[2]), 1e-29f);
+    }
+  }
 }
 
 TEST(ReduceAccuracy, LongVarianceAndCumsum) {
