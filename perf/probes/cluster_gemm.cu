@@ -1032,33 +1032,6 @@ Form form_d() {
   return f;
 }
 
-__half* random_halves(size_t n, float scale, float shift, unsigned seed) {
-  std::vector<__half> h(n);
-  unsigned s = seed;
-  for (auto& v : h) {
-    s = s * 1664525u + 1013904223u;
-    v = __float2half(((s >> 8) * (1.0f / 16777216.0f) * 2.f - 1.f) * scale + shift);
-  }
-  __half* d;
-  CHECK(cudaMalloc(&d, n * sizeof(__half)));
-  CHECK(cudaMemcpy(d, h.data(), n * sizeof(__half), cudaMemcpyHostToDevice));
-  return d;
-}
-
-// Largest |a - b| over n halves, and the largest |b| (for scale).
-std::pair<float, float> max_diff(const __half* a, const __half* b, size_t n) {
-  std::vector<__half> x(n), y(n);
-  CHECK(cudaMemcpy(x.data(), a, n * 2, cudaMemcpyDeviceToHost));
-  CHECK(cudaMemcpy(y.data(), b, n * 2, cudaMemcpyDeviceToHost));
-  float d = 0.f, big = 0.f;
-  for (size_t i = 0; i < n; ++i) {
-    const float u = __half2float(x[i]), v = __half2float(y[i]);
-    d = std::isfinite(u) ? std::fmax(d, std::fabs(u - v)) : INFINITY;
-    big = std::fmax(big, std::fabs(v));
-  }
-  return {d, big};
-}
-
 struct Shape {
   const char* name;
   int k, n, act;
