@@ -96,6 +96,7 @@ bool has_meta_tensor(const Stack& stack) {
 // Whether a tensor of `stack` is on a storage that wraps memory another
 // storage wraps too (Note [Memory wrapped twice] in runtime/core/tensor_impl.cpp).
 bool touches_shared_memory(const Stack& stack) {
+  if (KILN_LIKELY(!StorageImpl::any_shares_memory())) return false;
   auto shared = [](const Tensor& t) {
     return t.defined() && t.impl()->has_storage() && t.impl()->storage()->shares_memory();
   };

@@ -51,7 +51,8 @@ struct Geometry {
 // runs the op at its call (Note [Memory wrapped twice] in
 // runtime/core/tensor_impl.cpp).
 bool wrapped_twice(const TensorImpl* t) {
-  return t->has_storage() && t->storage()->shares_memory();
+  return KILN_UNLIKELY(StorageImpl::any_shares_memory()) && t->has_storage() &&
+         t->storage()->shares_memory();
 }
 
 bool row_major(const TensorImpl* t) {

@@ -3,7 +3,8 @@
 // perf/RESULTS.md, thirty-first session). The twenty-fifth session's
 // mma.sync forms (cluster_gemm.cu) lost to cuBLASLt on their own; its note
 // named wgmma as the next probe. Not part of the build: compiled by hand with
-//   nvcc -O3 -std=c++17 -arch=sm_90a -o wgmma_gemm perf/probes/wgmma_gemm.cu -lcublasLt
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o wgmma_gemm
+//     perf/probes/wgmma_gemm.cu -lcublasLt
 // and run as `wgmma_gemm ROWS`; LAYERS=1 times a GPT-2 layer's four products
 // (layer_chain), the forms named by QKV, PROJ, FC and DOWN.
 // out[m, n] = act(x[m, k] . w[n, k] + bias[n]) (+ residual[m, n]), float16,

@@ -155,6 +155,8 @@ void StorageImpl::set_data(void* data, void* ctx, Deleter deleter) {
 // then program order), and a compiled function given one runs uncompiled.
 // The mark stays for the storage's life. Storages kiln allocates never overlap, and views of one
 // storage are ordered by it: neither is registered or marked.
+std::atomic<bool> StorageImpl::any_shares_memory_{false};
+
 namespace {
 struct BlobContext {
   std::function<void(void*)> deleter;

@@ -77,7 +77,12 @@ class KILN_API StorageImpl : public RefCounted {
   // the same bytes, so lazy mode cannot order this storage's reads and writes
   // by storage alone.
   bool shares_memory() const { return shares_memory_.load(std::memory_order_acquire); }
-  void mark_shares_memory() { shares_memory_.store(true, std::memory_order_release); }
+  void mark_shares_memory() {
+    any_shares_memory_.store(true, std::memory_order_release);
+    shares_memory_.store(true, std::memory_order_release);
+  }
+  // Whether any storage was ever marked: hot paths test this first.
+  static bool any_shares_memory() { return any_shares_memory_.load(std::memory_order_acquire); }
 
   // References to this storage that jit::compile's entries hold (their
   // tensors on it, their guards' own), so that a captured tensor's guard
@@ -95,6 +100,7 @@ class KILN_API StorageImpl : public RefCounted {
   std::atomic<PendingValue*> pending_{nullptr};  // owns one reference
   std::atomic<int32_t> compiled_refs_{0};
   std::atomic<bool> shares_memory_{false};
+  static std::atomic<bool> any_shares_memory_;
 };
 
 class KILN_API TensorImpl : public RefCounted {
