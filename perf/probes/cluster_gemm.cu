@@ -943,27 +943,6 @@ __global__ void __launch_bounds__(kThreads) staged_gemm(Args p) {
   });
 }
 
-// Launches `kernel` early (programmatic stream serialization), in clusters
-// of `ks` blocks along z where ks > 1.
-void launch_early(void (*kernel)(Args), dim3 grid, int smem, int ks, const Args& a,
-                  cudaStream_t s) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute at[2];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  at[1].id = cudaLaunchAttributeClusterDimension;
-  at[1].val.clusterDim.x = 1;
-  at[1].val.clusterDim.y = 1;
-  at[1].val.clusterDim.z = ks;
-  cfg.attrs = at;
-  cfg.numAttrs = ks > 1 ? 2 : 1;
-  CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
-}
-
 // One configuration, launched early, in a cluster of KS blocks along z.
 struct Form {
   std::string name;
@@ -982,7 +961,8 @@ Form form() {
                 EARLY_W ? "" : "/l2");
   Form f{name, BM, BN, KS, KSL, LN, nullptr};
   f.launch = [kernel](const Args& a, cudaStream_t s) {
-    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, KS), C::kSmemBytes, KS, a, s);
+    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, KS), kThreads, C::kSmemBytes, KS, a,
+                 s);
   };
   return f;
 }
@@ -997,7 +977,7 @@ Form form_b() {
                 C::kSmemBytes / 1024);
   Form f{name, BM, BN, 1, K, LN, nullptr};
   f.launch = [kernel](const Args& a, cudaStream_t s) {
-    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, 1), C::kSmemBytes, 1, a, s);
+    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, 1), kThreads, C::kSmemBytes, 1, a, s);
   };
   return f;
 }
@@ -1012,7 +992,8 @@ Form form_c() {
                 C::kSmemBytes / 1024);
   Form f{name, BM, BN, KS, KSL, LN, nullptr};
   f.launch = [kernel](const Args& a, cudaStream_t s) {
-    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, KS), C::kSmemBytes, KS, a, s);
+    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, KS), kThreads, C::kSmemBytes, KS, a,
+                 s);
   };
   return f;
 }
@@ -1027,7 +1008,8 @@ Form form_d() {
                 C::kSmemBytes / 1024);
   Form f{name, BM, BN, KS, KSL, LN, nullptr};
   f.launch = [kernel](const Args& a, cudaStream_t s) {
-    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, KS), C::kSmemBytes, KS, a, s);
+    launch_early(kernel, dim3(a.n / BN, (a.m + BM - 1) / BM, KS), kThreads, C::kSmemBytes, KS, a,
+                 s);
   };
   return f;
 }

@@ -149,3 +149,25 @@ std::pair<float, float> max_diff(const __half* a, const __half* b, size_t n) {
   }
   return {d, big};
 }
+
+// Launches `kernel` early (programmatic stream serialization), in clusters
+// of `ks` blocks along z where ks > 1.
+template <class A>
+void launch_early(void (*kernel)(A), dim3 grid, int threads, int smem, int ks, const A& a,
+                  cudaStream_t s) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute at[2];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  at[1].id = cudaLaunchAttributeClusterDimension;
+  at[1].val.clusterDim.x = 1;
+  at[1].val.clusterDim.y = 1;
+  at[1].val.clusterDim.z = ks;
+  cfg.attrs = at;
+  cfg.numAttrs = ks > 1 ? 2 : 1;
+  CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+}

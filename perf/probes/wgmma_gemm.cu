@@ -289,25 +289,6 @@ __global__ void __launch_bounds__(128 * WG * KW) wg_gemm(Args p) {
   if (KS > 1 && p.skip != 4) cluster.sync();  // peers read this block's tile
 }
 
-void launch_early(void (*kernel)(Args), dim3 grid, int threads, int smem, int ks, const Args& a,
-                  cudaStream_t s) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute at[2];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  at[1].id = cudaLaunchAttributeClusterDimension;
-  at[1].val.clusterDim.x = 1;
-  at[1].val.clusterDim.y = 1;
-  at[1].val.clusterDim.z = ks;
-  cfg.attrs = at;
-  cfg.numAttrs = ks > 1 ? 2 : 1;
-  CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
-}
-
 struct Form {
   std::string name;
   int bm, bn, st, ks, kw;
