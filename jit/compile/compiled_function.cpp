@@ -350,11 +350,15 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
   // A compile boundary: what this thread recorded runs first, and arguments
   // still pending (here or on another thread) are computed.
   if (TraceBuffer::current().size() > 0) TraceBuffer::current().flush();
-  bool shared = false;  // Note [Memory wrapped twice] in runtime/core/tensor_impl.cpp
+  // Note [Memory wrapped twice] in runtime/core/tensor_impl.cpp: storages
+  // are looked at only in a process that ever wrapped memory twice.
+  const bool any_shared = StorageImpl::any_shares_memory();
+  bool shared = false;
   auto prepare = [&](const Tensor& t) {
     if (!t.defined()) return;
     if (t.is_pending()) (void)t.data_ptr();
-    shared = shared || (t.impl()->has_storage() && t.impl()->storage()->shares_memory());
+    shared =
+        shared || (any_shared && t.impl()->has_storage() && t.impl()->storage()->shares_memory());
   };
   for (const IValue& a : args) {
     if (a.is_tensor()) prepare(a.to_tensor());

@@ -81,34 +81,31 @@ Tensor fresh_output_like(const Tensor& meta, Device device) {
   return fresh_output(meta.sizes(), meta.strides(), meta.storage_offset(), meta.dtype(), device);
 }
 
-bool has_meta_tensor(const Stack& stack) {
+// Whether `pred` holds for a defined tensor of `stack` (lists included).
+template <class Pred>
+bool any_tensor(const Stack& stack, Pred pred) {
   for (const IValue& v : stack) {
-    if (v.is_tensor() && v.to_tensor().defined() && v.to_tensor().is_meta()) return true;
+    if (v.is_tensor() && v.to_tensor().defined() && pred(v.to_tensor())) return true;
     if (v.is_tensor_list()) {
       for (const Tensor& t : v.to_tensor_list()) {
-        if (t.is_meta()) return true;
+        if (t.defined() && pred(t)) return true;
       }
     }
   }
   return false;
 }
 
+bool has_meta_tensor(const Stack& stack) {
+  return any_tensor(stack, [](const Tensor& t) { return t.is_meta(); });
+}
+
 // Whether a tensor of `stack` is on a storage that wraps memory another
 // storage wraps too (Note [Memory wrapped twice] in runtime/core/tensor_impl.cpp).
 bool touches_shared_memory(const Stack& stack) {
   if (KILN_LIKELY(!StorageImpl::any_shares_memory())) return false;
-  auto shared = [](const Tensor& t) {
-    return t.defined() && t.impl()->has_storage() && t.impl()->storage()->shares_memory();
-  };
-  for (const IValue& v : stack) {
-    if (v.is_tensor() && shared(v.to_tensor())) return true;
-    if (v.is_tensor_list()) {
-      for (const Tensor& t : v.to_tensor_list()) {
-        if (shared(t)) return true;
-      }
-    }
-  }
-  return false;
+  return any_tensor(stack, [](const Tensor& t) {
+    return t.impl()->has_storage() && t.impl()->storage()->shares_memory();
+  });
 }
 
 // Whether argument `i` shares storage with another tensor argument.
