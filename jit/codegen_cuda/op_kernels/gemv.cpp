@@ -324,10 +324,22 @@ const char kGemvBody[] = R"(
   // Steps of 256 / KTPR * KRN outputs; the grid holds at most as many blocks
   // as fit on the GPU at once, and each walks the steps gridDim.x apart,
   // prefetching its next step's weight rows while it computes this one.
+#if KPIPE
+  // Note [Weights a step ahead]: the first round's weights into registers.
+  uint4 wn[KU][KRN];
+  kiln_load_round(wn, w, ((i64)blockIdx.x * (256 / KTPR) + group) * KRN, lane, n, kv, ldw);
+#endif
   for (i64 step = blockIdx.x; step * (256 / KTPR) * KRN < n; step += gridDim.x) {
   const i64 n0 = (step * (256 / KTPR) + group) * KRN;
-  if ((step + gridDim.x) * (256 / KTPR) * KRN < n) {
-    kiln_prefetch_rows(w, ((step + gridDim.x) * (256 / KTPR) + group) * KRN, n, kv, ldw, lane);
+  const i64 n0_next = n0 + (i64)gridDim.x * 256 / KTPR * KRN;
+  {
+    // Where a step is one round and its successor's weights go into
+    // registers during it (Note [Weights a step ahead]), the step after
+    // that starts its trip into L2.
+    const i64 ahead = KPIPE && kv <= (i64)KTPR * KU ? 2 : 1;
+    if ((step + ahead * gridDim.x) * (256 / KTPR) * KRN < n) {
+      kiln_prefetch_rows(w, ((step + ahead * gridDim.x) * (256 / KTPR) + group) * KRN, n, kv, ldw, lane);
+    }
   }
   // Note [Epilogue operands early]: where each of the step's outputs has a
   // lane of its own (output q = i * KRN + r is stored by lane q), that lane
@@ -367,6 +379,20 @@ const char kGemvBody[] = R"(
     // weight vectors, and x's too when they fit in a few registers (else
     // each u's x vectors load together).
     uint4 wv[KU][KRN];
+#if KPIPE
+    // This round's weights came a round ahead; the next round's (this
+    // step's, or the next step's first) go out now, before the math.
+#pragma unroll
+    for (int u = 0; u < KU; ++u) {
+#pragma unroll
+      for (int r = 0; r < KRN; ++r) wv[u][r] = wn[u][r];
+    }
+    if (j0 + (i64)KTPR * KU < kv) {
+      kiln_load_round(wn, w, n0, j0 + (i64)KTPR * KU, n, kv, ldw);
+    } else if (n0_next - group * KRN < n) {
+      kiln_load_round(wn, w, n0_next, lane, n, kv, ldw);
+    }
+#endif
 #if KM * KU <= 8 && !KXRES
     uint4 xv[KU][KM];
 #endif
@@ -376,8 +402,10 @@ const char kGemvBody[] = R"(
 #pragma unroll
     for (int u = 0; u < KU; ++u) {
       const i64 j = j0 + (i64)u * KTPR;
+#if !KPIPE
 #pragma unroll
       for (int r = 0; r < KRN; ++r) wv[u][r] = j < kv ? kiln_ld_stream(wr[r] + j) : kiln_zero4();
+#endif
 #if KFOLD
       nwv[u] = KNORM_W && j < kv ? ((const uint4*)nw)[j] : kiln_zero4();
       nbv[u] = KNORM_B && j < kv ? ((const uint4*)nb)[j] : kiln_zero4();
@@ -747,6 +775,11 @@ void gemv_keep_x(GemvSpec& s, int64_t k, int64_t n, int sms) {
              steps >= kGemvKeepXStepsPerSm * sms;
 }
 
+void gemv_pipe(GemvSpec& s, int64_t n, int sms) {
+  s.pipe =
+      !s.mma && !s.fold_norm && s.m <= kGemvPipeRows && steps_of(s, n) >= kGemvPipeStepsPerSm * sms;
+}
+
 void gemv_norm_smem(GemvSpec& s, int64_t k) {
   // The kept-x form of a group of up to 32 lanes, and the folded form, take
   // no block statistics, so no barrier after which the vectors could be read.
@@ -823,7 +856,8 @@ std::string gemv_name(const GemvSpec& s) {
                        (s.norm_bias ? "b" : "")
                  : "") +
          (s.early ? "_e" : "") + (s.fence ? "_f" : "") + (s.keep_x ? "_xr" : "") +
-         (s.norm_smem ? "_ns" : "") + (s.fold_norm ? "_fn" : "") + (s.early_epilogue ? "" : "_le");
+         (s.norm_smem ? "_ns" : "") + (s.fold_norm ? "_fn" : "") + (s.pipe ? "_pp" : "") +
+         (s.early_epilogue ? "" : "_le");
 }
 
 std::string gemv_source(const GemvSpec& s) {
@@ -839,6 +873,8 @@ std::string gemv_source(const GemvSpec& s) {
                        "gemv_source: the norm's vectors go to shared memory with the statistics");
   KILN_INTERNAL_ASSERT(!s.fold_norm || (s.norm && !s.mma && !s.keep_x),
                        "gemv_source: the norm is folded into the FMA form's sums");
+  KILN_INTERNAL_ASSERT(!s.pipe || (!s.mma && !s.fold_norm),
+                       "gemv_source: weights a step ahead are the FMA form's, unfolded");
   std::string src = op_prelude();
   src += "typedef " + std::string(mem_type(s.dtype)) + " T;\n";
   src += "#define KM " + std::to_string(s.m) + "\n#define KTPR " + std::to_string(s.tpr) +
@@ -859,6 +895,7 @@ __device__ __forceinline__ uint4 kiln_ld_stream(const uint4* p) {
   src += std::string("#define KEPI_EARLY ") + (s.early_epilogue ? "1\n" : "0\n");
   src += std::string("#define KNORM_SMEM ") + (s.norm_smem ? "1\n" : "0\n");
   src += std::string("#define KFOLD ") + (s.fold_norm ? "1\n" : "0\n");
+  src += std::string("#define KPIPE ") + (s.pipe ? "1\n" : "0\n");
   if (s.norm_smem) src += "extern __shared__ uint4 kiln_s_norm[];\n";
   src += "#define KNORM " + std::to_string(s.norm) + "\n#define KNORM_W " +
          std::to_string(s.norm_weight ? 1 : 0) + "\n#define KNORM_B " +
@@ -872,6 +909,21 @@ __device__ __forceinline__ void kiln_prefetch_rows(const T* w, i64 n0, i64 n, i6
     for (i64 j = lane; j < kv; j += KTPR) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + j));
   }
 }
+#if KPIPE
+// The KU vectors j0 + u * KTPR of rows n0 .. n0 + KRN - 1 of w (Note [Weights
+// a step ahead]); rows past n read row n - 1 (in bounds) and are never stored.
+__device__ __forceinline__ void kiln_load_round(uint4 (&wv)[KU][KRN], const T* w, i64 n0, i64 j0, i64 n, i64 kv, i64 ldw) {
+#pragma unroll
+  for (int r = 0; r < KRN; ++r) {
+    const uint4* row = (const uint4*)(w + (n0 + r < n ? n0 + r : n - 1) * ldw);
+#pragma unroll
+    for (int u = 0; u < KU; ++u) {
+      const i64 j = j0 + (i64)u * KTPR;
+      wv[u][r] = j < kv ? kiln_ld_stream(row + j) : kiln_zero4();
+    }
+  }
+}
+#endif
 )";
   src += unpack_source(s.dtype);
   src += store_source(s);
@@ -887,7 +939,10 @@ __device__ __forceinline__ void kiln_prefetch_rows(const T* w, i64 n0, i64 n, i6
   // into the sums]) took 79 without one (GPT-2's QKV product; two blocks
   // per SM) and 80, unspilled, with it.
   src += std::string("extern \"C\" __global__ void __launch_bounds__(256") +
-         (s.keep_x || s.fold_norm ? ", 3" : "") + ") " + gemv_name(s) + kGemvHead;
+         (s.pipe                    ? ", 2"
+          : s.keep_x || s.fold_norm ? ", 3"
+                                    : "") +
+         ") " + gemv_name(s) + kGemvHead;
   src += s.mma ? kGemvMmaSetup : kGemvSetup;
   src += kNormStats;
   if (!s.mma) src += kGemvKeepX;
@@ -935,6 +990,18 @@ NamedSources gemv_source_samples() {
             out.emplace_back(gemv_name(keep), gemv_source(keep));
             gemv_widen(s);
             out.emplace_back(gemv_name(s), gemv_source(s));
+            // Note [Weights a step ahead]: Llama 1B's gate/up with its norm
+            // (x kept), and a plain product with a residual.
+            keep = gemv_spec(t, m, 2048, act, false, false, 2, true, false);
+            gemv_widen(keep);
+            gemv_deepen(keep, 16384, 132);
+            gemv_keep_x(keep, 2048, 16384, 132);
+            gemv_pipe(keep, 16384, 132);
+            out.emplace_back(gemv_name(keep), gemv_source(keep));
+            GemvSpec pipe = gemv_spec(t, m, 8192, act, false, true);
+            gemv_deepen(pipe, 2048, 132);
+            gemv_pipe(pipe, 1 << 20, 132);
+            out.emplace_back(gemv_name(pipe), gemv_source(pipe));
           }
         }
         // The tensor-core form (Note [Tensor-core skinny kernel]), with and
@@ -1031,7 +1098,8 @@ unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s
 //                          group, more loads in flight each);
 //   KILN_GEMV_EARLY_EPILOGUE=0  without Note [Epilogue operands early];
 //   KILN_GEMV_NORM_SMEM=0  without Note [Norm vectors in shared memory];
-//   KILN_GEMV_FOLD_NORM=0  without Note [Norm folded into the sums].
+//   KILN_GEMV_FOLD_NORM=0  without Note [Norm folded into the sums];
+//   KILN_GEMV_PIPE=0       without Note [Weights a step ahead].
 struct Overrides {
   int64_t mma_from = kGemvMmaRows;
   bool mma_fence = true;
@@ -1039,6 +1107,7 @@ struct Overrides {
   bool early_epilogue = true;
   bool norm_smem = true;
   bool fold_norm = true;
+  bool pipe = true;
 };
 
 const Overrides& overrides() {
@@ -1052,6 +1121,7 @@ const Overrides& overrides() {
     r.early_epilogue = env_flag("KILN_GEMV_EARLY_EPILOGUE", r.early_epilogue);
     r.norm_smem = env_flag("KILN_GEMV_NORM_SMEM", r.norm_smem);
     r.fold_norm = env_flag("KILN_GEMV_FOLD_NORM", r.fold_norm);
+    r.pipe = env_flag("KILN_GEMV_PIPE", r.pipe);
     if (auto v = env_int("KILN_GEMV_MIN_VECTORS", 1, INT32_MAX)) {
       r.min_vectors = static_cast<int>(std::min<int64_t>(*v, 64));
     }
@@ -1084,6 +1154,7 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
     }
     gemv_keep_x(s, k, n, prop.multiProcessorCount);
     if (o.fold_norm) gemv_fold_norm(s, k, n, prop.multiProcessorCount);
+    if (o.pipe) gemv_pipe(s, n, prop.multiProcessorCount);
   }
   gemv_norm_smem(s, k);
   s.norm_smem = s.norm_smem && o.norm_smem;

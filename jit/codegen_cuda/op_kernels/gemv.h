@@ -199,6 +199,8 @@ struct GemvSpec {
   bool norm_smem = false;
   // Note [Norm folded into the sums] (set by gemv_fold_norm).
   bool fold_norm = false;
+  // Note [Weights a step ahead] (set by gemv_pipe).
+  bool pipe = false;
 };
 
 // The configuration for a product of m rows and k inputs (k a multiple of
@@ -284,6 +286,25 @@ constexpr int kGemvFoldRows = 1;
 // Sets s.fold_norm where it applies, for a product of k inputs to n outputs
 // on a GPU of `sms` multiprocessors.
 void gemv_fold_norm(GemvSpec& s, int64_t k, int64_t n, int sms);
+// Note [Weights a step ahead]
+// A block loaded each round of its weights (KU vectors per lane) when the
+// round began and waited for them there: the prefetch into L2 a step ahead
+// hid DRAM's latency, not L2's, and between a step's last loads and the
+// next step's first the block had nothing in flight (its FMAs, the group's
+// reduction, a barrier, the stores). Llama 1B's one-row products, whose
+// blocks walk 5-10 steps, read at 30-67% of HBM (perf/RESULTS.md,
+// twenty-eighth session). Where the blocks walk at least two steps each
+// (kGemvPipeStepsPerSm), a lane now issues the next round's loads (this
+// step's next round, or the next step's first) into a second set of KU *
+// KRN registers as a round begins, before its math, so that one round is
+// always in flight; where a step is one round, the L2 prefetch moves to
+// the step after the next. Two blocks per SM instead of three (the second
+// set of registers). One row only: at two, the kept-x form spills at the
+// 128 registers two blocks allow. KILN_GEMV_PIPE=0 turns it off, to measure.
+constexpr int64_t kGemvPipeStepsPerSm = 6;
+constexpr int kGemvPipeRows = 1;
+// Sets s.pipe where it applies (after the calls above).
+void gemv_pipe(GemvSpec& s, int64_t n, int sms);
 // The dynamic shared memory a launch of `s` over k inputs takes.
 size_t gemv_shared_bytes(const GemvSpec& s, int64_t k);
 // Elements per 16-byte vector.

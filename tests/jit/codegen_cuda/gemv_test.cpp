@@ -227,6 +227,48 @@ TEST_F(Gemv, NormFoldedWhereTheGridIsResident) {
   EXPECT_FALSE(tc.fold_norm) << "the tensor-core form takes its statistics first";
 }
 
+// Note [Weights a step ahead]: one row in the FMA form, where the blocks
+// walk at least two steps each on 132 SMs (Llama 1B's down, two rounds a
+// step; its gate/up with the kept x, one round; GPT-2's LM head), with a
+// name and a launch bound of its own. Not GPT-2's QKV (folded, resident),
+// a short n, two rows, or the tensor-core form.
+TEST_F(Gemv, WeightsAStepAheadWhereBlocksWalkSteps) {
+  struct Case {
+    int64_t m, k, n;
+    int norm;
+    bool pipe;
+  };
+  const Case cases[] = {
+      {1, 8192, 2048, 0, true}, {1, 2048, 16384, 2, true}, {1, 768, 50257, 1, true},
+      {1, 768, 2304, 1, false}, {1, 2048, 2048, 0, false}, {2, 8192, 2048, 0, false},
+      {1, 768, 3072, 0, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
+                 " n=" + std::to_string(c.n));
+    kc::GemvSpec s = kc::gemv_spec(kiln::kFloat16, c.m, c.k, 0, false, true, c.norm, true, false);
+    if (c.n >= kc::kGemvWideN) kc::gemv_widen(s);
+    kc::gemv_deepen(s, c.n, 132);
+    kc::gemv_keep_x(s, c.k, c.n, 132);
+    kc::gemv_fold_norm(s, c.k, c.n, 132);
+    const std::string before = kc::gemv_name(s);
+    kc::gemv_pipe(s, c.n, 132);
+    EXPECT_EQ(s.pipe, c.pipe);
+    if (!s.pipe) {
+      EXPECT_EQ(kc::gemv_name(s), before);
+      continue;
+    }
+    EXPECT_NE(kc::gemv_name(s).find("_pp"), std::string::npos);
+    const std::string src = kc::gemv_source(s);
+    EXPECT_NE(src.find("#define KPIPE 1"), std::string::npos);
+    EXPECT_NE(src.find("__launch_bounds__(256, 2)"), std::string::npos);
+  }
+  kc::GemvSpec tc = kc::gemv_spec(kiln::kFloat16, 1, 768, 0, true, false);
+  kc::gemv_take_mma(tc);
+  kc::gemv_pipe(tc, 1 << 20, 132);
+  EXPECT_FALSE(tc.pipe) << "the tensor-core form walks its tiles without it";
+}
+
 // Note [Tensor-core skinny kernel]: from 5 rows, 16-bit dtypes, sm_80 on;
 // Note [Skinny products better apart], on an H200's 132 SMs: Llama 1B's
 // q/k/v with its RMSNorm and its LM head take the other way at one row; its

@@ -329,6 +329,34 @@ TEST_F(SkinnyMatmulCuda, DeeperGroupsMatchTheCpu) {
   }
 }
 
+// Note [Weights a step ahead]: one row where the blocks walk several steps,
+// each round's weights loaded a round ahead: two rounds a step (k = 8192),
+// one (k = 2048, n past the wide groups' threshold, with the kept x of an
+// RMSNorm prologue), n not a multiple of a block's outputs, with bias and
+// residual, against the CPU.
+TEST_F(SkinnyMatmulCuda, WeightsAStepAheadMatchTheCpu) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  uint64_t seed = 1200;
+  for (DType t : {kFloat16, kBFloat16, kFloat32}) {
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{8192, 2051}, {2048, 16389}}) {
+      check_norm_prologue(t, 1, k, "rms_norm", true, true, seed, n);
+      cuda::set_skinny_path(cuda::SkinnyPath::Generated);
+      SCOPED_TRACE(std::string(dtype_name(t)) + " no prologue, k=" + std::to_string(k) +
+                   " n=" + std::to_string(n));
+      Tensor x = random_tensor({1, k}, t, "contiguous", seed++, -1, 1);
+      Tensor w = random_tensor({n, k}, t, "contiguous", seed++, -1, 1);
+      Tensor b = random_tensor({n}, t, "contiguous", seed++);
+      Tensor r = random_tensor({1, n}, t, "contiguous", seed++);
+      const int64_t before = cuda::skinny_stats().generated;
+      Tensor got = linear_act(to_cuda(x), to_cuda(w), to_cuda(b), "none", to_cuda(r));
+      EXPECT_EQ(cuda::skinny_stats().generated, before + 1) << "the kernel did not run";
+      EXPECT_MATCHES_CPU(got, linear_act(x, w, b, "none", r), t, "none");
+      cuda::set_skinny_path(cuda::SkinnyPath::Auto);
+    }
+  }
+}
+
 // A norm prologue's product is chosen too: inside MatmulTuning it is timed
 // once against the norm then the product, and either way gives the CPU's
 // result; later runs take the kept choice.
