@@ -138,6 +138,31 @@ KILN_API Tensor isfinite(const Tensor& self);
 KILN_API Tensor gelu(const Tensor& self, std::string_view approximate = "none");
 KILN_API Tensor& gelu_(Tensor& self, std::string_view approximate = "none");
 KILN_API Tensor softplus(const Tensor& self, const Scalar& beta = 1, const Scalar& threshold = 20);
+// Activations of torch.nn.functional, floating inputs only (hardtanh: also
+// integers, as the clamp it is).
+KILN_API Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope = 0.01);
+KILN_API Tensor& leaky_relu_(Tensor& self, const Scalar& negative_slope = 0.01);
+// scale * x for x > 0, else scale * alpha * (exp(input_scale * x) - 1).
+KILN_API Tensor elu(const Tensor& self, const Scalar& alpha = 1, const Scalar& scale = 1,
+                    const Scalar& input_scale = 1);
+KILN_API Tensor& elu_(Tensor& self, const Scalar& alpha = 1, const Scalar& scale = 1,
+                      const Scalar& input_scale = 1);
+KILN_API Tensor hardtanh(const Tensor& self, const Scalar& min_val = -1, const Scalar& max_val = 1);
+KILN_API Tensor& hardtanh_(Tensor& self, const Scalar& min_val = -1, const Scalar& max_val = 1);
+KILN_API Tensor hardsigmoid(const Tensor& self);
+KILN_API Tensor& hardsigmoid_(Tensor& self);
+KILN_API Tensor hardswish(const Tensor& self);
+KILN_API Tensor& hardswish_(Tensor& self);
+KILN_API Tensor mish(const Tensor& self);
+KILN_API Tensor& mish_(Tensor& self);
+// log(sigmoid(x)) = -softplus(-x), finite for every finite x. logsigmoid is
+// torch.nn.functional's name for it.
+KILN_API Tensor log_sigmoid(const Tensor& self);
+KILN_API Tensor logsigmoid(const Tensor& self);
+// x itself when train is false; else zeros with probability p and x / (1 - p)
+// elsewhere, drawn from the default generator at the call (Note [Random ops
+// run at the call]).
+KILN_API Tensor dropout(const Tensor& input, double p, bool train);
 KILN_API Tensor nan_to_num(const Tensor& self, std::optional<double> nan = std::nullopt,
                            std::optional<double> posinf = std::nullopt,
                            std::optional<double> neginf = std::nullopt);
@@ -353,6 +378,11 @@ KILN_API std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64
 KILN_API std::vector<Tensor> split(const Tensor& self, IntArrayRef split_sizes, int64_t dim = 0);
 KILN_API std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim = 0);
 KILN_API Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+// Views of self, one per index along dim, that dim removed.
+KILN_API std::vector<Tensor> unbind(const Tensor& self, int64_t dim = 0);
+// Each element repeated `repeats` times along dim (of the flattened self when unset).
+KILN_API Tensor repeat_interleave(const Tensor& self, int64_t repeats,
+                                  std::optional<int64_t> dim = std::nullopt);
 KILN_API Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
 KILN_API Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 KILN_API Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value);
@@ -380,6 +410,15 @@ KILN_API Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index,
 KILN_API Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index,
                            const Tensor& source);
 KILN_API Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
+// self with alpha * source's slices added at the index along dim (repeated
+// indices accumulate).
+KILN_API Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index,
+                          const Tensor& source, const Scalar& alpha = 1);
+KILN_API Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                            const Scalar& alpha = 1);
+// int64 one-hot rows of num_classes (the largest index + 1 when -1, read on
+// the host) for an int64 index tensor.
+KILN_API Tensor one_hot(const Tensor& self, int64_t num_classes = -1);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);
 KILN_API Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Scalar& value);

@@ -168,6 +168,52 @@ Tensor& gelu_(Tensor& self, std::string_view approximate) {
 Tensor softplus(const Tensor& self, const Scalar& beta, const Scalar& threshold) {
   KILN_CALL("softplus", Tensor(T, S, S), self, beta, threshold);
 }
+Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope) {
+  KILN_CALL("leaky_relu", Tensor(T, S), self, negative_slope);
+}
+Tensor& leaky_relu_(Tensor& self, const Scalar& negative_slope) {
+  KILN_CALL_INPLACE(self, "leaky_relu_", Tensor(T, S), self, negative_slope);
+}
+Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale,
+           const Scalar& input_scale) {
+  KILN_CALL("elu", Tensor(T, S, S, S), self, alpha, scale, input_scale);
+}
+Tensor& elu_(Tensor& self, const Scalar& alpha, const Scalar& scale, const Scalar& input_scale) {
+  KILN_CALL_INPLACE(self, "elu_", Tensor(T, S, S, S), self, alpha, scale, input_scale);
+}
+Tensor hardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
+  KILN_CALL("hardtanh", Tensor(T, S, S), self, min_val, max_val);
+}
+Tensor& hardtanh_(Tensor& self, const Scalar& min_val, const Scalar& max_val) {
+  KILN_CALL_INPLACE(self, "hardtanh_", Tensor(T, S, S), self, min_val, max_val);
+}
+Tensor hardsigmoid(const Tensor& self) {
+  KILN_CALL("hardsigmoid", Tensor(T), self);
+}
+Tensor& hardsigmoid_(Tensor& self) {
+  KILN_CALL_INPLACE(self, "hardsigmoid_", Tensor(T), self);
+}
+Tensor hardswish(const Tensor& self) {
+  KILN_CALL("hardswish", Tensor(T), self);
+}
+Tensor& hardswish_(Tensor& self) {
+  KILN_CALL_INPLACE(self, "hardswish_", Tensor(T), self);
+}
+Tensor mish(const Tensor& self) {
+  KILN_CALL("mish", Tensor(T), self);
+}
+Tensor& mish_(Tensor& self) {
+  KILN_CALL_INPLACE(self, "mish_", Tensor(T), self);
+}
+Tensor log_sigmoid(const Tensor& self) {
+  KILN_CALL("log_sigmoid", Tensor(T), self);
+}
+Tensor logsigmoid(const Tensor& self) {
+  return log_sigmoid(self);
+}
+Tensor dropout(const Tensor& input, double p, bool train) {
+  KILN_CALL("dropout", Tensor(T, double, bool), input, p, train);
+}
 Tensor nan_to_num(const Tensor& self, OptF nan, OptF posinf, OptF neginf) {
   KILN_CALL("nan_to_num", Tensor(T, OptF, OptF, OptF), self, nan, posinf, neginf);
 }
@@ -553,6 +599,13 @@ std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim) {
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   KILN_CALL("index_select", Tensor(T, int64_t, T), self, dim, index);
 }
+std::vector<Tensor> unbind(const Tensor& self, int64_t dim) {
+  KILN_CALL("unbind.int", std::vector<Tensor>(T, int64_t), self, dim);
+}
+Tensor repeat_interleave(const Tensor& self, int64_t repeats, std::optional<int64_t> dim) {
+  KILN_CALL("repeat_interleave.self_int", Tensor(T, int64_t, OptI, OptI), self, repeats, dim,
+            std::nullopt);
+}
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   KILN_CALL("gather", Tensor(T, int64_t, T, bool), self, dim, index, false);
 }
@@ -605,6 +658,18 @@ Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
   KILN_CALL_INPLACE(self, "index_copy_", Tensor(T, int64_t, T, T), self, dim, index, source);
+}
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                 const Scalar& alpha) {
+  KILN_CALL("index_add", Tensor(T, int64_t, T, T, S), self, dim, index, source, alpha);
+}
+Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                   const Scalar& alpha) {
+  KILN_CALL_INPLACE(self, "index_add_", Tensor(T, int64_t, T, T, S), self, dim, index, source,
+                    alpha);
+}
+Tensor one_hot(const Tensor& self, int64_t num_classes) {
+  KILN_CALL("one_hot", Tensor(T, int64_t), self, num_classes);
 }
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) {
   KILN_CALL("masked_fill.Scalar", Tensor(T, T, S), self, mask, value);

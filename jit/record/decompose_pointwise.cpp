@@ -101,6 +101,70 @@ int32_t d_gelu(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   return unary(b, n, v, mode == "tanh" ? Prim::GeluTanh : Prim::GeluErf);
 }
 
+// The activations of runtime/cpu/unary_activation*.cpp, formula for formula
+// (floating only: the eager kernels refuse other dtypes at the call).
+int32_t d_leaky_relu(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (!is_floating(t)) return -1;
+  int32_t x = b.cast(v[0], t);
+  int32_t neg = b.op(Prim::Mul, t, x, b.constant(number(n, 1), t));
+  return b.op(Prim::Where, t, b.op(Prim::Gt, kBool, x, b.constant(0, t)), x, neg);
+}
+
+int32_t d_elu(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (!is_floating(t)) return -1;
+  int32_t x = b.cast(v[0], t);
+  double scale = number(n, 2), alpha_scale = number(n, 1);
+  // alpha * scale in the compute type, as the eager kernel multiplies them.
+  alpha_scale =
+      t == kFloat32
+          ? static_cast<double>(static_cast<float>(alpha_scale) * static_cast<float>(scale))
+          : alpha_scale * scale;
+  int32_t pos = b.op(Prim::Mul, t, x, b.constant(scale, t));
+  int32_t e = b.op(Prim::Expm1, t, b.op(Prim::Mul, t, x, b.constant(number(n, 3), t)));
+  int32_t neg = b.op(Prim::Mul, t, e, b.constant(alpha_scale, t));
+  return b.op(Prim::Where, t, b.op(Prim::Gt, kBool, x, b.constant(0, t)), pos, neg);
+}
+
+// min(max(x + 3, 0), 6): max and min propagate NaN.
+int32_t relu6_shifted(KernelBuilder& b, DType t, int32_t x) {
+  int32_t r = b.op(Prim::Add, t, x, b.constant(3, t));
+  r = b.op(Prim::Max, t, r, b.constant(0, t));
+  return b.op(Prim::Min, t, r, b.constant(6, t));
+}
+
+int32_t d_hardsigmoid(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (!is_floating(t)) return -1;
+  return b.op(Prim::Div, t, relu6_shifted(b, t, b.cast(v[0], t)), b.constant(6, t));
+}
+
+int32_t d_hardswish(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (!is_floating(t)) return -1;
+  int32_t x = b.cast(v[0], t);
+  return b.op(Prim::Div, t, b.op(Prim::Mul, t, x, relu6_shifted(b, t, x)), b.constant(6, t));
+}
+
+int32_t d_mish(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (!is_floating(t)) return -1;
+  int32_t x = b.cast(v[0], t);
+  int32_t sp = b.op(Prim::Log1p, t, b.op(Prim::Exp, t, x));
+  return b.op(Prim::Mul, t, x, b.op(Prim::Tanh, t, sp));
+}
+
+// min(x, 0) - log1p(exp(-|x|)).
+int32_t d_log_sigmoid(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
+  DType t = out_compute(n);
+  if (!is_floating(t)) return -1;
+  int32_t x = b.cast(v[0], t);
+  int32_t low = b.op(Prim::Min, t, x, b.constant(0, t));
+  int32_t e = b.op(Prim::Exp, t, b.op(Prim::Neg, t, b.op(Prim::Abs, t, x)));
+  return b.op(Prim::Sub, t, low, b.op(Prim::Log1p, t, e));
+}
+
 int32_t d_where(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   DType t = out_compute(n);
   return b.op(Prim::Where, t, b.cast(v[0], kBool), b.cast(v[1], t), b.cast(v[2], t));
@@ -187,6 +251,12 @@ const std::unordered_map<std::string, Decomposition>& table() {
       {"expm1", d_expm1},
       {"log1p", d_log1p},
       {"gelu", d_gelu},
+      {"leaky_relu", d_leaky_relu},
+      {"elu", d_elu},
+      {"hardsigmoid", d_hardsigmoid},
+      {"hardswish", d_hardswish},
+      {"mish", d_mish},
+      {"log_sigmoid", d_log_sigmoid},
       {"asin", d_asin},
       {"acos", d_acos},
       {"atan", d_atan},

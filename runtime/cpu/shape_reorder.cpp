@@ -2,7 +2,9 @@
 // few strided copies (copy_strided) read straight from self's layout: repeat
 // as one copy from a view with stride-0 repeat dims, flip as one copy from a
 // view with negated strides, roll as one block copy per combination of the
-// two halves of every rolled dim.
+// two halves of every rolled dim. repeat_interleave (an integer count) is a
+// composite: self with a stride-0 dim after `dim`, cloned, so lazy traces
+// record one copy and every device has it.
 
 #include <map>
 
@@ -162,7 +164,34 @@ void register_kernels(Library& m) {
   m.impl("roll", &roll_kernel);
 }
 
+// --- repeat_interleave ---------------------------------------------------------------
+
+Tensor repeat_interleave(const Tensor& self, int64_t repeats, std::optional<int64_t> dim,
+                         std::optional<int64_t> output_size) {
+  const char* op = "repeat_interleave";
+  check_defined(self, op, "self");
+  KILN_CHECK(repeats >= 0, "[repeat_interleave] expected repeats >= 0, got ", repeats);
+  KILN_CHECK(!dim || self.dim() > 0,
+             "[repeat_interleave] expected self with at least 1 dim for dim ", dim.value_or(0),
+             ", got a 0-dim tensor");
+  // Without a dim, the flattened self (PyTorch's rule).
+  const Tensor in = dim ? self : self.reshape({-1});
+  const int64_t d = wrap_dim(dim.value_or(0), in.dim(), op);
+  DimVector expanded(in.sizes()), target(in.sizes());
+  expanded.insert(static_cast<size_t>(d + 1), repeats);
+  target[d] = checked_mul(target[d], repeats, op);
+  KILN_CHECK(!output_size || *output_size == target[d], "[repeat_interleave] expected output_size ",
+             target[d], " (the size of dim ", d, " repeated), got ", *output_size);
+  checked_bytes_numel(target, self.dtype(), op);
+  // The clone is fresh memory (also for repeats 1); dense, so the view is free.
+  return in.unsqueeze(d + 1).expand(expanded).clone().reshape(target);
+}
+
 }  // namespace
+
+KILN_LIBRARY_IMPL(kiln, Composite, m) {
+  m.impl("repeat_interleave.self_int", &repeat_interleave);
+}
 
 KILN_LIBRARY_IMPL(kiln, CPU, m) {
   register_kernels(m);

@@ -1,4 +1,5 @@
-// Activation functions on the CPU: silu, gelu (erf and tanh forms), softplus.
+// Activation functions on the CPU: silu, gelu (erf and tanh forms), softplus,
+// mish, log_sigmoid (the piecewise ones: unary_activation_piecewise.cpp).
 // Floating inputs only; out= must have the input's dtype, as in PyTorch.
 //
 // Half and BFloat16 (Note [16-bit floats in pointwise kernels]) compute in
@@ -93,6 +94,37 @@ Tensor softplus_impl(const char* op, Form form, const Tensor& self, const Scalar
       });
 }
 
+// x tanh(log1p(exp(x))), as PyTorch: exp's overflow gives tanh(inf) = 1, x.
+Tensor mish_impl(const char* op, Form form, const Tensor& self, const Tensor* out) {
+  return pointwise(
+      op, form, self, out, kFloatingMask,
+      [&](TensorIter& it) { it.input(self).out_cast(OutCast::Same); },
+      [&](TensorIter& it) {
+        visit_allowed<kFloatingMask>(it.dtype(), op, [&]<class T>() {
+          using M = opmath_t<T>;
+          cpu_kernel<T>(it, [](M x) { return x * std::tanh(std::log1p(std::exp(x))); });
+        });
+      });
+}
+
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): -softplus(-x) in a form
+// where nothing overflows (-inf at -inf, 0 at inf).
+Tensor log_sigmoid_impl(const char* op, Form form, const Tensor& self, const Tensor* out) {
+  return pointwise(
+      op, form, self, out, kFloatingMask,
+      [&](TensorIter& it) { it.input(self).out_cast(OutCast::Same); },
+      [&](TensorIter& it) {
+        visit_allowed<kFloatingMask>(it.dtype(), op, [&]<class T>() {
+          using M = opmath_t<T>;
+          cpu_kernel<T>(it, [](M x) {
+            // NaN stays NaN through the second term whichever side min takes.
+            const M low = x < M(0) ? x : M(0);
+            return low - std::log1p(std::exp(-std::abs(x)));
+          });
+        });
+      });
+}
+
 Tensor silu(const Tensor& s) {
   return silu_impl("silu", Form::Functional, s, nullptr);
 }
@@ -119,6 +151,22 @@ Tensor softplus_out(const Tensor& s, const Scalar& beta, const Scalar& threshold
   return softplus_impl("softplus.out", Form::Out, s, beta, threshold, &out);
 }
 
+Tensor mish(const Tensor& s) {
+  return mish_impl("mish", Form::Functional, s, nullptr);
+}
+Tensor mish_(const Tensor& s) {
+  return mish_impl("mish_", Form::InPlace, s, nullptr);
+}
+Tensor mish_out(const Tensor& s, const Tensor& out) {
+  return mish_impl("mish.out", Form::Out, s, &out);
+}
+Tensor log_sigmoid(const Tensor& s) {
+  return log_sigmoid_impl("log_sigmoid", Form::Functional, s, nullptr);
+}
+Tensor log_sigmoid_out(const Tensor& s, const Tensor& out) {
+  return log_sigmoid_impl("log_sigmoid.out", Form::Out, s, &out);
+}
+
 void register_kernels(Library& m) {
   m.impl("silu", &silu);
   m.impl("silu_", &silu_);
@@ -128,6 +176,11 @@ void register_kernels(Library& m) {
   m.impl("gelu.out", &gelu_out);
   m.impl("softplus", &softplus);
   m.impl("softplus.out", &softplus_out);
+  m.impl("mish", &mish);
+  m.impl("mish_", &mish_);
+  m.impl("mish.out", &mish_out);
+  m.impl("log_sigmoid", &log_sigmoid);
+  m.impl("log_sigmoid.out", &log_sigmoid_out);
 }
 
 }  // namespace

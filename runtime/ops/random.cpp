@@ -1,4 +1,5 @@
-// rand, randn, randint: Philox streams (Note [Philox streams]) and manual_seed.
+// rand, randn, randint: Philox streams (Note [Philox streams]) and manual_seed;
+// dropout, drawn from rand.
 
 #include <atomic>
 #include <cmath>
@@ -177,7 +178,39 @@ Tensor randint_meta(int64_t high, IntArrayRef size, OptD dtype, OptDev device) {
   return randint_low_meta(0, high, size, dtype, device);
 }
 
+// Note [Dropout]
+// dropout is a Composite of ops kiln has, as PyTorch's CPU path is: p is
+// checked first (also when train is false); then input itself where nothing
+// is dropped (train false, p 0, no elements), input * 0 for p 1 (NaN and inf
+// stay NaN, as PyTorch's), else input * (keep / (1 - p)) with keep drawn as
+// rand() < 1 - p. rand draws at the call (Note [Random ops run at the call]),
+// so a compiled function draws a fresh mask on every call; the product is
+// recorded and fuses. The uniform numbers are float32 (float64 for a float64
+// input), whatever input's dtype, so p keeps its resolution for 16-bit
+// inputs. rand has a CPU kernel only: a CUDA input's mask is drawn on the
+// host and copied over (under graph replay, a host copy: README, Compiled
+// functions). The mask is kiln's Philox stream, not PyTorch's generator:
+// the same seed draws other masks than PyTorch's.
+Tensor dropout_kernel(const Tensor& input, double p, bool train) {
+  check_defined(input, "dropout", "input");
+  KILN_CHECK(p >= 0 && p <= 1, "[dropout] expected p in [0, 1], got ", p);
+  if (!train || p == 0 || input.numel() == 0) return input;
+  if (p == 1) return kiln::mul(input, kiln::zeros({}, TensorOptions(input.dtype())));
+  KILN_CHECK(is_floating(input.dtype()), "[dropout] expected a floating input when train is true ",
+             "and p is in (0, 1), got ", input.dtype());
+  const DType udt = input.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  const Device d = input.device();
+  Tensor u = kiln::rand(input.sizes(), TensorOptions(udt).device(d.is_cuda() ? Device::cpu() : d));
+  if (d.is_cuda()) u = u.to(d);
+  Tensor keep = kiln::lt(u, Scalar(1.0 - p)).to(input.dtype());
+  return kiln::mul(input, kiln::div(keep, Scalar(1.0 - p)));
+}
+
 }  // namespace
+
+KILN_LIBRARY_IMPL(kiln, Composite, m) {
+  m.impl("dropout", &dropout_kernel);
+}
 
 KILN_LIBRARY_IMPL(kiln, CPU, m) {
   m.impl("rand", &rand_cpu);

@@ -90,6 +90,21 @@ KILN_LIBRARY(kiln, m) {
   m.def(
       "softplus.out(Tensor self, Scalar beta=1, Scalar threshold=20, *, Tensor(a!) out) -> "
       "Tensor(a!)");
+  // Activations with arguments: functional, in-place and out= forms.
+  for (const char* sig : {"leaky_relu(Tensor self, Scalar negative_slope=0.01",
+                          "elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1",
+                          "hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1",
+                          "hardsigmoid(Tensor self", "hardswish(Tensor self", "mish(Tensor self"}) {
+    std::string s = sig;
+    const size_t paren = s.find('(');
+    const std::string name = s.substr(0, paren), args = s.substr(paren + 1);
+    m.def(s + ") -> Tensor");
+    m.def(name + "_(Tensor(a!)" + args.substr(6) + ") -> Tensor(a!)");
+    m.def(name + ".out(" + args + ", *, Tensor(a!) out) -> Tensor(a!)");
+  }
+  m.def("log_sigmoid(Tensor self) -> Tensor");
+  m.def("log_sigmoid.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("dropout(Tensor input, float p, bool train) -> Tensor");
   m.def(
       "nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor");
   m.def(
@@ -280,6 +295,10 @@ KILN_LIBRARY(kiln, m) {
   m.def("split_with_sizes(Tensor(a) self, int[] split_sizes, int dim=0) -> Tensor[]");
   m.def("chunk(Tensor(a) self, int chunks, int dim=0) -> Tensor[]");
   m.def("index_select(Tensor self, int dim, Tensor index) -> Tensor");
+  m.def("unbind.int(Tensor(a) self, int dim=0) -> Tensor[]");
+  m.def(
+      "repeat_interleave.self_int(Tensor self, int repeats, int? dim=None, *, int? "
+      "output_size=None) -> Tensor");
   m.def("index_select.out(Tensor self, int dim, Tensor index, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor");
   m.def(
@@ -310,6 +329,12 @@ KILN_LIBRARY(kiln, m) {
       "bool include_self=True) -> Tensor(a!)");
   m.def("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor");
   m.def("index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)");
+  m.def(
+      "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor");
+  m.def(
+      "index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> "
+      "Tensor(a!)");
+  m.def("one_hot(Tensor self, int num_classes=-1) -> Tensor");
   m.def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor");
   m.def("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor");
   m.def("masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)");

@@ -371,6 +371,17 @@ std::vector<Tensor> split_kernel(const Tensor& self, int64_t split_size, int64_t
   return out;
 }
 
+// select() at every index of dim: views, as split with size 1 then squeeze.
+std::vector<Tensor> unbind_kernel(const Tensor& self, int64_t dim) {
+  KILN_CHECK(self.dim() > 0, "[unbind] expected a tensor with at least 1 dim, got a 0-dim tensor");
+  dim = wrap_dim(dim, self.dim(), "unbind");
+  const int64_t n = self.sizes()[dim];
+  std::vector<Tensor> out;
+  out.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out.push_back(select_kernel(self, dim, i));
+  return out;
+}
+
 std::vector<Tensor> chunk_kernel(const Tensor& self, int64_t chunks, int64_t dim) {
   KILN_CHECK(self.dim() > 0, "[chunk] expected a tensor with at least 1 dim, got a 0-dim tensor");
   KILN_CHECK(chunks > 0, "[chunk] expected a positive number of chunks, got ", chunks);
@@ -416,6 +427,7 @@ KILN_LIBRARY_IMPL(kiln, Composite, m) {
   m.impl("split.Tensor", &split_kernel);
   m.impl("split_with_sizes", &split_with_sizes_kernel);
   m.impl("chunk", &chunk_kernel);
+  m.impl("unbind.int", &unbind_kernel);
 }
 
 }  // namespace kiln

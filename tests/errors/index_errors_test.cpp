@@ -94,6 +94,59 @@ TEST(IndexErrors, IndexCopy) {
                     "[index_copy_] expected a target whose elements are distinct memory locations");
 }
 
+TEST(IndexErrors, IndexAdd) {
+  kiln::EagerGuard eager;
+  Tensor self = kiln::zeros({5, 2});
+  EXPECT_KILN_ERROR(kiln::index_add(self, 2, idx({1}), kiln::ones({1, 2})),
+                    "[index_add] dimension out of range");
+  EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1, 3}).to(kiln::kFloat32), kiln::ones({2, 2})),
+                    "[index_add] expected an index of dtype int64 or int32, got float32");
+  EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1, 3}).reshape({2, 1}), kiln::ones({2, 2})),
+                    "[index_add] expected a 0-dim or 1-D index, got one with 2 dims");
+  EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1, 3}), kiln::ones({2, 3})),
+                    "[index_add] expected source and self to have the same slice shape");
+  EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1, 3}), kiln::ones({3, 2})),
+                    "[index_add] expected 3 indices (source.size(0)), got 2");
+  EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1}), kiln::ones({1, 2}, kiln::kFloat64)),
+                    "[index_add] expected source of dtype float32 like self, got float64");
+  // Index values out of range raise through the scatter_add index_add runs.
+  EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1, 9}), kiln::ones({2, 2})),
+                    "index 9 is out of bounds for dimension 0 with size 5");
+  EXPECT_KILN_ERROR(kiln::index_add_(self, 0, idx({-1}), kiln::ones({1, 2})),
+                    "index -1 is out of bounds for dimension 0 with size 5");
+  // In place: a target with repeated elements, or a source or index in its memory.
+  Tensor expanded = kiln::zeros({2}).expand({5, 2});
+  EXPECT_KILN_ERROR(kiln::index_add_(expanded, 0, idx({1}), kiln::ones({1, 2})),
+                    "[index_add_] expected a target whose elements are distinct memory locations");
+  Tensor whole = kiln::zeros({4, 2});
+  Tensor part = whole.narrow(0, 0, 2);
+  EXPECT_KILN_ERROR(kiln::index_add_(part, 0, idx({0, 1}), whole.narrow(0, 1, 2)), "[index_add_]");
+  Tensor as_index = kiln::zeros({4}, kiln::kInt64);
+  EXPECT_KILN_ERROR(kiln::index_add_(as_index, 0, as_index, kiln::ones({4}, kiln::kInt64)),
+                    "[index_add_]");
+}
+
+TEST(IndexErrors, OneHotUnbindRepeatInterleave) {
+  kiln::EagerGuard eager;
+  EXPECT_KILN_ERROR(kiln::one_hot(idx({0, 1}).to(kiln::kInt32), 3),
+                    "[one_hot] expected self (the class indices) of dtype int64, got int32");
+  EXPECT_KILN_ERROR(kiln::one_hot(idx({0, 1}), 0), "[one_hot] expected num_classes >= 1 or -1");
+  EXPECT_KILN_ERROR(kiln::one_hot(idx({0, -2})), "[one_hot] expected class indices >= 0, got -2");
+  EXPECT_KILN_ERROR(kiln::one_hot(kiln::zeros({0}, kiln::kInt64)),
+                    "[one_hot] expected num_classes for an empty self");
+  EXPECT_KILN_ERROR(kiln::one_hot(idx({0, 3}), 3),
+                    "index 3 is out of bounds for dimension 1 with size 3");
+  EXPECT_KILN_ERROR(kiln::unbind(kiln::zeros({})),
+                    "[unbind] expected a tensor with at least 1 dim");
+  EXPECT_KILN_ERROR(kiln::unbind(kiln::zeros({2, 3}), 2), "[unbind] dimension out of range");
+  EXPECT_KILN_ERROR(kiln::repeat_interleave(kiln::zeros({3}), -1),
+                    "[repeat_interleave] expected repeats >= 0, got -1");
+  EXPECT_KILN_ERROR(kiln::repeat_interleave(kiln::zeros({3}), 2, 1),
+                    "[repeat_interleave] dimension out of range");
+  EXPECT_KILN_ERROR(kiln::repeat_interleave(kiln::zeros({}), 2, 0),
+                    "[repeat_interleave] expected self with at least 1 dim for dim 0");
+}
+
 TEST(IndexErrors, MaskedFill) {
   Tensor x = kiln::zeros({3, 4});
   // PyTorch 1.13 still takes uint8 masks (deprecated); kiln takes bool only.

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
 
@@ -36,6 +38,29 @@ TEST(PointwiseErrors, RefusedDtypes) {
     EXPECT_KILN_ERROR(kiln::silu(make(kiln::kInt64)), "[silu]");
     EXPECT_KILN_ERROR(kiln::gelu(make(kiln::kInt64)), "[gelu]");
     EXPECT_KILN_ERROR(kiln::softplus(make(kiln::kInt64)), "[softplus]");
+    for (kiln::DType dt : {kiln::kInt64, kiln::kInt32, kiln::kUInt8, kiln::kBool}) {
+      EXPECT_KILN_ERROR(kiln::leaky_relu(make(dt)), "[leaky_relu] expected a dtype among");
+      EXPECT_KILN_ERROR(kiln::elu(make(dt)), "[elu] expected a dtype among");
+      EXPECT_KILN_ERROR(kiln::hardsigmoid(make(dt)), "[hardsigmoid] expected a dtype among");
+      EXPECT_KILN_ERROR(kiln::hardswish(make(dt)), "[hardswish] expected a dtype among");
+      EXPECT_KILN_ERROR(kiln::mish(make(dt)), "[mish] expected a dtype among");
+      EXPECT_KILN_ERROR(kiln::log_sigmoid(make(dt)), "[log_sigmoid] expected a dtype among");
+    }
+    Tensor t = make(kiln::kInt32);
+    EXPECT_KILN_ERROR(kiln::leaky_relu_(t), "[leaky_relu_] expected a dtype among");
+    EXPECT_KILN_ERROR(
+        kiln::call_op("elu.out", {make(kiln::kFloat32)}, {{"out", make(kiln::kFloat64)}}),
+        "[elu.out]");
+    EXPECT_KILN_ERROR(kiln::hardtanh(make(kiln::kBool)),
+                      "[hardtanh] expected a non-bool self, got bool");
+    EXPECT_KILN_ERROR(
+        kiln::hardtanh(make(kiln::kUInt8)),
+        "[hardtanh] expected min_val and max_val >= 0 for a uint8 self, got -1 and 1");
+    EXPECT_KILN_ERROR(kiln::hardtanh(make(kiln::kInt32), NAN, 1),
+                      "[hardtanh] expected min_val to fit in int64 for an integer self");
+    EXPECT_KILN_ERROR(
+        kiln::call_op("hardtanh.out", {make(kiln::kFloat32)}, {{"out", make(kiln::kFloat64)}}),
+        "[hardtanh.out] expected out of dtype float32 like self, got float64");
     EXPECT_KILN_ERROR(kiln::bitwise_and(make(kiln::kFloat32), make(kiln::kInt32)),
                       "[bitwise_and.Tensor]");
     EXPECT_KILN_ERROR(kiln::bitwise_xor(make(kiln::kInt32), 2.5), "[bitwise_xor.Scalar]");
@@ -164,6 +189,20 @@ TEST(PointwiseErrors, IntegerDivisionByZero) {
   // Floating division by zero is IEEE's, not an error.
   EXPECT_EQ(kiln::isnan(kiln::fmod(a.to(kiln::kFloat32), z.to(kiln::kFloat32))).tolist<bool>(),
             (std::vector<bool>{false, true, false}));
+}
+
+TEST(PointwiseErrors, Dropout) {
+  for (bool train : {false, true}) {
+    for (double p : {-0.1, 1.5, static_cast<double>(NAN)}) {
+      EXPECT_KILN_ERROR(kiln::dropout(f32(), p, train), "[dropout] expected p in [0, 1], got");
+    }
+  }
+  EXPECT_KILN_ERROR(kiln::dropout(of(kiln::kInt64), 0.5, true),
+                    "[dropout] expected a floating input when train is true and p is in (0, 1), "
+                    "got int64");
+  // Not training, or dropping everything, any dtype passes (as PyTorch).
+  EXPECT_NO_THROW(kiln::dropout(of(kiln::kInt64), 0.5, false));
+  EXPECT_NO_THROW(kiln::dropout(of(kiln::kInt64), 1.0, true));
 }
 
 }  // namespace

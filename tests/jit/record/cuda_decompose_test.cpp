@@ -143,6 +143,24 @@ TEST_F(CudaDecompose, ClampMaskedFillNanToNumRoundSoftplusErfc) {
   EXPECT_NE(ir.find("const uint8 -1"), std::string::npos) << ir;
 }
 
+// The activations of torch.nn.functional (decompose_pointwise.cpp), every
+// floating dtype, functional, in place and out=.
+TEST_F(CudaDecompose, Activations) {
+  for (DType t : {kiln::kFloat32, kiln::kFloat64, kiln::kFloat16, kiln::kBFloat16}) {
+    compiles(cuda_node("leaky_relu", {of(t), Scalar(0.2)}, t));
+    compiles(cuda_node("elu", {of(t), Scalar(1.5), Scalar(0.5), Scalar(2.0)}, t));
+    for (const char* op : {"hardsigmoid", "hardswish", "mish", "log_sigmoid"}) {
+      compiles(cuda_node(op, {of(t)}, t));
+    }
+    Tensor self = of(t);
+    compiles(cuda_node("leaky_relu_", {self, Scalar(0.01)}, t, 0));
+    compiles(cuda_node("mish.out", {of(t), of(t)}, t, 1));
+    compiles(cuda_node("log_sigmoid.out", {of(t), of(t)}, t, 1));
+  }
+  // Integers stay with the eager kernels, which refuse them.
+  EXPECT_TRUE(kernel_of(cuda_node("mish", {of(kiln::kInt32)}, kiln::kInt32)).body.empty());
+}
+
 TEST_F(CudaDecompose, PowIsExactWhereTheEagerKernelIs) {
   // x ** 3 is (x * x) * x and x ** -2 is 1 / (x * x): no pow call.
   for (double e : {3.0, -2.0}) {

@@ -1,5 +1,5 @@
 """index_select, gather, scatter, scatter_add, the scatter reductions (scatter.reduce,
-scatter_reduce.two), index_copy and masked_fill: every form, all dtypes, every generator
+scatter_reduce.two), index_copy, masked_fill, index_add and one_hot: every form, all dtypes, every generator
 layout for inputs and in-place targets, int32/int64 indices in several layouts, 0-dim,
 empty, out-of-range indices and duplicate indices (scatter_add, the reductions)."""
 
@@ -45,6 +45,8 @@ def cases(g):
     yield from scatter_reduce_cases(g)
     yield from index_copy_cases(g)
     yield from masked_fill_cases(g)
+    yield from index_add_cases(g)
+    yield from one_hot_cases(g)
 
 
 def index_select_cases(g):
@@ -388,3 +390,75 @@ def masked_fill_cases(g):
                    name=f"masked_fill_.Tensor {dt} {v.dtype}")
     yield Case("masked_fill.Tensor", [x, g.tensor([4], torch.bool), torch.tensor([3.0])],
                name="masked_fill.Tensor 1-D value")
+
+
+def index_add_cases(g):
+    for dt in ALL:
+        alpha = True if dt == torch.bool else (3 if not dt.is_floating_point else 0.5)
+        for layout in g.LAYOUTS:
+            self_ = g.tensor([5, 3], dt, layout)
+            # Repeated indices accumulate.
+            idx = torch.tensor([4, 0, 4, 2, 0, 4])
+            yield Case("index_add", [self_, 0, idx, g.tensor([6, 3], dt, "any")],
+                       name=f"index_add {dt} {layout}")
+            yield Case("index_add", [self_, 0, idx, g.tensor([6, 3], dt, "any")],
+                       {"alpha": alpha}, name=f"index_add {dt} {layout} alpha")
+            if layout != "expanded":
+                yield Case("index_add_", [g.tensor([4, 6], dt, layout), 1,
+                                          relayout(torch.tensor([5, 1, 5], dtype=torch.int32),
+                                                   "strided"),
+                                          g.tensor([4, 3], dt, "any")],
+                           name=f"index_add_ {dt} {layout}")
+    x3 = g.tensor([3, 4, 5], torch.float32, "any")
+    for dim in (0, 1, -1):
+        n = x3.shape[dim]
+        shape = list(x3.shape)
+        shape[dim] = 7
+        yield Case("index_add", [x3, dim, g.index([7], n), g.tensor(shape)], {"alpha": -2.0},
+                   name=f"index_add 3-D {dim}")
+    yield Case("index_add", [g.tensor([5], torch.int32), 0, torch.tensor([1, 1]),
+                             g.tensor([2], torch.int32)], {"alpha": 2.5},
+               name="index_add int alpha truncated")
+    yield Case("index_add", [g.tensor([4], torch.int8), 0, torch.tensor([0, 0, 0, 1]),
+                             torch.full([4], 100, dtype=torch.int8)], name="index_add int8 wraps")
+    yield Case("index_add", [g.tensor([3]), 0, torch.tensor([1]), g.tensor([])],
+               name="index_add 0-dim source")
+    yield Case("index_add", [g.tensor([]), 0, torch.tensor([0]), g.tensor([])],
+               name="index_add 0-dim self")
+    yield Case("index_add", [g.tensor([5, 2]), 0, torch.zeros(0, dtype=torch.int64),
+                             g.tensor([0, 2])], name="index_add empty index")
+    # Must-fail: out of range, wrong dtypes, shapes, overlap.
+    yield Case("index_add", [g.tensor([3, 2]), 0, torch.tensor([3]), g.tensor([1, 2])],
+               name="index_add out of range")
+    yield Case("index_add", [g.tensor([3, 2]), 0, torch.tensor([-1]), g.tensor([1, 2])],
+               name="index_add negative index")
+    yield Case("index_add", [g.tensor([3, 2]), 2, torch.tensor([0]), g.tensor([1, 2])],
+               name="index_add dim out of range")
+    yield Case("index_add", [g.tensor([3, 2]), 0, torch.tensor([0.0]), g.tensor([1, 2])],
+               name="index_add float index")
+    yield Case("index_add", [g.tensor([3, 2]), 0, torch.tensor([0]),
+                             g.tensor([1, 2], torch.float64)], name="index_add source dtype")
+    yield Case("index_add", [g.tensor([3, 2]), 0, torch.tensor([0]), g.tensor([1, 3])],
+               name="index_add slice shape")
+    yield Case("index_add", [g.tensor([3, 2]), 0, torch.tensor([0, 1]), g.tensor([1, 2])],
+               name="index_add index count")
+    yield Case("index_add", [g.tensor([3, 2]), 0, torch.tensor([[0]]), g.tensor([1, 2])],
+               name="index_add 2-D index")
+    yield Case("index_add_", [g.tensor([3, 2], torch.float32, "expanded"), 0, torch.tensor([0]),
+                              g.tensor([1, 2])], name="index_add_ expanded self")
+
+
+def one_hot_cases(g):
+    for layout in g.LAYOUTS:
+        idx = relayout(g.index([3, 4], 5), layout if layout != "expanded" else "contiguous")
+        yield Case("one_hot", [idx], name=f"one_hot inferred {layout}")
+        yield Case("one_hot", [idx, 7], name=f"one_hot 7 classes {layout}")
+    yield Case("one_hot", [torch.tensor(3)], name="one_hot 0-dim")
+    yield Case("one_hot", [torch.tensor([0, 0, 1]), 2], name="one_hot exact classes")
+    yield Case("one_hot", [torch.zeros(0, dtype=torch.int64), 3], name="one_hot empty")
+    yield Case("one_hot", [torch.zeros(0, dtype=torch.int64)], name="one_hot empty inferred")
+    yield Case("one_hot", [torch.tensor([0, 3]), 3], name="one_hot index too large")
+    yield Case("one_hot", [torch.tensor([0, -1])], name="one_hot negative inferred")
+    yield Case("one_hot", [torch.tensor([0, -1]), 3], name="one_hot negative")
+    yield Case("one_hot", [torch.tensor([0, 1], dtype=torch.int32), 3], name="one_hot int32")
+    yield Case("one_hot", [torch.tensor([0.0, 1.0]), 3], name="one_hot float")

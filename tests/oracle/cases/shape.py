@@ -1,4 +1,5 @@
-"""cat, stack, repeat, roll, flip, constant_pad_nd, pad (every mode), tril and triu: every
+"""cat, stack, repeat, roll, flip, constant_pad_nd, pad (every mode), tril and triu,
+unbind, repeat_interleave (an integer count): every
 form, all dtypes, every generator layout for inputs and in-place targets, 0-dim, empty,
 errors."""
 
@@ -18,6 +19,8 @@ def cases(g):
     yield from pad_cases(g)
     yield from pad_mode_cases(g)
     yield from tri_cases(g)
+    yield from unbind_cases(g)
+    yield from repeat_interleave_cases(g)
 
 
 def cat_cases(g):
@@ -290,3 +293,37 @@ def tri_cases(g):
         yield Case(op, [g.tensor([3]), 0], name=f"{op} 1-D")
         yield Case(op, [g.tensor([]), 0], name=f"{op} 0-dim")
         yield Case(f"{op}_", [g.tensor([3]), 0], name=f"{op}_ 1-D")
+
+
+def unbind_cases(g):
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            yield Case("unbind.int", [g.tensor([3, 4], dt, layout), 1], check_strides=True,
+                       name=f"unbind {dt} {layout}")
+    x = g.tensor([2, 3, 4], torch.float32, "any")
+    for dim in (0, 1, 2, -1, -3):
+        yield Case("unbind.int", [x, dim], check_strides=True, name=f"unbind 3-D dim {dim}")
+    yield Case("unbind.int", [g.tensor([5])], check_strides=True, name="unbind 1-D")
+    yield Case("unbind.int", [g.tensor([0, 3]), 1], name="unbind empty pieces")
+    yield Case("unbind.int", [g.tensor([3]), 1], name="unbind dim out of range")
+    yield Case("unbind.int", [g.tensor([]), 0], name="unbind 0-dim")
+
+
+def repeat_interleave_cases(g):
+    op = "repeat_interleave.self_int"
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            yield Case(op, [g.tensor([2, 3], dt, layout), 3, 1], name=f"{op} {dt} {layout}")
+    x = g.tensor([2, 3, 4], torch.float32, "any")
+    for dim in (0, 1, 2, -1):
+        yield Case(op, [x, 2, dim], name=f"{op} 3-D dim {dim}")
+    yield Case(op, [x, 2], name=f"{op} flattened")
+    yield Case(op, [g.tensor([3, 2], torch.int64, "transposed"), 1, 0], name=f"{op} once")
+    yield Case(op, [g.tensor([3, 2]), 0, 1], name=f"{op} zero")
+    yield Case(op, [g.tensor([]), 4], name=f"{op} 0-dim")
+    yield Case(op, [g.tensor([]), 4, 0], name=f"{op} 0-dim with dim")
+    yield Case(op, [g.tensor([0, 3]), 2, 0], name=f"{op} empty")
+    yield Case(op, [g.tensor([3]), -1, 0], name=f"{op} negative")
+    yield Case(op, [g.tensor([3, 2]), 2, 2], name=f"{op} dim out of range")
+    yield Case(op, [g.tensor([3, 2]), 2, 1], {"output_size": 4}, name=f"{op} output_size")
+    yield Case(op, [g.tensor([3, 2]), 2, 1], {"output_size": 5}, name=f"{op} wrong output_size")
