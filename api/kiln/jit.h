@@ -86,6 +86,13 @@ KILN_API TraceStats trace_stats();
 // Concurrency: calls from several threads run side by side, each on its own
 // instance of the plan (its own intermediates; on CUDA, the caller's current
 // stream); an entry builds a second instance only when two calls overlap.
+// Copies of a Compiled share its cache; give each thread a copy (or keep the
+// object alive until every call on it has returned: destroying or assigning
+// to a Compiled while another thread calls that same object is a data race).
+// A moved-from Compiled raises on every use. Writes that another thread
+// makes to a captured tensor (a weight updated in place) are not ordered
+// with the calls running meanwhile: a call may read part old and part new
+// values. Order them as for eager writes (README, Compiled functions).
 
 enum class Mode {
   ReduceOverhead,  // on CUDA: the plan replays as one CUDA graph (default)
@@ -211,6 +218,9 @@ struct Body {
   std::vector<Tensor> (*call)(void* self, const std::vector<IValue>& args);
 };
 
+// Raises the kiln::Error of a call on a moved-from Compiled.
+[[noreturn]] KILN_API void raise_moved_from();
+
 class KILN_API CompiledCore {
  public:
   explicit CompiledCore(Options options);
@@ -301,6 +311,7 @@ class Compiled {
   template <class... A>
   auto operator()(const A&... args) {
     using R = std::decay_t<std::invoke_result_t<F&, const A&...>>;
+    if (!core_) boxed::raise_moved_from();
     static_assert(
         std::is_same_v<R, Tensor> || std::is_same_v<R, std::vector<Tensor>> || is_tuple<R>::value,
         "jit::compile: a compiled function returns a Tensor, a std::vector<Tensor>, "
@@ -324,10 +335,10 @@ class Compiled {
   }
 
   // Makes dim `dim` of argument `input` dynamic for the entries built from now on.
-  void mark_dynamic(int input, int64_t dim) { core_->mark_dynamic(input, dim); }
-  CompileStats stats() const { return core_->stats(); }
+  void mark_dynamic(int input, int64_t dim) { live().mark_dynamic(input, dim); }
+  CompileStats stats() const { return live().stats(); }
   // Its entries and guards, plans, graph breaks and recompiles so far.
-  Explanation explain() const { return core_->explain(); }
+  Explanation explain() const { return live().explain(); }
 
  private:
   template <class T>
@@ -345,6 +356,11 @@ class Compiled {
   template <class R, size_t... I>
   static R unpack(std::vector<Tensor>& v, size_t& k, std::index_sequence<I...>) {
     return R{boxed::unflatten<std::decay_t<std::tuple_element_t<I, R>>>(v, k)...};
+  }
+
+  boxed::CompiledCore& live() const {
+    if (!core_) boxed::raise_moved_from();
+    return *core_;
   }
 
   std::shared_ptr<F> fn_;

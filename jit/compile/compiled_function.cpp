@@ -13,6 +13,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "guards/guards.h"
 #include "jit/codegen_cpu/launch_cpu.h"
@@ -197,7 +198,14 @@ struct boxed::CompiledCore::Impl {
     history.push_back({entry, std::move(reason)});
   }
 
-  std::vector<Tensor> dispatch(const std::vector<IValue>& args, Body body);
+  // `hit_counted`: where a call dispatches more than once (a bucket's first
+  // call runs padded several ways), the hit is counted once.
+  std::vector<Tensor> dispatch(const std::vector<IValue>& args, Body body,
+                               bool* hit_counted = nullptr);
+  void count_hit(bool* hit_counted) {
+    if (hit_counted && std::exchange(*hit_counted, true)) return;
+    hits.fetch_add(1, std::memory_order_relaxed);
+  }
   void check_arguments(const std::vector<IValue>& args);
   guards::DynamicDims dynamic_for(const std::vector<IValue>& args) const;
   Entry* lookup(const std::vector<IValue>& args) const;
@@ -205,7 +213,7 @@ struct boxed::CompiledCore::Impl {
   // Automatic dynamic: every moved size and offset turns dynamic at once;
   // returns the log's note ("; dim 0 is dynamic from now on").
   std::string lift(const guards::Moved& moved, int failed_input);
-  std::vector<Tensor> run(Entry& e, const std::vector<IValue>& args, Body body);
+  std::vector<Tensor> run(Entry& e, const std::vector<IValue>& args, Body body, bool* hit_counted);
   Specialization* specialize(Entry& e, const std::vector<IValue>& args, Body body,
                              std::vector<Tensor>* results);
   std::vector<int64_t> spec_key(const Entry& e, const std::vector<IValue>& args) const;
@@ -245,6 +253,11 @@ struct boxed::CompiledCore::Impl {
 };
 
 namespace boxed {
+
+void raise_moved_from() {
+  KILN_FAIL("[jit::compile] expected a compiled function, got a moved-from one (its cache went ",
+            "with the move; call the object it was moved into)");
+}
 
 CompiledCore::CompiledCore(Options options) : impl_(std::make_unique<Impl>()) {
   const std::string who = "[jit::compile] " + options.name + ": expected ";
@@ -378,8 +391,10 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
     return body.call(body.self, args);
   }
   if (m.buckets.on() && is_lazy()) {
+    bool hit_counted = false;
     std::optional<std::vector<Tensor>> padded = m.buckets.call(
-        args, body, [&](const std::vector<IValue>& a) { return m.dispatch(a, body); });
+        args, body,
+        [&](const std::vector<IValue>& a) { return m.dispatch(a, body, &hit_counted); });
     if (padded) return std::move(*padded);
   }
   return m.dispatch(args, body);
@@ -387,15 +402,15 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
 
 }  // namespace boxed
 
-std::vector<Tensor> boxed::CompiledCore::Impl::dispatch(const std::vector<IValue>& args,
-                                                        Body body) {
+std::vector<Tensor> boxed::CompiledCore::Impl::dispatch(const std::vector<IValue>& args, Body body,
+                                                        bool* hit_counted) {
   CallTimer guard_check(CallPhase::kGuards);
   Entry* found = lookup(args);
   guard_check.stop();
-  if (found) return run(*found, args, body);
+  if (found) return run(*found, args, body, hit_counted);
   Entry* hit = nullptr;
   std::vector<Tensor> results = compile(args, body, &hit);
-  if (hit) return run(*hit, args, body);  // another thread built it meanwhile
+  if (hit) return run(*hit, args, body, hit_counted);  // another thread built it meanwhile
   return results;
 }
 
@@ -814,7 +829,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
 }
 
 std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<IValue>& args,
-                                                   Body body) {
+                                                   Body body, bool* hit_counted) {
   if (e.uncompiled) {
     uncompiled.fetch_add(1, std::memory_order_relaxed);
     return body.call(body.self, args);
@@ -875,7 +890,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
                      ? " (a scalar's value is compiled into the kernels that read it: pass a "
                        "value that changes every call as a 0-dim tensor)"
                      : "");
-        hits.fetch_add(1, std::memory_order_relaxed);
+        count_hit(hit_counted);
         return results;
       }
     }
@@ -909,7 +924,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
   if (!inst) inst = new_instance(e, *spec, args);
   acquire.stop();
   Lease lease(*spec, std::move(inst));
-  hits.fetch_add(1, std::memory_order_relaxed);
+  count_hit(hit_counted);
   steps.store(static_cast<int64_t>(spec->steps), std::memory_order_relaxed);
   results = (*lease).run(args);
   graph_nodes.store(static_cast<int64_t>((*lease).graph_nodes()), std::memory_order_relaxed);

@@ -1,10 +1,11 @@
 #include "kiln/impl/tensor_impl.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
-#include <unordered_set>
+#include <set>
 
 #include "allocator/allocator.h"
 #include "kiln/dispatch.h"
@@ -158,16 +159,24 @@ void StorageImpl::set_data(void* data, void* ctx, Deleter deleter) {
 std::atomic<bool> StorageImpl::any_shares_memory_{false};
 
 namespace {
+struct BlobContext;
+// Live wrapped ranges by (device, first byte).
+using BlobMap = std::multimap<std::pair<int, uintptr_t>, BlobContext*>;
+
 struct BlobContext {
   std::function<void(void*)> deleter;
   StorageImpl* owner = nullptr;  // while registered (adopt_data moves it)
   uintptr_t begin = 0, end = 0;
-  Device device;
+  BlobMap::iterator at;  // while registered
 };
 
+// A new range meets those that begin inside it, and those that begin before
+// it by less than the longest live range's length (so a from_blob costs
+// O(log n) among n live ranges that do not nest, not O(n)).
 struct BlobRegistry {
   std::mutex mu;
-  std::unordered_set<BlobContext*> live;
+  BlobMap live;
+  std::multiset<uintptr_t> lengths;
 };
 
 BlobRegistry& blobs() {
@@ -175,11 +184,16 @@ BlobRegistry& blobs() {
   return *r;
 }
 
+int blob_device_key(const Device& d) {
+  return static_cast<int>(d.type()) * 65536 + d.index();
+}
+
 void delete_blob(void* ctx, void* data) {
   auto* c = static_cast<BlobContext*>(ctx);
   if (c->owner) {
     std::lock_guard<std::mutex> lock(blobs().mu);
-    blobs().live.erase(c);
+    blobs().live.erase(c->at);
+    blobs().lengths.erase(blobs().lengths.find(c->end - c->begin));
   }
   if (c->deleter) c->deleter(data);
   delete c;
@@ -236,17 +250,28 @@ IntrusivePtr<StorageImpl> StorageImpl::from_blob(void* data, size_t nbytes, Devi
   if (data && nbytes > 0) {
     ctx->begin = reinterpret_cast<uintptr_t>(data);
     ctx->end = ctx->begin + nbytes;
-    ctx->device = device;
-    std::lock_guard<std::mutex> lock(blobs().mu);
+    const int dk = blob_device_key(device);
+    BlobRegistry& r = blobs();
+    std::lock_guard<std::mutex> lock(r.mu);
     ctx->owner = s.get();
-    for (BlobContext* other : blobs().live) {
-      if (other->device == device && other->begin < ctx->end && ctx->begin < other->end) {
-        // `other`'s owner is alive: its deleter waits for this lock to leave the registry.
-        other->owner->mark_shares_memory();
-        s->mark_shares_memory();
-      }
+    // `other`'s owner is alive: its deleter waits for this lock to leave the registry.
+    auto meet = [&](BlobContext* other) {
+      other->owner->mark_shares_memory();
+      s->mark_shares_memory();
+    };
+    const auto first = r.live.lower_bound({dk, ctx->begin});
+    for (auto it = first;
+         it != r.live.end() && it->first.first == dk && it->first.second < ctx->end; ++it) {
+      meet(it->second);
     }
-    blobs().live.insert(ctx);
+    const uintptr_t longest = r.lengths.empty() ? 0 : *r.lengths.rbegin();
+    for (auto it = first; it != r.live.begin();) {
+      --it;
+      if (it->first.first != dk || it->first.second + longest <= ctx->begin) break;
+      if (it->second->end > ctx->begin) meet(it->second);
+    }
+    ctx->at = r.live.emplace(std::make_pair(dk, ctx->begin), ctx);
+    r.lengths.insert(nbytes);
   }
   return s;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 
+#include "jit/codegen_cpu/launch_cpu.h"
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
 
@@ -208,6 +209,28 @@ TEST(Generate, TinyTemperaturesPickTheArgmax) {
   cold.temperature = 1e-300;
   EXPECT_EQ(kiln::nn::generate(m, std::vector<int64_t>{1, 2, 3}, cold),
             kiln::nn::generate(m, std::vector<int64_t>{1, 2, 3}, greedy));
+}
+
+// A server samples each request with its own temperature and top_p: those
+// values reach the kernels as tensors, so a new value compiles nothing (a
+// number was compiled into the fused kernels that read it, and each kernel
+// kept for the process: about 1 KB per request, lazily).
+TEST(Generate, ATemperaturePerRequestCompilesNoKernel) {
+  Tensor logits = kiln::tensor(std::vector<float>{0.f, 5.f, 1.f, 4.f, -2.f, 3.f}, {1, 6});
+  Tensor u = kiln::tensor(std::vector<float>{0.5f}, {1});
+  auto sample = [&](double t, double p) {
+    kiln::nn::GenerateOptions o;
+    o.temperature = t, o.top_p = p;
+    return to_vector(kiln::nn::sample_tokens(logits, o, u));
+  };
+  (void)sample(0.5, 0.9);
+  (void)sample(0.5, 1.0);
+  const int64_t before = kiln::jit::cpu::cpu_kernels_compiled();
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(sample(0.3 + 0.01 * i, 0.9 - 0.01 * i).size(), 1u);
+    EXPECT_EQ(sample(0.3 + 0.01 * i, 1.0).size(), 1u);
+  }
+  EXPECT_EQ(kiln::jit::cpu::cpu_kernels_compiled(), before);
 }
 
 TEST(Generate, PhiloxStreamIsSeeded) {

@@ -54,9 +54,16 @@ Tensor sample_tokens(const Tensor& logits, const GenerateOptions& o, const Tenso
   // 0 (0 / 0 where the temperature underflows float32 is set to 0 too) and
   // the rest go to -inf at worst: mass 0, so the limit is greedy, as it
   // should be. Softmax does not see the shift.
+  // The per-request values (the temperature, top_p) go in as 0-dim tensors,
+  // not numbers: a number is compiled into the kernels that read it, one
+  // kernel per value for the life of the process (README, Lazy mode), and a
+  // server samples with a temperature per request.
+  auto value = [&](double v) {
+    return full({}, v, TensorOptions(kFloat32).device(logits.device()));
+  };
   Tensor l = logits.to(kFloat32);
   Tensor top = amax(l, {-1}, /*keepdim=*/true);
-  Tensor x = where(eq(l, top), 0.0, (l - top) / o.temperature);
+  Tensor x = where(eq(l, top), 0.0, (l - top) / value(o.temperature));
   const bool cut = (o.top_k > 0 && o.top_k < v) || o.top_p < 1.0;
   // Without a cut the vocabulary's own order serves: any order has the same CDF jumps.
   Tensor candidates, order;
@@ -71,7 +78,7 @@ Tensor sample_tokens(const Tensor& logits, const GenerateOptions& o, const Tenso
   if (o.top_p < 1.0) {
     // Keep a candidate while the mass before it is below top_p (the first always).
     Tensor before = cumsum(probs, -1) - probs;
-    probs = where(lt(before, o.top_p), probs, 0.0);
+    probs = where(lt(before, value(o.top_p)), probs, 0.0);
   }
   Tensor cdf = cumsum(probs, -1);
   const int64_t k = cdf.size(-1);

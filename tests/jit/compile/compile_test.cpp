@@ -222,6 +222,28 @@ INSTANTIATE_TEST_SUITE_P(
 // (they used to be constants of the trace: every call returned the first
 // call's numbers). Every mode; on CUDA too, where the numbers come from the
 // host and move to the device.
+// A moved-from compiled function raises on every use, naming what happened;
+// the object it was moved into keeps the cache.
+TEST(Compile, MovedFromRaises) {
+  auto f = kiln::jit::compile([](const Tensor& x) { return x * 2.0 + 1.0; });
+  const Tensor x = kiln::arange(6, kiln::TensorOptions(kiln::kFloat32));
+  Tensor first = f(x);
+  auto g = std::move(f);
+  for (int use = 0; use < 3; ++use) {
+    try {
+      if (use == 0) (void)f(x);
+      if (use == 1) (void)f.stats();
+      if (use == 2) f.mark_dynamic(0, 0);
+      ADD_FAILURE() << "use " << use << " of a moved-from compiled function did not raise";
+    } catch (const kiln::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("moved-from"), std::string::npos) << e.what();
+    }
+  }
+  const std::string msg = kiln::testing::compare(g(x), first, {0, 0});
+  EXPECT_TRUE(msg.empty()) << msg;
+  EXPECT_EQ(g.stats().calls, 2);
+}
+
 TEST(Compile, RandomOpsDrawAtEveryCall) {
   for (bool cuda : {false, true}) {
     if (cuda && !kiln::cuda::is_available()) continue;

@@ -536,6 +536,35 @@ TEST(LazyRecording, MemoryWrappedTwiceIsReadInProgramOrder) {
   EXPECT_FALSE(hi.impl()->storage()->shares_memory());
 }
 
+// The registry of Note [Memory wrapped twice] finds each overlap among many
+// live ranges without walking them all: ranges that begin inside a new one,
+// and ranges that begin before it and reach into it (a long one holding many
+// short ones); ranges that only touch meet nothing.
+TEST(LazyRecording, MemoryWrappedTwiceAmongManyRanges) {
+  std::vector<float> buf(4096, 0.f);
+  auto wrap = [&](int64_t at, int64_t n) {
+    return kiln::from_blob(buf.data() + at, {n}, kiln::kFloat32);
+  };
+  auto shares = [](const Tensor& t) { return t.impl()->storage()->shares_memory(); };
+  std::vector<Tensor> chunks;
+  for (int64_t i = 0; i < 200; ++i) chunks.push_back(wrap(16 * i, 16));
+  for (const Tensor& c : chunks) EXPECT_FALSE(shares(c)) << "chunks only touch";
+  Tensor across = wrap(16 * 5 + 8, 32);  // the second half of 5, all of 6, half of 7
+  EXPECT_TRUE(shares(across));
+  for (int64_t i = 0; i < 200; ++i) {
+    EXPECT_EQ(shares(chunks[static_cast<size_t>(i)]), i >= 5 && i <= 7) << "chunk " << i;
+  }
+  Tensor tail = wrap(3500, 500);  // beyond every chunk
+  EXPECT_FALSE(shares(tail));
+  Tensor inside = wrap(3600, 4);  // begins after the long range began
+  EXPECT_TRUE(shares(inside));
+  EXPECT_TRUE(shares(tail));
+  Tensor last = wrap(3990, 106);  // begins inside tail, reaches past its end
+  EXPECT_TRUE(shares(last));
+  Tensor past = wrap(3200, 300);  // ends where tail begins
+  EXPECT_FALSE(shares(past));
+}
+
 // masked_fill_ with a 0-dim value that is an element of its own target is
 // PyTorch's x.masked_fill_(x > 1, x[3]): the value is read as a number
 // before anything is written, so it is no overlap (lazy mode refused it).
