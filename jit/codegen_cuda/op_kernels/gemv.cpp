@@ -1099,7 +1099,9 @@ unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s
 //   KILN_GEMV_EARLY_EPILOGUE=0  without Note [Epilogue operands early];
 //   KILN_GEMV_NORM_SMEM=0  without Note [Norm vectors in shared memory];
 //   KILN_GEMV_FOLD_NORM=0  without Note [Norm folded into the sums];
-//   KILN_GEMV_PIPE=0       without Note [Weights a step ahead].
+//   KILN_GEMV_PIPE=0       without Note [Weights a step ahead];
+//   KILN_GEMV_WIDE_N=N     Note [Wide groups for long products] from N outputs (default
+//                          kGemvWideN).
 struct Overrides {
   int64_t mma_from = kGemvMmaRows;
   bool mma_fence = true;
@@ -1108,6 +1110,7 @@ struct Overrides {
   bool norm_smem = true;
   bool fold_norm = true;
   bool pipe = true;
+  int64_t wide_n = kGemvWideN;
 };
 
 const Overrides& overrides() {
@@ -1122,6 +1125,7 @@ const Overrides& overrides() {
     r.norm_smem = env_flag("KILN_GEMV_NORM_SMEM", r.norm_smem);
     r.fold_norm = env_flag("KILN_GEMV_FOLD_NORM", r.fold_norm);
     r.pipe = env_flag("KILN_GEMV_PIPE", r.pipe);
+    if (auto v = env_int("KILN_GEMV_WIDE_N", 1, INT64_MAX)) r.wide_n = *v;
     if (auto v = env_int("KILN_GEMV_MIN_VECTORS", 1, INT32_MAX)) {
       r.min_vectors = static_cast<int>(std::min<int64_t>(*v, 64));
     }
@@ -1144,7 +1148,7 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
     gemv_take_mma(s);
     s.fence = o.mma_fence;
   } else {
-    if (n >= kGemvWideN) gemv_widen(s);
+    if (n >= o.wide_n) gemv_widen(s);
     if (o.min_vectors) {
       const int64_t kv = k / gemv_vector(out.dtype());
       s.tpr = static_cast<int>(
