@@ -212,7 +212,7 @@ struct boxed::CompiledCore::Impl {
   std::vector<Tensor> compile(const std::vector<IValue>& args, Body body, Entry** hit);
   // Automatic dynamic: every moved size and offset turns dynamic at once;
   // returns the log's note ("; dim 0 is dynamic from now on").
-  std::string lift(const guards::Moved& moved, int failed_input);
+  std::string lift(const guards::Moved& moved, int failed_input, const std::vector<IValue>& args);
   std::vector<Tensor> run(Entry& e, const std::vector<IValue>& args, Body body, bool* hit_counted);
   Specialization* specialize(Entry& e, const std::vector<IValue>& args, Body body,
                              std::vector<Tensor>* results);
@@ -725,28 +725,54 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   return raw;
 }
 
-std::string boxed::CompiledCore::Impl::lift(const guards::Moved& moved, int failed_input) {
+std::string boxed::CompiledCore::Impl::lift(const guards::Moved& moved, int failed_input,
+                                            const std::vector<IValue>& args) {
   auto whose = [&](int input) {
     return input == failed_input ? std::string()
                                  : " of " + argument_name(static_cast<size_t>(input), "input");
   };
-  std::vector<std::string> parts;
+  // A dim the options declared dynamic moved only off a size of 0 or 1,
+  // which the guards keep exact (Note [Guards]): said so, not "from now on".
+  auto declared = [&](int input, int64_t dim) {
+    for (const DynamicDim& d : options.dynamic) {
+      if (d.input != input) continue;
+      int64_t want = d.dim;
+      const auto i = static_cast<size_t>(input);
+      if (want < 0 && i < args.size() && args[i].is_tensor() && args[i].to_tensor().defined()) {
+        want += args[i].to_tensor().dim();
+      }
+      if (want == dim) return true;
+    }
+    return false;
+  };
+  std::vector<std::string> parts, already;
   for (const auto& [input, dim] : moved.dims) {
     dynamic.push_back({input, dim});
-    parts.push_back("dim " + std::to_string(dim) + whose(input));
+    (declared(input, dim) ? already : parts).push_back("dim " + std::to_string(dim) + whose(input));
   }
   for (int input : moved.offsets) {
     dynamic_offsets.push_back(input);
     parts.push_back(input == failed_input ? "its storage offset"
                                           : "the storage offset" + whose(input));
   }
-  if (parts.empty()) return "";
-  std::string note = "; ";
-  for (size_t i = 0; i < parts.size(); ++i) {
-    note += i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ";
-    note += parts[i];
+  auto listed = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      out += i == 0 ? "" : i + 1 == v.size() ? " and " : ", ";
+      out += v[i];
+    }
+    return out;
+  };
+  std::string note;
+  if (!parts.empty()) {
+    note += "; " + listed(parts) + (parts.size() == 1 ? " is" : " are") + " dynamic from now on";
   }
-  return note + (parts.size() == 1 ? " is" : " are") + " dynamic from now on";
+  if (!already.empty()) {
+    note += "; " + listed(already) + (already.size() == 1 ? " was" : " were") +
+            " declared dynamic, but sizes 0 and 1 are kept exact: the entry before took the "
+            "first call's, this one takes the other sizes";
+  }
+  return note;
 }
 
 std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>& args, Body body,
@@ -764,7 +790,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::compile(const std::vector<IValue>
       guards::Failure f = entries.back()->guards.explain(args, options.input_names);
       reason = f.reason;
       if (options.automatic_dynamic && (f.size_dim >= 0 || f.offset) && f.input >= 0) {
-        dynamic_note = lift(entries.back()->guards.moved(args), f.input);
+        dynamic_note = lift(entries.back()->guards.moved(args), f.input, args);
       }
     }
   }

@@ -572,6 +572,27 @@ TEST(CompileGuards, GuardsAreLogged) {
 
 namespace {
 
+// A dim declared dynamic whose first call has size 1: sizes 0 and 1 stay
+// exact (Note [Guards]), so the next size builds a second entry, which every
+// other size shares; the log says so instead of "dynamic from now on".
+TEST(CompileGuards, DeclaredDynamicDimFirstCalledAtSizeOne) {
+  auto f = kiln::jit::compile([](const Tensor& x) { return body(x); },
+                              {.name = "d", .dynamic = {{0, 0}}});
+  Logs logs("recompiles");
+  for (int64_t n : {1, 2, 3, 5, 1}) {
+    Tensor x = random_tensor({n, 8}, kiln::kFloat32, "contiguous", static_cast<uint64_t>(n));
+    Tensor r = f(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r, body(x));
+  }
+  const std::string text = logs.take();
+  EXPECT_EQ(f.stats().entries, 2) << text;
+  EXPECT_NE(text.find("dim 0 was declared dynamic, but sizes 0 and 1 are kept exact"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("dynamic from now on"), std::string::npos) << text;
+}
+
 // Buckets: sizes up to a bucket share its plan; results are sliced back.
 TEST(CompileGuards, BucketsPadAndSliceBack) {
   auto f =
