@@ -123,6 +123,7 @@ int32_t d_elu(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
           : alpha_scale * scale;
   int32_t pos = b.op(Prim::Mul, t, x, b.constant(scale, t));
   int32_t e = b.op(Prim::Expm1, t, b.op(Prim::Mul, t, x, b.constant(number(n, 3), t)));
+  e = b.op(Prim::Add, t, e, b.constant(0, t));  // +0 for -0, as the eager kernel
   int32_t neg = b.op(Prim::Mul, t, e, b.constant(alpha_scale, t));
   return b.op(Prim::Where, t, b.op(Prim::Gt, kBool, x, b.constant(0, t)), pos, neg);
 }

@@ -11,6 +11,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/index_utils.h"
 
 namespace kiln::cpu {
@@ -39,6 +40,9 @@ int64_t check_index_add(const char* op, const Tensor& self, int64_t dim, const T
   const int64_t n = source.dim() > 0 ? source.sizes()[dim] : 1;
   KILN_CHECK(index.numel() == n, "[", op, "] expected ", n, " indices (source.size(", dim,
              ")), got ", index.numel());
+  // As add's alpha: a value self's dtype cannot hold (1000 for int8, 1e20
+  // or NaN for int64, 1e6 for float16) is refused, not wrapped or saturated.
+  check_convertible(alpha, self.dtype(), op);
   return dim;
 }
 

@@ -41,13 +41,14 @@ Tensor leaky_relu_impl(const char* op, Form form, const Tensor& self, const Scal
 // scale * x for x > 0, else alpha * scale * expm1(input_scale * x). PyTorch
 // takes exp(.) - 1, which loses the small negative values' digits; expm1
 // keeps them (the difference is within the oracle's absolute tolerance).
+// expm1(-0) is -0 where exp(-0) - 1 is +0: adding +0 gives PyTorch's zero.
 Tensor elu_impl(const char* op, Form form, const Tensor& self, const Scalar& alpha,
                 const Scalar& scale, const Scalar& input_scale, const Tensor* out) {
   return activation(op, form, self, out, [&]<class M>() {
     const M pos = static_cast<M>(scale.to_double());
     const M neg = static_cast<M>(static_cast<M>(alpha.to_double()) * pos);
     const M in = static_cast<M>(input_scale.to_double());
-    return [pos, neg, in](M x) { return x > M(0) ? x * pos : std::expm1(x * in) * neg; };
+    return [pos, neg, in](M x) { return x > M(0) ? x * pos : (std::expm1(x * in) + M(0)) * neg; };
   });
 }
 

@@ -109,6 +109,16 @@ TEST(IndexErrors, IndexAdd) {
                     "[index_add] expected 3 indices (source.size(0)), got 2");
   EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1}), kiln::ones({1, 2}, kiln::kFloat64)),
                     "[index_add] expected source of dtype float32 like self, got float64");
+  // alpha must fit self's dtype, as add's alpha (it was wrapped or saturated).
+  EXPECT_KILN_ERROR(kiln::index_add(kiln::zeros({5, 2}, kiln::kInt8), 0, idx({1}),
+                                    kiln::ones({1, 2}, kiln::kInt8), 1000),
+                    "[index_add] value 1000 cannot be converted to int8 without overflow");
+  EXPECT_KILN_ERROR(kiln::index_add_(self, 0, idx({1}), kiln::ones({1, 2}), 1e300),
+                    "[index_add_] value 1e+300 cannot be converted to float32 without overflow");
+  EXPECT_KILN_ERROR(kiln::index_add(kiln::zeros({5, 2}, kiln::kInt64), 0, idx({1}),
+                                    kiln::ones({1, 2}, kiln::kInt64), NAN),
+                    "cannot be converted to int64 without overflow");
+  EXPECT_TENSOR_CLOSE(self, kiln::zeros({5, 2}));
   // Index values out of range raise through the scatter_add index_add runs.
   EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1, 9}), kiln::ones({2, 2})),
                     "index 9 is out of bounds for dimension 0 with size 5");

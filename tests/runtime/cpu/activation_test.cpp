@@ -82,6 +82,22 @@ TEST(Activation, SpecialValues) {
   }
 }
 
+// elu of either zero is +0, as PyTorch's exp(x) - 1 gives, eagerly and
+// fused (expm1(-0) is -0); with a negative alpha, -0.
+TEST(Activation, EluOfZeroHasPyTorchsSign) {
+  for (bool eager : {true, false}) {
+    std::optional<kiln::EagerGuard> g;
+    if (eager) g.emplace();
+    Tensor zeros = kiln::tensor<float>({-0.0f, 0.0f});
+    Tensor e = kiln::elu(zeros * 1.0) * 1.0;
+    Tensor n = kiln::elu(zeros * 1.0, -1.0) * 1.0;
+    for (int64_t i = 0; i < 2; ++i) {
+      EXPECT_FALSE(std::signbit(e[i].item<float>())) << (eager ? "eager " : "lazy ") << i;
+      EXPECT_TRUE(std::signbit(n[i].item<float>())) << (eager ? "eager " : "lazy ") << i;
+    }
+  }
+}
+
 // In-place forms write their target, and views of its base see the write, in
 // both modes.
 TEST(Activation, InPlaceThroughAView) {
