@@ -42,6 +42,9 @@ void gemv_norm_smem(GemvSpec&, int64_t) {
 void gemv_fold_norm(GemvSpec&, int64_t, int64_t, int) {
   no_cuda();
 }
+void gemv_pipe(GemvSpec&, int64_t, int) {
+  no_cuda();
+}
 size_t gemv_shared_bytes(const GemvSpec&, int64_t) {
   no_cuda();
 }
