@@ -444,6 +444,14 @@ KILN_API Tensor bucketize(const Tensor& self, const Tensor& boundaries, bool out
                           bool right = false);
 KILN_API Tensor bucketize(const Scalar& self, const Tensor& boundaries, bool out_int32 = false,
                           bool right = false);
+// The elements of self where mask (broadcast with it) is true, as a 1-D
+// tensor. Its size depends on the values: read on the host (README, graph
+// breaks).
+KILN_API Tensor masked_select(const Tensor& self, const Tensor& mask);
+// The indices of self's nonzero elements, [count, self.dim()] int64 in row-major
+// order; argwhere is the same. Sizes read on the host, as masked_select.
+KILN_API Tensor nonzero(const Tensor& self);
+KILN_API Tensor argwhere(const Tensor& self);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);
 KILN_API Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Scalar& value);

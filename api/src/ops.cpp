@@ -693,6 +693,15 @@ Tensor bucketize(const Tensor& self, const Tensor& boundaries, bool out_int32, b
 Tensor bucketize(const Scalar& self, const Tensor& boundaries, bool out_int32, bool right) {
   KILN_CALL("bucketize.Scalar", Tensor(S, T, bool, bool), self, boundaries, out_int32, right);
 }
+Tensor masked_select(const Tensor& self, const Tensor& mask) {
+  KILN_CALL("masked_select", Tensor(T, T), self, mask);
+}
+Tensor nonzero(const Tensor& self) {
+  KILN_CALL("nonzero", Tensor(T), self);
+}
+Tensor argwhere(const Tensor& self) {
+  KILN_CALL("argwhere", Tensor(T), self);
+}
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) {
   KILN_CALL("masked_fill.Scalar", Tensor(T, T, S), self, mask, value);
 }

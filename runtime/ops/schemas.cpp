@@ -348,6 +348,9 @@ KILN_LIBRARY(kiln, m) {
   m.def(
       "bucketize.Scalar(Scalar self, Tensor boundaries, *, bool out_int32=False, bool "
       "right=False) -> Tensor");
+  m.def("masked_select(Tensor self, Tensor mask) -> Tensor");
+  m.def("nonzero(Tensor self) -> Tensor");
+  m.def("argwhere(Tensor self) -> Tensor");
   m.def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor");
   m.def("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor");
   m.def("masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)");

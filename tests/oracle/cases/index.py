@@ -1,5 +1,6 @@
 """index_select, gather, scatter, scatter_add, the scatter reductions (scatter.reduce,
-scatter_reduce.two), index_copy, masked_fill, index_add and one_hot: every form, all dtypes, every generator
+scatter_reduce.two), index_copy, masked_fill, index_add, one_hot, nonzero, argwhere and
+masked_select: every form, all dtypes, every generator
 layout for inputs and in-place targets, int32/int64 indices in several layouts, 0-dim,
 empty, out-of-range indices and duplicate indices (scatter_add, the reductions)."""
 
@@ -47,6 +48,8 @@ def cases(g):
     yield from masked_fill_cases(g)
     yield from index_add_cases(g)
     yield from one_hot_cases(g)
+    yield from nonzero_cases(g)
+    yield from masked_select_cases(g)
 
 
 def index_select_cases(g):
@@ -462,3 +465,50 @@ def one_hot_cases(g):
     yield Case("one_hot", [torch.tensor([0, -1]), 3], name="one_hot negative")
     yield Case("one_hot", [torch.tensor([0, 1], dtype=torch.int32), 3], name="one_hot int32")
     yield Case("one_hot", [torch.tensor([0.0, 1.0]), 3], name="one_hot float")
+
+
+def sparse(g, shape, dt, layout):
+    """A tensor of `shape` in `layout` with about half its elements zero."""
+    x = g.tensor(shape, dt, layout)
+    if dt == torch.bool or x.numel() == 0:
+        return x
+    keep = g.tensor(shape, torch.bool, "contiguous")
+    return torch.where(keep, x, torch.zeros((), dtype=dt))
+
+
+def nonzero_cases(g):
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            x = sparse(g, [4, 5], dt, layout)
+            yield Case("nonzero", [x], name=f"nonzero {dt} {layout}")
+            yield Case("argwhere", [x], name=f"argwhere {dt} {layout}")
+    yield Case("nonzero", [sparse(g, [2, 3, 4], torch.float32, "any")], name="nonzero 3-D")
+    yield Case("nonzero", [torch.tensor([float("nan"), 0.0, -0.0, float("inf")])],
+               name="nonzero specials")
+    yield Case("nonzero", [torch.tensor(2.0)], name="nonzero 0-dim set")
+    yield Case("nonzero", [torch.tensor(0)], name="nonzero 0-dim zero")
+    yield Case("nonzero", [torch.zeros(3, 4)], name="nonzero all zero")
+    yield Case("nonzero", [g.tensor([2, 0, 3])], name="nonzero empty")
+    yield Case("argwhere", [torch.tensor(True)], name="argwhere 0-dim")
+
+
+def masked_select_cases(g):
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            x = g.tensor([4, 5], dt, layout)
+            yield Case("masked_select", [x, g.tensor([4, 5], torch.bool, "any")],
+                       name=f"masked_select {dt} {layout}")
+    x = g.tensor([3, 4])
+    yield Case("masked_select", [x, g.tensor([4], torch.bool)], name="masked_select broadcast mask")
+    yield Case("masked_select", [g.tensor([3, 1]), g.tensor([2, 3, 4], torch.bool)],
+               name="masked_select broadcast both")
+    yield Case("masked_select", [torch.tensor(2.0), g.tensor([2, 2], torch.bool)],
+               name="masked_select 0-dim self")
+    yield Case("masked_select", [x, g.tensor([3, 4], torch.uint8, "any", 0, 2)],
+               name="masked_select uint8 mask")
+    yield Case("masked_select", [x, torch.zeros(3, 4, dtype=torch.bool)], name="masked_select none")
+    yield Case("masked_select", [g.tensor([0, 4]), g.tensor([0, 4], torch.bool)],
+               name="masked_select empty")
+    yield Case("masked_select", [x, g.tensor([3, 4], torch.int64, "any", 0, 2)],
+               name="masked_select int64 mask")
+    yield Case("masked_select", [x, g.tensor([5], torch.bool)], name="masked_select shape mismatch")
