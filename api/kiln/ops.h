@@ -375,7 +375,7 @@ KILN_API Tensor addmm_act(const Tensor& bias, const Tensor& mat1, const Tensor& 
                           std::string_view act = "none");
 KILN_API Tensor outer(const Tensor& self, const Tensor& vec2);
 // Einstein summation, torch.einsum's equation language: "ij,jk->ik", implicit
-// output ("ij,jk": the indices seen once, in alphabetical order), a repeated
+// output ("ij,jk": the subscripts seen once, A-Z then a-z), a repeated
 // index in one operand for its diagonal ("ii->i"), "..." for broadcast dims.
 // Three or more operands are contracted pairwise, left to right.
 KILN_API Tensor einsum(std::string_view equation, TensorList tensors);
@@ -452,6 +452,14 @@ KILN_API Tensor masked_select(const Tensor& self, const Tensor& mask);
 // order; argwhere is the same. Sizes read on the host, as masked_select.
 KILN_API Tensor nonzero(const Tensor& self);
 KILN_API Tensor argwhere(const Tensor& self);
+// self[indices] = values (+= when accumulate), indices one int64 or bool
+// tensor per leading dim of self, broadcast together; values broadcast to the
+// indexed shape. Every index must be defined: for a full slice of a leading
+// dim pass arange(size) shaped to broadcast (Note [index_put]).
+KILN_API Tensor index_put(const Tensor& self, TensorList indices, const Tensor& values,
+                          bool accumulate = false);
+KILN_API Tensor& index_put_(Tensor& self, TensorList indices, const Tensor& values,
+                            bool accumulate = false);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);
 KILN_API Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Scalar& value);

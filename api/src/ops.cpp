@@ -702,6 +702,13 @@ Tensor nonzero(const Tensor& self) {
 Tensor argwhere(const Tensor& self) {
   KILN_CALL("argwhere", Tensor(T), self);
 }
+Tensor index_put(const Tensor& self, TensorList indices, const Tensor& values, bool accumulate) {
+  KILN_CALL("index_put", Tensor(T, TensorList, T, bool), self, indices, values, accumulate);
+}
+Tensor& index_put_(Tensor& self, TensorList indices, const Tensor& values, bool accumulate) {
+  KILN_CALL_INPLACE(self, "index_put_", Tensor(T, TensorList, T, bool), self, indices, values,
+                    accumulate);
+}
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) {
   KILN_CALL("masked_fill.Scalar", Tensor(T, T, S), self, mask, value);
 }

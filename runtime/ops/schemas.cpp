@@ -351,6 +351,10 @@ KILN_LIBRARY(kiln, m) {
   m.def("masked_select(Tensor self, Tensor mask) -> Tensor");
   m.def("nonzero(Tensor self) -> Tensor");
   m.def("argwhere(Tensor self) -> Tensor");
+  m.def("index_put(Tensor self, Tensor[] indices, Tensor values, bool accumulate=False) -> Tensor");
+  m.def(
+      "index_put_(Tensor(a!) self, Tensor[] indices, Tensor values, bool accumulate=False) -> "
+      "Tensor(a!)");
   m.def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor");
   m.def("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor");
   m.def("masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)");
