@@ -121,7 +121,7 @@ Equation parse(std::string_view eq, size_t operands) {
   return e;
 }
 
-// The sizes of `t`'s dims that the operand's subscripts name; checks the count.
+// How many of `t`'s dims its '...' covers, after checking its count of dims.
 int64_t ellipsis_dims(const std::vector<int>& term, const Tensor& t, size_t k) {
   const bool has_ellipsis = std::find(term.begin(), term.end(), kEllipsis) != term.end();
   const int64_t named = static_cast<int64_t>(term.size()) - (has_ellipsis ? 1 : 0);
