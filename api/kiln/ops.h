@@ -53,6 +53,10 @@ KILN_API Tensor randn(IntArrayRef size, TensorOptions options = {});
 // dtype: for bool, [0, 2) or a part of it, as PyTorch.
 KILN_API Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions options = {});
 KILN_API Tensor randint(int64_t high, IntArrayRef size, TensorOptions options = {});
+// num_samples category indices per row of probs (1-D or 2-D, weights that
+// need not sum to 1), int64, drawn from the default generator at the call;
+// without replacement each row's indices are distinct.
+KILN_API Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement = false);
 
 // Wraps memory without copying; `deleter` (optional) runs when the last view dies.
 KILN_API Tensor from_blob(void* data, IntArrayRef sizes, DType dtype,
@@ -370,6 +374,11 @@ KILN_API Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& 
 KILN_API Tensor addmm_act(const Tensor& bias, const Tensor& mat1, const Tensor& mat2,
                           std::string_view act = "none");
 KILN_API Tensor outer(const Tensor& self, const Tensor& vec2);
+// Einstein summation, torch.einsum's equation language: "ij,jk->ik", implicit
+// output ("ij,jk": the subscripts seen once, A-Z then a-z), a repeated
+// index in one operand for its diagonal ("ii->i"), "..." for broadcast dims.
+// Three or more operands are contracted pairwise, left to right.
+KILN_API Tensor einsum(std::string_view equation, TensorList tensors);
 
 // --- Shape and indexing ----------------------------------------------------------
 KILN_API Tensor cat(TensorList tensors, int64_t dim = 0);
@@ -419,6 +428,38 @@ KILN_API Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, cons
 // int64 one-hot rows of num_classes (the largest index + 1 when -1, read on
 // the host) for an int64 index tensor.
 KILN_API Tensor one_hot(const Tensor& self, int64_t num_classes = -1);
+// For each value, the index in sorted_sequence's last dim (1-D, or with the
+// values' leading dims) where it would be inserted to keep the order: before
+// equal elements, or after them when right (or side "right"). int64 indices,
+// int32 when out_int32.
+KILN_API Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& self,
+                             bool out_int32 = false, bool right = false,
+                             std::optional<std::string_view> side = std::nullopt);
+KILN_API Tensor searchsorted(const Tensor& sorted_sequence, const Scalar& self,
+                             bool out_int32 = false, bool right = false,
+                             std::optional<std::string_view> side = std::nullopt);
+// searchsorted(boundaries, self): the bucket of each element of self, for 1-D
+// sorted boundaries.
+KILN_API Tensor bucketize(const Tensor& self, const Tensor& boundaries, bool out_int32 = false,
+                          bool right = false);
+KILN_API Tensor bucketize(const Scalar& self, const Tensor& boundaries, bool out_int32 = false,
+                          bool right = false);
+// The elements of self where mask (broadcast with it) is true, as a 1-D
+// tensor. Its size depends on the values: read on the host (README, graph
+// breaks).
+KILN_API Tensor masked_select(const Tensor& self, const Tensor& mask);
+// The indices of self's nonzero elements, [count, self.dim()] int64 in row-major
+// order; argwhere is the same. Sizes read on the host, as masked_select.
+KILN_API Tensor nonzero(const Tensor& self);
+KILN_API Tensor argwhere(const Tensor& self);
+// self[indices] = values (+= when accumulate), indices one int64 or bool
+// tensor per leading dim of self, broadcast together; values broadcast to the
+// indexed shape. Every index must be defined: for a full slice of a leading
+// dim pass arange(size) shaped to broadcast (Note [index_put]).
+KILN_API Tensor index_put(const Tensor& self, TensorList indices, const Tensor& values,
+                          bool accumulate = false);
+KILN_API Tensor& index_put_(Tensor& self, TensorList indices, const Tensor& values,
+                            bool accumulate = false);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value);
 KILN_API Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);
 KILN_API Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Scalar& value);

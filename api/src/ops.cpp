@@ -97,6 +97,9 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions o) {
 Tensor randint(int64_t high, IntArrayRef size, TensorOptions o) {
   KILN_CALL("randint", Tensor(int64_t, IntArrayRef, OptD, OptDev), high, size, o.dtype_, o.device_);
 }
+Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement) {
+  KILN_CALL("multinomial", Tensor(T, int64_t, bool), self, num_samples, replacement);
+}
 
 // --- Unary -----------------------------------------------------------------------
 
@@ -587,6 +590,9 @@ Tensor cat(TensorList tensors, int64_t dim) {
 Tensor stack(TensorList tensors, int64_t dim) {
   KILN_CALL("stack", Tensor(TensorList, int64_t), tensors, dim);
 }
+Tensor einsum(std::string_view equation, TensorList tensors) {
+  KILN_CALL("einsum", Tensor(std::string_view, TensorList), equation, tensors);
+}
 std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
   KILN_CALL("split.Tensor", std::vector<Tensor>(T, int64_t, int64_t), self, split_size, dim);
 }
@@ -670,6 +676,38 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
 }
 Tensor one_hot(const Tensor& self, int64_t num_classes) {
   KILN_CALL("one_hot", Tensor(T, int64_t), self, num_classes);
+}
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& self, bool out_int32, bool right,
+                    OptStr side) {
+  KILN_CALL("searchsorted.Tensor", Tensor(T, T, bool, bool, OptStr), sorted_sequence, self,
+            out_int32, right, side);
+}
+Tensor searchsorted(const Tensor& sorted_sequence, const Scalar& self, bool out_int32, bool right,
+                    OptStr side) {
+  KILN_CALL("searchsorted.Scalar", Tensor(T, S, bool, bool, OptStr), sorted_sequence, self,
+            out_int32, right, side);
+}
+Tensor bucketize(const Tensor& self, const Tensor& boundaries, bool out_int32, bool right) {
+  KILN_CALL("bucketize.Tensor", Tensor(T, T, bool, bool), self, boundaries, out_int32, right);
+}
+Tensor bucketize(const Scalar& self, const Tensor& boundaries, bool out_int32, bool right) {
+  KILN_CALL("bucketize.Scalar", Tensor(S, T, bool, bool), self, boundaries, out_int32, right);
+}
+Tensor masked_select(const Tensor& self, const Tensor& mask) {
+  KILN_CALL("masked_select", Tensor(T, T), self, mask);
+}
+Tensor nonzero(const Tensor& self) {
+  KILN_CALL("nonzero", Tensor(T), self);
+}
+Tensor argwhere(const Tensor& self) {
+  KILN_CALL("argwhere", Tensor(T), self);
+}
+Tensor index_put(const Tensor& self, TensorList indices, const Tensor& values, bool accumulate) {
+  KILN_CALL("index_put", Tensor(T, TensorList, T, bool), self, indices, values, accumulate);
+}
+Tensor& index_put_(Tensor& self, TensorList indices, const Tensor& values, bool accumulate) {
+  KILN_CALL_INPLACE(self, "index_put_", Tensor(T, TensorList, T, bool), self, indices, values,
+                    accumulate);
 }
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) {
   KILN_CALL("masked_fill.Scalar", Tensor(T, T, S), self, mask, value);

@@ -1,5 +1,5 @@
 // rand, randn, randint: Philox streams (Note [Philox streams]) and manual_seed;
-// dropout, drawn from rand.
+// dropout and multinomial, drawn from rand.
 
 #include <atomic>
 #include <cmath>
@@ -206,10 +206,77 @@ Tensor dropout_kernel(const Tensor& input, double p, bool train) {
   return kiln::mul(input, kiln::div(keep, Scalar(1.0 - p)));
 }
 
+// Note [multinomial]
+// A composite of ops every device and mode has, drawing from rand at the
+// call (Note [Random ops run at the call]): a compiled function draws fresh
+// samples on every call. Without replacement, each row keeps the
+// num_samples largest of p / e, e ~ Exp(1) drawn per category: the order in
+// which a weighted draw without replacement would pick them (the exponential
+// race). With replacement, each sample is the first category whose running
+// sum of weights reaches (1 - u) * total, u ~ U[0, 1): a search of the
+// cumulative sums (a count of those below it on CUDA, where searchsorted has
+// no kernel). Weights are checked as PyTorch checks them, by reading on the
+// host: a flush in lazy mode, a graph break in a compiled function (README).
+// The samples are kiln's Philox stream, not PyTorch's generator: the same
+// seed draws other samples; their distribution is the same.
+Tensor multinomial_kernel(const Tensor& self, int64_t num_samples, bool replacement) {
+  const char* op = "multinomial";
+  check_defined(self, op, "self");
+  KILN_CHECK(self.dim() == 1 || self.dim() == 2, "[multinomial] expected 1-D or 2-D ",
+             "probabilities, got ", self.dim(), " dims (sizes ", self.sizes(), ")");
+  KILN_CHECK(is_floating(self.dtype()), "[multinomial] expected floating probabilities, got ",
+             self.dtype());
+  KILN_CHECK(num_samples > 0, "[multinomial] expected num_samples > 0, got ", num_samples);
+  const int64_t k = self.size(-1);
+  KILN_CHECK(replacement || num_samples <= k, "[multinomial] expected num_samples <= ", k,
+             " (the categories) without replacement, got ", num_samples);
+  KILN_CHECK(k <= (int64_t{1} << 24), "[multinomial] expected at most 2^24 categories, got ", k);
+  const Device d = self.device();
+  const int64_t rows = self.dim() == 2 ? self.size(0) : 1;
+  DimVector out_shape(self.sizes());
+  out_shape.back() = num_samples;
+  if (rows == 0) return kiln::empty(out_shape, TensorOptions(kInt64).device(d));
+  const DType wdt = self.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  const Tensor p = self.to(wdt).reshape({rows, k});
+  const bool bad = kiln::any(kiln::logical_not(kiln::logical_and(kiln::ge(p, Scalar(0.0)),
+                                                                 kiln::lt(p, Scalar(INFINITY)))))
+                       .item<bool>();
+  KILN_CHECK(!bad, "[multinomial] expected probabilities that are finite and >= 0, got a ",
+             "negative, inf or NaN one");
+  const bool zero_row = kiln::any(kiln::eq(kiln::sum(p, {1}), Scalar(0.0))).item<bool>();
+  KILN_CHECK(!zero_row, "[multinomial] expected each row of probabilities to sum to more than 0, ",
+             "got a row of zeros");
+  // Uniform numbers on the host for a CUDA input, as dropout's (rand has a
+  // CPU kernel only).
+  auto uniform = [&](IntArrayRef size) {
+    Tensor u = kiln::rand(size, TensorOptions(wdt));
+    return d.is_cuda() ? u.to(d) : u;
+  };
+  Tensor idx;
+  if (!replacement) {
+    // e = -log(1 - u) > 0 except for u = 0, where p / 0 is inf: first pick.
+    Tensor e = kiln::neg(kiln::log1p(kiln::neg(uniform({rows, k}))));
+    Tensor keys = kiln::where(kiln::gt(p, Scalar(0.0)), kiln::div(p, e), Scalar(0.0));
+    idx = std::get<1>(kiln::topk(keys, num_samples, -1));
+  } else {
+    // t = (1 - u) * total is in (0, total], and the first running sum >= t
+    // is a category of weight > 0 (even where the product rounds).
+    Tensor cdf = kiln::cumsum(p, 1);
+    Tensor target = kiln::mul(kiln::add(kiln::neg(uniform({rows, num_samples})), Scalar(1.0)),
+                              cdf.narrow(1, k - 1, 1));
+    if (d.is_cuda()) {
+      idx = kiln::sum(kiln::lt(cdf.unsqueeze(1), target.unsqueeze(2)), {2}, false, kInt64);
+    } else {
+      idx = kiln::searchsorted(cdf, target);
+    }
+  }
+  return idx.reshape(out_shape);
+}
 }  // namespace
 
 KILN_LIBRARY_IMPL(kiln, Composite, m) {
   m.impl("dropout", &dropout_kernel);
+  m.impl("multinomial", &multinomial_kernel);
 }
 
 KILN_LIBRARY_IMPL(kiln, CPU, m) {

@@ -265,6 +265,7 @@ KILN_LIBRARY(kiln, m) {
   m.def("mm(Tensor self, Tensor mat2) -> Tensor");
   m.def("mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("bmm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("einsum(str equation, Tensor[] tensors) -> Tensor");
   m.def("bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("mv(Tensor self, Tensor vec) -> Tensor");
   m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
@@ -335,6 +336,25 @@ KILN_LIBRARY(kiln, m) {
       "index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> "
       "Tensor(a!)");
   m.def("one_hot(Tensor self, int num_classes=-1) -> Tensor");
+  m.def(
+      "searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool "
+      "right=False, str? side=None) -> Tensor");
+  m.def(
+      "searchsorted.Scalar(Tensor sorted_sequence, Scalar self, *, bool out_int32=False, bool "
+      "right=False, str? side=None) -> Tensor");
+  m.def(
+      "bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, bool "
+      "right=False) -> Tensor");
+  m.def(
+      "bucketize.Scalar(Scalar self, Tensor boundaries, *, bool out_int32=False, bool "
+      "right=False) -> Tensor");
+  m.def("masked_select(Tensor self, Tensor mask) -> Tensor");
+  m.def("nonzero(Tensor self) -> Tensor");
+  m.def("argwhere(Tensor self) -> Tensor");
+  m.def("index_put(Tensor self, Tensor[] indices, Tensor values, bool accumulate=False) -> Tensor");
+  m.def(
+      "index_put_(Tensor(a!) self, Tensor[] indices, Tensor values, bool accumulate=False) -> "
+      "Tensor(a!)");
   m.def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor");
   m.def("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor");
   m.def("masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)");
@@ -420,6 +440,7 @@ KILN_LIBRARY(kiln, m) {
   m.def("rand(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
   m.def("randn(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
   m.def("randint(int high, int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor");
+  m.def("multinomial(Tensor self, int num_samples, bool replacement=False) -> Tensor");
   m.def(
       "randint.low(int low, int high, int[] size, *, ScalarType? dtype=None, Device? device=None) "
       "-> Tensor");

@@ -1,5 +1,6 @@
 """index_select, gather, scatter, scatter_add, the scatter reductions (scatter.reduce,
-scatter_reduce.two), index_copy, masked_fill, index_add and one_hot: every form, all dtypes, every generator
+scatter_reduce.two), index_copy, masked_fill, index_add, one_hot, nonzero, argwhere,
+masked_select and index_put (all indices defined): every form, all dtypes, every generator
 layout for inputs and in-place targets, int32/int64 indices in several layouts, 0-dim,
 empty, out-of-range indices and duplicate indices (scatter_add, the reductions)."""
 
@@ -47,6 +48,9 @@ def cases(g):
     yield from masked_fill_cases(g)
     yield from index_add_cases(g)
     yield from one_hot_cases(g)
+    yield from nonzero_cases(g)
+    yield from masked_select_cases(g)
+    yield from index_put_cases(g)
 
 
 def index_select_cases(g):
@@ -462,3 +466,112 @@ def one_hot_cases(g):
     yield Case("one_hot", [torch.tensor([0, -1]), 3], name="one_hot negative")
     yield Case("one_hot", [torch.tensor([0, 1], dtype=torch.int32), 3], name="one_hot int32")
     yield Case("one_hot", [torch.tensor([0.0, 1.0]), 3], name="one_hot float")
+
+
+def sparse(g, shape, dt, layout):
+    """A tensor of `shape` in `layout` with about half its elements zero."""
+    x = g.tensor(shape, dt, layout)
+    if dt == torch.bool or x.numel() == 0:
+        return x
+    keep = g.tensor(shape, torch.bool, "contiguous")
+    return torch.where(keep, x, torch.zeros((), dtype=dt))
+
+
+def nonzero_cases(g):
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            x = sparse(g, [4, 5], dt, layout)
+            yield Case("nonzero", [x], name=f"nonzero {dt} {layout}")
+            yield Case("argwhere", [x], name=f"argwhere {dt} {layout}")
+    yield Case("nonzero", [sparse(g, [2, 3, 4], torch.float32, "any")], name="nonzero 3-D")
+    yield Case("nonzero", [torch.tensor([float("nan"), 0.0, -0.0, float("inf")])],
+               name="nonzero specials")
+    yield Case("nonzero", [torch.tensor(2.0)], name="nonzero 0-dim set")
+    yield Case("nonzero", [torch.tensor(0)], name="nonzero 0-dim zero")
+    yield Case("nonzero", [torch.zeros(3, 4)], name="nonzero all zero")
+    yield Case("nonzero", [g.tensor([2, 0, 3])], name="nonzero empty")
+    yield Case("argwhere", [torch.tensor(True)], name="argwhere 0-dim")
+
+
+def masked_select_cases(g):
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            x = g.tensor([4, 5], dt, layout)
+            yield Case("masked_select", [x, g.tensor([4, 5], torch.bool, "any")],
+                       name=f"masked_select {dt} {layout}")
+    x = g.tensor([3, 4])
+    yield Case("masked_select", [x, g.tensor([4], torch.bool)], name="masked_select broadcast mask")
+    yield Case("masked_select", [g.tensor([3, 1]), g.tensor([2, 3, 4], torch.bool)],
+               name="masked_select broadcast both")
+    yield Case("masked_select", [torch.tensor(2.0), g.tensor([2, 2], torch.bool)],
+               name="masked_select 0-dim self")
+    yield Case("masked_select", [x, g.tensor([3, 4], torch.uint8, "any", 0, 2)],
+               name="masked_select uint8 mask")
+    yield Case("masked_select", [x, torch.zeros(3, 4, dtype=torch.bool)], name="masked_select none")
+    yield Case("masked_select", [g.tensor([0, 4]), g.tensor([0, 4], torch.bool)],
+               name="masked_select empty")
+    yield Case("masked_select", [x, g.tensor([3, 4], torch.int64, "any", 0, 2)],
+               name="masked_select int64 mask")
+    yield Case("masked_select", [x, g.tensor([5], torch.bool)], name="masked_select shape mismatch")
+
+
+def index_put_cases(g):
+    for dt in ALL:
+        for layout in WRITABLE:
+            x = g.tensor([5, 4], dt, layout)
+            rows = unique_index(g, [3], 0, 5)
+            yield Case("index_put_", [x, [rows], g.tensor([4], dt, "any")],
+                       name=f"index_put_ rows {dt} {layout}")
+            yield Case("index_put", [x, [relayout(rows, "strided"), torch.tensor([0, -1, 2])],
+                                     g.tensor([3], dt, "any")],
+                       name=f"index_put points {dt} {layout}")
+            if dt != torch.bool:
+                yield Case("index_put_", [x, [torch.tensor([1, 3, 1, 1])], g.tensor([4, 4], dt, "any")],
+                           {"accumulate": True}, name=f"index_put_ accumulate {dt} {layout}")
+    # The KV-cache write: every batch row at its own position, all heads.
+    cache = g.tensor([2, 3, 6, 4], torch.float32, "contiguous")
+    yield Case("index_put_", [cache, [torch.arange(2).unsqueeze(1), torch.arange(3).unsqueeze(0),
+                                      torch.tensor([4])], g.tensor([2, 3, 4])],
+               name="index_put_ kv cache one position")
+    yield Case("index_put_", [g.tensor([2, 6, 4], torch.float16, "transposed"),
+                              [torch.arange(2).unsqueeze(1), torch.tensor([[1, 2], [4, 5]])],
+                              g.tensor([2, 2, 4], torch.float16)],
+               name="index_put_ per-row positions")
+    # Masks: one over a leading dim, one over two dims, uint8.
+    x = g.tensor([4, 3])
+    yield Case("index_put_", [x, [torch.tensor([True, False, True, True])], torch.tensor(7.0)],
+               name="index_put_ row mask")
+    yield Case("index_put_", [x, [g.tensor([4, 3], torch.bool)], torch.tensor(-1.0)],
+               name="index_put_ 2-D mask")
+    yield Case("index_put_", [x, [torch.tensor([1, 0, 0, 1], dtype=torch.uint8)],
+                              g.tensor([3])], name="index_put_ uint8 mask")
+    yield Case("index_put_", [x, [torch.tensor([False] * 4)], g.tensor([3])],
+               name="index_put_ empty mask")
+    yield Case("index_put", [g.tensor([3, 4, 5]), [torch.tensor([[0], [2]]), torch.tensor([1, 3])],
+                             g.tensor([2, 2, 5])], name="index_put broadcast indices")
+    yield Case("index_put", [g.tensor([3, 4]), [torch.zeros(0, dtype=torch.int64)], g.tensor([4])],
+               name="index_put no positions")
+    yield Case("index_put_", [g.tensor([3, 4], torch.int32), [torch.tensor([0, 0, 2])],
+                              g.tensor([4], torch.int32)], {"accumulate": True},
+               name="index_put_ int accumulate broadcast values")
+    # Errors.
+    yield Case("index_put_", [g.tensor([3, 4]), [torch.tensor([0, 3])], g.tensor([4])],
+               name="index_put_ out of range")
+    yield Case("index_put_", [g.tensor([3, 4]), [torch.tensor([0, -4])], g.tensor([4])],
+               name="index_put_ negative out of range")
+    yield Case("index_put_", [g.tensor([3, 4]), [torch.tensor([0]), torch.tensor([4])],
+                              g.tensor([1])], name="index_put_ second dim out of range")
+    yield Case("index_put_", [g.tensor([3, 4]), [torch.tensor([0], dtype=torch.int32)],
+                              g.tensor([4])], name="index_put_ int32 index")
+    yield Case("index_put_", [g.tensor([3, 4]), [torch.tensor([0.0])], g.tensor([4])],
+               name="index_put_ float index")
+    yield Case("index_put_", [g.tensor([3, 4]), [torch.tensor([0])], g.tensor([4], torch.float64)],
+               name="index_put_ values dtype")
+    yield Case("index_put_", [g.tensor([3, 4]), [torch.tensor([0, 1])], g.tensor([3])],
+               name="index_put_ values shape")
+    yield Case("index_put_", [g.tensor([3, 4]), [torch.tensor([0])] * 3, g.tensor([1])],
+               name="index_put_ too many indices")
+    yield Case("index_put_", [g.tensor([3, 4]), [torch.tensor([True, False])], g.tensor([4])],
+               name="index_put_ mask shape")
+    # (PyTorch 1.13 writes an expanded self, whose rows share memory; kiln
+    # refuses it, as index_add_: tests/errors/index_errors_test.cpp.)

@@ -1,4 +1,4 @@
-"""sort, sort.stable, argsort and topk: every dtype (and PyTorch 1.13's
+"""sort, sort.stable, argsort and topk, searchsorted and bucketize: every dtype (and PyTorch 1.13's
 refusals), all layouts, every dim, 0-dim and empty inputs, both directions,
 NaN, and ties.
 
@@ -142,3 +142,92 @@ def topks(g):
 def cases(g):
     yield from sorts(g)
     yield from topks(g)
+    yield from searchsorted_cases(g)
+    yield from bucketize_cases(g)
+
+
+def sorted_rows(g, shape, dt=torch.float32, layout="any", low=-3.0, high=3.0):
+    """A tensor of `shape` in `layout` whose last dim is sorted, with ties."""
+    v = g.tensor(shape, dt, "contiguous", low, high)
+    if dt.is_floating_point:
+        v = ((v.double() * 2).round() / 2).to(dt)  # ties
+    v = torch.sort(v, dim=-1).values
+    out = g.tensor(shape, dt, layout)
+    if out.stride() and 0 in out.stride():  # an expanded view cannot hold distinct rows
+        return v
+    out.copy_(v)
+    return out
+
+
+def searchsorted_cases(g):
+    ST, SS = "searchsorted.Tensor", "searchsorted.Scalar"
+    for dt in FLOATS + INTS:
+        for layout in g.LAYOUTS:
+            seq = sorted_rows(g, [9], dt, layout)
+            vals = g.tensor([3, 4], dt, "any", -4.0, 4.0)
+            if dt.is_floating_point:
+                vals = ((vals.double() * 2).round() / 2).to(dt)  # hits on the sequence's values
+            for right in (False, True):
+                yield Case(ST, [seq, vals], {"right": right},
+                           name=f"searchsorted 1-D {dt} {layout} right={right}")
+            batched = sorted_rows(g, [2, 3, 7], dt, layout)
+            yield Case(ST, [batched, g.tensor([2, 3, 5], dt, "any", -4.0, 4.0)],
+                       name=f"searchsorted batched {dt} {layout}")
+            yield Case(ST, [batched, g.tensor([2, 3, 5], dt, "any", -4.0, 4.0)],
+                       {"side": "right", "out_int32": True},
+                       name=f"searchsorted batched {dt} {layout} side right int32")
+    seq = sorted_rows(g, [6], torch.float32)
+    yield Case(ST, [seq, torch.tensor([NAN, INF, -INF, 0.0])], name="searchsorted specials")
+    yield Case(ST, [torch.tensor([1.0, 2.0, NAN]), torch.tensor([1.5, 2.0, NAN])],
+               {"right": True}, name="searchsorted NaN last in the sequence")
+    # Promotion: int sequence and float values, float32 against float64, ints of two widths.
+    yield Case(ST, [sorted_rows(g, [8], torch.int64), g.tensor([5], torch.float32)],
+               name="searchsorted int64 seq float values")
+    yield Case(ST, [sorted_rows(g, [8], torch.float32), g.tensor([5], torch.float64)],
+               name="searchsorted float32 seq float64 values")
+    yield Case(ST, [sorted_rows(g, [8], torch.int16), g.tensor([5], torch.int64)],
+               name="searchsorted int16 seq int64 values")
+    yield Case(ST, [sorted_rows(g, [8]), torch.tensor(0.25)], name="searchsorted 0-dim value")
+    yield Case(ST, [sorted_rows(g, [0]), g.tensor([4])], name="searchsorted empty sequence")
+    yield Case(ST, [sorted_rows(g, [5]), g.tensor([0, 3])], name="searchsorted empty values")
+    yield Case(ST, [sorted_rows(g, [2, 0]), g.tensor([2, 3])], name="searchsorted empty rows")
+    for right in (False, True):
+        yield Case(SS, [sorted_rows(g, [7]), 0.5], {"right": right},
+                   name=f"searchsorted.Scalar right={right}")
+    yield Case(SS, [sorted_rows(g, [7], torch.int64), 1], name="searchsorted.Scalar int")
+    yield Case(SS, [sorted_rows(g, [7], torch.int64), 1.5], name="searchsorted.Scalar int seq float")
+    yield Case(SS, [sorted_rows(g, [7]), 2.0], {"out_int32": True, "side": "left"},
+               name="searchsorted.Scalar int32")
+    # Errors.
+    yield Case(ST, [torch.tensor(1.0), g.tensor([3])], name="searchsorted 0-dim sequence")
+    yield Case(ST, [sorted_rows(g, [2, 3]), g.tensor([3, 5])], name="searchsorted rows mismatch")
+    yield Case(ST, [sorted_rows(g, [2, 3]), g.tensor([5])], name="searchsorted rank mismatch")
+    yield Case(ST, [sorted_rows(g, [2, 3]), torch.tensor(0.5)], name="searchsorted 0-dim on rows")
+    yield Case(SS, [sorted_rows(g, [2, 3]), 0.5], name="searchsorted.Scalar on rows")
+    yield Case(ST, [sorted_rows(g, [4]), g.tensor([2])], {"right": True, "side": "left"},
+               name="searchsorted side contradicts right")
+    yield Case(ST, [sorted_rows(g, [4]), g.tensor([2])], {"side": "middle"},
+               name="searchsorted bad side")
+    yield Case(ST, [torch.tensor([False, True]), torch.tensor([True])], name="searchsorted bool")
+
+
+def bucketize_cases(g):
+    BT, BS = "bucketize.Tensor", "bucketize.Scalar"
+    for dt in FLOATS + INTS:
+        bounds = sorted_rows(g, [6], dt)
+        for layout in g.LAYOUTS:
+            x = g.tensor([3, 5], dt, layout, -4.0, 4.0)
+            for right in (False, True):
+                yield Case(BT, [x, bounds], {"right": right},
+                           name=f"bucketize {dt} {layout} right={right}")
+    yield Case(BT, [g.tensor([4, 2]), sorted_rows(g, [5])], {"out_int32": True},
+               name="bucketize int32")
+    yield Case(BT, [torch.tensor(1.25), sorted_rows(g, [5])], name="bucketize 0-dim")
+    yield Case(BT, [g.tensor([0, 2]), sorted_rows(g, [5])], name="bucketize empty")
+    yield Case(BT, [g.tensor([3], torch.int32), sorted_rows(g, [5])], name="bucketize int values")
+    for right in (False, True):
+        yield Case(BS, [0.5, sorted_rows(g, [5])], {"right": right},
+                   name=f"bucketize.Scalar right={right}")
+    yield Case(BS, [2, sorted_rows(g, [5], torch.int32)], name="bucketize.Scalar int")
+    yield Case(BT, [g.tensor([3]), sorted_rows(g, [2, 5])], name="bucketize 2-D boundaries")
+    yield Case(BT, [g.tensor([3]), torch.tensor(1.0)], name="bucketize 0-dim boundaries")
