@@ -246,6 +246,14 @@ Tensor multinomial_kernel(const Tensor& self, int64_t num_samples, bool replacem
   const bool zero_row = kiln::any(kiln::eq(kiln::sum(p, {1}), Scalar(0.0))).item<bool>();
   KILN_CHECK(!zero_row, "[multinomial] expected each row of probabilities to sum to more than 0, ",
              "got a row of zeros");
+  if (!replacement) {
+    // Categories of probability 0 are never drawn: a row needs num_samples others.
+    const int64_t fewest =
+        kiln::min(kiln::sum(kiln::gt(p, Scalar(0.0)), {1}, false, kInt64)).item<int64_t>();
+    KILN_CHECK(fewest >= num_samples, "[multinomial] expected at least num_samples (", num_samples,
+               ") categories of probability > 0 in each row without replacement, got a row with ",
+               fewest);
+  }
   // Uniform numbers on the host for a CUDA input, as dropout's (rand has a
   // CPU kernel only).
   auto uniform = [&](IntArrayRef size) {

@@ -111,6 +111,9 @@ TEST(Multinomial, Errors) {
   EXPECT_KILN_ERROR(kiln::multinomial(kiln::ones({3}), 4, false),
                     "[multinomial] expected num_samples <= 3 (the categories) without "
                     "replacement, got 4");
+  EXPECT_KILN_ERROR(kiln::multinomial(kiln::tensor<float>({0.5f, 0, 0.5f, 0}), 3, false),
+                    "[multinomial] expected at least num_samples (3) categories of probability "
+                    "> 0 in each row without replacement, got a row with 2");
   EXPECT_KILN_ERROR(kiln::multinomial(kiln::ones({3}), 0, true),
                     "[multinomial] expected num_samples > 0, got 0");
   EXPECT_KILN_ERROR(kiln::multinomial(kiln::ones({2, 2, 2}), 1),
