@@ -8,8 +8,11 @@
 // while !(row[mid] > v), so a NaN value lands after every element, as in
 // PyTorch. Both tensors are compared in their promoted dtype (int64 against
 // 2.5 compares as floats). The sequence is not checked for order: an
-// unsorted row gives some index, as in PyTorch. There is no CUDA kernel yet:
-// a CUDA call raises "has no CUDA kernel yet" (move the tensors to the CPU).
+// unsorted row gives some index, as in PyTorch. On CUDA the same search runs
+// for every value at once as ops CUDA has: bit_width(n) rounds of a gather
+// of each value's midpoint, one comparison and two selects, which take the
+// same steps as the CPU loop (so NaN and unsorted rows give the same index),
+// fused lazily and captured whole by a compiled function.
 
 #include <cstdint>
 #include <limits>
@@ -110,6 +113,47 @@ Tensor searchsorted_tensor(const Tensor& sorted_sequence, const Tensor& self, bo
   return out;
 }
 
+// Note [searchsorted]'s CUDA form: every value's [lo, hi) narrowed at once.
+Tensor searchsorted_cuda(const Tensor& sorted_sequence, const Tensor& self, bool out_int32,
+                         bool right, std::optional<std::string_view> side) {
+  const char* op = "searchsorted";
+  check_defined(sorted_sequence, op, "sorted_sequence");
+  check_defined(self, op, "self");
+  KILN_CHECK(sorted_sequence.device() == self.device(), "[", op,
+             "] expected sorted_sequence and self on one device, got ", sorted_sequence.device(),
+             " and ", self.device());
+  const bool to_right = search_right(op, right, side);
+  check_shapes(op, sorted_sequence, self);
+  const DType t = result_type(sorted_sequence, self);
+  KILN_CHECK(dtype_bit(t) & kSearchMask, "[", op, "] expected numbers to search, got ", t);
+  const int64_t n = sorted_sequence.size(-1);
+  KILN_CHECK(!out_int32 || n < std::numeric_limits<int32_t>::max(), "[", op,
+             "] expected a sequence shorter than 2^31 - 1 for out_int32, got ", n, " elements");
+  const DType out_t = out_int32 ? kInt32 : kInt64;
+  const TensorOptions index_options = TensorOptions(kInt64).device(self.device());
+  if (self.numel() == 0 || n == 0) {
+    return kiln::zeros(self.sizes(), TensorOptions(out_t).device(self.device()));
+  }
+  // Rows [R, n] of the sequence and [R, m] of values that search them.
+  const bool one_row = sorted_sequence.dim() == 1;
+  const Tensor rows = sorted_sequence.to(t).reshape({one_row ? 1 : -1, n});
+  const Tensor vals = one_row ? self.to(t).reshape({1, self.numel()})
+                              : self.to(t).reshape({rows.size(0), self.size(-1)});
+  Tensor lo = kiln::zeros(vals.sizes(), index_options);
+  Tensor hi = kiln::full(vals.sizes(), n, index_options);
+  for (int64_t left = n; left > 0; left >>= 1) {  // bit_width(n) rounds empty every [lo, hi)
+    const Tensor open = kiln::lt(lo, hi);
+    const Tensor mid = kiln::add(lo, kiln::floor_divide(kiln::sub(hi, lo), Scalar(int64_t{2})));
+    // mid is n only where lo = hi = n, a finished value: any row element will do.
+    const Tensor at = kiln::gather(
+        rows, 1, kiln::clamp(mid, std::optional<Scalar>(), std::optional<Scalar>(Scalar(n - 1))));
+    const Tensor go_right = kiln::logical_not(to_right ? kiln::gt(at, vals) : kiln::ge(at, vals));
+    lo = kiln::where(kiln::logical_and(open, go_right), kiln::add(mid, Scalar(int64_t{1})), lo);
+    hi = kiln::where(kiln::logical_and(open, kiln::logical_not(go_right)), mid, hi);
+  }
+  return lo.reshape(self.sizes()).to(out_t);
+}
+
 // A Scalar value searches as a 0-dim tensor that promotes as a number does.
 Tensor scalar_values(const Tensor& like, const Scalar& value) {
   const DType t = result_type(like, value);
@@ -143,6 +187,9 @@ Tensor bucketize_scalar(const Scalar& self, const Tensor& boundaries, bool out_i
 
 KILN_LIBRARY_IMPL(kiln, CPU, m) {
   m.impl("searchsorted.Tensor", &searchsorted_tensor);
+}
+KILN_LIBRARY_IMPL(kiln, CUDA, m) {
+  m.impl("searchsorted.Tensor", &searchsorted_cuda);
 }
 KILN_LIBRARY_IMPL(kiln, Meta, m) {
   m.impl("searchsorted.Tensor", &searchsorted_tensor);

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kiln/kiln.h"
+#include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -70,6 +73,32 @@ TEST(Searchsorted, CompiledMatchesEager) {
     expected2 = body(seq, v2);
   }
   EXPECT_TENSOR_CLOSE(f(seq, v2), expected2);
+}
+
+// Note [searchsorted] on CUDA takes the CPU loop's steps for every value at
+// once: the same indices for sorted rows, rows with NaN (sorted last, as
+// sort puts them) and unsorted rows, both sides, batched and 1-D, int32 out.
+TEST(Searchsorted, CudaTakesTheCpuSteps) {
+  KILN_REQUIRE_CUDA();
+  Tensor sorted =
+      std::get<0>(kiln::sort(random_tensor({3, 37}, kiln::kFloat32, "contiguous", 7), -1));
+  Tensor with_nan = sorted.clone();
+  with_nan.narrow(1, 30, 7).fill_(NAN);
+  Tensor unsorted = random_tensor({3, 37}, kiln::kFloat32, "transposed", 8);
+  Tensor values = random_tensor({3, 11}, kiln::kFloat32, "strided", 9);
+  values.narrow(1, 0, 1).fill_(NAN);
+  for (const Tensor& seq : {sorted, with_nan, unsorted}) {
+    for (bool right : {false, true}) {
+      SCOPED_TRACE(std::string(right ? "right" : "left"));
+      EXPECT_TENSOR_CLOSE(kiln::searchsorted(seq.cuda(), values.cuda(), false, right).cpu(),
+                          kiln::searchsorted(seq, values, false, right));
+      Tensor row = seq.select(0, 1);
+      EXPECT_TENSOR_CLOSE(kiln::searchsorted(row.cuda(), values.cuda(), true, right).cpu(),
+                          kiln::searchsorted(row, values, true, right));
+    }
+  }
+  EXPECT_TENSOR_CLOSE(kiln::bucketize(values.cuda(), sorted.select(0, 0).cuda()).cpu(),
+                      kiln::bucketize(values, sorted.select(0, 0)));
 }
 
 }  // namespace
