@@ -71,13 +71,17 @@ int64_t search(const T* row, int64_t n, T v) {
   return lo;
 }
 
-Tensor searchsorted_tensor(const Tensor& sorted_sequence, const Tensor& self, bool out_int32,
-                           bool right, std::optional<std::string_view> side) {
+// What both devices' searches check and take: the side, the dtype the two
+// tensors compare in, the result's dtype and the sequence's length.
+struct SearchPlan {
+  bool right;
+  DType compare;
+  DType out;
+  int64_t n;
+};
+SearchPlan plan_search(const Tensor& sorted_sequence, const Tensor& self, bool out_int32,
+                       bool right, std::optional<std::string_view> side) {
   const char* op = "searchsorted";
-  check_defined(sorted_sequence, op, "sorted_sequence");
-  check_defined(self, op, "self");
-  check_cpu_or_meta(sorted_sequence, op, "sorted_sequence");
-  check_cpu_or_meta(self, op, "self");
   const bool to_right = search_right(op, right, side);
   check_shapes(op, sorted_sequence, self);
   const DType t = result_type(sorted_sequence, self);
@@ -85,7 +89,17 @@ Tensor searchsorted_tensor(const Tensor& sorted_sequence, const Tensor& self, bo
   const int64_t n = sorted_sequence.size(-1);
   KILN_CHECK(!out_int32 || n < std::numeric_limits<int32_t>::max(), "[", op,
              "] expected a sequence shorter than 2^31 - 1 for out_int32, got ", n, " elements");
-  const DType out_t = out_int32 ? kInt32 : kInt64;
+  return {to_right, t, out_int32 ? kInt32 : kInt64, n};
+}
+
+Tensor searchsorted_tensor(const Tensor& sorted_sequence, const Tensor& self, bool out_int32,
+                           bool right, std::optional<std::string_view> side) {
+  const char* op = "searchsorted";
+  check_defined(sorted_sequence, op, "sorted_sequence");
+  check_defined(self, op, "self");
+  check_cpu_or_meta(sorted_sequence, op, "sorted_sequence");
+  check_cpu_or_meta(self, op, "self");
+  const auto [to_right, t, out_t, n] = plan_search(sorted_sequence, self, out_int32, right, side);
   Tensor out = empty_tensor(self.sizes(), out_t, self.device(), op);
   if (self.is_meta() || out.numel() == 0) return out;
   const Tensor seq = sorted_sequence.to(t).contiguous();
@@ -122,14 +136,7 @@ Tensor searchsorted_cuda(const Tensor& sorted_sequence, const Tensor& self, bool
   KILN_CHECK(sorted_sequence.device() == self.device(), "[", op,
              "] expected sorted_sequence and self on one device, got ", sorted_sequence.device(),
              " and ", self.device());
-  const bool to_right = search_right(op, right, side);
-  check_shapes(op, sorted_sequence, self);
-  const DType t = result_type(sorted_sequence, self);
-  KILN_CHECK(dtype_bit(t) & kSearchMask, "[", op, "] expected numbers to search, got ", t);
-  const int64_t n = sorted_sequence.size(-1);
-  KILN_CHECK(!out_int32 || n < std::numeric_limits<int32_t>::max(), "[", op,
-             "] expected a sequence shorter than 2^31 - 1 for out_int32, got ", n, " elements");
-  const DType out_t = out_int32 ? kInt32 : kInt64;
+  const auto [to_right, t, out_t, n] = plan_search(sorted_sequence, self, out_int32, right, side);
   const TensorOptions index_options = TensorOptions(kInt64).device(self.device());
   if (self.numel() == 0 || n == 0) {
     return kiln::zeros(self.sizes(), TensorOptions(out_t).device(self.device()));
