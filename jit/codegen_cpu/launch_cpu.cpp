@@ -271,6 +271,7 @@ bool run_pointwise_cpu(const FusedGroup& g) {
   // Calls the kernel on elements [begin, end) of the flattened iteration space.
   auto run_range = [&](int64_t begin, int64_t end) {
     CpuRun r;
+    set_params(g.kernel, r);
     for (int k = 0; k < nops; ++k) r.strides[k] = strides[k].back() * item[k];
     while (begin < end) {
       int64_t row = begin / inner, col = begin % inner;

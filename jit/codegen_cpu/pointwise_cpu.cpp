@@ -113,7 +113,7 @@ class BodyEmitter {
     const int nout = static_cast<int>(k_.outputs.size());
     for (size_t n = 0; n < k_.body.size(); ++n) {
       const Instr& in = k_.body[n];
-      if (in.op == Prim::Const || last_use_[n] < 0) continue;  // consts fold into uses
+      if (folded(n) || last_use_[n] < 0) continue;  // constants fold into uses
       for (copy_ = 0; copy_ < copies; ++copy_) {
         if (spill_) make_room(in);
         Vec d = e_.acquire_vec();
@@ -162,7 +162,7 @@ class BodyEmitter {
     int live = 0;
     std::vector<int> ends(k_.body.size() + 1, 0);
     for (size_t n = 0; n < k_.body.size(); ++n) {
-      if (k_.body[n].op == Prim::Const || last_use_[n] < 0) continue;
+      if (folded(static_cast<int32_t>(n)) || last_use_[n] < 0) continue;
       ++live;
       l.peak = std::max(l.peak, live);
       ++ends[last_use_[n]];
@@ -196,7 +196,7 @@ class BodyEmitter {
       need = math_scratch_vecs(math_of(in.op), e_.isa());
     }
     for (int32_t o : {in.a, in.b, in.c}) {
-      if (o >= 0 && k_.body[o].op == Prim::Const) ++need;  // reg() sets a constant
+      if (o >= 0 && folded(o)) ++need;  // reg() sets a constant
     }
     return need + 1;
   }
@@ -270,15 +270,32 @@ class BodyEmitter {
   // A register holding value v (a fresh one for constants: release it after use).
   Vec reg(int32_t v) {
     if (has_reg_[copy_][v]) return regs_[copy_][v];
-    KILN_INTERNAL_ASSERT(k_.body[v].op == Prim::Const, "value without a register");
+    KILN_INTERNAL_ASSERT(folded(v), "value without a register");
     Vec r = e_.acquire_vec();
-    e_.set_f32(r, static_cast<float>(k_.body[v].imm));
+    if (k_.body[v].op == Prim::Param) {
+      e_.load_broadcast(r, param_mem(v), kFloat32);
+    } else {
+      e_.set_f32(r, static_cast<float>(k_.body[v].imm));
+    }
     return r;
   }
   // A register or a constant-pool operand for the second source of an instruction.
   Operand src(int32_t v) {
     if (k_.body[v].op == Prim::Const) return e_.f32c(static_cast<float>(k_.body[v].imm));
+    if (k_.body[v].op == Prim::Param) {
+      // AVX-512 broadcasts lane 0 from memory; AVX2 reads the whole splat.
+      return e_.avx512() ? param_mem(v)._1to16() : param_mem(v);
+    }
     return regs_[copy_][v];
+  }
+  // A Const or a Param: no register of its own, read where it is used.
+  bool folded(int32_t v) const {
+    return k_.body[v].op == Prim::Const || k_.body[v].op == Prim::Param;
+  }
+  // Param v's splat in the CpuRun (Note [Numbers as kernel arguments]).
+  Mem param_mem(int32_t v) const {
+    const auto off = offsetof(CpuRun, params) + sizeof(CpuRun::params[0]) * k_.body[v].operand;
+    return x86::ptr(args_, static_cast<int32_t>(off));
   }
   void done_with(int32_t v, const Vec& r) {
     if (!has_reg_[copy_][v]) e_.release(r);
@@ -512,7 +529,7 @@ class BodyEmitter {
 int body_copies(const PointwiseKernel& k, BodyEmitter::Live live, Isa isa) {
   int scratch = 0, instrs = 0;
   for (const Instr& in : k.body) {
-    if (in.op == Prim::Const) continue;
+    if (in.op == Prim::Const || in.op == Prim::Param) continue;
     if (in.op == Prim::Pow) {
       scratch = std::max({scratch, math_scratch_vecs(MathOp::kPow, isa),
                           math_scratch_vecs(MathOp::kPowScalar, isa)});
@@ -590,6 +607,11 @@ bool cpu_supports(const PointwiseKernel& kernel, std::string* why) {
     return *why = "too many operands", false;
   }
   for (const Instr& in : kernel.body) {
+    if (in.op == Prim::Param && in.operand >= kMaxRunParams) {
+      return *why = "too many number arguments", false;
+    }
+  }
+  for (const Instr& in : kernel.body) {
     if (!has_cpu_code(in.op)) return *why = std::string("primitive ") + prim_name(in.op), false;
     if (in.dtype != kFloat32 && in.dtype != kBool) {
       return *why = std::string("compute dtype ") + dtype_name(in.dtype), false;
@@ -600,6 +622,12 @@ bool cpu_supports(const PointwiseKernel& kernel, std::string* why) {
     }
   }
   return true;
+}
+
+void set_params(const PointwiseKernel& kernel, CpuRun& run) {
+  for (const Instr& in : kernel.body) {
+    if (in.op == Prim::Param) std::fill_n(run.params[in.operand], 8, static_cast<float>(in.imm));
+  }
 }
 
 CpuPointwiseKernel::CpuPointwiseKernel(JitRuntime& rt, Isa isa, const PointwiseKernel& kernel,

@@ -25,6 +25,7 @@
 namespace kiln::jit::cpu {
 
 constexpr int kMaxRunOperands = 64;
+constexpr int kMaxRunParams = 32;
 
 struct CpuRun {
   int64_t n;
@@ -32,6 +33,11 @@ struct CpuRun {
   // Byte step between consecutive elements of a Strided operand (read only
   // for those); a runtime value, so one kernel serves every stride.
   int64_t strides[kMaxRunOperands];
+  // The kernel's Params (Note [Numbers as kernel arguments]), as float32
+  // (bool as 0 or 1), each in all 8 lanes of a 32-byte row: AVX2 code reads
+  // the row as a vector operand, AVX-512 code broadcasts lane 0, as each reads
+  // a Const from its constant pool.
+  float params[kMaxRunParams][8];
 };
 
 enum class RunLayout : uint8_t { Dense, Broadcast, Strided };
@@ -74,5 +80,8 @@ class CpuPointwiseKernel {
 
 // True when the generator handles every dtype and primitive of `kernel`.
 bool cpu_supports(const PointwiseKernel& kernel, std::string* why);
+
+// Writes `kernel`'s Param values into `run` (Note [Numbers as kernel arguments]).
+void set_params(const PointwiseKernel& kernel, CpuRun& run);
 
 }  // namespace kiln::jit::cpu

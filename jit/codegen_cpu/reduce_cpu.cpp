@@ -154,6 +154,7 @@ bool ReductionRun::compile_kernels(bool inner, bool outer, bool norm) {
     k.compact();
     layouts.erase(layouts.begin() + 1, layouts.begin() + 1 + stores());
     unstored_ = cpu_pointwise_kernel(k, layouts);
+    unstored_ir_ = std::move(k);
     if (!unstored_) return false;
   }
   if (norm) {
@@ -280,6 +281,7 @@ void ReductionRun::prologue(const int64_t* off, int64_t at, int64_t n, float* ds
   const CpuPointwiseKernel* k = store || unstored_ == nullptr ? prologue_ : unstored_;
   const size_t skip = k == prologue_ ? 0 : static_cast<size_t>(stores());
   CpuRun run;
+  set_params(k == prologue_ ? r_.prologue.kernel : unstored_ir_, run);
   run.n = n;
   run.ptrs[0] = reinterpret_cast<char*>(dst);
   for (size_t i = skip; i < pro_slots_.size(); ++i) {
@@ -291,6 +293,7 @@ void ReductionRun::prologue(const int64_t* off, int64_t at, int64_t n, float* ds
 
 void ReductionRun::epilogue(const int64_t* off, int64_t n, float* src, int64_t at) const {
   CpuRun run;
+  set_params(r_.epilogue.kernel, run);
   run.n = n;
   const size_t nout = r_.epilogue.outputs.size();
   for (size_t i = 0; i < nout; ++i) {

@@ -139,6 +139,7 @@ class ReductionRun {
   std::vector<std::vector<int64_t>> red_strides_;
   const CpuPointwiseKernel* prologue_ = nullptr;
   const CpuPointwiseKernel* unstored_ = nullptr;  // Note [Storing prologues]
+  PointwiseKernel unstored_ir_;                   // its body (for its Params)
   const CpuPointwiseKernel* epilogue_ = nullptr;
   const RowPassKernel* passes_[static_cast<int>(Pass::kNumPasses)] = {};
   Tensor stats_;

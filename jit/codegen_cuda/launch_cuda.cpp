@@ -185,6 +185,10 @@ std::unique_ptr<PointwiseMemo> plan_launch(const FusedGroup& g, const Device& de
       for (int d = 0; d < kMaxDims; ++d) m->args.push_back(d < nd ? it.strides[o][d] : 0);
     }
   }
+  // Note [Numbers as kernel arguments]: this group's values, in argument order.
+  for (const Instr& in : k.body) {
+    if (in.op == Prim::Param) m->args.push_back(param_word(in));
+  }
   m->flag = divides_integers(k);
   if (m->flag) m->args.push_back(0);
   const cudaDeviceProp& prop = kiln::cuda::device_properties(device.index());

@@ -18,8 +18,9 @@ namespace kiln::jit::cuda {
 // key: Dense (its elements in iteration order, offset = index), Scalar (one
 // element, offset 0) or Strided (offset from the N-d index and its strides).
 // The kernel takes one struct by value: the element count, the iteration
-// sizes (innermost last, at most kMaxDims), and per operand a pointer and,
-// for Strided ones, strides in elements. Offsets are 32-bit when every one,
+// sizes (innermost last, at most kMaxDims), per operand a pointer and, for
+// Strided ones, strides in elements, then one 8-byte word per Param (Note
+// [Numbers as kernel arguments]; param_word). Offsets are 32-bit when every one,
 // plus a grid's stride (up to the element count), stays below 2^31.
 constexpr int kMaxDims = 8;
 enum class Layout : uint8_t { Dense, Scalar, Strided };
@@ -49,6 +50,13 @@ int vector_width(const PointwiseKernel& kernel);
 // Reductions take no flag: an integer division joins no reduction's group
 // (Note [Fusion groups] in jit/passes/fusion.h).
 
+// The KilnArgs word of Param `in`: a float's bits in the low half for a
+// float32 compute dtype, a double's for float64, else the value as an int64
+// (bool 0 or 1), converted as a Const's literal would be.
+int64_t param_word(const Instr& in);
+// The KilnArgs fields of `k`'s Params, named `prefix` + index, in index order.
+void declare_params(std::ostream& os, const PointwiseKernel& k, const std::string& prefix);
+
 // The kernel's name: "kiln_pw_<hash>" (the hash covers layouts and index width).
 std::string pointwise_name(const PointwiseSpec& spec);
 // The complete translation unit.
@@ -61,9 +69,10 @@ std::string pointwise_prelude();
 std::string device_load(DType mem, const std::string& ptr, const std::string& off);
 // Writes `k`'s body for one element to `os`, one `const T vN = ...;` per
 // instruction: `load(i)` is input i's value (compute type), `store(o, v)` the
-// statement storing `v` (already converted to output o's memory type).
+// statement storing `v` (already converted to output o's memory type); Param
+// i reads the argument field `params` + i.
 void emit_pointwise_body(std::ostream& os, const PointwiseKernel& k, const std::string& pad,
-                         const std::function<std::string(size_t)>& load,
+                         const std::string& params, const std::function<std::string(size_t)>& load,
                          const std::function<std::string(size_t, const std::string&)>& store);
 
 }  // namespace kiln::jit::cuda

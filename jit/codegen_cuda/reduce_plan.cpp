@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "jit/codegen_cuda/pointwise_source.h"
 #include "kiln/error.h"
 
 namespace kiln::jit::cuda {
@@ -274,7 +275,8 @@ size_t argument_words(const ReducePlan& plan) {
   for (Walk w : spec.walks) {
     words += 1 + plan.ksizes.size() + (w == Walk::Strided ? plan.rsizes.size() : 0);
   }
-  return words;
+  return words + static_cast<size_t>(plan.kernel.prologue.param_count() +
+                                     plan.kernel.epilogue.param_count());
 }
 
 }  // namespace
@@ -375,6 +377,12 @@ std::vector<int64_t> reduce_args(const ReducePlan& p, void* workspace) {
     for (int64_t s : p.kst[k]) args.push_back(s);
     if (p.spec.walks[k] == Walk::Strided) {
       for (int64_t s : p.rst[k]) args.push_back(s);
+    }
+  }
+  // Note [Numbers as kernel arguments]: the prologue's, then the epilogue's.
+  for (const PointwiseKernel* k : {&p.kernel.prologue, &p.kernel.epilogue}) {
+    for (const Instr& in : k->body) {
+      if (in.op == Prim::Param) args.push_back(param_word(in));
     }
   }
   KILN_INTERNAL_ASSERT(args.size() == p.words, "reduction kernel arguments mis-sized");

@@ -197,6 +197,9 @@ class ReduceWriter {
       os_ << "  void* p" << o << ";\n  i64 k" << o << "[" << KD << "];\n";
       if (ops_[o].walk == Walk::Strided) os_ << "  i64 r" << o << "[" << RD << "];\n";
     }
+    // Note [Numbers as kernel arguments]: the prologue's, then the epilogue's.
+    declare_params(os_, pro_, "pp");
+    declare_params(os_, epi_, "ep");
     os_ << "};\n";
   }
 
@@ -302,7 +305,7 @@ class ReduceWriter {
     reduced_index(slots, pad);
     os_ << pad << "float x;\n";
     emit_pointwise_body(
-        os_, pro_, pad,
+        os_, pro_, pad, "a.pp",
         [&](size_t i) {
           const int o = pro_in_[i];
           if (V_ > 1 && ops_[o].walk == Walk::Contig) {
@@ -337,7 +340,7 @@ class ReduceWriter {
     os_ << "    auto epi = [&](" << (norm_ ? I_ + " j, " : std::string()) << "float core) {\n";
     if (norm_) reduced_index(slots, "      ");
     emit_pointwise_body(
-        os_, epi_, "      ",
+        os_, epi_, "      ", "a.ep",
         [&](size_t i) -> std::string {
           if (i == 0) return "core";
           return device_load(epi_.inputs[i], "a.p" + std::to_string(epi_in_[i]),
@@ -372,7 +375,7 @@ class ReduceWriter {
     }
     os_ << "#pragma unroll\n      for (int e = 0; e < " << V_ << "; ++e) {\n";
     emit_pointwise_body(
-        os_, epi_, "        ",
+        os_, epi_, "        ", "a.ep",
         [&](size_t i) -> std::string {
           if (i == 0) return "core[e]";
           const int o = epi_in_[i];

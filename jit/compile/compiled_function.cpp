@@ -63,11 +63,13 @@ bool verify_everywhere() {
 // values of its dynamic scalars, as int64 words (a double's bits). Logs and
 // explain() say what those words are: "input 0 'ids' dim 1 = 17, argument 2
 // 'temperature' = 0.7" in the recompile log and explain(), "17, temperature
-// = 0.7" where an instance is named. Sizes are kernel arguments, but a
-// scalar's value is a constant of the trace, compiled into the kernels that
-// read it, so a new value builds new kernels: the recompile log counts the
-// kernels each new plan compiled, and a value that changes every call
-// belongs in a 0-dim tensor argument, which kernels read from memory.
+// = 0.7" where an instance is named. Sizes are kernel arguments, and so is a
+// scalar's value where a fused kernel reads it (Note [Numbers as kernel
+// arguments]), but the value is a constant of the trace: a new value is a
+// new plan (traced, planned and, on CUDA, captured again), and where the
+// value picks the code (pow's exponent) it builds new kernels. The recompile
+// log counts the kernels each new plan compiled; a value that changes every
+// call belongs in a 0-dim tensor argument, which kernels read from memory.
 struct SpecializedFor {
   std::vector<int64_t> sizes;  // the dynamic dims' sizes, in key order
   std::string text;            // every part, named
@@ -913,7 +915,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
         KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": specialization ", number,
                  " compiled ", kernels, kernels == 1 ? " kernel" : " kernels",
                  kernels > 0 && e.specs.back()->what.scalars
-                     ? " (a scalar's value is compiled into the kernels that read it: pass a "
+                     ? " (a scalar's value picked the code of kernels that read it: pass a "
                        "value that changes every call as a 0-dim tensor)"
                      : "");
         count_hit(hit_counted);

@@ -14,8 +14,8 @@ const char* prim_name(Prim p) {
       "isinf",  "isfinite", "bitnot",    "add",        "sub",       "mul",  "div",    "max",
       "min",    "pow",      "atan2",     "floordiv",   "remainder", "fmod", "bitand", "bitor",
       "bitxor", "eq",       "ne",        "lt",         "le",        "gt",   "ge",     "and",
-      "or",     "where",    "erfc"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Prim::Erfc) + 1);
+      "or",     "where",    "erfc",      "param"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Prim::Param) + 1);
   return names[static_cast<int>(p)];
 }
 
@@ -33,7 +33,7 @@ bool divides_integers(const PointwiseKernel& k) {
 }
 
 int prim_arity(Prim p) {
-  if (p == Prim::Load || p == Prim::Const) return 0;
+  if (p == Prim::Load || p == Prim::Const || p == Prim::Param) return 0;
   if (p == Prim::Where) return 3;
   if (p == Prim::Erfc) return 1;
   if (p >= Prim::Add) return 2;
@@ -51,9 +51,11 @@ void PointwiseKernel::compact() {
   }
   std::vector<int32_t> remap(body.size(), -1);
   std::vector<Instr> kept;
+  int32_t params = 0;
   for (size_t i = 0; i < body.size(); ++i) {
     if (!used[i]) continue;
     Instr in = body[i];
+    if (in.op == Prim::Param) in.operand = params++;  // kept ones numbered in order
     for (int32_t* o : {&in.a, &in.b, &in.c}) {
       if (*o >= 0) *o = remap[*o];
     }
@@ -84,12 +86,18 @@ uint64_t PointwiseKernel::hash() const {
         (static_cast<uint64_t>(static_cast<uint32_t>(i.b)) << 32));
     mix(static_cast<uint64_t>(static_cast<uint32_t>(i.c)) |
         (static_cast<uint64_t>(static_cast<uint32_t>(i.operand)) << 32));
-    uint64_t bits;
+    uint64_t bits = 0;
     static_assert(sizeof(bits) == sizeof(i.imm));
-    __builtin_memcpy(&bits, &i.imm, 8);
+    if (i.op != Prim::Param) __builtin_memcpy(&bits, &i.imm, 8);
     mix(bits);
   }
   return h;
+}
+
+int PointwiseKernel::param_count() const {
+  int n = 0;
+  for (const Instr& i : body) n += i.op == Prim::Param;
+  return n;
 }
 
 std::string PointwiseKernel::str() const {
@@ -106,6 +114,7 @@ std::string PointwiseKernel::str() const {
     os << "  %" << k << " = " << prim_name(i.op) << ' ' << i.dtype;
     if (i.op == Prim::Load) os << " in" << i.operand;
     if (i.op == Prim::Const) os << ' ' << i.imm;
+    if (i.op == Prim::Param) os << " arg" << i.operand << " (" << i.imm << ")";
     if (i.a >= 0) os << " %" << i.a;
     if (i.b >= 0) os << ", %" << i.b;
     if (i.c >= 0) os << ", %" << i.c;
@@ -131,7 +140,7 @@ std::string PointwiseKernel::key() const {
     put(i.a);
     put(i.b);
     put(i.c);
-    if (i.op == Prim::Load) put(i.operand);
+    if (i.op == Prim::Load || i.op == Prim::Param) put(i.operand);
     if (i.op == Prim::Const) put(i.imm);
   }
   return key;

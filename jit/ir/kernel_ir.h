@@ -104,6 +104,9 @@ enum class Prim : uint8_t {
   // Appended so that the values (and kernel hashes) of the Prims above stay
   // put; CUDA only (Note [Prims without CPU code]).
   Erfc,  // unary
+  // A number the kernel takes at launch (Note [Numbers as kernel arguments]):
+  // `imm` holds this group's value, `operand` the argument's index.
+  Param,
 };
 
 const char* prim_name(Prim p);
@@ -115,9 +118,28 @@ struct Instr {
   int32_t a = -1;  // operands: earlier instruction indices
   int32_t b = -1;
   int32_t c = -1;
-  int32_t operand = -1;  // Load: input index
-  double imm = 0;        // Const
+  int32_t operand = -1;  // Load: input index; Param: argument index
+  double imm = 0;        // Const, Param
 };
+
+// Note [Numbers as kernel arguments]
+// A number a program passes to an op (`x * s`, `clamp(x, lo, hi)`,
+// `leaky_relu(x, slope)`, `masked_fill(m, v)`) becomes a Param, not a Const:
+// a kernel argument, read at launch from the group's own instruction, so the
+// kernel's key (and its CUDA name) leaves the value out. A server that scales
+// by a per-request temperature, or a loop over time steps, then compiles one
+// kernel for all values, where a Const per value compiled (and kept) a kernel
+// per value: an NVRTC compile of tens of milliseconds on CUDA, about a KB of
+// machine code on the CPU. Structure may still depend on a value where the
+// math does (pow's exponent picks sqrt, a multiply or pow: its Consts stay;
+// a NaN clamp bound drops the clamp; alpha == 1 drops the multiply): a few
+// kernels per op, not one per value. Consts remain for the numbers of the
+// formulas themselves (gelu's 0.5, hardsigmoid's 3 and 6). Conversions of a
+// Param (a cast, rounding to a 16-bit grid) are applied to the value when
+// the group is built and give a new Param, so the kernel does the same
+// arithmetic on every value. A reduction group's prologue and epilogue take
+// theirs the same way (on CUDA after the operands, the prologue's first; on
+// the CPU in each CpuRun), as its eps already was.
 
 struct PointwiseKernel {
   std::vector<DType> inputs;    // memory dtypes of the inputs
@@ -132,8 +154,11 @@ struct PointwiseKernel {
   // One line per instruction: "%3 = mul f32 %1, %2".
   std::string str() const;
   // The structure and constants as bytes: a cache key that is cheap to build
-  // (no formatting) and exact (str() rounds constants to 6 digits).
+  // (no formatting) and exact (str() rounds constants to 6 digits). Params'
+  // values are not part of it (nor of hash()).
   std::string key() const;
+  // The number of Params (their `operand`s are 0 .. param_count() - 1).
+  int param_count() const;
 };
 
 // An integer Div, FloorDiv, Remainder or Fmod: it may meet a zero divisor,

@@ -139,9 +139,11 @@ bool GroupBuilder::try_add(size_t idx, Decomposition d, std::string* why) {
   }
   PointwiseKernel saved = builder_.kernel();
   std::vector<Tensor> saved_loads = loads_;
+  const size_t saved_numbers = numbers_.size();
   auto restore = [&] {
     builder_.kernel() = saved;
     loads_ = saved_loads;
+    numbers_.resize(saved_numbers);
     return false;
   };
   std::vector<int32_t> values;
@@ -199,9 +201,7 @@ int32_t GroupBuilder::resolve(const Tensor& t, std::string* why) {
     *why = "it reads memory the reduction's prologue writes, through another view";
     return -1;
   }
-  if (t.impl()->is_wrapped_number() && !t.is_pending()) {
-    return builder_.constant(t.item().to_double(), compute_dtype(t.dtype()));
-  }
+  if (t.impl()->is_wrapped_number() && !t.is_pending()) return number(t);
   return load(t);
 }
 
@@ -220,10 +220,12 @@ int32_t GroupBuilder::fold_view(const Tensor& t) {
   if (!view_index_map(t, produced_[k].view, shape_, &map)) return -1;
   PointwiseKernel saved = builder_.kernel();
   std::vector<Tensor> saved_loads = loads_;
+  const size_t saved_numbers = numbers_.size();
   int32_t v = emit_at(k, map);
   if (v < 0 || loads_.size() > options_.max_operands) {
     builder_.kernel() = std::move(saved);
     loads_ = std::move(saved_loads);
+    numbers_.resize(saved_numbers);
     return -1;
   }
   return v;
@@ -251,7 +253,7 @@ int32_t GroupBuilder::emit_at(size_t k, const ViewIndexMap& map) {
     } else if (writes_.count(storage_of(t))) {
       return -1;  // the kernel writes it: reading other elements would race
     } else if (t.impl()->is_wrapped_number() && !t.is_pending()) {
-      v = builder_.constant(t.item().to_double(), compute_dtype(t.dtype()));
+      v = number(t);
     } else {
       Tensor viewed = map.apply(t, shape_);
       // The CPU generator wants every operand dense in the innermost dim
@@ -269,6 +271,19 @@ int32_t GroupBuilder::emit_at(size_t k, const ViewIndexMap& map) {
   }
   int32_t r = decomps_[k](builder_, n, values);
   return r < 0 ? -1 : builder_.round_to(r, n.outputs[0].dtype());
+}
+
+// A number the program passed (Note [Numbers as kernel arguments]): one
+// kernel argument per wrapped number, however often the group reads it.
+int32_t GroupBuilder::number(const Tensor& t) {
+  const DType type = compute_dtype(t.dtype());
+  const PointwiseKernel& k = builder_.kernel();
+  for (const auto& [impl, v] : numbers_) {
+    if (impl == t.impl() && k.body[v].dtype == type) return v;
+  }
+  const int32_t v = builder_.param(t.item().to_double(), type);
+  numbers_.emplace_back(t.impl(), v);
+  return v;
 }
 
 int32_t GroupBuilder::load(const Tensor& t) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "jit/passes/fusion.h"
@@ -77,6 +78,7 @@ class GroupBuilder {
   int32_t fold_view(const Tensor& t);
   int32_t emit_at(size_t k, const ViewIndexMap& map);
   int32_t load(const Tensor& t);
+  int32_t number(const Tensor& t);
 
   struct Produced {
     Tensor view;
@@ -93,6 +95,8 @@ class GroupBuilder {
   std::vector<Decomposition> decomps_;  // per member; null where none rebuilds it
   std::vector<Tensor> loads_;
   std::vector<Produced> produced_;
+  // The wrapped numbers read so far and their Params (Note [Numbers as kernel arguments]).
+  std::vector<std::pair<const TensorImpl*, int32_t>> numbers_;
   std::unordered_set<const StorageImpl*> writes_;
 };
 

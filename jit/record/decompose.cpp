@@ -34,6 +34,14 @@ int32_t KernelBuilder::constant(double v, DType t) {
   return static_cast<int32_t>(kernel_.body.size() - 1);
 }
 
+int32_t KernelBuilder::param(double v, DType t) {
+  Instr in{Prim::Param, t};
+  in.imm = v;
+  in.operand = kernel_.param_count();
+  kernel_.body.push_back(in);
+  return static_cast<int32_t>(kernel_.body.size() - 1);
+}
+
 int32_t KernelBuilder::op(Prim p, DType t, int32_t a, int32_t b, int32_t c) {
   Instr in{p, t, a, b, c};
   kernel_.body.push_back(in);
@@ -43,11 +51,12 @@ int32_t KernelBuilder::op(Prim p, DType t, int32_t a, int32_t b, int32_t c) {
 int32_t KernelBuilder::cast(int32_t v, DType t) {
   if (dtype(v) == t) return v;
   const Instr& in = kernel_.body[v];
-  if (in.op == Prim::Const) {
+  if (in.op == Prim::Const || in.op == Prim::Param) {
     double x = in.imm;
     if (t == kBool) x = x != 0.0;
     if (t == kFloat32) x = static_cast<float>(x);
-    return constant(x, t);  // folded: no conversion at run time
+    // folded: no conversion at run time
+    return in.op == Prim::Const ? constant(x, t) : param(x, t);
   }
   return op(Prim::Cast, t, v);
 }
@@ -56,10 +65,10 @@ int32_t KernelBuilder::round_to(int32_t v, DType t) {
   if (!is_reduced_float(t) || dtype(v) != kFloat32) return v;
   const Instr& in = kernel_.body[v];
   if (in.op == Prim::Load && kernel_.inputs[in.operand] == t) return v;  // already on the grid
-  if (in.op == Prim::Const) {
+  if (in.op == Prim::Const || in.op == Prim::Param) {
     float f = static_cast<float>(in.imm);
-    return constant(t == kFloat16 ? static_cast<float>(Half(f)) : static_cast<float>(BFloat16(f)),
-                    kFloat32);
+    const double x = t == kFloat16 ? static_cast<float>(Half(f)) : static_cast<float>(BFloat16(f));
+    return in.op == Prim::Const ? constant(x, kFloat32) : param(x, kFloat32);
   }
   return op(t == kFloat16 ? Prim::RoundF16 : Prim::RoundBF16, kFloat32, v);
 }

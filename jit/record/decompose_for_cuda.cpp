@@ -99,7 +99,7 @@ int32_t d_masked_fill(KernelBuilder& b, const Node& n, const std::vector<int32_t
   } else {
     double x = number(n, 2);
     if (!is_floating(t) && !std::isfinite(x)) return -1;
-    value = b.round_to(b.constant(x, t), out_dtype(n));
+    value = b.round_to(b.param(x, t), out_dtype(n));
   }
   return b.op(Prim::Where, t, b.cast(v[1], kBool), value, b.cast(v[0], t));
 }
@@ -122,9 +122,10 @@ int32_t d_nan_to_num(KernelBuilder& b, const Node& n, const std::vector<int32_t>
   int32_t x = b.cast(v[0], t);
   if (!is_floating(t)) return x;
   auto value = [&](int i, double otherwise) {
-    double c = arg(n, i).is_none() ? otherwise : arg(n, i).to_double();
+    if (arg(n, i).is_none()) return b.round_to(b.constant(otherwise, t), od);
+    double c = arg(n, i).to_double();
     if (t == kFloat32) c = static_cast<float>(c);
-    return b.round_to(b.constant(c, t), od);
+    return b.round_to(b.param(c, t), od);
   };
   int32_t inf = b.constant(HUGE_VAL, t), ninf = b.constant(-HUGE_VAL, t);
   int32_t r = b.op(Prim::Where, t, b.op(Prim::Eq, kBool, x, ninf), value(3, -finite_max(od)), x);
@@ -151,7 +152,7 @@ int32_t d_softplus(KernelBuilder& b, const Node& n, const std::vector<int32_t>& 
   DType t = out_compute(n);
   if (!is_floating(t)) return -1;
   int32_t x = b.cast(v[0], t);
-  int32_t beta = b.constant(number(n, 1), t), th = b.constant(number(n, 2), t);
+  int32_t beta = b.param(number(n, 1), t), th = b.param(number(n, 2), t);
   int32_t xb = b.op(Prim::Mul, t, x, beta);
   int32_t soft = b.op(Prim::Div, t, b.op(Prim::Log1p, t, b.op(Prim::Exp, t, xb)), beta);
   return b.op(Prim::Where, t, b.op(Prim::Gt, kBool, xb, th), x, soft);
@@ -169,7 +170,7 @@ int32_t d_addcmul_int(KernelBuilder& b, const Node& n, const std::vector<int32_t
   const double hi = std::ldexp(1.0, t == kUInt8 ? bits : bits - 1);
   const double lo = t == kUInt8 ? 0.0 : -hi;
   if (!(value >= lo && value < hi)) return -1;
-  int32_t x = b.op(Prim::Mul, t, b.constant(value, t), b.cast(v[1], t));
+  int32_t x = b.op(Prim::Mul, t, b.param(value, t), b.cast(v[1], t));
   x = b.op(Prim::Mul, t, x, b.cast(v[2], t));
   return b.op(Prim::Add, t, b.cast(v[0], t), x);
 }

@@ -84,7 +84,7 @@ template <Prim P>
 int32_t d_addc(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   DType t = out_compute(n);
   if (!is_floating(t)) return -1;
-  int32_t x = b.op(Prim::Mul, t, b.constant(number(n, 3), t), b.cast(v[1], t));
+  int32_t x = b.op(Prim::Mul, t, b.param(number(n, 3), t), b.cast(v[1], t));
   x = b.op(P, t, x, b.cast(v[2], t));
   return b.op(Prim::Add, t, b.cast(v[0], t), x);
 }
@@ -116,7 +116,7 @@ int32_t d_add(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   double alpha = a.to_double();
   int32_t x = operand(b, n, 0, v[0], t), y = operand(b, n, 1, v[1], t);
   if (alpha != 1.0) {
-    y = b.op(Prim::Mul, t, y, b.constant(alpha, t));
+    y = b.op(Prim::Mul, t, y, b.param(alpha, t));
     // The CPU eager kernel, as PyTorch's: alpha * y rounded to the 16-bit
     // type it computes for.
     if (!n.device.is_cuda()) y = b.round_to(y, common_dtype(n));

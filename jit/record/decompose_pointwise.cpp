@@ -85,7 +85,7 @@ int32_t d_lerp_scalar(KernelBuilder& b, const Node& n, const std::vector<int32_t
   // A NaN weight takes the eager kernel's second formula (|w| < 0.5 fails);
   // the CPU generator leaves it to the eager kernel.
   if (std::isnan(w) && !n.device.is_cuda()) return -1;
-  return lerp_value(b, t, b.cast(v[0], t), b.cast(v[1], t), b.constant(w, t),
+  return lerp_value(b, t, b.cast(v[0], t), b.cast(v[1], t), b.param(w, t),
                     (t == kFloat64 ? std::abs(w) : std::abs(static_cast<float>(w))) < 0.5 ? 0 : 1);
 }
 
@@ -107,7 +107,7 @@ int32_t d_leaky_relu(KernelBuilder& b, const Node& n, const std::vector<int32_t>
   DType t = out_compute(n);
   if (!is_floating(t)) return -1;
   int32_t x = b.cast(v[0], t);
-  int32_t neg = b.op(Prim::Mul, t, x, b.constant(number(n, 1), t));
+  int32_t neg = b.op(Prim::Mul, t, x, b.param(number(n, 1), t));
   return b.op(Prim::Where, t, b.op(Prim::Gt, kBool, x, b.constant(0, t)), x, neg);
 }
 
@@ -121,10 +121,10 @@ int32_t d_elu(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
       t == kFloat32
           ? static_cast<double>(static_cast<float>(alpha_scale) * static_cast<float>(scale))
           : alpha_scale * scale;
-  int32_t pos = b.op(Prim::Mul, t, x, b.constant(scale, t));
-  int32_t e = b.op(Prim::Expm1, t, b.op(Prim::Mul, t, x, b.constant(number(n, 3), t)));
+  int32_t pos = b.op(Prim::Mul, t, x, b.param(scale, t));
+  int32_t e = b.op(Prim::Expm1, t, b.op(Prim::Mul, t, x, b.param(number(n, 3), t)));
   e = b.op(Prim::Add, t, e, b.constant(0, t));  // +0 for -0, as the eager kernel
-  int32_t neg = b.op(Prim::Mul, t, e, b.constant(alpha_scale, t));
+  int32_t neg = b.op(Prim::Mul, t, e, b.param(alpha_scale, t));
   return b.op(Prim::Where, t, b.op(Prim::Gt, kBool, x, b.constant(0, t)), pos, neg);
 }
 
@@ -212,9 +212,9 @@ int32_t d_clamp(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) 
   bool lo = !arg(n, 1).is_none(), hi = !arg(n, 2).is_none();
   bool both = lo && hi;
   if (lo && (both || !std::isnan(number(n, 1))))
-    x = b.op(Prim::Max, t, x, b.constant(number(n, 1), t));
+    x = b.op(Prim::Max, t, x, b.param(number(n, 1), t));
   if (hi && (both || !std::isnan(number(n, 2))))
-    x = b.op(Prim::Min, t, x, b.constant(number(n, 2), t));
+    x = b.op(Prim::Min, t, x, b.param(number(n, 2), t));
   return x;
 }
 

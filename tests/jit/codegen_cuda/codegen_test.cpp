@@ -28,7 +28,8 @@ PointwiseKernel all_prims(kiln::DType in, kiln::DType out, kiln::DType t) {
   KernelBuilder b;
   int32_t x = b.cast(b.load(0, in), t);
   int32_t y = b.cast(b.load(1, kiln::kFloat32), t);
-  int32_t acc = b.constant(0.25, t);
+  // A number argument beside a constant (Note [Numbers as kernel arguments]).
+  int32_t acc = b.op(Prim::Add, t, b.constant(0.25, t), b.param(-1.5, t));
   for (int p = static_cast<int>(Prim::Neg); p <= static_cast<int>(Prim::Erfc); ++p) {
     Prim prim = static_cast<Prim>(p);
     int32_t v;
@@ -147,7 +148,7 @@ TEST_F(CudaCodegen, EveryIntegerPrimitiveCompilesInEveryIntegerDtype) {
   for (kiln::DType t : {kiln::kUInt8, kiln::kInt8, kiln::kInt16, kiln::kInt32, kiln::kInt64}) {
     KernelBuilder b;
     int32_t x = b.load(0, t), y = b.load(1, t);
-    int32_t acc = b.constant(3, t);
+    int32_t acc = b.op(Prim::Add, t, b.constant(3, t), b.param(5, t));
     int prims = 0;
     for (int p = static_cast<int>(Prim::Neg); p <= static_cast<int>(Prim::Erfc); ++p) {
       Prim prim = static_cast<Prim>(p);

@@ -84,6 +84,118 @@ TEST(CudaFused, KernelsAreCompiledOncePerStructure) {
   EXPECT_GE(after.launches - before.launches, 5);
 }
 
+// Note [Numbers as kernel arguments]: every value of the program's numbers
+// runs one kernel per structure, floating and integer, and matches the eager
+// CPU kernels at each value.
+Tensor numbers_program(const Tensor& x, const Tensor& y, const Tensor& mask, double s) {
+  Tensor a = x * s + (s - 1.0);
+  a = kiln::clamp(a, kiln::Scalar(-2.0 * s - 0.5), kiln::Scalar(2.0 * s + 0.5));
+  a = a + kiln::leaky_relu(y, 0.01 + s);
+  a = kiln::add(a, x, s);
+  a = kiln::elu(a, 0.5 + s, 1.0 + s, 2.0 - s);
+  a = kiln::lerp(a, y, 0.1 * s);
+  a = kiln::masked_fill(a, mask, -s);
+  a = kiln::softplus(a, 1.0 + s, 3.0 + s);
+  a = kiln::nan_to_num(a / (s - 0.25), 7.0 + s);
+  return kiln::hardtanh(a, -1.0 - s, 1.0 + s) / (3.0 + s);
+}
+
+TEST(CudaFused, ANewNumberCompilesNoKernel) {
+  KILN_REQUIRE_CUDA();
+  const kiln::Device cuda = kiln::Device::cuda();
+  for (kiln::DType dt : {kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16, kiln::kFloat64}) {
+    Tensor x = kiln::testing::random_tensor({37, 29}, dt, "transposed", 11);
+    Tensor y = kiln::testing::random_tensor({37, 29}, dt, "strided", 12);
+    Tensor mask =
+        kiln::gt(kiln::testing::random_tensor({29}, kiln::kFloat32, "contiguous", 13), 1.0);
+    Tensor xd = x.to(cuda), yd = y.to(cuda), maskd = mask.to(cuda);
+    int64_t warm = -1;
+    for (int i = 0; i < 12; ++i) {
+      const double s = 0.1 + 0.03 * i;
+      Tensor expected;
+      {
+        kiln::EagerGuard eager;
+        expected = numbers_program(x, y, mask, s);
+      }
+      Tensor got = numbers_program(xd, yd, maskd, s).cpu();
+      kiln::sync();
+      const kiln::testing::Tolerance t = tol(dt);
+      const std::string msg = kiln::testing::compare(
+          got, expected, {4 * t.rtol, dt == kiln::kFloat64 ? 1e-12 : 4 * t.atol});
+      EXPECT_TRUE(msg.empty()) << kiln::dtype_name(dt) << " s=" << s << ": " << msg;
+      const int64_t compiled = kiln::jit::cuda::cuda_kernel_stats().compiled +
+                               kiln::jit::cuda::cuda_kernel_stats().disk_hits;
+      if (i == 0) {
+        warm = compiled;
+      } else {
+        EXPECT_EQ(compiled, warm) << kiln::dtype_name(dt) << ": s=" << s
+                                  << " compiled (or loaded) a kernel of its own";
+      }
+    }
+  }
+  // Reductions' prologues and epilogues (Note [CUDA reduction ABI]).
+  auto reductions = [](const Tensor& x, const Tensor& w, double s) {
+    Tensor p = kiln::softmax(x / s, -1);
+    Tensor t = kiln::sum(x * s + 1.0, {-1}, true) / (2.0 + s);
+    Tensor n = kiln::layer_norm(x * (1.0 + s), {x.sizes().back()}, w, std::nullopt, 1e-5) * s;
+    return kiln::log_softmax(p + t + n - s, -1) * (s + 0.5);
+  };
+  for (kiln::DType dt : {kiln::kFloat32, kiln::kBFloat16}) {
+    Tensor xd = kiln::testing::random_tensor({23, 67}, dt, "transposed", 41).to(cuda);
+    Tensor wd = kiln::testing::random_tensor({67}, dt, "contiguous", 42).to(cuda);
+    int64_t warm = -1;
+    for (int i = 0; i < 10; ++i) {
+      const double s = 0.7 + 0.11 * i;
+      // Against the eager CUDA kernels: four chained row ops in bfloat16 part
+      // from the CPU's by more than one op's rounding.
+      Tensor expected;
+      {
+        kiln::EagerGuard eager;
+        expected = reductions(xd, wd, s).cpu();
+      }
+      Tensor got = reductions(xd, wd, s).cpu();
+      kiln::sync();
+      const std::string msg = kiln::testing::compare(got, expected, tol(dt));
+      EXPECT_TRUE(msg.empty()) << kiln::dtype_name(dt) << " s=" << s << ": " << msg;
+      const int64_t compiled = kiln::jit::cuda::cuda_kernel_stats().compiled +
+                               kiln::jit::cuda::cuda_kernel_stats().disk_hits;
+      if (i == 0) {
+        warm = compiled;
+      } else {
+        EXPECT_EQ(compiled, warm) << kiln::dtype_name(dt) << ": s=" << s
+                                  << " compiled (or loaded) a reduction kernel of its own";
+      }
+    }
+  }
+  // Integers: the value reaches the kernel as an int64 word.
+  Tensor xi = kiln::testing::random_tensor({41, 13}, kiln::kInt64, "transposed", 31, -1000, 1000);
+  Tensor bi = kiln::testing::random_tensor({13}, kiln::kInt32, "contiguous", 32, -50, 50);
+  Tensor mi =
+      kiln::gt(kiln::testing::random_tensor({41, 13}, kiln::kFloat32, "contiguous", 33), 0.0);
+  Tensor xid = xi.to(cuda), bid = bi.to(cuda), mid = mi.to(cuda);
+  int64_t warm_int = -1;
+  for (int64_t k : std::vector<int64_t>{3, -7, 1000003, int64_t{1} << 20, 0, -1}) {
+    auto f = [&](const Tensor& x, const Tensor& b, const Tensor& m) {
+      return kiln::masked_fill(x * k + (k - 5), m, k) - b * k;
+    };
+    Tensor expected;
+    {
+      kiln::EagerGuard eager;
+      expected = f(xi, bi, mi);
+    }
+    Tensor got = f(xid, bid, mid).cpu();
+    kiln::sync();
+    EXPECT_TRUE(kiln::testing::compare(got, expected).empty()) << "k=" << k;
+    const int64_t compiled = kiln::jit::cuda::cuda_kernel_stats().compiled +
+                             kiln::jit::cuda::cuda_kernel_stats().disk_hits;
+    if (warm_int < 0) {
+      warm_int = compiled;
+    } else {
+      EXPECT_EQ(compiled, warm_int) << "k=" << k << " compiled (or loaded) a kernel of its own";
+    }
+  }
+}
+
 // The generated kernels' own sigmoid and tanh (Note [CUDA vector math]) against
 // float64 references, with the bars DESIGN.md sets for vector math: 4e-6
 // relative for sigmoid, 4e-5 for tanh and gelu, absolute below 1e-5.

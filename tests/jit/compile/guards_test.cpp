@@ -111,22 +111,30 @@ TEST(CompileGuards, ScalarArgumentRecompilesOnce) {
 }
 
 // A dynamic scalar keeps one entry (no guard on its value), but its value is
-// a constant of the trace: each new value is a plan whose kernels have it
-// compiled in, and the log says so and what to do instead (Note [What a
-// specialization is for]). A 0-dim tensor is read from memory: one plan.
+// a constant of the trace: each new value is a plan. Its fused kernels take
+// the value as an argument, so a new plan compiles nothing, unless the value
+// picks the code (a pow's exponent), which the log says, with what to do
+// instead (Note [What a specialization is for]). A 0-dim tensor is read from
+// memory: one plan.
 TEST(CompileGuards, DynamicScalarTakesAPlanPerValue) {
   auto f = kiln::jit::compile([](const Tensor& x, double s) { return kiln::tanh(x * s); },
                               {.name = "g", .dynamic_scalars = {1}, .input_names = {"x", "t"}});
   auto g = kiln::jit::compile([](const Tensor& x, const Tensor& s) { return kiln::tanh(x * s); },
                               {.name = "h"});
+  auto p =
+      kiln::jit::compile([](const Tensor& x, double s) { return kiln::pow(kiln::abs(x) + 1.0, s); },
+                         {.name = "p", .dynamic_scalars = {1}, .input_names = {"x", "e"}});
   Tensor x = random_tensor({3, 5}, kiln::kFloat32, "contiguous", 1);
   Logs logs("recompiles");
   for (double s : {2.0, 0.7, 4.0}) {
     Tensor r = f(x, s);
     Tensor r0 = g(x, kiln::full({}, s));
+    // Exponents no other test uses: each a kernel of its own.
+    Tensor rp = p(x, s + 0.0123);
     kiln::EagerGuard eager;
     EXPECT_TENSOR_CLOSE(r, kiln::tanh(x * s));
     EXPECT_TENSOR_CLOSE(r0, kiln::tanh(x * s));
+    EXPECT_TENSOR_CLOSE(rp, kiln::pow(kiln::abs(x) + 1.0, s + 0.0123));
   }
   const std::string text = logs.take();
   EXPECT_EQ(f.stats().entries, 1);
@@ -135,7 +143,9 @@ TEST(CompileGuards, DynamicScalarTakesAPlanPerValue) {
   EXPECT_EQ(g.stats().specializations, 0);
   EXPECT_EQ(count_of(text, "g: entry 1: a plan for argument 1 't' = 0.7 (specialization 2)"), 1)
       << text;
-  EXPECT_EQ(count_of(text, "g: entry 1: specialization 2 compiled 1 kernel (a scalar's value"), 1)
+  EXPECT_EQ(count_of(text, "g: entry 1: specialization 2 compiled 0 kernels\n"), 1) << text;
+  EXPECT_EQ(count_of(text, "g: entry 1: specialization 3 compiled 0 kernels\n"), 1) << text;
+  EXPECT_EQ(count_of(text, "p: entry 1: specialization 2 compiled 1 kernel (a scalar's value"), 1)
       << text;
   EXPECT_EQ(count_of(text, "pass a value that changes every call as a 0-dim tensor"), 2) << text;
   EXPECT_EQ(count_of(text, "h: entry 1: a plan"), 0) << text;

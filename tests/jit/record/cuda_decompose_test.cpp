@@ -137,10 +137,11 @@ TEST_F(CudaDecompose, ClampMaskedFillNanToNumRoundSoftplusErfc) {
     compiles(cuda_node("softplus", {of(t), Scalar(2.0), Scalar(20.0)}, t));
     compiles(cuda_node("erfc", {of(t)}, t));
   }
-  // masked_fill of -1 into uint8 stores 255: the constant is an integer literal.
+  // masked_fill of -1 into uint8 stores 255: the value is an integer
+  // argument (Note [Numbers as kernel arguments]).
   std::string ir = compiles(cuda_node(
       "masked_fill.Scalar", {of(kiln::kUInt8), of(kiln::kBool), Scalar(-1)}, kiln::kUInt8));
-  EXPECT_NE(ir.find("const uint8 -1"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("param uint8 arg0 (-1)"), std::string::npos) << ir;
 }
 
 // The activations of torch.nn.functional (decompose_pointwise.cpp), every
