@@ -25,7 +25,7 @@
 namespace kiln::jit::cpu {
 
 constexpr int kMaxRunOperands = 64;
-constexpr int kMaxRunParams = 32;
+constexpr int kMaxRunParams = kMaxParams;
 
 struct CpuRun {
   int64_t n;

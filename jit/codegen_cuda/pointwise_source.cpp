@@ -390,6 +390,12 @@ std::string instr_expr(const PointwiseKernel& k, const Instr& in) {
   KILN_FAIL("[cuda codegen] no CUDA expression for ", prim_name(in.op));
 }
 
+// Param `in` read from its KilnArgs field (declare_params), in its compute type.
+std::string param_expr(const Instr& in, const std::string& prefix) {
+  const std::string field = prefix + std::to_string(in.operand);
+  return in.dtype == kFloat32 ? field : "(" + std::string(ctype(in.dtype)) + ")" + field;
+}
+
 uint64_t spec_hash(const PointwiseSpec& s) {
   uint64_t h = s.kernel->hash();
   for (Layout l : s.layouts) h = (h ^ static_cast<uint64_t>(l)) * 1099511628211ull;
@@ -496,8 +502,7 @@ std::string pointwise_source(const PointwiseSpec& spec) {
       } else if (in.op == Prim::Const) {
         os << literal(in.imm, in.dtype);
       } else if (in.op == Prim::Param) {
-        os << (in.dtype == kFloat32 ? "" : "(" + std::string(ctype(in.dtype)) + ")") << "a.k"
-           << in.operand;
+        os << param_expr(in, "a.k");
       } else {
         os << instr_expr(k, in);
       }
@@ -640,8 +645,7 @@ void emit_pointwise_body(std::ostream& os, const PointwiseKernel& k, const std::
     } else if (in.op == Prim::Const) {
       os << literal(in.imm, in.dtype);
     } else if (in.op == Prim::Param) {
-      os << (in.dtype == kFloat32 ? "" : "(" + std::string(ctype(in.dtype)) + ")") << params
-         << in.operand;
+      os << param_expr(in, params);
     } else {
       os << instr_expr(k, in);
     }

@@ -137,9 +137,13 @@ struct Instr {
 // formulas themselves (gelu's 0.5, hardsigmoid's 3 and 6). Conversions of a
 // Param (a cast, rounding to a 16-bit grid) are applied to the value when
 // the group is built and give a new Param, so the kernel does the same
-// arithmetic on every value. A reduction group's prologue and epilogue take
+// arithmetic on every value. A kernel takes at most kMaxParams; numbers past
+// them are Consts (a group of more than 32 numbers is rare, and the limit
+// keeps CUDA's argument struct small). A reduction group's prologue and epilogue take
 // theirs the same way (on CUDA after the operands, the prologue's first; on
 // the CPU in each CpuRun), as its eps already was.
+
+constexpr int kMaxParams = 32;
 
 struct PointwiseKernel {
   std::vector<DType> inputs;    // memory dtypes of the inputs

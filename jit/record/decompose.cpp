@@ -35,6 +35,7 @@ int32_t KernelBuilder::constant(double v, DType t) {
 }
 
 int32_t KernelBuilder::param(double v, DType t) {
+  if (kernel_.param_count() >= kMaxParams) return constant(v, t);
   Instr in{Prim::Param, t};
   in.imm = v;
   in.operand = kernel_.param_count();

@@ -17,7 +17,8 @@ class KernelBuilder {
   int32_t load(int32_t operand, DType memory_dtype);
   int32_t constant(double v, DType t);
   // A number from the program, taken at launch (Note [Numbers as kernel
-  // arguments]); every call gives a new argument.
+  // arguments]); every call gives a new argument, up to kMaxParams (then a
+  // Const).
   int32_t param(double v, DType t);
   int32_t op(Prim p, DType t, int32_t a, int32_t b = -1, int32_t c = -1);
   // `v` converted to `t` (no instruction when it already is).

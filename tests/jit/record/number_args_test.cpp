@@ -74,6 +74,30 @@ TEST(NumberArgs, ConversionsOfAParamGiveAParamOfTheConvertedValue) {
   }
 }
 
+// Past kMaxParams numbers, a kernel takes the rest as Consts; the results
+// are the same.
+TEST(NumberArgs, NumbersPastTheLimitAreConsts) {
+  KernelBuilder k;
+  for (int i = 0; i < kiln::jit::kMaxParams + 8; ++i) (void)k.param(i, kiln::kFloat32);
+  EXPECT_EQ(k.kernel().param_count(), kiln::jit::kMaxParams);
+  EXPECT_EQ(k.kernel().body.back().op, Prim::Const);
+  Tensor x = kiln::testing::random_tensor({9, 33}, kiln::kFloat32, "transposed", 51);
+  auto f = [&] {
+    Tensor y = x;
+    for (int i = 0; i < kiln::jit::kMaxParams + 8; ++i) y = y * (1.0 + 0.001 * i) - 0.0005 * i;
+    return y;
+  };
+  Tensor expected;
+  {
+    kiln::EagerGuard eager;
+    expected = f();
+  }
+  Tensor got = f().contiguous();
+  kiln::sync();
+  EXPECT_TRUE(kiln::testing::compare(got, expected).empty())
+      << kiln::testing::compare(got, expected);
+}
+
 // Numbers from the program at every site that takes one: operators on
 // numbers, clamp bounds, activation parameters, alpha, a lerp weight, a fill.
 Tensor program(const Tensor& x, const Tensor& y, const Tensor& mask, double s) {
