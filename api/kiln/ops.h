@@ -337,6 +337,36 @@ KILN_API Tensor& embedding_renorm_(Tensor& self, const Tensor& indices, double m
 // input @ weight.T + bias
 KILN_API Tensor linear(const Tensor& input, const Tensor& weight,
                        const std::optional<Tensor>& bias = std::nullopt);
+// torch.nn.functional.conv1d / conv2d (cross-correlation): input (N, C, L...)
+// or unbatched (C, L...), weight (out_channels, C / groups, k...), bias
+// (out_channels); one spatial dim for conv1d, two for conv2d. stride, padding
+// (zeros at both ends) and dilation: one int for every spatial dim or one
+// per dim. Floating dtypes only. Note [conv] in runtime/cpu/conv.cpp.
+KILN_API Tensor conv1d(const Tensor& input, const Tensor& weight,
+                       const std::optional<Tensor>& bias = std::nullopt, IntArrayRef stride = 1,
+                       IntArrayRef padding = 0, IntArrayRef dilation = 1, int64_t groups = 1);
+KILN_API Tensor conv2d(const Tensor& input, const Tensor& weight,
+                       const std::optional<Tensor>& bias = std::nullopt, IntArrayRef stride = 1,
+                       IntArrayRef padding = 0, IntArrayRef dilation = 1, int64_t groups = 1);
+// padding "valid" (none) or "same" (an output as large as the input, stride 1
+// only; an odd total pads one more at the end). Only a string selects these
+// overloads, so conv2d(x, w, b, 1, 0) and {0, 1} stay padding by ints.
+KILN_API Tensor conv1d_padding(const Tensor& input, const Tensor& weight,
+                               const std::optional<Tensor>& bias, IntArrayRef stride,
+                               std::string_view padding, IntArrayRef dilation, int64_t groups);
+KILN_API Tensor conv2d_padding(const Tensor& input, const Tensor& weight,
+                               const std::optional<Tensor>& bias, IntArrayRef stride,
+                               std::string_view padding, IntArrayRef dilation, int64_t groups);
+template <std::convertible_to<std::string_view> S>
+Tensor conv1d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+              IntArrayRef stride, const S& padding, IntArrayRef dilation = 1, int64_t groups = 1) {
+  return conv1d_padding(input, weight, bias, stride, padding, dilation, groups);
+}
+template <std::convertible_to<std::string_view> S>
+Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+              IntArrayRef stride, const S& padding, IntArrayRef dilation = 1, int64_t groups = 1) {
+  return conv2d_padding(input, weight, bias, stride, padding, dilation, groups);
+}
 // softmax(q @ k.T * scale + mask) @ v; a bool mask keeps True positions.
 // enable_gqa: key and value may have fewer heads (dim -3) than the query, a
 // divisor of them; each key/value head serves that many consecutive query

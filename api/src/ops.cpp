@@ -539,6 +539,28 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 Tensor linear(const Tensor& input, const Tensor& weight, OptT bias) {
   KILN_CALL("linear", Tensor(T, T, OptT), input, weight, bias);
 }
+Tensor conv1d(const Tensor& input, const Tensor& weight, OptT bias, IntArrayRef stride,
+              IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
+  KILN_CALL("conv1d", Tensor(T, T, OptT, IntArrayRef, IntArrayRef, IntArrayRef, int64_t), input,
+            weight, bias, stride, padding, dilation, groups);
+}
+Tensor conv2d(const Tensor& input, const Tensor& weight, OptT bias, IntArrayRef stride,
+              IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
+  KILN_CALL("conv2d", Tensor(T, T, OptT, IntArrayRef, IntArrayRef, IntArrayRef, int64_t), input,
+            weight, bias, stride, padding, dilation, groups);
+}
+Tensor conv1d_padding(const Tensor& input, const Tensor& weight, OptT bias, IntArrayRef stride,
+                      std::string_view padding, IntArrayRef dilation, int64_t groups) {
+  KILN_CALL("conv1d.padding",
+            Tensor(T, T, OptT, IntArrayRef, std::string_view, IntArrayRef, int64_t), input, weight,
+            bias, stride, padding, dilation, groups);
+}
+Tensor conv2d_padding(const Tensor& input, const Tensor& weight, OptT bias, IntArrayRef stride,
+                      std::string_view padding, IntArrayRef dilation, int64_t groups) {
+  KILN_CALL("conv2d.padding",
+            Tensor(T, T, OptT, IntArrayRef, std::string_view, IntArrayRef, int64_t), input, weight,
+            bias, stride, padding, dilation, groups);
+}
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     OptT attn_mask, bool is_causal, OptF scale, bool enable_gqa) {
   KILN_CALL("scaled_dot_product_attention", Tensor(T, T, T, OptT, double, bool, OptF, bool), q, k,

@@ -240,6 +240,18 @@ KILN_LIBRARY(kiln, m) {
       "Tensor(a!)");
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
   m.def(
+      "conv1d(Tensor input, Tensor weight, Tensor? bias=None, int[1] stride=1, int[1] padding=0, "
+      "int[1] dilation=1, int groups=1) -> Tensor");
+  m.def(
+      "conv1d.padding(Tensor input, Tensor weight, Tensor? bias=None, int[1] stride=1, "
+      "str padding=\"valid\", int[1] dilation=1, int groups=1) -> Tensor");
+  m.def(
+      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
+      "int[2] dilation=1, int groups=1) -> Tensor");
+  m.def(
+      "conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, "
+      "str padding=\"valid\", int[2] dilation=1, int groups=1) -> Tensor");
+  m.def(
       "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? "
       "attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool "
       "enable_gqa=False) -> Tensor");
