@@ -16,7 +16,9 @@
 // compiled, each runs what pad, the view, the copies and bmm run there, and a
 // lazy trace records those ops. The price is the window matrix, C/G * k...
 // elements per output position and group, which direct or Winograd kernels
-// would not materialize.
+// would not materialize. 16-bit inputs are multiplied in float32 (the window
+// matrix converted as it is copied), so the sums and the bias are rounded
+// once, at the end, on every device.
 //
 // Floating dtypes only: PyTorch 1.13's CPU also convolves integers (its slow
 // reference path) but its CUDA does not; kiln refuses integers and bool on
@@ -176,12 +178,17 @@ Tensor convolve(const char* op, const Tensor& input, const Tensor& weight,
   for (int64_t d = 0; d < nd; ++d) order.push_back(3 + d);
   order.push_back(2);
   for (int64_t d = 0; d < nd; ++d) order.push_back(3 + nd + d);
-  Tensor columns = windows.permute(order).reshape({groups, positions, k});
+  // 16-bit inputs convert here and the product runs in float32: its sums and
+  // the bias meet in float32 and are rounded once, at the end, as PyTorch's
+  // convolutions round, whatever form a 16-bit product takes on the device.
+  const DType dt = input.dtype(), compute = is_reduced_float(dt) ? kFloat32 : dt;
+  Tensor columns = windows.permute(order).reshape({groups, positions, k}).to(compute);
 
   // Times the weight, (G, C/G * k..., O/G); the bias, a row per group.
-  Tensor w = weight.reshape({groups, og, k}).transpose(1, 2);
-  Tensor y = bias && bias->defined() ? kiln::baddbmm(bias->reshape({groups, 1, og}), columns, w)
-                                     : kiln::bmm(columns, w);
+  Tensor w = weight.reshape({groups, og, k}).transpose(1, 2).to(compute);
+  Tensor y = bias && bias->defined()
+                 ? kiln::baddbmm(bias->reshape({groups, 1, og}).to(compute), columns, w)
+                 : kiln::bmm(columns, w);
 
   // (G, N, out..., O/G) to (N, O, out...): the second copy.
   DimVector grouped{groups, n}, result{n, o}, back{1, 0, 2 + nd};
@@ -191,7 +198,7 @@ Tensor convolve(const char* op, const Tensor& input, const Tensor& weight,
     back.push_back(2 + d);
   }
   grouped.push_back(og);
-  y = y.view(grouped).permute(back).reshape(result).contiguous();
+  y = y.view(grouped).permute(back).reshape(result).to(dt).contiguous();
   return batched ? y : y.squeeze(0);
 }
 

@@ -343,7 +343,16 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
   // The residual as C when it follows the product directly.
   const bool residual_c = residual && act == Activation::None && residual_as_c(*residual, dst);
   const char* c = residual_c ? bytes(*residual) : nullptr;
-  const double beta_run = residual_c ? 1.0 : beta_d;
+  double beta_run = residual_c ? 1.0 : beta_d;
+  // A bias the epilogue cannot take (a batched product) goes in as C, so it
+  // joins the float32 sums and a 16-bit result is rounded once, as cuBLAS's
+  // addmm and baddbmm round it; added afterwards, the product's rounding
+  // error at its own magnitude would stay in a small sum.
+  const bool bias_c = bias && !bias_epilogue && beta_is_zero && !residual_c && bias->dim() == 1;
+  if (bias_c) {
+    dst.copy_(bias->expand(dst.sizes()));
+    beta_run = 1.0;
+  }
   bool ran =
       run_problem(*p, dtype, slot_a, slot_b, bytes(dst), c, alpha_d, beta_run,
                   fused ? act : Activation::None, fused ? bias->data_ptr() : nullptr, device);
@@ -360,7 +369,7 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
   KILN_CHECK(ran, "[matmul] cuBLASLt found no algorithm for a ", dtype, " product of ", a.sizes(),
              " and ", b.sizes(), " on ", out.device());
   if (!fused) {
-    if (bias) dst.add_(*bias);
+    if (bias && !bias_c) dst.add_(*bias);
     apply_activation(dst, act);
   }
   if (residual && !residual_c) dst.add_(*residual);

@@ -166,13 +166,15 @@ void add_product(const Tensor& r, const Tensor& self_in, const Tensor& m1, const
     Tensor dst = r;
     dst.copy_(self);
     product_into(r, m1, m2, beta, alpha);
-  } else if (beta.to<double>() == 1.0) {
-    Tensor bias = as_row_vector(self);
+  } else if (Tensor bias = as_row_vector(self);
+             beta.to<double>() == 1.0 && bias.dim() == 1 && bias.size(0) == r.size(-1)) {
     product_into(r, m1, m2, 0, alpha, &bias);
   } else {
-    product_into(r, m1, m2, 0, alpha);
+    // Any other self that broadcasts (a bias per batch, a column): C, read
+    // by the product with beta, so the sum is rounded once.
     Tensor dst = r;
-    dst.add_(self, beta);
+    dst.copy_(self.expand(r.sizes()));
+    product_into(r, m1, m2, beta, alpha);
   }
 }
 
