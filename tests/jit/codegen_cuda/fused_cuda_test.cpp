@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "jit/codegen_cuda/launch_cuda.h"
@@ -100,6 +101,24 @@ Tensor numbers_program(const Tensor& x, const Tensor& y, const Tensor& mask, dou
   return kiln::hardtanh(a, -1.0 - s, 1.0 + s) / (3.0 + s);
 }
 
+// Kernels compiled or read from disk so far; after a first value, each
+// later one must add none (Note [Numbers as kernel arguments]).
+class NoNewKernels {
+ public:
+  void check(const std::string& what) {
+    const auto stats = kiln::jit::cuda::cuda_kernel_stats();
+    const int64_t built = stats.compiled + stats.disk_hits;
+    if (warm_ < 0) {
+      warm_ = built;
+    } else {
+      EXPECT_EQ(built, warm_) << what << " compiled (or loaded) a kernel of its own";
+    }
+  }
+
+ private:
+  int64_t warm_ = -1;
+};
+
 TEST(CudaFused, ANewNumberCompilesNoKernel) {
   KILN_REQUIRE_CUDA();
   const kiln::Device cuda = kiln::Device::cuda();
@@ -109,7 +128,7 @@ TEST(CudaFused, ANewNumberCompilesNoKernel) {
     Tensor mask =
         kiln::gt(kiln::testing::random_tensor({29}, kiln::kFloat32, "contiguous", 13), 1.0);
     Tensor xd = x.to(cuda), yd = y.to(cuda), maskd = mask.to(cuda);
-    int64_t warm = -1;
+    NoNewKernels kernels;
     for (int i = 0; i < 12; ++i) {
       const double s = 0.1 + 0.03 * i;
       Tensor expected;
@@ -123,14 +142,7 @@ TEST(CudaFused, ANewNumberCompilesNoKernel) {
       const std::string msg = kiln::testing::compare(
           got, expected, {4 * t.rtol, dt == kiln::kFloat64 ? 1e-12 : 4 * t.atol});
       EXPECT_TRUE(msg.empty()) << kiln::dtype_name(dt) << " s=" << s << ": " << msg;
-      const int64_t compiled = kiln::jit::cuda::cuda_kernel_stats().compiled +
-                               kiln::jit::cuda::cuda_kernel_stats().disk_hits;
-      if (i == 0) {
-        warm = compiled;
-      } else {
-        EXPECT_EQ(compiled, warm) << kiln::dtype_name(dt) << ": s=" << s
-                                  << " compiled (or loaded) a kernel of its own";
-      }
+      kernels.check(std::string(kiln::dtype_name(dt)) + ": s=" + std::to_string(s));
     }
   }
   // Reductions' prologues and epilogues (Note [CUDA reduction ABI]).
@@ -143,7 +155,7 @@ TEST(CudaFused, ANewNumberCompilesNoKernel) {
   for (kiln::DType dt : {kiln::kFloat32, kiln::kBFloat16}) {
     Tensor xd = kiln::testing::random_tensor({23, 67}, dt, "transposed", 41).to(cuda);
     Tensor wd = kiln::testing::random_tensor({67}, dt, "contiguous", 42).to(cuda);
-    int64_t warm = -1;
+    NoNewKernels kernels;
     for (int i = 0; i < 10; ++i) {
       const double s = 0.7 + 0.11 * i;
       // Against the eager CUDA kernels: four chained row ops in bfloat16 part
@@ -157,14 +169,8 @@ TEST(CudaFused, ANewNumberCompilesNoKernel) {
       kiln::sync();
       const std::string msg = kiln::testing::compare(got, expected, tol(dt));
       EXPECT_TRUE(msg.empty()) << kiln::dtype_name(dt) << " s=" << s << ": " << msg;
-      const int64_t compiled = kiln::jit::cuda::cuda_kernel_stats().compiled +
-                               kiln::jit::cuda::cuda_kernel_stats().disk_hits;
-      if (i == 0) {
-        warm = compiled;
-      } else {
-        EXPECT_EQ(compiled, warm) << kiln::dtype_name(dt) << ": s=" << s
-                                  << " compiled (or loaded) a reduction kernel of its own";
-      }
+      kernels.check(std::string("reductions, ") + kiln::dtype_name(dt) +
+                    ": s=" + std::to_string(s));
     }
   }
   // Integers: the value reaches the kernel as an int64 word.
@@ -173,7 +179,7 @@ TEST(CudaFused, ANewNumberCompilesNoKernel) {
   Tensor mi =
       kiln::gt(kiln::testing::random_tensor({41, 13}, kiln::kFloat32, "contiguous", 33), 0.0);
   Tensor xid = xi.to(cuda), bid = bi.to(cuda), mid = mi.to(cuda);
-  int64_t warm_int = -1;
+  NoNewKernels int_kernels;
   for (int64_t k : std::vector<int64_t>{3, -7, 1000003, int64_t{1} << 20, 0, -1}) {
     auto f = [&](const Tensor& x, const Tensor& b, const Tensor& m) {
       return kiln::masked_fill(x * k + (k - 5), m, k) - b * k;
@@ -186,13 +192,7 @@ TEST(CudaFused, ANewNumberCompilesNoKernel) {
     Tensor got = f(xid, bid, mid).cpu();
     kiln::sync();
     EXPECT_TRUE(kiln::testing::compare(got, expected).empty()) << "k=" << k;
-    const int64_t compiled = kiln::jit::cuda::cuda_kernel_stats().compiled +
-                             kiln::jit::cuda::cuda_kernel_stats().disk_hits;
-    if (warm_int < 0) {
-      warm_int = compiled;
-    } else {
-      EXPECT_EQ(compiled, warm_int) << "k=" << k << " compiled (or loaded) a kernel of its own";
-    }
+    int_kernels.check("k=" + std::to_string(k));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -112,33 +113,42 @@ Tensor program(const Tensor& x, const Tensor& y, const Tensor& mask, double s) {
   return a / (3.0 + s);
 }
 
+// Runs f(s) lazily for each value in `values`: each matches f(s) run
+// eagerly, and no value after the first compiles a CPU kernel.
+void expect_no_kernel_per_value(const std::function<Tensor(double)>& f,
+                                const std::vector<double>& values, const char* what) {
+  int64_t warm = -1;
+  for (double s : values) {
+    Tensor expected;
+    {
+      kiln::EagerGuard eager;
+      expected = f(s);
+    }
+    Tensor got = f(s);
+    EXPECT_TRUE(got.is_pending());
+    got = got.contiguous();
+    kiln::sync();
+    const std::string msg = kiln::testing::compare(got, expected);
+    EXPECT_TRUE(msg.empty()) << what << " s=" << s << ": " << msg;
+    if (warm < 0) {
+      warm = kiln::jit::cpu::cpu_kernels_compiled();
+    } else {
+      EXPECT_EQ(kiln::jit::cpu::cpu_kernels_compiled(), warm)
+          << what << ": s=" << s << " compiled a kernel of its own";
+    }
+  }
+}
+
 TEST(NumberArgs, ANewNumberCompilesNoCpuKernelAndMatchesEager) {
+  std::vector<double> values;
+  for (int i = 0; i < 12; ++i) values.push_back(0.1 + 0.03 * i);
   for (kiln::DType dt : {kiln::kFloat32, kiln::kFloat16, kiln::kBFloat16}) {
     Tensor x = kiln::testing::random_tensor({37, 29}, dt, "transposed", 11);
     Tensor y = kiln::testing::random_tensor({37, 29}, dt, "strided", 12);
     Tensor mask =
         kiln::gt(kiln::testing::random_tensor({29}, kiln::kFloat32, "contiguous", 13), 1.0);
-    int64_t warm = -1;
-    for (int i = 0; i < 12; ++i) {
-      const double s = 0.1 + 0.03 * i;
-      Tensor expected;
-      {
-        kiln::EagerGuard eager;
-        expected = program(x, y, mask, s);
-      }
-      Tensor got = program(x, y, mask, s);
-      EXPECT_TRUE(got.is_pending());
-      got = got.contiguous();
-      kiln::sync();
-      const std::string msg = kiln::testing::compare(got, expected);
-      EXPECT_TRUE(msg.empty()) << kiln::dtype_name(dt) << " s=" << s << ": " << msg;
-      if (i == 0) {
-        warm = kiln::jit::cpu::cpu_kernels_compiled();
-      } else {
-        EXPECT_EQ(kiln::jit::cpu::cpu_kernels_compiled(), warm)
-            << kiln::dtype_name(dt) << ": s=" << s << " compiled a kernel of its own";
-      }
-    }
+    expect_no_kernel_per_value([&](double s) { return program(x, y, mask, s); }, values,
+                               kiln::dtype_name(dt));
   }
 }
 
@@ -152,30 +162,13 @@ Tensor reductions(const Tensor& x, const Tensor& w, double s) {
 }
 
 TEST(NumberArgs, ANewNumberInAReductionCompilesNoCpuKernel) {
+  std::vector<double> values;
+  for (int i = 0; i < 10; ++i) values.push_back(0.7 + 0.11 * i);
   for (kiln::DType dt : {kiln::kFloat32, kiln::kBFloat16}) {
     Tensor x = kiln::testing::random_tensor({23, 67}, dt, "transposed", 41);
     Tensor w = kiln::testing::random_tensor({67}, dt, "contiguous", 42);
-    int64_t warm = -1;
-    for (int i = 0; i < 10; ++i) {
-      const double s = 0.7 + 0.11 * i;
-      Tensor expected;
-      {
-        kiln::EagerGuard eager;
-        expected = reductions(x, w, s);
-      }
-      Tensor got = reductions(x, w, s);
-      EXPECT_TRUE(got.is_pending());
-      got = got.contiguous();
-      kiln::sync();
-      const std::string msg = kiln::testing::compare(got, expected);
-      EXPECT_TRUE(msg.empty()) << kiln::dtype_name(dt) << " s=" << s << ": " << msg;
-      if (i == 0) {
-        warm = kiln::jit::cpu::cpu_kernels_compiled();
-      } else {
-        EXPECT_EQ(kiln::jit::cpu::cpu_kernels_compiled(), warm)
-            << kiln::dtype_name(dt) << ": s=" << s << " compiled a kernel of its own";
-      }
-    }
+    expect_no_kernel_per_value([&](double s) { return reductions(x, w, s); }, values,
+                               kiln::dtype_name(dt));
   }
 }
 
