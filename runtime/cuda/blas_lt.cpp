@@ -101,6 +101,38 @@ cublasLtEpilogue_t epilogue_for(Activation act, bool bias) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+// Note [Sums rounded once]
+// kiln's eager CPU kernels sum a 16-bit product in float32 and round once,
+// after the bias (and beta * C) joined the sum; its CUDA products do the
+// same, so that a result does not depend on the device beyond the order of
+// the float32 sums:
+//   - a bias the epilogue cannot take is C, read with beta 1, not a second
+//     kernel after the product: added afterwards, the product's rounding
+//     error at its own magnitude would stay in a sum the bias made small
+//     (a bias that cancels the product leaves only that error);
+//   - open: cuBLASLt may split k, and then a second kernel sums the
+//     partials and applies beta * C, the bias and the activation. On an
+//     H200 (cuBLASLt 13, perf/probes/lt_rounding.cu) the heuristic's first
+//     answers for a bfloat16 product of 15 rows, 6 columns and k = 8 or 16
+//     with the bias epilogue split k (partials in bfloat16 or in float32
+//     alike) and returned, for a sixth to a third of the outputs, the
+//     product rounded before the bias. Asking only for algorithms that do
+//     not split k fixes that problem, but applied to every 16-bit product
+//     with a bias or C it made mlp 32x1024 6x and gpt2 1x128 1.7x slower
+//     (perf/RESULTS.md, thirty-fourth session), so it is not done.
+// The generated skinny kernels (Note [Skinny matmuls]) sum in float32 and
+// apply bias, activation and residual before their one rounding.
+
+// Note [C apart from D]
+// cuBLASLt accepts C and D at the same address (an in-place beta * C), and on
+// an H200 with cuBLASLt 13 its heuristic's first answer for small 16-bit
+// batched products (algorithm 66) then returns, for a third to two thirds
+// of the outputs, the product rounded to 16 bits before C was added, and
+// the once-rounded sum for the rest (perf/probes/lt_rounding.cu; the same
+// algorithm with C apart from D rounds every output once). So C is always
+// memory of its own: a copy of out laid out as D when beta is nonzero, the
+// expanded bias, or the residual (which never shares D's memory).
+
 // Note [cuBLASLt under graph capture]
 // A call is safe to capture: alpha and beta are host values (read when the
 // call is made, so baked into the captured kernels), the heuristic is a host
@@ -109,7 +141,8 @@ cublasLtEpilogue_t epilogue_for(Activation act, bool bias) {
 // capture's calls share (Note [Library scratch under capture]).
 
 // Runs `p`; false (nothing queued) when cuBLASLt has no algorithm for it.
-// `c` (optional: D itself) is C, laid out as D.
+// `c` is C, laid out as D and apart from it (Note [C apart from D]); null
+// when beta is zero.
 bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, const char* c,
                  double alpha, double beta, Activation act, const void* bias, int device) {
   // The heuristic reads the current device's properties; the kernels launch on it.
@@ -330,7 +363,6 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
   }
   KILN_INTERNAL_ASSERT(p, "lt_matmul: no cuBLASLt layout for dense operands of ", a.sizes(),
                        " and ", b.sizes());
-  if (!dst.is_same(out) && !beta_is_zero) dst.copy_(out);
   // The bias epilogue adds a vector along D's rows: the output's columns in
   // the swapped form. Any other bias is added by its own kernel.
   const bool bias_epilogue = bias && p->swapped && p->batch == 1 && p->offsets.size() == 1 &&
@@ -340,24 +372,40 @@ void lt_matmul_impl(const Tensor& out, const Tensor& a, const Tensor& b, const S
   char* slot_b = bytes(p->swapped ? da : db);
   // RELU/GELU epilogues only alongside the bias (Note [Matmul epilogues]).
   bool fused = bias_epilogue;
-  // The residual as C when it follows the product directly.
+  // C is never D itself (Note [C apart from D]): beta * out reads a copy of
+  // out laid out as D, and the residual is C when it follows the product
+  // directly.
   const bool residual_c = residual && act == Activation::None && residual_as_c(*residual, dst);
-  const char* c = residual_c ? bytes(*residual) : nullptr;
+  Tensor c_values;
+  auto c_from = [&](const Tensor& values) {
+    c_values = empty_strided_tensor(dst.sizes(), dst.strides(), dtype, dst.device());
+    c_values.copy_(values);
+  };
+  if (!beta_is_zero) c_from(out);
   double beta_run = residual_c ? 1.0 : beta_d;
-  // A bias the epilogue cannot take (a batched product) goes in as C, so it
-  // joins the float32 sums and a 16-bit result is rounded once, as cuBLAS's
-  // addmm and baddbmm round it; added afterwards, the product's rounding
-  // error at its own magnitude would stay in a small sum.
-  const bool bias_c = bias && !bias_epilogue && beta_is_zero && !residual_c && bias->dim() == 1;
-  if (bias_c) {
-    dst.copy_(bias->expand(dst.sizes()));
+  // A bias the epilogue cannot take (a batched product, or one cuBLASLt has
+  // no epilogue kernel for) goes in as C (Note [Sums rounded once]).
+  const bool bias_may_be_c = bias && beta_is_zero && !residual_c && bias->dim() == 1;
+  bool bias_c = false;
+  auto bias_as_c = [&] {
+    c_from(bias->expand(dst.sizes()));
     beta_run = 1.0;
-  }
+    bias_c = true;
+  };
+  if (bias_may_be_c && !bias_epilogue) bias_as_c();
+  auto c_bytes = [&]() -> const char* {
+    return residual_c ? bytes(*residual) : c_values.defined() ? bytes(c_values) : nullptr;
+  };
+  const char* c = c_bytes();
   bool ran =
       run_problem(*p, dtype, slot_a, slot_b, bytes(dst), c, alpha_d, beta_run,
                   fused ? act : Activation::None, fused ? bias->data_ptr() : nullptr, device);
-  if (!ran && fused) {
+  if (!ran && fused) {  // nothing was queued
     fused = false;
+    if (bias_may_be_c) {
+      bias_as_c();
+      c = c_bytes();
+    }
     ran = run_problem(*p, dtype, slot_a, slot_b, bytes(dst), c, alpha_d, beta_run, Activation::None,
                       nullptr, device);
   }

@@ -161,7 +161,7 @@ void add_product(const Tensor& r, const Tensor& self_in, const Tensor& m1, const
   } else if (cpu::scalar_is_zero(beta, dtype)) {
     product_into(r, m1, m2, 0, alpha);
   } else if (r.is_same(self)) {
-    product_into(r, m1, m2, beta, alpha);  // C is the output itself
+    product_into(r, m1, m2, beta, alpha);  // C: the output's values
   } else if (self.sizes() == r.sizes()) {
     Tensor dst = r;
     dst.copy_(self);
