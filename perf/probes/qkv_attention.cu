@@ -19,8 +19,19 @@
 //   split: QKV -> split attention (16 splits per head, merged by the head's
 //          last block: kiln's form) -> projection
 //   tail: QKV with the attention in its tail -> projection
-// Prints each form's time per layer and the largest difference between the
-// two attention forms' outputs.
+//   cluster: QKV and attention in one kernel, a cluster of CLUSTER (default
+//          8) blocks per head: each block computes 24 of the head's 192
+//          q, k, v outputs, the cluster shares them through distributed
+//          shared memory, each block attends over 1/CLUSTER of the keys
+//          (prefetched into L2 before the wait), and the partials are
+//          merged through distributed shared memory -> projection
+//   cluster+proj: the same, and each block then multiplies the head's
+//          output by its 96 columns of the projection; the last head to
+//          finish a column slice (an atomic per slice) sums the 12 heads'
+//          partials in head order: one kernel per layer
+// Prints each form's time per layer and the largest difference between
+// each attention form's output and the split form's.
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -331,6 +342,197 @@ __global__ void __launch_bounds__(kThreads)
   if (lane == 0) y[n] = s;
 }
 
+// --- The cluster forms -------------------------------------------------------------------
+
+namespace cg = cooperative_groups;
+#ifndef CLUSTER
+#define CLUSTER 8
+#endif
+constexpr int kCluster = CLUSTER;
+constexpr int kOwn = 3 * kDim / kCluster;       // q, k, v outputs per block
+constexpr int kOwnPerWarp = kOwn / kWarps;      // rows per warp
+constexpr int kProjCols = kModel / kCluster;    // projection columns per block
+constexpr int kProjPerWarp = kProjCols / kWarps;
+static_assert(kOwn % kWarps == 0 && kProjCols % kWarps == 0, "cluster size");
+
+struct ProjScratch {
+  float* part;      // [heads][kModel]
+  unsigned* count;  // [kCluster], zero between launches
+};
+
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+template <bool kProj>
+__global__ void __launch_bounds__(kThreads, 1)
+    cluster_layer(const __half* __restrict__ w, const float* x, const int* pos, Cache c,
+                  const __half* __restrict__ wp, float* att, ProjScratch ps, float* y) {
+  cg::cluster_group cluster = cg::this_cluster();
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int r = static_cast<int>(cluster.block_rank()), h = blockIdx.x / kCluster;
+  __shared__ float sx[kModel], own[kOwn], qkv[3 * kDim], sp[kMaxKeys / kCluster + 2];
+  __shared__ float red[kWarps][kDim], so[kDim], head_out[kDim];
+  __shared__ float s_m, s_l;
+  __shared__ unsigned s_last;
+  const __half* kh = c.k + (size_t)h * c.slots * kDim;
+  const __half* vh = c.v + (size_t)h * c.slots * kDim;
+  // Before the wait: this block's weight rows and its share of the cache
+  // (at the position as read now, a hint) on their way into L2.
+  int rows[kOwnPerWarp];
+#pragma unroll
+  for (int i = 0; i < kOwnPerWarp; ++i) {
+    const int o = r * kOwn + warp * kOwnPerWarp + i, section = o / kDim;
+    rows[i] = section * kModel + h * kDim + o % kDim;
+    const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)rows[i] * kModel);
+    for (int j = 0; j < 3; ++j) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + lane + 32 * j));
+  }
+  {
+    const int old = min(load_relaxed(pos), c.slots), per = (old + kCluster - 1) / kCluster;
+    for (int j = r * per + (tid >> 1); j < min(old, r * per + per); j += kThreads / 2) {
+      asm volatile("prefetch.global.L2 [%0];" ::"l"((tid & 1 ? vh : kh) + (size_t)j * kDim));
+    }
+    if (kProj && tid < kProjCols) {
+      const __half* row = wp + (size_t)(r * kProjCols + tid) * kModel + h * kDim;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(row));
+    }
+  }
+  wait_prior();
+  let_next();
+  for (int e = tid; e < kModel; e += kThreads) sx[e] = x[e];
+  __syncthreads();
+  const int p = *pos;
+#pragma unroll
+  for (int i = 0; i < kOwnPerWarp; ++i) {
+    const uint4* row = reinterpret_cast<const uint4*>(w + (size_t)rows[i] * kModel);
+    float s = 0.f;
+    for (int j = 0; j < 3; ++j) s += dot8(__ldg(row + lane + 32 * j), sx + (lane + 32 * j) * 8);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const int o = r * kOwn + warp * kOwnPerWarp + i, section = o / kDim, d = o % kDim;
+    if (lane == 0) {
+      if (section == 0) {
+        own[warp * kOwnPerWarp + i] = s * 0.125f;
+      } else {
+        const __half hs = __float2half(s);  // attended as the cache holds it
+        own[warp * kOwnPerWarp + i] = __half2float(hs);
+        (section == 1 ? c.k : c.v)[((size_t)h * c.slots + p) * kDim + d] = hs;
+      }
+    }
+  }
+  cluster.sync();
+  for (int t = tid; t < 3 * kDim; t += kThreads) {
+    qkv[t] = *cluster.map_shared_rank(&own[t % kOwn], t / kOwn);
+  }
+  __syncthreads();
+  // Keys [0, p) from the cache, split over the cluster; the new key p (in
+  // qkv) is the last block's.
+  const int per = (p + kCluster - 1) / kCluster;
+  const int k0 = min(p, r * per), k1 = min(p, k0 + per);
+  const int count = k1 - k0 + (r == kCluster - 1 ? 1 : 0);
+  for (int jj = warp; jj < count; jj += kWarps) {
+    const int j = k0 + jj;
+    float2 kv;
+    if (j < k1) {
+      kv = __half22float2(reinterpret_cast<const __half2*>(kh + (size_t)j * kDim)[lane]);
+    } else {
+      kv = make_float2(qkv[kDim + 2 * lane], qkv[kDim + 2 * lane + 1]);
+    }
+    float s = kv.x * qkv[2 * lane] + kv.y * qkv[2 * lane + 1];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) sp[jj] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float mx = -INFINITY;
+    for (int j = lane; j < count; j += 32) mx = fmaxf(mx, sp[j]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+    for (int j = lane; j < count; j += 32) {
+      const float e = __expf(sp[j] - mx);
+      sp[j] = e;
+      sum += e;
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) s_m = mx, s_l = sum;
+  }
+  __syncthreads();
+  {
+    float2 acc = make_float2(0.f, 0.f);
+    for (int jj = warp; jj < count; jj += kWarps) {
+      const int j = k0 + jj;
+      float2 vv;
+      if (j < k1) {
+        vv = __half22float2(reinterpret_cast<const __half2*>(vh + (size_t)j * kDim)[lane]);
+      } else {
+        vv = make_float2(qkv[2 * kDim + 2 * lane], qkv[2 * kDim + 2 * lane + 1]);
+      }
+      acc.x += sp[jj] * vv.x;
+      acc.y += sp[jj] * vv.y;
+    }
+    red[warp][2 * lane] = acc.x;
+    red[warp][2 * lane + 1] = acc.y;
+  }
+  __syncthreads();
+  if (tid < kDim) {
+    float t = 0.f;
+    for (int g = 0; g < kWarps; ++g) t += red[g][tid];
+    so[tid] = t;
+  }
+  cluster.sync();
+  // The merge: every block (each needs the head's output for its columns of
+  // the projection), or only the first.
+  if ((kProj || r == 0) && tid < kDim) {
+    float mx = -INFINITY;
+    for (int b = 0; b < kCluster; ++b) {
+      if (*cluster.map_shared_rank(&s_l, b) > 0.f) mx = fmaxf(mx, *cluster.map_shared_rank(&s_m, b));
+    }
+    float den = 0.f, num = 0.f;
+    for (int b = 0; b < kCluster; ++b) {
+      const float l = *cluster.map_shared_rank(&s_l, b);
+      if (l == 0.f) continue;
+      const float wgt = __expf(*cluster.map_shared_rank(&s_m, b) - mx);
+      den += wgt * l;
+      num += wgt * *cluster.map_shared_rank(&so[tid], b);
+    }
+    head_out[tid] = num / den;
+    if (!kProj) att[h * kDim + tid] = num / den;
+  }
+  cluster_arrive();  // this block's shared memory read by the others until the wait below
+  if (kProj) {
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kProjPerWarp; ++i) {
+      const int col = r * kProjCols + warp * kProjPerWarp + i;
+      const float2 wv = __half22float2(
+          reinterpret_cast<const __half2*>(wp + (size_t)col * kModel + h * kDim)[lane]);
+      float s = wv.x * head_out[2 * lane] + wv.y * head_out[2 * lane + 1];
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if (lane == 0) ps.part[(size_t)h * kModel + col] = s;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      unsigned before;
+      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                   : "=r"(before)
+                   : "l"(ps.count + r)
+                   : "memory");
+      s_last = before == kHeads - 1;
+      if (s_last) ps.count[r] = 0u;
+    }
+    __syncthreads();
+    if (s_last && tid < kProjCols) {
+      const int col = r * kProjCols + tid;
+      float t = 0.f;
+      for (int g = 0; g < kHeads; ++g) t += __ldcg(ps.part + (size_t)g * kModel + col);
+      y[col] = t;
+    }
+  }
+  cluster_wait();
+}
+
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
@@ -375,25 +577,38 @@ int main() {
   CHECK(cudaMalloc(&p.l, kHeads * kSplits * sizeof(float)));
   CHECK(cudaMalloc(&p.count, kHeads * sizeof(unsigned)));
   CHECK(cudaMemset(p.count, 0, kHeads * sizeof(unsigned)));
-  cudaLaunchAttribute early{};
-  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early.val.programmaticStreamSerializationAllowed = 1;
-  auto launch = [&](auto kernel, dim3 grid, dim3 block, auto... args) {
+  ProjScratch ps{};
+  CHECK(cudaMalloc(&ps.part, (size_t)kHeads * kModel * sizeof(float)));
+  CHECK(cudaMalloc(&ps.count, kCluster * sizeof(unsigned)));
+  CHECK(cudaMemset(ps.count, 0, kCluster * sizeof(unsigned)));
+  cudaLaunchAttribute attrs[2]{};
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = 1;
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim.x = kCluster;
+  attrs[1].val.clusterDim.y = 1;
+  attrs[1].val.clusterDim.z = 1;
+  auto launch_in = [&](int nattrs, auto kernel, dim3 grid, dim3 block, auto... args) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.stream = s;
-    cfg.attrs = &early;
-    cfg.numAttrs = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs = nattrs;
     CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
   };
-  enum Form { kNoAttention, kSplit, kTail };
+  auto launch = [&](auto kernel, dim3 grid, dim3 block, auto... args) {
+    launch_in(1, kernel, grid, block, args...);
+  };
+  enum Form { kNoAttention, kSplit, kTail, kCluster1, kClusterProj };
   const char* names[] = {"none: QKV -> projection", "split: QKV -> attention -> projection",
-                         "tail: QKV + attention -> projection"};
+                         "tail: QKV + attention -> projection",
+                         "cluster: QKV + attention -> projection",
+                         "cluster+proj: QKV + attention + projection"};
   std::vector<std::vector<float>> outputs;
   const int reps = env_int("REPS", 200);
   for (int round = 0; round < 2; ++round) {
-    for (int f = kNoAttention; f <= kTail; ++f) {
+    for (int f = kNoAttention; f <= kClusterProj; ++f) {
       cudaGraph_t g;
       CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
       for (int l = 0; l < kLayers; ++l) {
@@ -402,6 +617,19 @@ int main() {
         const Cache c{k + l * cache, v + l * cache, slots};
         const __half* wl = w_qkv + l * wq;
         const dim3 grid(kQkv / kWarps), block(kThreads);
+        if (f == kCluster1 || f == kClusterProj) {
+          const dim3 cgrid(kHeads * kCluster);
+          if (f == kCluster1) {
+            launch_in(2, cluster_layer<false>, cgrid, block, wl, x, (const int*)pos, c,
+                      (const __half*)(w_proj + l * wp), att, ps, y);
+            launch(projection, dim3(kModel / kWarps), block, w_proj + l * wp, (const float*)att,
+                   y);
+          } else {
+            launch_in(2, cluster_layer<true>, cgrid, block, wl, x, (const int*)pos, c,
+                      (const __half*)(w_proj + l * wp), att, ps, y);
+          }
+          continue;
+        }
         if (f == kTail) {
           launch(qkv<true>, grid, block, wl, x, (const int*)pos, q, c, heads, att);
         } else {
@@ -426,12 +654,14 @@ int main() {
       }
     }
   }
-  double diff = 0, scale = 0;
-  for (int i = 0; i < kModel; ++i) {
-    diff = std::fmax(diff, std::fabs(outputs[1][i] - outputs[0][i]));
-    scale = std::fmax(scale, std::fabs(outputs[0][i]));
+  for (size_t f = 1; f < outputs.size(); ++f) {
+    double diff = 0, scale = 0;
+    for (int i = 0; i < kModel; ++i) {
+      diff = std::fmax(diff, std::fabs(outputs[f][i] - outputs[0][i]));
+      scale = std::fmax(scale, std::fabs(outputs[0][i]));
+    }
+    std::printf("slots %d, position %d: largest difference split vs %s %g (largest output %g)\n",
+                slots, position, names[f + 1], diff, scale);
   }
-  std::printf("slots %d, position %d: largest difference split vs tail %g (largest output %g)\n",
-              slots, position, diff, scale);
   return 0;
 }
