@@ -119,6 +119,9 @@ class KILN_API Tensor {
   Tensor as_strided(IntArrayRef sizes, IntArrayRef strides,
                     std::optional<int64_t> storage_offset = std::nullopt) const;
   Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
+  // Windows of `size` elements along `dimension`, `step` apart: a view with
+  // one more dim (PyTorch's Tensor.unfold).
+  Tensor unfold(int64_t dimension, int64_t size, int64_t step) const;
   Tensor contiguous() const;
 
   // Copies and conversions.

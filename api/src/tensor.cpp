@@ -97,6 +97,9 @@ Tensor Tensor::as_strided(IntArrayRef s, IntArrayRef st, std::optional<int64_t> 
 Tensor Tensor::diagonal(int64_t offset, int64_t d1, int64_t d2) const {
   KILN_CALL("diagonal", Tensor(T, int64_t, int64_t, int64_t), *this, offset, d1, d2);
 }
+Tensor Tensor::unfold(int64_t dimension, int64_t size, int64_t step) const {
+  KILN_CALL("unfold", Tensor(T, int64_t, int64_t, int64_t), *this, dimension, size, step);
+}
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   KILN_CALL("contiguous", Tensor(T), *this);

@@ -423,6 +423,7 @@ KILN_LIBRARY(kiln, m) {
       "as_strided(Tensor(a) self, int[] size, int[] stride, int? storage_offset=None) -> "
       "Tensor(a)");
   m.def("diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)");
+  m.def("unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)");
   m.def("contiguous(Tensor(a) self) -> Tensor(a)");
 
   // --- Copies and factories ----------------------------------------------------

@@ -334,6 +334,32 @@ Tensor diagonal_kernel(const Tensor& self, int64_t offset, int64_t d1, int64_t d
   return make_view(self, sizes, strides, start);
 }
 
+// unfold(dimension, size, step): every window of `size` elements along
+// `dimension`, `step` apart, as a view: that dim counts the windows and a
+// new last dim walks one window. A 0-dim tensor is one element (dimension
+// 0 or -1, size 0 or 1), as in PyTorch.
+Tensor unfold_kernel(const Tensor& self, int64_t dimension, int64_t size, int64_t step) {
+  const int64_t nd = self.dim();
+  const int64_t d = wrap_dim(dimension, nd, "unfold");
+  const int64_t n = nd == 0 ? 1 : self.sizes()[d];
+  KILN_CHECK(size >= 0, "[unfold] expected a size >= 0, got ", size);
+  KILN_CHECK(size <= n, "[unfold] expected a size of at most ", n, " (the size of dim ", d,
+             "), got ", size);
+  KILN_CHECK(step > 0, "[unfold] expected a step > 0, got ", step);
+  DimVector sizes(self.sizes()), strides(self.strides());
+  const int64_t along = nd == 0 ? 1 : strides[d];
+  if (nd > 0) {
+    sizes[d] = (n - size) / step + 1;
+    // As PyTorch, stride * step; a product that overflows (a step far past
+    // the dim: one window, which takes any stride) keeps the stride.
+    int64_t stride;
+    if (!__builtin_mul_overflow(along, step, &stride)) strides[d] = stride;
+  }
+  sizes.push_back(size);
+  strides.push_back(along);
+  return make_view(self, sizes, strides, self.storage_offset());
+}
+
 std::vector<Tensor> split_with_sizes_kernel(const Tensor& self, IntArrayRef split_sizes,
                                             int64_t dim) {
   KILN_CHECK(self.dim() > 0, "[split] expected a tensor with at least 1 dim, got a 0-dim tensor");
@@ -424,6 +450,7 @@ KILN_LIBRARY_IMPL(kiln, Composite, m) {
   m.impl("unflatten.int", &unflatten_kernel);
   m.impl("as_strided", &as_strided_kernel);
   m.impl("diagonal", &diagonal_kernel);
+  m.impl("unfold", &unfold_kernel);
   m.impl("split.Tensor", &split_kernel);
   m.impl("split_with_sizes", &split_with_sizes_kernel);
   m.impl("chunk", &chunk_kernel);

@@ -1,5 +1,5 @@
 """cat, stack, repeat, roll, flip, constant_pad_nd, pad (every mode), tril and triu,
-unbind, repeat_interleave (an integer count): every
+unbind, repeat_interleave (an integer count), unfold: every
 form, all dtypes, every generator layout for inputs and in-place targets, 0-dim, empty,
 errors."""
 
@@ -21,6 +21,7 @@ def cases(g):
     yield from tri_cases(g)
     yield from unbind_cases(g)
     yield from repeat_interleave_cases(g)
+    yield from unfold_cases(g)
 
 
 def cat_cases(g):
@@ -327,3 +328,27 @@ def repeat_interleave_cases(g):
     yield Case(op, [g.tensor([3, 2]), 2, 2], name=f"{op} dim out of range")
     yield Case(op, [g.tensor([3, 2]), 2, 1], {"output_size": 4}, name=f"{op} output_size")
     yield Case(op, [g.tensor([3, 2]), 2, 1], {"output_size": 5}, name=f"{op} wrong output_size")
+
+
+def unfold_cases(g):
+    for dt in ALL:
+        for layout in g.LAYOUTS:
+            yield Case("unfold", [g.tensor([4, 7], dt, layout), 1, 3, 2], check_strides=True,
+                       name=f"unfold {dt} {layout}")
+    x = g.tensor([3, 5, 6], torch.float32, "any")
+    for dim, size, step in [(0, 2, 1), (1, 5, 1), (1, 1, 3), (2, 4, 2), (-1, 3, 3), (2, 6, 7),
+                            (1, 0, 1), (-3, 3, 5), (2, 2, 100)]:
+        yield Case("unfold", [x, dim, size, step], check_strides=True,
+                   name=f"unfold 3-D {dim} {size} {step}")
+    yield Case("unfold", [g.tensor([]), 0, 1, 1], check_strides=True, name="unfold 0-dim")
+    yield Case("unfold", [g.tensor([]), -1, 0, 2], check_strides=True, name="unfold 0-dim size 0")
+    yield Case("unfold", [g.tensor([0, 3]), 0, 0, 1], check_strides=True, name="unfold empty")
+    yield Case("unfold", [g.tensor([2, 0]), 1, 0, 2], check_strides=True, name="unfold empty dim")
+    # Errors.
+    yield Case("unfold", [x, 1, 6, 1], name="unfold size past the dim")
+    yield Case("unfold", [x, 1, 2, 0], name="unfold step 0")
+    yield Case("unfold", [x, 1, 2, -1], name="unfold negative step")
+    yield Case("unfold", [x, 1, -1, 1], name="unfold negative size")
+    yield Case("unfold", [x, 3, 2, 1], name="unfold dim out of range")
+    yield Case("unfold", [g.tensor([]), 1, 1, 1], name="unfold 0-dim dim 1")
+    yield Case("unfold", [g.tensor([]), 0, 2, 1], name="unfold 0-dim size 2")
