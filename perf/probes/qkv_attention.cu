@@ -64,6 +64,27 @@ __device__ __forceinline__ int load_relaxed(const int* p) {
   return v;
 }
 
+// Whether this block is the last of `blocks` to arrive at `*counter` (then
+// reset to zero for the next launch): every thread of the block gets the
+// answer. Thread 0's release-acquire increment follows the block's barrier,
+// so the block's writes before the call are ordered before it, and the last
+// block's reads after the call see every block's.
+__device__ __forceinline__ bool last_to_arrive(unsigned* counter, unsigned blocks) {
+  __shared__ unsigned s_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(before)
+                 : "l"(counter)
+                 : "memory");
+    s_last = before == blocks - 1;
+    if (s_last) *counter = 0u;
+  }
+  __syncthreads();
+  return s_last != 0;
+}
+
 // A 16-byte load kept in program order with the other asm statements, so a
 // batch of them is in flight before the first is used.
 __device__ __forceinline__ uint4 load16(const void* p) {
@@ -229,19 +250,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kTail) __threadfence();
   }
   if (!kTail) return;
-  __shared__ unsigned s_last;
-  __syncthreads();
-  if (tid == 0) {
-    unsigned before;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                 : "=r"(before)
-                 : "l"(count + head)
-                 : "memory");
-    s_last = before == kBlocksPerHead - 1;
-    if (s_last) count[head] = 0u;
-  }
-  __syncthreads();
-  if (s_last) attend(head, q, c, p + 1, out);
+  if (last_to_arrive(count + head, kBlocksPerHead)) attend(head, q, c, p + 1, out);
 }
 
 struct Partials {
@@ -301,19 +310,7 @@ __global__ void __launch_bounds__(128)
   }
   if (tid < kDim) p.o[((size_t)h * kSplits + split) * kDim + tid] = acc;
   if (tid == 0) p.m[h * kSplits + split] = s_m, p.l[h * kSplits + split] = s_l;
-  __shared__ unsigned s_last;
-  __syncthreads();
-  if (tid == 0) {
-    unsigned before;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                 : "=r"(before)
-                 : "l"(p.count + h)
-                 : "memory");
-    s_last = before == kSplits - 1;
-    if (s_last) p.count[h] = 0u;
-  }
-  __syncthreads();
-  if (!s_last || tid >= kDim) return;
+  if (!last_to_arrive(p.count + h, kSplits) || tid >= kDim) return;
   float mx = -INFINITY;
   for (int s = 0; s < kSplits; ++s) {
     if (__ldcg(p.l + h * kSplits + s) > 0.f) mx = fmaxf(mx, __ldcg(p.m + h * kSplits + s));
@@ -377,7 +374,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float sx[kModel], own[kOwn], qkv[3 * kDim], sp[kMaxKeys / kCluster + 2];
   __shared__ float red[kWarps][kDim], so[kDim], head_out[kDim];
   __shared__ float s_m, s_l;
-  __shared__ unsigned s_last;
   const __half* kh = c.k + (size_t)h * c.slots * kDim;
   const __half* vh = c.v + (size_t)h * c.slots * kDim;
   // Before the wait: this block's weight rows and its share of the cache
@@ -512,18 +508,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if (lane == 0) ps.part[(size_t)h * kModel + col] = s;
     }
-    __syncthreads();
-    if (tid == 0) {
-      unsigned before;
-      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                   : "=r"(before)
-                   : "l"(ps.count + r)
-                   : "memory");
-      s_last = before == kHeads - 1;
-      if (s_last) ps.count[r] = 0u;
-    }
-    __syncthreads();
-    if (s_last && tid < kProjCols) {
+    if (last_to_arrive(ps.count + r, kHeads) && tid < kProjCols) {
       const int col = r * kProjCols + tid;
       float t = 0.f;
       for (int g = 0; g < kHeads; ++g) t += __ldcg(ps.part + (size_t)g * kModel + col);
