@@ -346,9 +346,9 @@ namespace cg = cooperative_groups;
 #define CLUSTER 8
 #endif
 constexpr int kCluster = CLUSTER;
-constexpr int kOwn = 3 * kDim / kCluster;       // q, k, v outputs per block
-constexpr int kOwnPerWarp = kOwn / kWarps;      // rows per warp
-constexpr int kProjCols = kModel / kCluster;    // projection columns per block
+constexpr int kOwn = 3 * kDim / kCluster;     // q, k, v outputs per block
+constexpr int kOwnPerWarp = kOwn / kWarps;    // rows per warp
+constexpr int kProjCols = kModel / kCluster;  // projection columns per block
 constexpr int kProjPerWarp = kProjCols / kWarps;
 static_assert(kOwn % kWarps == 0 && kProjCols % kWarps == 0, "cluster size");
 
@@ -483,7 +483,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if ((kProj || r == 0) && tid < kDim) {
     float mx = -INFINITY;
     for (int b = 0; b < kCluster; ++b) {
-      if (*cluster.map_shared_rank(&s_l, b) > 0.f) mx = fmaxf(mx, *cluster.map_shared_rank(&s_m, b));
+      if (*cluster.map_shared_rank(&s_l, b) > 0.f)
+        mx = fmaxf(mx, *cluster.map_shared_rank(&s_m, b));
     }
     float den = 0.f, num = 0.f;
     for (int b = 0; b < kCluster; ++b) {
@@ -607,8 +608,7 @@ int main() {
           if (f == kCluster1) {
             launch_in(2, cluster_layer<false>, cgrid, block, wl, x, (const int*)pos, c,
                       (const __half*)(w_proj + l * wp), att, ps, y);
-            launch(projection, dim3(kModel / kWarps), block, w_proj + l * wp, (const float*)att,
-                   y);
+            launch(projection, dim3(kModel / kWarps), block, w_proj + l * wp, (const float*)att, y);
           } else {
             launch_in(2, cluster_layer<true>, cgrid, block, wl, x, (const int*)pos, c,
                       (const __half*)(w_proj + l * wp), att, ps, y);
