@@ -85,6 +85,23 @@ __device__ __forceinline__ bool last_to_arrive(unsigned* counter, unsigned block
   return s_last != 0;
 }
 
+// By one warp: sp[0, n) becomes exp(sp - max), and lane 0 stores the max
+// and the sum of the exponentials (-inf and 0 for an empty slice).
+__device__ __forceinline__ void slice_softmax(float* sp, int n, float& m, float& l) {
+  const int lane = threadIdx.x & 31;
+  float mx = -INFINITY;
+  for (int j = lane; j < n; j += 32) mx = fmaxf(mx, sp[j]);
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float sum = 0.f;
+  for (int j = lane; j < n; j += 32) {
+    const float e = __expf(sp[j] - mx);
+    sp[j] = e;
+    sum += e;
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) m = mx, l = sum;
+}
+
 // A 16-byte load kept in program order with the other asm statements, so a
 // batch of them is in flight before the first is used.
 __device__ __forceinline__ uint4 load16(const void* p) {
@@ -290,19 +307,7 @@ __global__ void __launch_bounds__(128)
     if (lane == 0) sp[j - k0] = s;
   }
   __syncthreads();
-  if (warp == 0) {
-    float mx = -INFINITY;
-    for (int j = lane; j < k1 - k0; j += 32) mx = fmaxf(mx, sp[j]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float sum = 0.f;
-    for (int j = lane; j < k1 - k0; j += 32) {
-      const float e = __expf(sp[j] - mx);
-      sp[j] = e;
-      sum += e;
-    }
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0) s_m = mx, s_l = sum;
-  }
+  if (warp == 0) slice_softmax(sp, k1 - k0, s_m, s_l);
   __syncthreads();
   float acc = 0.f;
   if (tid < kDim) {
@@ -441,19 +446,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane == 0) sp[jj] = s;
   }
   __syncthreads();
-  if (warp == 0) {
-    float mx = -INFINITY;
-    for (int j = lane; j < count; j += 32) mx = fmaxf(mx, sp[j]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float sum = 0.f;
-    for (int j = lane; j < count; j += 32) {
-      const float e = __expf(sp[j] - mx);
-      sp[j] = e;
-      sum += e;
-    }
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0) s_m = mx, s_l = sum;
-  }
+  if (warp == 0) slice_softmax(sp, count, s_m, s_l);
   __syncthreads();
   {
     float2 acc = make_float2(0.f, 0.f);
