@@ -10,6 +10,7 @@
 #include "jit/codegen_cuda/launch_cuda.h"
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
+#include "tests/support/number_programs.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -85,22 +86,6 @@ TEST(CudaFused, KernelsAreCompiledOncePerStructure) {
   EXPECT_GE(after.launches - before.launches, 5);
 }
 
-// Note [Numbers as kernel arguments]: every value of the program's numbers
-// runs one kernel per structure, floating and integer, and matches the eager
-// CPU kernels at each value.
-Tensor numbers_program(const Tensor& x, const Tensor& y, const Tensor& mask, double s) {
-  Tensor a = x * s + (s - 1.0);
-  a = kiln::clamp(a, kiln::Scalar(-2.0 * s - 0.5), kiln::Scalar(2.0 * s + 0.5));
-  a = a + kiln::leaky_relu(y, 0.01 + s);
-  a = kiln::add(a, x, s);
-  a = kiln::elu(a, 0.5 + s, 1.0 + s, 2.0 - s);
-  a = kiln::lerp(a, y, 0.1 * s);
-  a = kiln::masked_fill(a, mask, -s);
-  a = kiln::softplus(a, 1.0 + s, 3.0 + s);
-  a = kiln::nan_to_num(a / (s - 0.25), 7.0 + s);
-  return kiln::hardtanh(a, -1.0 - s, 1.0 + s) / (3.0 + s);
-}
-
 // Kernels compiled or read from disk so far; after a first value, each
 // later one must add none (Note [Numbers as kernel arguments]).
 class NoNewKernels {
@@ -119,6 +104,9 @@ class NoNewKernels {
   int64_t warm_ = -1;
 };
 
+// Note [Numbers as kernel arguments]: every value of the program's numbers
+// runs one kernel per structure, floating and integer, and matches the eager
+// CPU kernels at each value (the programs: tests/support/number_programs.h).
 TEST(CudaFused, ANewNumberCompilesNoKernel) {
   KILN_REQUIRE_CUDA();
   const kiln::Device cuda = kiln::Device::cuda();
@@ -134,9 +122,9 @@ TEST(CudaFused, ANewNumberCompilesNoKernel) {
       Tensor expected;
       {
         kiln::EagerGuard eager;
-        expected = numbers_program(x, y, mask, s);
+        expected = kiln::testing::numbers_program(x, y, mask, s);
       }
-      Tensor got = numbers_program(xd, yd, maskd, s).cpu();
+      Tensor got = kiln::testing::numbers_program(xd, yd, maskd, s).cpu();
       kiln::sync();
       const kiln::testing::Tolerance t = tol(dt);
       const std::string msg = kiln::testing::compare(
@@ -146,12 +134,6 @@ TEST(CudaFused, ANewNumberCompilesNoKernel) {
     }
   }
   // Reductions' prologues and epilogues (Note [CUDA reduction ABI]).
-  auto reductions = [](const Tensor& x, const Tensor& w, double s) {
-    Tensor p = kiln::softmax(x / s, -1);
-    Tensor t = kiln::sum(x * s + 1.0, {-1}, true) / (2.0 + s);
-    Tensor n = kiln::layer_norm(x * (1.0 + s), {x.sizes().back()}, w, std::nullopt, 1e-5) * s;
-    return kiln::log_softmax(p + t + n - s, -1) * (s + 0.5);
-  };
   for (kiln::DType dt : {kiln::kFloat32, kiln::kBFloat16}) {
     Tensor xd = kiln::testing::random_tensor({23, 67}, dt, "transposed", 41).to(cuda);
     Tensor wd = kiln::testing::random_tensor({67}, dt, "contiguous", 42).to(cuda);
@@ -163,9 +145,9 @@ TEST(CudaFused, ANewNumberCompilesNoKernel) {
       Tensor expected;
       {
         kiln::EagerGuard eager;
-        expected = reductions(xd, wd, s).cpu();
+        expected = kiln::testing::number_reductions(xd, wd, s).cpu();
       }
-      Tensor got = reductions(xd, wd, s).cpu();
+      Tensor got = kiln::testing::number_reductions(xd, wd, s).cpu();
       kiln::sync();
       const std::string msg = kiln::testing::compare(got, expected, tol(dt));
       EXPECT_TRUE(msg.empty()) << kiln::dtype_name(dt) << " s=" << s << ": " << msg;

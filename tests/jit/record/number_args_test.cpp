@@ -13,6 +13,7 @@
 #include "jit/ir/kernel_ir.h"
 #include "jit/record/decompose.h"
 #include "kiln/kiln.h"
+#include "tests/support/number_programs.h"
 #include "tests/support/testing.h"
 
 namespace {
@@ -99,20 +100,6 @@ TEST(NumberArgs, NumbersPastTheLimitAreConsts) {
       << kiln::testing::compare(got, expected);
 }
 
-// Numbers from the program at every site that takes one: operators on
-// numbers, clamp bounds, activation parameters, alpha, a lerp weight, a fill.
-Tensor program(const Tensor& x, const Tensor& y, const Tensor& mask, double s) {
-  Tensor a = x * s + (s - 1.0);
-  a = kiln::clamp(a, kiln::Scalar(-2.0 * s - 0.5), kiln::Scalar(2.0 * s + 0.5));
-  a = a + kiln::leaky_relu(y, 0.01 + s);
-  a = kiln::add(a, x, s);
-  a = kiln::elu(a, 0.5 + s, 1.0 + s, 2.0 - s);
-  a = kiln::lerp(a, y, 0.1 * s);
-  a = kiln::masked_fill(a, mask, -s);
-  a = kiln::hardtanh(a, -1.0 - s, 1.0 + s);
-  return a / (3.0 + s);
-}
-
 // Runs f(s) lazily for each value in `values`: each matches f(s) run
 // eagerly, and no value after the first compiles a CPU kernel.
 void expect_no_kernel_per_value(const std::function<Tensor(double)>& f,
@@ -147,18 +134,10 @@ TEST(NumberArgs, ANewNumberCompilesNoCpuKernelAndMatchesEager) {
     Tensor y = kiln::testing::random_tensor({37, 29}, dt, "strided", 12);
     Tensor mask =
         kiln::gt(kiln::testing::random_tensor({29}, kiln::kFloat32, "contiguous", 13), 1.0);
-    expect_no_kernel_per_value([&](double s) { return program(x, y, mask, s); }, values,
-                               kiln::dtype_name(dt));
+    expect_no_kernel_per_value(
+        [&](double s) { return kiln::testing::numbers_program(x, y, mask, s); }, values,
+        kiln::dtype_name(dt));
   }
-}
-
-// Reductions take the numbers of their prologue and epilogue the same way:
-// a sampling temperature, a scale before a sum, a norm's input and output.
-Tensor reductions(const Tensor& x, const Tensor& w, double s) {
-  Tensor p = kiln::softmax(x / s, -1);
-  Tensor t = kiln::sum(x * s + 1.0, {-1}, true) / (2.0 + s);
-  Tensor n = kiln::layer_norm(x * (1.0 + s), {x.sizes().back()}, w, std::nullopt, 1e-5) * s;
-  return kiln::log_softmax(p + t + n - s, -1) * (s + 0.5);
 }
 
 TEST(NumberArgs, ANewNumberInAReductionCompilesNoCpuKernel) {
@@ -167,8 +146,8 @@ TEST(NumberArgs, ANewNumberInAReductionCompilesNoCpuKernel) {
   for (kiln::DType dt : {kiln::kFloat32, kiln::kBFloat16}) {
     Tensor x = kiln::testing::random_tensor({23, 67}, dt, "transposed", 41);
     Tensor w = kiln::testing::random_tensor({67}, dt, "contiguous", 42);
-    expect_no_kernel_per_value([&](double s) { return reductions(x, w, s); }, values,
-                               kiln::dtype_name(dt));
+    expect_no_kernel_per_value([&](double s) { return kiln::testing::number_reductions(x, w, s); },
+                               values, kiln::dtype_name(dt));
   }
 }
 
