@@ -110,16 +110,11 @@ cublasLtEpilogue_t epilogue_for(Activation act, bool bias) {
 //     kernel after the product: added afterwards, the product's rounding
 //     error at its own magnitude would stay in a sum the bias made small
 //     (a bias that cancels the product leaves only that error);
-//   - open: cuBLASLt may split k, and then a second kernel sums the
-//     partials and applies beta * C, the bias and the activation. On an
-//     H200 (cuBLASLt 13, perf/probes/lt_rounding.cu) the heuristic's first
-//     answers for a bfloat16 product of 15 rows, 6 columns and k = 8 or 16
-//     with the bias epilogue split k (partials in bfloat16 or in float32
-//     alike) and returned, for a sixth to a third of the outputs, the
-//     product rounded before the bias. Asking only for algorithms that do
-//     not split k fixes that problem, but applied to every 16-bit product
-//     with a bias or C it made mlp 32x1024 6x and gpt2 1x128 1.7x slower
-//     (perf/RESULTS.md, thirty-fourth session), so it is not done.
+//   - an algorithm that splits k sums its partials, and applies the
+//     epilogue and C, in a second step that may round first: the
+//     heuristic's split answers are replaced where their partials are
+//     16-bit, or where k is short and a bias, an activation or C follows
+//     (Note [Split k rounds once], runtime/cuda/blas_lt_algo.cpp).
 // The generated skinny kernels (Note [Skinny matmuls]) sum in float32 and
 // apply bias, activation and residual before their one rounding.
 
@@ -201,10 +196,11 @@ bool run_problem(const Problem& p, DType dtype, char* a, char* b, char* d, const
                     static_cast<int64_t>(ws_bytes),
                     p.a.rows,
                     p.b.rows,
-                    0};
+                    c != nullptr};
   const AlgoEntry entry = find_algorithm(
       key, device,
-      {handle, desc.desc, la.layout, lb.layout, ld.layout, ws_bytes, align_a, align_b, align_d});
+      {handle, desc.desc, la.layout, lb.layout, ld.layout, ws_bytes, align_a, align_b, align_d,
+       dtype == kFloat16 || dtype == kBFloat16, epilogue != CUBLASLT_EPILOGUE_DEFAULT || c, p.k});
   if (!entry.found) return false;
 
   const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);

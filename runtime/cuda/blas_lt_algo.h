@@ -28,6 +28,11 @@ struct AlgoQuery {
   cublasLtMatrixLayout_t a, b, d;
   size_t workspace_bytes;
   int64_t align_a, align_b, align_d;
+  // 16-bit data, whose sums must be rounded once (Note [Split k rounds once]).
+  bool round_once;
+  // The epilogue adds a bias or applies an activation, or beta * C is read.
+  bool epilogue_or_c;
+  int64_t k;  // the length of each sum
 };
 
 // The algorithm for `key` on `device`, or found == false when cuBLASLt has
