@@ -15,6 +15,7 @@
 // sums in another order, or partial sums rounded to 16 bits). Then a few
 // larger shapes (mlp's, a decode step's down projection) whose answers may
 // split k; and the bias through the epilogue (beta 0) at a few narrow shapes.
+// `lt_rounding kiln`: kiln's own linear form instead (kiln_form below).
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -194,11 +195,144 @@ void run(cublasLtHandle_t h, int m, int n, int k, bool bf, bool in_place, int ma
   if (dbias) CHECK(cudaFree(dbias));
 }
 
+// kiln's linear form (lt_probe.h: W [n, k] transposed, one batch) with the
+// bias in the epilogue (or, `bias_as_c`, in C with beta 1) and, `residual`,
+// a residual in C beside it: for each reduction-scheme mask (every scheme,
+// float32 partials only, no split) the heuristic's first answer, its split,
+// how its outputs round (row 0's bias cancels its product) and its time
+// (µs per call, 200 calls back to back).
+void kiln_form(cublasLtHandle_t h, int m, int n, int k, bool bf, bool residual, bool bias_as_c) {
+  const cudaDataType_t type = bf ? CUDA_R_16BF : CUDA_R_16F;
+  std::vector<uint16_t> x(size_t(m) * k), w(size_t(n) * k), c(size_t(m) * n), bias(n);
+  unsigned s = 777u + k + n;
+  auto rnd = [&] {
+    s = s * 1664525u + 1013904223u;
+    return ((s >> 8) & 0xffff) / 65536.f - 0.5f;
+  };
+  for (auto& v : x) v = to16(rnd(), bf);
+  for (auto& v : w) v = to16(rnd(), bf);
+  std::vector<double> exact(size_t(m) * n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double t = 0;
+      for (int q = 0; q < k; ++q)
+        t += double(from16(x[size_t(i) * k + q], bf)) * from16(w[size_t(j) * k + q], bf);
+      exact[size_t(i) * n + j] = t;
+    }
+  for (int j = 0; j < n; ++j) bias[j] = to16(static_cast<float>(-exact[j]), bf);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      c[size_t(i) * n + j] = bias_as_c ? bias[j] : to16(residual ? rnd() * 0.01f : 0.f, bf);
+  void *dx, *dw, *dc, *dd, *db;
+  CHECK(cudaMalloc(&dx, x.size() * 2));
+  CHECK(cudaMalloc(&dw, w.size() * 2));
+  CHECK(cudaMalloc(&dc, c.size() * 2));
+  CHECK(cudaMalloc(&dd, c.size() * 2));
+  CHECK(cudaMalloc(&db, n * 2));
+  CHECK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dw, w.data(), w.size() * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dc, c.data(), c.size() * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(db, bias.data(), n * 2, cudaMemcpyHostToDevice));
+  LtProblem p(m, n, k, type, bias_as_c ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BIAS);
+  if (!bias_as_c) p.set_bias(db);
+  const bool with_c = bias_as_c || residual;
+  const size_t ws_bytes = size_t{32} << 20;
+  void* ws;
+  CHECK(cudaMalloc(&ws, ws_bytes));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  for (int mask : {0, 1, 2}) {
+    cublasLtMatmulPreference_t pref = lt_preference(ws_bytes);
+    if (mask > 0) {
+      const uint32_t bits =
+          mask == 1 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE;
+      LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                              &bits, sizeof bits));
+    }
+    cublasLtMatmulHeuristicResult_t r{};
+    int count = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.c, p.c, pref, 1, &r, &count);
+    LT(cublasLtMatmulPreferenceDestroy(pref));
+    const char* form = bias_as_c ? "bias as C" : residual ? "bias + residual C" : "bias";
+    const char* masks[] = {"any split", "float32 partials", "no split"};
+    if (st != CUBLAS_STATUS_SUCCESS || count == 0) {
+      std::printf("kiln form %s m=%4d n=%4d k=%4d %s, %s: no answer\n", bf ? "bf16" : "f16 ", m, n,
+                  k, form, masks[mask]);
+      continue;
+    }
+    const float alpha = 1.f, beta = with_c ? 1.f : 0.f;
+    auto call = [&] {
+      LT(cublasLtMatmul(h, p.desc, &alpha, dw, p.a, dx, p.b, &beta, dc, p.c, dd, p.c, &r.algo, ws,
+                        r.workspaceSize, 0));
+    };
+    call();
+    CHECK(cudaDeviceSynchronize());
+    std::vector<uint16_t> got(c.size());
+    CHECK(cudaMemcpy(got.data(), dd, got.size() * 2, cudaMemcpyDeviceToHost));
+    // Counts over every output, and over row 0 (whose bias cancels its product).
+    int once = 0, twice = 0, neither = 0, once0 = 0, twice0 = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double add =
+          double(from16(bias[i % n], bf)) + (residual && !bias_as_c ? from16(c[i], bf) : 0.0);
+      const float g = from16(got[i], bf);
+      if (g == round16(exact[i] + add, bf)) {
+        ++once;
+        once0 += i < size_t(n);
+      } else if (g == round16(double(round16(exact[i], bf)) + add, bf)) {
+        ++twice;
+        twice0 += i < size_t(n);
+      } else {
+        ++neither;
+      }
+    }
+    for (int i = 0; i < 20; ++i) call();
+    CHECK(cudaEventRecord(e0));
+    for (int i = 0; i < 200; ++i) call();
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    std::printf(
+        "kiln form %s m=%4d n=%4d k=%4d %s, %s: algo %d tile %d splitk %d reduction %d, %.2f us; "
+        "rounded once %d, product rounded first %d, neither %d; row 0: once %d, first %d of %d\n",
+        bf ? "bf16" : "f16 ", m, n, k, form, masks[mask],
+        attr<int32_t>(r.algo, CUBLASLT_ALGO_CONFIG_ID),
+        attr<uint32_t>(r.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+        attr<int32_t>(r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+        attr<uint32_t>(r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), ms * 1000.0 / 200, once,
+        twice, neither, once0, twice0, n);
+  }
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+  for (void* q : {dx, dw, dc, dd, db, ws}) CHECK(cudaFree(q));
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   cublasLtHandle_t h;
   LT(cublasLtCreate(&h));
+  if (argc > 1 && std::strcmp(argv[1], "kiln") == 0) {
+    // mlp's products (bfloat16, 32 rows), GPT-2's at 128 and 1024 rows
+    // (float16), and the narrow product whose bfloat16 split rounded first.
+    for (bool bf : {true, false}) {
+      kiln_form(h, 32, 4096, 1024, bf, false, false);
+      kiln_form(h, 32, 1024, 4096, bf, false, false);
+      for (int m : {128, 1024}) {
+        kiln_form(h, m, 2304, 768, bf, false, false);
+        kiln_form(h, m, 768, 768, bf, true, false);
+        kiln_form(h, m, 3072, 768, bf, false, false);
+        kiln_form(h, m, 768, 3072, bf, true, false);
+      }
+      for (int k : {8, 16, 64}) {
+        kiln_form(h, 15, 6, k, bf, false, false);
+        kiln_form(h, 15, 6, k, bf, false, true);
+      }
+    }
+    return 0;
+  }
   for (bool bf : {false, true})
     for (int k : {8, 16, 100, 768})
       for (int m : {1, 9, 40})
