@@ -5,6 +5,8 @@
 //
 // Rows, each one tensor of `size` elements in and one out:
 //   copy         y.copy_(x), float32: the device's own copy (cudaMemcpyAsync on CUDA)
+//   copy f16     the same on float16, half the bytes: the reference for the
+//                16-bit rows, whose fixed cost per call weighs twice as much
 //   axpy8        x*1.0001 + 0.5, four times, float32: one fused kernel, memory-bound
 //   chain16      the chain16 workload, float32: one fused kernel with 8 sigmoid/tanh
 //   axpy8 f16    axpy8 on float16 (16-byte vectors of 8 elements)
@@ -71,6 +73,7 @@ int run(const std::string& device, int64_t size, int iters) {
   // float16 operands: the merge and the broadcast use size rounded down to whole rows.
   const int64_t rows = std::max<int64_t>(1, size / 768);
   Tensor h = kiln::randn({size}).to(dev, kiln::kFloat16);
+  Tensor hy = kiln::empty({size}, kiln::TensorOptions(kiln::kFloat16).device(dev));
   Tensor heads = kiln::randn({1, 12, rows, 64}).to(dev, kiln::kFloat16);
   Tensor hx = kiln::randn({rows, 768}).to(dev, kiln::kFloat16);
   Tensor hb = kiln::randn({768}).to(dev, kiln::kFloat16);
@@ -103,6 +106,14 @@ int run(const std::string& device, int64_t size, int iters) {
            },
            iters),
        8 * n},
+      {"copy f16",
+       median_us(
+           [&] {
+             kiln::EagerGuard eager;
+             hy.copy_(h);
+           },
+           iters),
+       4 * n},
   };
   for (const Case& c : fused)
     out.push_back({c.name, median_us([&] { keep = c.fn(); }, iters), c.bytes});
@@ -113,13 +124,14 @@ int run(const std::string& device, int64_t size, int iters) {
   }
   std::printf("kiln-bandwidth on %s, %lld elements, median of %d\n",
               gpu ? kiln::cuda::device_name().c_str() : "cpu", static_cast<long long>(size), iters);
-  std::printf("%-20s %10s %10s %12s\n", "row", "us", "GB/s", "% of copy");
+  std::printf("%-20s %10s %10s %12s %14s\n", "row", "us", "GB/s", "% of copy", "% of copy f16");
   const double copy_gbps = out[0].bytes / out[0].us / 1e3;
+  const double copy16_gbps = out[1].bytes / out[1].us / 1e3;
   for (const Row& r : out) {
     const double gbps = r.bytes / r.us / 1e3;
     const std::string name = std::string(r.name) + (r.compiled ? " (compiled)" : "");
-    std::printf("%-20s %10.1f %10.1f %11.1f%%\n", name.c_str(), r.us, gbps,
-                100.0 * gbps / copy_gbps);
+    std::printf("%-20s %10.1f %10.1f %11.1f%% %13.1f%%\n", name.c_str(), r.us, gbps,
+                100.0 * gbps / copy_gbps, 100.0 * gbps / copy16_gbps);
   }
   return 0;
 }
