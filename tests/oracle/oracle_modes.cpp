@@ -75,6 +75,84 @@ Stack call_any(const std::string& op, const Stack& args, const Kwargs& kwargs) {
   return it->second(args, kwargs);
 }
 
+// Note [Oracle compile mode]
+// The case's tensors (arguments, list elements, keyword arguments) become the
+// arguments of a function compiled with jit::compile; its other arguments are
+// constants of the trace. The function is called twice: first on copies of
+// the tensors with the same storage layout (the entry is traced, compiled and
+// run), then on the tensors themselves (the guards pass: the plan replays
+// without tracing). The second call's results are the case's; a non-mutating
+// case's first results must equal them. Outputs that are not tensors (an int)
+// and undefined tensors come from the trace.
+IValue with_tensors(const IValue& v, const std::vector<Tensor>& ts, size_t* k) {
+  if (v.is_tensor() && v.to_tensor().defined()) return IValue(ts.at((*k)++));
+  if (v.is_tensor_list()) {
+    std::vector<Tensor> list;
+    for (size_t i = 0; i < v.to_tensor_list().size(); ++i) list.push_back(ts.at((*k)++));
+    return IValue(std::move(list));
+  }
+  return v;
+}
+
+void tensors_of(const IValue& v, std::vector<Tensor>* out) {
+  if (v.is_tensor() && v.to_tensor().defined()) out->push_back(v.to_tensor());
+  if (v.is_tensor_list()) {
+    for (const Tensor& t : v.to_tensor_list()) out->push_back(t);
+  }
+}
+
+Tensor copy_alike(const Tensor& t) {
+  EagerGuard eager;
+  const int64_t n = static_cast<int64_t>(t.impl()->storage()->nbytes() / t.element_size());
+  return t.as_strided({n}, {1}, 0).clone().as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
+Stack call_compiled(const std::string& op, const Stack& args, const Kwargs& kwargs, bool mutates) {
+  std::vector<Tensor> inputs;
+  for (const IValue& a : args) tensors_of(a, &inputs);
+  for (const auto& kv : kwargs) tensors_of(kv.second, &inputs);
+  Stack shape;  // the traced results, tensors replaced by the compiled ones
+  auto fn = [&](const std::vector<Tensor>& ts) {
+    size_t k = 0;
+    Stack a;
+    for (const IValue& v : args) a.push_back(with_tensors(v, ts, &k));
+    Kwargs kw;
+    for (const auto& [name, v] : kwargs) kw.emplace_back(name, with_tensors(v, ts, &k));
+    shape = call_any(op, a, kw);
+    std::vector<Tensor> out;
+    for (const IValue& v : shape) tensors_of(v, &out);
+    return out;
+  };
+  jit::Options options;
+  options.name = op;
+  options.mode = jit::Mode::Default;
+  auto compiled = jit::compile(fn, options);
+  std::vector<Tensor> copies;
+  for (const Tensor& t : inputs) copies.push_back(copy_alike(t));
+  std::vector<Tensor> first = compiled(copies);
+  std::vector<Tensor> second = compiled(inputs);
+  KILN_CHECK(first.size() == second.size(), "[oracle] compile: the calls gave ", first.size(),
+             " and ", second.size(), " results");
+  EagerGuard eager;
+  for (size_t i = 0; i < first.size() && !mutates; ++i) {
+    const Tensor a = first[i], b = second[i];
+    KILN_CHECK(a.sizes() == b.sizes() && a.dtype() == b.dtype(), "[oracle] compile: result ", i,
+               " of the two calls differs in size or dtype");
+    if (a.numel() == 0) continue;
+    const Tensor fa = a.to(kFloat64), fb = b.to(kFloat64);
+    const bool same =
+        kiln::all(
+            kiln::logical_or(kiln::eq(fa, fb), kiln::logical_and(kiln::isnan(fa), kiln::isnan(fb))))
+            .item<bool>();
+    KILN_CHECK(same, "[oracle] compile: result ", i, " of the first call (on copies) differs ",
+               "from the second's");
+  }
+  size_t k = 0;
+  Stack out;
+  for (const IValue& v : shape) out.push_back(with_tensors(v, second, &k));
+  return out;
+}
+
 }  // namespace
 
 bool is_api_case(const std::string& op) {
@@ -84,18 +162,21 @@ bool is_api_case(const std::string& op) {
 Mode parse_mode(const std::string& s) {
   if (s == "eager") return Mode::Eager;
   if (s == "lazy") return Mode::Lazy;
-  throw Error("[oracle] expected mode eager or lazy, got '" + s + "'");
+  if (s == "compile") return Mode::Compile;
+  throw Error("[oracle] expected mode eager, lazy or compile, got '" + s + "'");
 }
 
 const char* mode_name(Mode m) {
-  return m == Mode::Eager ? "eager" : "lazy";
+  return m == Mode::Eager ? "eager" : m == Mode::Lazy ? "lazy" : "compile";
 }
 
-Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kwargs) {
+Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kwargs,
+           bool mutates) {
   if (mode == Mode::Eager) {
     EagerGuard eager;
     return call_any(op, args, kwargs);
   }
+  if (mode == Mode::Compile) return call_compiled(op, args, kwargs, mutates);
   // Lazy: record, then run the trace here so errors the kernels raise at run
   // time count as the call's errors.
   KILN_CHECK(jit::is_lazy(), "[oracle] lazy mode requested but recording is off (KILN_EAGER?)");

@@ -1,7 +1,7 @@
 #pragma once
 
-// How the oracle runner executes a case: eager kernels now; lazy (traced,
-// fused, compiled) when the jit exists.
+// How the oracle runner executes a case: eager kernels, lazily (traced, fused,
+// compiled when read), or inside jit::compile (Note [Oracle compile mode]).
 
 #include <string>
 #include <vector>
@@ -10,7 +10,7 @@
 
 namespace kiln::oracle {
 
-enum class Mode { Eager, Lazy };
+enum class Mode { Eager, Lazy, Compile };
 
 Mode parse_mode(const std::string& s);
 const char* mode_name(Mode m);
@@ -25,7 +25,7 @@ using Kwargs = std::vector<std::pair<std::string, IValue>>;
 bool is_api_case(const std::string& op);
 
 // Calls `op` by name (or its API case) in `mode`; returns outputs with their
-// values computed.
-Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kwargs);
+// values computed. `mutates`: the case writes its arguments.
+Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kwargs, bool mutates);
 
 }  // namespace kiln::oracle
