@@ -351,8 +351,42 @@ def exact_cases(g):
             yield Case(op, [a, b], kw, name=f"{op} {kw} {dt} long")
 
 
+def sign_grid_cases(g):
+    """Integer division on every pair of signs and magnitudes around the
+    divisor (a grid of -7..7), its transpose, a 0-dim divisor (zero, negative,
+    float) and an empty dividend; the extremes of each dtype under abs, neg and
+    division by -1 (int32 and int64 minimum by -1 is undefined: left out)."""
+    grid = torch.tensor([-7, -6, -5, -1, 0, 1, 5, 6, 7])
+    a_grid = grid.repeat_interleave(9).reshape(9, 9)
+    b_grid = grid.repeat(9).reshape(9, 9)
+    ops = [("div.Tensor_mode", {"rounding_mode": "floor"}),
+           ("div.Tensor_mode", {"rounding_mode": "trunc"}), ("floor_divide", {}),
+           ("remainder.Tensor", {}), ("fmod.Tensor", {})]
+    for dt in [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]:
+        a, b = a_grid.to(dt), b_grid.to(dt)
+        b_nz = torch.where(b == 0, torch.ones_like(b) * 3, b)
+        for op, kw in ops:
+            name = f"{op} {kw.get('rounding_mode', '')} {dt}"
+            yield Case(op, [a, b_nz], kw, name=f"{name} sign grid")
+            yield Case(op, [a.t(), b_nz.t()], kw, name=f"{name} sign grid transposed")
+            yield Case(op, [a, b], kw, name=f"{name} sign grid by zero")
+            yield Case(op, [a, torch.tensor(0, dtype=dt)], kw, name=f"{name} by 0-dim zero")
+            yield Case(op, [a, torch.tensor(-3, dtype=dt)], kw, name=f"{name} by 0-dim -3")
+            yield Case(op, [a, torch.tensor(2.5)], kw, name=f"{name} by 0-dim float")
+            yield Case(op, [a[:0], torch.tensor(0, dtype=dt)], kw, name=f"{name} empty by zero")
+        lo = 0 if dt == torch.uint8 else torch.iinfo(dt).min
+        ext = torch.tensor([lo, lo + 1, -1 if lo else 2, 0, 1, torch.iinfo(dt).max], dtype=dt)
+        for op in ("abs", "neg", "sign", "bitwise_not", "square"):
+            yield Case(op, [ext], name=f"{op} {dt} extremes")
+        if dt in (torch.int64, torch.int32):
+            ext = ext[1:]
+        for op, kw in ops:
+            yield Case(op, [ext, torch.tensor(-1, dtype=dt)], kw, name=f"{op} {kw} {dt} extremes by -1")
+
+
 def cases(g):
     yield from division_cases(g)
+    yield from sign_grid_cases(g)
     yield from pow_cases(g)
     yield from misc_cases(g)
     yield from layout_cases(g)

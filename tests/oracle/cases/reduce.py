@@ -373,8 +373,28 @@ def norms(g):
     yield Case("norm.ScalarOpt_dim", [g.tensor([400, 300]), 1, [0]], name="norm outer")
 
 
+def nan_tie_rows(g):
+    """Rows of NaN, ties, +-inf and +-0 (every float dtype, contiguous,
+    transposed and strided): a NaN wins max and min, the first of equal
+    values gives the index, reduced along either dim and over all."""
+    rows = torch.tensor([[1, NAN, 3, NAN], [NAN, 2, 2, 1], [2, 2, 1, 2], [-INF, -INF, INF, INF],
+                         [0.0, -0.0, 0.0, -0.0], [NAN, NAN, NAN, NAN], [INF, NAN, -INF, 1]])
+    for dt in FLOATS:
+        x = rows.to(dt)
+        for lay, xx in (("contiguous", x), ("transposed", x.t().contiguous().t()),
+                        ("strided", torch.cat([x, x], 1)[:, ::2])):
+            for d in (0, 1):
+                for op in ("argmax", "argmin", "max.dim", "min.dim"):
+                    yield Case(op, [xx, d, True], name=f"{op} {dt} {lay} nan/tie rows dim {d}")
+                for op in ("amax", "amin"):
+                    yield Case(op, [xx, [d]], name=f"{op} {dt} {lay} nan/tie rows dim {d}")
+            for op in ("max", "min", "argmax", "argmin"):
+                yield Case(op, [xx], name=f"{op} {dt} {lay} nan/tie rows")
+
+
 def cases(g):
     yield from sum_mean_prod(g)
+    yield from nan_tie_rows(g)
     yield from extremes(g)
     yield from var_std(g)
     yield from var_std_unbiased(g)
