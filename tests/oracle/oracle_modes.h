@@ -25,7 +25,9 @@ using Kwargs = std::vector<std::pair<std::string, IValue>>;
 bool is_api_case(const std::string& op);
 
 // Calls `op` by name (or its API case) in `mode`; returns outputs with their
-// values computed. `mutates`: the case writes its arguments.
-Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kwargs, bool mutates);
+// values computed. In compile mode, `first` (when given) receives the
+// results of the call that traced the function (Note [Oracle compile mode]).
+Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kwargs,
+           Stack* first = nullptr);
 
 }  // namespace kiln::oracle
