@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -129,6 +132,126 @@ TEST(GenerateErrors, DecodeInputs) {
   c.n_layer = 1, c.d_model = 32, c.n_head = 4, c.vocab = 50, c.n_positions = 16;
   auto g = kiln::nn::GPT2::random(c, kiln::kFloat32, kiln::Device::cpu());
   EXPECT_KILN_ERROR(g.make_cache(1, 17), "[GPT2] expected a cache of at most n_positions = 16");
+}
+
+Tensor i64(std::vector<int64_t> values, std::vector<int64_t> shape) {
+  return kiln::tensor(values, shape, kiln::TensorOptions(kiln::kInt64));
+}
+
+// A decode step of `m` at `pos` past a cache of 8 slots fails with `message`;
+// eagerly, the cache is as the prefill left it. A fresh cache each time:
+// lazily, a cache whose write failed carries the error (Note [Failures in a
+// trace]).
+template <class Model>
+void decode_past_the_cache(const Model& m, const Tensor& pos, const std::string& message,
+                           bool lazy) {
+  auto cache = m.make_cache(2, 8);  // shorter than the model's positions
+  (void)m.prefill(i64({1, 2, 3, 4, 5, 6}, {2, 3}), cache).sum().template item<float>();
+  std::vector<Tensor> before;
+  if (!lazy) {
+    for (const Tensor& t : cache.k) before.push_back(t.clone());
+  }
+  EXPECT_KILN_ERROR(
+      (void)m.decode_step(i64({7, 8}, {2, 1}), pos, cache).sum().template item<float>(), message);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TENSOR_CLOSE(cache.k[i], before[i]);
+}
+
+// Note [Per-row cache writes]: a decode position past the cache's end (or
+// below 0) in a per-row position tensor is an error naming the slot dim and
+// the cache length; it used to land in the next head's or row's first slot,
+// overwriting another prompt's keys, with no error. Eagerly the refused step
+// leaves the cache as it was; lazily the error comes with the logits.
+TEST(GenerateErrors, DecodePositionsOutsideTheCache) {
+  kiln::nn::GPT2Config g;
+  g.n_layer = 2, g.d_model = 32, g.n_head = 4, g.vocab = 50, g.n_positions = 16;
+  const auto gpt2 = kiln::nn::GPT2::random(g, kiln::kFloat32, kiln::Device::cpu(), 1);
+  const auto llama = tiny();
+  for (bool lazy : {false, true}) {
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    for (const Tensor& pos : {i64({8, 3}, {2}), i64({3, 9}, {2}), i64({8}, {1})}) {
+      const bool per_row = pos.numel() == 2;
+      const std::string message =
+          per_row ? "[scatter_] index " + std::string(pos[0].item<int64_t>() == 8 ? "8" : "9") +
+                        " is out of bounds for dimension 2 with size 8"
+                  : "[index_copy_] index 8 is out of bounds for dimension 2 with size 8";
+      decode_past_the_cache(gpt2, pos, message, lazy);
+      decode_past_the_cache(llama, pos, message, lazy);
+    }
+    // write_kv itself, below 0 and past the end.
+    Tensor cache = kiln::zeros({2, 2, 4, 8});
+    const Tensor kv = kiln::ones({2, 2, 1, 8});
+    EXPECT_KILN_ERROR(kiln::nn::write_kv(cache, i64({-1, 2}, {2}), kv);
+                      (void)cache.sum().item<float>(), "index -1 is out of bounds");
+    cache = kiln::zeros({2, 2, 4, 8});
+    EXPECT_KILN_ERROR(kiln::nn::write_kv(cache, i64({1, 4}, {2}), kv);
+                      (void)cache.sum().item<float>(), "index 4 is out of bounds");
+    cache = kiln::zeros({2, 2, 4, 8});
+    kiln::nn::write_kv(cache, i64({3, 0}, {2}), kv);
+    EXPECT_EQ(cache.sum().item<float>(), 32.f);
+    EXPECT_EQ(cache.narrow(2, 3, 1).narrow(0, 0, 1).sum().item<float>(), 16.f);
+    EXPECT_EQ(cache.narrow(2, 0, 1).narrow(0, 1, 1).sum().item<float>(), 16.f);
+  }
+}
+
+// Note [Caches of other models]: a cache made for another model, config,
+// dtype or length is refused by the step that is given it, naming the
+// tensor, what the model needs and what came; so is a write of keys or
+// values that would broadcast or convert into a cache.
+TEST(GenerateErrors, CachesOfOtherModels) {
+  const auto llama = tiny();  // 2 layers, 2 key/value heads of 16, 256 positions
+  const auto options = kiln::TensorOptions(kiln::kFloat32);
+  const Tensor ids = i64({1, 2, 3, 4}, {2, 2});
+  const Tensor step = i64({1, 2}, {2, 1}), pos = i64({2}, {1});
+  auto both = [&](kiln::nn::KVCache cache, const std::string& message) {
+    EXPECT_KILN_ERROR(llama.prefill(ids, cache), "[Llama::prefill] expected");
+    EXPECT_KILN_ERROR(llama.prefill(ids, cache), message);
+    EXPECT_KILN_ERROR(llama.decode_step(step, pos, cache), "[Llama::decode_step] expected");
+    EXPECT_KILN_ERROR(llama.decode_step(step, pos, cache), message);
+  };
+  const std::string want = "expected cache.k[0] float32 [2, 2, 8, 16] on cpu ";
+  both(kiln::nn::KVCache::make(2, 2, 4, 8, 16, options), want + "(the model's key/value heads");
+  both(kiln::nn::KVCache::make(2, 2, 1, 8, 16, options), "got float32 [2, 1, 8, 16] on cpu");
+  both(kiln::nn::KVCache::make(2, 2, 2, 8, 1, options), "got float32 [2, 2, 8, 1] on cpu");
+  both(kiln::nn::KVCache::make(2, 2, 2, 8, 16, kiln::kBFloat16),
+       "got bfloat16 [2, 2, 8, 16] on cpu");
+  both(kiln::nn::KVCache::make(3, 2, 2, 8, 16, options),
+       "expected a cache of 2 layers and batch 2, got 3 and 2");
+  both(kiln::nn::KVCache::make(2, 2, 2, 257, 16, options),
+       "expected a cache of at most 256 slots (the model's positions), got 257");
+  auto cache = llama.make_cache(2, 8);
+  cache.v[1] = kiln::zeros({2, 2, 7, 16});  // one layer of another length
+  both(cache, "expected cache.v[1] float32 [2, 2, 8, 16] on cpu");
+  cache.v[1] = Tensor();
+  both(cache, "got an undefined tensor");
+  cache.v.pop_back();
+  both(cache, "expected a cache of 2 layers and batch 2, got 2 (and 1 value tensors)");
+
+  kiln::nn::GPT2Config g;
+  g.n_layer = 1, g.d_model = 32, g.n_head = 4, g.vocab = 50, g.n_positions = 16;
+  const auto gpt2 = kiln::nn::GPT2::random(g, kiln::kFloat32, kiln::Device::cpu());
+  auto other = llama.make_cache(2, 8);
+  EXPECT_KILN_ERROR(gpt2.prefill(ids, other),
+                    "[GPT2::prefill] expected a cache of 1 blocks and batch 2, got 2 and 2");
+  auto wide = kiln::nn::KVCache::make(1, 2, 4, 8, 16, options);
+  EXPECT_KILN_ERROR(gpt2.decode_step(step, pos, wide),
+                    "[GPT2::decode_step] expected cache.k[0] float32 [2, 4, 8, 8] on cpu");
+  EXPECT_KILN_ERROR(gpt2.decode_step(Tensor(), pos, wide),
+                    "[GPT2::decode_step] expected ids [batch, 1], got an undefined tensor");
+  EXPECT_KILN_ERROR(gpt2.decode_step(step, Tensor(), wide),
+                    "expected pos as one int64 element or int64 [2], got an undefined tensor");
+
+  // The writes themselves: one head broadcast into four, a float32 key into bfloat16.
+  Tensor slots = kiln::zeros({2, 4, 8, 16});
+  EXPECT_KILN_ERROR(kiln::nn::write_kv_prefix(slots, kiln::ones({2, 1, 3, 16})),
+                    "[write_kv_prefix] expected keys or values [2, 4, T <= 8, 16] (the cache's "
+                    "batch, heads, length and head dim), got [2, 1, 3, 16]");
+  Tensor half = kiln::zeros({2, 4, 8, 16}, kiln::kBFloat16);
+  EXPECT_KILN_ERROR(kiln::nn::write_kv_prefix(half, kiln::ones({2, 4, 3, 16})),
+                    "[write_kv_prefix] expected keys or values of the cache's dtype bfloat16 on "
+                    "cpu, got float32 on cpu");
+  EXPECT_KILN_ERROR(kiln::nn::write_kv(half, pos, kiln::ones({2, 4, 1, 16})),
+                    "[write_kv] expected keys or values of the cache's dtype bfloat16");
 }
 
 }  // namespace

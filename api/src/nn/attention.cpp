@@ -1,6 +1,8 @@
 #include "kiln/nn/attention.h"
 
 #include <functional>
+#include <sstream>
+#include <string>
 #include <utility>
 
 #include "api/src/nn/cache_steps.h"
@@ -24,6 +26,13 @@ void check_pos(const Tensor& pos, int64_t batch, const char* op) {
 void check_heads(int64_t hq, int64_t hkv, const char* op) {
   KILN_CHECK(hkv > 0 && hq % hkv == 0, "[", op,
              "] expected query heads a multiple of key/value heads, got ", hq, " and ", hkv);
+}
+
+// copy_ would convert, index_copy_ and scatter_ name themselves: say it here.
+void check_kv_dtype(const Tensor& cache, const Tensor& kv, const char* op) {
+  KILN_CHECK(kv.dtype() == cache.dtype() && kv.device() == cache.device(), "[", op,
+             "] expected keys or values of the cache's dtype ", cache.dtype(), " on ",
+             cache.device(), ", got ", kv.dtype(), " on ", kv.device());
 }
 
 void check_window(int64_t window, const char* op) {
@@ -123,29 +132,41 @@ Tensor decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_
 
 void write_kv(Tensor& cache, const Tensor& pos, const Tensor& kv) {
   check_cache(cache, "write_kv");
-  const int64_t b = cache.size(0), h = cache.size(1), s = cache.size(2), d = cache.size(3);
+  const int64_t b = cache.size(0), h = cache.size(1), d = cache.size(3);
   KILN_CHECK(
       kv.dim() == 4 && kv.size(0) == b && kv.size(1) == h && kv.size(2) == 1 && kv.size(3) == d,
       "[write_kv] expected keys or values [", b, ", ", h, ", 1, ", d, "], got ", kv.sizes());
+  check_kv_dtype(cache, kv, "write_kv");
   check_pos(pos, b, "write_kv");
   if (pos.numel() == 1) {
     index_copy_(cache, 2, pos.reshape({1}), kv);
     return;
   }
-  // Row b's slot is its own: copy into the flat [B*H*S, D] view at (b*H + h)*S + pos[b].
-  KILN_CHECK(cache.is_contiguous(), "[write_kv] expected a contiguous cache for per-row positions");
-  const TensorOptions i64 = TensorOptions(kInt64).device(cache.device());
-  Tensor rows = (arange(b * h, i64) * s).view({b, h}) + pos.reshape({b, 1});
-  Tensor flat = cache.view({b * h * s, d});
-  index_copy_(flat, 0, rows.reshape({b * h}), kv.reshape({b * h, d}));
+  // Note [Per-row cache writes]
+  // Row b's key or value goes to slot pos[b] of its own row: a scatter along
+  // the slot dim, whose index is checked against the cache length like
+  // index_copy_'s (on the device, where the positions are). The write used to
+  // be an index_copy_ into the flat [B*H*S, D] view at (b*H + h)*S + pos[b],
+  // which checks only against B*H*S: a position past the cache's end (or
+  // below 0) landed silently in the first (last) slot of the next (previous)
+  // head or row, overwriting another prompt's keys, and the attention then
+  // ran over every slot.
+  Tensor index = pos.reshape({b, 1, 1, 1}).expand({b, h, 1, d});
+  scatter_(cache, 2, index, kv);
 }
 
 void write_kv_prefix(Tensor& cache, const Tensor& kv) {
   check_cache(cache, "write_kv_prefix");
-  const int64_t t = kv.size(2);
-  KILN_CHECK(kv.dim() == 4 && t <= cache.size(2), "[write_kv_prefix] expected at most ",
-             cache.size(2), " positions (the cache length), got keys or values ", kv.sizes());
-  Tensor slots = cache.narrow(2, 0, t);
+  const int64_t b = cache.size(0), h = cache.size(1), s = cache.size(2), d = cache.size(3);
+  // Exactly the cache's batch, heads and head dim: copy_ would broadcast one
+  // head into many (Note [Caches of other models]).
+  KILN_CHECK(kv.defined() && kv.dim() == 4 && kv.size(0) == b && kv.size(1) == h &&
+                 kv.size(2) <= s && kv.size(3) == d,
+             "[write_kv_prefix] expected keys or values [", b, ", ", h, ", T <= ", s, ", ", d,
+             "] (the cache's batch, heads, length and head dim), got ",
+             kv.defined() ? kv.sizes() : IntArrayRef());
+  check_kv_dtype(cache, kv, "write_kv_prefix");
+  Tensor slots = cache.narrow(2, 0, kv.size(2));
   slots.copy_(kv);  // a view: the write lands in the cache
 }
 
@@ -205,6 +226,25 @@ void Attention::visit(const TensorVisitor& f, const std::string& prefix) {
 }  // namespace kiln::nn
 
 namespace kiln::nn {
+namespace {
+
+// "[2, 4]", or "an undefined tensor".
+std::string sizes_of(const Tensor& t) {
+  if (!t.defined()) return "an undefined tensor";
+  std::ostringstream out;
+  out << t.sizes();
+  return out.str();
+}
+
+// "float32 [2, 4] on cpu", or "an undefined tensor".
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "an undefined tensor";
+  std::ostringstream out;
+  out << t.dtype() << " " << t.sizes() << " on " << t.device();
+  return out.str();
+}
+
+}  // namespace
 
 void check_layer_count(const char* op, const char* field, int64_t layers, bool allow_zero) {
   KILN_CHECK(layers >= (allow_zero ? 0 : 1) && layers <= kMaxLayers, "[", op, "] expected ", field,
@@ -213,35 +253,65 @@ void check_layer_count(const char* op, const char* field, int64_t layers, bool a
 
 void check_ids(const Tensor& ids, const char* op) {
   KILN_CHECK(ids.defined() && ids.dim() == 2, "[", op, "] expected token ids [batch, tokens], got ",
-             ids.defined() ? ids.sizes() : IntArrayRef());
+             sizes_of(ids));
 }
 
-void check_prefill(const char* op, const Tensor& ids, const KVCache& cache, size_t layers,
-                   const char* unit) {
+namespace {
+
+// The cache against `spec` for a batch of `batch` rows (Note [Caches of other models]).
+void check_cache(const char* op, const KVCache& cache, int64_t batch, const CacheSpec& spec) {
+  const bool counts = cache.k.size() == spec.layers && cache.v.size() == spec.layers;
+  const bool first = !cache.k.empty() && cache.k[0].defined() && cache.k[0].dim() == 4;
+  const int64_t rows = first ? cache.batch() : 0;
+  KILN_CHECK(counts && (spec.layers == 0 || rows == batch), "[", op, "] expected a cache of ",
+             spec.layers, " ", spec.unit, " and batch ", batch, ", got ", cache.k.size(),
+             cache.v.size() == cache.k.size()
+                 ? std::string()
+                 : " (and " + std::to_string(cache.v.size()) + " value tensors)",
+             " and ", rows);
+  if (spec.layers == 0) return;
+  const int64_t length = cache.length();
+  KILN_CHECK(length <= spec.max_length, "[", op, "] expected a cache of at most ", spec.max_length,
+             " slots (the model's positions), got ", length);
+  for (size_t i = 0; i < spec.layers; ++i) {
+    for (const bool key : {true, false}) {
+      const Tensor& t = key ? cache.k[i] : cache.v[i];
+      const bool fits = t.defined() && t.dim() == 4 && t.size(0) == batch &&
+                        t.size(1) == spec.heads && t.size(2) == length &&
+                        t.size(3) == spec.head_dim && t.dtype() == spec.dtype &&
+                        t.device() == spec.device;
+      KILN_CHECK(fits, "[", op, "] expected cache.", key ? "k" : "v", "[", i, "] ", spec.dtype,
+                 " [", batch, ", ", spec.heads, ", ", length, ", ", spec.head_dim, "] on ",
+                 spec.device, " (the model's key/value heads, head dim, dtype and device), got ",
+                 describe(t));
+    }
+  }
+}
+
+}  // namespace
+
+void check_prefill(const char* op, const Tensor& ids, const KVCache& cache, const CacheSpec& spec) {
   check_ids(ids, op);
-  KILN_CHECK(cache.k.size() == layers && cache.batch() == ids.size(0), "[", op,
-             "] expected a cache of ", layers, " ", unit, " and batch ", ids.size(0), ", got ",
-             cache.k.size(), " and ", cache.batch());
+  check_cache(op, cache, ids.size(0), spec);
   KILN_CHECK(ids.size(1) <= cache.length(), "[", op, "] expected at most ", cache.length(),
              " tokens (the cache length), got ", ids.size(1));
 }
 
 void check_decode(const char* op, const Tensor& ids, const Tensor& pos, const KVCache& cache,
-                  size_t layers, const char* unit) {
-  KILN_CHECK(ids.dim() == 2 && ids.size(1) == 1, "[", op, "] expected ids [batch, 1], got ",
-             ids.sizes());
-  KILN_CHECK(pos.dtype() == kInt64 && (pos.numel() == 1 || pos.numel() == ids.size(0)), "[", op,
-             "] expected pos as one int64 element or int64 [", ids.size(0), "], got ", pos.dtype(),
-             " ", pos.sizes());
-  KILN_CHECK(cache.k.size() == layers && cache.batch() == ids.size(0), "[", op,
-             "] expected a cache of ", layers, " ", unit, " and batch ", ids.size(0), ", got ",
-             cache.k.size(), " and ", cache.batch());
+                  const CacheSpec& spec) {
+  KILN_CHECK(ids.defined() && ids.dim() == 2 && ids.size(1) == 1, "[", op,
+             "] expected ids [batch, 1], got ", sizes_of(ids));
+  KILN_CHECK(
+      pos.defined() && pos.dtype() == kInt64 && (pos.numel() == 1 || pos.numel() == ids.size(0)),
+      "[", op, "] expected pos as one int64 element or int64 [", ids.size(0), "], got ",
+      describe(pos));
+  check_cache(op, cache, ids.size(0), spec);
 }
 
 Tensor rows_at(const Tensor& hidden, const Tensor& last) {
   const int64_t b = hidden.size(0), d = hidden.size(2);
-  KILN_CHECK(last.dtype() == kInt64 && last.numel() == b, "[prefill] expected last as int64 [", b,
-             "], got ", last.dtype(), " ", last.sizes());
+  KILN_CHECK(last.defined() && last.dtype() == kInt64 && last.numel() == b,
+             "[prefill] expected last as int64 [", b, "], got ", describe(last));
   return gather(hidden, 1, last.reshape({b, 1, 1}).expand({b, 1, d})).view({b, d});
 }
 

@@ -25,12 +25,37 @@ void check_layer_count(const char* op, const char* field, int64_t layers, bool a
 
 // ids [batch, tokens]; `op` names the caller ("GPT2::prefill").
 void check_ids(const Tensor& ids, const char* op);
-// ids [B, T] against a cache of `layers` `unit`s ("blocks", "layers") and T <= its length.
-void check_prefill(const char* op, const Tensor& ids, const KVCache& cache, size_t layers,
-                   const char* unit);
-// ids [B, 1], pos one int64 element or int64 [B], a cache of `layers` `unit`s and batch B.
+
+// What a model's KV cache must be: `layers` keys and values ("blocks",
+// "layers": `unit`), each [batch, heads, length, head_dim] in the model's
+// dtype on its device, with length <= max_length (the positions the model
+// has embeddings for, as make_cache checks).
+//
+// Note [Caches of other models]
+// A cache is a plain struct the caller can make for any model, so the steps
+// check it whole against the model before they use it, reading sizes only
+// (never values: a step's ops stay the same at every position). Before, a
+// cache of another model or config was refused, if at all, by an op the
+// caller never called, and not always: the prefill's copy_ into the slots
+// converts dtypes (a bfloat16 cache under a float32 model took the prompt,
+// then the first decode step failed in index_copy_) and broadcasts (a model
+// with one key/value head filled every head of a cache made for four), and a
+// cache short of value tensors was indexed past the end of its vector. A
+// cache longer than the model's positions would let a position pass the
+// cache write's bounds check and fail later, in the position embedding or
+// the rotary table.
+struct CacheSpec {
+  size_t layers = 0;
+  const char* unit = "layers";
+  int64_t heads = 0, head_dim = 0, max_length = 0;
+  DType dtype = kFloat32;
+  Device device;
+};
+// ids [B, T] against the cache of `spec` with batch B and T <= its length.
+void check_prefill(const char* op, const Tensor& ids, const KVCache& cache, const CacheSpec& spec);
+// ids [B, 1], pos one int64 element or int64 [B], and the cache of `spec` with batch B.
 void check_decode(const char* op, const Tensor& ids, const Tensor& pos, const KVCache& cache,
-                  size_t layers, const char* unit);
+                  const CacheSpec& spec);
 // hidden [B, T, d] at row b's position last[b] -> [B, d].
 Tensor rows_at(const Tensor& hidden, const Tensor& last);
 

@@ -249,7 +249,7 @@ Tensor GPT2::forward_hidden(const Tensor& x) const {
 }
 
 Tensor GPT2::forward(const Tensor& ids) const {
-  KILN_CHECK(ids.dim() == 2, "[GPT2] expected token ids [batch, tokens], got ", ids.sizes());
+  check_ids(ids, "GPT2");
   const int64_t t = ids.size(1);
   KILN_CHECK(t <= config_.n_positions, "[GPT2] expected at most ", config_.n_positions,
              " tokens, got ", t);
@@ -269,8 +269,24 @@ GPT2::Cache GPT2::make_cache(int64_t batch, int64_t length) const {
                        config_.d_model / config_.n_head, TensorOptions(dtype_).device(device_));
 }
 
+namespace {
+
+// The cache make_cache makes (Note [Caches of other models]).
+CacheSpec cache_spec(const GPT2& m) {
+  const GPT2Config& c = m.config();
+  return {.layers = m.blocks.size(),
+          .unit = "blocks",
+          .heads = c.n_head,
+          .head_dim = c.d_model / c.n_head,
+          .max_length = c.n_positions,
+          .dtype = m.dtype(),
+          .device = m.device()};
+}
+
+}  // namespace
+
 Tensor GPT2::prefill(const Tensor& ids, Cache& cache, const std::optional<Tensor>& last) const {
-  check_prefill("GPT2::prefill", ids, cache, blocks.size(), "blocks");
+  check_prefill("GPT2::prefill", ids, cache, cache_spec(*this));
   const int64_t t = ids.size(1);
   Tensor pos = arange(t, TensorOptions(kInt64).device(device_));
   Tensor h = embedding(wte, ids) + embedding(wpe, pos);
@@ -282,7 +298,7 @@ Tensor GPT2::prefill(const Tensor& ids, Cache& cache, const std::optional<Tensor
 }
 
 Tensor GPT2::decode_step(const Tensor& ids, const Tensor& pos, Cache& cache) const {
-  check_decode("GPT2::decode_step", ids, pos, cache, blocks.size(), "blocks");
+  check_decode("GPT2::decode_step", ids, pos, cache, cache_spec(*this));
   Tensor p = pos.reshape({-1});  // [1] (every row) or [B] (per row)
   Tensor h = embedding(wte, ids) + embedding(wpe, p).unsqueeze(1);
   for (size_t i = 0; i < blocks.size(); ++i) {

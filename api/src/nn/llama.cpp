@@ -120,8 +120,24 @@ Llama::Cache Llama::make_cache(int64_t batch, int64_t length) const {
                        config_.head_size(), TensorOptions(dtype_).device(device_));
 }
 
+namespace {
+
+// The cache make_cache makes (Note [Caches of other models]).
+CacheSpec cache_spec(const Llama& m) {
+  const LlamaConfig& c = m.config();
+  return {.layers = m.layers.size(),
+          .unit = "layers",
+          .heads = c.num_key_value_heads,
+          .head_dim = c.head_size(),
+          .max_length = m.rotary.positions(),
+          .dtype = m.dtype(),
+          .device = m.device()};
+}
+
+}  // namespace
+
 Tensor Llama::prefill(const Tensor& ids, Cache& cache, const std::optional<Tensor>& last) const {
-  check_prefill("Llama::prefill", ids, cache, layers.size(), "layers");
+  check_prefill("Llama::prefill", ids, cache, cache_spec(*this));
   Tensor h = embed_tokens.forward(ids);
   for (size_t i = 0; i < layers.size(); ++i) {
     h = layers[i].forward(h, rotary, &cache.k[i], &cache.v[i]);
@@ -131,7 +147,7 @@ Tensor Llama::prefill(const Tensor& ids, Cache& cache, const std::optional<Tenso
 }
 
 Tensor Llama::decode_step(const Tensor& ids, const Tensor& pos, Cache& cache) const {
-  check_decode("Llama::decode_step", ids, pos, cache, layers.size(), "layers");
+  check_decode("Llama::decode_step", ids, pos, cache, cache_spec(*this));
   Tensor h = embed_tokens.forward(ids);
   for (size_t i = 0; i < layers.size(); ++i) {
     h = layers[i].forward_decode(h, rotary, cache.k[i], cache.v[i], pos);
