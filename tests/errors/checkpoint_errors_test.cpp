@@ -121,6 +121,54 @@ TEST(CheckpointErrors, Gpt2ParametersMissingMisshapenOrExtra) {
   EXPECT_EQ(mha.config().n_head, 8);
 }
 
+// A parameter stored as integers or bools is refused, naming the file and the
+// tensor, not cast to the model's dtype (an int64 wte made an int64 GPT-2
+// that failed later in layer_norm; an int32 weight loaded as its values).
+TEST(CheckpointErrors, ParametersOfANonFloatingDtype) {
+  auto gpt2 = fixture_tensors("gpt2");
+  const std::string gpt2_config = read_text(fixture_dir("gpt2") + "/config.json");
+  auto int_wte = gpt2;
+  int_wte["transformer.wte.weight"] = int_wte["transformer.wte.weight"].to(kiln::kInt64);
+  const std::string dir = make_folder("gpt2_int_wte", int_wte, gpt2_config);
+  // The model's dtype comes from wte when none is given.
+  EXPECT_KILN_ERROR(kiln::nn::GPT2::from_pretrained(dir, kCpu),
+                    "[GPT2] expected parameter 'transformer.wte.weight' of a floating dtype in ");
+  EXPECT_KILN_ERROR(kiln::nn::GPT2::from_pretrained(dir, kCpu),
+                    "(the model's dtype when none is given), got int64");
+  // With a dtype given, the parameter itself is refused.
+  EXPECT_KILN_ERROR(kiln::nn::GPT2::from_pretrained(dir, kCpu, kiln::kFloat32),
+                    "[GPT2] expected parameter 'transformer.wte.weight' of a floating dtype in ");
+  auto bool_bias = gpt2;
+  bool_bias["transformer.h.1.ln_2.bias"] = kiln::ones({32}, kiln::kBool);
+  EXPECT_KILN_ERROR(
+      kiln::nn::GPT2::from_pretrained(make_folder("gpt2_bool", bool_bias, gpt2_config), kCpu),
+      "expected parameter 'transformer.h.1.ln_2.bias' of a floating dtype in ");
+
+  auto llama = fixture_tensors("llama_gqa");
+  const std::string llama_config = read_text(fixture_dir("llama_gqa") + "/config.json");
+  auto int_q = llama;
+  int_q["model.layers.1.self_attn.q_proj.weight"] =
+      int_q["model.layers.1.self_attn.q_proj.weight"].to(kiln::kInt32);
+  EXPECT_KILN_ERROR(
+      kiln::nn::Llama::from_pretrained(make_folder("ll_int", int_q, llama_config), kCpu),
+      "[Llama] expected parameter 'model.layers.1.self_attn.q_proj.weight' of a floating dtype "
+      "in ");
+  auto int_embed = llama;
+  int_embed["model.embed_tokens.weight"] = int_embed["model.embed_tokens.weight"].to(kiln::kInt8);
+  EXPECT_KILN_ERROR(
+      kiln::nn::Llama::from_pretrained(make_folder("ll_int_embed", int_embed, llama_config), kCpu),
+      "(the model's dtype when none is given), got int8");
+  // A float64 checkpoint converts to the dtype asked for.
+  auto wide = llama;
+  for (auto& [name, t] : wide) t = t.to(kiln::kFloat64);
+  auto m = kiln::nn::Llama::from_pretrained(make_folder("ll_f64", wide, llama_config), kCpu,
+                                            kiln::kFloat32);
+  EXPECT_EQ(m.dtype(), kiln::kFloat32);
+  // A random model of a non-floating dtype is refused up front.
+  EXPECT_KILN_ERROR(kiln::nn::GPT2::random(kiln::nn::GPT2Config::named("tiny"), kiln::kInt64, kCpu),
+                    "[GPT2] expected a floating dtype, got int64");
+}
+
 TEST(CheckpointErrors, Gpt2Configs) {
   const std::string config = read_text(fixture_dir("gpt2") + "/config.json");
   auto bad = [&](const std::string& from, const std::string& to, const std::string& message) {

@@ -159,6 +159,7 @@ void GPT2Block::visit(const TensorVisitor& f, const std::string& prefix) {
 
 GPT2 GPT2::skeleton(const GPT2Config& c, DType dtype) {
   c.check();
+  KILN_CHECK(is_floating(dtype), "[GPT2] expected a floating dtype, got ", dtype);
   const TensorOptions meta = TensorOptions(dtype).device(Device::meta());
   GPT2 m;
   m.config_ = c;
@@ -214,7 +215,7 @@ GPT2 GPT2::from_safetensors(const std::string& path, const GPT2Config& config, D
                                  ? std::string()
                                  : std::string("transformer.");
   const std::string wte = prefix + "wte.weight";
-  const DType dt = dtype.value_or(ckpt.contains(wte) ? ckpt.info(wte).dtype : kFloat32);
+  const DType dt = dtype ? *dtype : checkpoint_dtype(ckpt, wte, "GPT2");
   GPT2 m = skeleton(config, dt);
   auto ends_with = [](const std::string& s, const char* suffix) {
     const size_t n = std::strlen(suffix);

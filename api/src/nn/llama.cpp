@@ -74,7 +74,7 @@ Llama Llama::from_checkpoint(const std::string& path, const LlamaConfig& c, Devi
                              std::optional<DType> dtype, int64_t max_positions) {
   Checkpoint ckpt = Checkpoint::open(path);
   const std::string embed = "model.embed_tokens.weight";
-  const DType dt = dtype.value_or(ckpt.contains(embed) ? ckpt.info(embed).dtype : kFloat32);
+  const DType dt = dtype ? *dtype : checkpoint_dtype(ckpt, embed, "Llama");
   Llama m = skeleton(c, dt, max_positions);
   WeightMapping mapping;
   mapping.ignorable = [&](const std::string& name) {

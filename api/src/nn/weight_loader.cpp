@@ -18,7 +18,11 @@ void load_weights(const VisitFn& visit, const Checkpoint& checkpoint, const std:
     if (transposed) std::swap(expected[0], expected[1]);
     KILN_CHECK(checkpoint.contains(file), "[", model, "] expected parameter '", file, "' of shape ",
                IntArrayRef(expected), " in ", checkpoint.path(), ", got none");
-    check_parameter_shape(model, file, expected, checkpoint.info(file).shape, checkpoint.path());
+    const TensorInfo& info = checkpoint.info(file);
+    check_parameter_shape(model, file, expected, info.shape, checkpoint.path());
+    KILN_CHECK(!is_floating(t.dtype()) || is_floating(info.dtype), "[", model,
+               "] expected parameter '", file, "' of a floating dtype in ", checkpoint.path(),
+               ", got ", info.dtype);
     used.insert(file);
     // Convert on the device the weights end on (Note [Mapped checkpoints]).
     Tensor w = checkpoint.tensor(file, device, dtype);
@@ -29,6 +33,16 @@ void load_weights(const VisitFn& visit, const Checkpoint& checkpoint, const std:
                "] expected only the parameters of its config in ", checkpoint.path(), ", got '",
                name, "' (a config with fewer layers or other options than the checkpoint?)");
   }
+}
+
+DType checkpoint_dtype(const Checkpoint& checkpoint, const std::string& name,
+                       const std::string& model) {
+  if (!checkpoint.contains(name)) return kFloat32;
+  const DType dtype = checkpoint.info(name).dtype;
+  KILN_CHECK(is_floating(dtype), "[", model, "] expected parameter '", name,
+             "' of a floating dtype in ", checkpoint.path(),
+             " (the model's dtype when none is given), got ", dtype);
+  return dtype;
 }
 
 nlohmann::json metadata_as_json(const std::map<std::string, std::string>& metadata) {

@@ -26,8 +26,16 @@ struct WeightMapping {
   std::function<bool(const std::string& file_name)> ignorable;
 };
 
+// Every parameter is floating: a checkpoint tensor of an integer or bool dtype
+// for one is an error naming the file and the tensor, not a silent cast.
 void load_weights(const VisitFn& visit, const Checkpoint& checkpoint, const std::string& model,
                   Device device, DType dtype, const WeightMapping& mapping);
+
+// The dtype a model loaded without one takes: `name`'s in the checkpoint
+// (float32 when absent, so that load_weights names it as missing), which
+// must be floating.
+DType checkpoint_dtype(const Checkpoint& checkpoint, const std::string& name,
+                       const std::string& model);
 
 // safetensors metadata (string to string) as a JSON object, with values that
 // read as numbers or booleans converted, so config readers can take it.
