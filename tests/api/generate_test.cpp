@@ -199,6 +199,19 @@ TEST(Generate, TinyTemperaturesPickTheArgmax) {
     EXPECT_EQ(
         to_vector(kiln::nn::sample_tokens(inf, o, kiln::tensor(std::vector<float>{0.1f}, {1}))),
         (std::vector<int64_t>{1}));
+    // Note [Rows of NaN logits]: a row holding a NaN takes greedy's token (the
+    // NaN's, as argmax) at any temperature and cut; it took token 0 (or the
+    // top-k's first) whatever its logits. Other rows sample as before.
+    Tensor nan = kiln::tensor(std::vector<float>{0.f, NAN, 1.f, 2.f, 0.f, 0.f, 9.f, 0.f}, {2, 4});
+    const Tensor half = kiln::tensor(std::vector<float>{0.5f, 0.5f}, {2});
+    for (int64_t k : {0, 2, 9}) {
+      for (double p : {1.0, 0.5}) {
+        o.temperature = 0.8, o.top_k = k, o.top_p = p;
+        EXPECT_EQ(to_vector(kiln::nn::sample_tokens(nan, o, half)), (std::vector<int64_t>{1, 2}))
+            << "top_k " << k << ", top_p " << p;
+      }
+    }
+    EXPECT_EQ(to_vector(kiln::nn::sample_tokens(nan, {}, Tensor())), (std::vector<int64_t>{1, 2}));
   }
   // generate() with such a temperature follows the greedy sequence.
   auto m = kiln::nn::Llama::random(kiln::nn::LlamaConfig::named("tiny"), kiln::kFloat32,

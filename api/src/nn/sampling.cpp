@@ -85,8 +85,16 @@ Tensor sample_tokens(const Tensor& logits, const GenerateOptions& o, const Tenso
   Tensor target = uniform.to(kFloat32).to(logits.device()).view({b, 1}) * cdf.narrow(-1, k - 1, 1);
   // The first candidate whose cumulative mass exceeds the target (so never one of mass 0).
   Tensor pick = clamp(sum(le(cdf, target), {-1}, false, kInt64), 0, k - 1);
-  if (!cut) return pick;
-  return gather(order, 1, pick.view({b, 1})).view({b});
+  Tensor token = cut ? gather(order, 1, pick.view({b, 1})).view({b}) : pick;
+  // Note [Rows of NaN logits]
+  // A row holding a NaN has no distribution: its maximum is NaN, every
+  // probability NaN, no cumulative mass exceeds the target, and the row took
+  // token 0 whatever its logits (or the top-k's first), where greedy takes
+  // argmax's pick (the NaN, as PyTorch's argmax). Such a row takes greedy's
+  // token at any temperature, so that a broken model's output does not
+  // depend on the sampling options; checking on the host would wait for the
+  // device every step.
+  return where(isnan(top).view({b}), argmax(l, -1), token);
 }
 
 }  // namespace kiln::nn
