@@ -138,29 +138,34 @@ Tensor i64(std::vector<int64_t> values, std::vector<int64_t> shape) {
   return kiln::tensor(values, shape, kiln::TensorOptions(kiln::kInt64));
 }
 
-// A decode step of `m` at `pos` past a cache of 8 slots fails with `message`;
-// eagerly, the cache is as the prefill left it. A fresh cache each time:
-// lazily, a cache whose write failed carries the error (Note [Failures in a
-// trace]).
+// A decode step of `m` at `pos` past a cache of 8 slots fails with
+// `message`; with `intact`, the cache is as the prefill left it.
 template <class Model>
 void decode_past_the_cache(const Model& m, const Tensor& pos, const std::string& message,
-                           bool lazy) {
+                           bool intact, bool pending = false) {
   auto cache = m.make_cache(2, 8);  // shorter than the model's positions
   (void)m.prefill(i64({1, 2, 3, 4, 5, 6}, {2, 3}), cache).sum().template item<float>();
   std::vector<Tensor> before;
-  if (!lazy) {
+  {
+    kiln::EagerGuard eager;
     for (const Tensor& t : cache.k) before.push_back(t.clone());
   }
-  EXPECT_KILN_ERROR(
-      (void)m.decode_step(i64({7, 8}, {2, 1}), pos, cache).sum().template item<float>(), message);
+  // Lazily, values the step cannot read yet (reading the ids would compute the position too).
+  const Tensor at = pending ? pos + 0 : pos,
+               ids = pending ? i64({7, 8}, {2, 1}) + 0 : i64({7, 8}, {2, 1});
+  EXPECT_EQ(at.is_pending(), pending);
+  EXPECT_KILN_ERROR((void)m.decode_step(ids, at, cache).sum().template item<float>(), message);
+  if (!intact) return;
   for (size_t i = 0; i < before.size(); ++i) EXPECT_TENSOR_CLOSE(cache.k[i], before[i]);
 }
 
-// Note [Per-row cache writes]: a decode position past the cache's end (or
-// below 0) in a per-row position tensor is an error naming the slot dim and
-// the cache length; it used to land in the next head's or row's first slot,
-// overwriting another prompt's keys, with no error. Eagerly the refused step
-// leaves the cache as it was; lazily the error comes with the logits.
+// A decode position past the cache's end (or below 0) is an error naming it.
+// Positions on the host are checked before anything is recorded (Note [Token
+// ids and positions checked on the host]), so the cache stays as it was in
+// every mode. Positions the steps cannot read (here: pending, lazily; on a
+// device) reach the cache write, whose bounds check names the slot dim and
+// the cache length (Note [Per-row cache writes]); per row, the write used to
+// land in the next head's or row's first slot, with no error.
 TEST(GenerateErrors, DecodePositionsOutsideTheCache) {
   kiln::nn::GPT2Config g;
   g.n_layer = 2, g.d_model = 32, g.n_head = 4, g.vocab = 50, g.n_positions = 16;
@@ -169,14 +174,22 @@ TEST(GenerateErrors, DecodePositionsOutsideTheCache) {
   for (bool lazy : {false, true}) {
     std::optional<kiln::EagerGuard> eager;
     if (!lazy) eager.emplace();
-    for (const Tensor& pos : {i64({8, 3}, {2}), i64({3, 9}, {2}), i64({8}, {1})}) {
-      const bool per_row = pos.numel() == 2;
-      const std::string message =
-          per_row ? "[scatter_] index " + std::string(pos[0].item<int64_t>() == 8 ? "8" : "9") +
-                        " is out of bounds for dimension 2 with size 8"
-                  : "[index_copy_] index 8 is out of bounds for dimension 2 with size 8";
-      decode_past_the_cache(gpt2, pos, message, lazy);
-      decode_past_the_cache(llama, pos, message, lazy);
+    for (const Tensor& pos : {i64({8, 3}, {2}), i64({3, 9}, {2}), i64({8}, {1}), i64({-1}, {})}) {
+      const int64_t bad = pos.numel() == 2 && pos[1].item<int64_t>() == 9 ? 1 : 0;
+      const std::string message = "decode_step] expected pos (a cache slot) in [0, 8), got " +
+                                  std::to_string(pos.reshape({-1})[bad].item<int64_t>()) +
+                                  " at element " + std::to_string(bad);
+      decode_past_the_cache(gpt2, pos, "[GPT2::" + message, /*intact=*/true);
+      decode_past_the_cache(llama, pos, "[Llama::" + message, /*intact=*/true);
+    }
+    if (lazy) {
+      // Pending positions reach the write (the cache then carries its error).
+      decode_past_the_cache(llama, i64({8, 3}, {2}),
+                            "[scatter_] index 8 is out of bounds for dimension 2 with size 8",
+                            /*intact=*/false, /*pending=*/true);
+      decode_past_the_cache(llama, i64({8}, {1}),
+                            "[index_copy_] index 8 is out of bounds for dimension 2 with size 8",
+                            /*intact=*/false, /*pending=*/true);
     }
     // write_kv itself, below 0 and past the end.
     Tensor cache = kiln::zeros({2, 2, 4, 8});
@@ -191,6 +204,44 @@ TEST(GenerateErrors, DecodePositionsOutsideTheCache) {
     EXPECT_EQ(cache.sum().item<float>(), 32.f);
     EXPECT_EQ(cache.narrow(2, 3, 1).narrow(0, 0, 1).sum().item<float>(), 16.f);
     EXPECT_EQ(cache.narrow(2, 0, 1).narrow(0, 1, 1).sum().item<float>(), 16.f);
+  }
+}
+
+// Note [Token ids and positions checked on the host]: a refused step, lazily
+// or through compile_steps, leaves the cache usable. One bad id in one row
+// made every later step over the cache fail with the embedding's error, for
+// every row, until each cache tensor was overwritten whole.
+TEST(GenerateErrors, ARefusedStepDoesNotPoisonTheCache) {
+  const auto llama = tiny();
+  const Tensor ids = i64({1, 2, 3, 4, 5, 6}, {2, 3}), last = i64({2, 2}, {2});
+  const Tensor step = i64({7, 9}, {2, 1}), pos = i64({3, 3}, {2});
+  Tensor want;
+  {
+    kiln::EagerGuard eager;
+    auto cache = llama.make_cache(2, 8);
+    (void)llama.prefill(ids, cache, last);
+    want = llama.decode_step(step, pos, cache);
+  }
+  for (bool compiled : {false, true}) {
+    auto cache = llama.make_cache(2, 8);
+    kiln::nn::DecodeSteps steps = kiln::nn::decode_steps(llama, cache);
+    if (compiled) steps = kiln::nn::compile_steps(steps, "refused");
+    const std::string op = compiled ? "[compile_steps] " : "[Llama::decode_step] ";
+    (void)steps.prefill(ids, last).sum().item<float>();
+    (void)steps.decode(step, pos).sum().item<float>();  // compiles the decode step
+    EXPECT_KILN_ERROR(steps.prefill(i64({1, 2, 3, 4, 256, 6}, {2, 3}), last),
+                      "expected token ids in [0, 256), got 256 at element 4");
+    EXPECT_KILN_ERROR(steps.prefill(ids, i64({2, 3}, {2})),
+                      "expected last (a prompt position) in [0, 3), got 3 at element 1");
+    EXPECT_KILN_ERROR(steps.decode(i64({7, 999}, {2, 1}), pos),
+                      op + "expected token ids in [0, 256), got 999 at element 1");
+    EXPECT_KILN_ERROR(steps.decode(i64({7, -1}, {2, 1}), pos),
+                      "expected token ids in [0, 256), got -1 at element 1");
+    EXPECT_KILN_ERROR(steps.decode(step, i64({3, 8}, {2})),
+                      "expected pos (a cache slot) in [0, 8), got 8 at element 1");
+    // The same prompt and step again give eager's logits.
+    (void)steps.prefill(ids, last).sum().item<float>();
+    EXPECT_TENSOR_CLOSE(steps.decode(step, pos), want);
   }
 }
 

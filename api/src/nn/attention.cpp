@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "api/src/nn/cache_steps.h"
+#include "jit/compile/tracing.h"
+#include "kiln/jit.h"
 #include "kiln/ops.h"
 
 namespace kiln::nn {
@@ -290,11 +292,24 @@ void check_cache(const char* op, const KVCache& cache, int64_t batch, const Cach
 
 }  // namespace
 
+void check_host_values(const char* op, const char* what, const Tensor& t, int64_t lo, int64_t hi) {
+  if (!t.defined() || !t.device().is_cpu() || t.is_pending() || jit::is_tracing() ||
+      !(t.dtype() == kInt64 || t.dtype() == kInt32)) {
+    return;
+  }
+  const std::vector<int64_t> values = t.tolist<int64_t>();
+  for (size_t i = 0; i < values.size(); ++i) {
+    KILN_CHECK(values[i] >= lo && values[i] < hi, "[", op, "] expected ", what, " in [", lo, ", ",
+               hi, "), got ", values[i], " at element ", i);
+  }
+}
+
 void check_prefill(const char* op, const Tensor& ids, const KVCache& cache, const CacheSpec& spec) {
   check_ids(ids, op);
   check_cache(op, cache, ids.size(0), spec);
   KILN_CHECK(ids.size(1) <= cache.length(), "[", op, "] expected at most ", cache.length(),
              " tokens (the cache length), got ", ids.size(1));
+  check_host_values(op, "token ids", ids, 0, spec.vocab);
 }
 
 void check_decode(const char* op, const Tensor& ids, const Tensor& pos, const KVCache& cache,
@@ -306,12 +321,15 @@ void check_decode(const char* op, const Tensor& ids, const Tensor& pos, const KV
       "[", op, "] expected pos as one int64 element or int64 [", ids.size(0), "], got ",
       describe(pos));
   check_cache(op, cache, ids.size(0), spec);
+  check_host_values(op, "token ids", ids, 0, spec.vocab);
+  check_host_values(op, "pos (a cache slot)", pos, 0, cache.length());
 }
 
 Tensor rows_at(const Tensor& hidden, const Tensor& last) {
   const int64_t b = hidden.size(0), d = hidden.size(2);
   KILN_CHECK(last.defined() && last.dtype() == kInt64 && last.numel() == b,
              "[prefill] expected last as int64 [", b, "], got ", describe(last));
+  check_host_values("prefill", "last (a prompt position)", last, 0, hidden.size(1));
   return gather(hidden, 1, last.reshape({b, 1, 1}).expand({b, 1, d})).view({b, d});
 }
 

@@ -50,12 +50,31 @@ struct CacheSpec {
   int64_t heads = 0, head_dim = 0, max_length = 0;
   DType dtype = kFloat32;
   Device device;
+  int64_t vocab = 0;  // token ids are in [0, vocab)
 };
 // ids [B, T] against the cache of `spec` with batch B and T <= its length.
 void check_prefill(const char* op, const Tensor& ids, const KVCache& cache, const CacheSpec& spec);
 // ids [B, 1], pos one int64 element or int64 [B], and the cache of `spec` with batch B.
 void check_decode(const char* op, const Tensor& ids, const Tensor& pos, const KVCache& cache,
                   const CacheSpec& spec);
+// Note [Token ids and positions checked on the host]
+// An id past the vocab or a position past the cache is data: eagerly, the
+// op that reads it raises before the step writes anything; lazily and in
+// jit::compile it is raised when the trace runs, and every storage the
+// failed step would have written carries the error (Note [Failures in a
+// trace]), the KV cache included: one bad id in one row made every later
+// step over that cache fail with it, for every row, until each cache tensor
+// was overwritten whole. Where the values are on the host already (a CPU
+// tensor that is not pending and not a stand-in being traced), the steps
+// and the compiled steps of compile_steps check them before recording or
+// running anything, so a refused call leaves the cache as it was. Values on
+// a device or still pending are left to the ops' own checks: reading them
+// would wait for them.
+//
+// Checks lo <= t's values < hi under that rule: "[op] expected `what` in
+// [lo, hi), got v at element i".
+void check_host_values(const char* op, const char* what, const Tensor& t, int64_t lo, int64_t hi);
+
 // hidden [B, T, d] at row b's position last[b] -> [B, d].
 Tensor rows_at(const Tensor& hidden, const Tensor& last);
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "api/src/nn/cache_steps.h"
 #include "api/src/nn/sampling.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
@@ -50,10 +51,21 @@ DecodeSteps compile_steps(DecodeSteps s, const std::string& name) {
   decode_options.input_names = {"ids", "pos"};
   auto prefill = jit::compile(std::move(s.prefill), prefill_options);
   auto decode = jit::compile(std::move(s.decode), decode_options);
-  s.prefill = [prefill](const Tensor& ids, const Tensor& last) mutable {
+  // A replay does not call the steps, so their host checks run here (Note
+  // [Token ids and positions checked on the host]).
+  const int64_t vocab = s.vocab, length = s.length;
+  s.prefill = [prefill, vocab](const Tensor& ids, const Tensor& last) mutable {
+    if (vocab > 0) check_host_values("compile_steps", "token ids", ids, 0, vocab);
+    if (ids.defined() && ids.dim() == 2) {
+      check_host_values("compile_steps", "last (a prompt position)", last, 0, ids.size(1));
+    }
     return prefill(ids, last);
   };
-  s.decode = [decode](const Tensor& ids, const Tensor& pos) mutable { return decode(ids, pos); };
+  s.decode = [decode, vocab, length](const Tensor& ids, const Tensor& pos) mutable {
+    if (vocab > 0) check_host_values("compile_steps", "token ids", ids, 0, vocab);
+    if (length > 0) check_host_values("compile_steps", "pos (a cache slot)", pos, 0, length);
+    return decode(ids, pos);
+  };
   return s;
 }
 

@@ -281,7 +281,8 @@ CacheSpec cache_spec(const GPT2& m) {
           .head_dim = c.d_model / c.n_head,
           .max_length = c.n_positions,
           .dtype = m.dtype(),
-          .device = m.device()};
+          .device = m.device(),
+          .vocab = c.vocab};
 }
 
 }  // namespace

@@ -131,7 +131,8 @@ CacheSpec cache_spec(const Llama& m) {
           .head_dim = c.head_size(),
           .max_length = m.rotary.positions(),
           .dtype = m.dtype(),
-          .device = m.device()};
+          .device = m.device(),
+          .vocab = c.vocab_size};
 }
 
 }  // namespace
