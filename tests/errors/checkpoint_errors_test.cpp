@@ -167,6 +167,11 @@ TEST(CheckpointErrors, ParametersOfANonFloatingDtype) {
   // A random model of a non-floating dtype is refused up front.
   EXPECT_KILN_ERROR(kiln::nn::GPT2::random(kiln::nn::GPT2Config::named("tiny"), kiln::kInt64, kCpu),
                     "[GPT2] expected a floating dtype, got int64");
+  // So is a conversion of a model to one (its floating weights would be truncated).
+  EXPECT_KILN_ERROR(m.to(kCpu, kiln::kInt32),
+                    "[to] expected a floating dtype for a module's floating tensors, got int32");
+  EXPECT_EQ(m.dtype(), kiln::kFloat32);
+  EXPECT_EQ(m.embed_tokens.weight.dtype(), kiln::kFloat32);
 }
 
 TEST(CheckpointErrors, Gpt2Configs) {
