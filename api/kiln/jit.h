@@ -16,6 +16,7 @@
 
 #include "kiln/api.h"
 #include "kiln/dispatch.h"
+#include "kiln/error.h"
 #include "kiln/ivalue.h"
 
 namespace kiln {
@@ -273,6 +274,37 @@ T from_ivalue(const IValue& v) {
   }
 }
 
+// Note [Result shapes]
+// A compiled call's results come back from the plan as one flat list, and a
+// replay never calls `fn`, so a result type is unpacked from that list by
+// its type alone: each Tensor takes one, and a std::vector<Tensor> takes
+// what the others leave, wherever it stands in a tuple (it used to take
+// everything after it, so a tensor after it in a tuple read past the list).
+// Two vectors in one result could not be told apart: that does not compile.
+template <class R>
+struct ResultShape {
+  static constexpr bool valid = false;
+  static constexpr size_t tensors = 0, vectors = 0;
+};
+template <>
+struct ResultShape<Tensor> {
+  static constexpr bool valid = true;
+  static constexpr size_t tensors = 1, vectors = 0;
+};
+template <>
+struct ResultShape<std::vector<Tensor>> {
+  static constexpr bool valid = true;
+  static constexpr size_t tensors = 0, vectors = 1;
+};
+template <class... T>
+struct ResultShape<std::tuple<T...>> {
+  static constexpr bool valid = (ResultShape<std::decay_t<T>>::valid && ...);
+  static constexpr size_t tensors = (size_t{0} + ... + ResultShape<std::decay_t<T>>::tensors);
+  static constexpr size_t vectors = (size_t{0} + ... + ResultShape<std::decay_t<T>>::vectors);
+};
+template <class T, class U>
+struct ResultShape<std::pair<T, U>> : ResultShape<std::tuple<T, U>> {};
+
 template <class R>
 void flatten_into(const R& r, std::vector<Tensor>& out) {
   if constexpr (std::is_same_v<R, Tensor>) {
@@ -284,18 +316,43 @@ void flatten_into(const R& r, std::vector<Tensor>& out) {
   }
 }
 
+// Takes `R` from `v` at `k`; a vector in it takes `vector_length` tensors.
 template <class R>
-R unflatten(std::vector<Tensor>& v, size_t& k) {
+R unflatten(std::vector<Tensor>& v, size_t& k, size_t vector_length);
+
+template <class R, size_t... I>
+R unflatten_tuple(std::vector<Tensor>& v, size_t& k, size_t vector_length,
+                  std::index_sequence<I...>) {
+  // Braces: the elements are taken in order.
+  return R{unflatten<std::decay_t<std::tuple_element_t<I, R>>>(v, k, vector_length)...};
+}
+
+template <class R>
+R unflatten(std::vector<Tensor>& v, size_t& k, size_t vector_length) {
   if constexpr (std::is_same_v<R, Tensor>) {
     return std::move(v[k++]);
   } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
-    std::vector<Tensor> r(std::make_move_iterator(v.begin() + static_cast<std::ptrdiff_t>(k)),
-                          std::make_move_iterator(v.end()));
-    k = v.size();
+    const auto first = v.begin() + static_cast<std::ptrdiff_t>(k);
+    std::vector<Tensor> r(
+        std::make_move_iterator(first),
+        std::make_move_iterator(first + static_cast<std::ptrdiff_t>(vector_length)));
+    k += vector_length;
     return r;
   } else {
-    static_assert(sizeof(R) == 0, "jit::compile: results are Tensors or one std::vector<Tensor>");
+    return unflatten_tuple<R>(v, k, vector_length,
+                              std::make_index_sequence<std::tuple_size_v<R>>{});
   }
+}
+
+// The result of type `R` from a call's flat results (Note [Result shapes]).
+template <class R>
+R unflatten_result(std::vector<Tensor>& v) {
+  using Shape = ResultShape<R>;
+  KILN_CHECK(v.size() >= Shape::tensors && (Shape::vectors == 1 || v.size() == Shape::tensors),
+             "[jit::compile] expected ", Shape::tensors, Shape::vectors ? " or more" : "",
+             " results for the function's result type, got ", v.size());
+  size_t k = 0;
+  return unflatten<R>(v, k, v.size() - Shape::tensors);
 }
 
 }  // namespace boxed
@@ -312,10 +369,12 @@ class Compiled {
   auto operator()(const A&... args) {
     using R = std::decay_t<std::invoke_result_t<F&, const A&...>>;
     if (!core_) boxed::raise_moved_from();
-    static_assert(
-        std::is_same_v<R, Tensor> || std::is_same_v<R, std::vector<Tensor>> || is_tuple<R>::value,
-        "jit::compile: a compiled function returns a Tensor, a std::vector<Tensor>, "
-        "or a std::tuple / std::pair of Tensors");
+    static_assert(boxed::ResultShape<R>::valid,
+                  "jit::compile: a compiled function returns a Tensor, a std::vector<Tensor>, "
+                  "or a std::tuple / std::pair of those");
+    static_assert(boxed::ResultShape<R>::vectors <= 1,
+                  "jit::compile: a result holds at most one std::vector<Tensor> (Note [Result "
+                  "shapes] in kiln/jit.h): return the others as one vector, or as tensors");
     std::vector<IValue> boxed;
     boxed.reserve(sizeof...(A));
     (boxed.push_back(boxed::to_ivalue(args)), ...);
@@ -326,12 +385,7 @@ class Compiled {
       return out;
     };
     std::vector<Tensor> out = core_->call(boxed, boxed::Body{fn_.get(), body});
-    size_t k = 0;
-    if constexpr (is_tuple<R>::value) {
-      return unpack<R>(out, k, std::make_index_sequence<std::tuple_size_v<R>>{});
-    } else {
-      return boxed::unflatten<R>(out, k);
-    }
+    return boxed::unflatten_result<R>(out);
   }
 
   // Makes dim `dim` of argument `input` dynamic for the entries built from now on.
@@ -341,21 +395,10 @@ class Compiled {
   Explanation explain() const { return live().explain(); }
 
  private:
-  template <class T>
-  struct is_tuple : std::false_type {};
-  template <class... T>
-  struct is_tuple<std::tuple<T...>> : std::true_type {};
-  template <class T, class U>
-  struct is_tuple<std::pair<T, U>> : std::true_type {};
-
   template <class... A, size_t... I>
   static void invoke_boxed(F& fn, const std::vector<IValue>& in, std::vector<Tensor>& out,
                            std::index_sequence<I...>) {
     boxed::flatten_into(fn(boxed::from_ivalue<A>(in[I])...), out);
-  }
-  template <class R, size_t... I>
-  static R unpack(std::vector<Tensor>& v, size_t& k, std::index_sequence<I...>) {
-    return R{boxed::unflatten<std::decay_t<std::tuple_element_t<I, R>>>(v, k)...};
   }
 
   boxed::CompiledCore& live() const {

@@ -658,6 +658,52 @@ TEST(Compile, EightThreadsCuda) {
   run_threads(kiln::Device::cuda());
 }
 
+// Note [Result shapes]: every result type jit.h allows comes back as eager
+// returns it, on the traced call and on replays: a vector anywhere in a
+// tuple (one before a tensor used to take every result, and the tensor was
+// read past the list), nested tuples, an empty vector, an undefined tensor,
+// 0-dim and empty results, the same tensor twice.
+TEST(Compile, ResultsOfEveryShape) {
+  auto body = [](const Tensor& x, const std::vector<Tensor>& xs) {
+    std::vector<Tensor> scaled;
+    for (const Tensor& t : xs) scaled.push_back(t * x.sum());
+    Tensor y = x * 2.0;
+    return std::make_tuple(scaled, std::make_pair(y, kiln::mean(x)), y, Tensor(), x.sum(),
+                           x.narrow(0, 0, 0));
+  };
+  auto f = kiln::jit::compile(body, {.name = "shapes"});
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE("call " + std::to_string(seed));
+    const Tensor x = random_tensor({3, 2}, kiln::kFloat32, "strided", seed);
+    const std::vector<Tensor> xs = {random_tensor({2}, kiln::kFloat32, "contiguous", seed + 10),
+                                    random_tensor({4, 1}, kiln::kFloat32, "offset", seed + 20)};
+    auto [scaled, pair, y, undefined, sum, empty] = f(x, xs);
+    kiln::EagerGuard eager;
+    auto [want_scaled, want_pair, want_y, want_undefined, want_sum, want_empty] = body(x, xs);
+    ASSERT_EQ(scaled.size(), 2u);
+    EXPECT_TENSOR_CLOSE(scaled[0], want_scaled[0]);
+    EXPECT_TENSOR_CLOSE(scaled[1], want_scaled[1]);
+    EXPECT_TENSOR_CLOSE(pair.first, want_pair.first);
+    EXPECT_TENSOR_CLOSE(pair.second, want_pair.second);
+    EXPECT_TENSOR_CLOSE(y, want_y);
+    EXPECT_EQ(y.data_ptr(), pair.first.data_ptr());  // one tensor, returned twice
+    EXPECT_FALSE(undefined.defined());
+    EXPECT_EQ(sum.dim(), 0);
+    EXPECT_TENSOR_CLOSE(sum, want_sum);
+    EXPECT_EQ(empty.sizes(), (std::vector<int64_t>{0, 2}));
+  }
+  EXPECT_EQ(f.stats().entries, 1);
+  EXPECT_EQ(f.stats().hits, 2);
+  auto g = kiln::jit::compile(
+      [](const Tensor& x) { return std::make_pair(std::vector<Tensor>{}, x + 1.0); },
+      {.name = "none"});
+  for (int call = 0; call < 2; ++call) {
+    auto [none, z] = g(kiln::ones({2}));
+    EXPECT_TRUE(none.empty());
+    EXPECT_TENSOR_CLOSE(z, kiln::full({2}, 2.0));
+  }
+}
+
 // Note [Scalar forms]: the Scalar overloads of remainder, fmod, floor_divide
 // and the bitwise ops are recorded, not run at once: a compiled function that
 // takes one compiles (each was a graph break) and equals eager.
