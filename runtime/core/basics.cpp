@@ -162,6 +162,10 @@ uint32_t parse_channels(std::string_view list, bool strict) {
     size_t comma = list.find(',');
     std::string_view name = list.substr(0, comma);
     list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    // Spaces around a name are dropped, as around every KILN_* value (Note
+    // [Environment switches]): "recompiles, guards" lost its second channel.
+    while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
     if (name.empty()) continue;
     if (name == "all") {
       mask = (1u << static_cast<int>(LogChannel::kCount)) - 1;

@@ -49,4 +49,21 @@ TEST(LogFile, LinesGoToTheFileAndBackToStderr) {
   std::remove(path.c_str());
 }
 
+// Spaces around a channel's name are dropped, as around every KILN_* value:
+// "recompiles, guards" was refused (set_logs) or lost its second channel
+// (KILN_LOGS, with a warning about ' guards').
+TEST(LogChannels, SpacesAroundNamesAreDropped) {
+  kiln::set_logs(" recompiles, guards\t,perf ");
+  EXPECT_TRUE(kiln::log_enabled(kiln::LogChannel::Recompiles));
+  EXPECT_TRUE(kiln::log_enabled(kiln::LogChannel::Guards));
+  EXPECT_TRUE(kiln::log_enabled(kiln::LogChannel::Perf));
+  EXPECT_FALSE(kiln::log_enabled(kiln::LogChannel::Fusion));
+  kiln::set_logs("");
+  EXPECT_FALSE(kiln::log_enabled(kiln::LogChannel::Guards));
+  EXPECT_KILN_ERROR(kiln::set_logs("recompiles, gaurds"),
+                    "[set_logs] expected channels among recompiles, guards, fusion, output_code, "
+                    "graphs, dispatch, alloc, perf or all, got 'gaurds'");
+  kiln::set_logs("");
+}
+
 }  // namespace
