@@ -262,6 +262,9 @@ void raise_moved_from() {
 }
 
 CompiledCore::CompiledCore(Options options) : impl_(std::make_unique<Impl>()) {
+  // Every log line and error names the function: "[jit::compile] : expected"
+  // and ": entry 1/8" named nothing.
+  KILN_CHECK(!options.name.empty(), "[jit::compile] expected a non-empty Options::name, got \"\"");
   const std::string who = "[jit::compile] " + options.name + ": expected ";
   KILN_CHECK(options.cache_limit >= 1, who, "a cache_limit of at least 1 entry, got ",
              options.cache_limit);

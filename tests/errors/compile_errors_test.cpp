@@ -58,11 +58,13 @@ TEST(CompileErrors, UndefinedTensorArgument) {
 
 namespace {
 
-// Options that cannot mean anything raise where they are given (limits,
-// buckets, negative argument indexes) or at the first call (an argument the
+// Options that cannot mean anything raise where they are given (an empty
+// name, limits, buckets, negative argument indexes) or at the first call (an argument the
 // call does not have, a dim past the argument's rank, a number dim).
 TEST(CompileErrors, OptionsThatMeanNothing) {
   auto body = [](const Tensor& x) { return x * 2.0; };
+  EXPECT_KILN_ERROR(kiln::jit::compile(body, {.name = ""}),
+                    "[jit::compile] expected a non-empty Options::name, got \"\"");
   EXPECT_KILN_ERROR(kiln::jit::compile(body, {.name = "c", .cache_limit = 0}),
                     "[jit::compile] c: expected a cache_limit of at least 1 entry, got 0");
   kiln::jit::Options limit;
