@@ -119,14 +119,40 @@ struct Entry {
   };
   std::unordered_map<const StorageImpl*, Hold> holds;
 
-  // Counts the tensors `impls` adds on captured storages.
-  void hold(const std::vector<const TensorImpl*>& impls) {
+  // Counts the tensors `impls` adds on captured storages; returns those it
+  // counted (for release()).
+  using Counted = std::vector<std::pair<const TensorImpl*, const StorageImpl*>>;
+  Counted hold(const std::vector<const TensorImpl*>& impls) {
     std::lock_guard<std::mutex> lock(refs_mu);
+    Counted counted;
     for (const TensorImpl* impl : impls) {
       if (!captured_impls.insert(impl).second) continue;
       StorageImpl* s = impl->storage().get();
       ++holds.try_emplace(s, s).first->second.tensors;
       s->add_compiled_refs(1);
+      counted.emplace_back(impl, s);
+    }
+    return counted;
+  }
+  // Note [A plan that failed to build]
+  // Takes back what hold() counted for a plan that was dropped (its first
+  // run raised: an index out of range at a new size). The counts used to
+  // stay: the storage then showed one reference held outside too few, every
+  // guard on that weight failed, and each later call compiled a new entry,
+  // up to the cache limit. forget() goes before the plan's tensors are
+  // freed (a tensor made meanwhile at a freed one's address is another
+  // tensor), release() after them (Note [Guards]: a race then reads too few
+  // references held outside, not too many).
+  void forget(const Counted& counted) {
+    std::lock_guard<std::mutex> lock(refs_mu);
+    for (const auto& [impl, storage] : counted) captured_impls.erase(impl);
+  }
+  void release(const Counted& counted) {
+    std::lock_guard<std::mutex> lock(refs_mu);
+    for (const auto& [impl, storage] : counted) {
+      Hold& h = holds.find(storage)->second;
+      --h.tensors;
+      h.storage->add_compiled_refs(-1);
     }
   }
 
@@ -234,8 +260,10 @@ struct boxed::CompiledCore::Impl {
                              CallerObjects callers);
   // Note [Arguments that are captured tensors].
   bool aliases_captured(Entry& e, const std::vector<IValue>& args, const Pristine& p);
+  // `counted` (optional): receives what the entry counted for it (Entry::hold).
   std::unique_ptr<Instance> new_instance(Entry& e, const Specialization& spec,
-                                         const std::vector<IValue>& args);
+                                         const std::vector<IValue>& args,
+                                         Entry::Counted* counted = nullptr);
   // The Instance of `spec` for a call with `args` (Note [Calls that fail
   // before they run]).
   std::unique_ptr<Instance> make_instance(const Entry& e, const Specialization& spec,
@@ -661,9 +689,11 @@ std::unique_ptr<Instance> boxed::CompiledCore::Impl::make_instance(
 
 std::unique_ptr<Instance> boxed::CompiledCore::Impl::new_instance(Entry& e,
                                                                   const Specialization& spec,
-                                                                  const std::vector<IValue>& args) {
+                                                                  const std::vector<IValue>& args,
+                                                                  Entry::Counted* counted) {
   auto inst = make_instance(e, spec, args);
-  e.hold(inst->captured_impls());
+  Entry::Counted held = e.hold(inst->captured_impls());
+  if (counted) counted->insert(counted->end(), held.begin(), held.end());
   return inst;
 }
 
@@ -702,6 +732,22 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
         trace_signature(spec->pristine.nodes, spec->pristine.stand_ins, spec->pristine.captured);
   }
   std::unique_ptr<Instance> inst;
+  // A later plan of a published entry: what it counts goes back if it fails
+  // (Note [A plan that failed to build]).
+  Entry::Counted counted;
+  struct Undo {
+    Entry& e;
+    std::unique_ptr<Specialization>& spec;
+    std::unique_ptr<Instance>& inst;
+    Entry::Counted& counted;
+    ~Undo() {
+      if (counted.empty()) return;
+      e.forget(counted);
+      inst.reset();
+      spec.reset();
+      e.release(counted);
+    }
+  } undo{e, spec, inst, counted};
   if (e.specs.empty()) {
     inst = make_instance(e, *spec, args);
     // Before results hold anything.
@@ -716,8 +762,8 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
       return nullptr;
     }
   } else {
-    e.hold(spec->pristine.captured_impls);
-    inst = new_instance(e, *spec, args);
+    counted = e.hold(spec->pristine.captured_impls);
+    inst = new_instance(e, *spec, args, &counted);
   }
   spec->steps = inst->steps();
   compiling.stop();
@@ -727,6 +773,7 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   compile_ms.store(ms_since(t0), std::memory_order_relaxed);
   Specialization* raw = spec.get();
   e.specs.push_back(std::move(spec));
+  counted.clear();  // kept: the plan is the entry's now
   return raw;
 }
 

@@ -147,6 +147,36 @@ TEST(CompileErrors, APlanWhoseTraceThrowsIsNotCounted) {
   EXPECT_EQ(e.stats.specializations, 1);
 }
 
+// Note [A plan that failed to build]: a plan at a new size whose first run
+// raises (an index out of range in the call's data) is dropped with what
+// its entry counted on the captured table; the counts used to stay, the
+// table's guard then failed, and each later call compiled a new entry.
+TEST(CompileErrors, APlanWhoseFirstRunRaisesLeavesTheGuardsSound) {
+  const Tensor table = kiln::testing::random_tensor({5, 3}, kiln::kFloat32, "contiguous", 4);
+  auto body = [&](const Tensor& ids) { return kiln::index_select(table, 0, ids) * 2.0; };
+  auto f = kiln::jit::compile(body, {.name = "lookup"});
+  auto ids = [](std::vector<int64_t> v) {
+    const auto n = static_cast<int64_t>(v.size());
+    return kiln::tensor(v, {n}, kiln::kInt64);
+  };
+  auto check = [&](const Tensor& i) {
+    Tensor got = f(i);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(got, body(i));
+  };
+  check(ids({1, 2}));
+  check(ids({0, 1, 4}));  // entry 2: dim 0 dynamic
+  EXPECT_KILN_ERROR(f(ids({0, 9, 1, 2})),
+                    "[index_select] index 9 is out of bounds for dimension 0 with size 5");
+  for (int round = 0; round < 3; ++round) {
+    check(ids({4, 3, 2, 1}));
+    check(ids({0, 1, 4}));
+  }
+  EXPECT_EQ(f.stats().entries, 2);
+  EXPECT_EQ(f.stats().specializations, 1);
+  EXPECT_EQ(f.stats().uncompiled_calls, 0);
+}
+
 // A call whose data is only less aligned than the entry's kernels expect is
 // told so, also for an entry with a dynamic dim (whose strides are compared
 // by pattern): it read "stride mismatch: expected [1], got [1]".
