@@ -87,6 +87,26 @@ struct Specialization {
   std::mutex mu;
   std::vector<std::unique_ptr<Instance>> idle;
   size_t steps = 0;
+  // Note [Captured tensors of later plans]
+  // An entry's guards hold the captured tensors of its first plan. A later
+  // plan (a new size of a dynamic dim, a new value of a dynamic scalar) may
+  // read others: `fn` chose its path by a size. Those used to be guarded by
+  // nothing, so a weight replaced after such a plan was built went on being
+  // read at that size, the old tensor kept alive by the plan. The plan
+  // guards them itself (as the entry does: Note [Guards]); a call at its
+  // key that finds one replaced marks it stale and builds a new plan.
+  std::vector<guards::Captured> captured;
+  std::vector<guards::CapturedObject> objects;
+  bool stale = false;  // e.mu
+  bool holds() const {
+    for (const guards::CapturedObject& o : objects) {
+      if (!o.holds()) return false;
+    }
+    for (const guards::Captured& c : captured) {
+      if (!c.holds()) return false;
+    }
+    return true;
+  }
 };
 
 struct Entry {
@@ -258,6 +278,9 @@ struct boxed::CompiledCore::Impl {
   // or returns (Note [Tensors a trace made from host values]), or "".
   std::string guard_captured(Entry& e, const Pristine& p, const Instance& first,
                              CallerObjects callers);
+  // Note [Captured tensors of later plans]: guards what `spec` captures
+  // beyond its entry's guards. After its entry counted its tensors.
+  void guard_later_captures(const Entry& e, Specialization& spec, CallerObjects callers);
   // Note [Arguments that are captured tensors].
   bool aliases_captured(Entry& e, const std::vector<IValue>& args, const Pristine& p);
   // `counted` (optional): receives what the entry counted for it (Entry::hold).
@@ -626,6 +649,31 @@ bool boxed::CompiledCore::Impl::aliases_captured(Entry& e, const std::vector<IVa
   return aliased;
 }
 
+void boxed::CompiledCore::Impl::guard_later_captures(const Entry& e, Specialization& spec,
+                                                     CallerObjects callers) {
+  // As guard_captured: `callers` holds one reference on each object, and
+  // through it one on its storage; they go before the storages are counted.
+  for (const auto& [object, what] : callers) {
+    if (object->use_count() - object->compiled_refs() - 1 > 0) {
+      spec.objects.emplace_back(object.get(), what);
+    }
+  }
+  callers.clear();
+  const Pristine& p = spec.pristine;
+  for (const auto& [storage, what] : p.captured_uses) {
+    // Guarded by the entry, or nothing outside compiled functions holds it.
+    if (e.guards.is_captured(storage) || storage->use_count() <= storage->compiled_refs()) {
+      continue;
+    }
+    spec.captured.emplace_back(storage, 1, what);
+    for (const auto& [held_storage, held] : p.held_refs) {
+      if (held_storage == storage && held > 1) {
+        spec.captured.back().min_refs.fetch_add(held - 1, std::memory_order_relaxed);
+      }
+    }
+  }
+}
+
 // The first plan of an entry fixes which captured storages are guarded:
 // those that something outside the entry holds (Note [Guards]).
 std::string boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& p,
@@ -764,6 +812,7 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   } else {
     counted = e.hold(spec->pristine.captured_impls);
     inst = new_instance(e, *spec, args, &counted);
+    guard_later_captures(e, *spec, std::move(callers));
   }
   spec->steps = inst->steps();
   compiling.stop();
@@ -921,11 +970,22 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
       spec = e.specs[0].get();
     } else {
       const std::vector<int64_t> key = spec_key(e, args);
+      int live = 0;
       for (const auto& s : e.specs) {
+        if (s->stale) continue;
+        ++live;
         if (s->key == key) spec = s.get();
       }
+      // Note [Captured tensors of later plans].
+      if (spec && !spec->holds()) {
+        spec->stale = true;
+        --live;
+        KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": the plan for ", spec->what.text,
+                 " reads a captured tensor that was replaced; building it again");
+        spec = nullptr;
+      }
       if (!spec) {
-        if (static_cast<int>(e.specs.size()) >= options.specialization_limit) {
+        if (live >= options.specialization_limit) {
           if (!e.specs_warned) {
             e.specs_warned = true;
             bool scalars = false;
@@ -938,8 +998,7 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
             }
             kiln::detail::log_line(
                 LogChannel::Recompiles,
-                options.name + ": entry " + std::to_string(e.index) + ": " +
-                    std::to_string(e.specs.size()) +
+                options.name + ": entry " + std::to_string(e.index) + ": " + std::to_string(live) +
                     (scalars ? " sizes and values of its dynamic dims and scalars"
                              : " sizes of its dynamic dims") +
                     " seen (" + seen +

@@ -185,6 +185,38 @@ TEST(CompileGuards, ReplacedWeightRecompilesOnce) {
   EXPECT_TENSOR_CLOSE(r4, kiln::tanh(x * m.w));
 }
 
+// Note [Captured tensors of later plans]: a weight that only a later plan
+// reads (the function chose its path by a size) is guarded by that plan.
+// Replaced, or replaced by a view of itself, the plan is built again; it
+// used to go on reading the old weight at that size.
+TEST(CompileGuards, WeightOnlyALaterPlanReadsIsGuarded) {
+  Tensor small = random_tensor({2}, kiln::kFloat32, "contiguous", 40);
+  Tensor large = random_tensor({2}, kiln::kFloat32, "contiguous", 41);
+  auto body = [&](const Tensor& x) { return x.size(0) > 3 ? x * large : x + small; };
+  auto f = kiln::jit::compile(body, {.name = "paths"});
+  Logs logs("recompiles");
+  auto check = [&](int64_t rows, const char* when) {
+    SCOPED_TRACE(std::string(when) + ", " + std::to_string(rows) + " rows");
+    const Tensor x = random_tensor({rows, 2}, kiln::kFloat32, "contiguous", 42 + rows);
+    Tensor got = f(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(got, body(x));
+  };
+  for (int64_t rows : {2, 3, 5}) check(rows, "first");  // entry 2: dim 0 dynamic, plans 3 and 5
+  large = random_tensor({2}, kiln::kFloat32, "contiguous", 43);
+  check(5, "large replaced");
+  check(5, "large replaced, again");
+  large = large.narrow(0, 1, 1);
+  check(5, "large replaced by a view of itself");
+  check(3, "small as it was");
+  large.mul_(3.0);  // in place: seen, nothing built
+  check(5, "large updated in place");
+  const std::string text = logs.take();
+  EXPECT_EQ(f.stats().entries, 2) << text;
+  EXPECT_EQ(count_of(text, "reads a captured tensor that was replaced; building it again"), 2)
+      << text;
+}
+
 // A weight captured by two compiled functions, and by two entries of one:
 // their references are not the caller's (Note [Guards]), so replacing the
 // weight fails every guard on it, and each recomputes with the new one.
