@@ -406,7 +406,7 @@ bool GuardSet::check(const std::vector<IValue>& args) const {
     for (int k = 0; k < static_cast<int>(storages.size()) && g.alias_of < 0 && s; ++k) {
       if (storages[k] == s) return false;
     }
-    if (s && !captured_sorted_.empty() && is_captured(s)) return false;
+    if (s && captured_arguments_fail_ && !captured_sorted_.empty() && is_captured(s)) return false;
     storages.push_back(s);
     offsets.push_back(offset);
     return true;
@@ -541,7 +541,7 @@ Failure GuardSet::explain(const std::vector<IValue>& args,
                  std::to_string(t.storage_offset() - offsets[static_cast<size_t>(g.alias_of)]);
       return true;
     }
-    if (s && is_captured(s)) {
+    if (s && captured_arguments_fail_ && is_captured(s)) {
       f.reason = who + " shares its storage with a tensor the function captured";
       return true;
     }

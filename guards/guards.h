@@ -156,6 +156,11 @@ class GuardSet {
   // function also captured (Note [Arguments that are captured tensors] in
   // jit/compile/compiled_function.cpp).
   void require_storage(size_t k, StorageImpl* storage, std::string what);
+  // The entry's trace writes nothing its caller sees: an argument on a
+  // captured storage no longer fails the guard (Note [Arguments that are
+  // captured tensors] in jit/compile/compiled_function.cpp). Before the
+  // entry is published.
+  void allow_captured_arguments() { captured_arguments_fail_ = false; }
   // Asks `storage`'s guard (if it has one) for at least `held` references
   // held outside compiled functions, where guard_captured asked for one.
   void require_held_references(const StorageImpl* storage, int32_t held);
@@ -236,6 +241,7 @@ class GuardSet {
   std::vector<CapturedObject> objects_;
   std::vector<std::pair<size_t, Captured>> required_;  // require_storage
   std::vector<const StorageImpl*> captured_sorted_;    // for is_captured
+  bool captured_arguments_fail_ = true;                // allow_captured_arguments
   DynamicDims dynamic_;
 };
 

@@ -98,6 +98,10 @@ struct Specialization {
   std::vector<guards::Captured> captured;
   std::vector<guards::CapturedObject> objects;
   bool stale = false;  // e.mu
+  // It writes an argument or a captured tensor: a call whose argument is a
+  // tensor it captures runs uncompiled (Note [Arguments that are captured
+  // tensors]).
+  bool writes = false;
   bool holds() const {
     for (const guards::CapturedObject& o : objects) {
       if (!o.holds()) return false;
@@ -625,7 +629,13 @@ SpecializedFor boxed::CompiledCore::Impl::specialized_for(const Entry& e,
 // tensor, the entry runs uncompiled (lazily, which is right), logged, and
 // guards that argument to be that very storage, so that calls with other
 // tensors keep matching the compiled entries. (Read-only functions are
-// planned as usual: two names for memory nobody writes cannot disagree.)
+// planned as usual: two names for memory nobody writes cannot disagree. Their
+// entries also take such arguments later: the guard that an argument is on
+// no captured storage used to fail every call f(w) of a function reading
+// `w`, compiling a new entry per call up to the cache limit.) A later plan
+// of an entry (another size) may write where its first did not: a call of
+// such a plan given a tensor it captures runs uncompiled, and the entry,
+// published and run by other threads meanwhile, is left as it is.
 bool boxed::CompiledCore::Impl::aliases_captured(Entry& e, const std::vector<IValue>& args,
                                                  const Pristine& p) {
   if (p.captured.empty() || visible_writes(p).empty()) return false;
@@ -635,6 +645,15 @@ bool boxed::CompiledCore::Impl::aliases_captured(Entry& e, const std::vector<IVa
     StorageImpl* s = tensors[k]->defined() ? tensors[k]->impl()->storage().get() : nullptr;
     if (!s || !p.captured.count(s)) continue;
     const std::string what = "argument " + std::to_string(k) + " in guard order";
+    if (!e.specs.empty()) {
+      // A later plan (a path only some sizes take writes): the entry is
+      // published, and other threads check its guards and run its plans,
+      // so neither changes; this call runs lazily and its plan is not kept.
+      KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": tensor ", what,
+               " is a tensor the function also captures, and the plan for ",
+               specialized_for(e, args).text, " writes: this call runs uncompiled (lazily)");
+      return true;
+    }
     e.guards.require_storage(k, s, what);
     if (!aliased) {
       e.uncompiled = true;
@@ -693,7 +712,10 @@ std::string boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& 
   // one per call, where replays would accumulate into one (acc.add_(x)) or
   // hand every caller the same memory. Such an entry runs uncompiled.
   std::unordered_set<const StorageImpl*> changed;
-  for (const VisibleWrite& w : visible_writes(p)) changed.insert(w.captured);
+  const std::vector<VisibleWrite> writes = visible_writes(p);
+  for (const VisibleWrite& w : writes) changed.insert(w.captured);
+  // Note [Arguments that are captured tensors]: reads alone cannot disagree.
+  if (writes.empty()) e.guards.allow_captured_arguments();
   for (const Tensor& t : p.outputs) {
     if (t.defined()) changed.insert(t.impl()->storage().get());
   }
@@ -779,6 +801,7 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
     spec->signature =
         trace_signature(spec->pristine.nodes, spec->pristine.stand_ins, spec->pristine.captured);
   }
+  spec->writes = !visible_writes(spec->pristine).empty();
   std::unique_ptr<Instance> inst;
   // A later plan of a published entry: what it counts goes back if it fails
   // (Note [A plan that failed to build]).
@@ -1030,6 +1053,20 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
         count_hit(hit_counted);
         return results;
       }
+    }
+  }
+  // Note [Arguments that are captured tensors]: the entry's guards let such
+  // an argument through where its first plan writes nothing; a later plan
+  // that writes cannot take it.
+  if (spec->writes && !spec->pristine.captured.empty()) {
+    const std::vector<const Tensor*> tensors = tensor_arguments(args);
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      if (!spec->pristine.captured.count(tensors[k]->impl()->storage().get())) continue;
+      KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": tensor argument ", k,
+               " in guard order is a tensor the function also captures, and the plan for ",
+               spec->what.text, " writes: this call runs uncompiled (lazily)");
+      uncompiled.fetch_add(1, std::memory_order_relaxed);
+      return body.call(body.self, args);
     }
   }
   if (verify) {

@@ -347,6 +347,59 @@ TEST(CompileGuards, ArgumentThatIsACapturedTensorRunsUncompiled) {
   EXPECT_EQ(count_of(text, "is a tensor the function also captures"), 1) << text;
 }
 
+// Note [Arguments that are captured tensors]: a function that writes
+// nothing takes the tensor it captures as an argument too, compiled, in
+// the same entry (each such call used to compile a new entry, up to the
+// cache limit, and then run uncompiled).
+TEST(CompileGuards, ArgumentThatIsACapturedTensorOfAReadOnlyFunctionStaysCompiled) {
+  const Tensor w = random_tensor({4, 4}, kiln::kFloat32, "contiguous", 31);
+  auto body = [&](const Tensor& x) { return kiln::matmul(x, w) + w.narrow(0, 1, 1); };
+  auto f = kiln::jit::compile(body, {.name = "reads"});
+  const Tensor x = random_tensor({4, 4}, kiln::kFloat32, "transposed", 32);
+  for (int round = 0; round < 3; ++round) {
+    for (const Tensor& arg : {w, x, w.narrow(0, 0, 4)}) {
+      Tensor got = f(arg);
+      kiln::EagerGuard eager;
+      EXPECT_TENSOR_CLOSE(got, body(arg));
+    }
+  }
+  // Entry 1 takes w and its view; x is transposed (other strides): entry 2.
+  EXPECT_EQ(f.stats().entries, 2);
+  EXPECT_EQ(f.stats().uncompiled_calls, 0);
+  EXPECT_EQ(f.stats().hits, 7);
+}
+
+// The same where only a later plan writes (the function chose its path by a
+// size): that call runs uncompiled, right, and its entry stays as it was
+// for other calls (it used to be changed under threads that ran it).
+TEST(CompileGuards, ALaterPlanThatWritesACapturedArgumentRunsUncompiled) {
+  Tensor state = random_tensor({4, 2}, kiln::kFloat32, "contiguous", 33);
+  Tensor twin = state.clone();
+  auto body = [](Tensor& st, const Tensor& x) {
+    if (x.size(0) > 3) st.add_(1.0);
+    return x * 2.0 + st.sum();
+  };
+  auto f = kiln::jit::compile([&](const Tensor& x) { return body(state, x); }, {.name = "later"});
+  auto step = [&](const Tensor& arg, const Tensor& twin_arg) {
+    Tensor got = f(arg);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(got, body(twin, twin_arg));
+    EXPECT_TENSOR_CLOSE(state, twin);
+  };
+  const Tensor x2 = random_tensor({2, 2}, kiln::kFloat32, "contiguous", 34);
+  const Tensor x3 = random_tensor({3, 2}, kiln::kFloat32, "contiguous", 35);
+  const Tensor x4 = random_tensor({4, 2}, kiln::kFloat32, "contiguous", 36);
+  step(x2, x2);
+  step(x3, x3);       // entry 2: dim 0 dynamic; its first plan only reads state
+  step(state, twin);  // a plan that writes state, given state: uncompiled
+  step(x4, x4);
+  step(state, twin);
+  step(x4, x4);
+  step(x3, x3);
+  EXPECT_EQ(f.stats().entries, 2);
+  EXPECT_EQ(f.stats().uncompiled_calls, 2);
+}
+
 TEST(CompileGuards, AutocastRecompilesOnce) {
   Tensor w = random_tensor({16, 8}, kiln::kFloat32, "contiguous", 3);
   auto f = kiln::jit::compile([&](const Tensor& x) { return kiln::linear(x, w); }, {.name = "g"});
