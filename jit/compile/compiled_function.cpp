@@ -116,7 +116,7 @@ struct Specialization {
 struct Entry {
   int index = 0;  // 1-based, in creation order
   guards::GuardSet guards;
-  bool uncompiled = false;  // runs `fn` as it is (graph break, eager mode)
+  std::atomic<bool> uncompiled{false};  // runs `fn` as it is (graph break, eager mode)
   std::string why;
   std::string reason;        // why it was built (explain)
   std::string break_reason;  // the trace's, when it broke (explain)
@@ -357,10 +357,11 @@ Explanation CompiledCore::explain() const {
     ExplainEntry x;
     x.index = e->index;
     x.reason = e->reason;
+    x.guards = e->guards.describe(m.options.input_names);
+    // A later plan that breaks writes these under it.
+    std::lock_guard<std::mutex> lock(e->mu);
     x.compiled = !e->uncompiled;
     if (e->uncompiled) x.uncompiled = e->why;
-    x.guards = e->guards.describe(m.options.input_names);
-    std::lock_guard<std::mutex> lock(e->mu);
     for (const auto& spec : e->specs) {
       std::lock_guard<std::mutex> spec_lock(spec->mu);
       if (spec->idle.empty()) {  // every instance is running: what is known without one
@@ -1037,7 +1038,10 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
                                  " (specialization " + std::to_string(number) + ")";
         KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": ", what);
         const int64_t kernels_before = kernels_built();
-        if (!specialize(e, args, body, &results)) return results;
+        if (!specialize(e, args, body, &results)) {
+          uncompiled.fetch_add(1, std::memory_order_relaxed);  // as compile() counts it
+          return results;
+        }
         // Counted and remembered once built (a trace that threw built nothing).
         specializations.fetch_add(1, std::memory_order_relaxed);
         remember(e.index, what);
