@@ -94,7 +94,11 @@ struct Specialization {
   // nothing, so a weight replaced after such a plan was built went on being
   // read at that size, the old tensor kept alive by the plan. The plan
   // guards them itself (as the entry does: Note [Guards]); a call at its
-  // key that finds one replaced marks it stale and builds a new plan.
+  // key that finds one replaced marks it stale and builds a new plan. A
+  // later plan that writes or returns a tensor it made from host values is
+  // not kept either (Note [Tensors a trace made from host values]): calls
+  // at its key run uncompiled, where replays used to accumulate into one
+  // tensor and hand every caller its memory.
   std::vector<guards::Captured> captured;
   std::vector<guards::CapturedObject> objects;
   bool stale = false;  // e.mu
@@ -102,6 +106,10 @@ struct Specialization {
   // tensor it captures runs uncompiled (Note [Arguments that are captured
   // tensors]).
   bool writes = false;
+  // Why calls at its key run `fn` uncompiled (empty: they run the plan): it
+  // writes or returns a tensor it made from host values (Note [Tensors a
+  // trace made from host values]). Such a specialization keeps no plan.
+  std::string uncompiled;
   bool holds() const {
     for (const guards::CapturedObject& o : objects) {
       if (!o.holds()) return false;
@@ -200,6 +208,18 @@ class Lease {
   std::unique_ptr<Instance> inst_;
 };
 
+// The captured storages a trace writes or returns (Note [Tensors a trace
+// made from host values]).
+std::unordered_set<const StorageImpl*> changed_storages(const Pristine& p,
+                                                        const std::vector<VisibleWrite>& writes) {
+  std::unordered_set<const StorageImpl*> changed;
+  for (const VisibleWrite& w : writes) changed.insert(w.captured);
+  for (const Tensor& t : p.outputs) {
+    if (t.defined()) changed.insert(t.impl()->storage().get());
+  }
+  return changed;
+}
+
 // Kernels compiled or loaded from disk in this process so far, CPU and CUDA
 // (other threads' too: a count for logs).
 int64_t kernels_built() {
@@ -284,7 +304,9 @@ struct boxed::CompiledCore::Impl {
                              CallerObjects callers);
   // Note [Captured tensors of later plans]: guards what `spec` captures
   // beyond its entry's guards. After its entry counted its tensors.
-  void guard_later_captures(const Entry& e, Specialization& spec, CallerObjects callers);
+  // Returns the use of a tensor the trace made from host values and writes
+  // or returns, or "" (as guard_captured).
+  std::string guard_later_captures(const Entry& e, Specialization& spec, CallerObjects callers);
   // Note [Arguments that are captured tensors].
   bool aliases_captured(Entry& e, const std::vector<IValue>& args, const Pristine& p);
   // `counted` (optional): receives what the entry counted for it (Entry::hold).
@@ -669,8 +691,8 @@ bool boxed::CompiledCore::Impl::aliases_captured(Entry& e, const std::vector<IVa
   return aliased;
 }
 
-void boxed::CompiledCore::Impl::guard_later_captures(const Entry& e, Specialization& spec,
-                                                     CallerObjects callers) {
+std::string boxed::CompiledCore::Impl::guard_later_captures(const Entry& e, Specialization& spec,
+                                                            CallerObjects callers) {
   // As guard_captured: `callers` holds one reference on each object, and
   // through it one on its storage; they go before the storages are counted.
   for (const auto& [object, what] : callers) {
@@ -680,9 +702,13 @@ void boxed::CompiledCore::Impl::guard_later_captures(const Entry& e, Specializat
   }
   callers.clear();
   const Pristine& p = spec.pristine;
+  const std::unordered_set<const StorageImpl*> changed = changed_storages(p, visible_writes(p));
+  std::string constant;
   for (const auto& [storage, what] : p.captured_uses) {
-    // Guarded by the entry, or nothing outside compiled functions holds it.
-    if (e.guards.is_captured(storage) || storage->use_count() <= storage->compiled_refs()) {
+    if (e.guards.is_captured(storage)) continue;
+    // Nothing outside compiled functions holds it: made while traced.
+    if (storage->use_count() <= storage->compiled_refs()) {
+      if (constant.empty() && changed.count(storage)) constant = what;
       continue;
     }
     spec.captured.emplace_back(storage, 1, what);
@@ -692,6 +718,7 @@ void boxed::CompiledCore::Impl::guard_later_captures(const Entry& e, Specializat
       }
     }
   }
+  return constant;
 }
 
 // The first plan of an entry fixes which captured storages are guarded:
@@ -712,14 +739,10 @@ std::string boxed::CompiledCore::Impl::guard_captured(Entry& e, const Pristine& 
   // that is right. Written or returned, it is not: eager mode makes a fresh
   // one per call, where replays would accumulate into one (acc.add_(x)) or
   // hand every caller the same memory. Such an entry runs uncompiled.
-  std::unordered_set<const StorageImpl*> changed;
   const std::vector<VisibleWrite> writes = visible_writes(p);
-  for (const VisibleWrite& w : writes) changed.insert(w.captured);
+  const std::unordered_set<const StorageImpl*> changed = changed_storages(p, writes);
   // Note [Arguments that are captured tensors]: reads alone cannot disagree.
   if (writes.empty()) e.guards.allow_captured_arguments();
-  for (const Tensor& t : p.outputs) {
-    if (t.defined()) changed.insert(t.impl()->storage().get());
-  }
   std::string constant;
   for (const auto& [storage, what] : p.captured_uses) {
     if (!e.guards.guard_captured(storage, what) && constant.empty() && changed.count(storage)) {
@@ -836,7 +859,20 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   } else {
     counted = e.hold(spec->pristine.captured_impls);
     inst = new_instance(e, *spec, args, &counted);
-    guard_later_captures(e, *spec, std::move(callers));
+    const std::string constant = guard_later_captures(e, *spec, std::move(callers));
+    if (!constant.empty()) {
+      // As for a first plan, but only calls at this key run uncompiled.
+      auto marker = std::make_unique<Specialization>();
+      marker->key = spec->key;
+      marker->what = spec->what;
+      marker->uncompiled = "the function writes or returns a tensor it made from host values (" +
+                           constant + "): each call needs a fresh one";
+      KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": the plan for ", spec->what.text,
+               ": ", marker->uncompiled, "; such calls run uncompiled (lazily) from now on");
+      e.specs.push_back(std::move(marker));
+      *results = body.call(body.self, args);  // the trace never ran: run it lazily
+      return nullptr;
+    }
   }
   spec->steps = inst->steps();
   compiling.stop();
@@ -1058,6 +1094,10 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
         return results;
       }
     }
+  }
+  if (!spec->uncompiled.empty()) {
+    uncompiled.fetch_add(1, std::memory_order_relaxed);
+    return body.call(body.self, args);
   }
   // Note [Arguments that are captured tensors]: the entry's guards let such
   // an argument through where its first plan writes nothing; a later plan

@@ -316,6 +316,36 @@ TEST(CompileGuards, TensorsMadeFromHostValuesAreFreshPerCall) {
   EXPECT_EQ(reads.stats().entries, 1);
 }
 
+// The same for a later plan (the function chose its path by a size): calls
+// at that size run uncompiled, the others stay compiled. Replays of such a
+// plan used to accumulate into one tensor and hand every caller its memory.
+TEST(CompileGuards, TensorsALaterPlanMakesFromHostValuesAreFreshPerCall) {
+  auto body = [](const Tensor& x) {
+    if (x.size(0) > 3) {
+      Tensor acc = kiln::tensor<float>({0.f, 0.f});
+      acc.add_(x.sum({0}));
+      return acc;
+    }
+    return x.sum({0}) * 2.0;
+  };
+  auto f = kiln::jit::compile(body, {.name = "later"});
+  Logs logs("recompiles");
+  std::vector<Tensor> inputs, results;
+  for (int64_t rows : {2, 3, 5, 5, 5, 3, 4}) {
+    inputs.push_back(random_tensor({rows, 2}, kiln::kFloat32, "contiguous", 60 + rows));
+    results.push_back(f(inputs.back()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SCOPED_TRACE("call " + std::to_string(i));
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(results[i], body(inputs[i]));
+  }
+  const std::string text = logs.take();
+  EXPECT_EQ(count_of(text, "writes or returns a tensor it made from host values"), 2) << text;
+  EXPECT_EQ(f.stats().entries, 2) << text;
+  EXPECT_EQ(f.stats().uncompiled_calls, 4) << text;
+}
+
 // Note [Arguments that are captured tensors]: a call whose argument is a
 // tensor the function captures and writes runs uncompiled (a trace cannot
 // model the aliasing), right; calls with other tensors stay compiled.
