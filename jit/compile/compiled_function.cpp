@@ -98,7 +98,10 @@ struct Specialization {
   // later plan that writes or returns a tensor it made from host values is
   // not kept either (Note [Tensors a trace made from host values]): calls
   // at its key run uncompiled, where replays used to accumulate into one
-  // tensor and hand every caller its memory.
+  // tensor and hand every caller its memory. Nor can it take an argument at
+  // another offset than traced where it made a view of it at an explicit
+  // storage offset (Note [Dynamic storage offsets]): the shift moved that
+  // view, and reads went elsewhere.
   std::vector<guards::Captured> captured;
   std::vector<guards::CapturedObject> objects;
   bool stale = false;  // e.mu
@@ -110,6 +113,11 @@ struct Specialization {
   // writes or returns a tensor it made from host values (Note [Tensors a
   // trace made from host values]). Such a specialization keeps no plan.
   std::string uncompiled;
+  // Tensor arguments (guard order) it made a view of at an explicit storage
+  // offset, and that offset: where the entry takes any offset, a call at
+  // another runs uncompiled (Note [Dynamic storage offsets]; the entry's
+  // first plan keeps those offsets guarded instead).
+  std::vector<std::pair<size_t, int64_t>> exact_offsets;
   bool holds() const {
     for (const guards::CapturedObject& o : objects) {
       if (!o.holds()) return false;
@@ -811,6 +819,13 @@ Specialization* boxed::CompiledCore::Impl::specialize(Entry& e, const std::vecto
   if (e.specs.empty()) e.guards.keep_offsets(traced.fixed_offsets);
   CallTimer compiling(CallPhase::kCompile);
   auto spec = std::make_unique<Specialization>();
+  if (!e.specs.empty()) {  // a later plan: its own (Note [Captured tensors of later plans])
+    const std::vector<const Tensor*> tensors = tensor_arguments(args);
+    for (size_t k = 0; k < traced.fixed_offsets.size() && k < tensors.size(); ++k) {
+      if (traced.fixed_offsets[k])
+        spec->exact_offsets.emplace_back(k, tensors[k]->storage_offset());
+    }
+  }
   spec->key = spec_key(e, args);
   spec->what = specialized_for(e, args);
   spec->pristine = make_pristine(std::move(traced));
@@ -1098,6 +1113,18 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
   if (!spec->uncompiled.empty()) {
     uncompiled.fetch_add(1, std::memory_order_relaxed);
     return body.call(body.self, args);
+  }
+  if (!spec->exact_offsets.empty()) {
+    const std::vector<const Tensor*> tensors = tensor_arguments(args);
+    for (const auto& [k, offset] : spec->exact_offsets) {
+      if (tensors[k]->storage_offset() == offset) continue;
+      KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": the plan for ", spec->what.text,
+               " made a view of tensor argument ", k, " (guard order) at an explicit storage ",
+               "offset, traced at offset ", offset, ", got ", tensors[k]->storage_offset(),
+               ": this call runs uncompiled (lazily)");
+      uncompiled.fetch_add(1, std::memory_order_relaxed);
+      return body.call(body.self, args);
+    }
   }
   // Note [Arguments that are captured tensors]: the entry's guards let such
   // an argument through where its first plan writes nothing; a later plan

@@ -1097,6 +1097,29 @@ TEST(CompileGuards, AbsoluteViewsKeepTheOffsetGuarded) {
   }
 }
 
+// The same view in a later plan (the function chose its path by a size),
+// whose entry already takes any offset: calls at the traced offset replay
+// it, calls at others run uncompiled; the shift moved the view, and a plan
+// read two elements from elsewhere.
+TEST(CompileGuards, AbsoluteViewsOfALaterPlanKeepItsOffset) {
+  Tensor buffer = random_tensor({40}, kiln::kFloat32, "contiguous", 63);
+  auto body = [](const Tensor& x) {
+    if (x.size(0) > 3) return x.as_strided({2}, {1}, 3) * 2.0 + x.sum();
+    return x * 2.0;
+  };
+  auto f = kiln::jit::compile(body, {.name = "absolute"});
+  const std::pair<int64_t, int64_t> calls[] = {{2, 0}, {3, 1}, {5, 2}, {5, 5}, {5, 2}, {3, 9}};
+  for (const auto& [rows, offset] : calls) {
+    SCOPED_TRACE(std::to_string(rows) + " rows at offset " + std::to_string(offset));
+    Tensor x = buffer.narrow(0, offset, rows);
+    Tensor r = f(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r, body(x));
+  }
+  EXPECT_EQ(f.stats().entries, 2);  // entry 2: dim 0 and the offset dynamic
+  EXPECT_EQ(f.stats().uncompiled_calls, 1);
+}
+
 // Arguments that share a storage move together (how they overlap is part of
 // the trace, Note [Dynamic storage offsets]): a window sliding over one
 // buffer compiles twice, an in-place write through one argument reaches the
