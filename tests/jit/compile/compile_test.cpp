@@ -704,6 +704,47 @@ TEST(Compile, ResultsOfEveryShape) {
   }
 }
 
+// Eight threads, each with a copy, calling at sizes that change every call:
+// the entry's plans are built while other threads run the ones built
+// before; every result equals its eager one. Results then outlive the
+// compiled function, on another thread.
+TEST(Compile, EightThreadsAtChangingSizesCpu) {
+  const Tensor w = random_tensor({7}, kiln::kFloat32, "contiguous", 3);
+  auto body = [&](const Tensor& x) { return kiln::softmax(x * w, -1) + x.sum({0}); };
+  std::optional<kiln::jit::Compiled<decltype(body)>> f;
+  f.emplace(kiln::jit::compile(body, {.name = "sizes"}));
+  constexpr int kThreads = 8;
+  std::vector<std::string> errors(kThreads);
+  std::vector<Tensor> inputs(kThreads), kept(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t, g = *f]() mutable {
+      for (int c = 0; c < 20 && errors[t].empty(); ++c) {
+        const int64_t rows = 1 + (t + c) % 6;
+        inputs[t] = random_tensor({rows, 7}, kiln::kFloat32, "strided", 100 * t + c);
+        kept[t] = g(inputs[t]);
+        kiln::EagerGuard eager;
+        errors[t] = kiln::testing::compare(kept[t], body(inputs[t]));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+  EXPECT_LE(f->stats().entries, 3);  // the first size, 1, and 2 and up
+  EXPECT_EQ(f->stats().uncompiled_calls, 0);
+  f.reset();
+  std::thread reader([&] {
+    for (int t = 0; t < kThreads; ++t) {
+      kiln::EagerGuard eager;
+      errors[t] = kiln::testing::compare(kept[t], body(inputs[t]));
+    }
+  });
+  reader.join();
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+}
+
 // Note [Scalar forms]: the Scalar overloads of remainder, fmod, floor_divide
 // and the bitwise ops are recorded, not run at once: a compiled function that
 // takes one compiles (each was a graph break) and equals eager.
