@@ -94,7 +94,10 @@ struct Specialization {
   // nothing, so a weight replaced after such a plan was built went on being
   // read at that size, the old tensor kept alive by the plan. The plan
   // guards them itself (as the entry does: Note [Guards]); a call at its
-  // key that finds one replaced marks it stale and builds a new plan. A
+  // key that finds one replaced marks it stale and builds a new plan (the
+  // stale one, kept as a replaced entry is, counts towards
+  // specialization_limit: a weight replaced at every call costs plans up to
+  // the limit, then uncompiled calls, not memory without bound). A
   // later plan that writes or returns a tensor it made from host values is
   // not kept either (Note [Tensors a trace made from host values]): calls
   // at its key run uncompiled, where replays used to accumulate into one
@@ -1045,22 +1048,18 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
       spec = e.specs[0].get();
     } else {
       const std::vector<int64_t> key = spec_key(e, args);
-      int live = 0;
       for (const auto& s : e.specs) {
-        if (s->stale) continue;
-        ++live;
-        if (s->key == key) spec = s.get();
+        if (!s->stale && s->key == key) spec = s.get();
       }
       // Note [Captured tensors of later plans].
       if (spec && !spec->holds()) {
-        spec->stale = true;
-        --live;
+        spec->stale = true;  // it still counts towards the limit: replacements are bounded
         KILN_LOG(Recompiles, options.name, ": entry ", e.index, ": the plan for ", spec->what.text,
                  " reads a captured tensor that was replaced; building it again");
         spec = nullptr;
       }
       if (!spec) {
-        if (live >= options.specialization_limit) {
+        if (static_cast<int>(e.specs.size()) >= options.specialization_limit) {
           if (!e.specs_warned) {
             e.specs_warned = true;
             bool scalars = false;
@@ -1073,7 +1072,8 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
             }
             kiln::detail::log_line(
                 LogChannel::Recompiles,
-                options.name + ": entry " + std::to_string(e.index) + ": " + std::to_string(live) +
+                options.name + ": entry " + std::to_string(e.index) + ": " +
+                    std::to_string(e.specs.size()) +
                     (scalars ? " sizes and values of its dynamic dims and scalars"
                              : " sizes of its dynamic dims") +
                     " seen (" + seen +
