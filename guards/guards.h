@@ -161,6 +161,7 @@ class GuardSet {
   // captured tensors] in jit/compile/compiled_function.cpp). Before the
   // entry is published.
   void allow_captured_arguments() { captured_arguments_fail_ = false; }
+  bool captured_arguments_allowed() const { return !captured_arguments_fail_; }
   // Asks `storage`'s guard (if it has one) for at least `held` references
   // held outside compiled functions, where guard_captured asked for one.
   void require_held_references(const StorageImpl* storage, int32_t held);

@@ -1128,8 +1128,9 @@ std::vector<Tensor> boxed::CompiledCore::Impl::run(Entry& e, const std::vector<I
   }
   // Note [Arguments that are captured tensors]: the entry's guards let such
   // an argument through where its first plan writes nothing; a later plan
-  // that writes cannot take it.
-  if (spec->writes && !spec->pristine.captured.empty()) {
+  // that writes cannot take it. (Where the first plan writes, the guards
+  // refused such an argument already: a writing step pays nothing here.)
+  if (spec->writes && e.guards.captured_arguments_allowed() && !spec->pristine.captured.empty()) {
     const std::vector<const Tensor*> tensors = tensor_arguments(args);
     for (size_t k = 0; k < tensors.size(); ++k) {
       if (!spec->pristine.captured.count(tensors[k]->impl()->storage().get())) continue;
