@@ -21,11 +21,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -59,6 +61,36 @@ void usage() {
       "         gpt2: gpt2, gpt2-medium, gpt2-large, gpt2-xl, tiny\n");
 }
 
+// The value of option `key` as a whole number (T) or a floating one: the
+// whole string, or exit 2 naming the option ("12abc", "x" and 1e12 for an
+// int are refused, where std::stoi would take 12, throw "stoi" or overflow).
+template <class T>
+T number(const std::string& key, const std::string& v) {
+  size_t used = 0;
+  bool ok = !v.empty();
+  T out{};
+  try {
+    if constexpr (std::is_floating_point_v<T>) {
+      out = static_cast<T>(std::stod(v, &used));
+    } else if constexpr (std::is_unsigned_v<T>) {
+      ok = ok && v[0] != '-';  // stoull wraps a minus sign
+      out = static_cast<T>(std::stoull(v, &used));
+    } else {
+      const long long x = std::stoll(v, &used);
+      ok = ok && x >= std::numeric_limits<T>::min() && x <= std::numeric_limits<T>::max();
+      out = static_cast<T>(x);
+    }
+  } catch (const std::exception&) {  // not a number, or out of range
+    ok = false;
+  }
+  if (!ok || used != v.size()) {
+    std::fprintf(stderr, "serve: expected a %s for %s, got '%s'\n",
+                 std::is_floating_point_v<T> ? "number" : "whole number", key.c_str(), v.c_str());
+    std::exit(2);
+  }
+  return out;
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -87,19 +119,19 @@ Args parse(int argc, char** argv) {
     else if (key == "--dtype")
       a.dtype = v;
     else if (key == "--workers")
-      a.workers = std::stoi(v);
+      a.workers = number<int>(key, v);
     else if (key == "--batch")
-      a.batch = std::stoi(v);
+      a.batch = number<int>(key, v);
     else if (key == "--requests")
-      a.requests = std::stoi(v);
+      a.requests = number<int>(key, v);
     else if (key == "--max-prompt")
-      a.max_prompt = std::stoi(v);
+      a.max_prompt = number<int>(key, v);
     else if (key == "--max-new")
-      a.max_new = std::stoi(v);
+      a.max_new = number<int>(key, v);
     else if (key == "--temperature")
-      a.temperature = std::stod(v);
+      a.temperature = number<double>(key, v);
     else if (key == "--seed")
-      a.seed = std::stoull(v);
+      a.seed = number<uint64_t>(key, v);
     else {
       std::fprintf(stderr, "serve: unknown option %s\n", key.c_str());
       usage();
