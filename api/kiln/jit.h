@@ -80,7 +80,8 @@ KILN_API TraceStats trace_stats();
 // entry then runs `fn` uncompiled (lazily), logged, never wrong.
 //
 // Arguments: Tensor, std::vector<Tensor>, integers, floating numbers, bool.
-// Results: Tensor, std::vector<Tensor>, std::tuple or std::pair of Tensors.
+// Results: Tensor, std::vector<Tensor>, std::tuple or std::pair of those
+// (nested too), with at most one std::vector<Tensor> (Note [Result shapes]).
 // Results are fresh tensors on every call (a later call never overwrites
 // them), except those that are an argument or a captured tensor itself.
 //
