@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "tests/support/testing.h"
+
 namespace kiln::oracle {
 namespace {
 
@@ -103,12 +105,6 @@ void tensors_of(const IValue& v, std::vector<Tensor>* out) {
   }
 }
 
-Tensor copy_alike(const Tensor& t) {
-  EagerGuard eager;
-  const int64_t n = static_cast<int64_t>(t.impl()->storage()->nbytes() / t.element_size());
-  return t.as_strided({n}, {1}, 0).clone().as_strided(t.sizes(), t.strides(), t.storage_offset());
-}
-
 Stack call_compiled(const std::string& op, const Stack& args, const Kwargs& kwargs,
                     Stack* first_out) {
   std::vector<Tensor> inputs;
@@ -131,7 +127,7 @@ Stack call_compiled(const std::string& op, const Stack& args, const Kwargs& kwar
   options.mode = jit::Mode::Default;
   auto compiled = jit::compile(fn, options);
   std::vector<Tensor> copies;
-  for (const Tensor& t : inputs) copies.push_back(copy_alike(t));
+  for (const Tensor& t : inputs) copies.push_back(testing::same_layout_copy(t, t.device()));
   std::vector<Tensor> first = compiled(copies);
   std::vector<Tensor> second = compiled(inputs);
   KILN_CHECK(first.size() == second.size(), "[oracle] compile: the calls gave ", first.size(),

@@ -89,12 +89,6 @@ void collect_tensors(const IValue& v, std::vector<Tensor>* out) {
   }
 }
 
-// The whole storage of `t` as a 1-D tensor (what "after" records).
-Tensor whole_storage(const Tensor& t) {
-  int64_t n = static_cast<int64_t>(t.impl()->storage()->nbytes() / t.element_size());
-  return t.as_strided({n}, {1}, 0);
-}
-
 // --device cuda: every tensor argument moves to the GPU with its storage
 // layout (the whole storage is copied, then viewed alike), device arguments
 // name the GPU, and results come back to the host to be compared.
@@ -119,7 +113,7 @@ bool cpu_only_gap(const std::string& error) {
 }
 
 Tensor to_cuda_alike(const Tensor& t) {
-  return whole_storage(t).cuda().as_strided(t.sizes(), t.strides(), t.storage_offset());
+  return kiln::testing::same_layout_copy(t, kiln::Device::cuda());
 }
 
 IValue to_cuda_value(const IValue& v) {
@@ -235,9 +229,9 @@ std::string run_case(const json& c, const Golden& g, kiln::oracle::Mode mode) {
     if (after.size() != inputs.size()) return "argument count differs from the golden's";
     for (size_t i = 0; i < inputs.size(); ++i) {
       Tensor e = make_tensor(after[i], g);
-      Tensor whole_e = whole_storage(e);
-      std::string msg = kiln::testing::compare(whole_storage(inputs[i]).cpu(), whole_e,
-                                               tolerance_for(c, e.dtype(), mode));
+      Tensor whole_e = kiln::testing::whole_storage(e);
+      std::string msg = kiln::testing::compare(kiln::testing::whole_storage(inputs[i]).cpu(),
+                                               whole_e, tolerance_for(c, e.dtype(), mode));
       if (!msg.empty()) return "argument " + std::to_string(i) + " after the call: " + msg;
     }
   }

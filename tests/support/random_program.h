@@ -23,15 +23,6 @@ namespace kiln::testing {
 
 using kiln::Tensor;
 
-// `t` on `device` with its sizes, strides and storage offset (a plain move
-// would make it contiguous).
-inline Tensor same_layout_on(const Tensor& t, kiln::Device device) {
-  const auto numel =
-      static_cast<int64_t>(t.impl()->storage()->nbytes() / kiln::itemsize(t.dtype()));
-  Tensor base = t.as_strided({numel}, {1}, 0).to(device);
-  return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
-}
-
 inline constexpr int64_t kWideSizes[] = {8,    15,   16,   17,   31,   33,   63,  64,
                                          65,   127,  129,  255,  256,  257,  511, 768,
                                          1000, 1025, 2049, 2560, 3072, 4097, 5000};
@@ -109,7 +100,7 @@ class Program {
       }
       Tensor t = kiln::testing::random_tensor(shape, in.dtype, in.layout,
                                               in.seed + variant * 1000003, -2, 2);
-      out.push_back(device_.is_cpu() ? t : same_layout_on(t, device_));
+      out.push_back(device_.is_cpu() ? t : same_layout_copy(t, device_));
     }
     return out;
   }

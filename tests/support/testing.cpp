@@ -164,6 +164,18 @@ class TempFolder {
 
 }  // namespace
 
+Tensor whole_storage(const Tensor& t) {
+  const auto n = static_cast<int64_t>(t.impl()->storage()->nbytes() / t.element_size());
+  return t.as_strided({n}, {1}, 0);
+}
+
+Tensor same_layout_copy(const Tensor& t, Device device) {
+  EagerGuard eager;
+  Tensor base = whole_storage(t);
+  base = base.device() == device ? base.clone() : base.to(device);
+  return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
 std::string temp_path(const std::string& name) {
   static TempFolder folder;
   return folder.path() + "/" + name;

@@ -42,6 +42,14 @@ std::string index_string(int64_t flat, IntArrayRef sizes);
 
 // Sets KILN_CPU_ISA for a scope (generated CPU kernels read it when they
 // are compiled) and restores the caller's value after.
+// Every element of `t`'s storage, as one 1-D view from its start.
+Tensor whole_storage(const Tensor& t);
+
+// A copy of `t` on `device` (the same device too) with its sizes, strides
+// and storage offset: the whole storage is copied, then viewed as `t` is (a
+// plain copy would be contiguous).
+Tensor same_layout_copy(const Tensor& t, Device device);
+
 // A path in a folder that belongs to this test process alone, removed when it
 // exits: ctest runs every test as its own process, several at once, so a fixed
 // file name would be written and removed by two tests at the same time.
