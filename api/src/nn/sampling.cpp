@@ -62,7 +62,10 @@ Tensor sample_tokens(const Tensor& logits, const GenerateOptions& o, const Tenso
     return full({}, v, TensorOptions(kFloat32).device(logits.device()));
   };
   Tensor l = logits.to(kFloat32);
-  Tensor top = amax(l, {-1}, /*keepdim=*/true);
+  // One reduction gives both: greedy's token (a NaN's where a row has one, as
+  // PyTorch's argmax) and the row's maximum (NaN there, as amax).
+  Tensor greedy = argmax(l, -1, /*keepdim=*/true);
+  Tensor top = gather(l, -1, greedy);
   Tensor x = where(eq(l, top), 0.0, (l - top) / value(o.temperature));
   const bool cut = (o.top_k > 0 && o.top_k < v) || o.top_p < 1.0;
   // Without a cut the vocabulary's own order serves: any order has the same CDF jumps.
@@ -94,7 +97,7 @@ Tensor sample_tokens(const Tensor& logits, const GenerateOptions& o, const Tenso
   // token at any temperature, so that a broken model's output does not
   // depend on the sampling options; checking on the host would wait for the
   // device every step.
-  return where(isnan(top).view({b}), argmax(l, -1), token);
+  return where(isnan(top).view({b}), greedy.view({b}), token);
 }
 
 }  // namespace kiln::nn
