@@ -125,7 +125,7 @@ cat > "$bundle/run.sh" <<'RUN'
 # Runs kiln's tests (GPU suites included), the op oracle on the GPU, and the
 # benchmarks beside PyTorch, from this bundle:
 #   run.sh [--filter GTEST_FILTER] [--test-shards N] [--test-timeout S] [--no-tests]
-#          [--no-oracle] [--oracle-modes "eager lazy compile"] [--no-bench] [--no-torch]
+#          [--no-oracle] [--oracle-modes "eager lazy compile graph"] [--no-bench] [--no-torch]
 #          [--layer-ops] [--ncu "WORKLOAD:SHAPE ..."] [--ncu-sections "WORKLOAD:SHAPE:REGEX:SKIP:COUNT ..."]
 #   --test-timeout  each test process is stopped after S seconds (its log is kept)
 #   --layer-ops     kiln-layer-ops (a GPT-2 block kernel by kernel) at the reference shapes
@@ -151,7 +151,7 @@ out=$(mktemp -d)
 exec > >(tee "$dest/summary.txt") 2>&1
 pack() { tar -C "$out" -czf "$dest/gpu-logs.tar.gz" . 2>/dev/null; }
 trap pack EXIT
-filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy compile" test_shards=1 layer_ops=0 ncu=""
+filter='*' tests=1 oracle=1 bench=1 torch=1 modes="eager lazy compile graph" test_shards=1 layer_ops=0 ncu=""
 test_timeout=0 sections="" compare="" rounds=2 variants=() products="" product_rows="1 8" timeline=""
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -88,6 +88,15 @@ Stack call_any(const std::string& op, const Stack& args, const Kwargs& kwargs) {
 // against the second's bit for bit: on CUDA an accumulation by atomics, as
 // index_add's and scatter_add's, sums in another order each call). Outputs
 // that are not tensors (an int) and undefined tensors come from the trace.
+//
+// Graph mode is the same function compiled with Mode::ReduceOverhead, called
+// three times: on copies (traced; the entry's first run is direct), on other
+// copies (on CUDA the run that is captured and replayed) and on the tensors
+// themselves (a replay with every argument at a new address: the kernels'
+// pointers and the library nodes' copies are patched, Note [Graph
+// addresses]). The second call's results are the ones checked as "first",
+// after the third call ran: a replay that wrote into them (Note [Results
+// handed back]) fails the case.
 IValue with_tensors(const IValue& v, const std::vector<Tensor>& ts, size_t* k) {
   if (v.is_tensor() && v.to_tensor().defined()) return IValue(ts.at((*k)++));
   if (v.is_tensor_list()) {
@@ -106,7 +115,7 @@ void tensors_of(const IValue& v, std::vector<Tensor>* out) {
 }
 
 Stack call_compiled(const std::string& op, const Stack& args, const Kwargs& kwargs,
-                    Stack* first_out) {
+                    jit::Mode jit_mode, Stack* first_out) {
   std::vector<Tensor> inputs;
   for (const IValue& a : args) tensors_of(a, &inputs);
   for (const auto& kv : kwargs) tensors_of(kv.second, &inputs);
@@ -124,11 +133,15 @@ Stack call_compiled(const std::string& op, const Stack& args, const Kwargs& kwar
   };
   jit::Options options;
   options.name = op;
-  options.mode = jit::Mode::Default;
+  options.mode = jit_mode;
   auto compiled = jit::compile(fn, options);
-  std::vector<Tensor> copies;
-  for (const Tensor& t : inputs) copies.push_back(testing::same_layout_copy(t, t.device()));
-  std::vector<Tensor> first = compiled(copies);
+  auto copies = [&] {
+    std::vector<Tensor> out;
+    for (const Tensor& t : inputs) out.push_back(testing::same_layout_copy(t, t.device()));
+    return out;
+  };
+  std::vector<Tensor> first = compiled(copies());
+  if (jit_mode == jit::Mode::ReduceOverhead) first = compiled(copies());
   std::vector<Tensor> second = compiled(inputs);
   KILN_CHECK(first.size() == second.size(), "[oracle] compile: the calls gave ", first.size(),
              " and ", second.size(), " results");
@@ -152,11 +165,22 @@ Mode parse_mode(const std::string& s) {
   if (s == "eager") return Mode::Eager;
   if (s == "lazy") return Mode::Lazy;
   if (s == "compile") return Mode::Compile;
-  throw Error("[oracle] expected mode eager, lazy or compile, got '" + s + "'");
+  if (s == "graph") return Mode::Graph;
+  throw Error("[oracle] expected mode eager, lazy, compile or graph, got '" + s + "'");
 }
 
 const char* mode_name(Mode m) {
-  return m == Mode::Eager ? "eager" : m == Mode::Lazy ? "lazy" : "compile";
+  switch (m) {
+    case Mode::Eager:
+      return "eager";
+    case Mode::Lazy:
+      return "lazy";
+    case Mode::Compile:
+      return "compile";
+    case Mode::Graph:
+      return "graph";
+  }
+  return "?";
 }
 
 Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kwargs,
@@ -165,7 +189,10 @@ Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kw
     EagerGuard eager;
     return call_any(op, args, kwargs);
   }
-  if (mode == Mode::Compile) return call_compiled(op, args, kwargs, first);
+  if (mode == Mode::Compile) return call_compiled(op, args, kwargs, jit::Mode::Default, first);
+  if (mode == Mode::Graph) {
+    return call_compiled(op, args, kwargs, jit::Mode::ReduceOverhead, first);
+  }
   // Lazy: record, then run the trace here so errors the kernels raise at run
   // time count as the call's errors.
   KILN_CHECK(jit::is_lazy(), "[oracle] lazy mode requested but recording is off (KILN_EAGER?)");

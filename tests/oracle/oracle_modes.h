@@ -1,7 +1,8 @@
 #pragma once
 
 // How the oracle runner executes a case: eager kernels, lazily (traced, fused,
-// compiled when read), or inside jit::compile (Note [Oracle compile mode]).
+// compiled when read), or inside jit::compile, its plan launched kernel by
+// kernel or (graph) replayed as a CUDA graph (Note [Oracle compile mode]).
 
 #include <string>
 #include <vector>
@@ -10,7 +11,7 @@
 
 namespace kiln::oracle {
 
-enum class Mode { Eager, Lazy, Compile };
+enum class Mode { Eager, Lazy, Compile, Graph };
 
 Mode parse_mode(const std::string& s);
 const char* mode_name(Mode m);
@@ -25,8 +26,8 @@ using Kwargs = std::vector<std::pair<std::string, IValue>>;
 bool is_api_case(const std::string& op);
 
 // Calls `op` by name (or its API case) in `mode`; returns outputs with their
-// values computed. In compile mode, `first` (when given) receives the
-// results of the call that traced the function (Note [Oracle compile mode]).
+// values computed. In compile and graph modes, `first` (when given) receives
+// the results of an earlier call (Note [Oracle compile mode]).
 Stack call(Mode mode, const std::string& op, const Stack& args, const Kwargs& kwargs,
            Stack* first = nullptr);
 

@@ -198,7 +198,8 @@ std::string run_case(const json& c, const Golden& g, kiln::oracle::Mode mode) {
   // the arguments the golden outputs were computed from.
   std::vector<std::pair<const kiln::Stack*, std::string>> results = {{&out, ""}};
   if (!first.empty() && !c["mutates"].get<bool>())
-    results.push_back({&first, "the traced call's "});
+    results.push_back(
+        {&first, mode == kiln::oracle::Mode::Graph ? "the first replay's " : "the traced call's "});
   for (const auto& [stack, which] : results) {
     std::vector<Tensor> actual;
     for (const IValue& v : *stack) collect_tensors(v, &actual);
@@ -271,11 +272,11 @@ int main(int argc, char** argv) {
     } else if (a == "--verbose") {
       verbose = true;
     } else {
-      std::fprintf(
-          stderr,
-          "usage: %s --golden DIR [--mode eager|lazy|compile] [--device cpu|cuda] [--filter S] "
-          "[--shard K/N] [--verbose]\n",
-          argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s --golden DIR [--mode eager|lazy|compile|graph] [--device cpu|cuda] "
+                   "[--filter S] "
+                   "[--shard K/N] [--verbose]\n",
+                   argv[0]);
       return 2;
     }
   }
