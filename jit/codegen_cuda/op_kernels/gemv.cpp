@@ -5,6 +5,7 @@
 #include "jit/codegen_cuda/op_kernels/gemv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 
@@ -246,7 +247,7 @@ const char kGemvSetup[] = R"(
   // wait. Launched the usual way, a product without a prologue gains nothing
   // from a prefetch just before its loads (on an H100, gpt2 1x1 took 15 us
   // longer with it).
-#if KEARLY || KNORM
+#if (KEARLY || KNORM) && !KSTREAM
   kiln_prefetch_rows(w, ((i64)blockIdx.x * (256 / KTPR) + group) * KRN, n, kv, ldw, lane);
 #endif
   kiln_grid_enter();
@@ -318,6 +319,72 @@ const char kGemvKeepX[] = R"(
 #endif
   }
 #endif
+)";
+
+// Note [Streamed one-row products]: x normalized once, by the whole block,
+// into shared memory (after the statistics of kNormStats); then one output
+// per group, the lane's KU vectors of its row loaded at once. No prefetch:
+// the loads follow at once, and the prefetches' requests cost more than
+// they hid (H200: 2048x8192 13.4 -> 11.2 us without them, 2048x16384 21.6
+// -> 18.6). Indices are 32-bit (kv < 2^31) and the body holds nothing for
+// steps it does not walk, so that it keeps to few registers.
+const char kGemvStreamBody[] = R"(
+#if KNORM
+  for (int j = threadIdx.x; j < (int)kv; j += 256) {
+    float f[KV], nwf[KV], nbf[KV];
+    kiln_unpack(((const uint4*)x)[j], f);
+    kiln_norm_params(nw, nb, j, kv, nwf, nbf);
+    kiln_normalize(f, nwf, nbf, s_scale[0], s_shift[0]);
+    kiln_s_norm[j] = kiln_pack_vec(f);
+  }
+  __syncthreads();
+  const uint4* xs = kiln_s_norm;
+#else
+  const uint4* xs = (const uint4*)x;
+#endif
+  const i64 row = (i64)blockIdx.x * (256 / KTPR) + group;
+  float pre_b = 0.0f, pre_r = 0.0f;
+  if (lane == 0) kiln_epilogue_operands(bias, res, n, ldr, 0, row, pre_b, pre_r);
+  const uint4* wr = (const uint4*)(w + (row < n ? row : n - 1) * ldw);
+  // Loads and math in one loop, without a branch (ptxas moves no load
+  // across one): the compiler keeps a few loads ahead of the math at about
+  // 32 registers, eight blocks per SM; holding all KU vectors first took 48
+  // and five blocks, and read slower (2048x8192: 11.3 against 9.8 us). Past
+  // kv (k not a multiple of a round), a lane reads its last vector again
+  // and zeroes it (KTAIL).
+  float acc = 0.0f;
+#pragma unroll
+  for (int u = 0; u < KU; ++u) {
+    const int j = lane + u * KTPR;
+#if KTAIL
+    const int jj = j < (int)kv ? j : (int)kv - 1;
+    float wf[KV], xf[KV];
+    kiln_unpack(kiln_ld_stream(wr + jj), wf);
+    kiln_unpack(xs[jj], xf);
+#pragma unroll
+    for (int e = 0; e < KV; ++e) acc = fmaf(j < (int)kv ? wf[e] : 0.0f, j < (int)kv ? xf[e] : 0.0f, acc);
+#else
+    float wf[KV], xf[KV];
+    kiln_unpack(kiln_ld_stream(wr + j), wf);
+    kiln_unpack(xs[j], xf);
+#pragma unroll
+    for (int e = 0; e < KV; ++e) acc = fmaf(wf[e], xf[e], acc);
+#endif
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+#if KTPR > 32
+  __shared__ float red[8];
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (lane == 0) {
+    acc = 0.0f;
+#pragma unroll
+    for (int g = 0; g < KTPR / 32; ++g) acc += red[group * (KTPR / 32) + g];
+  }
+#endif
+  if (lane == 0) kiln_store_with(out, n, ldo, 0, row, acc, pre_b, pre_r);
+}
 )";
 
 const char kGemvBody[] = R"(
@@ -783,7 +850,7 @@ void gemv_pipe(GemvSpec& s, int64_t n, int sms) {
 void gemv_norm_smem(GemvSpec& s, int64_t k) {
   // The kept-x form of a group of up to 32 lanes, and the folded form, take
   // no block statistics, so no barrier after which the vectors could be read.
-  s.norm_smem = s.norm != 0 && !(s.keep_x && s.tpr <= 32) && !s.fold_norm &&
+  s.norm_smem = s.norm != 0 && !(s.keep_x && s.tpr <= 32) && !s.fold_norm && !s.stream &&
                 k / gemv_vector(s.dtype) <= kGemvNormSmemVectors;
 }
 
@@ -800,7 +867,26 @@ void gemv_fold_norm(GemvSpec& s, int64_t k, int64_t n, int sms) {
 }
 
 size_t gemv_shared_bytes(const GemvSpec& s, int64_t k) {
-  return s.norm_smem ? static_cast<size_t>(2 * (k / gemv_vector(s.dtype)) * 16) : 0;
+  const size_t kv = static_cast<size_t>(k / gemv_vector(s.dtype));
+  if (s.stream) return s.norm ? kv * 16 : 0;  // x, normalized
+  return s.norm_smem ? 2 * kv * 16 : 0;
+}
+
+bool gemv_stream(GemvSpec& s, int64_t k, int64_t n) {
+  if (s.mma || s.m != 1 || n * k * static_cast<int64_t>(itemsize(s.dtype)) < kGemvStreamBytes) {
+    return false;
+  }
+  const int64_t kv = k / gemv_vector(s.dtype);
+  int tpr = 32;  // a warp per output at least: its sums by shuffles
+  while (tpr < kBlock && static_cast<int64_t>(tpr) * kGemvStreamVectors < kv) tpr *= 2;
+  if (static_cast<int64_t>(tpr) * kGemvStreamVectors < kv) return false;  // k too long
+  s.stream = true;
+  s.stream_tail = kv % tpr != 0;
+  s.tpr = tpr;
+  s.rn = 1;
+  s.unroll = static_cast<int>((kv + tpr - 1) / tpr);  // the lane's whole share in one round
+  s.keep_x = s.pipe = s.fold_norm = s.norm_smem = false;
+  return true;
 }
 
 void gemv_take_mma(GemvSpec& s) {
@@ -821,6 +907,21 @@ bool gemv_preferred(DType dtype, int64_t m, int64_t k, int64_t n, int arch) {
          (m <= 8 && k * n * static_cast<int64_t>(itemsize(dtype)) <= kGemvMmaWeightBytes);
 }
 
+namespace {
+// KILN_GEMV_STREAM (Note [Streamed one-row products]), read once; tests set it.
+std::atomic<bool>& stream_switch() {
+  static std::atomic<bool> on{env_flag("KILN_GEMV_STREAM", true)};
+  return on;
+}
+bool stream_allowed() {
+  return stream_switch().load(std::memory_order_relaxed);
+}
+}  // namespace
+
+bool gemv_set_streaming(bool on) {
+  return stream_switch().exchange(on);
+}
+
 int gemv_advice(DType dtype, int64_t m, int64_t k, int64_t n, bool norm, int arch, int sms) {
   if (gemv_preferred(dtype, m, k, n, arch)) return 1;
   if (m != 1 || k < kGemvApartK) return 0;  // measured at one row only
@@ -832,6 +933,11 @@ int gemv_advice(DType dtype, int64_t m, int64_t k, int64_t n, bool norm, int arc
     }
     return v;
   }();
+  // The streamed form reads these weights faster than cuBLASLt, and
+  // normalizes x once per block, for less than the norm's own kernel
+  // (Note [Streamed one-row products]).
+  GemvSpec streamed = gemv_spec(dtype, m, k, 0, false, false, norm ? 2 : 0);
+  if (stream_allowed() && gemv_stream(streamed, k, n)) return 0;
   if (n >= kGemvApartHeadN) return apart == "both" || apart == "head" ? -1 : 0;
   if (!norm || (apart != "both" && apart != "norm")) return 0;
   GemvSpec s = gemv_spec(dtype, m, k, 0, false, false, 1);
@@ -857,7 +963,7 @@ std::string gemv_name(const GemvSpec& s) {
                  : "") +
          (s.early ? "_e" : "") + (s.fence ? "_f" : "") + (s.keep_x ? "_xr" : "") +
          (s.norm_smem ? "_ns" : "") + (s.fold_norm ? "_fn" : "") + (s.pipe ? "_pp" : "") +
-         (s.early_epilogue ? "" : "_le");
+         (s.stream ? (s.stream_tail ? "_stt" : "_st") : "") + (s.early_epilogue ? "" : "_le");
 }
 
 std::string gemv_source(const GemvSpec& s) {
@@ -875,6 +981,9 @@ std::string gemv_source(const GemvSpec& s) {
                        "gemv_source: the norm is folded into the FMA form's sums");
   KILN_INTERNAL_ASSERT(!s.pipe || (!s.mma && !s.fold_norm),
                        "gemv_source: weights a step ahead are the FMA form's, unfolded");
+  KILN_INTERNAL_ASSERT(!s.stream || (s.m == 1 && s.rn == 1 && !s.mma && !s.keep_x && !s.pipe &&
+                                     !s.fold_norm && !s.norm_smem),
+                       "gemv_source: the streamed form is the plain FMA form at one row");
   std::string src = op_prelude();
   src += "typedef " + std::string(mem_type(s.dtype)) + " T;\n";
   src += "#define KM " + std::to_string(s.m) + "\n#define KTPR " + std::to_string(s.tpr) +
@@ -896,7 +1005,10 @@ __device__ __forceinline__ uint4 kiln_ld_stream(const uint4* p) {
   src += std::string("#define KNORM_SMEM ") + (s.norm_smem ? "1\n" : "0\n");
   src += std::string("#define KFOLD ") + (s.fold_norm ? "1\n" : "0\n");
   src += std::string("#define KPIPE ") + (s.pipe ? "1\n" : "0\n");
-  if (s.norm_smem) src += "extern __shared__ uint4 kiln_s_norm[];\n";
+  src += std::string("#define KSTREAM ") + (s.stream ? "1\n" : "0\n");
+  src += std::string("#define KTAIL ") + (s.stream_tail ? "1\n" : "0\n");
+  // One buffer: the norm's vectors, or the streamed form's normalized x.
+  if (s.norm_smem || (s.stream && s.norm)) src += "extern __shared__ uint4 kiln_s_norm[];\n";
   src += "#define KNORM " + std::to_string(s.norm) + "\n#define KNORM_W " +
          std::to_string(s.norm_weight ? 1 : 0) + "\n#define KNORM_B " +
          std::to_string(s.norm_bias ? 1 : 0) + "\n";
@@ -937,16 +1049,19 @@ __device__ __forceinline__ void kiln_load_round(uint4 (&wv)[KU][KRN], const T* w
   // hint ptxas held that form to 64 registers and spilled; three blocks of
   // 256 let it take the 70 it needs. The folded form (Note [Norm folded
   // into the sums]) took 79 without one (GPT-2's QKV product; two blocks
-  // per SM) and 80, unspilled, with it.
+  // per SM) and 80, unspilled, with it. The streamed form takes 34 without
+  // a hint and 32, unspilled, with eight blocks (2048x16384 on an H200:
+  // 17.1 -> 16.6 us).
   src += std::string("extern \"C\" __global__ void __launch_bounds__(256") +
-         (s.pipe                    ? ", 2"
+         (s.stream                  ? ", 8"
+          : s.pipe                  ? ", 2"
           : s.keep_x || s.fold_norm ? ", 3"
                                     : "") +
          ") " + gemv_name(s) + kGemvHead;
   src += s.mma ? kGemvMmaSetup : kGemvSetup;
   src += kNormStats;
-  if (!s.mma) src += kGemvKeepX;
-  src += s.mma ? kGemvMmaBody : kGemvBody;
+  if (!s.mma && !s.stream) src += kGemvKeepX;
+  src += s.mma ? kGemvMmaBody : s.stream ? kGemvStreamBody : kGemvBody;
   return src;
 }
 
@@ -1002,6 +1117,18 @@ NamedSources gemv_source_samples() {
             gemv_deepen(pipe, 2048, 132);
             gemv_pipe(pipe, 1 << 20, 132);
             out.emplace_back(gemv_name(pipe), gemv_source(pipe));
+            // Note [Streamed one-row products]: Llama 1B's down (four warps
+            // per output, a residual), its gate/up with the RMSNorm, GPT-2's
+            // head with the LayerNorm (three vectors per lane).
+            GemvSpec st = gemv_spec(t, m, 8192, act, false, true);
+            KILN_INTERNAL_ASSERT(gemv_stream(st, 8192, 2048), "gemv samples: not streamed");
+            out.emplace_back(gemv_name(st), gemv_source(st));
+            st = gemv_spec(t, m, 2048, act, false, false, 2, true, false);
+            KILN_INTERNAL_ASSERT(gemv_stream(st, 2048, 16384), "gemv samples: not streamed");
+            out.emplace_back(gemv_name(st), gemv_source(st));
+            st = gemv_spec(t, m, 768, act, true, false, 1, true, true);
+            KILN_INTERNAL_ASSERT(gemv_stream(st, 768, 50257), "gemv samples: not streamed");
+            out.emplace_back(gemv_name(st), gemv_source(st));
           }
         }
         // The tensor-core form (Note [Tensor-core skinny kernel]), with and
@@ -1069,6 +1196,7 @@ bool gemv_takes(const kiln::cuda::SkinnyMatmul& p) {
 // wave whose blocks take their norm statistics once and walk the steps.
 unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s, size_t smem) {
   const unsigned steps = grid_for(n, gemv_outputs_per_block(s));
+  if (s.stream) return steps;  // a block per step (Note [Streamed one-row products])
   // Blocks per SM, per kernel and dynamic shared memory.
   // (Note [Thread caches at thread exit]: a flush at thread exit may find it gone.)
   using Resident = std::map<std::pair<const void*, size_t>, int>;
@@ -1101,7 +1229,8 @@ unsigned gemv_grid(cudaKernel_t kernel, int device, int64_t n, const GemvSpec& s
 //   KILN_GEMV_FOLD_NORM=0  without Note [Norm folded into the sums];
 //   KILN_GEMV_PIPE=0       without Note [Weights a step ahead];
 //   KILN_GEMV_WIDE_N=N     Note [Wide groups for long products] from N outputs (default
-//                          kGemvWideN).
+//                          kGemvWideN);
+//   KILN_GEMV_STREAM=0     without Note [Streamed one-row products].
 struct Overrides {
   int64_t mma_from = kGemvMmaRows;
   bool mma_fence = true;
@@ -1147,7 +1276,7 @@ void gemv_run(const kiln::cuda::SkinnyMatmul& p) {
   if (gemv_uses_mma(s.dtype, m, prop.major * 10 + prop.minor, o.mma_from)) {
     gemv_take_mma(s);
     s.fence = o.mma_fence;
-  } else {
+  } else if (!(stream_allowed() && gemv_stream(s, k, n))) {
     if (n >= o.wide_n) gemv_widen(s);
     if (o.min_vectors) {
       const int64_t kv = k / gemv_vector(out.dtype());

@@ -164,6 +164,9 @@ bool gemv_preferred(DType dtype, int64_t m, int64_t k, int64_t n, int arch);
 //    (2048x16384, 15.5 steps) keeps the prologue, 25.3 against 26.7;
 //  - an LM head, n >= kGemvApartHeadN (128256 outputs): cuBLASLt 130.5 us
 //    against 137.9 (GPT-2's, k = 768: the generated kernel, 27.8 against 36.9).
+// Both gave way to the streamed form where it applies (Note [Streamed
+// one-row products]): Llama 1B's q/k/v 5.8 us with its prologue against
+// 10.6 apart, its head 118.0 against 131.0 for cuBLASLt after the norm.
 // gemv_advice: +1 where the generated kernel is the better default, -1 where
 // the other way is, 0 where the rows decide. KILN_GEMV_APART=none|norm|head
 // keeps only those of the two (default: both), to measure.
@@ -201,7 +204,40 @@ struct GemvSpec {
   bool fold_norm = false;
   // Note [Weights a step ahead] (set by gemv_pipe).
   bool pipe = false;
+  // Note [Streamed one-row products] (set by gemv_stream); stream_tail: k
+  // is not a multiple of a round of tpr vectors.
+  bool stream = false;
+  bool stream_tail = false;
 };
+
+// Note [Streamed one-row products]
+// A one-row product of a large weight (Llama 1B's gate/up, 67 MB; its down
+// and q/k/v products) read its weight at 48-61% of HBM in the forms above:
+// a grid of the blocks that fit, walking steps of outputs, at two or three
+// blocks of 256 threads per SM (the kept-x and a-step-ahead forms take 80
+// to 123 registers), each lane a few vectors in flight per round, and a
+// round's math between its loads and the next's. A probe
+// (perf/probes/bulk_gemv.cu, perf/RESULTS.md, thirty-sixth session) read
+// the same weights at 73-84% with the plainest form: a warp per output
+// (four for k = 8192), every vector of the lane's share of the row loaded
+// at once (8 of them), one step of outputs per block and as many blocks
+// as steps, so that the GPU's own block scheduler keeps each SM full of
+// small, short-lived blocks of about 40 registers a thread. With a norm
+// prologue the block takes the row's statistics once (the usual block
+// reduction), writes x normalized (rounded as the eager norm stores it)
+// to shared memory, and its warps read x there; the normalization happens
+// once per block instead of once per output.
+// Taken at one row where the weight is at least kGemvStreamBytes, and
+// each lane's share of a row is at most kGemvStreamVectors vectors;
+// KILN_GEMV_STREAM=0 turns it off, to measure.
+constexpr int64_t kGemvStreamBytes = int64_t{8} << 20;
+constexpr int kGemvStreamVectors = 8;
+// Makes `s` (one row, the FMA form) the streamed form for k inputs and n
+// outputs where it applies; returns whether it did.
+bool gemv_stream(GemvSpec& s, int64_t k, int64_t n);
+// Whether products may take the streamed form (KILN_GEMV_STREAM, default
+// on); for tests of the other forms. Returns the previous setting.
+bool gemv_set_streaming(bool on);
 
 // The configuration for a product of m rows and k inputs (k a multiple of
 // the 16-byte vector).

@@ -45,6 +45,12 @@ void gemv_fold_norm(GemvSpec&, int64_t, int64_t, int) {
 void gemv_pipe(GemvSpec&, int64_t, int) {
   no_cuda();
 }
+bool gemv_stream(GemvSpec&, int64_t, int64_t) {
+  no_cuda();
+}
+bool gemv_set_streaming(bool) {
+  return false;  // no product to stream
+}
 size_t gemv_shared_bytes(const GemvSpec&, int64_t) {
   no_cuda();
 }

@@ -278,16 +278,61 @@ TEST_F(Gemv, SomeProductsRunBetterApart) {
     GTEST_SKIP() << "KILN_GEMV_APART=" << v << " changes the advice";
   }
   const kiln::DType bf = kiln::kBFloat16, f16 = kiln::kFloat16;
+  // Streamed, the q/k/v product keeps its prologue (Note [Streamed one-row
+  // products]); without the form, the norm runs apart.
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 3072, true, 90, 132), 0);
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 128256, true, 90, 132), 0);
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 128256, false, 90, 132), 0);
+  const bool was = kc::gemv_set_streaming(false);
   EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 3072, true, 90, 132), -1);
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 128256, true, 90, 132), -1);
+  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 128256, false, 90, 132), -1);
+  kc::gemv_set_streaming(was);
   EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 3072, false, 90, 132), 0);
   EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 16384, true, 90, 132), 0);
   EXPECT_EQ(kc::gemv_advice(bf, 1, 8192, 2048, false, 90, 132), 0);
-  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 128256, true, 90, 132), -1);
-  EXPECT_EQ(kc::gemv_advice(bf, 1, 2048, 128256, false, 90, 132), -1);
   EXPECT_EQ(kc::gemv_advice(f16, 1, 768, 2304, true, 90, 132), 0);
   EXPECT_EQ(kc::gemv_advice(f16, 1, 768, 50257, true, 90, 132), 0);
   EXPECT_EQ(kc::gemv_advice(f16, 8, 768, 50257, true, 90, 132), 1);
   EXPECT_EQ(kc::gemv_advice(bf, 8, 2048, 8192, false, 90, 132), 0);
+}
+
+// Note [Streamed one-row products]: one row, a weight of at least 8 MB, a
+// lane's share of a row at most 8 vectors loaded in one round, one output
+// per group; not at two rows, not below the size, not past 256 * 8 vectors.
+TEST_F(Gemv, StreamedOneRowProducts) {
+  struct Case {
+    kiln::DType t;
+    int64_t k, n;
+    int norm;
+    bool streamed;
+    int tpr, unroll;
+  };
+  const Case cases[] = {
+      {kiln::kBFloat16, 2048, 16384, 2, true, 32, 8},  // Llama 1B gate/up: 256 vectors of k
+      {kiln::kBFloat16, 8192, 2048, 0, true, 128, 8},  // its down: four warps per output
+      {kiln::kBFloat16, 2048, 3072, 2, true, 32, 8},   // q/k/v, 12.6 MB
+      {kiln::kFloat16, 768, 50257, 1, true, 32, 3},    // GPT-2's head: 96 vectors
+      {kiln::kFloat32, 2048, 1024, 0, true, 64, 8},    // 512 vectors of 4 floats
+      {kiln::kFloat16, 3072, 768, 0, false, 0, 0},     // 4.7 MB
+      {kiln::kFloat16, 32768, 256, 0, false, 0, 0},    // 4096 vectors a row
+  };
+  for (const Case& c : cases) {
+    kc::GemvSpec s = kc::gemv_spec(c.t, 1, c.k, 0, true, false, c.norm, c.norm != 0);
+    SCOPED_TRACE(kc::gemv_name(s) + " n=" + std::to_string(c.n));
+    ASSERT_EQ(kc::gemv_stream(s, c.k, c.n), c.streamed);
+    EXPECT_EQ(s.stream, c.streamed);
+    if (!c.streamed) continue;
+    EXPECT_EQ(s.tpr, c.tpr);
+    EXPECT_EQ(s.unroll, c.unroll);
+    EXPECT_EQ(s.rn, 1);
+    EXPECT_FALSE(s.keep_x || s.pipe || s.fold_norm || s.norm_smem);
+    EXPECT_NE(kc::gemv_name(s).find("_st"), std::string::npos);
+    // x normalized into shared memory where there is a norm.
+    EXPECT_EQ(kc::gemv_shared_bytes(s, c.k), c.norm ? static_cast<size_t>(c.k) * 2 : 0u);
+  }
+  kc::GemvSpec two = kc::gemv_spec(kiln::kFloat16, 2, 2048, 0, false, false);
+  EXPECT_FALSE(kc::gemv_stream(two, 2048, 16384)) << "two rows";
 }
 
 // tiles of 16 outputs; a name of its own.

@@ -51,6 +51,20 @@ OptT on_cuda(const OptT& t) {
     EXPECT_TRUE(kiln_msg_.empty()) << kiln_msg_;                                      \
   } while (0)
 
+// Whether one-row products of large weights take the streamed form (Note
+// [Streamed one-row products]) inside a scope: the tests of the other forms
+// turn it off, since their shapes would take it.
+class Streaming {
+ public:
+  explicit Streaming(bool on) : was_(jit::cuda::gemv_set_streaming(on)) {}
+  ~Streaming() { jit::cuda::gemv_set_streaming(was_); }
+  Streaming(const Streaming&) = delete;
+  Streaming& operator=(const Streaming&) = delete;
+
+ private:
+  bool was_;
+};
+
 class SkinnyMatmulCuda : public ::testing::Test {
  protected:
   void SetUp() override { cuda::set_skinny_path(cuda::SkinnyPath::Auto); }
@@ -272,6 +286,7 @@ TEST_F(SkinnyMatmulCuda, NormPrologueMatchesTheCpu) {
 TEST_F(SkinnyMatmulCuda, NormalizedXKeptWhereBlocksWalkSteps) {
   EagerGuard eager;
   KILN_REQUIRE_CUDA();
+  Streaming off(false);
   uint64_t seed = 950;
   for (DType t : {kFloat16, kBFloat16, kFloat32}) {
     for (int64_t m : {1, 2}) {
@@ -290,6 +305,7 @@ TEST_F(SkinnyMatmulCuda, NormalizedXKeptWhereBlocksWalkSteps) {
 TEST_F(SkinnyMatmulCuda, LargeNWalksSeveralStepsPerBlock) {
   EagerGuard eager;
   KILN_REQUIRE_CUDA();
+  Streaming off(false);
   uint64_t seed = 900;
   for (int64_t m : {1, 4}) {
     check_norm_prologue(kFloat16, m, 768, "layer_norm", true, true, seed, 50257);
@@ -311,6 +327,7 @@ TEST_F(SkinnyMatmulCuda, LargeNWalksSeveralStepsPerBlock) {
 TEST_F(SkinnyMatmulCuda, DeeperGroupsMatchTheCpu) {
   EagerGuard eager;
   KILN_REQUIRE_CUDA();
+  Streaming off(false);
   uint64_t seed = 950;
   for (int64_t m : {1, 2}) {
     for (int64_t n : {2048, 8192}) {
@@ -337,6 +354,7 @@ TEST_F(SkinnyMatmulCuda, DeeperGroupsMatchTheCpu) {
 TEST_F(SkinnyMatmulCuda, WeightsAStepAheadMatchTheCpu) {
   EagerGuard eager;
   KILN_REQUIRE_CUDA();
+  Streaming off(false);
   uint64_t seed = 1200;
   for (DType t : {kFloat16, kBFloat16, kFloat32}) {
     for (auto [k, n] : {std::pair<int64_t, int64_t>{8192, 2051}, {2048, 16389}}) {
@@ -352,6 +370,38 @@ TEST_F(SkinnyMatmulCuda, WeightsAStepAheadMatchTheCpu) {
       Tensor got = linear_act(to_cuda(x), to_cuda(w), to_cuda(b), "none", to_cuda(r));
       EXPECT_EQ(cuda::skinny_stats().generated, before + 1) << "the kernel did not run";
       EXPECT_MATCHES_CPU(got, linear_act(x, w, b, "none", r), t, "none");
+      cuda::set_skinny_path(cuda::SkinnyPath::Auto);
+    }
+  }
+}
+
+// Note [Streamed one-row products]: one row of a weight of at least 8 MB,
+// every dtype: Llama 1B's down (four warps per output) with bias and
+// residual, its gate/up with the RMSNorm, GPT-2's head with the LayerNorm
+// (three vectors per lane), and a k that leaves lanes of the last round
+// idle (257 vectors); n not a multiple of a block's eight outputs.
+TEST_F(SkinnyMatmulCuda, StreamedOneRowProductsMatchTheCpu) {
+  EagerGuard eager;
+  KILN_REQUIRE_CUDA();
+  Streaming on(true);
+  uint64_t seed = 1400;
+  for (DType t : {kFloat16, kBFloat16, kFloat32}) {
+    const int64_t grow = t == kFloat32 ? 1 : 2;  // past 8 MB in float32 too
+    check_norm_prologue(t, 1, 2048, "rms_norm", true, true, seed, 16389 / grow);
+    check_norm_prologue(t, 1, 768, "layer_norm", true, true, seed, 50257);
+    check_norm_prologue(t, 1, t == kFloat32 ? 2052 : 2056, "layer_norm", false, true, seed, 4099);
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{8192, 2051}, {2056, 4099}}) {
+      cuda::set_skinny_path(cuda::SkinnyPath::Generated);
+      SCOPED_TRACE(std::string(dtype_name(t)) + " no prologue, k=" + std::to_string(k) +
+                   " n=" + std::to_string(n));
+      Tensor x = random_tensor({1, k}, t, "contiguous", seed++, -1, 1);
+      Tensor w = random_tensor({n, k}, t, "contiguous", seed++, -1, 1);
+      Tensor b = random_tensor({n}, t, "contiguous", seed++);
+      Tensor r = random_tensor({1, n}, t, "contiguous", seed++);
+      const int64_t before = cuda::skinny_stats().generated;
+      Tensor got = linear_act(to_cuda(x), to_cuda(w), to_cuda(b), "gelu_tanh", to_cuda(r));
+      EXPECT_EQ(cuda::skinny_stats().generated, before + 1) << "the kernel did not run";
+      EXPECT_MATCHES_CPU(got, linear_act(x, w, b, "gelu_tanh", r), t, "gelu_tanh");
       cuda::set_skinny_path(cuda::SkinnyPath::Auto);
     }
   }
