@@ -150,13 +150,21 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
   Session session;
   std::vector<IntrusivePtr<StandInWatch>> watches;
   std::unordered_map<const StorageImpl*, IntrusivePtr<StorageImpl>> by_real;
-  std::unordered_map<const StorageImpl*, Tensor> real_of;  // stand-in storage -> an argument
+  std::unordered_map<const StorageImpl*, Tensor> real_of;   // stand-in storage -> an argument
+  std::unordered_map<const TensorImpl*, Tensor> by_object;  // argument object -> its stand-in
   int slot = 0;
   auto make = [&](const Tensor& t) -> Tensor {
     const int input = slot++;
     if (!t.defined()) {
       result.stand_ins.push_back(t);
       return t;
+    }
+    // One tensor passed twice is one object in the function: what changes
+    // its geometry (an out= resize) through one name shows through the other.
+    if (auto seen = by_object.find(t.impl()); seen != by_object.end()) {
+      session.inputs_on[seen->second.impl()->storage().get()].push_back(result.stand_ins.size());
+      result.stand_ins.push_back(seen->second);
+      return seen->second;
     }
     StorageImpl* real = t.impl()->storage().get();
     IntrusivePtr<StorageImpl>& s = by_real[real];
@@ -168,6 +176,7 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
       real_of.emplace(s.get(), t);
     }
     Tensor st = stand_in(t, s);
+    by_object.emplace(t.impl(), st);
     session.inputs_on[s.get()].push_back(result.stand_ins.size());
     result.stand_ins.push_back(st);
     return st;

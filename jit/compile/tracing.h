@@ -7,7 +7,9 @@
 // that borrows the argument's memory (no copy, not owned), so that if the
 // trace has to run early its results are the call's true results. Two
 // arguments sharing a storage share one stand-in storage: the trace models
-// their aliasing, and the guards hold it to that.
+// their aliasing, and the guards hold it to that. One tensor passed twice (or
+// in two lists) gets one stand-in: an out= op that resizes it through one
+// name resizes it for the other too, as in eager mode.
 //
 // Stand-in storages carry a ReadWatch marker: a host read of an argument's
 // value while tracing (item(), data_ptr(), printing, to(cpu)) is reported,

@@ -651,6 +651,28 @@ TEST(LazyRecording, CompiledOutResizeReachesTheArgument) {
   }
 }
 
+// Note [Tracing stand-ins]: one tensor passed as two arguments is one object
+// while traced, as eagerly: an out= resize through one name shows through
+// the other, and the caller's tensor keeps it. With a stand-in per argument
+// the traced call returned `b` at its old size and then put the old sizes
+// back on the caller's tensor.
+TEST(LazyRecording, CompiledOutResizeOfATensorPassedTwice) {
+  auto body = [](const Tensor& a, const Tensor& b) {
+    Tensor out = a;
+    kiln::tanh_out(out, kiln::ones({1}));  // [6] -> [1]
+    return b + 0.0;
+  };
+  auto f = kiln::jit::compile(body);
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    Tensor x = kiln::arange(6.0) * 1.0;
+    Tensor r = f(x, x);
+    kiln::EagerGuard g;
+    EXPECT_EQ(x.sizes(), (std::vector<int64_t>{1}));
+    EXPECT_TENSOR_CLOSE(r, kiln::tanh(kiln::ones({1})));
+  }
+}
+
 // copy_ checks its source at the call in both modes (cpu::check_copy): a
 // shape that does not broadcast to the target, and, as PyTorch, a source
 // that partly overlaps it (PyTorch: "some elements of the input tensor and
