@@ -35,7 +35,9 @@ namespace {
 // that a recorded op reads are Note [Pending state across threads]'s
 // uncovered case.
 DispatchKey run_recorded_first() {
-  if (jit::is_lazy()) jit::TraceBuffer::current().flush({"an EagerGuard was entered"});
+  if (jit::is_lazy()) {
+    jit::TraceBuffer::current().flush({"an EagerGuard was entered", nullptr, nullptr, true});
+  }
   return DispatchKey::Lazy;
 }
 
@@ -71,7 +73,7 @@ Device output_device(const Stack& stack) {
 void run_eagerly(const OperatorEntry& op, Stack& stack, const char* why) {
   count_eager_fallback();
   KILN_LOG(Perf, op.name(), " in lazy mode ", why);
-  TraceBuffer::current().flush({why, nullptr, &op});
+  TraceBuffer::current().flush({why, nullptr, &op, true});
   ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
   stack = call_normalized(op, std::move(stack));
 }

@@ -466,9 +466,22 @@ std::string writer_of(const std::vector<Node>& nodes, const StorageImpl* storage
 
 }  // namespace
 
+// Note [Work outside a traced function]
+// While jit::compile traces, an op that has to run at once (its written
+// argument shares memory with another of its tensors, it resizes an out=
+// argument, it has no Meta kernel, it touches memory wrapped twice) or an
+// EagerGuard's body runs once, now, and is not recorded: replays would skip
+// it. The flush before it reports the graph break; it used to do so only
+// when something was recorded already, so such work as the function's first
+// op (a write into a captured tensor) ran at the first call alone and the
+// later calls returned without it.
 void TraceBuffer::flush(FlushCause cause) {
   std::lock_guard<Lock> lock(mu_);
-  if (!nodes_.empty()) flush_locked(cause);
+  if (!nodes_.empty()) {
+    flush_locked(cause);
+  } else if (observer_ && cause.outside) {
+    report_early_flush(cause);
+  }
 }
 
 void TraceBuffer::flush_for(StorageImpl* storage, const PendingValue* found, FlushCause cause) {
@@ -480,19 +493,21 @@ void TraceBuffer::flush_for(StorageImpl* storage, const PendingValue* found, Flu
   flush_locked(cause);
 }
 
-void TraceBuffer::flush_locked(FlushCause cause) {
-  if (observer_) {
-    TraceObserver* observer = observer_;
-    observer_ = nullptr;  // reported once; from here on an ordinary trace
-    std::string why = cause.what;
-    if (cause.storage) {
-      why = "the value of " + writer_of(nodes_, cause.storage) + " was needed on the host (" +
-            cause.what + ")";
-    } else if (cause.op) {
-      why = "op " + std::to_string(nodes_.size()) + " '" + cause.op->name() + "' " + cause.what;
-    }
-    observer->on_early_flush(why + ", after " + std::to_string(nodes_.size()) + " recorded ops");
+void TraceBuffer::report_early_flush(const FlushCause& cause) {
+  TraceObserver* observer = observer_;
+  observer_ = nullptr;  // reported once; from here on an ordinary trace
+  std::string why = cause.what;
+  if (cause.storage) {
+    why = "the value of " + writer_of(nodes_, cause.storage) + " was needed on the host (" +
+          cause.what + ")";
+  } else if (cause.op) {
+    why = "op " + std::to_string(nodes_.size()) + " '" + cause.op->name() + "' " + cause.what;
   }
+  observer->on_early_flush(why + ", after " + std::to_string(nodes_.size()) + " recorded ops");
+}
+
+void TraceBuffer::flush_locked(FlushCause cause) {
+  if (observer_) report_early_flush(cause);
   std::vector<Node> nodes;
   nodes.swap(nodes_);
   // The next trace is likely as long as this one: spare it the regrowth.

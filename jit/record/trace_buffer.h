@@ -153,6 +153,10 @@ struct FlushCause {
   const char* what = "kiln::sync() or jit::flush()";
   const StorageImpl* storage = nullptr;
   const OperatorEntry* op = nullptr;
+  // Work runs outside the trace right after (an op run at once, an
+  // EagerGuard): a break even where nothing was recorded yet (Note [Work
+  // outside a traced function]).
+  bool outside = false;
 };
 
 // Watches a trace that records a compiled function (Note [Tracing stand-ins]).
@@ -282,6 +286,8 @@ class TraceBuffer final : public RefCounted {
   friend struct TraceRegistry;
   void mark(const Node& node);
   void flush_locked(FlushCause cause);
+  // Tells the observer (set) why the trace runs early, and forgets it.
+  void report_early_flush(const FlushCause& cause);
   void note_stream(const Node& node);
 
   Lock mu_;

@@ -664,6 +664,57 @@ TEST(CompileGuards, ReadingAnArgumentIsAGraphBreak) {
   EXPECT_TENSOR_CLOSE(b, neg - 1.0);
 }
 
+// Note [Work outside a traced function]: an op that runs at once, or an
+// EagerGuard, as the function's first step is a graph break too. Both wrote
+// the captured tensor at the first call alone: nothing had been recorded, so
+// no break was reported, and the plan held the rest of the function only.
+TEST(CompileGuards, WorkOutsideTheTraceBeforeAnyRecordedOpIsAGraphBreak) {
+  Tensor state = kiln::arange(8.0).view({2, 4}) * 1.0;
+  auto expected_state = [&](int calls) {
+    kiln::EagerGuard eager;
+    Tensor s = kiln::arange(8.0).view({2, 4}) * 1.0;
+    for (int i = 0; i < calls; ++i) s.narrow(1, 2, 2).mul_(2.0);
+    return s;
+  };
+  auto at_once = kiln::jit::compile(
+      [&](const Tensor& x) {
+        // out= overlaps its input: the op runs at once (Note [Overlaps raised at the call]).
+        Tensor v = state.narrow(1, 2, 2);
+        kiln::call_op("sum.IntList_out",
+                      {v.unsqueeze(-1).expand({2, 2, 2}), std::vector<int64_t>{-1}}, {{"out", v}});
+        return x + 1.0;
+      },
+      {.name = "at_once"});
+  Logs logs("recompiles");
+  for (int call = 1; call <= 3; ++call) {
+    Tensor r = at_once(kiln::ones({3}));
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(state, expected_state(call));
+    EXPECT_TENSOR_CLOSE(r, kiln::full({3}, 2.0));
+  }
+  const std::string text = logs.take();
+  EXPECT_NE(text.find("graph break: op 0 'sum.IntList_out' ran at once"), std::string::npos)
+      << text;
+  EXPECT_EQ(at_once.stats().graph_breaks, 1);
+
+  state = kiln::arange(8.0).view({2, 4}) * 1.0;
+  auto guarded = kiln::jit::compile(
+      [&](const Tensor& x) {
+        {
+          kiln::EagerGuard eager;
+          state.narrow(1, 2, 2).mul_(2.0);
+        }
+        return x + 1.0;
+      },
+      {.name = "guarded"});
+  for (int call = 1; call <= 3; ++call) {
+    (void)guarded(kiln::ones({3}));
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(state, expected_state(call));
+  }
+  EXPECT_EQ(guarded.stats().graph_breaks, 1);
+}
+
 TEST(CompileGuards, EagerModeIsAnEntryOfItsOwn) {
   auto f = kiln::jit::compile([](const Tensor& x) { return body(x); }, {.name = "g"});
   Tensor x = random_tensor({4, 8}, kiln::kFloat32, "contiguous", 1);
