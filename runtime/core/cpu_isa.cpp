@@ -58,8 +58,11 @@ CpuIsa choose_cpu_isa(const CpuFeatures& f, std::string_view requested) {
     if (cpu_isa_supported(CpuIsa::kAvx512, f)) return CpuIsa::kAvx512;
     return cpu_isa_supported(CpuIsa::kAvx2, f) ? CpuIsa::kAvx2 : CpuIsa::kScalar;
   }
-  KILN_CHECK(requested == "avx2" || requested == "avx512",
-             "[cpu_isa] KILN_CPU_ISA: expected avx2 or avx512, got '", requested, "'");
+  if (requested != "avx2" && requested != "avx512") {
+    // Not a value it takes: the default, as Note [Environment switches] says.
+    warn_env_value("KILN_CPU_ISA", requested, "avx2 or avx512; default the widest this CPU runs");
+    return choose_cpu_isa(f, "");
+  }
   const CpuIsa want = requested == "avx512" ? CpuIsa::kAvx512 : CpuIsa::kAvx2;
   KILN_CHECK(cpu_isa_supported(want, f), "[cpu_isa] KILN_CPU_ISA=", requested,
              " but this CPU lacks it");

@@ -8,8 +8,11 @@
 // (kiln-info, kiln-bench). AVX-512 takes F, BW, DQ, VL and BMI2 (the
 // generator's masked and byte/word forms need them all) on top of AVX2; AVX2
 // takes FMA and F16C. KILN_CPU_ISA=avx2 or avx512 asks for one (to measure, or
-// to test the narrower path); another value, or one this CPU lacks, is an
-// error. It is read on each call, so a test may change it between calls.
+// to test the narrower path); one this CPU lacks is an error. Another value
+// warns once and keeps the default, as every switch does (Note [Environment
+// switches]): it used to be an error raised by whichever op first generated
+// code, unlike every other KILN_* name. It is read on each call, so a test
+// may change it between calls.
 // Before, cpu_isa() said avx512 for any CPU with AVX-512F and ignored
 // KILN_CPU_ISA, and the GEMM kernels had a third rule.
 
@@ -35,8 +38,8 @@ bool cpu_isa_supported(CpuIsa isa, const CpuFeatures& f);
 bool cpu_isa_supported(CpuIsa isa);  // on this machine
 
 // The ISA for a CPU with `f` when KILN_CPU_ISA is `requested` (empty: not
-// set, so the widest `f` runs). Throws on a value other than avx2 or avx512,
-// and on one `f` lacks.
+// set, so the widest `f` runs). A value other than avx2 or avx512 warns once
+// and is taken as unset; one `f` lacks throws.
 CpuIsa choose_cpu_isa(const CpuFeatures& f, std::string_view requested);
 
 // choose_cpu_isa for this machine and the current KILN_CPU_ISA.

@@ -40,8 +40,6 @@ Tensor random_tensor(IntArrayRef sizes, DType dtype, const char* layout, uint64_
 // Index in row-major order -> "[i, j, k]" for `sizes`.
 std::string index_string(int64_t flat, IntArrayRef sizes);
 
-// Sets KILN_CPU_ISA for a scope (generated CPU kernels read it when they
-// are compiled) and restores the caller's value after.
 // Every element of `t`'s storage, as one 1-D view from its start.
 Tensor whole_storage(const Tensor& t);
 
@@ -86,6 +84,8 @@ class EnvScope {
   bool had_ = false;
 };
 
+// Sets KILN_CPU_ISA for a scope (generated CPU kernels read it when they
+// are compiled) and restores the caller's value after.
 class IsaScope : public EnvScope {
  public:
   explicit IsaScope(const char* isa) : EnvScope("KILN_CPU_ISA", isa) {}

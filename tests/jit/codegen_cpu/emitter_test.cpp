@@ -60,8 +60,10 @@ TEST(CpuCodegen, HostIsa) {
   EXPECT_EQ(isa, isa_supported(Isa::kAvx512) ? Isa::kAvx512 : Isa::kAvx2);
   setenv("KILN_CPU_ISA", "avx2", 1);
   EXPECT_EQ(host_isa(), Isa::kAvx2);
-  setenv("KILN_CPU_ISA", "sse2", 1);
-  EXPECT_KILN_ERROR(host_isa(), "expected avx2 or avx512, got 'sse2'");
+  setenv("KILN_CPU_ISA", "sse2", 1);  // not a value it takes: the default (and a warning)
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(host_isa(), isa_supported(Isa::kAvx512) ? Isa::kAvx512 : Isa::kAvx2);
+  (void)::testing::internal::GetCapturedStderr();
   if (!isa_supported(Isa::kAvx512)) {
     setenv("KILN_CPU_ISA", "avx512", 1);
     EXPECT_KILN_ERROR(host_isa(), "this CPU lacks it");
