@@ -7,10 +7,12 @@
 // broadcast over source's shape. Repeated indices accumulate in index order,
 // as scatter_add's do (Note [Scatter reductions]); alpha * source is rounded
 // to a 16-bit self's dtype first, as PyTorch's add_ with alpha. An index
-// value out of range raises through scatter_add's check, which names it.
+// value out of range raises naming index_add, except from a lazy trace or a
+// compiled plan that computed the index (Note [Composite ops name themselves]).
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/composite_errors.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cpu/index_utils.h"
 
@@ -49,6 +51,7 @@ int64_t check_index_add(const char* op, const Tensor& self, int64_t dim, const T
 Tensor index_add_impl(const char* op, bool in_place, const Tensor& self, int64_t dim,
                       const Tensor& index, const Tensor& source, const Scalar& alpha) {
   dim = check_index_add(op, self, dim, index, source, alpha);
+  if (auto v = host_indices(index)) check_indices(*v, self.dim() > 0 ? self.size(dim) : 1, dim, op);
   if (in_place) {
     check_no_internal_overlap(self, op);
     check_no_overlap(self, index, op);
@@ -72,10 +75,11 @@ Tensor index_add_impl(const char* op, bool in_place, const Tensor& self, int64_t
     src = kiln::mul(src, Scalar(alpha.to_int()));
   }
   if (in_place) {
-    kiln::scatter_add_(dst, dim, idx, src);
+    rename_errors(op, "scatter_add_", [&] { return kiln::scatter_add_(dst, dim, idx, src); });
     return self;
   }
-  Tensor out = kiln::scatter_add(dst, dim, idx, src);
+  Tensor out =
+      rename_errors(op, "scatter_add", [&] { return kiln::scatter_add(dst, dim, idx, src); });
   return self.dim() == 0 ? out.view({}) : out;
 }
 
@@ -90,8 +94,9 @@ Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Te
 
 // Note [one_hot]
 // An int64 tensor of self's sizes + [num_classes], 1 at each index: zeros
-// with ones scattered in, so an index outside [0, num_classes) raises
-// through scatter's index check in every mode. num_classes = -1 takes the
+// with ones scattered in, so an index outside [0, num_classes) raises in
+// every mode: here where self is on the host, else through scatter's index
+// check, renamed (Note [Composite ops name themselves]). num_classes = -1 takes the
 // largest index + 1, read on the host (a flush in lazy mode, a graph break in
 // a compiled function: README), as PyTorch reads it; that read also refuses a
 // negative index by name. An empty self needs num_classes given.
@@ -113,10 +118,17 @@ Tensor one_hot(const Tensor& self, int64_t num_classes) {
     const int64_t lo = kiln::min(self).item<int64_t>();
     KILN_CHECK(lo >= 0, "[one_hot] expected class indices >= 0, got ", lo);
     num_classes = kiln::max(self).item<int64_t>() + 1;
+  } else if (auto v = host_indices(self)) {
+    for (int64_t c : *v) {
+      KILN_CHECK(c >= 0 && c < num_classes, "[one_hot] expected class indices in [0, ", num_classes,
+                 ") (num_classes ", num_classes, "), got ", c);
+    }
   }
   shape.push_back(num_classes);
   Tensor out = kiln::zeros(shape, TensorOptions(kInt64).device(self.device()));
-  return kiln::scatter(out, -1, self.unsqueeze(-1), Scalar(int64_t{1}));
+  return rename_errors(op, "scatter", [&] {
+    return kiln::scatter(out, -1, self.unsqueeze(-1), Scalar(int64_t{1}));
+  });
 }
 
 }  // namespace

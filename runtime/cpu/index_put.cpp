@@ -8,8 +8,9 @@
 // shape B; the indexed result is B + self's remaining sizes, and values
 // broadcast to it. Each index is checked against its own dim (negative ones
 // count from the end) by an index_select of that dim's positions, so an
-// index out of range raises in every mode (naming index_select, with the
-// index as counted from the start); then the positions, flattened over the
+// index out of range raises in every mode: naming index_put where the index
+// is on the host, else index_select, with the index as counted from the
+// start (Note [Composite ops name themselves]); then the positions, flattened over the
 // leading dims, go to index_copy_ (accumulate false: of repeated positions,
 // one write wins, as in PyTorch) or index_add_ (accumulate true: they add
 // up). self's leading dims are written through one view where they merge,
@@ -80,6 +81,12 @@ Tensor index_put_impl(const char* op, const Tensor& self, TensorList indices, co
   for (int64_t d = k - 1; d >= 0; --d) {
     const int64_t size = self.size(d);
     const Tensor& t = idx[static_cast<size_t>(d)];
+    if (auto v = host_indices(t)) {
+      for (int64_t x : *v) {
+        KILN_CHECK(x >= -size && x < size, "[", op, "] index ", x,
+                   " is out of bounds for dimension ", d, " with size ", size);
+      }
+    }
     Tensor wrapped = kiln::where(kiln::lt(t, Scalar(int64_t{0})), kiln::add(t, Scalar(size)), t);
     Tensor place = kiln::index_select(kiln::arange(size, TensorOptions(kInt64).device(t.device())),
                                       0, wrapped.reshape({t.numel()}));

@@ -190,6 +190,31 @@ void check_indices(const std::vector<int64_t>& idx, int64_t size, int64_t dim, c
   }
 }
 
+std::optional<std::vector<int64_t>> host_indices(const Tensor& index) {
+  if (!index.device().is_cpu() || index.is_pending() ||
+      !(index.dtype() == kInt64 || index.dtype() == kInt32)) {
+    return std::nullopt;
+  }
+  // Read in place (contiguous() would record a copy in lazy mode).
+  const int64_t n = index.numel();
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  if (n == 0) return out;
+  const DimVector sizes = nonempty_sizes(index), strides = nonempty_strides(index);
+  const char* base = static_cast<const char*>(index.data_ptr());
+  const int64_t elem = static_cast<int64_t>(index.element_size());
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, at = 0;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      at += rem % sizes[d] * strides[d];
+      rem /= sizes[d];
+    }
+    const char* p = base + at * elem;
+    out[static_cast<size_t>(i)] = index.dtype() == kInt64 ? *reinterpret_cast<const int64_t*>(p)
+                                                          : *reinterpret_cast<const int32_t*>(p);
+  }
+  return out;
+}
+
 DimVector nonempty_sizes(const Tensor& t) {
   return t.dim() == 0 ? DimVector(1, 1) : DimVector(t.sizes());
 }

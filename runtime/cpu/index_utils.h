@@ -5,6 +5,7 @@
 // number conversions and index reading.
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kiln/tensor.h"
@@ -52,6 +53,12 @@ std::vector<int64_t> read_indices(const Tensor& index);
 // Throws "[op] index 7 is out of bounds for dimension 0 with size 5" for the
 // first index outside [0, size).
 void check_indices(const std::vector<int64_t>& idx, int64_t size, int64_t dim, const char* op);
+
+// The values of an int32 or int64 `index` in row-major order where they are
+// on the host: a CPU tensor that is not pending, read in place, so that
+// nothing runs (Note [Composite ops name themselves] in
+// runtime/core/composite_errors.h); nullopt otherwise.
+std::optional<std::vector<int64_t>> host_indices(const Tensor& index);
 
 // Sizes and strides of `t` with a 0-dim tensor read as a 1-element vector
 // (PyTorch's ensure_nonempty for gather/scatter).

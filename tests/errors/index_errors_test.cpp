@@ -119,11 +119,18 @@ TEST(IndexErrors, IndexAdd) {
                                     kiln::ones({1, 2}, kiln::kInt64), NAN),
                     "cannot be converted to int64 without overflow");
   EXPECT_TENSOR_CLOSE(self, kiln::zeros({5, 2}));
-  // Index values out of range raise through the scatter_add index_add runs.
+  // Index values out of range name index_add, not the scatter_add it runs
+  // (Note [Composite ops name themselves]), and leave self as it was.
   EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1, 9}), kiln::ones({2, 2})),
-                    "index 9 is out of bounds for dimension 0 with size 5");
+                    "[index_add] index 9 is out of bounds for dimension 0 with size 5");
   EXPECT_KILN_ERROR(kiln::index_add_(self, 0, idx({-1}), kiln::ones({1, 2})),
-                    "index -1 is out of bounds for dimension 0 with size 5");
+                    "[index_add_] index -1 is out of bounds for dimension 0 with size 5");
+  EXPECT_KILN_ERROR(kiln::index_add_(self, 1, idx({0, 2}).to(kiln::kInt32), kiln::ones({5, 2})),
+                    "[index_add_] index 2 is out of bounds for dimension 1 with size 2");
+  EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1, 2, 7}).narrow(0, 1, 2), kiln::ones({2, 2})),
+                    "[index_add] index 7 is out of bounds for dimension 0 with size 5");
+  EXPECT_KILN_ERROR(kiln::index_add(kiln::zeros({}), 0, idx({1}), kiln::ones({})),
+                    "[index_add] index 1 is out of bounds for dimension 0 with size 1");
   // In place: a target with repeated elements, or a source or index in its memory.
   Tensor expanded = kiln::zeros({2}).expand({5, 2});
   EXPECT_KILN_ERROR(kiln::index_add_(expanded, 0, idx({1}), kiln::ones({1, 2})),
@@ -144,8 +151,11 @@ TEST(IndexErrors, OneHotUnbindRepeatInterleave) {
   EXPECT_KILN_ERROR(kiln::one_hot(idx({0, -2})), "[one_hot] expected class indices >= 0, got -2");
   EXPECT_KILN_ERROR(kiln::one_hot(kiln::zeros({0}, kiln::kInt64)),
                     "[one_hot] expected num_classes for an empty self");
+  // Class indices out of range name one_hot, not the scatter it runs.
   EXPECT_KILN_ERROR(kiln::one_hot(idx({0, 3}), 3),
-                    "index 3 is out of bounds for dimension 1 with size 3");
+                    "[one_hot] expected class indices in [0, 3) (num_classes 3), got 3");
+  EXPECT_KILN_ERROR(kiln::one_hot(idx({0, -1}), 3),
+                    "[one_hot] expected class indices in [0, 3) (num_classes 3), got -1");
   EXPECT_KILN_ERROR(kiln::unbind(kiln::zeros({})),
                     "[unbind] expected a tensor with at least 1 dim");
   EXPECT_KILN_ERROR(kiln::unbind(kiln::zeros({2, 3}), 2), "[unbind] dimension out of range");
@@ -155,6 +165,26 @@ TEST(IndexErrors, OneHotUnbindRepeatInterleave) {
                     "[repeat_interleave] dimension out of range");
   EXPECT_KILN_ERROR(kiln::repeat_interleave(kiln::zeros({}), 2, 0),
                     "[repeat_interleave] expected self with at least 1 dim for dim 0");
+}
+
+// Note [Composite ops name themselves], lazily: index values on the host
+// are checked at the call, before anything is recorded; pending ones reach
+// the inner op, whose check names it when the trace runs.
+TEST(IndexErrors, CompositesNameThemselvesLazily) {
+  Tensor self = kiln::zeros({5, 2});
+  EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1, 9}), kiln::ones({2, 2})),
+                    "[index_add] index 9 is out of bounds for dimension 0 with size 5");
+  EXPECT_KILN_ERROR(kiln::index_add_(self, 0, idx({5}), kiln::ones({1, 2})),
+                    "[index_add_] index 5 is out of bounds for dimension 0 with size 5");
+  EXPECT_KILN_ERROR(kiln::one_hot(idx({4}), 2),
+                    "[one_hot] expected class indices in [0, 2) (num_classes 2), got 4");
+  EXPECT_KILN_ERROR(kiln::index_put_(self, {idx({7})}, kiln::ones({2})),
+                    "[index_put_] index 7 is out of bounds for dimension 0 with size 5");
+  EXPECT_EQ(kiln::sum(self).item<float>(), 0.f);  // nothing written
+  Tensor pending = idx({1, 9}) + 0;
+  ASSERT_TRUE(pending.is_pending());
+  EXPECT_KILN_ERROR(kiln::index_add(self, 0, pending, kiln::ones({2, 2})).sum().item<float>(),
+                    "[scatter_add] index 9 is out of bounds for dimension 0 with size 5");
 }
 
 TEST(IndexErrors, MaskedFill) {

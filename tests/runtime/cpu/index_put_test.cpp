@@ -61,10 +61,17 @@ TEST(IndexPut, SelfWhoseLeadingDimsDoNotMerge) {
 TEST(IndexPutErrors, Arguments) {
   kiln::EagerGuard eager;
   Tensor x = kiln::zeros({3, 4});
+  // Indices on the host are checked by index_put_ itself, against their own
+  // dim (Note [Composite ops name themselves]); -size is the lowest.
   EXPECT_KILN_ERROR(kiln::index_put_(x, {idx({0, 3})}, kiln::ones({4})),
-                    "[index_select] index 3 is out of bounds for dimension 0 with size 3");
+                    "[index_put_] index 3 is out of bounds for dimension 0 with size 3");
   EXPECT_KILN_ERROR(kiln::index_put_(x, {idx({0}), idx({4})}, kiln::ones({1})),
-                    "[index_select] index 4 is out of bounds for dimension 0 with size 4");
+                    "[index_put_] index 4 is out of bounds for dimension 1 with size 4");
+  EXPECT_KILN_ERROR(kiln::index_put_(x, {idx({-4})}, kiln::ones({4})),
+                    "[index_put_] index -4 is out of bounds for dimension 0 with size 3");
+  EXPECT_KILN_ERROR(kiln::index_put(x, {idx({0}), idx({-5})}, kiln::ones({1}), true),
+                    "[index_put] index -5 is out of bounds for dimension 1 with size 4");
+  EXPECT_EQ(kiln::sum(kiln::abs(x)).item<float>(), 0.f);  // nothing written
   EXPECT_KILN_ERROR(kiln::index_put_(x, {idx({0}).to(kiln::kInt32)}, kiln::ones({4})),
                     "[index_put_] expected index tensors of dtype int64, bool or uint8, got int32 "
                     "at position 0");
