@@ -381,10 +381,10 @@ KILN_API Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& 
 // [B, Hkv, S, D] and value_cache [B, Hkv, S, Dv], Hq a multiple of Hkv
 // (grouped-query attention as above). Query row i sits at position p + i and
 // sees cache slots 0..p+i, where p = cache_position: an int64 tensor of one
-// element (every batch row) or [B], on the query's device. The position is
-// read on the device, so one recorded step (or captured CUDA graph) serves
-// every position. The same as scaled_dot_product_attention with the mask
-// arange(S) <= p + arange(L)[:, None]; a row that sees no slot is NaN.
+// element (every batch row) or [B], on the query's device, each in [0, S - L]
+// (else kiln::Error; L <= S). The position is read on the device, so one
+// recorded step (or captured CUDA graph) serves every position. The same as
+// scaled_dot_product_attention with the mask arange(S) <= p + arange(L)[:, None].
 KILN_API Tensor kv_cache_attention(const Tensor& query, const Tensor& key_cache,
                                    const Tensor& value_cache, const Tensor& cache_position,
                                    std::optional<double> scale = std::nullopt);

@@ -256,16 +256,35 @@ Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
              pos.dtype());
   KILN_CHECK(pos.numel() == 1 || (pos.dim() == 1 && pos.size(0) == b), "[", kCacheOp,
              "] expected cache_position of one element or [", b, "], got shape ", pos.sizes());
+  KILN_CHECK(l <= s, "[", kCacheOp, "] expected at most ", s,
+             " query rows (the cache's length), got query of shape ", q.sizes());
   const DimVector out_shape{b, hq, l, ev};
   Device dev = product_device(kCacheOp, {&q, &k, &v, &pos});
   if (dev.is_meta()) return empty_tensor(out_shape, q.dtype(), dev);
+
+  // Note [Cache positions in range]
+  // Query row i sits at slot p + i, so every row is in the cache only for p
+  // in [0, S - L]. Before, any position ran: one past the end attended over
+  // every slot (a silent wrong answer, the rows' own keys never written), a
+  // negative one gave NaN rows. The CPU kernel checks the values here; the
+  // CUDA kernels that read the position on the device (decode and prefill)
+  // raise the same error through their error flag (Note [Device error
+  // flags]). The CUDA fallback for other dtypes and head dims (a mask built
+  // on the device) cannot report it. Nothing reads or writes out of bounds.
+  const int64_t* pp = pos.data_ptr<int64_t>();
+  const int64_t pstride = pos.numel() == 1 ? 0 : pos.stride(0);
+  for (int64_t bi = 0; bi < pos.numel(); ++bi) {
+    const int64_t p = pp[bi * pstride];
+    KILN_CHECK(p >= 0 && p <= s - l, "[", kCacheOp,
+               "] expected cache_position in [0, S - L] = [0, ", s - l, "] (S = ", s,
+               " cache slots, L = ", l, " query rows), got ", p,
+               pos.numel() > 1 ? detail::str(" at element ", bi) : std::string());
+  }
 
   // keep[b, 0, 0, i, j] = j <= p_b + i, written as j - i <= p_b (no overflow).
   const int64_t mb = pos.numel() == 1 ? 1 : b;
   Tensor keep = empty_tensor({mb, 1, 1, l, s}, kBool, dev);
   bool* kp = keep.data_ptr<bool>();
-  const int64_t* pp = pos.data_ptr<int64_t>();
-  const int64_t pstride = pos.numel() == 1 ? 0 : pos.stride(0);
   for (int64_t bi = 0; bi < mb; ++bi) {
     const int64_t p = pp[bi * pstride];
     for (int64_t i = 0; i < l; ++i) {

@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
 #include "tests/support/testing.h"
@@ -64,6 +69,47 @@ TEST(AttentionErrors, KvCache) {
                                              kiln::ones({2, 2, 16, 8}, kiln::kInt64),
                                              kiln::ones({2, 2, 16, 8}, kiln::kInt64), pos({1})),
                     "expected query, key and value of a floating dtype, got int64");
+}
+
+// Note [Cache positions in range]: query row i sits at slot p + i, so p must
+// be in [0, S - L]. Before, a position past the end attended over every slot
+// and a negative one gave NaN rows, with no error.
+TEST(AttentionErrors, KvCachePositionOutOfRange) {
+  auto at = [](std::vector<int64_t> p) {
+    return kiln::tensor(p, {static_cast<int64_t>(p.size())});
+  };
+  Tensor k = f32({2, 2, 16, 8}), v = f32({2, 2, 16, 8});
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    // Read at once: in lazy mode the kernel, and its check, run there.
+    auto run = [](const Tensor& t) { return kiln::sum(t).item<float>(); };
+    Tensor q1 = f32({2, 4, 1, 8}), q3 = f32({2, 4, 3, 8});
+    EXPECT_KILN_ERROR(run(kiln::kv_cache_attention(q1, k, v, at({16}))),
+                      "[kv_cache_attention] expected cache_position in [0, S - L] = [0, 15] (S = "
+                      "16 cache slots, L = 1 query rows), got 16");
+    EXPECT_KILN_ERROR(run(kiln::kv_cache_attention(q1, k, v, at({-1}))),
+                      "[kv_cache_attention] expected cache_position in [0, S - L] = [0, 15] (S = "
+                      "16 cache slots, L = 1 query rows), got -1");
+    // Three new rows from slot 14 would run past the cache.
+    EXPECT_KILN_ERROR(run(kiln::kv_cache_attention(q3, k, v, at({14}))),
+                      "expected cache_position in [0, S - L] = [0, 13] (S = 16 cache slots, L = 3 "
+                      "query rows), got 14");
+    EXPECT_KILN_ERROR(run(kiln::kv_cache_attention(q3, k, v, at({2, 99}))), "got 99 at element 1");
+    EXPECT_KILN_ERROR(run(kiln::kv_cache_attention(q1, k, v, at({INT64_MIN, 0}))),
+                      "got -9223372036854775808 at element 0");
+    EXPECT_KILN_ERROR(
+        run(kiln::kv_cache_attention(q1, k, v, kiln::scalar_tensor(INT64_MAX, kiln::kInt64))),
+        "got 9223372036854775807");
+    // The edges that fit.
+    EXPECT_FALSE(std::isnan(run(kiln::kv_cache_attention(q3, k, v, at({13, 0})))));
+    EXPECT_FALSE(std::isnan(run(kiln::kv_cache_attention(q1, k, v, at({15})))));
+  }
+  // More query rows than the cache has slots fit no position.
+  EXPECT_KILN_ERROR(kiln::kv_cache_attention(f32({2, 4, 17, 8}), k, v, pos({1})),
+                    "[kv_cache_attention] expected at most 16 query rows (the cache's length), got "
+                    "query of shape [2, 4, 17, 8]");
 }
 
 // On CUDA the position must be on the device (it is read there).

@@ -173,15 +173,26 @@ Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     fill_zero(result);
     return result;
   }
-  if (decode_supported(q.dtype(), q.size(3), v.size(3), group * L)) {
-    run_decode_attention(result, q, k, v, pos, sc);
+  // Note [Cache positions in range]: the fused kernels flag a position
+  // outside [0, S - L] (the meta twin checked L <= S).
+  const bool decode = decode_supported(q.dtype(), q.size(3), v.size(3), group * L);
+  if (decode || prefill_supported(q.dtype(), q.size(3), v.size(3))) {
+    const DeviceErrorFlag flag(q.device(),
+                               "[kv_cache_attention] expected cache_position in "
+                               "[0, S - L] = [0, " +
+                                   std::to_string(S - L) + "] (S = " + std::to_string(S) +
+                                   " cache slots, L = " + std::to_string(L) +
+                                   " query rows), got {}");
+    if (decode) {
+      run_decode_attention(result, q, k, v, pos, sc, 0, nullptr, flag.ptr());
+    } else {
+      run_prefill_attention(result, q, k, v, std::nullopt, true, pos, sc, group, flag.ptr());
+    }
+    flag.check();
     return result;
   }
-  if (prefill_supported(q.dtype(), q.size(3), v.size(3))) {
-    run_prefill_attention(result, q, k, v, std::nullopt, true, pos, sc, group);
-    return result;
-  }
-  // keep[b, 0, i, j] = j - i <= pos[b], built on the device from the position.
+  // keep[b, 0, i, j] = j - i <= pos[b], built on the device from the position
+  // (a position out of range goes unreported here, and reads nothing out of bounds).
   const TensorOptions i64 = TensorOptions(kInt64).device(q.device());
   Tensor rel = kiln::arange(S, i64).view({1, 1, 1, S}) - kiln::arange(L, i64).view({1, 1, L, 1});
   Tensor keep = kiln::le(rel, pos.reshape({-1, 1, 1, 1}));

@@ -80,9 +80,12 @@ bool prefill_writes(const Tensor& out);
 // floating, broadcastable to [batch..., L, S]. `causal`: key j is seen by row
 // i when j - i <= offset, the offset being 0 or, with `pos` defined (an int64
 // device tensor of one element or one per leading batch index), pos[b].
+// `pos_err` (optional, with `pos`): an error flag's two words
+// (DeviceErrorFlag::ptr), set to a position outside [0, S - L] (Note [Cache
+// positions in range] in runtime/cpu/attention.cpp).
 void run_prefill_attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::optional<Tensor>& mask, bool causal, const Tensor& pos,
-                           double scale, int64_t group);
+                           double scale, int64_t group, int64_t* pos_err = nullptr);
 
 // Whether the decode kernel takes this dtype, head dims and rows per kv head.
 bool decode_supported(DType dtype, int64_t e, int64_t ev, int64_t rows);
@@ -106,10 +109,11 @@ struct DecodeWrite {
 // out [B, Hq, L, E] = kv_cache_attention(q [B, Hq, L, E], k, v [B, Hkv, S, E], pos).
 // With `pos` undefined every row takes `p_const` (Note [Few-row attention]).
 // With `write`, also stores write->k / write->v at the position in k and v,
-// which must be aligned as they are (no copy).
+// which must be aligned as they are (no copy). Without it, `pos_err`
+// (optional) is set as run_prefill_attention's.
 void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& pos, double scale, int64_t p_const = 0,
-                          const DecodeWrite* write = nullptr);
+                          const DecodeWrite* write = nullptr, int64_t* pos_err = nullptr);
 
 // `t` itself when its last dim is dense, its other strides are multiples of
 // `align` elements and its data is aligned to `align` elements; else a

@@ -325,6 +325,9 @@ __device__ __forceinline__ void kiln_cp16(unsigned dst, const void* src) {
       "    } else if (tid == 0 && err) {\n"
       "      kiln_flag_error(err, p);\n"
       "    }\n"
+      // Note [Cache positions in range]: rows p .. p + L - 1 in the cache.
+      "  } else if (!knew && err && blockIdx.x == 0 && tid == 0 && (p < 0 || p > S - L)) {\n"
+      "    kiln_flag_error(err, p);\n"
       "  }\n"
       "  __syncthreads();\n";
   const std::string DPL = std::to_string(s.d / 32), KPW = std::to_string(g.tk / 4);
@@ -749,7 +752,7 @@ bool decode_supported(DType dtype, int64_t e, int64_t ev, int64_t rows) {
 
 void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in,
                           const Tensor& v_in, const Tensor& pos, double scale, int64_t p_const,
-                          const DecodeWrite* write) {
+                          const DecodeWrite* write, int64_t* pos_err) {
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), D = q.size(3);
   const int64_t Hkv = k_in.size(1), S = k_in.size(2), G = Hq / Hkv;
   KILN_INTERNAL_ASSERT(
@@ -824,7 +827,7 @@ void run_decode_attention(const Tensor& out, const Tensor& q, const Tensor& k_in
     a.ptr(write->err);
   } else {
     const void* none = nullptr;
-    a.ptr(none).ptr(none).i64(0).i64(0).i64(0).i64(0).ptr(none).ptr(none).ptr(none);
+    a.ptr(none).ptr(none).i64(0).i64(0).i64(0).i64(0).ptr(none).ptr(none).ptr(pos_err);
   }
   launch(kern, q.device(), dim3(static_cast<unsigned>(splits), static_cast<unsigned>(groups)),
          kThreads, 0, a);

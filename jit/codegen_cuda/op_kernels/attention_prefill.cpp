@@ -151,7 +151,7 @@ std::string prefill_source(const PrefillSpec& s) {
          "    i64 L, i64 S, i64 Z, i64 ntq, i64 group, int nb, KilnDims bsizes, KilnDims qb,\n"
          "    KilnDims kb, KilnDims vb, KilnDims mb, KilnDims ob, i64 qsl, i64 ksl, i64 vsl, i64 "
          "msl,\n"
-         "    i64 mss, i64 osl, float scale_log2) {\n"
+         "    i64 mss, i64 osl, float scale_log2, i64* err) {\n"
          "  kiln_grid_enter();\n";
   src += "  __shared__ alignas(16) unsigned short sk[" + TILE + " * " + KROW +
          "];\n"
@@ -173,6 +173,10 @@ std::string prefill_source(const PrefillSpec& s) {
   if (has_mask) src += "  const " + MT + "* mz = mask + kiln_batch_offset(bi, nb, mb, 1u);\n";
   if (s.mask == PrefillMask::CausalPos) {
     src += "  const i64 off = pos[(z / pos_div) * pos_stride];\n";
+    // Note [Cache positions in range]: rows off .. off + L - 1 in the cache.
+    src +=
+        "  if (err && tid == 0 && (i64)blockIdx.x < Z && (off < 0 || off > S - L)) "
+        "kiln_flag_error(err, off);\n";
   } else if (causal) {
     src += "  const i64 off = 0;\n";
   }
@@ -543,7 +547,7 @@ bool prefill_writes(const Tensor& out) {
 
 void run_prefill_attention(const Tensor& out, const Tensor& q_in, const Tensor& k_in,
                            const Tensor& v_in, const std::optional<Tensor>& mask_in, bool causal,
-                           const Tensor& pos, double scale, int64_t group) {
+                           const Tensor& pos, double scale, int64_t group, int64_t* pos_err) {
   KILN_INTERNAL_ASSERT(
       prefill_supported(q_in.dtype(), q_in.size(-1), v_in.size(-1)) && prefill_writes(out),
       "prefill attention arguments");
@@ -604,6 +608,7 @@ void run_prefill_attention(const Tensor& out, const Tensor& q_in, const Tensor& 
   a.dims(mb).dims(batch_strides(out, batch, 2));
   a.i64(q.stride(-2)).i64(k.stride(-2)).i64(v.stride(-2)).i64(msl).i64(mss).i64(out.stride(-2));
   a.f32(static_cast<float>(scale * 1.4426950408889634));
+  a.ptr(pos.defined() ? pos_err : nullptr);
   launch(kern, q.device(), dim3(static_cast<unsigned>(ntq * Z)),
          static_cast<unsigned>(32 * prefill_warps(spec)), 0, a);
   out.impl()->bump_version();

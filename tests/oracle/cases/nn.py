@@ -418,8 +418,8 @@ def gqa_cases(g):
 
 def kv_cache_ref(query, key_cache, value_cache, cache_position, scale=None):
     """kiln's kv_cache_attention: query row i at position p + i sees cache slots
-    0..p + i (p per batch row or one for all); key/value heads are shared by
-    query heads in groups."""
+    0..p + i (p per batch row or one for all, in [0, S - L]); key/value heads
+    are shared by query heads in groups."""
     if query.dim() != 4 or key_cache.dim() != 4 or value_cache.dim() != 4:
         raise RuntimeError("expected 4-D query and caches")
     if cache_position.dtype != torch.int64:
@@ -430,6 +430,9 @@ def kv_cache_ref(query, key_cache, value_cache, cache_position, scale=None):
     p = cache_position.reshape(-1, 1, 1, 1)
     if p.size(0) not in (1, b):
         raise RuntimeError("expected cache_position of one element or [B]")
+    # Every query row's slot p + i in the cache (Note [Cache positions in range]).
+    if l > s or bool((p < 0).any()) or bool((p > s - l).any()):
+        raise RuntimeError("expected cache_position in [0, S - L]")
     keep = torch.arange(s).view(1, 1, 1, s) - torch.arange(l).view(1, 1, l, 1) <= p
     return sdpa_ref(query, key_cache, value_cache, keep, scale=scale, enable_gqa=True)
 
@@ -440,7 +443,8 @@ def kv_cache_cases(g):
         for l in (1, 3):
             q = g.tensor([2, 4, l, 8], dt, "any")
             k, v = g.tensor([2, 2, 7, 8], dt, "any"), g.tensor([2, 2, 7, 6], dt, "any")
-            for pos in ([0], [3], [6], [9], [-1], [5, 1]):
+            # The last position that fits the rows, then some that do not (errors).
+            for pos in ([0], [3], [7 - l], [9], [-1], [5, 1]):
                 yield Case(op, [q, k, v, torch.tensor(pos)], ref=kv_cache_ref,
                            name=f"kv_cache_attention {dt} L {l} pos {pos}")
         q, k, v = g.tensor([1, 2, 1, 8], dt), g.tensor([1, 2, 4, 8], dt), g.tensor([1, 2, 4, 8], dt)

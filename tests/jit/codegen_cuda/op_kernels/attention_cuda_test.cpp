@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -422,14 +423,15 @@ TEST(CudaAttention, DecodeMatchesCpu) {
         for (int64_t b : {1, 3}) {
           for (Heads h : {Heads{4, 4}, Heads{8, 2}}) {
             for (int64_t l : {1, 3}) {
+              if (l > s) continue;  // no position fits (Note [Cache positions in range])
               // The new tokens' q as GPT-2 makes it; a cache with room past the
               // positions used (S slots of a longer allocation).
               Qkv x = gpt2_views(b, h.q, l, d, dt, ++seed);
               Both kc = apply(random_both({b, h.kv, s + 8, d}, dt, ++seed),
                               [&](const Tensor& t) { return t.slice(2, 0, s); });
               Both vc = random_both({b, h.kv, s, d}, dt, ++seed, -1, 1);
-              std::vector<std::vector<int64_t>> poss = {{0}, {s / 2}, {s - 1}};
-              if (b > 1) poss.push_back({s - 1, 0, s / 3});
+              std::vector<std::vector<int64_t>> poss = {{0}, {(s - l) / 2}, {s - l}};
+              if (b > 1) poss.push_back({s - l, 0, (s - l) / 3});
               for (const auto& p : poss) {
                 Both pos = positions(p);
                 const std::string what = "kv_cache_attention " + tag(dt) + " d" +
@@ -468,7 +470,7 @@ TEST(CudaAttention, PrefillIntoACache) {
             Both kc = random_both({b, hkv, s, d}, dt, ++seed);
             Both vc = random_both({b, hkv, s, d}, dt, ++seed, -1, 1);
             for (const std::vector<int64_t>& p :
-                 std::vector<std::vector<int64_t>>{{0}, {s - l}, {s - 1, 3}}) {
+                 std::vector<std::vector<int64_t>>{{0}, {s - l}, {s - l, 3}}) {
               Both pos = positions(p);
               const std::string what = "kv_cache_attention prefill " + tag(dt) + " d" +
                                        std::to_string(d) + " S" + std::to_string(s) + " Hkv" +
@@ -486,31 +488,54 @@ TEST(CudaAttention, PrefillIntoACache) {
   }
 }
 
-// Positions past the cache see every slot; before its start, a row sees
-// nothing (NaN); later rows of the same step see their own slots.
+// Note [Cache positions in range]: the first and the last position that fit
+// the rows give the CPU's answer; one outside [0, S - L] raises from the
+// kernel's error flag (decode kernel for 3 rows, prefill kernel for 40) as
+// the CPU kernel does. Before, a position past the cache saw every slot and
+// one before its start gave NaN rows.
 TEST(CudaAttention, DecodeEdgePositions) {
   KILN_REQUIRE_CUDA();
   uint64_t seed = 7000;
   for (kiln::DType dt : {kiln::kFloat16, kiln::kBFloat16, kiln::kFloat32}) {
-    for (int64_t s : {17, 1024}) {
-      Both q = random_both({2, 4, 3, 64}, dt, ++seed), kc = random_both({2, 2, s, 64}, dt, ++seed),
-           vc = random_both({2, 2, s, 64}, dt, ++seed);
-      for (std::vector<int64_t> p :
-           std::vector<std::vector<int64_t>>{{s + 5}, {-1}, {-2}, {-7}, {s - 2, -1}}) {
-        Both pos = positions(p);
+    for (int64_t s : {47, 1024}) {
+      for (int64_t l : {3, 40}) {
+        if (l == 40 && dt == kiln::kFloat32) continue;  // no prefill kernel for float32
+        Both q = random_both({2, 4, l, 64}, dt, ++seed),
+             kc = random_both({2, 2, s, 64}, dt, ++seed),
+             vc = random_both({2, 2, s, 64}, dt, ++seed);
+        const std::string what =
+            "kv_cache_attention " + tag(dt) + " S" + std::to_string(s) + " L" + std::to_string(l);
+        for (std::vector<int64_t> p : std::vector<std::vector<int64_t>>{{0}, {s - l}, {s - l, 0}}) {
+          Both pos = positions(p);
+          expect_close(
+              what + " pos[0] " + std::to_string(p[0]) + " of " + std::to_string(p.size()),
+              [&] { return kiln::kv_cache_attention(q.cuda, kc.cuda, vc.cuda, pos.cuda); },
+              ref_cache(q.cpu, kc.cpu, vc.cpu, pos.cpu), dt, 1);
+        }
+        const std::string range =
+            "[kv_cache_attention] expected cache_position in [0, S - L] = "
+            "[0, " +
+            std::to_string(s - l) + "] (S = " + std::to_string(s) +
+            " cache slots, L = " + std::to_string(l) + " query rows), got ";
+        for (std::vector<int64_t> p : std::vector<std::vector<int64_t>>{
+                 {s - l + 1}, {s + 5}, {-1}, {-7}, {s - l, -2}, {INT64_MAX}, {INT64_MIN}}) {
+          Both pos = positions(p);
+          SCOPED_TRACE(what + " pos " + std::to_string(p[0]) + " of " + std::to_string(p.size()));
+          const int64_t bad = p.size() > 1 ? p[1] : p[0];
+          kiln::EagerGuard eager;
+          EXPECT_KILN_ERROR(kiln::kv_cache_attention(q.cuda, kc.cuda, vc.cuda, pos.cuda),
+                            range + std::to_string(bad));
+          EXPECT_KILN_ERROR(kiln::kv_cache_attention(q.cpu, kc.cpu, vc.cpu, pos.cpu),
+                            range + std::to_string(bad));
+        }
+        // A 0-dim position.
+        kiln::EagerGuard eager;
+        Tensor p0 = kiln::from_data(std::vector<int64_t>{(s - l) / 2}.data(), {}, kiln::kInt64);
         expect_close(
-            "kv_cache_attention " + tag(dt) + " S" + std::to_string(s) + " pos[0] " +
-                std::to_string(p[0]) + " of " + std::to_string(p.size()),
-            [&] { return kiln::kv_cache_attention(q.cuda, kc.cuda, vc.cuda, pos.cuda); },
-            ref_cache(q.cpu, kc.cpu, vc.cpu, pos.cpu), dt, 1);
+            what + " 0-dim pos",
+            [&] { return kiln::kv_cache_attention(q.cuda, kc.cuda, vc.cuda, p0.cuda()); },
+            ref_cache(q.cpu, kc.cpu, vc.cpu, p0), dt, 1);
       }
-      // A 0-dim position.
-      kiln::EagerGuard eager;
-      Tensor p0 = kiln::from_data(std::vector<int64_t>{s / 2}.data(), {}, kiln::kInt64);
-      expect_close(
-          "kv_cache_attention 0-dim pos " + tag(dt),
-          [&] { return kiln::kv_cache_attention(q.cuda, kc.cuda, vc.cuda, p0.cuda()); },
-          ref_cache(q.cpu, kc.cpu, vc.cpu, p0), dt, 1);
     }
   }
 }
@@ -580,7 +605,8 @@ TEST(CudaAttention, DecodeOtherPaths) {
     Both q = random_both({2, c.hq, c.l, c.d}, c.dt, ++seed),
          kc = random_both({2, c.hkv, 300, c.d}, c.dt, ++seed),
          vc = random_both({2, c.hkv, 300, c.d}, c.dt, ++seed);
-    for (std::vector<int64_t> p : std::vector<std::vector<int64_t>>{{0}, {150}, {299}, {-3, 10}}) {
+    for (std::vector<int64_t> p :
+         std::vector<std::vector<int64_t>>{{0}, {150}, {300 - c.l}, {300 - c.l, 10}}) {
       Both pos = positions(p);
       expect_close(
           "kv_cache_attention " + tag(c.dt) + " Hq" + std::to_string(c.hq) + " Hkv" +
