@@ -112,6 +112,29 @@ TEST(AttentionErrors, KvCachePositionOutOfRange) {
                     "query of shape [2, 4, 17, 8]");
 }
 
+// decode_attention with a sliding window is a masked attention, which reads
+// no position: a position outside the cache gave a band past its end (or
+// NaN rows below 0), with no error. Positions on the host are checked first,
+// with or without a window.
+TEST(AttentionErrors, DecodeAttentionPositionOutsideTheCache) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    Tensor q = f32({2, 4, 1, 8}), k = f32({2, 2, 16, 8}), v = f32({2, 2, 16, 8});
+    for (int64_t window : {0, 4}) {
+      EXPECT_KILN_ERROR(kiln::nn::decode_attention(q, k, v, kiln::tensor<int64_t>({3, 16}), window),
+                        "[decode_attention] expected pos (the first query row's cache slot) in "
+                        "[0, 16), got 16 at element 1");
+      EXPECT_KILN_ERROR(kiln::nn::decode_attention(q, k, v, kiln::tensor<int64_t>({-1}), window),
+                        "[decode_attention] expected pos (the first query row's cache slot) in "
+                        "[0, 16), got -1 at element 0");
+      EXPECT_EQ(kiln::nn::decode_attention(q, k, v, kiln::tensor<int64_t>({15, 0}), window).sizes(),
+                (std::vector<int64_t>{2, 4, 1, 8}));
+    }
+  }
+}
+
 // On CUDA the position must be on the device (it is read there).
 TEST(AttentionErrors, KvCachePositionOnTheHost) {
   KILN_REQUIRE_CUDA();

@@ -191,14 +191,23 @@ TEST(GenerateErrors, DecodePositionsOutsideTheCache) {
                             "[index_copy_] index 8 is out of bounds for dimension 2 with size 8",
                             /*intact=*/false, /*pending=*/true);
     }
-    // write_kv itself, below 0 and past the end.
+    // write_kv itself, below 0 and past the end: positions on the host are
+    // checked first, naming it (Note [Composite ops name themselves]), and
+    // the cache is left as it was.
     Tensor cache = kiln::zeros({2, 2, 4, 8});
     const Tensor kv = kiln::ones({2, 2, 1, 8});
-    EXPECT_KILN_ERROR(kiln::nn::write_kv(cache, i64({-1, 2}, {2}), kv);
-                      (void)cache.sum().item<float>(), "index -1 is out of bounds");
-    cache = kiln::zeros({2, 2, 4, 8});
-    EXPECT_KILN_ERROR(kiln::nn::write_kv(cache, i64({1, 4}, {2}), kv);
-                      (void)cache.sum().item<float>(), "index 4 is out of bounds");
+    EXPECT_KILN_ERROR(kiln::nn::write_kv(cache, i64({-1, 2}, {2}), kv),
+                      "[write_kv] expected pos (a cache slot) in [0, 4), got -1 at element 0");
+    EXPECT_KILN_ERROR(kiln::nn::write_kv(cache, i64({1, 4}, {2}), kv),
+                      "[write_kv] expected pos (a cache slot) in [0, 4), got 4 at element 1");
+    EXPECT_KILN_ERROR(kiln::nn::write_kv(cache, i64({4}, {1}), kv),
+                      "[write_kv] expected pos (a cache slot) in [0, 4), got 4 at element 0");
+    EXPECT_EQ(cache.sum().item<float>(), 0.f);
+    if (lazy) {
+      // Pending positions reach the write, whose check names it.
+      EXPECT_KILN_ERROR(kiln::nn::write_kv(cache, i64({1, 4}, {2}) + 0, kv);
+                        (void)cache.sum().item<float>(), "[scatter_] index 4 is out of bounds");
+    }
     cache = kiln::zeros({2, 2, 4, 8});
     kiln::nn::write_kv(cache, i64({3, 0}, {2}), kv);
     EXPECT_EQ(cache.sum().item<float>(), 32.f);

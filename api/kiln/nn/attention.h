@@ -15,7 +15,12 @@
 //
 // Positions: `pos` is an int64 tensor of one element (every row at the same
 // position) or of [B] (row b at pos[b]: batches of prompts of different
-// lengths, right-padded; see Note [Batched generation] in generate.cpp).
+// lengths, right-padded; see Note [Batched generation] in generate.cpp),
+// each a slot of the cache, in [0, S): another raises kiln::Error (Note
+// [Cache positions in range] in runtime/cpu/attention.cpp), before anything
+// is written where the positions are on the host. (Positions on a device
+// are checked by the ops that read them there, which a windowed
+// decode_attention's masked attention does not: it attends as the mask says.)
 //
 // Note [Sliding window]
 // With a window W > 0 (Mistral's sliding_window), a query at position i sees

@@ -122,6 +122,13 @@ Tensor decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_
   check_pos(pos, q.size(0), "decode_attention");
   check_window(window, "decode_attention");
   const int64_t s = k_cache.size(2);
+  // Note [Cache positions in range]: the windowed path below is a masked
+  // attention that checks no position, so they are checked here where their
+  // values are on the host (Note [Token ids and positions checked on the host]).
+  if (q.dim() == 4 && q.size(2) <= s) {
+    check_host_values("decode_attention", "pos (the first query row's cache slot)", pos, 0,
+                      s - q.size(2) + 1);
+  }
   if (window == 0 || s <= window) return kv_cache_attention(q, k_cache, v_cache, pos.reshape({-1}));
   // Slots pos - window < j <= pos, from the position on the device: [B or 1, 1, 1, S].
   const int64_t hq = q.size(1), hkv = k_cache.size(1);
@@ -140,6 +147,9 @@ void write_kv(Tensor& cache, const Tensor& pos, const Tensor& kv) {
       "[write_kv] expected keys or values [", b, ", ", h, ", 1, ", d, "], got ", kv.sizes());
   check_kv_dtype(cache, kv, "write_kv");
   check_pos(pos, b, "write_kv");
+  // The writes below check the slots on every device, naming themselves
+  // (index_copy_, scatter_); on the host they are checked first, naming this.
+  check_host_values("write_kv", "pos (a cache slot)", pos, 0, cache.size(2));
   if (pos.numel() == 1) {
     index_copy_(cache, 2, pos.reshape({1}), kv);
     return;
