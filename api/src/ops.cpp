@@ -4,6 +4,7 @@
 #include "kiln/ops.h"
 
 #include "kiln/dispatch.h"
+#include "runtime/core/composite_errors.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/core/type_promotion.h"
 
@@ -55,17 +56,24 @@ Tensor full(IntArrayRef size, const Scalar& v, TensorOptions o) {
 Tensor scalar_tensor(const Scalar& v, TensorOptions o) {
   KILN_CALL("scalar_tensor", Tensor(S, OptD, OptDev), v, o.dtype_, o.device_);
 }
+// The *_like functions check self themselves: its sizes() would name Tensor::sizes.
 Tensor empty_like(const Tensor& self, std::optional<DType> dtype) {
+  check_defined(self, "empty_like", "self");
   return empty(self.sizes(), TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
 }
 Tensor zeros_like(const Tensor& self, std::optional<DType> dtype) {
+  check_defined(self, "zeros_like", "self");
   return zeros(self.sizes(), TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
 }
 Tensor ones_like(const Tensor& self, std::optional<DType> dtype) {
+  check_defined(self, "ones_like", "self");
   return ones(self.sizes(), TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
 }
 Tensor full_like(const Tensor& self, const Scalar& v, std::optional<DType> dtype) {
-  return full(self.sizes(), v, TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
+  check_defined(self, "full_like", "self");
+  return rename_errors("full_like", "full", [&] {
+    return full(self.sizes(), v, TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
+  });
 }
 Tensor arange(const Scalar& end, TensorOptions o) {
   KILN_CALL("arange", Tensor(S, OptD, OptDev), end, o.dtype_, o.device_);

@@ -101,6 +101,7 @@ Tensor Tensor::unfold(int64_t dimension, int64_t size, int64_t step) const {
   KILN_CALL("unfold", Tensor(T, int64_t, int64_t, int64_t), *this, dimension, size, step);
 }
 Tensor Tensor::contiguous() const {
+  KILN_CHECK(defined(), "[contiguous] expected a defined tensor, got an undefined one");
   if (is_contiguous()) return *this;
   KILN_CALL("contiguous", Tensor(T), *this);
 }
@@ -110,6 +111,7 @@ Tensor Tensor::clone() const {
 }
 namespace {
 Tensor convert(const Tensor& self, Device d, DType t) {
+  KILN_CHECK(self.defined(), "[to] expected a defined tensor, got an undefined one");
   using OD = std::optional<DType>;
   using ODev = std::optional<Device>;
   static const TypedOp<Tensor(T, OD, ODev, bool)> to_copy("_to_copy");
@@ -119,9 +121,11 @@ Tensor convert(const Tensor& self, Device d, DType t) {
 
 // A cast alone is an ordinary op: it stays lazy.
 Tensor Tensor::to(DType t) const {
+  KILN_CHECK(defined(), "[to] expected a defined tensor, got an undefined one");
   return convert(*this, device(), t);
 }
 Tensor Tensor::to(Device d) const {
+  KILN_CHECK(defined(), "[to] expected a defined tensor, got an undefined one");
   return to(d, dtype());
 }
 // Moving a tensor to the host (`cpu()`, `to(Device::cpu())`, from a device or

@@ -2,14 +2,15 @@
 
 // Note [Composite ops name themselves]
 // An op built on other ops (index_add on scatter_add, one_hot on scatter,
-// index_put on index_select and index_copy_ or index_add_) raised the inner
-// op's errors, naming an op the caller never called. A composite
-// checks what it can itself, first, under its own name: its arguments, and
-// index values where they are on the host (a CPU tensor that is not pending,
-// so reading it runs nothing: cpu::host_indices). Where the inner op's own
-// checks are the composite's, it calls the inner op through
-// rename_errors(op, inner, ...), which raises an error that names `inner` as
-// the composite's. That covers every check raised at the call: argument
+// index_put on index_select and index_copy_ or index_add_, pad on
+// constant_pad_nd and the mode kernels, max(a, b) on maximum, stack on cat)
+// raised the inner op's errors, naming an op the caller never called. A
+// composite checks what it can first, under its own name: its arguments,
+// and index values where they are on the host (a CPU tensor that is not
+// pending, so reading it runs nothing: cpu::host_indices). Where the inner
+// op's checks are the composite's own, it calls the inner op through
+// rename_errors(op, inner, ...), which gives an error naming `inner` the
+// composite's name. That covers every check raised at the call: argument
 // checks (the Meta kernel's, in every mode) and eager value checks (an index
 // out of range on a device, read back after the kernel). A value check that
 // runs later, when a lazy trace or a compiled function's plan runs, still

@@ -16,6 +16,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/composite_errors.h"
 #include "runtime/core/dtype_dispatch.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/core/type_promotion.h"
@@ -62,7 +63,7 @@ Tensor nonzero_cuda(const Tensor& self) {
 }
 
 Tensor argwhere(const Tensor& self) {
-  return kiln::nonzero(self);
+  return rename_errors("argwhere", "nonzero", [&] { return kiln::nonzero(self); });
 }
 
 Tensor masked_select(const Tensor& self, const Tensor& mask) {

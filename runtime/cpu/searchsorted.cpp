@@ -21,6 +21,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/composite_errors.h"
 #include "runtime/core/dtype_dispatch.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/core/type_promotion.h"
@@ -180,14 +181,18 @@ void check_boundaries(const Tensor& boundaries) {
              " dims (sizes ", boundaries.sizes(), ")");
 }
 
+// searchsorted's checks are bucketize's (Note [Composite ops name themselves]).
 Tensor bucketize_tensor(const Tensor& self, const Tensor& boundaries, bool out_int32, bool right) {
   check_boundaries(boundaries);
-  return kiln::searchsorted(boundaries, self, out_int32, right);
+  return rename_errors("bucketize", "searchsorted",
+                       [&] { return kiln::searchsorted(boundaries, self, out_int32, right); });
 }
 
 Tensor bucketize_scalar(const Scalar& self, const Tensor& boundaries, bool out_int32, bool right) {
   check_boundaries(boundaries);
-  return kiln::searchsorted(boundaries, scalar_values(boundaries, self), out_int32, right);
+  return rename_errors("bucketize", "searchsorted", [&] {
+    return kiln::searchsorted(boundaries, scalar_values(boundaries, self), out_int32, right);
+  });
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/composite_errors.h"
 #include "runtime/core/type_promotion.h"
 #include "runtime/cpu/copy.h"
 #include "runtime/cpu/index_utils.h"
@@ -133,7 +134,9 @@ std::vector<Tensor> stack_inputs(const char* op, TensorList tensors, int64_t dim
 
 Tensor stack(TensorList tensors, int64_t dim) {
   std::vector<Tensor> parts = stack_inputs("stack", tensors, dim);
-  return kiln::cat(parts, wrap_dim(dim, tensors[0].dim() + 1, "stack"));
+  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  // cat's checks are stack's (Note [Composite ops name themselves]).
+  return rename_errors("stack", "cat", [&] { return kiln::cat(parts, d); });
 }
 
 Tensor stack_out(TensorList tensors, int64_t dim, const Tensor& out) {
@@ -145,7 +148,7 @@ Tensor stack_out(TensorList tensors, int64_t dim, const Tensor& out) {
   // An out of this shape is written as it is (no resize): name this op, not cat.out.
   if (out.sizes() == shape.ref()) check_no_internal_overlap(out, "stack.out");
   static const TypedOp<Tensor(TensorList, int64_t, const Tensor&)> cat_out_op("cat.out");
-  cat_out_op(parts, d, out);
+  rename_errors("stack.out", "cat.out", [&] { return cat_out_op(parts, d, out); });
   return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/composite_errors.h"
 #include "runtime/cpu/copy.h"
 #include "runtime/cpu/index_utils.h"
 #include "runtime/cpu/parallel.h"
@@ -233,7 +234,8 @@ Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode,
   if (mode == "constant") {
     static const TypedOp<Tensor(const Tensor&, IntArrayRef, const Scalar&)> constant_pad(
         "constant_pad_nd");
-    return constant_pad(self, pad, Scalar(value.value_or(0.0)));
+    return rename_errors("pad", "constant_pad_nd",
+                         [&] { return constant_pad(self, pad, Scalar(value.value_or(0.0))); });
   }
   static const PadOp kernels[3][3] = {
       {PadOp("reflection_pad1d"), PadOp("reflection_pad2d"), PadOp("reflection_pad3d")},
@@ -258,7 +260,9 @@ Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode,
              "' to pad 1, 2 or 3 trailing dims after 1 or 2 others (an unbatched or batched "
              "input), got ",
              pad.size(), " pads for an input of shape ", self.sizes());
-  return kernels[m][n - 1](self, pad);
+  // The mode kernel's checks are pad's (Note [Composite ops name themselves]).
+  const PadOp& kernel = kernels[m][n - 1];
+  return rename_errors("pad", kernel.entry().name(), [&] { return kernel(self, pad); });
 }
 
 void register_kernels(Library& m) {

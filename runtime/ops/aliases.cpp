@@ -8,24 +8,26 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/composite_errors.h"
 #include "runtime/core/tensor_utils.h"
 
 namespace kiln {
 namespace {
 
+// Their errors name the spelling called (Note [Composite ops name themselves]).
 Tensor max_other(const Tensor& self, const Tensor& other) {
-  return kiln::maximum(self, other);
+  return rename_errors("max.other", "maximum", [&] { return kiln::maximum(self, other); });
 }
 Tensor min_other(const Tensor& self, const Tensor& other) {
-  return kiln::minimum(self, other);
+  return rename_errors("min.other", "minimum", [&] { return kiln::minimum(self, other); });
 }
 Tensor max_out(const Tensor& self, const Tensor& other, const Tensor& out) {
   Tensor o = out;
-  return kiln::maximum_out(o, self, other);
+  return rename_errors("max.out", "maximum.out", [&] { return kiln::maximum_out(o, self, other); });
 }
 Tensor min_out(const Tensor& self, const Tensor& other, const Tensor& out) {
   Tensor o = out;
-  return kiln::minimum_out(o, self, other);
+  return rename_errors("min.out", "minimum.out", [&] { return kiln::minimum_out(o, self, other); });
 }
 
 // hardtanh is clamp to [min_val, max_val] in self's dtype, as PyTorch's
@@ -52,12 +54,16 @@ std::pair<Scalar, Scalar> hardtanh_bounds(const Tensor& self, const Scalar& min_
 
 Tensor hardtanh_kernel(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
   auto [lo, hi] = hardtanh_bounds(self, min_val, max_val, "hardtanh");
-  return kiln::clamp(self, std::optional<Scalar>(lo), std::optional<Scalar>(hi));
+  return rename_errors("hardtanh", "clamp", [&] {
+    return kiln::clamp(self, std::optional<Scalar>(lo), std::optional<Scalar>(hi));
+  });
 }
 Tensor hardtanh_inplace(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
   auto [lo, hi] = hardtanh_bounds(self, min_val, max_val, "hardtanh_");
   Tensor s = self;
-  return kiln::clamp_(s, std::optional<Scalar>(lo), std::optional<Scalar>(hi));
+  return rename_errors("hardtanh_", "clamp_", [&] {
+    return kiln::clamp_(s, std::optional<Scalar>(lo), std::optional<Scalar>(hi));
+  });
 }
 Tensor hardtanh_out_kernel(const Tensor& self, const Scalar& min_val, const Scalar& max_val,
                            const Tensor& out) {
@@ -66,7 +72,9 @@ Tensor hardtanh_out_kernel(const Tensor& self, const Scalar& min_val, const Scal
   KILN_CHECK(out.dtype() == self.dtype(), "[hardtanh.out] expected out of dtype ", self.dtype(),
              " like self, got ", out.dtype());
   Tensor o = out;
-  return kiln::clamp_out(o, self, std::optional<Scalar>(lo), std::optional<Scalar>(hi));
+  return rename_errors("hardtanh.out", "clamp.out", [&] {
+    return kiln::clamp_out(o, self, std::optional<Scalar>(lo), std::optional<Scalar>(hi));
+  });
 }
 
 // The start's value decides the view's offset, so it is read here (a pending

@@ -103,6 +103,7 @@ Tensor empty_like_preserve(const Tensor& self, DType dtype, Device device) {
 }
 
 Tensor to_copy_kernel(const Tensor& self, OptD dtype, OptDev device, bool non_blocking) {
+  check_defined(self, "_to_copy", "self");
   Tensor out =
       empty_like_preserve(self, dtype.value_or(self.dtype()), device.value_or(self.device()));
   copy_(out, self);
@@ -110,6 +111,7 @@ Tensor to_copy_kernel(const Tensor& self, OptD dtype, OptDev device, bool non_bl
 }
 
 Tensor clone_kernel(const Tensor& self) {
+  check_defined(self, "clone", "self");
   Tensor out = empty_like_preserve(self, self.dtype(), self.device());
   copy_(out, self);
   return out;
@@ -141,6 +143,7 @@ Tensor fill_tensor_kernel(const Tensor& self, const Tensor& value) {
 }
 
 Tensor zero_kernel(const Tensor& self) {
+  check_defined(self, "zero_", "self");  // not fill_'s name (Note [Composite ops name themselves])
   Tensor s = self;
   fill_(s, 0);
   return self;

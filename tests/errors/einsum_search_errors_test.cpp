@@ -77,6 +77,11 @@ TEST(SearchErrors, Bucketize) {
                     "[bucketize] expected 1-D boundaries, got 2 dims (sizes [2, 2])");
   EXPECT_KILN_ERROR(kiln::bucketize(kiln::Scalar(1.0), kiln::scalar_tensor(1.0)),
                     "[bucketize] expected 1-D boundaries, got 0 dims");
+  // searchsorted's checks, under bucketize's name (Note [Composite ops name themselves]).
+  EXPECT_KILN_ERROR(kiln::bucketize(kiln::zeros({2}, kiln::kBool), kiln::zeros({2}, kiln::kBool)),
+                    "[bucketize] expected numbers to search, got bool");
+  EXPECT_KILN_ERROR(kiln::bucketize(Tensor(), kiln::zeros({2})),
+                    "[bucketize] expected argument 'self' to be a defined tensor");
 }
 
 }  // namespace

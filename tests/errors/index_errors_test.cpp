@@ -233,12 +233,15 @@ TEST(IndexErrors, ShapeOps) {
                     "'symmetric'");
   EXPECT_KILN_ERROR(kiln::pad(x, {1}), "[pad] expected an even number of pads, got 1");
   EXPECT_KILN_ERROR(kiln::pad(x, {1, 1, 1, 1, 1, 1}), "[pad] expected at most 2 pads per dim");
+  // constant_pad_nd's checks, under pad's name (Note [Composite ops name themselves]).
   EXPECT_KILN_ERROR(kiln::pad(x, {-2, -2}),
-                    "[constant_pad_nd] expected negative pads to crop at most the 3 elements");
+                    "[pad] expected negative pads to crop at most the 3 elements");
   EXPECT_KILN_ERROR(kiln::pad(x, {-1, -2, 1, 0}),
-                    "[constant_pad_nd] expected a positive output size at dim 1, got 0");
+                    "[pad] expected a positive output size at dim 1, got 0");
   EXPECT_KILN_ERROR(kiln::pad(x.to(kiln::kInt8), {1, 1}, "constant", 300.0),
-                    "[constant_pad_nd] value 300 cannot be converted to int8 without overflow");
+                    "[pad] value 300 cannot be converted to int8 without overflow");
+  EXPECT_KILN_ERROR(kiln::call_op("constant_pad_nd", {x, std::vector<int64_t>{-2, -2}}),
+                    "[constant_pad_nd] expected negative pads to crop at most the 3 elements");
   EXPECT_KILN_ERROR(kiln::repeat(x, {2}),
                     "[repeat] expected at least as many repeats as self has dims (2), got [2]");
   EXPECT_KILN_ERROR(kiln::repeat(x, {2, -1}), "[repeat] expected non-negative sizes, got [4, -3]");
@@ -312,7 +315,7 @@ TEST(IndexErrors, SizesThatOverflow) {
   EXPECT_KILN_ERROR(kiln::repeat(kiln::zeros({2}), {int64_t{1} << 62}),
                     "[repeat] expected sizes that fit int64");
   EXPECT_KILN_ERROR(kiln::pad(kiln::zeros({2}), {0, INT64_MAX}),
-                    "[constant_pad_nd] expected sizes that fit int64");
+                    "[pad] expected sizes that fit int64");
   // Meta tensors' bytes must fit too (Note [Checked size arithmetic]): 2^60 floats do.
   Tensor huge = kiln::empty({int64_t{1} << 60}, TensorOptions(kiln::Device::meta()));
   EXPECT_KILN_ERROR(kiln::cat({huge, huge, huge, huge, huge, huge, huge, huge}, 0),

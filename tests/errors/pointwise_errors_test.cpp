@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -141,6 +142,26 @@ TEST(PointwiseErrors, Arguments) {
   EXPECT_KILN_ERROR(kiln::where(of(kiln::kInt64), f32(), f32()),
                     "[where.self] expected a bool condition, got int64");
   EXPECT_KILN_ERROR(kiln::where(f32(), f32(), f32()), "expected a bool condition, got float32");
+}
+
+// max(a, b), min(a, b) and hardtanh forward to maximum, minimum and clamp:
+// errors name the op called (Note [Composite ops name themselves]).
+TEST(PointwiseErrors, AliasesNameThemselves) {
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    EXPECT_KILN_ERROR(kiln::max(f32({3}), f32({4})),
+                      "[max.other] cannot broadcast sizes [3] and [4] at dim 0");
+    EXPECT_KILN_ERROR(kiln::min(f32({3}), f32({4})), "[min.other] cannot broadcast");
+    Tensor out = kiln::ones({1}).expand({3});
+    EXPECT_KILN_ERROR(kiln::call_op("max.out", {f32({3}), f32({3})}, {{"out", out}}),
+                      "[max.out] expected an output whose elements do not share memory");
+    Tensor expanded = kiln::ones({1}).expand({3});
+    EXPECT_KILN_ERROR(kiln::hardtanh_(expanded),
+                      "[hardtanh_] expected an output whose elements do not share memory");
+    EXPECT_KILN_ERROR(kiln::call_op("hardtanh.out", {f32({3})}, {{"out", out}}), "[hardtanh.out]");
+  }
 }
 
 TEST(PointwiseErrors, Shapes) {

@@ -134,11 +134,11 @@ TEST(SizeOverflowErrors, DerivedShapes) {
     // Ops whose output size is a sum or product of user sizes.
     EXPECT_KILN_ERROR(kiln::repeat(t, {k62}), "[repeat]");
     EXPECT_KILN_ERROR(kiln::repeat(t, {k62, k62}), "[repeat]");
-    EXPECT_KILN_ERROR(kiln::pad(t, {kMax, 1}), "[constant_pad_nd] expected sizes that fit int64");
+    EXPECT_KILN_ERROR(kiln::pad(t, {kMax, 1}), "[pad] expected sizes that fit int64");
     EXPECT_KILN_ERROR(kiln::call_op("constant_pad_nd", {t, std::vector<int64_t>{k62, 0}}),
                       "[constant_pad_nd]");
     EXPECT_KILN_ERROR(kiln::cat({big, big, big, big}), "[cat]");
-    EXPECT_KILN_ERROR(kiln::stack({big, big}), "[cat] expected a size whose bytes fit in int64");
+    EXPECT_KILN_ERROR(kiln::stack({big, big}), "[stack] expected a size whose bytes fit in int64");
     EXPECT_KILN_ERROR(kiln::matmul(kiln::ones({1, 1}, TensorOptions(d)).expand({k61, 1}),
                                    kiln::ones({1, 1}, TensorOptions(d)).expand({1, k61})),
                       "expected a size whose");

@@ -93,6 +93,24 @@ TEST(UndefinedTensorErrors, NamesTheOpOrModule) {
     EXPECT_KILN_ERROR(kiln::nn::LayerNorm{}.forward(x),
                       "[LayerNorm] expected a defined weight (from LayerNorm::empty, a checkpoint "
                       "or a state dict), got an undefined one");
+    // Ops and methods built on others name themselves, not the op or
+    // accessor inside (Note [Composite ops name themselves]).
+    EXPECT_KILN_ERROR(u.zero_(), "[zero_] expected argument 'self' to be a defined tensor");
+    EXPECT_KILN_ERROR(kiln::clone(u), "[clone] expected argument 'self' to be a defined tensor");
+    EXPECT_KILN_ERROR(u.clone(), "[clone] expected argument 'self' to be a defined tensor");
+    EXPECT_KILN_ERROR(u.to(kiln::kFloat64), "[to] expected a defined tensor");
+    EXPECT_KILN_ERROR(u.cpu(), "[to] expected a defined tensor");
+    EXPECT_KILN_ERROR(u.contiguous(), "[contiguous] expected a defined tensor");
+    EXPECT_KILN_ERROR(kiln::argwhere(u), "[argwhere] expected argument 'self' to be a defined");
+    EXPECT_KILN_ERROR(kiln::empty_like(u), "[empty_like] expected argument 'self' to be a defined");
+    EXPECT_KILN_ERROR(kiln::zeros_like(u), "[zeros_like] expected argument 'self' to be a defined");
+    EXPECT_KILN_ERROR(kiln::ones_like(u), "[ones_like] expected argument 'self' to be a defined");
+    EXPECT_KILN_ERROR(kiln::full_like(u, 2),
+                      "[full_like] expected argument 'self' to be a defined");
+    EXPECT_KILN_ERROR(kiln::full_like(kiln::zeros({2}, kiln::kInt8), 1000),
+                      "[full_like] value 1000 cannot be converted to int8 without overflow");
+    EXPECT_KILN_ERROR(kiln::max(x, u), "[max.other] expected argument");
+    EXPECT_KILN_ERROR(kiln::min(u, x), "[min.other] expected argument");
     EXPECT_KILN_ERROR(kiln::nn::RMSNorm{}.forward(x), "[RMSNorm] expected a defined weight");
     EXPECT_KILN_ERROR(kiln::nn::Linear{}.forward(x), "[Linear] expected a defined weight");
     EXPECT_KILN_ERROR(kiln::nn::Embedding{}.forward(kiln::zeros({2}, kiln::kInt64)),
