@@ -39,6 +39,7 @@ Scalar Tensor::item() const {
   KILN_CHECK(defined(), "[item] expected a defined tensor, got an undefined one");
   KILN_CHECK(numel() == 1, "[item] expected a tensor with one element, got ", numel(),
              " elements (sizes ", sizes(), ")");
+  KILN_CHECK(!device().is_meta(), "[item] expected a tensor with data, got a meta tensor");
   Tensor c = device().is_cpu() ? *this : to(Device::cpu());
   return load_scalar(c.data_ptr(), c.dtype(), 0);
 }

@@ -344,7 +344,13 @@ void* TensorImpl::data_slow() {
           "std::bad_alloc");
     }
   }
-  KILN_CHECK(!device_.is_meta(), "[data_ptr] expected a tensor with data, got a meta tensor");
+  if (KILN_UNLIKELY(device_.is_meta())) {
+    // Inside an op, a meta argument mixed with tensors on a device: name the
+    // op (Note [The op being run]), not data_ptr.
+    const char* op = detail::current_op();
+    KILN_FAIL("[", op ? op : "data_ptr", "] expected a tensor with data, got a meta tensor",
+              op ? " (meta tensors do not mix with tensors on a device here)" : "");
+  }
   if (!storage_) return nullptr;
   return static_cast<char*>(storage_->data()) +
          storage_offset_ * static_cast<int64_t>(itemsize(dtype_));

@@ -102,11 +102,12 @@ Tensor empty_like_preserve(const Tensor& self, DType dtype, Device device) {
   return empty_strided_tensor(sizes, out_strides, dtype, device);
 }
 
+// To the meta device there is nothing to copy (as PyTorch's x.to("meta")).
 Tensor to_copy_kernel(const Tensor& self, OptD dtype, OptDev device, bool non_blocking) {
   check_defined(self, "_to_copy", "self");
   Tensor out =
       empty_like_preserve(self, dtype.value_or(self.dtype()), device.value_or(self.device()));
-  copy_(out, self);
+  if (!out.device().is_meta()) copy_(out, self);
   return out;
 }
 

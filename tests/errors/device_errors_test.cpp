@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "kiln/kiln.h"
 #include "tests/support/cuda_test_util.h"
@@ -64,6 +66,31 @@ TEST(DeviceErrors, MetaAndDataTensorsInOneOp) {
     EXPECT_TRUE(kiln::mul(kiln::empty({3}, meta), kiln::ones({})).device().is_meta());
     EXPECT_TRUE(kiln::add(kiln::empty({3}, meta), kiln::empty({3}, meta)).device().is_meta());
   }
+}
+
+// A meta tensor read by an op on the CPU names the op, not data_ptr; item()
+// of one names item, not the copy it made. to(meta) is a meta tensor of the
+// same geometry (as PyTorch's x.to("meta")): it used to fail in copy_.
+TEST(DeviceErrors, MetaTensorsReadByAnOp) {
+  const kiln::TensorOptions meta = kiln::TensorOptions(kiln::kFloat32).device(Device::meta());
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    const kiln::Tensor x = kiln::ones({3, 2});
+    const kiln::Tensor m = x.t().to(Device::meta());
+    EXPECT_TRUE(m.is_meta());
+    EXPECT_EQ(m.sizes(), (std::vector<int64_t>{2, 3}));
+    EXPECT_EQ(m.strides(), (std::vector<int64_t>{1, 2}));  // the layout preserved
+    EXPECT_TRUE(x.to(Device::meta(), kiln::kFloat64).is_meta());
+    EXPECT_KILN_ERROR(kiln::empty({}, meta).item(),
+                      "[item] expected a tensor with data, got a meta tensor");
+  }
+  kiln::EagerGuard eager;
+  EXPECT_KILN_ERROR(kiln::layer_norm(kiln::ones({3, 2}), {2}, kiln::empty({2}, meta)),
+                    "[layer_norm] expected a tensor with data, got a meta tensor");
+  EXPECT_KILN_ERROR(kiln::empty({2}, meta).data_ptr(),
+                    "[data_ptr] expected a tensor with data, got a meta tensor");
 }
 
 // The same on CUDA, where pointwise ops are generated kernels, not the CPU's
