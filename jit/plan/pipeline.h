@@ -34,11 +34,11 @@ namespace kiln::jit {
 //   value. The last good value is not kept: the failed step may have written
 //   part of it.
 // - A dead node (nobody holds what it writes) is not run, except an op that
-//   checks index values (checks_values): it runs anyway, so that a bad index
-//   is not silently dropped. If its error then reaches no tensor anyone holds,
-//   the next materialization on the thread that recorded it (item(),
-//   data_ptr() or a copy to the host of a pending tensor, kiln::sync(),
-//   jit::flush()) raises it once: "[lazy] op N 'index_select' failed and
+//   checks index values or cache positions (checks_values): it runs anyway,
+//   so that a bad index is not silently dropped. If its error then reaches
+//   no tensor anyone holds, the next materialization on the thread that
+//   recorded it (item(), data_ptr() or a copy to the host of a pending
+//   tensor, kiln::sync(), jit::flush()) raises it once: "[lazy] op N 'index_select' failed and
 //   nothing held its result: ...". An error reaches a held tensor also through
 //   another one: a skipped step that read several failed storages carries the
 //   first one's error, which stands for all of them (the holder of `a + b`,

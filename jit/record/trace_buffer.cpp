@@ -96,7 +96,7 @@ bool overwrites_storage(const OperatorEntry& op, size_t arg, const Tensor& t) {
 bool checks_values(const OperatorEntry& op) {
   for (const Argument& a : op.schema().arguments) {
     if ((a.type == ArgType::Tensor || a.type == ArgType::TensorList) &&
-        (a.name == "index" || a.name == "indices")) {
+        (a.name == "index" || a.name == "indices" || a.name == "cache_position")) {
       return true;
     }
   }

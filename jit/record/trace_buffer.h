@@ -138,7 +138,8 @@ class ReadWatch : public PendingValue {
 bool overwrites_storage(const OperatorEntry& op, size_t arg, const Tensor& t);
 
 // True when `op` can fail on the values of its inputs, which no Meta kernel
-// sees: it takes an index tensor (an argument named index or indices).
+// sees: it takes an index tensor (an argument named index or indices) or a
+// cache position (Note [Cache positions in range]).
 bool checks_values(const OperatorEntry& op);
 
 // True when `op` draws from the random generator (rand, randn, randint,

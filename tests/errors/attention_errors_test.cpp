@@ -102,6 +102,14 @@ TEST(AttentionErrors, KvCachePositionOutOfRange) {
     EXPECT_KILN_ERROR(
         run(kiln::kv_cache_attention(q1, k, v, kiln::scalar_tensor(INT64_MAX, kiln::kInt64))),
         "got 9223372036854775807");
+    if (lazy) {
+      // A dropped result's error is raised at the next materialization (Note
+      // [Failures in a trace]), not dropped with it.
+      (void)kiln::kv_cache_attention(q1, k, v, at({16}));
+      EXPECT_KILN_ERROR(kiln::sync(),
+                        "failed and nothing held its result: [kv_cache_attention] expected "
+                        "cache_position in [0, S - L] = [0, 15]");
+    }
     // The edges that fit.
     EXPECT_FALSE(std::isnan(run(kiln::kv_cache_attention(q3, k, v, at({13, 0})))));
     EXPECT_FALSE(std::isnan(run(kiln::kv_cache_attention(q1, k, v, at({15})))));
