@@ -63,7 +63,7 @@ Device output_device(const Stack& stack) {
     }
     if (v.is_tensor_list()) {
       for (const Tensor& t : v.to_tensor_list()) {
-        if (t.is_cuda()) return t.device();
+        if (t.defined() && t.is_cuda()) return t.device();
       }
     }
   }
@@ -299,7 +299,7 @@ void onto_one_cuda_device(const OperatorEntry& op, Stack& stack) {
     }
     if (v.is_tensor_list()) {
       for (const Tensor& t : v.to_tensor_list()) {
-        if (t.is_cuda() && cuda.is_cpu()) cuda = t.device();
+        if (t.defined() && t.is_cuda() && cuda.is_cpu()) cuda = t.device();
       }
     }
   }

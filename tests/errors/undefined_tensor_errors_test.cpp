@@ -109,6 +109,12 @@ TEST(UndefinedTensorErrors, NamesTheOpOrModule) {
                       "[full_like] expected argument 'self' to be a defined");
     EXPECT_KILN_ERROR(kiln::full_like(kiln::zeros({2}, kiln::kInt8), 1000),
                       "[full_like] value 1000 cannot be converted to int8 without overflow");
+    // Lazily, an undefined tensor in a list named Tensor::device.
+    EXPECT_KILN_ERROR(kiln::cat({x, u}),
+                      "[cat] expected argument 'tensors' to be a defined tensor, got an undefined "
+                      "one");
+    EXPECT_KILN_ERROR(kiln::stack({x, u}), "[stack] expected argument 'tensors' to be a defined");
+    EXPECT_KILN_ERROR(kiln::einsum("ij,jk", {x, u}), "[einsum] expected argument 'tensors'");
     EXPECT_KILN_ERROR(kiln::max(x, u), "[max.other] expected argument");
     EXPECT_KILN_ERROR(kiln::min(u, x), "[min.other] expected argument");
     EXPECT_KILN_ERROR(kiln::nn::RMSNorm{}.forward(x), "[RMSNorm] expected a defined weight");
