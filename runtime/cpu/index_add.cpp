@@ -10,6 +10,8 @@
 // value out of range raises naming index_add, except from a lazy trace or a
 // compiled plan that computed the index (Note [Composite ops name themselves]).
 
+#include <cstdint>
+
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
 #include "runtime/core/composite_errors.h"
@@ -112,12 +114,17 @@ Tensor one_hot(const Tensor& self, int64_t num_classes) {
     KILN_CHECK(num_classes != -1,
                "[one_hot] expected num_classes for an empty self (it cannot be inferred), got -1");
     shape.push_back(num_classes);
-    return kiln::zeros(shape, TensorOptions(kInt64).device(self.device()));
+    return rename_errors(op, "zeros", [&] {
+      return kiln::zeros(shape, TensorOptions(kInt64).device(self.device()));
+    });
   }
   if (num_classes == -1) {
     const int64_t lo = kiln::min(self).item<int64_t>();
     KILN_CHECK(lo >= 0, "[one_hot] expected class indices >= 0, got ", lo);
-    num_classes = kiln::max(self).item<int64_t>() + 1;
+    const int64_t hi = kiln::max(self).item<int64_t>();
+    KILN_CHECK(hi < INT64_MAX, "[one_hot] expected a largest class index below 2^63 - 1 ",
+               "(num_classes is it + 1), got ", hi);
+    num_classes = hi + 1;
   } else if (auto v = host_indices(self)) {
     for (int64_t c : *v) {
       KILN_CHECK(c >= 0 && c < num_classes, "[one_hot] expected class indices in [0, ", num_classes,
@@ -125,7 +132,9 @@ Tensor one_hot(const Tensor& self, int64_t num_classes) {
     }
   }
   shape.push_back(num_classes);
-  Tensor out = kiln::zeros(shape, TensorOptions(kInt64).device(self.device()));
+  // A num_classes too large for memory is refused by zeros, as one_hot.
+  Tensor out = rename_errors(
+      op, "zeros", [&] { return kiln::zeros(shape, TensorOptions(kInt64).device(self.device())); });
   return rename_errors(op, "scatter", [&] {
     return kiln::scatter(out, -1, self.unsqueeze(-1), Scalar(int64_t{1}));
   });

@@ -139,6 +139,22 @@ TEST(AttentionErrors, DecodeAttentionPositionOutsideTheCache) {
                         "[0, 16), got -1 at element 0");
       EXPECT_EQ(kiln::nn::decode_attention(q, k, v, kiln::tensor<int64_t>({15, 0}), window).sizes(),
                 (std::vector<int64_t>{2, 4, 1, 8}));
+      // Its own arguments, and the attention's checks, under its name (they
+      // named Tensor::size, Tensor::dtype and kv_cache_attention).
+      const Tensor p = kiln::tensor<int64_t>({1});
+      EXPECT_KILN_ERROR(
+          kiln::nn::decode_attention(f32({2, 4, 8}), k, v, p, window),
+          "[decode_attention] expected q [batch, heads, tokens, head_dim], got [2, 4, "
+          "8]");
+      EXPECT_KILN_ERROR(kiln::nn::decode_attention(Tensor(), k, v, p, window),
+                        "[decode_attention] expected q [batch, heads, tokens, head_dim], got []");
+      EXPECT_KILN_ERROR(kiln::nn::decode_attention(q, k, v, Tensor(), window),
+                        "[decode_attention] expected pos as one int64 element or int64 [2], got an "
+                        "undefined tensor");
+      EXPECT_KILN_ERROR(kiln::nn::decode_attention(q, k, f32({2, 3, 16, 8}), p, window),
+                        "[decode_attention]");
+      EXPECT_KILN_ERROR(kiln::nn::decode_attention(q, k, f32({2, 2, 15, 8}), p, window),
+                        "[decode_attention]");
     }
   }
 }

@@ -156,6 +156,14 @@ TEST(IndexErrors, OneHotUnbindRepeatInterleave) {
                     "[one_hot] expected class indices in [0, 3) (num_classes 3), got 3");
   EXPECT_KILN_ERROR(kiln::one_hot(idx({0, -1}), 3),
                     "[one_hot] expected class indices in [0, 3) (num_classes 3), got -1");
+  // The result's size is checked by the zeros it is made of, under one_hot's
+  // name; the largest index + 1 used to overflow.
+  EXPECT_KILN_ERROR(kiln::one_hot(idx({0}), INT64_MAX),
+                    "[one_hot] expected a size whose bytes fit in int64, got [1, "
+                    "9223372036854775807] of int64");
+  EXPECT_KILN_ERROR(kiln::one_hot(idx({INT64_MAX})),
+                    "[one_hot] expected a largest class index below 2^63 - 1 (num_classes is it + "
+                    "1), got 9223372036854775807");
   EXPECT_KILN_ERROR(kiln::unbind(kiln::zeros({})),
                     "[unbind] expected a tensor with at least 1 dim");
   EXPECT_KILN_ERROR(kiln::unbind(kiln::zeros({2, 3}), 2), "[unbind] dimension out of range");

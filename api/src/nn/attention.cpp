@@ -9,6 +9,7 @@
 #include "jit/compile/tracing.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
+#include "runtime/core/composite_errors.h"
 
 namespace kiln::nn {
 namespace {
@@ -20,9 +21,9 @@ void check_cache(const Tensor& cache, const char* op) {
 }
 
 void check_pos(const Tensor& pos, int64_t batch, const char* op) {
-  KILN_CHECK(pos.dtype() == kInt64 && (pos.numel() == 1 || pos.numel() == batch), "[", op,
-             "] expected pos as one int64 element or int64 [", batch, "], got ", pos.dtype(), " ",
-             pos.sizes());
+  KILN_CHECK(pos.defined() && pos.dtype() == kInt64 && (pos.numel() == 1 || pos.numel() == batch),
+             "[", op, "] expected pos as one int64 element or int64 [", batch, "], got ",
+             pos.defined() ? detail::str(pos.dtype(), " ", pos.sizes()) : "an undefined tensor");
 }
 
 void check_heads(int64_t hq, int64_t hkv, const char* op) {
@@ -118,25 +119,37 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64
 
 Tensor decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& pos, int64_t window) {
+  const char* op = "decode_attention";
+  KILN_CHECK(q.defined() && q.dim() == 4, "[", op,
+             "] expected q [batch, heads, tokens, head_dim], got ",
+             q.defined() ? q.sizes() : IntArrayRef());
   check_cache(k_cache, "decode_attention");
+  check_cache(v_cache, "decode_attention");
   check_pos(pos, q.size(0), "decode_attention");
   check_window(window, "decode_attention");
   const int64_t s = k_cache.size(2);
   // Note [Cache positions in range]: the windowed path below is a masked
   // attention that checks no position, so they are checked here where their
   // values are on the host (Note [Token ids and positions checked on the host]).
-  if (q.dim() == 4 && q.size(2) <= s) {
+  if (q.size(2) <= s) {
     check_host_values("decode_attention", "pos (the first query row's cache slot)", pos, 0,
                       s - q.size(2) + 1);
   }
-  if (window == 0 || s <= window) return kv_cache_attention(q, k_cache, v_cache, pos.reshape({-1}));
+  // The attention's checks are this op's (Note [Composite ops name themselves]).
+  if (window == 0 || s <= window) {
+    return rename_errors(op, "kv_cache_attention", [&] {
+      return kv_cache_attention(q, k_cache, v_cache, pos.reshape({-1}));
+    });
+  }
   // Slots pos - window < j <= pos, from the position on the device: [B or 1, 1, 1, S].
   const int64_t hq = q.size(1), hkv = k_cache.size(1);
   check_heads(hq, hkv, "decode_attention");
   Tensor j = arange(s, TensorOptions(kInt64).device(q.device())).view({1, s});
   Tensor band = window_band(j, pos.reshape({-1, 1}), window).view({-1, 1, 1, s});
-  return scaled_dot_product_attention(q, k_cache, v_cache, band, /*is_causal=*/false, std::nullopt,
-                                      /*enable_gqa=*/hq != hkv);
+  return rename_errors(op, "scaled_dot_product_attention", [&] {
+    return scaled_dot_product_attention(q, k_cache, v_cache, band, /*is_causal=*/false,
+                                        std::nullopt, /*enable_gqa=*/hq != hkv);
+  });
 }
 
 void write_kv(Tensor& cache, const Tensor& pos, const Tensor& kv) {
