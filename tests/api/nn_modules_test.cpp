@@ -393,7 +393,7 @@ TEST(NnModules, SlidingWindowAttention) {
       }
     }
     EXPECT_KILN_ERROR(kiln::nn::causal_attention(q, k, v, -1),
-                      "[attention] expected a sliding window >= 0 (0: none), got -1");
+                      "[causal_attention] expected a sliding window >= 0 (0: none), got -1");
   }
 }
 

@@ -159,6 +159,35 @@ TEST(AttentionErrors, DecodeAttentionPositionOutsideTheCache) {
   }
 }
 
+// causal_attention, write_kv and write_kv_prefix check their own arguments
+// and run what they are built on under their own names (Note [Composite ops
+// name themselves]): these named Tensor::size, Tensor::dim,
+// scaled_dot_product_attention, index_copy_ and copy_.
+TEST(AttentionErrors, NnFunctionsNameThemselves) {
+  Tensor q = f32({1, 2, 3, 4});
+  EXPECT_KILN_ERROR(kiln::nn::causal_attention(Tensor(), q, q),
+                    "[causal_attention] expected q [batch, heads, tokens, head_dim], got []");
+  EXPECT_KILN_ERROR(
+      kiln::nn::causal_attention(q, f32({2, 3, 4}), q),
+      "[causal_attention] expected k [batch, heads, tokens, head_dim], got [2, 3, 4]");
+  EXPECT_KILN_ERROR(kiln::nn::causal_attention(f32({1, 3, 3, 4}), q, q),
+                    "[causal_attention] expected query heads a multiple of key/value heads, got 3 "
+                    "and 2");
+  for (int64_t window : {0, 2}) {
+    EXPECT_KILN_ERROR(kiln::nn::causal_attention(q, f32({1, 2, 3, 5}), q, window),
+                      "[causal_attention] expected query [..., L, E], key [..., S, E] and value");
+  }
+  Tensor cache = kiln::zeros({1, 2, 4, 4});
+  EXPECT_KILN_ERROR(kiln::nn::write_kv(cache, kiln::tensor<int64_t>({0}), Tensor()),
+                    "[write_kv] expected keys or values [1, 2, 1, 4], got []");
+  Tensor expanded = kiln::zeros({1, 2, 1, 4}).expand({1, 2, 4, 4});
+  EXPECT_KILN_ERROR(kiln::nn::write_kv(expanded, kiln::tensor<int64_t>({0}), f32({1, 2, 1, 4})),
+                    "[write_kv] expected a target whose elements are distinct memory locations");
+  EXPECT_KILN_ERROR(kiln::nn::write_kv_prefix(expanded, f32({1, 2, 2, 4})),
+                    "[write_kv_prefix] expected a target whose elements are distinct memory "
+                    "locations");
+}
+
 // On CUDA the position must be on the device (it is read there).
 TEST(AttentionErrors, KvCachePositionOnTheHost) {
   KILN_REQUIRE_CUDA();

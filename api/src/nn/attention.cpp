@@ -101,20 +101,32 @@ Tensor merge_heads(const Tensor& x) {
 }
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window) {
+  const char* op = "causal_attention";
+  for (const auto& [t, name] :
+       {std::pair<const Tensor*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
+    KILN_CHECK(t->defined() && t->dim() == 4, "[", op, "] expected ", name,
+               " [batch, heads, tokens, head_dim], got ",
+               t->defined() ? t->sizes() : IntArrayRef());
+  }
   const int64_t hq = q.size(1), hkv = k.size(1);
-  check_heads(hq, hkv, "attention");
-  check_window(window, "attention");
+  check_heads(hq, hkv, op);
+  check_window(window, op);
   const int64_t t = q.size(2);
+  // The attention's checks are this op's (Note [Composite ops name themselves]).
   if (window == 0 || t <= window) {
-    return scaled_dot_product_attention(q, k, v, std::nullopt, /*is_causal=*/true, std::nullopt,
-                                        /*enable_gqa=*/hq != hkv);
+    return rename_errors(op, "scaled_dot_product_attention", [&] {
+      return scaled_dot_product_attention(q, k, v, std::nullopt, /*is_causal=*/true, std::nullopt,
+                                          /*enable_gqa=*/hq != hkv);
+    });
   }
   // Query i sees keys i - window < j <= i (Note [Sliding window]).
   const TensorOptions i64 = TensorOptions(kInt64).device(q.device());
   Tensor j = arange(t, i64).view({1, t});
   Tensor band = window_band(j, j.view({t, 1}), window);
-  return scaled_dot_product_attention(q, k, v, band, /*is_causal=*/false, std::nullopt,
-                                      /*enable_gqa=*/hq != hkv);
+  return rename_errors(op, "scaled_dot_product_attention", [&] {
+    return scaled_dot_product_attention(q, k, v, band, /*is_causal=*/false, std::nullopt,
+                                        /*enable_gqa=*/hq != hkv);
+  });
 }
 
 Tensor decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -155,16 +167,18 @@ Tensor decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_
 void write_kv(Tensor& cache, const Tensor& pos, const Tensor& kv) {
   check_cache(cache, "write_kv");
   const int64_t b = cache.size(0), h = cache.size(1), d = cache.size(3);
-  KILN_CHECK(
-      kv.dim() == 4 && kv.size(0) == b && kv.size(1) == h && kv.size(2) == 1 && kv.size(3) == d,
-      "[write_kv] expected keys or values [", b, ", ", h, ", 1, ", d, "], got ", kv.sizes());
+  KILN_CHECK(kv.defined() && kv.dim() == 4 && kv.size(0) == b && kv.size(1) == h &&
+                 kv.size(2) == 1 && kv.size(3) == d,
+             "[write_kv] expected keys or values [", b, ", ", h, ", 1, ", d, "], got ",
+             kv.defined() ? kv.sizes() : IntArrayRef());
   check_kv_dtype(cache, kv, "write_kv");
   check_pos(pos, b, "write_kv");
-  // The writes below check the slots on every device, naming themselves
-  // (index_copy_, scatter_); on the host they are checked first, naming this.
+  // The writes below check the slots on every device, under this op's name
+  // (Note [Composite ops name themselves]); on the host they are checked first.
   check_host_values("write_kv", "pos (a cache slot)", pos, 0, cache.size(2));
   if (pos.numel() == 1) {
-    index_copy_(cache, 2, pos.reshape({1}), kv);
+    rename_errors("write_kv", "index_copy_",
+                  [&] { return index_copy_(cache, 2, pos.reshape({1}), kv); });
     return;
   }
   // Note [Per-row cache writes]
@@ -177,7 +191,7 @@ void write_kv(Tensor& cache, const Tensor& pos, const Tensor& kv) {
   // head or row, overwriting another prompt's keys, and the attention then
   // ran over every slot.
   Tensor index = pos.reshape({b, 1, 1, 1}).expand({b, h, 1, d});
-  scatter_(cache, 2, index, kv);
+  rename_errors("write_kv", "scatter_", [&] { return scatter_(cache, 2, index, kv); });
 }
 
 void write_kv_prefix(Tensor& cache, const Tensor& kv) {
@@ -192,7 +206,8 @@ void write_kv_prefix(Tensor& cache, const Tensor& kv) {
              kv.defined() ? kv.sizes() : IntArrayRef());
   check_kv_dtype(cache, kv, "write_kv_prefix");
   Tensor slots = cache.narrow(2, 0, kv.size(2));
-  slots.copy_(kv);  // a view: the write lands in the cache
+  // A view: the write lands in the cache.
+  rename_errors("write_kv_prefix", "copy_", [&] { return slots.copy_(kv); });
 }
 
 Attention Attention::empty(int64_t hidden, int64_t num_heads, int64_t num_kv_heads,
