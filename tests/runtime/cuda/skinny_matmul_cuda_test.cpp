@@ -346,6 +346,23 @@ TEST_F(SkinnyMatmulCuda, DeeperGroupsMatchTheCpu) {
   }
 }
 
+// One row through the generated kernel, forced, with bias, `act` and a
+// residual, against the CPU.
+void check_one_row_product(DType t, int64_t k, int64_t n, const char* act, uint64_t& seed) {
+  cuda::set_skinny_path(cuda::SkinnyPath::Generated);
+  SCOPED_TRACE(std::string(dtype_name(t)) + " no prologue, k=" + std::to_string(k) +
+               " n=" + std::to_string(n) + " " + act);
+  Tensor x = random_tensor({1, k}, t, "contiguous", seed++, -1, 1);
+  Tensor w = random_tensor({n, k}, t, "contiguous", seed++, -1, 1);
+  Tensor b = random_tensor({n}, t, "contiguous", seed++);
+  Tensor r = random_tensor({1, n}, t, "contiguous", seed++);
+  const int64_t before = cuda::skinny_stats().generated;
+  Tensor got = linear_act(to_cuda(x), to_cuda(w), to_cuda(b), act, to_cuda(r));
+  EXPECT_EQ(cuda::skinny_stats().generated, before + 1) << "the kernel did not run";
+  EXPECT_MATCHES_CPU(got, linear_act(x, w, b, act, r), t, act);
+  cuda::set_skinny_path(cuda::SkinnyPath::Auto);
+}
+
 // Note [Weights a step ahead]: one row where the blocks walk several steps,
 // each round's weights loaded a round ahead: two rounds a step (k = 8192),
 // one (k = 2048, n past the wide groups' threshold, with the kept x of an
@@ -359,18 +376,7 @@ TEST_F(SkinnyMatmulCuda, WeightsAStepAheadMatchTheCpu) {
   for (DType t : {kFloat16, kBFloat16, kFloat32}) {
     for (auto [k, n] : {std::pair<int64_t, int64_t>{8192, 2051}, {2048, 16389}}) {
       check_norm_prologue(t, 1, k, "rms_norm", true, true, seed, n);
-      cuda::set_skinny_path(cuda::SkinnyPath::Generated);
-      SCOPED_TRACE(std::string(dtype_name(t)) + " no prologue, k=" + std::to_string(k) +
-                   " n=" + std::to_string(n));
-      Tensor x = random_tensor({1, k}, t, "contiguous", seed++, -1, 1);
-      Tensor w = random_tensor({n, k}, t, "contiguous", seed++, -1, 1);
-      Tensor b = random_tensor({n}, t, "contiguous", seed++);
-      Tensor r = random_tensor({1, n}, t, "contiguous", seed++);
-      const int64_t before = cuda::skinny_stats().generated;
-      Tensor got = linear_act(to_cuda(x), to_cuda(w), to_cuda(b), "none", to_cuda(r));
-      EXPECT_EQ(cuda::skinny_stats().generated, before + 1) << "the kernel did not run";
-      EXPECT_MATCHES_CPU(got, linear_act(x, w, b, "none", r), t, "none");
-      cuda::set_skinny_path(cuda::SkinnyPath::Auto);
+      check_one_row_product(t, k, n, "none", seed);
     }
   }
 }
@@ -390,20 +396,8 @@ TEST_F(SkinnyMatmulCuda, StreamedOneRowProductsMatchTheCpu) {
     check_norm_prologue(t, 1, 2048, "rms_norm", true, true, seed, 16389 / grow);
     check_norm_prologue(t, 1, 768, "layer_norm", true, true, seed, 50257);
     check_norm_prologue(t, 1, t == kFloat32 ? 2052 : 2056, "layer_norm", false, true, seed, 4099);
-    for (auto [k, n] : {std::pair<int64_t, int64_t>{8192, 2051}, {2056, 4099}}) {
-      cuda::set_skinny_path(cuda::SkinnyPath::Generated);
-      SCOPED_TRACE(std::string(dtype_name(t)) + " no prologue, k=" + std::to_string(k) +
-                   " n=" + std::to_string(n));
-      Tensor x = random_tensor({1, k}, t, "contiguous", seed++, -1, 1);
-      Tensor w = random_tensor({n, k}, t, "contiguous", seed++, -1, 1);
-      Tensor b = random_tensor({n}, t, "contiguous", seed++);
-      Tensor r = random_tensor({1, n}, t, "contiguous", seed++);
-      const int64_t before = cuda::skinny_stats().generated;
-      Tensor got = linear_act(to_cuda(x), to_cuda(w), to_cuda(b), "gelu_tanh", to_cuda(r));
-      EXPECT_EQ(cuda::skinny_stats().generated, before + 1) << "the kernel did not run";
-      EXPECT_MATCHES_CPU(got, linear_act(x, w, b, "gelu_tanh", r), t, "gelu_tanh");
-      cuda::set_skinny_path(cuda::SkinnyPath::Auto);
-    }
+    check_one_row_product(t, 8192, 2051, "gelu_tanh", seed);
+    check_one_row_product(t, 2056, 4099, "gelu_tanh", seed);
   }
 }
 
