@@ -133,10 +133,15 @@ Tensor Tensor::to(Device d) const {
 // on the CPU already) is a materialization point (Note [Lazy trace]): the
 // result is computed before it is returned, so work queued for it (and any
 // error it raises) happens at the call, not whenever it is first read. A
-// tensor with nothing pending costs one check.
+// tensor with nothing pending costs one check. While a compiled function is
+// traced the result is handed to the host as memory it may read: a host
+// read (Note [Host reads while tracing] in jit/compile/tracing.h).
 Tensor Tensor::to(Device d, DType t) const {
   Tensor out = convert(*this, d, t);
-  if (d.is_cpu() && out.defined() && out.impl()->is_pending()) (void)out.data_ptr();
+  if (d.is_cpu() && out.defined() &&
+      (out.impl()->is_pending() || TensorImpl::host_reads_watched())) {
+    (void)out.data_ptr();
+  }
   return out;
 }
 

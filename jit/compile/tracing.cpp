@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 #include <unordered_map>
 
+#include "jit/plan/pipeline.h"
 #include "kiln/logging.h"
 #include "runtime/core/hooks.h"
 
@@ -37,6 +39,7 @@ class Session final : public TraceObserver {
   std::unordered_map<const TensorImpl*,
                      std::pair<IntrusivePtr<TensorImpl>, IntrusivePtr<TensorImpl>>>
       view_bases;
+  TraceBuffer* trace = nullptr;  // the trace it records into
 
  private:
   bool broken_ = false;
@@ -74,6 +77,29 @@ void note_view(TensorImpl* base, TensorImpl* view) {
 
 [[maybe_unused]] const bool g_view_hook = [] {
   set_view_hook(&note_view);
+  return true;
+}();
+
+// A host read of a value on the tracing thread (Note [Host reads while tracing]).
+void note_host_read(TensorImpl* t) {
+  Session* s = t_session;
+  if (!s || s->broken() || plan_running() || t->is_wrapped_number()) return;
+  StorageImpl* storage = t->storage().get();
+  if (!storage) return;  // a meta tensor: data() raises
+  if (s->inputs_on.count(storage)) return;
+  const PendingValue* mine = s->trace ? s->trace->marker() : nullptr;
+  if (mine && storage->pending_marker() == mine) return;
+  std::ostringstream what;
+  what << "the value of a tensor the function did not get as an argument (sizes " << t->sizes()
+       << ", " << t->dtype()
+       << ": a captured tensor, a view of one, or one computed outside the trace) was read on the "
+          "host (item(), data_ptr(), printing or a copy to the host), after "
+       << (s->trace ? s->trace->size() : 0) << " recorded ops";
+  s->broke(what.str());
+}
+
+[[maybe_unused]] const bool g_host_read_hook = [] {
+  set_host_read_hook(&note_host_read);
   return true;
 }();
 
@@ -199,6 +225,7 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
   result.trace = IntrusivePtr<TraceBuffer>::make();
   TraceBuffer& trace = *result.trace;
   trace.set_observer(&session);
+  session.trace = &trace;
   std::vector<Tensor> outputs;
   {
     TraceScope scope(&trace);
@@ -206,9 +233,12 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
     ++t_tracing;
     Session* outer = t_session;
     if (!outer) t_session = &session;
+    // Note [Host reads while tracing]
+    TensorImpl::watch_host_reads(1);
     struct Leave {
       Session* outer;
       ~Leave() {
+        TensorImpl::watch_host_reads(-1);
         --t_tracing;
         t_session = outer;
       }

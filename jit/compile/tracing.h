@@ -22,6 +22,45 @@
 //
 // A compiled function called while another one is being traced on the same
 // thread is traced inline: its body is recorded into the outer trace.
+//
+// Host reads of any other tensor: Note [Host reads while tracing].
+
+// Note [Host reads while tracing]
+// A value read on the host while a function is traced (item(), data_ptr(),
+// printing, to(cpu), tolist(), a write through data_ptr()) may steer what
+// the function records from there on, or be baked into it as a number: the
+// trace cannot be replayed, whatever the tensor is. TensorImpl::data() is
+// where every such read reaches memory (to(cpu) materializes its result
+// through it while a trace is watched). While some thread traces
+// (TensorImpl::host_reads_watched(), a process-wide count kept around the
+// traced body: the fast path of data() pays one relaxed load, and other
+// threads the slow path only meanwhile) data() tells the host read hook
+// (note_host_read in tracing.cpp), and on the tracing thread the read is a
+// graph break:
+// - an argument's stand-in: its ReadWatch reports it (Note [Tracing stand-ins]);
+// - a value the trace computes (pending here): running the trace early
+//   reports it, naming the op that wrote it;
+// - anything else with memory: a tensor the function captured (a weight, a
+//   state tensor), a view of one, one pending on the thread's own trace or
+//   another thread's: reported here. It used to go unnoticed, and the value
+//   read at the first call was the function's forever.
+// Kernels read memory through data() too: while a plan runs (an early
+// flush, or another trace run first by Note [Pending state across threads])
+// they are not host reads. A kernel run at once while tracing (an op with no
+// Meta kernel, an EagerGuard) follows a flush that reported the break first.
+// Exempt: wrapped numbers (`x * 2.0`), which are the C++ numbers the
+// function passed, bound at trace time like any C++ value; fresh memory the
+// runtime fills on the host (scalar_tensor, from_data: written through the
+// storage, not data()); and index checks that only name the op in an error
+// (host_indices: an index out of range still raises from the recorded ops).
+// A tensor made inside the function from constants (arange(4).sum().item())
+// breaks too: it is pending here like any computed value, and telling it
+// from one that depends on an input would need the ancestry of every node
+// (no stand-in, no captured storage, no random draw, no memory the host can
+// write, as a from_blob inside the function may be) and running those nodes
+// apart from the trace while keeping them in the replay. A break is never
+// wrong, the log names it, and such a number is better computed once outside
+// the function and captured as a C++ value.
 
 #include <cstdint>
 #include <string>

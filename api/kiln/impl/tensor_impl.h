@@ -154,7 +154,7 @@ class KILN_API TensorImpl : public RefCounted {
 
   // The data of element 0, materializing a pending value first. Throws for meta tensors.
   void* data() {
-    if (KILN_LIKELY(storage_ && !storage_->has_pending())) {
+    if (KILN_LIKELY(storage_ && !storage_->has_pending() && !host_reads_watched())) {
       return static_cast<char*>(storage_->data()) +
              storage_offset_ * static_cast<int64_t>(itemsize(dtype_));
     }
@@ -169,6 +169,14 @@ class KILN_API TensorImpl : public RefCounted {
   // [Guards] in guards/guards.h).
   int32_t compiled_refs() const { return compiled_refs_.load(std::memory_order_acquire); }
   void add_compiled_refs(int32_t n) { compiled_refs_.fetch_add(n, std::memory_order_acq_rel); }
+
+  // Note [Host reads while tracing] (jit/compile/tracing.h): nonzero while
+  // some thread traces a compiled function; data() then takes its slow path,
+  // which tells the host read hook. Outside tracing, one relaxed load.
+  static bool host_reads_watched() { return reads_watched_.load(std::memory_order_relaxed) != 0; }
+  static void watch_host_reads(int delta) {
+    reads_watched_.fetch_add(delta, std::memory_order_relaxed);
+  }
 
  private:
   void refresh();
@@ -186,6 +194,7 @@ class KILN_API TensorImpl : public RefCounted {
   bool wrapped_number_ = false;
   Device meta_origin_ = Device::cpu();
   std::atomic<int32_t> compiled_refs_{0};
+  static std::atomic<int> reads_watched_;
 };
 
 }  // namespace kiln
