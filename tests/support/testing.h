@@ -103,6 +103,30 @@ struct ChildRun {
 ChildRun run_test_in_child(const std::string& filter, const std::vector<std::string>& env,
                            std::chrono::seconds timeout);
 
+// Captures stderr with the given log channels on (kiln::set_logs) until
+// take() or the scope's end, then turns the logs off.
+class Logs {
+ public:
+  explicit Logs(const char* channels) {
+    kiln::set_logs(channels);
+    ::testing::internal::CaptureStderr();
+  }
+  ~Logs() {
+    if (!taken_) (void)take();
+  }
+  Logs(const Logs&) = delete;
+  Logs& operator=(const Logs&) = delete;
+  std::string take() {
+    taken_ = true;
+    std::string s = ::testing::internal::GetCapturedStderr();
+    kiln::set_logs("");
+    return s;
+  }
+
+ private:
+  bool taken_ = false;
+};
+
 }  // namespace kiln::testing
 
 #define EXPECT_TENSOR_CLOSE(actual, expected)                               \

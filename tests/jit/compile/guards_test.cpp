@@ -16,26 +16,7 @@ namespace {
 using kiln::Tensor;
 using kiln::testing::random_tensor;
 
-// Captures stderr with the given log channels on.
-class Logs {
- public:
-  explicit Logs(const char* channels) {
-    kiln::set_logs(channels);
-    ::testing::internal::CaptureStderr();
-  }
-  ~Logs() {
-    if (!taken_) (void)take();
-  }
-  std::string take() {
-    taken_ = true;
-    std::string s = ::testing::internal::GetCapturedStderr();
-    kiln::set_logs("");
-    return s;
-  }
-
- private:
-  bool taken_ = false;
-};
+using kiln::testing::Logs;
 
 int count_of(const std::string& text, const std::string& what) {
   int n = 0;

@@ -20,27 +20,6 @@ namespace {
 using kiln::Tensor;
 using kiln::testing::random_tensor;
 
-// Captures stderr with the recompile log on.
-class RecompileLog {
- public:
-  RecompileLog() {
-    kiln::set_logs("recompiles");
-    ::testing::internal::CaptureStderr();
-  }
-  ~RecompileLog() {
-    if (!taken_) (void)take();
-  }
-  std::string take() {
-    taken_ = true;
-    std::string s = ::testing::internal::GetCapturedStderr();
-    kiln::set_logs("");
-    return s;
-  }
-
- private:
-  bool taken_ = false;
-};
-
 // How a function reads a one-element tensor on the host.
 using HostRead = std::function<double(const Tensor&)>;
 
@@ -71,7 +50,7 @@ void expect_reads_fresh(const char* what, Tensor& state, const std::function<Ten
   auto f = kiln::jit::compile([&](const Tensor& x) { return x * read(read_from()); },
                               {.name = "host_read"});
   const Tensor x = random_tensor({4}, kiln::kFloat32, "contiguous", 7, -1, 1);
-  RecompileLog log;
+  kiln::testing::Logs log("recompiles");
   for (int call = 0; call < 3; ++call) {
     SCOPED_TRACE("call " + std::to_string(call));
     state.fill_(2.0 + call);
@@ -149,7 +128,7 @@ TEST(CompileHostReads, CapturedReadIsLogged) {
         return y * c.item<float>();
       },
       {.name = "g"});
-  RecompileLog log;
+  kiln::testing::Logs log("recompiles");
   (void)f(kiln::ones({2}));
   const std::string text = log.take();
   EXPECT_NE(text.find("g: entry 1/8: graph break: the value of a tensor the function did not get "
