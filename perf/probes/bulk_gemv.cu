@@ -45,10 +45,46 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   return r;
 }
 
+// The lane's part of a dot product: its N weight vectors against x's
+// vectors lane, lane + 32, ... (x from global or shared memory).
+template <int N>
+__device__ __forceinline__ float dot_lane(const uint4 (&wv)[N], const uint4* x, int lane) {
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    float a[8], b[8];
+    unpack8(wv[i], a);
+    unpack8(x[lane + 32 * i], b);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s = fmaf(a[e], b[e], s);
+  }
+  return s;
+}
+
+__device__ __forceinline__ float warp_sum(float s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
+// The same with x already unpacked to floats; weight vector i is wvec(i).
+template <int N, class W>
+__device__ __forceinline__ float dot_lane_f(W wvec, const float (&xf)[N][8]) {
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    float a[8];
+    unpack8(wvec(i), a);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s = fmaf(a[e], xf[i][e], s);
+  }
+  return s;
+}
+
 // ---- ldg: a warp per row, kVec vectors per lane (kVec * 256 = k).
 template <int kVec>
-__global__ void __launch_bounds__(256) gemv_ldg(const __half* __restrict__ w,
-                                                const __half* __restrict__ x, __half* y, int n) {
+__global__ void __launch_bounds__(256)
+    gemv_ldg(const __half* __restrict__ w, const __half* __restrict__ x, __half* y, int n) {
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * 8 + (threadIdx.x >> 5);
   if (row >= n) return;
@@ -57,17 +93,7 @@ __global__ void __launch_bounds__(256) gemv_ldg(const __half* __restrict__ w,
   uint4 wv[kVec];
 #pragma unroll
   for (int i = 0; i < kVec; ++i) wv[i] = ld_stream(wr + lane + 32 * i);
-  float s = 0.f;
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) {
-    float a[8], b[8];
-    unpack8(wv[i], a);
-    unpack8(xr[lane + 32 * i], b);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s = fmaf(a[e], b[e], s);
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const float s = warp_sum(dot_lane(wv, xr, lane));
   if (lane == 0) y[row] = __float2half(s);
 }
 
@@ -79,9 +105,9 @@ __global__ void __launch_bounds__(256) gemv_ldg(const __half* __restrict__ w,
 // steps of 8 rows per block, the next step's weights loaded before this
 // step's math.
 template <int kMode, int kSteps>
-__global__ void __launch_bounds__(256) gemv_rms(const __half* __restrict__ w,
-                                                const __half* __restrict__ x,
-                                                const __half* __restrict__ nw, __half* y, int n) {
+__global__ void __launch_bounds__(256)
+    gemv_rms(const __half* __restrict__ w, const __half* __restrict__ x,
+             const __half* __restrict__ nw, __half* y, int n) {
   constexpr int kVec = 8;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint4* xr = reinterpret_cast<const uint4*>(x);
@@ -110,16 +136,7 @@ __global__ void __launch_bounds__(256) gemv_rms(const __half* __restrict__ w,
 #pragma unroll
       for (int e = 0; e < 8; ++e) xf[i][e] = __half2float(__float2half(xf[i][e] * rstd * g[e]));
     }
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      float a[8];
-      unpack8(wv[i], a);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s = fmaf(a[e], xf[i][e], s);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float s = warp_sum(dot_lane_f([&](int i) { return wv[i]; }, xf));
     if (lane == 0) y[row] = __float2half(s);
     return;
   }
@@ -142,7 +159,8 @@ __global__ void __launch_bounds__(256) gemv_rms(const __half* __restrict__ w,
     unpack8(nr[threadIdx.x], g);
     __half2 h[4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) h[e] = __floats2half2_rn(f[2 * e] * rstd * g[2 * e], f[2 * e + 1] * rstd * g[2 * e + 1]);
+    for (int e = 0; e < 4; ++e)
+      h[e] = __floats2half2_rn(f[2 * e] * rstd * g[2 * e], f[2 * e + 1] * rstd * g[2 * e + 1]);
     xs[threadIdx.x] = *reinterpret_cast<uint4*>(h);
     __syncthreads();
   }
@@ -156,17 +174,7 @@ __global__ void __launch_bounds__(256) gemv_rms(const __half* __restrict__ w,
 #pragma unroll
       for (int i = 0; i < kVec; ++i) wv[i] = ld_stream(nxt + lane + 32 * i);
     }
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      float a[8], b[8];
-      unpack8(cur[i], a);
-      unpack8(xs[lane + 32 * i], b);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s = fmaf(a[e], b[e], s);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float s = warp_sum(dot_lane(cur, xs, lane));
     if (lane == 0) y[row] = __float2half(s);
   }
 }
@@ -174,8 +182,8 @@ __global__ void __launch_bounds__(256) gemv_rms(const __half* __restrict__ w,
 // ---- ldg, kWpr warps per row (k = kWpr * 2048), partials summed in order
 // through shared memory; 8 / kWpr rows per block.
 template <int kWpr>
-__global__ void __launch_bounds__(256) gemv_split(const __half* __restrict__ w,
-                                                  const __half* __restrict__ x, __half* y, int n) {
+__global__ void __launch_bounds__(256)
+    gemv_split(const __half* __restrict__ w, const __half* __restrict__ x, __half* y, int n) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int r = warp / kWpr, q = warp % kWpr;
   const int row = blockIdx.x * (8 / kWpr) + r;
@@ -187,16 +195,7 @@ __global__ void __launch_bounds__(256) gemv_split(const __half* __restrict__ w,
     uint4 wv[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) wv[i] = ld_stream(wr + lane + 32 * i);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      float a[8], b[8];
-      unpack8(wv[i], a);
-      unpack8(xr[lane + 32 * i], b);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s = fmaf(a[e], b[e], s);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    s = warp_sum(dot_lane(wv, xr, lane));
   }
   if (lane == 0) part[warp] = s;
   __syncthreads();
@@ -284,16 +283,7 @@ __global__ void __launch_bounds__(288, 1)
     mbar_wait(&full[slot], (it / kStages) & 1);
     const uint4* sv =
         reinterpret_cast<const uint4*>(smem + slot * kChunk) + r * kVecPerRow + q * 256;
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      float a[8];
-      unpack8(sv[lane + 32 * i], a);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s = fmaf(a[e], xf[i][e], s);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float s = warp_sum(dot_lane_f([&](int i) { return sv[lane + 32 * i]; }, xf));
     if (kWpr == 1) {
       __syncwarp();
       if (lane == 0) {
@@ -325,8 +315,8 @@ struct Shape {
 template <int kWpr, int kStages>
 void launch_bulk(const __half* w, const __half* x, __half* y, int n, int sms, cudaStream_t s) {
   const size_t smem = (size_t)kStages * kChunk;
-  CHECK(cudaFuncSetAttribute(gemv_bulk<kWpr, kStages>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  CHECK(cudaFuncSetAttribute(gemv_bulk<kWpr, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem));
   gemv_bulk<kWpr, kStages><<<sms, 288, smem, s>>>(w, x, y, n);
 }
 
@@ -346,8 +336,8 @@ int main() {
   const Shape shapes[] = {{2048, 16384}, {8192, 2048}, {2048, 8192}, {2048, 3072}};
   std::printf("one row, float16, us per product past L2 (%% of %.0f GB/s), 24 products a graph\n",
               peak_gbps);
-  const char* names[] = {"ldg", "bulk S4", "bulk S6", "split", "rms warp", "rms blk1",
-                         "rms blk2", "rms blk4"};
+  const char* names[] = {"ldg",      "bulk S4",  "bulk S6",  "split",
+                         "rms warp", "rms blk1", "rms blk2", "rms blk4"};
   constexpr int kForms = 8;
   for (const Shape& sh : shapes) {
     const size_t elems = (size_t)sh.k * sh.n, bytes = elems * 2;
@@ -370,16 +360,22 @@ int main() {
     auto run = [&](int form, const __half* w, __half* y) {
       switch (form) {
         case 0:
-          if (wpr == 1) launch_ldg<1>(w, x, y, sh.n, s);
-          else launch_ldg<4>(w, x, y, sh.n, s);
+          if (wpr == 1)
+            launch_ldg<1>(w, x, y, sh.n, s);
+          else
+            launch_ldg<4>(w, x, y, sh.n, s);
           return true;
         case 1:
-          if (wpr == 1) launch_bulk<1, 4>(w, x, y, sh.n, sms, s);
-          else launch_bulk<4, 4>(w, x, y, sh.n, sms, s);
+          if (wpr == 1)
+            launch_bulk<1, 4>(w, x, y, sh.n, sms, s);
+          else
+            launch_bulk<4, 4>(w, x, y, sh.n, sms, s);
           return true;
         case 2:
-          if (wpr == 1) launch_bulk<1, 6>(w, x, y, sh.n, sms, s);
-          else launch_bulk<4, 6>(w, x, y, sh.n, sms, s);
+          if (wpr == 1)
+            launch_bulk<1, 6>(w, x, y, sh.n, sms, s);
+          else
+            launch_bulk<4, 6>(w, x, y, sh.n, sms, s);
           return true;
         case 3:
           if (wpr != 4) return false;
