@@ -269,8 +269,10 @@ Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   // negative one gave NaN rows. The CPU kernel checks the values here; the
   // CUDA kernels that read the position on the device (decode and prefill)
   // raise the same error through their error flag (Note [Device error
-  // flags]). The CUDA fallback for other dtypes and head dims (a mask built
-  // on the device) cannot report it. Nothing reads or writes out of bounds.
+  // flags]); the CUDA fallback for other dtypes and head dims, which reads
+  // the position only through a mask built on the device, checks it first
+  // with a range-check kernel (check_values_in_range). Nothing reads or
+  // writes out of bounds.
   const int64_t* pp = pos.data_ptr<int64_t>();
   const int64_t pstride = pos.numel() == 1 ? 0 : pos.stride(0);
   for (int64_t bi = 0; bi < pos.numel(); ++bi) {

@@ -158,6 +158,13 @@ Tensor attention_merged_heads(const Tensor& q, const Tensor& k, const Tensor& v,
   return result;
 }
 
+// Note [Cache positions in range]: what a position outside [0, S - L] raises.
+std::string position_error(int64_t S, int64_t L) {
+  return "[kv_cache_attention] expected cache_position in [0, S - L] = [0, " +
+         std::to_string(S - L) + "] (S = " + std::to_string(S) +
+         " cache slots, L = " + std::to_string(L) + " query rows), got {}";
+}
+
 Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos,
                           std::optional<double> scale) {
   const char* op = "kv_cache_attention";
@@ -177,12 +184,7 @@ Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   // outside [0, S - L] (the meta twin checked L <= S).
   const bool decode = decode_supported(q.dtype(), q.size(3), v.size(3), group * L);
   if (decode || prefill_supported(q.dtype(), q.size(3), v.size(3))) {
-    const DeviceErrorFlag flag(q.device(),
-                               "[kv_cache_attention] expected cache_position in "
-                               "[0, S - L] = [0, " +
-                                   std::to_string(S - L) + "] (S = " + std::to_string(S) +
-                                   " cache slots, L = " + std::to_string(L) +
-                                   " query rows), got {}");
+    const DeviceErrorFlag flag(q.device(), position_error(S, L));
     if (decode) {
       run_decode_attention(result, q, k, v, pos, sc, 0, nullptr, flag.ptr());
     } else {
@@ -191,8 +193,10 @@ Tensor kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     flag.check();
     return result;
   }
-  // keep[b, 0, i, j] = j - i <= pos[b], built on the device from the position
-  // (a position out of range goes unreported here, and reads nothing out of bounds).
+  // The unfused path reads the position only through the mask, so it is
+  // checked first (a position out of range used to give a result here).
+  check_values_in_range(pos, 0, S - L, position_error(S, L));
+  // keep[b, 0, i, j] = j - i <= pos[b], built on the device from the position.
   const TensorOptions i64 = TensorOptions(kInt64).device(q.device());
   Tensor rel = kiln::arange(S, i64).view({1, 1, 1, S}) - kiln::arange(L, i64).view({1, 1, L, 1});
   Tensor keep = kiln::le(rel, pos.reshape({-1, 1, 1, 1}));

@@ -1,6 +1,8 @@
 #include "jit/codegen_cuda/op_kernels/op_support.h"
 
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "jit/codegen_cuda/device_prelude.h"
 #include "jit/codegen_cuda/kernel_loader.h"
@@ -164,32 +166,136 @@ void launch(cudaKernel_t kernel, Device device, dim3 grid, dim3 block, size_t sh
   record_launch();
 }
 
+// Note [Direct error slots]
+// A flag in device memory cost a direct launch two more calls into the
+// driver besides the wait: a memset before the kernel and a copy back after
+// it (each about as much host time as the launch itself, on an H200's host
+// 2-3 us). Direct flags are now two words of pinned host memory mapped into
+// the device's address space, as a replay's error slots are: the kernel
+// writes them only when it finds an error, check() waits for the stream and
+// reads them on the host, and a slot goes back to the pool zeroed. Slabs of
+// kDirectSlots slots are allocated once (pinned allocations are slow) and
+// kept for the process; they are portable, so any device may write them. A
+// flag destroyed unchecked (its op raised between the launch and the check)
+// waits for its stream before its slot is reused, since the kernel may still
+// write it; where that wait fails the slot is not reused.
+namespace {
+
+constexpr size_t kDirectSlots = 256;
+
+struct DirectSlot {
+  volatile int64_t* host = nullptr;
+  int64_t* device = nullptr;
+};
+
+struct DirectSlotPool {
+  std::mutex mu;
+  std::vector<DirectSlot> free;
+};
+
+DirectSlotPool& direct_slots() {
+  static auto* p = new DirectSlotPool();  // leaked: flags may be destroyed during exit
+  return *p;
+}
+
+DirectSlot take_direct_slot(int device) {
+  DirectSlotPool& p = direct_slots();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.free.empty()) {
+    void* host = nullptr;
+    KILN_CUDA_CHECK_DEVICE(cudaHostAlloc(&host, kDirectSlots * 2 * sizeof(int64_t),
+                                         cudaHostAllocMapped | cudaHostAllocPortable),
+                           device);
+    std::memset(host, 0, kDirectSlots * 2 * sizeof(int64_t));
+    void* dev = nullptr;
+    const cudaError_t got = cudaHostGetDevicePointer(&dev, host, 0);
+    if (got != cudaSuccess) {
+      (void)cudaFreeHost(host);
+      KILN_CUDA_CHECK_DEVICE(got, device);
+    }
+    for (size_t i = 0; i < kDirectSlots; ++i) {
+      p.free.push_back(
+          {static_cast<volatile int64_t*>(host) + 2 * i, static_cast<int64_t*>(dev) + 2 * i});
+    }
+  }
+  const DirectSlot s = p.free.back();
+  p.free.pop_back();
+  return s;
+}
+
+void give_direct_slot(volatile int64_t* host, int64_t* device) {
+  host[1] = 0;
+  host[0] = 0;
+  DirectSlotPool& p = direct_slots();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.free.push_back({host, device});
+}
+
+}  // namespace
+
 DeviceErrorFlag::DeviceErrorFlag(Device device, std::string what)
     : device_(device), what_(std::move(what)) {
   if (kiln::cuda::capturing(device)) {
     ptr_ = kiln::cuda::error_slot(device.index(), what_);
     return;
   }
-  flag_ = empty_tensor({2}, kInt64, device);
-  kiln::cuda::DeviceGuard guard(device.index());
-  KILN_CUDA_CHECK_DEVICE(cudaMemsetAsync(flag_.data_ptr(), 0, 2 * sizeof(int64_t),
-                                         kiln::cuda::raw(kiln::cuda::Stream::current(device))),
-                         device.index());
-  ptr_ = flag_.data_ptr<int64_t>();
+  const DirectSlot s = take_direct_slot(device.index());
+  host_ = s.host;
+  ptr_ = s.device;
+  stream_ = kiln::cuda::raw(kiln::cuda::Stream::current(device));
+}
+
+DeviceErrorFlag::~DeviceErrorFlag() {
+  if (!host_) return;
+  if (!checked_) {
+    kiln::cuda::DeviceGuard guard(device_.index());
+    if (cudaStreamSynchronize(stream_) != cudaSuccess) return;  // the kernel may still write it
+  }
+  give_direct_slot(host_, ptr_);
 }
 
 void DeviceErrorFlag::check() const {
-  if (!flag_.defined()) return;
-  // Raw copies, no tensor op: the fused kernels' launcher calls this while
-  // the trace runs, where an op would be recorded.
+  if (!host_ || checked_) return;
+  // No tensor op: the fused kernels' launcher calls this while the trace
+  // runs, where an op would be recorded.
   const int index = device_.index();
   kiln::cuda::DeviceGuard guard(index);
-  cudaStream_t stream = kiln::cuda::raw(kiln::cuda::Stream::current(device_));
-  int64_t f[2] = {0, 0};
-  KILN_CUDA_CHECK_DEVICE(
-      cudaMemcpyAsync(f, flag_.data_ptr(), sizeof f, cudaMemcpyDeviceToHost, stream), index);
-  KILN_CUDA_CHECK_DEVICE(cudaStreamSynchronize(stream), index);
-  KILN_CHECK(f[0] == 0, kiln::cuda::error_text(what_, f[1]));
+  KILN_CUDA_CHECK_DEVICE(cudaStreamSynchronize(stream_), index);
+  checked_ = true;
+  if (host_[0] == 0) return;
+  const int64_t value = host_[1];
+  host_[1] = 0;
+  host_[0] = 0;
+  KILN_CHECK(false, kiln::cuda::error_text(what_, value));
+}
+
+namespace {
+
+const char kRangeCheckName[] = "kiln_check_range";
+
+std::string range_check_source() {
+  return op_prelude() + "extern \"C\" __global__ void __launch_bounds__(256) " + kRangeCheckName +
+         "(const i64* __restrict__ v, i64 n, i64 lo, i64 hi, i64* err) {\n"
+         "  kiln_grid_enter();\n"
+         "  for (i64 i = (i64)blockIdx.x * 256 + threadIdx.x; i < n; i += (i64)gridDim.x * 256) {\n"
+         "    const i64 x = v[i];\n"
+         "    if ((x < lo || x > hi) && err) kiln_flag_error(err, x);\n"
+         "  }\n}\n";
+}
+
+}  // namespace
+
+void check_values_in_range(const Tensor& values, int64_t lo, int64_t hi, std::string what) {
+  KILN_INTERNAL_ASSERT(values.is_cuda(), "check_values_in_range on ", values.device().str());
+  if (values.numel() == 0) return;
+  const Tensor v = dense(values, kInt64);
+  const DeviceErrorFlag flag(v.device(), std::move(what));
+  cudaKernel_t k = load_kernel(
+      kRangeCheckName, [] { return range_check_source(); }, v.device().index());
+  KernelArgs a;
+  a.ptr(v).i64(v.numel()).i64(lo).i64(hi).ptr(flag.ptr());
+  launch(k, v.device(), grid_for(v.numel(), 256), 256, 0, a);
+  flag.check();
 }
 
 unsigned grid_for(int64_t n, int64_t per_block) {
@@ -282,6 +388,7 @@ std::vector<std::pair<std::string, std::string>> support_source_samples() {
     out.emplace_back(copy_name(kFloat32, d, 2), copy_source(kFloat32, d, 2));
   }
   out.emplace_back(copy_name(kBFloat16, kFloat16, 8), copy_source(kBFloat16, kFloat16, 8));
+  out.emplace_back(kRangeCheckName, range_check_source());
   return out;
 }
 

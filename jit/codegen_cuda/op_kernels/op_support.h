@@ -74,17 +74,21 @@ void launch(cudaKernel_t kernel, Device device, dim3 grid, dim3 block, size_t sh
 // A kernel that finds an error in device data (an index out of range, an
 // integer zero divisor, a cache position past the end) cannot raise. It sets
 // two int64 words with kiln_flag_error: the offending value, then the flag.
-// Run directly, the op zeroes a flag in device memory before the kernel and
-// reads it back after it (check(), which waits for the stream), raising
-// `what` with "{}" replaced by the value, so no op returns garbage. While a
-// graph is captured the words are the capture's error slot (Note [Errors of
-// replayed kernels] in runtime/cuda/launch_record.h): nothing is read back,
-// and a replay that meets the error raises at the next read of its results.
-// With no slot to be had the pointer is null, and the kernel only skips the
-// bad element (memory stays safe; the error goes unreported).
+// Run directly, the op reads them after the kernel (check(), which waits for
+// the stream), raising `what` with "{}" replaced by the value, so no op
+// returns garbage. The words are a slot of mapped host memory, zero when
+// handed out (Note [Direct error slots] in op_support.cpp). While a graph is
+// captured they are the capture's error slot (Note [Errors of replayed
+// kernels] in runtime/cuda/launch_record.h): nothing is read back, and a
+// replay that meets the error raises at the next read of its results. With
+// no slot to be had the pointer is null, and the kernel only skips the bad
+// element (memory stays safe; the error goes unreported).
 class DeviceErrorFlag {
  public:
   DeviceErrorFlag(Device device, std::string what);
+  ~DeviceErrorFlag();
+  DeviceErrorFlag(const DeviceErrorFlag&) = delete;
+  DeviceErrorFlag& operator=(const DeviceErrorFlag&) = delete;
   int64_t* ptr() const { return ptr_; }
   // Reads the flag back and raises where a kernel set it; nothing while captured.
   void check() const;
@@ -92,9 +96,17 @@ class DeviceErrorFlag {
  private:
   Device device_;
   std::string what_;
-  Tensor flag_;  // the flag in device memory when not captured
+  volatile int64_t* host_ = nullptr;  // the direct slot's host address; null while captured
+  cudaStream_t stream_ = nullptr;     // where the flagging kernel runs (direct only)
+  mutable bool checked_ = false;
   int64_t* ptr_ = nullptr;
 };
+
+// Raises `what` ("{}": the value) where an element of `values` (integers on
+// a CUDA device) lies outside [lo, hi], through a DeviceErrorFlag: for ops
+// whose kernels cannot check a value themselves (the unfused attention reads
+// its cache position only through a mask).
+void check_values_in_range(const Tensor& values, int64_t lo, int64_t hi, std::string what);
 
 // Blocks for `n` work items at `per_block` each, capped by the grid limit.
 unsigned grid_for(int64_t n, int64_t per_block);

@@ -356,6 +356,36 @@ TEST(CudaOps, IndexBoundsAreChecked) {
   EXPECT_KILN_ERROR(kiln::index_select(w, 0, kiln::arange(2)), "expected 'index' on cuda");
 }
 
+// Note [Direct error slots]: a flag's slot goes back to the pool cleared,
+// whether its kernel set it or not. More calls than a slab has slots, bad and
+// good ones interleaved, in eager and lazy mode: each bad one raises with its
+// own value, no good one raises a stale error, and every good one is right.
+TEST(CudaOps, DeviceErrorFlagsAreReused) {
+  KILN_REQUIRE_CUDA();
+  const Tensor w = kiln::arange(40).to(kiln::kFloat32).view({10, 4}).cuda();
+  const Tensor want = kiln::arange(40).to(kiln::kFloat32).view({10, 4}).narrow(0, 2, 3);
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    for (int64_t i = 0; i < 300; ++i) {
+      if (i % 3 == 0) {
+        const int64_t bad = 10 + i;
+        EXPECT_KILN_ERROR(
+            kiln::index_select(w, 0, kiln::full({1}, bad, kiln::kInt64).cuda()).cpu(),
+            "index " + std::to_string(bad) + " is out of bounds for dimension 0 with size 10");
+        EXPECT_KILN_ERROR(kiln::floor_divide(kiln::full({3}, i, kiln::kInt64).cuda(),
+                                             kiln::zeros({3}, kiln::kInt64).cuda())
+                              .cpu(),
+                          "ZeroDivisionError");
+      } else {
+        SCOPED_TRACE("call " + std::to_string(i));
+        EXPECT_TENSOR_CLOSE(kiln::index_select(w, 0, kiln::arange(2, 5).cuda()).cpu(), want);
+      }
+    }
+  }
+}
+
 // Note [CUDA ordered scatter_add]: 16-bit floats add in index order, so the
 // result equals the CPU's bit for bit, with many additions into each element.
 TEST(CudaOps, ScatterAddHalfMatchesCpuExactly) {
