@@ -10,15 +10,22 @@
 namespace kiln {
 
 enum class DeviceType : int8_t { CPU, CUDA, Meta };
+constexpr bool is_valid_device_type(DeviceType t) {
+  return t == DeviceType::CPU || t == DeviceType::CUDA || t == DeviceType::Meta;
+}
 
 // Where a tensor's data lives. Meta tensors have sizes, strides and a dtype but no data.
 class KILN_API Device {
  public:
   // Indices run 0..kMaxIndex (they are stored in 8 bits); any other throws
-  // "[device] expected a device index 0..127, got 300".
+  // "[device] expected a device index 0..127, got 300", and a type that is
+  // none of DeviceType's (a cast integer) throws "[device] expected a device
+  // type cpu, cuda or meta, got an invalid device type (7)". Every Device is
+  // built here, so every function taking one takes a valid one.
   static constexpr int kMaxIndex = 127;
   constexpr Device() = default;
   constexpr Device(DeviceType type, int index) : type_(type), index_(static_cast<int8_t>(index)) {
+    if (!is_valid_device_type(type)) fail_type(type);
     if (index < 0 || index > kMaxIndex) fail_index(index);
   }
   // "cpu", "cuda", "cuda:1", "meta"
@@ -39,6 +46,7 @@ class KILN_API Device {
 
  private:
   [[noreturn]] static void fail_index(int index);
+  [[noreturn]] static void fail_type(DeviceType type);
   DeviceType type_ = DeviceType::CPU;
   int8_t index_ = 0;
 };

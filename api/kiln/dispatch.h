@@ -11,6 +11,7 @@
 #include <string_view>
 #include <tuple>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "kiln/api.h"
@@ -436,11 +437,28 @@ namespace detail {
 // Turns a std::bad_alloc that escaped `op`'s kernel into kiln::Error (Note
 // [Out of memory in a kernel], runtime/dispatch/dispatcher.cpp).
 [[noreturn]] KILN_API void fail_out_of_memory(const OperatorEntry& op);
+
+// Every DType argument is checked before any kernel sees it (Note [Enum
+// arguments], runtime/dispatch/dispatcher.cpp); other arguments cost nothing.
+[[noreturn]] KILN_API void fail_invalid_dtype_arg(const OperatorEntry& op, size_t index, DType t);
+template <class T>
+inline void check_enum_arg(const OperatorEntry&, size_t, const T&) {}
+inline void check_enum_arg(const OperatorEntry& op, size_t index, DType t) {
+  if (KILN_UNLIKELY(!is_valid_dtype(t))) fail_invalid_dtype_arg(op, index, t);
+}
+inline void check_enum_arg(const OperatorEntry& op, size_t index, const std::optional<DType>& t) {
+  if (t) check_enum_arg(op, index, *t);
+}
+template <size_t... I, class... A>
+inline void check_enum_args(const OperatorEntry& op, std::index_sequence<I...>, const A&... args) {
+  (check_enum_arg(op, I, args), ...);
+}
 }  // namespace detail
 
 template <class R, class... Args>
 struct OpHandle::Caller<R(Args...)> {
   static R call(const OperatorEntry& op, Args... args) {
+    detail::check_enum_args(op, std::index_sequence_for<Args...>(), args...);
     uint64_t keys = detail::default_keys((detail::keys_of(args) | ... | uint64_t{0}));
     int key = op.pick_key(keys);
     if (KILN_UNLIKELY(detail::dispatch_observed())) return call_observed(op, keys, key, args...);

@@ -25,6 +25,22 @@ enum class DType : int8_t {
 };
 constexpr int kNumDTypes = 10;
 
+// Whether t is one of the dtypes above. A DType is a byte: a cast from any
+// other integer makes one that names no dtype, and every table indexed by
+// dtype would read past its end (Note [Enum arguments]).
+constexpr bool is_valid_dtype(DType t) {
+  return static_cast<int>(t) >= 0 && static_cast<int>(t) < kNumDTypes;
+}
+namespace detail {
+[[noreturn]] KILN_API void fail_invalid_dtype(const char* op, const char* arg, DType t);
+}  // namespace detail
+// Throws "[op] expected arg one of bool, uint8, ..., float64, got an invalid
+// dtype (99)" unless is_valid_dtype(t). Every public function that takes a
+// DType calls it before the dtype is used; op calls do it in the dispatcher.
+inline void check_dtype(const char* op, const char* arg, DType t) {
+  if (KILN_UNLIKELY(!is_valid_dtype(t))) detail::fail_invalid_dtype(op, arg, t);
+}
+
 constexpr DType kBool = DType::Bool;
 constexpr DType kUInt8 = DType::UInt8;
 constexpr DType kInt8 = DType::Int8;
@@ -36,6 +52,7 @@ constexpr DType kBFloat16 = DType::BFloat16;
 constexpr DType kFloat32 = DType::Float32;
 constexpr DType kFloat64 = DType::Float64;
 
+// The predicates below take valid dtypes only (check_dtype).
 constexpr size_t itemsize(DType t) {
   constexpr size_t sizes[kNumDTypes] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
   return sizes[static_cast<int>(t)];

@@ -30,8 +30,12 @@ KILN_API extern std::atomic<uint32_t> g_log_mask;
 KILN_API void log_line(LogChannel channel, const std::string& line);
 }  // namespace detail
 
+// False for a value that is no channel (a cast integer): a shift past the
+// mask's width is undefined. For a constant channel the test folds away.
 inline bool log_enabled(LogChannel c) {
-  return (detail::g_log_mask.load(std::memory_order_relaxed) >> static_cast<int>(c)) & 1u;
+  const unsigned i = static_cast<uint8_t>(c);
+  return i < static_cast<unsigned>(LogChannel::kCount) &&
+         ((detail::g_log_mask.load(std::memory_order_relaxed) >> i) & 1u);
 }
 // Replaces the enabled channels, e.g. "recompiles,graphs"; throws on an unknown name.
 KILN_API void set_logs(std::string_view channels);

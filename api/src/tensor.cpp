@@ -113,6 +113,7 @@ Tensor Tensor::clone() const {
 namespace {
 Tensor convert(const Tensor& self, Device d, DType t) {
   KILN_CHECK(self.defined(), "[to] expected a defined tensor, got an undefined one");
+  check_dtype("to", "dtype", t);  // before the comparison below: Note [Enum arguments]
   using OD = std::optional<DType>;
   using ODev = std::optional<Device>;
   static const TypedOp<Tensor(T, OD, ODev, bool)> to_copy("_to_copy");

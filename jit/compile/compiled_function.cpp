@@ -354,6 +354,13 @@ CompiledCore::CompiledCore(Options options) : impl_(std::make_unique<Impl>()) {
   // and ": entry 1/8" named nothing.
   KILN_CHECK(!options.name.empty(), "[jit::compile] expected a non-empty Options::name, got \"\"");
   const std::string who = "[jit::compile] " + options.name + ": expected ";
+  KILN_CHECK(options.mode == Mode::ReduceOverhead || options.mode == Mode::Default ||
+                 options.mode == Mode::MaxAutotune,
+             who, "Options::mode ReduceOverhead, Default or MaxAutotune, got an invalid mode (",
+             static_cast<int>(options.mode), ")");
+  KILN_CHECK(options.on_limit == OnLimit::RunUncompiled || options.on_limit == OnLimit::Throw, who,
+             "Options::on_limit RunUncompiled or Throw, got an invalid value (",
+             static_cast<int>(options.on_limit), ")");
   KILN_CHECK(options.cache_limit >= 1, who, "a cache_limit of at least 1 entry, got ",
              options.cache_limit);
   KILN_CHECK(options.specialization_limit >= 1, who, "a specialization_limit of at least 1, got ",

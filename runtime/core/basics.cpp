@@ -41,6 +41,19 @@ const char* dtype_name(DType t) {
   return (i >= 0 && i < kNumDTypes) ? names[i] : "invalid dtype";
 }
 
+namespace detail {
+
+void fail_invalid_dtype(const char* op, const char* arg, DType t) {
+  std::string valid;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    valid += std::string(i ? ", " : "") + dtype_name(static_cast<DType>(i));
+  }
+  KILN_FAIL("[", op, "] expected ", arg, " one of ", valid, ", got an invalid dtype (",
+            static_cast<int>(t), ")");
+}
+
+}  // namespace detail
+
 DType parse_dtype(std::string_view name) {
   if (name.substr(0, 6) == "torch.") name.remove_prefix(6);
   struct Alias {
@@ -60,6 +73,8 @@ DType parse_dtype(std::string_view name) {
 }
 
 DType promote_types(DType a, DType b) {
+  check_dtype("promote_types", "a", a);
+  check_dtype("promote_types", "b", b);
   if (a == b) return a;
   if (a == kBool) return b;
   if (b == kBool) return a;
@@ -101,6 +116,11 @@ Device::Device(std::string_view spec) {
     KILN_FAIL("[device] expected 'cpu', 'cuda', 'cuda:N' or 'meta', got '", spec, "'");
   }
   index_ = static_cast<int8_t>(index);
+}
+
+void Device::fail_type(DeviceType type) {
+  KILN_FAIL("[device] expected a device type cpu, cuda or meta, got an invalid device type (",
+            static_cast<int>(type), ")");
 }
 
 void Device::fail_index(int index) {

@@ -59,7 +59,20 @@ uint64_t g_default_keys = 0;
 
 }  // namespace detail
 
+namespace {
+
+// A key a call can carry: not an alias, not a cast integer (key_bit of one
+// would shift past 64 bits). Note [Enum arguments].
+void check_call_key(DispatchKey k, const char* what) {
+  KILN_CHECK(static_cast<int>(k) < kNumDispatchKeys, "[", what,
+             "] expected a dispatch key Meta, CPU, CUDA, Lazy or Autocast, got ",
+             dispatch_key_name(k), " (", static_cast<int>(k), ")");
+}
+
+}  // namespace
+
 IncludeKeyGuard::IncludeKeyGuard(DispatchKey k) : saved_(detail::local_keys().included) {
+  check_call_key(k, "IncludeKeyGuard");
   detail::local_keys().included |= key_bit(k);
 }
 IncludeKeyGuard::~IncludeKeyGuard() {
@@ -68,6 +81,7 @@ IncludeKeyGuard::~IncludeKeyGuard() {
 
 ExcludeKeyGuard::ExcludeKeyGuard(DispatchKey k, bool and_above)
     : saved_(detail::local_keys().excluded) {
+  check_call_key(k, "ExcludeKeyGuard");
   uint64_t bits = and_above ? ~(key_bit(k) - 1) : key_bit(k);
   detail::local_keys().excluded |= bits;
 }
@@ -278,7 +292,14 @@ class Dispatcher {
 // Library
 
 Library::Library(Kind kind, std::string ns, std::optional<DispatchKey> key)
-    : kind_(kind), ns_(std::move(ns)), key_(key) {}
+    : kind_(kind), ns_(std::move(ns)), key_(key) {
+  KILN_CHECK(kind == Kind::Def || kind == Kind::Impl,
+             "[Library] expected kind Def or Impl, got an invalid kind (", static_cast<int>(kind),
+             ")");
+  if (key && *key != DispatchKey::AllBackends && *key != DispatchKey::Composite) {
+    check_call_key(*key, "Library");
+  }
+}
 
 std::string Library::qualify(std::string_view name) const {
   if (name.find("::") != std::string_view::npos || ns_ == "kiln" || ns_ == "_") {
@@ -400,6 +421,22 @@ void fail_out_of_memory(const OperatorEntry& op) {
             "available, got std::bad_alloc (kiln's CPU allocator: ", stats.allocated_bytes.current,
             " bytes allocated, ", stats.reserved_bytes.current,
             " reserved; its cache was emptied)");
+}
+
+// Note [Enum arguments]
+// DType, like every kiln enum, is a byte: static_cast<DType>(99) compiles,
+// names no dtype, and a kernel indexing a table by it reads past the end. Op
+// calls are where users hand dtypes in (factories, to(), sum(dtype=),
+// softmax(dtype=)...), so the dispatcher checks every DType argument of
+// every call, typed (OpHandle::Caller::call) or boxed (call_normalized),
+// before any layer (autocast, lazy trace, kernel) sees it; an in-place or
+// out= op has written nothing yet. Public functions that take a DType
+// without dispatching call check_dtype themselves. A Device checks its type
+// when built, so it needs nothing here.
+void fail_invalid_dtype_arg(const OperatorEntry& op, size_t index, DType t) {
+  const auto& params = op.schema().arguments;
+  const std::string arg = index < params.size() ? "'" + params[index].name + "'" : "dtype";
+  fail_invalid_dtype(op.name().c_str(), arg.c_str(), t);
 }
 
 Stack call_boxed_kernel(const OperatorEntry& op, int key, Stack stack) {
@@ -539,6 +576,9 @@ Stack normalize_arguments(const FunctionSchema& schema, Stack args,
 }
 
 Stack call_normalized(const OperatorEntry& op, Stack stack) {
+  for (size_t i = 0; i < stack.size(); ++i) {  // Note [Enum arguments]
+    if (stack[i].is_dtype()) detail::check_enum_arg(op, i, stack[i].to_dtype());
+  }
   const uint64_t keys = detail::default_keys(detail::keys_of_stack(stack));
   int key = op.pick_key(keys);
   std::optional<detail::ObservedCall> observed;

@@ -254,6 +254,7 @@ using S = const Scalar&;
 
 AutocastGuard::AutocastGuard(DType dtype, bool enabled)
     : saved_included_(detail::local_keys().included), saved_dtype_(t_autocast_dtype) {
+  check_dtype("AutocastGuard", "dtype", dtype);
   KILN_CHECK(dtype == kFloat16 || dtype == kBFloat16,
              "[AutocastGuard] expected dtype float16 or bfloat16, got ", dtype);
   if (enabled) {
@@ -275,6 +276,11 @@ std::optional<DType> autocast_dtype() {
 }
 
 void set_autocast_policy(std::string_view name, AutocastPolicy policy) {
+  KILN_CHECK(policy == AutocastPolicy::LowerPrecision || policy == AutocastPolicy::Float32 ||
+                 policy == AutocastPolicy::Promote,
+             "[set_autocast_policy] expected policy LowerPrecision, Float32 or Promote, got an "
+             "invalid policy (",
+             static_cast<int>(policy), ")");
   Library lib(Library::Kind::Impl, "_", DispatchKey::Autocast);
   lib.impl_boxed(name, boxed_kernel(policy));
   record_policy(name, policy);

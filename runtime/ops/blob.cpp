@@ -10,6 +10,7 @@ namespace kiln {
 
 Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, DType dtype,
                  std::function<void(void*)> deleter, Device device) {
+  check_dtype("from_blob", "dtype", dtype);
   KILN_CHECK(sizes.size() == strides.size(), "[from_blob] expected as many strides as sizes (",
              sizes.size(), "), got ", strides.size());
   KILN_CHECK(!device.is_meta(), "[from_blob] expected a cpu or cuda device, got meta");
@@ -23,11 +24,14 @@ Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, DType dtype
 
 Tensor from_blob(void* data, IntArrayRef sizes, DType dtype, std::function<void(void*)> deleter,
                  Device device) {
+  check_dtype("from_blob", "dtype", dtype);
   checked_bytes_numel(sizes, dtype, "from_blob");  // before the strides are computed
   return from_blob(data, sizes, contiguous_strides(sizes), dtype, std::move(deleter), device);
 }
 
 Tensor from_data(const void* data, IntArrayRef sizes, DType dtype, TensorOptions options) {
+  check_dtype("from_data", "dtype", dtype);
+  if (options.dtype_) check_dtype("from_data", "options.dtype", *options.dtype_);
   int64_t numel = checked_bytes_numel(sizes, dtype, "from_data");
   KILN_CHECK(data != nullptr || numel == 0, "[from_data] expected a data pointer, got null");
   Tensor host = empty_tensor(sizes, dtype, Device::cpu(), "from_data");

@@ -159,6 +159,7 @@ void GPT2Block::visit(const TensorVisitor& f, const std::string& prefix) {
 
 GPT2 GPT2::skeleton(const GPT2Config& c, DType dtype) {
   c.check();
+  check_dtype("GPT2", "dtype", dtype);
   KILN_CHECK(is_floating(dtype), "[GPT2] expected a floating dtype, got ", dtype);
   const TensorOptions meta = TensorOptions(dtype).device(Device::meta());
   GPT2 m;

@@ -33,6 +33,7 @@ void LlamaBlock::visit(const TensorVisitor& f, const std::string& prefix) {
 
 Llama Llama::skeleton(const LlamaConfig& c, DType dtype, int64_t max_positions) {
   c.check();
+  check_dtype("Llama", "dtype", dtype);
   KILN_CHECK(is_floating(dtype) && dtype != kFloat64,
              "[Llama] expected dtype float32, float16 or bfloat16, got ", dtype);
   KILN_CHECK(max_positions > 0, "[Llama] expected max_positions > 0, got ", max_positions);

@@ -14,6 +14,7 @@ std::string child_name(const std::string& prefix, const std::string& name) {
 void to(const VisitFn& visit, Device device, std::optional<DType> dtype) {
   // The dtype is the floating tensors': an integer or bool one would make
   // weights of truncated values (a GPT-2 to(int64) held zeros and ran).
+  if (dtype) check_dtype("to", "dtype", *dtype);  // before any tensor moves
   KILN_CHECK(!dtype || is_floating(*dtype),
              "[to] expected a floating dtype for a module's floating tensors, got ", *dtype);
   EagerGuard eager;  // weights are made once: compute them now, not in someone's trace

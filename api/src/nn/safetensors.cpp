@@ -310,6 +310,7 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
 
 Tensor SafetensorsFile::tensor(const std::string& name, Device device,
                                std::optional<DType> dtype) const {
+  if (dtype) check_dtype("SafetensorsFile::tensor", "dtype", *dtype);
   Tensor t = tensor(name);
   const DType dt = dtype.value_or(t.dtype());
   EagerGuard eager;

@@ -156,6 +156,11 @@ int64_t sort_key(const KeyAverage& r, SortBy by) {
 }  // namespace
 
 std::string KeyAverages::table(SortBy by, int row_limit) const {
+  KILN_CHECK(by == SortBy::SelfCpu || by == SortBy::CpuTotal || by == SortBy::SelfDevice ||
+                 by == SortBy::DeviceTotal || by == SortBy::Calls,
+             "[KeyAverages::table] expected sort key SelfCpu, CpuTotal, SelfDevice, DeviceTotal "
+             "or Calls, got an invalid sort key (",
+             static_cast<int>(by), ")");
   std::vector<const KeyAverage*> sorted;
   int64_t self_cpu_total = 0, self_device_total = 0;
   bool shapes = false;
