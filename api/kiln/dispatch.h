@@ -453,6 +453,15 @@ template <size_t... I, class... A>
 inline void check_enum_args(const OperatorEntry& op, std::index_sequence<I...>, const A&... args) {
   (check_enum_arg(op, I, args), ...);
 }
+
+// Whether a call's tensor and device keys mix meta with data (Note [One
+// device per op], runtime/dispatch/dispatcher.cpp).
+inline bool mixes_meta(uint64_t keys) {
+  constexpr uint64_t kData = key_bit(DispatchKey::CPU) | key_bit(DispatchKey::CUDA);
+  return (keys & key_bit(DispatchKey::Meta)) && (keys & kData);
+}
+// Checks such a call (the boxed arguments) and returns the keys it dispatches on.
+KILN_API uint64_t meta_call_keys(const OperatorEntry& op, const Stack& stack, uint64_t keys);
 }  // namespace detail
 
 template <class R, class... Args>
@@ -460,9 +469,17 @@ struct OpHandle::Caller<R(Args...)> {
   static R call(const OperatorEntry& op, Args... args) {
     detail::check_enum_args(op, std::index_sequence_for<Args...>(), args...);
     uint64_t keys = detail::default_keys((detail::keys_of(args) | ... | uint64_t{0}));
+    if (KILN_UNLIKELY(detail::mixes_meta(keys))) keys = meta_call_keys(op, keys, args...);
     int key = op.pick_key(keys);
     if (KILN_UNLIKELY(detail::dispatch_observed())) return call_observed(op, keys, key, args...);
     return run(op, key, args...);
+  }
+  [[gnu::noinline]] static uint64_t meta_call_keys(const OperatorEntry& op, uint64_t keys,
+                                                   Args... args) {
+    Stack stack;
+    stack.reserve(sizeof...(Args));
+    (stack.push_back(detail::box(args)), ...);
+    return detail::meta_call_keys(op, stack, keys);
   }
   [[gnu::noinline]] static R call_observed(const OperatorEntry& op, uint64_t keys, int key,
                                            Args... args) {

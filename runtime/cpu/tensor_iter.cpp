@@ -22,7 +22,9 @@ void check_cpu(const Tensor& t, const char* op, const char* name) {
 // no data): with a tensor that holds data among its operands, nothing would
 // be computed into it (an out= tensor kept its old bytes). As PyTorch, meta
 // and data tensors do not meet in one op, except a 0-dim tensor, which reads
-// as a scalar on any device.
+// as a scalar on any device. Calls through the dispatcher are checked there
+// first (Note [One device per op]); this catches kernels that build an
+// iteration over tensors of their own.
 void TensorIter::check_one_device() const {
   for (int i = 0; i < num_ops_; ++i) {
     const Tensor& t = *ops_[i].tensor;

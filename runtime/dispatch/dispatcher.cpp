@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -439,6 +440,68 @@ void fail_invalid_dtype_arg(const OperatorEntry& op, size_t index, DType t) {
   fail_invalid_dtype(op.name().c_str(), arg.c_str(), t);
 }
 
+// Note [One device per op]
+// As in PyTorch, the tensors of one op share its device, except that a 0-dim
+// CPU tensor that the op only reads is a scalar on any device. For CPU and
+// CUDA, the CUDA layer enforces it (Note [One device per CUDA op]). Meta
+// kernels are mostly the CPU kernels registered again, so a call that mixed
+// meta and CPU tensors picked the CPU kernel and each kernel decided on its
+// own: pointwise ops raised, others answered on meta or read the meta
+// tensor's missing data. The dispatcher decides instead, for every op,
+// before any layer (autocast, lazy trace, kernel) runs:
+// - a call whose keys mix Meta with CPU or CUDA raises "[op] expected all
+//   tensors on one device, got meta and cpu (an input 'other' of [3])"
+//   unless every tensor not on meta is a 0-dim CPU input; then it dispatches
+//   on Meta, and its result is a meta tensor;
+// - ops that move data between devices, copy_ (into its self) and those
+//   with a Device argument (to() is _to_copy), go by their destination
+//   instead: to meta they only take shapes (dispatched on Meta), and a meta
+//   source for a destination with data raises: it has no data to copy.
+// The check costs a test of the key bits every call computes anyway.
+uint64_t meta_call_keys(const OperatorEntry& op, const Stack& stack, uint64_t keys) {
+  constexpr uint64_t kData = key_bit(DispatchKey::CPU) | key_bit(DispatchKey::CUDA);
+  const auto& params = op.schema().arguments;
+  auto where = [&](const Tensor& t, size_t i, bool written) {
+    const std::string name = i < params.size() ? " '" + params[i].name + "'" : "";
+    return str("(", written ? "a written argument" : "an input", name, " of ", t.sizes(), ")");
+  };
+  const bool is_copy = op.schema().ns == "kiln" && op.schema().name == "copy_" && !stack.empty() &&
+                       stack[0].is_tensor() && stack[0].to_tensor().defined();
+  std::optional<Device> destination;
+  if (is_copy) destination = stack[0].to_tensor().device();
+  for (size_t i = 0; i < params.size() && i < stack.size(); ++i) {
+    if (params[i].type == ArgType::Device && stack[i].is_device()) {
+      destination = stack[i].to_device();
+    }
+  }
+  if (destination) {
+    if (destination->is_meta()) return keys & ~kData;
+    for (size_t i = is_copy ? 1 : 0; i < stack.size(); ++i) {
+      if (!stack[i].is_tensor() || !stack[i].to_tensor().defined()) continue;
+      const Tensor& t = stack[i].to_tensor();
+      KILN_CHECK(!t.is_meta(), "[", op.name(),
+                 "] expected a source with data for a destination on ", *destination,
+                 ", got one on meta ", where(t, i, false));
+    }
+    return keys;
+  }
+  auto check = [&](const Tensor& t, size_t i) {
+    if (!t.defined() || t.is_meta()) return;
+    const bool written = i < params.size() && params[i].is_write;
+    if (t.is_cpu() && t.dim() == 0 && !written) return;
+    KILN_FAIL("[", op.name(), "] expected all tensors on one device, got meta and ", t.device(),
+              " ", where(t, i, written));
+  };
+  for (size_t i = 0; i < stack.size(); ++i) {
+    if (stack[i].is_tensor()) {
+      check(stack[i].to_tensor(), i);
+    } else if (stack[i].is_tensor_list()) {
+      for (const Tensor& t : stack[i].to_tensor_list()) check(t, i);
+    }
+  }
+  return keys & ~kData;
+}
+
 Stack call_boxed_kernel(const OperatorEntry& op, int key, Stack stack) {
   BoxedKernel fn = op.boxed(key);
   KILN_INTERNAL_ASSERT(fn != nullptr, "no boxed kernel for ", op.name(), " at key ", key);
@@ -579,7 +642,8 @@ Stack call_normalized(const OperatorEntry& op, Stack stack) {
   for (size_t i = 0; i < stack.size(); ++i) {  // Note [Enum arguments]
     if (stack[i].is_dtype()) detail::check_enum_arg(op, i, stack[i].to_dtype());
   }
-  const uint64_t keys = detail::default_keys(detail::keys_of_stack(stack));
+  uint64_t keys = detail::default_keys(detail::keys_of_stack(stack));
+  if (KILN_UNLIKELY(detail::mixes_meta(keys))) keys = detail::meta_call_keys(op, stack, keys);
   int key = op.pick_key(keys);
   std::optional<detail::ObservedCall> observed;
   if (KILN_UNLIKELY(detail::dispatch_observed())) {

@@ -178,10 +178,13 @@ TEST(ConvErrors, UndefinedAndDevices) {
   EXPECT_KILN_ERROR(kiln::call_op("conv2d", {x, Tensor()}),
                     "[conv2d] argument 'weight' (position 1) expected a defined Tensor");
   const TensorOptions meta = TensorOptions(kiln::kFloat32).device(kiln::Device::meta());
+  // Meta beside cpu: Note [One device per op].
   EXPECT_KILN_ERROR(kiln::conv2d(kiln::empty({2, 4, 5, 5}, meta), w),
-                    "[conv2d] expected weight on meta like input, got cpu");
+                    "[conv2d] expected all tensors on one device, got meta and cpu (an input "
+                    "'weight' of [6, 4, 3, 3])");
   EXPECT_KILN_ERROR(kiln::conv2d(x, w, kiln::empty({6}, meta)),
-                    "[conv2d] expected bias on cpu like input, got meta");
+                    "[conv2d] expected all tensors on one device, got meta and cpu (an input "
+                    "'input' of [2, 4, 5, 5])");
   // On meta tensors the composite gives the shape only.
   EXPECT_EQ(kiln::conv2d(kiln::empty({2, 4, 5, 5}, meta), kiln::empty({6, 2, 3, 3}, meta),
                          kiln::empty({6}, meta), 2, 1, 1, 2)

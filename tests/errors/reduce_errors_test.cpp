@@ -118,9 +118,10 @@ TEST(ReduceErrors, OutArguments) {
                     "internal overlap");
   EXPECT_KILN_ERROR(boxed("cumprod.out", {floats({4}), int64_t{0}}, {{"out", overlapping}}),
                     "internal overlap");
-  // Devices must agree.
+  // Devices must agree (Note [One device per op]).
   EXPECT_KILN_ERROR(boxed("sum.IntList_out", {x, std::vector<int64_t>{0}}, {{"out", meta({4})}}),
-                    "[sum.out] expected 'out' on cpu");
+                    "[sum.IntList_out] expected all tensors on one device, got meta and cpu (an "
+                    "input 'self' of [3, 4])");
 }
 
 TEST(ReduceErrors, UndefinedInput) {
