@@ -15,6 +15,7 @@
 #include "jit/plan/flush_profile.h"
 #include "kiln/jit.h"
 #include "kiln/logging.h"
+#include "runtime/core/deferred_checks.h"
 
 namespace kiln::jit {
 namespace {
@@ -258,6 +259,24 @@ void run_step_after_failure(const Plan& plan, const Step& step, Failures& f, siz
   }
 }
 
+// Note [Device checks at the end of a run]: step `s` ran, and a check made
+// during it raised `error` after the last step. What it wrote carries the
+// error, as if it had raised at once; so does what every later step wrote
+// that read a failed storage: it ran on the values the bad element left.
+void fail_late(const Plan& plan, size_t s, std::exception_ptr error, Failures& f) {
+  const auto members = [&](const Step& step) {
+    return step.kind == Step::Kind::Extern ? std::vector<size_t>{step.node} : members_of(step);
+  };
+  const std::vector<size_t> failed = members(plan.steps[s]);
+  const size_t e = f.add(std::move(error), failed.front());
+  for (size_t m : failed) f.fail(m, e);
+  for (size_t t = s + 1; t < plan.steps.size(); ++t) {
+    for (size_t m : members(plan.steps[t])) {
+      if (const int64_t b = f.blocking(m); b >= 0) f.skip(m, static_cast<size_t>(b));
+    }
+  }
+}
+
 // Puts each failure's marker on the storages it reaches.
 void mark_failed(const RunFailures& f) {
   std::vector<IntrusivePtr<PendingValue>> markers;
@@ -383,8 +402,11 @@ RunFailures run_plan(const Plan& plan, StepObserver* observer) {
   Running running(t_running_marker);
   RunFailures out;
   Failures f(plan, out);
-  size_t done = 0;  // live nodes run
-  for (const Step& step : plan.steps) {
+  kiln::detail::DeferredChecks checks;  // Note [Device checks at the end of a run]
+  size_t done = 0;                      // live nodes run
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const Step& step = plan.steps[s];
+    checks.set_step(s);
     if (observer) observer->before_step(step);
     if (KILN_LIKELY(f.empty())) {
       try {
@@ -401,6 +423,7 @@ RunFailures run_plan(const Plan& plan, StepObserver* observer) {
     }
     if (observer) observer->after_step(step);
   }
+  for (auto& [s, error] : checks.finish()) fail_late(plan, s, std::move(error), f);
   g_executed.fetch_add(static_cast<int64_t>(done), std::memory_order_relaxed);
   if (!out.empty()) mark_failed(out);
   return out;

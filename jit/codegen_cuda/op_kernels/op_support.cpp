@@ -8,6 +8,7 @@
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/ir/iteration.h"
 #include "kiln/error.h"
+#include "runtime/core/deferred_checks.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
@@ -231,42 +232,77 @@ void give_direct_slot(volatile int64_t* host, int64_t* device) {
   p.free.push_back({host, device});
 }
 
+// A direct flag's slot, and the check that waits for its kernel and reads
+// it: run by DeviceErrorFlag::check, or at the end of the plan's run (Note
+// [Device checks at the end of a run] in runtime/core/deferred_checks.h).
+class SlotCheck final : public kiln::detail::PendingCheck {
+ public:
+  SlotCheck(Device device, std::string what) : device_(device), what_(std::move(what)) {
+    const DirectSlot s = take_direct_slot(device.index());
+    host_ = s.host;
+    words_ = s.device;
+    stream_ = kiln::cuda::raw(kiln::cuda::Stream::current(device));
+  }
+  ~SlotCheck() override {
+    if (!synced_) {  // the kernel may still write the slot: wait, or keep it out of the pool
+      try {
+        kiln::cuda::DeviceGuard guard(device_.index());
+        if (cudaStreamSynchronize(stream_) != cudaSuccess) return;
+      } catch (...) {
+        return;
+      }
+    }
+    give_direct_slot(host_, words_);
+  }
+  SlotCheck(const SlotCheck&) = delete;
+  SlotCheck& operator=(const SlotCheck&) = delete;
+
+  int64_t* words() const { return words_; }
+
+  void run() override {
+    // No tensor op: the fused kernels' launcher checks while the trace runs,
+    // where an op would be recorded.
+    const int index = device_.index();
+    kiln::cuda::DeviceGuard guard(index);
+    KILN_CUDA_CHECK_DEVICE(cudaStreamSynchronize(stream_), index);
+    synced_ = true;
+    if (host_[0] == 0) return;
+    KILN_CHECK(false,
+               kiln::cuda::error_text(what_, host_[1]));  // the slot is cleared when given back
+  }
+
+ private:
+  Device device_;
+  std::string what_;
+  volatile int64_t* host_ = nullptr;
+  int64_t* words_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  bool synced_ = false;
+};
+
 }  // namespace
 
-DeviceErrorFlag::DeviceErrorFlag(Device device, std::string what)
-    : device_(device), what_(std::move(what)) {
+DeviceErrorFlag::DeviceErrorFlag(Device device, std::string what) {
   if (kiln::cuda::capturing(device)) {
-    ptr_ = kiln::cuda::error_slot(device.index(), what_);
+    ptr_ = kiln::cuda::error_slot(device.index(), std::move(what));
     return;
   }
-  const DirectSlot s = take_direct_slot(device.index());
-  host_ = s.host;
-  ptr_ = s.device;
-  stream_ = kiln::cuda::raw(kiln::cuda::Stream::current(device));
+  auto direct = std::make_unique<SlotCheck>(device, std::move(what));
+  ptr_ = direct->words();
+  direct_ = std::move(direct);
 }
 
-DeviceErrorFlag::~DeviceErrorFlag() {
-  if (!host_) return;
-  if (!checked_) {
-    kiln::cuda::DeviceGuard guard(device_.index());
-    if (cudaStreamSynchronize(stream_) != cudaSuccess) return;  // the kernel may still write it
-  }
-  give_direct_slot(host_, ptr_);
-}
+DeviceErrorFlag::~DeviceErrorFlag() = default;
 
 void DeviceErrorFlag::check() const {
-  if (!host_ || checked_) return;
-  // No tensor op: the fused kernels' launcher calls this while the trace
-  // runs, where an op would be recorded.
-  const int index = device_.index();
-  kiln::cuda::DeviceGuard guard(index);
-  KILN_CUDA_CHECK_DEVICE(cudaStreamSynchronize(stream_), index);
-  checked_ = true;
-  if (host_[0] == 0) return;
-  const int64_t value = host_[1];
-  host_[1] = 0;
-  host_[0] = 0;
-  KILN_CHECK(false, kiln::cuda::error_text(what_, value));
+  if (!direct_) return;
+  if (kiln::detail::DeferredChecks* later = kiln::detail::DeferredChecks::current();
+      later && later->has_room()) {
+    later->add(std::move(direct_));
+    return;
+  }
+  const std::unique_ptr<kiln::detail::PendingCheck> now = std::move(direct_);
+  now->run();
 }
 
 namespace {

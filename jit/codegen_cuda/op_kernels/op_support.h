@@ -9,12 +9,14 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "jit/codegen_cuda/device_prelude.h"
 #include "kiln/tensor.h"
+#include "runtime/core/deferred_checks.h"
 
 namespace kiln::jit::cuda {
 
@@ -90,15 +92,13 @@ class DeviceErrorFlag {
   DeviceErrorFlag(const DeviceErrorFlag&) = delete;
   DeviceErrorFlag& operator=(const DeviceErrorFlag&) = delete;
   int64_t* ptr() const { return ptr_; }
-  // Reads the flag back and raises where a kernel set it; nothing while captured.
+  // Raises where a kernel set the flag, after waiting for the stream; inside
+  // run_plan the wait and the error come after the plan's last step (Note
+  // [Device checks at the end of a run]); nothing while captured.
   void check() const;
 
  private:
-  Device device_;
-  std::string what_;
-  volatile int64_t* host_ = nullptr;  // the direct slot's host address; null while captured
-  cudaStream_t stream_ = nullptr;     // where the flagging kernel runs (direct only)
-  mutable bool checked_ = false;
+  mutable std::unique_ptr<kiln::detail::PendingCheck> direct_;  // the direct slot, until checked
   int64_t* ptr_ = nullptr;
 };
 

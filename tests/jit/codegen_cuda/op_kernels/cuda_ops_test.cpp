@@ -386,6 +386,44 @@ TEST(CudaOps, DeviceErrorFlagsAreReused) {
   }
 }
 
+// Note [Device checks at the end of a run]: in one lazy flush, a bad index
+// found on the device fails its op's result and everything computed from it,
+// including a cache written from it, while work that did not read it keeps
+// its values; the same plan compiled in Mode::Default raises at the call.
+TEST(CudaOps, DeviceChecksAtTheEndOfARun) {
+  KILN_REQUIRE_CUDA();
+  const Tensor w = kiln::arange(40).to(kiln::kFloat32).view({10, 4}).cuda();
+  const Tensor x = kiln::arange(6).to(kiln::kFloat32).cuda();
+  const Tensor good = kiln::tensor(std::vector<int64_t>{1, 3}, {2}).cuda();
+  const Tensor bad = kiln::tensor(std::vector<int64_t>{1, 12}, {2}).cuda();
+  const std::string error = "index 12 is out of bounds for dimension 0 with size 10";
+  Tensor cache = kiln::zeros({4, 4}).cuda(), other = kiln::zeros({4, 4}).cuda();
+  Tensor rows = kiln::index_select(w, 0, bad);  // lazy: nothing runs yet
+  Tensor doubled = x * 2;                       // reads nothing that fails
+  Tensor later = kiln::index_select(w, 0, good) + rows.sum();
+  kiln::index_copy_(cache, 0, kiln::arange(2).cuda(), rows + 1);
+  kiln::index_copy_(other, 0, kiln::arange(2).cuda(), kiln::index_select(w, 0, good));
+  kiln::sync();
+  EXPECT_TENSOR_CLOSE(doubled.cpu(), kiln::arange(6).to(kiln::kFloat32) * 2);
+  EXPECT_TENSOR_CLOSE(other.narrow(0, 0, 2).cpu(), kiln::arange(40)
+                                                       .to(kiln::kFloat32)
+                                                       .view({10, 4})
+                                                       .index_select(0, kiln::arange(1, 4, 2)));
+  EXPECT_KILN_ERROR(rows.cpu(), error);
+  EXPECT_KILN_ERROR(later.cpu(), error);
+  EXPECT_KILN_ERROR(cache.cpu(), error);
+  cache.zero_();  // overwritten whole: usable again
+  EXPECT_EQ(cache.sum().item<float>(), 0.f);
+
+  auto f = kiln::jit::compile(
+      [&](const Tensor& idx) { return kiln::index_select(w, 0, idx) * 2 + x.sum(); },
+      kiln::jit::Options{.name = "late", .mode = kiln::jit::Mode::Default});
+  const Tensor want = kiln::index_select(w, 0, good).cpu() * 2 + 15;
+  EXPECT_TENSOR_CLOSE(f(good).cpu(), want);
+  EXPECT_KILN_ERROR(f(bad), error);
+  EXPECT_TENSOR_CLOSE(f(good).cpu(), want);
+}
+
 // Note [CUDA ordered scatter_add]: 16-bit floats add in index order, so the
 // result equals the CPU's bit for bit, with many additions into each element.
 TEST(CudaOps, ScatterAddHalfMatchesCpuExactly) {
