@@ -577,6 +577,10 @@ IValue coerce(const FunctionSchema& schema, const Argument& a, size_t index, IVa
       if (!v.is_double()) fail();
       return v;
     case ArgType::FloatList:
+      if (v.is_int() || v.is_double()) {  // one number for every element, as int[N] takes
+        const double x = v.is_int() ? static_cast<double>(v.to_int()) : v.to_double();
+        return IValue(std::vector<double>(a.fixed_size > 0 ? a.fixed_size : 1, x));
+      }
       if (v.is_int_list()) {
         std::vector<double> d(v.to_int_list().begin(), v.to_int_list().end());
         return IValue(std::move(d));
