@@ -367,6 +367,53 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Ten
               IntArrayRef stride, const S& padding, IntArrayRef dilation = 1, int64_t groups = 1) {
   return conv2d_padding(input, weight, bias, stride, padding, dilation, groups);
 }
+// torch.nn.functional's pools: input (N, C, L...) or unbatched (C, L...), one
+// spatial dim for the 1d forms, two for the 2d ones. kernel_size, stride
+// (empty: kernel_size), padding (-inf for max, zeros for avg; at most half
+// the kernel) and dilation: one int for every spatial dim or one per dim.
+// Floating dtypes; avg also int64 (PyTorch's CPU: truncating division).
+// Note [pooling] in runtime/cpu/pooling.cpp.
+KILN_API Tensor max_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride = {},
+                           IntArrayRef padding = 0, IntArrayRef dilation = 1,
+                           bool ceil_mode = false);
+KILN_API Tensor max_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride = {},
+                           IntArrayRef padding = 0, IntArrayRef dilation = 1,
+                           bool ceil_mode = false);
+// (values, indices): each maximum's flat position in its input plane (h * W + w).
+KILN_API TensorPair max_pool1d_with_indices(const Tensor& input, IntArrayRef kernel_size,
+                                            IntArrayRef stride = {}, IntArrayRef padding = 0,
+                                            IntArrayRef dilation = 1, bool ceil_mode = false);
+KILN_API TensorPair max_pool2d_with_indices(const Tensor& input, IntArrayRef kernel_size,
+                                            IntArrayRef stride = {}, IntArrayRef padding = 0,
+                                            IntArrayRef dilation = 1, bool ceil_mode = false);
+KILN_API Tensor avg_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride = {},
+                           IntArrayRef padding = 0, bool ceil_mode = false,
+                           bool count_include_pad = true);
+KILN_API Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride = {},
+                           IntArrayRef padding = 0, bool ceil_mode = false,
+                           bool count_include_pad = true,
+                           std::optional<int64_t> divisor_override = std::nullopt);
+// Window i of `in` per dim: [floor(i * in / out), ceil((i + 1) * in / out)).
+KILN_API Tensor adaptive_avg_pool1d(const Tensor& input, IntArrayRef output_size);
+KILN_API Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size);
+KILN_API TensorPair adaptive_max_pool1d(const Tensor& input, IntArrayRef output_size);
+KILN_API TensorPair adaptive_max_pool2d(const Tensor& input, IntArrayRef output_size);
+// torch.nn.functional.interpolate of a (N, C, L) or (N, C, H, W) input: one
+// of size and scale_factor (one value for every spatial dim or one per dim);
+// mode "nearest", "nearest-exact", "area", "linear" (3-D) or "bilinear"
+// (4-D), align_corners for the last two. Note [interpolate] in
+// runtime/cpu/interpolate.cpp. By scale: interpolate(x, std::nullopt, 2.0).
+KILN_API Tensor interpolate(const Tensor& input, std::optional<IntArrayRef> size,
+                            std::optional<ArrayRef<double>> scale_factor,
+                            std::string_view mode = "nearest",
+                            std::optional<bool> align_corners = std::nullopt,
+                            std::optional<bool> recompute_scale_factor = std::nullopt,
+                            bool antialias = false);
+// By size: interpolate(x, {64, 64}, "bilinear").
+inline Tensor interpolate(const Tensor& input, IntArrayRef size, std::string_view mode = "nearest",
+                          std::optional<bool> align_corners = std::nullopt) {
+  return interpolate(input, std::optional<IntArrayRef>(size), std::nullopt, mode, align_corners);
+}
 // softmax(q @ k.T * scale + mask) @ v; a bool mask keeps True positions.
 // enable_gqa: key and value may have fewer heads (dim -3) than the query, a
 // divisor of them; each key/value head serves that many consecutive query

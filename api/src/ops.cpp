@@ -569,6 +569,59 @@ Tensor conv2d_padding(const Tensor& input, const Tensor& weight, OptT bias, IntA
             Tensor(T, T, OptT, IntArrayRef, std::string_view, IntArrayRef, int64_t), input, weight,
             bias, stride, padding, dilation, groups);
 }
+#define KILN_POOL_WINDOW IntArrayRef, IntArrayRef, IntArrayRef, IntArrayRef, bool
+Tensor max_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                  IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  KILN_CALL("max_pool1d", Tensor(T, KILN_POOL_WINDOW), input, kernel_size, stride, padding,
+            dilation, ceil_mode);
+}
+Tensor max_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                  IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  KILN_CALL("max_pool2d", Tensor(T, KILN_POOL_WINDOW), input, kernel_size, stride, padding,
+            dilation, ceil_mode);
+}
+TensorPair max_pool1d_with_indices(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  KILN_CALL("max_pool1d_with_indices", TensorPair(T, KILN_POOL_WINDOW), input, kernel_size, stride,
+            padding, dilation, ceil_mode);
+}
+TensorPair max_pool2d_with_indices(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  KILN_CALL("max_pool2d_with_indices", TensorPair(T, KILN_POOL_WINDOW), input, kernel_size, stride,
+            padding, dilation, ceil_mode);
+}
+#undef KILN_POOL_WINDOW
+Tensor avg_pool1d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                  IntArrayRef padding, bool ceil_mode, bool count_include_pad) {
+  KILN_CALL("avg_pool1d", Tensor(T, IntArrayRef, IntArrayRef, IntArrayRef, bool, bool), input,
+            kernel_size, stride, padding, ceil_mode, count_include_pad);
+}
+Tensor avg_pool2d(const Tensor& input, IntArrayRef kernel_size, IntArrayRef stride,
+                  IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                  OptI divisor_override) {
+  KILN_CALL("avg_pool2d", Tensor(T, IntArrayRef, IntArrayRef, IntArrayRef, bool, bool, OptI), input,
+            kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+}
+Tensor adaptive_avg_pool1d(const Tensor& input, IntArrayRef output_size) {
+  KILN_CALL("adaptive_avg_pool1d", Tensor(T, IntArrayRef), input, output_size);
+}
+Tensor adaptive_avg_pool2d(const Tensor& input, IntArrayRef output_size) {
+  KILN_CALL("adaptive_avg_pool2d", Tensor(T, IntArrayRef), input, output_size);
+}
+TensorPair adaptive_max_pool1d(const Tensor& input, IntArrayRef output_size) {
+  KILN_CALL("adaptive_max_pool1d", TensorPair(T, IntArrayRef), input, output_size);
+}
+TensorPair adaptive_max_pool2d(const Tensor& input, IntArrayRef output_size) {
+  KILN_CALL("adaptive_max_pool2d", TensorPair(T, IntArrayRef), input, output_size);
+}
+Tensor interpolate(const Tensor& input, OptIL size, std::optional<ArrayRef<double>> scale_factor,
+                   std::string_view mode, std::optional<bool> align_corners,
+                   std::optional<bool> recompute_scale_factor, bool antialias) {
+  KILN_CALL("interpolate",
+            Tensor(T, OptIL, std::optional<ArrayRef<double>>, std::string_view, std::optional<bool>,
+                   std::optional<bool>, bool),
+            input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias);
+}
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     OptT attn_mask, bool is_causal, OptF scale, bool enable_gqa) {
   KILN_CALL("scaled_dot_product_attention", Tensor(T, T, T, OptT, double, bool, OptF, bool), q, k,

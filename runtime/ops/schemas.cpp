@@ -251,6 +251,27 @@ KILN_LIBRARY(kiln, m) {
   m.def(
       "conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, "
       "str padding=\"valid\", int[2] dilation=1, int groups=1) -> Tensor");
+  // Note [pooling] in runtime/cpu/pooling.cpp; Note [interpolate] in runtime/cpu/interpolate.cpp.
+  for (const char* nd : {"1", "2"}) {
+    const std::string d = nd, ints = "int[" + d + "]";
+    const std::string window = "(Tensor input, " + ints + " kernel_size, " + ints + " stride=[], " +
+                               ints + " padding=0, " + ints + " dilation=1, bool ceil_mode=False)";
+    m.def("max_pool" + d + "d" + window + " -> Tensor");
+    m.def("max_pool" + d + "d_with_indices" + window + " -> (Tensor values, Tensor indices)");
+    m.def("adaptive_avg_pool" + d + "d(Tensor input, " + ints + " output_size) -> Tensor");
+    m.def("adaptive_max_pool" + d + "d(Tensor input, " + ints +
+          " output_size) -> (Tensor values, Tensor indices)");
+  }
+  m.def(
+      "avg_pool1d(Tensor input, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool "
+      "ceil_mode=False, bool count_include_pad=True) -> Tensor");
+  m.def(
+      "avg_pool2d(Tensor input, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool "
+      "ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor");
+  m.def(
+      "interpolate(Tensor input, int[]? size=None, float[]? scale_factor=None, str "
+      "mode=\"nearest\", bool? align_corners=None, bool? recompute_scale_factor=None, bool "
+      "antialias=False) -> Tensor");
   m.def(
       "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? "
       "attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool "
