@@ -33,6 +33,7 @@
 #include "kiln/ops.h"
 #include "runtime/core/checked_sizes.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/cpu/spatial_args.h"
 
 namespace kiln::cpu {
 namespace {
@@ -95,26 +96,10 @@ void check_operands(const char* op, int64_t nd, const Tensor& input, const Tenso
              "] expected bias of sizes [", out_channels, "] (out_channels), got ", bias->sizes());
 }
 
-// `values` (one for every spatial dim, or one per dim) as one per dim, each
-// at least `min`.
-DimVector per_dim(const char* op, int64_t nd, IntArrayRef values, const char* name, int64_t min) {
-  KILN_CHECK(values.size() == 1 || static_cast<int64_t>(values.size()) == nd, "[", op,
-             "] expected ", name, " to be one int or a list of ", nd,
-             " (one per spatial dim), got ", values);
-  DimVector out;
-  for (int64_t d = 0; d < nd; ++d) {
-    const int64_t v = values[values.size() == 1 ? 0 : static_cast<size_t>(d)];
-    KILN_CHECK(v >= min, "[", op, "] expected ", name, " >= ", min, " in every spatial dim, got ",
-               values);
-    out.push_back(v);
-  }
-  return out;
-}
-
 Geometry steps(const char* op, int64_t nd, IntArrayRef stride, IntArrayRef dilation) {
   Geometry g;
-  g.stride = per_dim(op, nd, stride, "stride", 1);
-  g.dilation = per_dim(op, nd, dilation, "dilation", 1);
+  g.stride = spatial_per_dim(op, nd, stride, "stride", 1);
+  g.dilation = spatial_per_dim(op, nd, dilation, "dilation", 1);
   return g;
 }
 
@@ -207,7 +192,7 @@ Tensor conv_ints(const char* op, int64_t nd, const Tensor& input, const Tensor& 
                  IntArrayRef dilation, int64_t groups) {
   check_operands(op, nd, input, weight, bias, groups);
   Geometry g = steps(op, nd, stride, dilation);
-  g.lo = per_dim(op, nd, padding, "padding", 0);
+  g.lo = spatial_per_dim(op, nd, padding, "padding", 0);
   g.hi = g.lo;
   return convolve(op, input, weight, bias, g, groups);
 }

@@ -58,6 +58,7 @@
 #include "kiln/ops.h"
 #include "runtime/core/checked_sizes.h"
 #include "runtime/core/tensor_utils.h"
+#include "runtime/cpu/spatial_args.h"
 
 namespace kiln::cpu {
 namespace {
@@ -88,24 +89,6 @@ void check_input(const char* op, int64_t nd, const Tensor& input, bool int64_too
   }
 }
 
-// `values` (one for every spatial dim, or one per dim) as one per dim, each
-// at least `min`; `fallback` when empty and given.
-DimVector per_dim(const char* op, int64_t nd, IntArrayRef values, const char* name, int64_t min,
-                  const DimVector* fallback = nullptr) {
-  if (values.empty() && fallback) return *fallback;
-  KILN_CHECK(values.size() == 1 || static_cast<int64_t>(values.size()) == nd, "[", op,
-             "] expected ", name, " to be ", fallback ? "empty (kernel_size), " : "",
-             "one int or a list of ", nd, " (one per spatial dim), got ", values);
-  DimVector out;
-  for (int64_t d = 0; d < nd; ++d) {
-    const int64_t v = values[values.size() == 1 ? 0 : static_cast<size_t>(d)];
-    KILN_CHECK(v >= min, "[", op, "] expected ", name, " >= ", min, " in every spatial dim, got ",
-               values);
-    out.push_back(v);
-  }
-  return out;
-}
-
 // One pool's geometry per spatial dim. `extra` pads past in + padding so
 // that ceil_mode's last window fits in the view.
 struct Pool {
@@ -120,10 +103,10 @@ Pool geometry(const char* op, const Tensor& x, IntArrayRef kernel_size, IntArray
               IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
   const int64_t nd = x.dim() - 2;
   Pool g;
-  g.kernel = per_dim(op, nd, kernel_size, "kernel_size", 1);
-  g.stride = per_dim(op, nd, stride, "stride", 1, &g.kernel);
-  g.padding = per_dim(op, nd, padding, "padding", 0);
-  g.dilation = per_dim(op, nd, dilation, "dilation", 1);
+  g.kernel = spatial_per_dim(op, nd, kernel_size, "kernel_size", 1);
+  g.stride = spatial_per_dim(op, nd, stride, "stride", 1, &g.kernel);
+  g.padding = spatial_per_dim(op, nd, padding, "padding", 0);
+  g.dilation = spatial_per_dim(op, nd, dilation, "dilation", 1);
   for (int64_t d = 0; d < nd; ++d) {
     const size_t i = static_cast<size_t>(d);
     KILN_CHECK(g.padding[i] <= g.kernel[i] / 2, "[", op,
