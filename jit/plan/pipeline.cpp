@@ -302,13 +302,14 @@ std::exception_ptr unclaimed_error(const Plan& plan, const RunFailures& f, size_
                                        "' failed and nothing held its result: " + what));
 }
 
-// Dead nodes that check index values stay live (Note [Failures in a trace]):
+// Dead nodes that check values (an index, an integer divisor) stay live (Note
+// [Failures in a trace]):
 // their results are held by the plan while it runs.
 void keep_checked(Plan& p) {
   std::vector<char> live(p.nodes.size(), 0);
   for (size_t i : p.live) live[i] = 1;
   for (size_t i = 0; i < p.nodes.size(); ++i) {
-    if (live[i] || !checks_values(*p.nodes[i].op)) continue;
+    if (live[i] || !checks_values(p.nodes[i])) continue;
     for (const Tensor& t : p.nodes[i].outputs) p.kept.push_back(t);
   }
   if (!p.kept.empty()) p.live = live_nodes(p.nodes);

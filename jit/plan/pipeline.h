@@ -34,7 +34,7 @@ namespace kiln::jit {
 //   value. The last good value is not kept: the failed step may have written
 //   part of it.
 // - A dead node (nobody holds what it writes) is not run, except an op that
-//   checks index values or cache positions (checks_values): it runs anyway,
+//   checks index values, cache positions or integer divisors (checks_values): it runs anyway,
 //   so that a bad index is not silently dropped. If its error then reaches
 //   no tensor anyone holds, the next materialization on the thread that
 //   recorded it (item(), data_ptr() or a copy to the host of a pending

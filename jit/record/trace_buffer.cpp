@@ -103,6 +103,17 @@ bool checks_values(const OperatorEntry& op) {
   return false;
 }
 
+bool checks_values(const Node& node) {
+  if (checks_values(*node.op)) return true;
+  // An integer division or remainder fails on a zero divisor (Note [CUDA
+  // integer division by zero]); a float one cannot fail.
+  std::string_view n = node.op->schema().name;
+  if (!n.empty() && n.back() == '_') n.remove_suffix(1);
+  if (n != "div" && n != "floor_divide" && n != "remainder" && n != "fmod") return false;
+  return !node.outputs.empty() && node.outputs[0].defined() &&
+         is_integral(node.outputs[0].dtype(), false);
+}
+
 bool draws_random(const FunctionSchema& schema) {
   const std::string& n = schema.name;
   for (std::string_view prefix : {"rand", "bernoulli", "dropout", "native_dropout", "normal",

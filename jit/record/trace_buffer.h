@@ -141,6 +141,9 @@ bool overwrites_storage(const OperatorEntry& op, size_t arg, const Tensor& t);
 // sees: it takes an index tensor (an argument named index or indices) or a
 // cache position (Note [Cache positions in range]).
 bool checks_values(const OperatorEntry& op);
+// The same for a recorded node, which also sees its dtypes: integer
+// division and remainder fail on a zero divisor.
+bool checks_values(const Node& node);
 
 // True when `op` draws from the random generator (rand, randn, randint,
 // and ops named like PyTorch's random ones): Note [Random ops run at the call].

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "kiln/kiln.h"
 #include "tests/support/testing.h"
@@ -239,6 +240,34 @@ TEST_P(LazyTraceErrors, ABadOpWhoseResultIsDroppedStillRaises) {
   Tensor z = x + 2.0f;
   z.data_ptr();
   EXPECT_EQ(kiln::jit::trace_stats().dead_nodes - before.dead_nodes, 1);
+}
+
+// An integer division by zero fails on its values as a bad index does, so a
+// dropped one raises too (it used to be dropped unrun); a float division,
+// which cannot fail, is still dropped.
+TEST_P(LazyTraceErrors, ADroppedIntegerDivisionByZeroStillRaises) {
+  const kiln::TensorOptions i64 = kiln::TensorOptions(kiln::kInt64);
+  Tensor a = kiln::arange(6, i64).view({2, 3}), zero = kiln::zeros({3}, i64);
+  for (const auto& divide : std::vector<std::function<Tensor()>>{
+           [&] { return kiln::floor_divide(a, zero); },
+           [&] { return kiln::remainder(a, zero); },
+           [&] { return kiln::fmod(a, zero); },
+           [&] { return kiln::div(a, zero, "trunc"); },
+       }) {
+    if (!lazy()) {
+      EXPECT_KILN_ERROR((void)divide(), "ZeroDivisionError");
+      continue;
+    }
+    (void)divide();
+    EXPECT_KILN_ERROR(kiln::sync(), "ZeroDivisionError");
+    kiln::sync();  // raised once
+  }
+  if (lazy()) {
+    auto before = kiln::jit::trace_stats();
+    (void)kiln::div(a, zero);  // true division: a float result, nothing to check
+    kiln::sync();
+    EXPECT_EQ(kiln::jit::trace_stats().dead_nodes - before.dead_nodes, 1);
+  }
 }
 
 // A held result that two failures feed raises one of them; the other is not
