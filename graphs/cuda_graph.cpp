@@ -24,6 +24,7 @@
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
 #include "runtime/cuda/launch_record.h"
+#include "runtime/cuda/mapped_slabs.h"
 #include "runtime/profiler/recorder.h"
 
 namespace kiln::graphs {
@@ -31,45 +32,19 @@ namespace {
 
 std::atomic<alloc::PoolId> g_next_pool{1};
 
-// Note [Errors of replayed kernels]: slabs of mapped host memory for error
-// slots. cudaHostAlloc is refused while a stream captures, so each capture
-// takes its slab before it begins; slabs go back here, cleared, when their
-// capture or graph ends (allocating and freeing pinned memory is slow).
-constexpr size_t kErrorSlots = 512;  // per capture; later sites get no slot
-constexpr size_t kSlabBytes = kErrorSlots * 2 * sizeof(int64_t);
-
-struct SlabPool {
-  std::mutex mu;
-  std::vector<void*> free;
-};
-
-SlabPool& slab_pool() {
-  static auto* p = new SlabPool();  // leaked: graphs may go away during exit
-  return *p;
-}
+// Note [Errors of replayed kernels]: each capture takes its slab of mapped
+// host memory (runtime/cuda/mapped_slabs.h) before it begins, as
+// cudaHostAlloc is refused while a stream captures; it goes back, cleared,
+// when the capture or its graph ends.
+constexpr size_t kErrorSlots =
+    kiln::cuda::kMappedSlabWords / 2;  // per capture; later sites get none
 
 void* take_slab(int device) {
-  {
-    SlabPool& p = slab_pool();
-    std::lock_guard<std::mutex> lock(p.mu);
-    if (!p.free.empty()) {
-      void* s = p.free.back();
-      p.free.pop_back();
-      return s;
-    }
-  }
-  void* s = nullptr;
-  KILN_CUDA_CHECK_DEVICE(cudaHostAlloc(&s, kSlabBytes, cudaHostAllocMapped), device);
-  std::memset(s, 0, kSlabBytes);
-  return s;
+  return kiln::cuda::take_mapped_slab(device);
 }
 
 void give_slab(void* s) {
-  if (!s) return;
-  std::memset(s, 0, kSlabBytes);
-  SlabPool& p = slab_pool();
-  std::lock_guard<std::mutex> lock(p.mu);
-  p.free.push_back(s);
+  kiln::cuda::give_mapped_slab(static_cast<int64_t*>(s));
 }
 
 // One recorded kernel launch: its node and parameter bytes.
@@ -534,8 +509,8 @@ void Capture::begin() {
   // Without it (host memory short) the kernels run without error slots.
   try {
     c.error_slab = take_slab(c.index);
-    KILN_CUDA_CHECK_DEVICE(cudaHostGetDevicePointer(&c.error_slab_device, c.error_slab, 0),
-                           c.index);
+    c.error_slab_device =
+        kiln::cuda::mapped_device_address(static_cast<int64_t*>(c.error_slab), c.index);
   } catch (const Error&) {
     give_slab(c.error_slab);
     c.error_slab = nullptr;

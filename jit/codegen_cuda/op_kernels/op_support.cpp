@@ -13,6 +13,7 @@
 #include "runtime/cuda/cuda_runtime.h"
 #include "runtime/cuda/device_guard.h"
 #include "runtime/cuda/launch_record.h"
+#include "runtime/cuda/mapped_slabs.h"
 
 // GCC 12 reports false stringop-overflow warnings for std::string
 // concatenation inlined at -O3; this file builds strings.
@@ -174,15 +175,13 @@ void launch(cudaKernel_t kernel, Device device, dim3 grid, dim3 block, size_t sh
 // 2-3 us). Direct flags are now two words of pinned host memory mapped into
 // the device's address space, as a replay's error slots are: the kernel
 // writes them only when it finds an error, check() waits for the stream and
-// reads them on the host, and a slot goes back to the pool zeroed. Slabs of
-// kDirectSlots slots are allocated once (pinned allocations are slow) and
-// kept for the process; they are portable, so any device may write them. A
+// reads them on the host, and a slot goes back to the pool zeroed. The
+// slots come from the slabs graphs take theirs from (runtime/cuda/
+// mapped_slabs.h), split into two-word slots and never given back. A
 // flag destroyed unchecked (its op raised between the launch and the check)
 // waits for its stream before its slot is reused, since the kernel may still
 // write it; where that wait fails the slot is not reused.
 namespace {
-
-constexpr size_t kDirectSlots = 256;
 
 struct DirectSlot {
   volatile int64_t* host = nullptr;
@@ -203,21 +202,16 @@ DirectSlot take_direct_slot(int device) {
   DirectSlotPool& p = direct_slots();
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.free.empty()) {
-    void* host = nullptr;
-    KILN_CUDA_CHECK_DEVICE(cudaHostAlloc(&host, kDirectSlots * 2 * sizeof(int64_t),
-                                         cudaHostAllocMapped | cudaHostAllocPortable),
-                           device);
-    std::memset(host, 0, kDirectSlots * 2 * sizeof(int64_t));
-    void* dev = nullptr;
-    const cudaError_t got = cudaHostGetDevicePointer(&dev, host, 0);
-    if (got != cudaSuccess) {
-      (void)cudaFreeHost(host);
-      KILN_CUDA_CHECK_DEVICE(got, device);
+    int64_t* host = kiln::cuda::take_mapped_slab(device);
+    int64_t* dev = nullptr;
+    try {
+      dev = kiln::cuda::mapped_device_address(host, device);
+    } catch (...) {
+      kiln::cuda::give_mapped_slab(host);
+      throw;
     }
-    for (size_t i = 0; i < kDirectSlots; ++i) {
-      p.free.push_back(
-          {static_cast<volatile int64_t*>(host) + 2 * i, static_cast<int64_t*>(dev) + 2 * i});
-    }
+    for (size_t i = 0; i < kiln::cuda::kMappedSlabWords; i += 2)
+      p.free.push_back({host + i, dev + i});
   }
   const DirectSlot s = p.free.back();
   p.free.pop_back();

@@ -368,7 +368,7 @@ TEST(CudaOps, DeviceErrorFlagsAreReused) {
     SCOPED_TRACE(lazy ? "lazy" : "eager");
     std::optional<kiln::EagerGuard> eager;
     if (!lazy) eager.emplace();
-    for (int64_t i = 0; i < 300; ++i) {
+    for (int64_t i = 0; i < 600; ++i) {
       if (i % 3 == 0) {
         const int64_t bad = 10 + i;
         EXPECT_KILN_ERROR(
