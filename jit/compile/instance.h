@@ -100,8 +100,8 @@ std::vector<std::string> trace_signature(const std::vector<Node>& nodes,
 // [Graph addresses]). Results go to memory no kept result uses (fresh, or
 // the last replay's where the caller let go of it: Note [Results handed
 // back] in instance.cpp), written through patched pointers or a patched copy
-// node. A plan of
-// one kernel, a plan on the CPU or over several devices, and a plan whose
+// node. A plan of one kernel is captured too (Note [Plans of one kernel] in
+// instance.cpp). A plan on the CPU or over several devices, and a plan whose
 // capture fails (logged under KILN_LOGS=graphs) run their kernels directly;
 // the last tries again a bounded number of times (Note [Capture retries]).
 

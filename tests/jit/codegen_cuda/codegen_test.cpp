@@ -257,6 +257,59 @@ TEST_F(CudaCodegen, NamesDependOnStructureAndLayout) {
   EXPECT_EQ(kc::pointwise_name(a), kc::pointwise_name(a));
 }
 
+// x * a + 0.5 four times in float16, rounded after each op as the eager ops
+// round: the vector loop takes the elements in pairs, the adds of float16
+// values as float16 pair instructions (Note [Float16 pairs]).
+PointwiseKernel axpy8_f16(bool second_input) {
+  KernelBuilder b;
+  int32_t x = b.load(0, kiln::kFloat16);
+  for (int i = 0; i < 4; ++i) {
+    x = b.round_to(b.op(Prim::Mul, kiln::kFloat32, x, b.param(1.0001, kiln::kFloat32)),
+                   kiln::kFloat16);
+    x = b.round_to(b.op(Prim::Add, kiln::kFloat32, x, b.constant(0.5, kiln::kFloat32)),
+                   kiln::kFloat16);
+  }
+  PointwiseKernel k = b.kernel();
+  k.inputs = {kiln::kFloat16};
+  if (second_input) {
+    // A float32 operand: vectors of 4, the pairs' loads of both dtypes.
+    const int32_t y = b.load(1, kiln::kFloat32);
+    x = b.round_to(b.op(Prim::Sub, kiln::kFloat32, x, y), kiln::kFloat16);
+    k = b.kernel();
+    k.inputs = {kiln::kFloat16, kiln::kFloat32};
+  }
+  k.outputs = {kiln::kFloat16, kiln::kFloat32};
+  k.stores = {x, x};
+  return k;
+}
+
+TEST_F(CudaCodegen, Float16PairsCompile) {
+  using L = kc::Layout;
+  for (bool second : {false, true}) {
+    PointwiseKernel k = axpy8_f16(second);
+    kc::PointwiseSpec spec{&k, second ? std::vector<L>{L::Dense, L::Dense, L::Dense, L::Strided}
+                                      : std::vector<L>{L::Dense, L::Dense, L::Dense}};
+    spec.ndim = second ? 2 : 1;
+    spec.vec = kc::vector_width(k);
+    const std::string src = kc::pointwise_source(spec);
+    EXPECT_NE(src.find("e += 2"), std::string::npos) << src;
+    // The four adds of float16 values; the products with a float32 number
+    // are rounded as pairs.
+    size_t adds = 0;
+    for (size_t at = src.find("kiln_add_h2("); at != std::string::npos;
+         at = src.find("kiln_add_h2(", at + 1)) {
+      ++adds;
+    }
+    EXPECT_EQ(adds, 5u) << src;  // four, and the prelude's definition
+    EXPECT_NE(src.find("kiln_pack_h2(v"), std::string::npos) << src;
+    for (int arch : {90, 80, 75}) {
+      kc::CompiledKernel ck;
+      ASSERT_NO_THROW(ck = kc::nvrtc_compile(src, kc::pointwise_name(spec), arch)) << src;
+      EXPECT_FALSE(ck.is_ptx);
+    }
+  }
+}
+
 TEST_F(CudaCodegen, AnArchNvrtcLacksGetsPtx) {
   PointwiseKernel k = all_prims(kiln::kFloat32, kiln::kFloat32, kiln::kFloat32);
   kc::PointwiseSpec spec{
