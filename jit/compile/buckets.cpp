@@ -215,7 +215,7 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
   std::vector<Tensor> results;
   if (visible_writes(own).empty()) {  // it can run once more unseen
     // The trace at the call's own sizes gives the exact results; padding must not change them.
-    Instance exact_run(own, {false, options_.name + ": at the call's own sizes"});
+    Instance exact_run(own, {.graphs = false, .name = options_.name + ": at the call's own sizes"});
     std::vector<Tensor> exact = exact_run.run(args);
     std::vector<Tensor> got;
     std::vector<std::vector<Tensor>> probes;  // padded with +kProbeFill, then -kProbeFill

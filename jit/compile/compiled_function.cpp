@@ -338,7 +338,8 @@ struct boxed::CompiledCore::Impl {
       name += sized ? (options.buckets.empty() ? ", sizes " : ", bucket ") : ", ";
       name += what.label;
     }
-    return {options.mode != Mode::Default, std::move(name), e.capture_hint};
+    return {options.mode != Mode::Default, options.graph_single_kernel, std::move(name),
+            e.capture_hint};
   }
 };
 

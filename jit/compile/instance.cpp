@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 
 #include "graphs/graph.h"
 #include "jit/codegen_cuda/launch_cuda.h"
@@ -53,21 +54,25 @@ bool sole_holder(const StorageImpl& s) {
 }
 
 // Note [Plans of one kernel]
-// The design first kept a plan of one kernel out of graphs: a graph of one
-// node seemed to add its capture and node updates for nothing. Measured on
-// an H200 (perf/RESULTS.md, thirty-eighth session), it does not: the driver
-// takes less host time to launch a graph of one node than the kernel itself
-// (perf/probes/launch_cost.cu: 1.0 against 2.3 us), the kernel starts sooner
-// after it (launch and synchronize 6.0 against 7.7 us), and a replay skips the
-// plan's host path (the step loop, the launch memo, the device checks' scope).
-// chain16 4096 compiled went from 12.1-12.4 to 8.3-9.6 us per call. So a plan
-// of one step is captured like any other; its capture (0.3 ms, once per
-// instance) and its private pool are what it costs. KILN_GRAPH_MIN_STEPS=2
-// restores the old rule, to measure.
-size_t min_graph_steps() {
-  static const size_t n =
-      static_cast<size_t>(env_int("KILN_GRAPH_MIN_STEPS", 1, 1 << 20).value_or(1));
-  return n;
+// The design keeps a plan of one kernel out of graphs (DESIGN.md, issue 13):
+// a graph of one node seemed to add its capture and node updates for
+// nothing. Measured on an H200 (perf/RESULTS.md, thirty-eighth session), it
+// does not: the driver takes less host time to launch a graph of one node
+// than the kernel itself (perf/probes/launch_cost.cu: 1.0 against 2.3 us),
+// the kernel starts sooner after it (launch and synchronize 6.0 against 7.7
+// us), and a replay skips the plan's host path (the step loop, the launch
+// memo, the device checks' scope): chain16 4096 compiled went from
+// 10.1-10.3 to 7.9-9.2 us per call. The rule stays the default, as the
+// design has it; Options::graph_single_kernel captures such plans like any
+// other, for their capture (0.3 ms, once per instance) and a private pool.
+// KILN_GRAPH_SINGLE_KERNEL=1 or 0 overrides it for every compiled function,
+// to measure.
+bool graphs_for_one_step(bool asked) {
+  static const std::optional<bool> forced = [] {
+    const std::optional<int64_t> v = env_int("KILN_GRAPH_SINGLE_KERNEL", 0, 1);
+    return v ? std::optional<bool>(*v != 0) : std::nullopt;
+  }();
+  return forced.value_or(asked);
 }
 
 // Copies tensors onto storages of their own, keeping those in `keep`
@@ -591,9 +596,11 @@ std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
   order_after_previous_run();
   bind_arguments(tensors);
   bind.stop();
-  const bool graphs = options_.graphs && device_.is_cuda() && single_device_ &&
-                      capture_failures_ < kCaptureAttempts && runs_ >= next_capture_run_ &&
-                      plan_.steps.size() >= min_graph_steps();
+  const bool graphs =
+      options_.graphs && device_.is_cuda() && single_device_ &&
+      capture_failures_ < kCaptureAttempts && runs_ >= next_capture_run_ &&
+      (plan_.steps.size() > 1 ||
+       (plan_.steps.size() == 1 && graphs_for_one_step(options_.graph_single_kernel)));
   // Note [Capture hints]: an entry that has captured captures a new
   // instance's first run, which finds the kernels to build itself.
   const bool capture_first = graphs && runs_ == 0 && options_.hint &&

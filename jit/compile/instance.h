@@ -100,9 +100,10 @@ std::vector<std::string> trace_signature(const std::vector<Node>& nodes,
 // [Graph addresses]). Results go to memory no kept result uses (fresh, or
 // the last replay's where the caller let go of it: Note [Results handed
 // back] in instance.cpp), written through patched pointers or a patched copy
-// node. A plan of one kernel is captured too (Note [Plans of one kernel] in
-// instance.cpp). A plan on the CPU or over several devices, and a plan whose
-// capture fails (logged under KILN_LOGS=graphs) run their kernels directly;
+// node. A plan of one kernel (unless Options::graph_single_kernel: Note
+// [Plans of one kernel] in instance.cpp), a plan on the CPU or over several
+// devices, and a plan whose capture fails (logged under KILN_LOGS=graphs)
+// run their kernels directly;
 // the last tries again a bounded number of times (Note [Capture retries]).
 
 // Note [Capture retries]
@@ -149,6 +150,7 @@ struct CaptureHint {
 
 struct InstanceOptions {
   bool graphs = false;                // ReduceOverhead: capture and replay on CUDA
+  bool graph_single_kernel = false;   // Options::graph_single_kernel
   std::string name;                   // for logs: "decode: entry 1"
   std::shared_ptr<CaptureHint> hint;  // the entry's (null: none)
 };

@@ -123,6 +123,35 @@ TEST(GraphReplay, EarlierResultsAreNeverOverwritten) {
   }
 }
 
+// Note [Plans of one kernel]: a plan of one fused kernel launches it
+// directly by default, and replays a graph of one node with
+// Options::graph_single_kernel; either way every kept result keeps its
+// values, each call at new argument addresses.
+TEST(GraphReplay, PlansOfOneKernel) {
+  KILN_REQUIRE_CUDA();
+  auto body = [](const Tensor& x) { return kiln::tanh(x * 2.0 + 1.0) - x; };
+  for (bool one_node : {false, true}) {
+    SCOPED_TRACE(one_node ? "graph_single_kernel" : "default");
+    auto f = kiln::jit::compile(body, {.name = "one kernel", .graph_single_kernel = one_node});
+    std::vector<Tensor> xs, got;
+    for (uint64_t i = 0; i < 8; ++i) {
+      xs.push_back(random_tensor({6, 40}, kiln::kFloat32, "contiguous", 70 + i).cuda());
+      got.push_back(f(xs.back()));
+    }
+    EXPECT_EQ(f.stats().kernels_per_call, 1);
+    if (one_node) {
+      EXPECT_EQ(f.stats().graph_nodes, 1);
+    } else {
+      EXPECT_EQ(f.stats().graph_nodes, 0);
+    }
+    kiln::EagerGuard eager;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      SCOPED_TRACE("call " + std::to_string(i));
+      EXPECT_TENSOR_CLOSE_TOL(got[i].cpu(), body(xs[i].cpu()), 1e-5, 1e-5);
+    }
+  }
+}
+
 // Note [Results handed back]: a replay writes a result into the memory of the
 // last one where the caller let go of it, and into fresh memory where the
 // caller still holds it, or a view of it; every kept result keeps its values.
