@@ -10,6 +10,7 @@
 //   axpy8        x*1.0001 + 0.5, four times, float32: one fused kernel, memory-bound
 //   chain16      the chain16 workload, float32: one fused kernel with 8 sigmoid/tanh
 //   axpy8 f16    axpy8 on float16 (16-byte vectors of 8 elements)
+//   axpy8 bf16   the same on bfloat16
 //   merge f16    [1, 12, S, 64] -> [1, S, 12 * 64] (GPT-2's merge of heads), float16:
 //                a copy dense only along the innermost dim (Note [CUDA pointwise
 //                kernel shape])
@@ -73,6 +74,7 @@ int run(const std::string& device, int64_t size, int iters) {
   // float16 operands: the merge and the broadcast use size rounded down to whole rows.
   const int64_t rows = std::max<int64_t>(1, size / 768);
   Tensor h = kiln::randn({size}).to(dev, kiln::kFloat16);
+  Tensor hbf = kiln::randn({size}).to(dev, kiln::kBFloat16);
   Tensor hy = kiln::empty({size}, kiln::TensorOptions(kiln::kFloat16).device(dev));
   Tensor heads = kiln::randn({1, 12, rows, 64}).to(dev, kiln::kFloat16);
   Tensor hx = kiln::randn({rows, 768}).to(dev, kiln::kFloat16);
@@ -90,6 +92,7 @@ int run(const std::string& device, int64_t size, int iters) {
       {"axpy8", [&] { return axpy8(x); }, 8 * n},
       {"chain16", [&] { return kiln::perf::chain16(x); }, 8 * n},
       {"axpy8 f16", [&] { return axpy8(h); }, 4 * n},
+      {"axpy8 bf16", [&] { return axpy8(hbf); }, 4 * n},
       {"merge f16",
        [&] {
          return heads.transpose(1, 2).reshape({1, rows, 768});

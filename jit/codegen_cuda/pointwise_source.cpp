@@ -13,6 +13,7 @@
 #include "jit/codegen_cuda/device_prelude.h"
 #include "kiln/error.h"
 #include "kiln/half.h"
+#include "runtime/core/env.h"
 
 // GCC 12 reports false stringop-overflow warnings for std::string
 // concatenation inlined at -O3 (a known GCC 12 issue); this file only builds
@@ -96,7 +97,7 @@ std::string fn(const char* name, DType t) {
 // tests/jit/codegen_cuda/fused_cuda_test.cpp sweeps all four against float64, with 0,
 // +-inf and NaN.
 const char kPreludeRest[] =
-    R"(// Note [Float16 pairs]: two floats rounded to float16 in one word (a low,
+    R"(// Note [16-bit pairs]: two floats rounded to float16 in one word (a low,
 // b high), the halves back, and float16 arithmetic on such words.
 __device__ __forceinline__ unsigned kiln_pack_h2(float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -112,6 +113,29 @@ __device__ __forceinline__ float kiln_hi2f(unsigned h) { return kiln_h2f((unsign
 __device__ __forceinline__ unsigned kiln_add_h2(unsigned a, unsigned b) { unsigned r; asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 __device__ __forceinline__ unsigned kiln_sub_h2(unsigned a, unsigned b) { unsigned r; asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 __device__ __forceinline__ unsigned kiln_mul_h2(unsigned a, unsigned b) { unsigned r; asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+// The same for bfloat16 (a NaN becomes the canonical NaN, where kiln_f2bf
+// keeps its sign and payload); the pair instructions are sm_90's (before
+// it, float arithmetic rounded once gives the same results).
+__device__ __forceinline__ unsigned kiln_pack_bf2(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+#else
+  return (unsigned)kiln_f2bf(a) | ((unsigned)kiln_f2bf(b) << 16);
+#endif
+}
+__device__ __forceinline__ float kiln_lo_bf2f(unsigned h) { return __uint_as_float(h << 16); }
+__device__ __forceinline__ float kiln_hi_bf2f(unsigned h) { return __uint_as_float(h & 0xffff0000u); }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ unsigned kiln_add_bf2(unsigned a, unsigned b) { unsigned r; asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+__device__ __forceinline__ unsigned kiln_sub_bf2(unsigned a, unsigned b) { unsigned r; asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+__device__ __forceinline__ unsigned kiln_mul_bf2(unsigned a, unsigned b) { unsigned r; asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
+#else
+__device__ __forceinline__ unsigned kiln_add_bf2(unsigned a, unsigned b) { return kiln_pack_bf2(kiln_lo_bf2f(a) + kiln_lo_bf2f(b), kiln_hi_bf2f(a) + kiln_hi_bf2f(b)); }
+__device__ __forceinline__ unsigned kiln_sub_bf2(unsigned a, unsigned b) { return kiln_pack_bf2(kiln_lo_bf2f(a) - kiln_lo_bf2f(b), kiln_hi_bf2f(a) - kiln_hi_bf2f(b)); }
+__device__ __forceinline__ unsigned kiln_mul_bf2(unsigned a, unsigned b) { return kiln_pack_bf2(kiln_lo_bf2f(a) * kiln_lo_bf2f(b), kiln_hi_bf2f(a) * kiln_hi_bf2f(b)); }
+#endif
 __device__ __forceinline__ double kiln_fmod(double a, double b) { return fmod(a, b); }
 __device__ __forceinline__ float kiln_fmod(float a, float b) { return fmodf(a, b); }
 __device__ __forceinline__ double kiln_floor(double a) { return floor(a); }
@@ -430,38 +454,50 @@ std::string lane_names(const std::string& expr, int lane) {
   return out;
 }
 
-// Note [Float16 pairs]
-// A float16 kernel rounds after every op (RoundF16: the eager ops round
-// each result), and each rounding was two conversions per element, float to
-// float16 and back: axpy8 in float16 (x * a + b four times) ran 31
-// instructions per element and, under Nsight Compute, was bound by issue
+// Note [16-bit pairs]
+// A float16 or bfloat16 kernel rounds after every op (RoundF16, RoundBF16:
+// the eager ops round each result), and each rounding was two conversions
+// per element, float to the 16-bit type and back (bfloat16's first one
+// five integer instructions): axpy8 in float16 (x * a + b four times) ran
+// 31 instructions per element and, under Nsight Compute, was bound by issue
 // (86% of issue slots, DRAM at 52%). Where the vector loop holds an even
 // number of elements, it now takes them two at a time: a rounding converts
-// both lanes with one instruction into a float16 pair (kiln_pack_h2), and an
-// add, subtract or multiply of two values that are float16 values already
-// (loads from float16 memory, earlier roundings, constants float16
-// represents), rounded to float16, runs as one float16 pair instruction.
-// That is exact, not close: float's 24 bits are at least 2 * 11 + 2, so
-// rounding the float result to float16 gives the correctly rounded float16
-// result for +, - and * (the product is exact in float); the float16
-// instructions round correctly, keep subnormals (no .ftz) and do not fuse
-// with a neighbour (.rn). A float16 result is stored from its pair.
+// both lanes with one instruction into a pair (kiln_pack_h2, kiln_pack_bf2),
+// and an add, subtract or multiply of two values that are values of the
+// 16-bit type already (loads from its memory, earlier roundings, constants
+// it represents), rounded to it, runs as one pair instruction. That is
+// exact, not close: float's 24 bits are at least 2p + 2 (p = 11 for
+// float16, 8 for bfloat16), so rounding the float result to the 16-bit type
+// gives its correctly rounded result for +, - and * (the product is exact
+// in float); the pair instructions round correctly, keep subnormals (no
+// .ftz) and do not fuse with a neighbour (.rn). bfloat16's are sm_90's;
+// before it the same helpers compute in float and round once. A bfloat16
+// NaN comes out of a pair as the canonical NaN (as PyTorch's CUDA kernels
+// round), not with the sign and payload kiln_f2bf keeps: keeping them cost
+// a test and a select per lane, and axpy8 in bfloat16 ran at 44% of a copy
+// with them. A 16-bit result is stored from its pair.
+// KILN_CUDA_PAIRS=0 turns the pairs off, to measure.
 bool pairs_pay(const PointwiseKernel& k) {
+  static const bool on = env_flag("KILN_CUDA_PAIRS", true);
+  if (!on) return false;
   for (DType t : k.outputs) {
-    if (t == kFloat16) return true;
+    if (is_reduced_float(t)) return true;
   }
   for (const Instr& in : k.body) {
-    if (in.op == Prim::RoundF16) return true;
+    if (in.op == Prim::RoundF16 || in.op == Prim::RoundBF16) return true;
   }
   return false;
 }
 
-// Whether `v` is a float16 value, and its bits.
-bool half_constant(double v, uint16_t* bits) {
+// Whether `v` is a value of 16-bit float `t`, and its bits.
+bool short_constant(double v, DType t, uint16_t* bits) {
   const auto f = static_cast<float>(v);
   if (static_cast<double>(f) != v) return false;  // NaN too
-  const uint16_t h = kiln::detail::float_to_half_bits(f);
-  if (kiln::detail::half_bits_to_float(h) != f) return false;
+  const uint16_t h =
+      t == kFloat16 ? kiln::detail::float_to_half_bits(f) : kiln::detail::float_to_bfloat16_bits(f);
+  const float back =
+      t == kFloat16 ? kiln::detail::half_bits_to_float(h) : kiln::detail::bfloat16_bits_to_float(h);
+  if (back != f) return false;
   *bits = h;
   return true;
 }
@@ -602,28 +638,41 @@ std::string pointwise_source(const PointwiseSpec& spec) {
   // The body over elements e and e + 1 of the vector loop (Note [Float16
   // pairs]): value n is vN_0 and vN_1, and hN where it is a float16 pair.
   auto pair_body = [&](const std::string& pad) {
-    std::vector<char> half(k.body.size(), 0);
+    // Per value: whether it has a float16 pair (hN) and a bfloat16 pair (hNb).
+    std::vector<char> pair16(k.body.size(), 0), pair_bf(k.body.size(), 0);
+    auto pairs_of = [&](DType t) -> std::vector<char>& { return t == kFloat16 ? pair16 : pair_bf; };
+    auto word = [](DType t, size_t n) {
+      return "h" + std::to_string(n) + (t == kFloat16 ? "" : "b");
+    };
+    auto suffix = [](DType t) { return std::string(t == kFloat16 ? "h2" : "bf2"); };
     for (size_t n = 0; n < k.body.size(); ++n) {
       const Instr& in = k.body[n];
-      const std::string v = "v" + std::to_string(n), h = "h" + std::to_string(n);
+      const std::string v = "v" + std::to_string(n);
       auto lanes = [&](const std::string& e0, const std::string& e1) {
         os << pad << "const " << ctype(in.dtype) << " " << v << "_0 = " << e0 << ", " << v
            << "_1 = " << e1 << ";\n";
       };
-      if (in.op == Prim::RoundF16) {
+      if (in.op == Prim::RoundF16 || in.op == Prim::RoundBF16) {
+        const DType t = in.op == Prim::RoundF16 ? kFloat16 : kBFloat16;
+        const std::string h = word(t, n);
         const Instr& src = k.body[in.a];
         const char* native = src.dtype == kFloat32 && src.a >= 0 && src.b >= 0 && src.c < 0 &&
-                                     half[src.a] && half[src.b]
+                                     pairs_of(t)[src.a] && pairs_of(t)[src.b]
                                  ? half_pair_op(src.op)
                                  : nullptr;
         os << pad << "const unsigned " << h << " = ";
         if (native) {
-          os << "kiln_" << native << "_h2(h" << src.a << ", h" << src.b << ");\n";
+          os << "kiln_" << native << "_" << suffix(t) << "(" << word(t, src.a) << ", "
+             << word(t, src.b) << ");\n";
         } else {
-          os << "kiln_pack_h2(v" << in.a << "_0, v" << in.a << "_1);\n";
+          os << "kiln_pack_" << suffix(t) << "(v" << in.a << "_0, v" << in.a << "_1);\n";
         }
-        lanes("kiln_lo2f(" + h + ")", "kiln_hi2f(" + h + ")");
-        half[n] = 1;
+        if (t == kFloat16) {
+          lanes("kiln_lo2f(" + h + ")", "kiln_hi2f(" + h + ")");
+        } else {
+          lanes("kiln_lo_bf2f(" + h + ")", "kiln_hi_bf2f(" + h + ")");
+        }
+        pairs_of(t)[n] = 1;
         continue;
       }
       if (is_integer_division(in)) {
@@ -639,19 +688,21 @@ std::string pointwise_source(const PointwiseSpec& spec) {
         }
         const std::string l = "l" + std::to_string(o);
         lanes(cast + from_memory(mem, l + ".v[e]"), cast + from_memory(mem, l + ".v[e + 1]"));
-        if (mem == kFloat16 && in.dtype == kFloat32) {
-          os << pad << "const unsigned " << h << " = (unsigned)" << l << ".v[e] | ((unsigned)" << l
-             << ".v[e + 1] << 16);\n";
-          half[n] = 1;
+        if (is_reduced_float(mem) && in.dtype == kFloat32) {
+          os << pad << "const unsigned " << word(mem, n) << " = (unsigned)" << l
+             << ".v[e] | ((unsigned)" << l << ".v[e + 1] << 16);\n";
+          pairs_of(mem)[n] = 1;
         }
       } else if (in.op == Prim::Const) {
         lanes(literal(in.imm, in.dtype), literal(in.imm, in.dtype));
-        uint16_t bits = 0;
-        if (in.dtype == kFloat32 && half_constant(in.imm, &bits)) {
-          char word[16];
-          std::snprintf(word, sizeof word, "0x%08xu", (uint32_t{bits} << 16) | bits);
-          os << pad << "const unsigned " << h << " = " << word << ";\n";
-          half[n] = 1;
+        // Its pair in each 16-bit float that represents it.
+        for (DType t : {kFloat16, kBFloat16}) {
+          uint16_t bits = 0;
+          if (in.dtype != kFloat32 || !short_constant(in.imm, t, &bits)) continue;
+          char hex[16];
+          std::snprintf(hex, sizeof hex, "0x%08xu", (uint32_t{bits} << 16) | bits);
+          os << pad << "const unsigned " << word(t, n) << " = " << hex << ";\n";
+          pairs_of(t)[n] = 1;
         }
       } else if (in.op == Prim::Param) {
         lanes(param_expr(in, "a.k"), param_expr(in, "a.k"));
@@ -663,12 +714,13 @@ std::string pointwise_source(const PointwiseSpec& spec) {
     for (size_t o = 0; o < nout; ++o) {
       const size_t n = static_cast<size_t>(k.stores[o]);
       const std::string v = "v" + std::to_string(n), so = "s" + std::to_string(o);
-      if (k.outputs[o] == kFloat16) {
-        const std::string word = half[n]
-                                     ? "h" + std::to_string(n)
-                                     : "kiln_pack_h2((float)(" + v + "_0), (float)(" + v + "_1))";
+      const DType t = k.outputs[o];
+      if (is_reduced_float(t)) {
+        const std::string w = pairs_of(t)[n] ? word(t, n)
+                                             : "kiln_pack_" + suffix(t) + "((float)(" + v +
+                                                   "_0), (float)(" + v + "_1))";
         os << pad << "{\n"
-           << pad << "  const unsigned w = " << word << ";\n"
+           << pad << "  const unsigned w = " << w << ";\n"
            << pad << "  " << so << ".v[e] = (unsigned short)(w & 0xffffu);\n"
            << pad << "  " << so << ".v[e + 1] = (unsigned short)(w >> 16);\n"
            << pad << "}\n";
@@ -676,8 +728,7 @@ std::string pointwise_source(const PointwiseSpec& spec) {
       }
       for (int lane = 0; lane < 2; ++lane) {
         os << pad << so << ".v[e" << (lane ? " + 1" : "")
-           << "] = " << store_value(k.outputs[o], k.body[n].dtype, v + "_" + std::to_string(lane))
-           << ";\n";
+           << "] = " << store_value(t, k.body[n].dtype, v + "_" + std::to_string(lane)) << ";\n";
       }
     }
   };

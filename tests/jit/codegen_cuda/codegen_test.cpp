@@ -257,55 +257,55 @@ TEST_F(CudaCodegen, NamesDependOnStructureAndLayout) {
   EXPECT_EQ(kc::pointwise_name(a), kc::pointwise_name(a));
 }
 
-// x * a + 0.5 four times in float16, rounded after each op as the eager ops
-// round: the vector loop takes the elements in pairs, the adds of float16
-// values as float16 pair instructions (Note [Float16 pairs]).
-PointwiseKernel axpy8_f16(bool second_input) {
+// x * a + 0.5 four times in a 16-bit float, rounded after each op as the
+// eager ops round: the vector loop takes the elements in pairs, the adds of
+// 16-bit values as pair instructions (Note [16-bit pairs]).
+PointwiseKernel axpy8_short(kiln::DType t, bool second_input) {
   KernelBuilder b;
-  int32_t x = b.load(0, kiln::kFloat16);
+  int32_t x = b.load(0, t);
   for (int i = 0; i < 4; ++i) {
-    x = b.round_to(b.op(Prim::Mul, kiln::kFloat32, x, b.param(1.0001, kiln::kFloat32)),
-                   kiln::kFloat16);
-    x = b.round_to(b.op(Prim::Add, kiln::kFloat32, x, b.constant(0.5, kiln::kFloat32)),
-                   kiln::kFloat16);
+    x = b.round_to(b.op(Prim::Mul, kiln::kFloat32, x, b.param(1.0001, kiln::kFloat32)), t);
+    x = b.round_to(b.op(Prim::Add, kiln::kFloat32, x, b.constant(0.5, kiln::kFloat32)), t);
   }
-  PointwiseKernel k = b.kernel();
-  k.inputs = {kiln::kFloat16};
   if (second_input) {
     // A float32 operand: vectors of 4, the pairs' loads of both dtypes.
-    const int32_t y = b.load(1, kiln::kFloat32);
-    x = b.round_to(b.op(Prim::Sub, kiln::kFloat32, x, y), kiln::kFloat16);
-    k = b.kernel();
-    k.inputs = {kiln::kFloat16, kiln::kFloat32};
+    x = b.round_to(b.op(Prim::Sub, kiln::kFloat32, x, b.load(1, kiln::kFloat32)), t);
   }
-  k.outputs = {kiln::kFloat16, kiln::kFloat32};
+  PointwiseKernel k = b.kernel();
+  k.inputs = second_input ? std::vector<kiln::DType>{t, kiln::kFloat32} : std::vector{t};
+  k.outputs = {t, kiln::kFloat32};
   k.stores = {x, x};
   return k;
 }
 
-TEST_F(CudaCodegen, Float16PairsCompile) {
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(CudaCodegen, SixteenBitPairsCompile) {
   using L = kc::Layout;
-  for (bool second : {false, true}) {
-    PointwiseKernel k = axpy8_f16(second);
-    kc::PointwiseSpec spec{&k, second ? std::vector<L>{L::Dense, L::Dense, L::Dense, L::Strided}
-                                      : std::vector<L>{L::Dense, L::Dense, L::Dense}};
-    spec.ndim = second ? 2 : 1;
-    spec.vec = kc::vector_width(k);
-    const std::string src = kc::pointwise_source(spec);
-    EXPECT_NE(src.find("e += 2"), std::string::npos) << src;
-    // The four adds of float16 values; the products with a float32 number
-    // are rounded as pairs.
-    size_t adds = 0;
-    for (size_t at = src.find("kiln_add_h2("); at != std::string::npos;
-         at = src.find("kiln_add_h2(", at + 1)) {
-      ++adds;
-    }
-    EXPECT_EQ(adds, 5u) << src;  // four, and the prelude's definition
-    EXPECT_NE(src.find("kiln_pack_h2(v"), std::string::npos) << src;
-    for (int arch : {90, 80, 75}) {
-      kc::CompiledKernel ck;
-      ASSERT_NO_THROW(ck = kc::nvrtc_compile(src, kc::pointwise_name(spec), arch)) << src;
-      EXPECT_FALSE(ck.is_ptx);
+  for (kiln::DType t : {kiln::kFloat16, kiln::kBFloat16}) {
+    for (bool second : {false, true}) {
+      PointwiseKernel k = axpy8_short(t, second);
+      kc::PointwiseSpec spec{&k, second ? std::vector<L>{L::Dense, L::Dense, L::Dense, L::Strided}
+                                        : std::vector<L>{L::Dense, L::Dense, L::Dense}};
+      spec.ndim = second ? 2 : 1;
+      spec.vec = kc::vector_width(k);
+      const std::string src = kc::pointwise_source(spec);
+      const std::string what = std::string(kiln::dtype_name(t)) + (second ? ", two inputs" : "");
+      EXPECT_NE(src.find("e += 2"), std::string::npos) << what << "\n" << src;
+      // The four adds of 16-bit values as pair instructions; the products
+      // with a float32 number rounded as pairs.
+      const std::string pair = t == kiln::kFloat16 ? "h2" : "bf2";
+      EXPECT_EQ(count_of(src, "kiln_add_" + pair + "(h"), 4u) << what << "\n" << src;
+      EXPECT_EQ(count_of(src, "kiln_pack_" + pair + "(v"), second ? 5u : 4u) << what << "\n" << src;
+      for (int arch : {90, 80, 75}) {
+        kc::CompiledKernel ck;
+        ASSERT_NO_THROW(ck = kc::nvrtc_compile(src, kc::pointwise_name(spec), arch)) << src;
+        EXPECT_FALSE(ck.is_ptx) << what << " sm_" << arch;
+      }
     }
   }
 }

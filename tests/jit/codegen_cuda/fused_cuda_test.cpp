@@ -243,36 +243,19 @@ TEST(CudaFused, VectorAndScalarPathsAgree) {
   }
 }
 
-// Note [Float16 pairs]: the fused float16 kernels' pair instructions give
-// the eager kernels' results bit for bit (both round every op), over values
-// that test the rounding: subnormals, float16's largest values (sums that
-// overflow), signed zeros, infinities and NaN; vector paths (even sizes,
-// aligned views), their tails, the scalar path, and a transposed operand.
-TEST(CudaFused, Float16PairsEqualEagerBitForBit) {
+// Note [16-bit pairs]: the fused float16 and bfloat16 kernels' pair
+// instructions give the eager kernels' results bit for bit (both round every
+// op), over values that test the rounding: subnormals, the type's largest
+// values (sums that overflow), signed zeros, infinities and NaN; vector
+// paths (even sizes, aligned views), their tails, the scalar path, and a
+// transposed operand.
+TEST(CudaFused, SixteenBitPairsEqualEagerBitForBit) {
   KILN_REQUIRE_CUDA();
-  const std::vector<float> special = {
-      0.0f,     -0.0f, 5.96e-8f,    -5.96e-8f, 6.1e-5f,  3.0e-5f,   65504.0f, -65504.0f,
-      65000.0f, 1.0f,  0.99951172f, 2049.0f,   INFINITY, -INFINITY, NAN,      0.333251953125f};
-  auto values = [&](int64_t n, uint64_t seed) {
-    Tensor r;
-    {
-      kiln::EagerGuard eager;
-      r = kiln::testing::random_tensor({n}, kiln::kFloat32, "contiguous", seed);
-    }
-    std::vector<float> v(r.data_ptr<float>(), r.data_ptr<float>() + n);
-    for (int64_t i = 0; i < n; ++i) {
-      if (i % 3 == 0) v[i] = special[(i / 3 + seed) % special.size()];
-      if (i % 7 == 1) v[i] *= 3000.0f;  // large products and sums
-      if (i % 11 == 2) v[i] *= 1e-5f;   // subnormal products
-    }
-    return kiln::tensor(v, {n}).to(kiln::kFloat16).cuda();
-  };
-  auto program = [](const Tensor& x, const Tensor& y, const Tensor& z) {
-    Tensor a = x * 1.0001 + 0.5;  // a number's product; a constant sum
-    Tensor b = (a + y) * z - x;   // float16 values only
-    Tensor c = (b - 0.25) * 2.0;  // constants float16 holds
-    return std::vector<Tensor>{c * y + a, b};
-  };
+  const std::vector<float> common = {0.0f, -0.0f, 1.0f, 0.333251953125f, INFINITY, -INFINITY, NAN};
+  const std::vector<float> f16 = {5.96e-8f,  -5.96e-8f, 6.1e-5f,     3.0e-5f, 65504.0f,
+                                  -65504.0f, 65000.0f,  0.99951172f, 2049.0f};
+  const std::vector<float> bf16 = {9.2e-41f,  -9.2e-41f, 1.2e-38f,    5.9e-39f, 3.38e38f,
+                                   -3.38e38f, 3.0e38f,   0.99609375f, 257.0f};
   auto same_bits = [](const Tensor& got, const Tensor& want, const std::string& what) {
     const Tensor g = got.to(kiln::kFloat32).cpu().contiguous(),
                  w = want.to(kiln::kFloat32).cpu().contiguous();
@@ -289,37 +272,63 @@ TEST(CudaFused, Float16PairsEqualEagerBitForBit) {
                          << (first >= 0 ? gp[first] : 0.0f) << ", eager "
                          << (first >= 0 ? wp[first] : 0.0f);
   };
+  auto program = [](const Tensor& x, const Tensor& y, const Tensor& z) {
+    Tensor a = x * 1.0001 + 0.5;  // a number's product; a constant sum
+    Tensor b = (a + y) * z - x;   // 16-bit values only
+    Tensor c = (b - 0.25) * 2.0;  // constants the type holds
+    return std::vector<Tensor>{c * y + a, b};
+  };
   uint64_t seed = 40;
-  for (int64_t n : {int64_t{4096}, int64_t{4097}, int64_t{6}}) {
-    for (int64_t start : {0, 1}) {
-      for (bool transposed : {false, true}) {
-        const std::string what = "n " + std::to_string(n) + " start " + std::to_string(start) +
-                                 (transposed ? " transposed" : "");
-        if (transposed && n % 2 != 0) continue;
-        // [2, n / 2] (n even), as a view of a transposed [n / 2, 2] when asked; else [n].
-        auto operand = [&](uint64_t s) {
-          Tensor t = values(n + start, s).narrow(0, start, n);
-          if (n % 2 != 0) return t;
-          return transposed ? t.view({n / 2, 2}).t() : t.view({2, n / 2});
-        };
-        Tensor x = operand(++seed), y = operand(++seed), z = operand(++seed);
-        std::vector<Tensor> want;
-        {
-          kiln::EagerGuard eager;
-          want = program(x, y, z);
-        }
-        std::vector<Tensor> got = program(x, y, z);  // one fused kernel
-        ASSERT_TRUE(got[0].is_pending()) << what;
-        for (size_t o = 0; o < got.size(); ++o) {
-          same_bits(got[o], want[o], what + ", output " + std::to_string(o));
-        }
-        // Inside jit::compile: the same kernel, replayed.
-        auto f = kiln::jit::compile(
-            [&](const Tensor& a, const Tensor& b, const Tensor& c) { return program(a, b, c); },
-            {.name = "float16 pairs"});
-        for (int call = 0; call < 3; ++call) {
-          std::vector<Tensor> r = f(x, y, z);
-          same_bits(r[0], want[0], what + ", compiled call " + std::to_string(call));
+  for (kiln::DType dt : {kiln::kFloat16, kiln::kBFloat16}) {
+    std::vector<float> special = common;
+    for (float v : dt == kiln::kFloat16 ? f16 : bf16) special.push_back(v);
+    const float big = dt == kiln::kFloat16 ? 3000.0f : 1e36f, small = 1e-5f;
+    auto values = [&](int64_t n, uint64_t s) {
+      Tensor r;
+      {
+        kiln::EagerGuard eager;
+        r = kiln::testing::random_tensor({n}, kiln::kFloat32, "contiguous", s);
+      }
+      std::vector<float> v(r.data_ptr<float>(), r.data_ptr<float>() + n);
+      for (int64_t i = 0; i < n; ++i) {
+        if (i % 3 == 0) v[i] = special[(i / 3 + s) % special.size()];
+        if (i % 7 == 1) v[i] *= big;     // large products and sums
+        if (i % 11 == 2) v[i] *= small;  // subnormal products
+      }
+      return kiln::tensor(v, {n}).to(dt).cuda();
+    };
+    for (int64_t n : {int64_t{4096}, int64_t{4097}, int64_t{6}}) {
+      for (int64_t start : {0, 1}) {
+        for (bool transposed : {false, true}) {
+          if (transposed && n % 2 != 0) continue;
+          const std::string what = std::string(kiln::dtype_name(dt)) + " n " + std::to_string(n) +
+                                   " start " + std::to_string(start) +
+                                   (transposed ? " transposed" : "");
+          // [2, n / 2] (n even), as a view of a transposed [n / 2, 2] when asked; else [n].
+          auto operand = [&](uint64_t s) {
+            Tensor t = values(n + start, s).narrow(0, start, n);
+            if (n % 2 != 0) return t;
+            return transposed ? t.view({n / 2, 2}).t() : t.view({2, n / 2});
+          };
+          Tensor x = operand(++seed), y = operand(++seed), z = operand(++seed);
+          std::vector<Tensor> want;
+          {
+            kiln::EagerGuard eager;
+            want = program(x, y, z);
+          }
+          std::vector<Tensor> got = program(x, y, z);  // one fused kernel
+          ASSERT_TRUE(got[0].is_pending()) << what;
+          for (size_t o = 0; o < got.size(); ++o) {
+            same_bits(got[o], want[o], what + ", output " + std::to_string(o));
+          }
+          // Inside jit::compile: the same kernel, replayed.
+          auto f = kiln::jit::compile(
+              [&](const Tensor& a, const Tensor& b, const Tensor& c) { return program(a, b, c); },
+              {.name = "16-bit pairs"});
+          for (int call = 0; call < 3; ++call) {
+            std::vector<Tensor> r = f(x, y, z);
+            same_bits(r[0], want[0], what + ", compiled call " + std::to_string(call));
+          }
         }
       }
     }
