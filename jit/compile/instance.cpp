@@ -68,9 +68,13 @@ bool sole_holder(const StorageImpl& s) {
 // KILN_GRAPH_SINGLE_KERNEL=1 or 0 overrides it for every compiled function,
 // to measure.
 bool graphs_for_one_step(bool asked) {
-  static const std::optional<bool> forced = [] {
-    const std::optional<int64_t> v = env_int("KILN_GRAPH_SINGLE_KERNEL", 0, 1);
-    return v ? std::optional<bool>(*v != 0) : std::nullopt;
+  static const std::optional<bool> forced = []() -> std::optional<bool> {
+    const char* name = "KILN_GRAPH_SINGLE_KERNEL";
+    const std::optional<std::string> v = env_string(name);
+    if (!v) return std::nullopt;
+    const std::optional<bool> on = parse_env_flag(*v);
+    if (!on) warn_env_value(name, *v, "1/0, true/false, on/off or yes/no");
+    return on;
   }();
   return forced.value_or(asked);
 }
