@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cctype>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -249,8 +248,12 @@ std::string wrapping(DType t, const std::string& a, const char* op, const std::s
   return "(" + std::string(ctype(t)) + ")((" + u + ")" + a + " " + op + " (" + u + ")" + b + ")";
 }
 
-std::string instr_expr(const PointwiseKernel& k, const Instr& in) {
-  auto v = [](int32_t i) { return "v" + std::to_string(i); };
+// `in` as an expression over the earlier values vN (vN_lane in the pair
+// body's lane `lane`: Note [16-bit pairs]).
+std::string instr_expr(const PointwiseKernel& k, const Instr& in, int lane = -1) {
+  auto v = [lane](int32_t i) {
+    return "v" + std::to_string(i) + (lane < 0 ? "" : "_" + std::to_string(lane));
+  };
   DType t = in.dtype;
   std::string a = in.a >= 0 ? v(in.a) : "", b = in.b >= 0 ? v(in.b) : "",
               c = in.c >= 0 ? v(in.c) : "";
@@ -438,22 +441,6 @@ std::string param_expr(const Instr& in, const std::string& prefix) {
   return in.dtype == kFloat32 ? field : "(" + std::string(ctype(in.dtype)) + ")" + field;
 }
 
-// `expr` with each value name vN (an earlier instruction's result) as vN_lane.
-std::string lane_names(const std::string& expr, int lane) {
-  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  std::string out;
-  for (size_t i = 0; i < expr.size(); ++i) {
-    out += expr[i];
-    if (expr[i] != 'v' || (i > 0 && word(expr[i - 1]))) continue;
-    size_t j = i + 1;
-    while (j < expr.size() && std::isdigit(static_cast<unsigned char>(expr[j]))) ++j;
-    if (j == i + 1 || (j < expr.size() && word(expr[j]))) continue;
-    out += expr.substr(i + 1, j - i - 1) + "_" + std::to_string(lane);
-    i = j - 1;
-  }
-  return out;
-}
-
 // Note [16-bit pairs]
 // A float16 or bfloat16 kernel rounds after every op (RoundF16, RoundBF16:
 // the eager ops round each result), and each rounding was two conversions
@@ -502,7 +489,7 @@ bool short_constant(double v, DType t, uint16_t* bits) {
   return true;
 }
 
-// Native float16 pair instruction for `op`, or null.
+// The pair instruction (float16 or bfloat16) for `op`, or null.
 const char* half_pair_op(Prim op) {
   switch (op) {
     case Prim::Add:
@@ -707,8 +694,7 @@ std::string pointwise_source(const PointwiseSpec& spec) {
       } else if (in.op == Prim::Param) {
         lanes(param_expr(in, "a.k"), param_expr(in, "a.k"));
       } else {
-        const std::string e = instr_expr(k, in);
-        lanes(lane_names(e, 0), lane_names(e, 1));
+        lanes(instr_expr(k, in, 0), instr_expr(k, in, 1));
       }
     }
     for (size_t o = 0; o < nout; ++o) {
