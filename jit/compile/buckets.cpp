@@ -2,12 +2,15 @@
 
 #include "jit/compile/buckets.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "jit/compile/bucket_rows.h"
 #include "jit/compile/instance.h"
 #include "jit/compile/tracing.h"
 #include "kiln/logging.h"
@@ -155,6 +158,23 @@ std::string differs(const Tensor& got, const Tensor& want,
   return "";
 }
 
+// An uninitialized tensor of `sizes`, dense, its dims in memory in the order
+// of `like`'s strides (Note [Buckets]: a transposed argument padded stays
+// transposed).
+Tensor empty_in_order(const std::vector<int64_t>& sizes, const Tensor& like,
+                      const TensorOptions& options) {
+  std::vector<int64_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::vector<int64_t> in_memory(sizes.size()), back(sizes.size());
+  for (size_t j = 0; j < order.size(); ++j) {
+    in_memory[j] = sizes[static_cast<size_t>(order[j])];
+    back[static_cast<size_t>(order[j])] = static_cast<int64_t>(j);
+  }
+  return kiln::empty(in_memory, options).permute(back);
+}
+
 }  // namespace
 
 Buckets::Buckets(const Options& options, Report report)
@@ -176,12 +196,12 @@ void Buckets::turn_off(const std::string& why) {
 }
 
 std::optional<std::vector<Tensor>> Buckets::call(const std::vector<IValue>& args, boxed::Body body,
-                                                 const Run& run) {
+                                                 const Run& run, const Known& known) {
   int64_t size = 0, bucket = 0;
   std::vector<IValue> padded = pad(args, &size, &bucket);
   if (padded.empty()) return std::nullopt;
   const std::vector<int64_t> key = describe(args);
-  {
+  if (known(padded)) {
     std::shared_lock<std::shared_mutex> lock(mu_);
     auto it = sizes_.find(key);
     if (it != sizes_.end()) {
@@ -191,6 +211,34 @@ std::optional<std::vector<Tensor>> Buckets::call(const std::vector<IValue>& args
     }
   }
   return first_call(args, padded, key, body, run);
+}
+
+std::string Buckets::rows_at_bucket(const std::vector<IValue>& args,
+                                    const std::vector<IValue>& padded, const Pristine& own,
+                                    boxed::Body body, bool writes) {
+  Traced at_bucket;
+  try {
+    at_bucket = trace_function(padded, body, /*run_if_thrown=*/false);
+  } catch (const std::exception& e) {
+    return std::string("the function fails at the padded size (") + e.what() + ")";
+  } catch (...) {
+    return "the function fails at the padded size";
+  }
+  if (at_bucket.broken) {  // it ran, padded
+    if (!writes) return "its trace breaks at the padded size (" + at_bucket.break_reason + ")";
+    turn_off("its trace breaks at the padded size (" + at_bucket.break_reason + ")");
+    throw Error("[jit::compile] " + options_.name +
+                ": expected a function whose trace at a bucket's size does not break, "
+                "got one that breaks (" +
+                at_bucket.break_reason +
+                "); it ran padded, and "
+                "buckets are off for it from now on");
+  }
+  const Pristine bucket = make_pristine(std::move(at_bucket));
+  // A write into the caller's memory is judged first: where it lands.
+  std::string why = writes ? padded_writes_differ(args, padded, own, bucket) : "";
+  if (why.empty()) why = padded_rows_mix(own, bucket);
+  return why;
 }
 
 std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
@@ -212,8 +260,14 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
       sizes.emplace_back(std::nullopt);
     }
   }
+  const bool writes = !visible_writes(own).empty();
+  // Note [Rows along the padded dim]: decided before anything runs padded.
+  if (std::string why = rows_at_bucket(args, padded, own, body, writes); !why.empty()) {
+    turn_off(why);
+    return run(args);
+  }
   std::vector<Tensor> results;
-  if (visible_writes(own).empty()) {  // it can run once more unseen
+  if (!writes) {  // it can run once more unseen
     // The trace at the call's own sizes gives the exact results; padding must not change them.
     Instance exact_run(own, {.graphs = false, .name = options_.name + ": at the call's own sizes"});
     std::vector<Tensor> exact = exact_run.run(args);
@@ -232,7 +286,7 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
         probes.push_back(run(probe));
       }
       if (!probes.empty()) got = run(padded);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       turn_off(std::string("the function fails at the padded size (") + e.what() + ")");
       return exact;
     }
@@ -268,28 +322,10 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
     }
     results = narrow(std::move(got), sizes);
   } else {
-    // The trace at the bucket's sizes (nothing runs) must write what the
-    // call's own would, where the caller can see it.
-    Traced at_bucket = trace_function(padded, body);
-    if (at_bucket.broken) {  // it ran, padded: as a padded call that fails
-      turn_off("its trace breaks at the padded size (" + at_bucket.break_reason + ")");
-      throw Error("[jit::compile] " + options_.name +
-                  ": expected a function whose trace at a bucket's size does not break, "
-                  "got one that breaks (" +
-                  at_bucket.break_reason +
-                  "); it ran padded, and "
-                  "buckets are off for it from now on");
-    }
-    if (std::string why =
-            padded_writes_differ(args, padded, own, make_pristine(std::move(at_bucket)));
-        !why.empty()) {
-      turn_off(why);
-      return run(args);
-    }
     std::vector<Tensor> got;
     try {
       got = run(padded);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       // What it wrote before failing stays written: nothing to run again.
       turn_off(std::string("the function fails at the padded size (") + e.what() + ")");
       throw;
@@ -380,7 +416,12 @@ std::vector<IValue> Buckets::pad(const std::vector<IValue>& args, int64_t* size,
     const TensorOptions options = TensorOptions(t->dtype()).device(t->device());
     const bool fills = fill != 0 && t->is_floating_point();
     if (fills && filled) *filled = true;
-    Tensor p = fills ? kiln::full(sizes, fill, options) : kiln::zeros(sizes, options);
+    Tensor p = empty_in_order(sizes, *t, options);
+    if (fills) {
+      p.fill_(fill);
+    } else {
+      p.zero_();
+    }
     p.narrow(target.dim, 0, *size).copy_(*t);
     *t = std::move(p);
     if (target.element < 0) padded[target.input] = IValue(std::move(single));

@@ -15,7 +15,14 @@
 // those sizes without running it, which gives its results' sizes; a padded
 // result is narrowed wherever its size differs (any dim, not only dim 0, and
 // never a result that does not follow the padded dim, such as a weight's
-// view). When the trace writes nothing but its own results, that first call
+// view). It also traces the function at the bucket's sizes and compares the
+// two traces op by op (Note [Rows along the padded dim] in bucket_rows.h):
+// an op that mixes rows, a function that fails or branches at the padded
+// size, turns buckets off before anything ran padded. The padded arguments
+// keep the caller's order of dims in memory, so that a function that copies
+// a transposed argument does so at both sizes. Past that proof, the data
+// checks below stay, for what a trace cannot show. When the trace writes
+// nothing but its own results, that first call
 // also runs the trace at the call's sizes and compares: a result that
 // padding changed (rows that mix), or a padded call that fails, turns
 // buckets off for the function, said once on the recompile log and in
@@ -67,6 +74,8 @@
 
 namespace kiln::jit {
 
+struct Pristine;
+
 class Buckets {
  public:
   // Runs arguments (padded or not) through the compiled function's cache.
@@ -78,10 +87,15 @@ class Buckets {
 
   // Whether calls are padded: buckets were given and not turned off.
   bool on() const;
+  // Whether an entry's guards hold for these arguments (no new entry to build).
+  using Known = std::function<bool(const std::vector<IValue>&)>;
+
   // The call's results, computed padded through `run`; nullopt when the call
   // is not padded (no dynamic dim, past the largest bucket, a bucket's size).
+  // Sizes learned for an entry serve only arguments that `known` says reach
+  // one: a new entry (a captured tensor replaced) learns them again.
   std::optional<std::vector<Tensor>> call(const std::vector<IValue>& args, boxed::Body body,
-                                          const Run& run);
+                                          const Run& run, const Known& known);
   // Forgets the results' sizes learned so far (a new entry may give others).
   void forget();
 
@@ -94,6 +108,11 @@ class Buckets {
   // whether one took it).
   std::vector<IValue> pad(const std::vector<IValue>& args, int64_t* size, int64_t* bucket,
                           double fill = 0, bool* filled = nullptr) const;
+  // Why the function cannot run padded (Note [Rows along the padded dim]),
+  // from its trace at the bucket's sizes, or "". `writes`: `own` writes the
+  // caller's memory.
+  std::string rows_at_bucket(const std::vector<IValue>& args, const std::vector<IValue>& padded,
+                             const Pristine& own, boxed::Body body, bool writes);
   std::vector<Tensor> first_call(const std::vector<IValue>& args, const std::vector<IValue>& padded,
                                  const std::vector<int64_t>& key, boxed::Body body, const Run& run);
   // `results` of a padded call narrowed to `sizes`; raises kiln::Error (and

@@ -260,6 +260,7 @@ struct boxed::CompiledCore::Impl {
   std::vector<std::shared_ptr<Entry>> entries;
   std::mutex compile_mu;             // one entry built at a time
   std::vector<DynamicDim> dynamic;   // grows: marked, and automatic
+  std::vector<bool> automatic;       // per dynamic dim: lifted by automatic_dynamic
   std::vector<int> dynamic_offsets;  // arguments whose storage offset changed (automatic)
   bool limit_warned = false;
 
@@ -379,6 +380,7 @@ CompiledCore::CompiledCore(Options options) : impl_(std::make_unique<Impl>()) {
   }
   impl_->verify = options.verify || verify_everywhere();
   impl_->dynamic = options.dynamic;
+  impl_->automatic.assign(options.dynamic.size(), false);
   impl_->options = std::move(options);
 }
 
@@ -433,6 +435,7 @@ void CompiledCore::mark_dynamic(int input, int64_t dim) {
              ": expected mark_dynamic of argument 0 and up, got argument ", input);
   std::lock_guard<std::mutex> lock(impl_->compile_mu);
   impl_->dynamic.push_back({input, dim});
+  impl_->automatic.push_back(false);
 }
 
 CompileStats CompiledCore::stats() const {
@@ -495,8 +498,8 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
   if (m.buckets.on() && is_lazy()) {
     bool hit_counted = false;
     std::optional<std::vector<Tensor>> padded = m.buckets.call(
-        args, body,
-        [&](const std::vector<IValue>& a) { return m.dispatch(a, body, &hit_counted); });
+        args, body, [&](const std::vector<IValue>& a) { return m.dispatch(a, body, &hit_counted); },
+        [&](const std::vector<IValue>& a) { return m.lookup(a) != nullptr; });
     if (padded) return std::move(*padded);
   }
   return m.dispatch(args, body);
@@ -523,6 +526,9 @@ void boxed::CompiledCore::Impl::check_arguments(const std::vector<IValue>& args)
   auto arg_name = [&](size_t i) { return argument_name(i, "argument"); };
   KILN_CHECK(args.size() == kinds.size(), "[jit::compile] ", options.name, ": expected ",
              kinds.size(), " arguments (as in its first call), got ", args.size());
+  KILN_CHECK(options.input_names.size() <= args.size(), "[jit::compile] ", options.name,
+             ": expected at most one of Options::input_names per argument (", args.size(),
+             "), got ", options.input_names.size());
   for (size_t i = 0; i < args.size(); ++i) {
     KILN_CHECK(args[i].tag() == kinds[i], "[jit::compile] ", options.name, ": ", arg_name(i),
                " expected ", IValue::tag_name(kinds[i]), " (as in its first call), got ",
@@ -559,14 +565,17 @@ guards::DynamicDims boxed::CompiledCore::Impl::dynamic_for(const std::vector<IVa
                    : std::string());
     d.scalars[i] = true;
   }
-  for (const DynamicDim& dd : dynamic) {
+  for (size_t j = 0; j < dynamic.size(); ++j) {
+    const DynamicDim& dd = dynamic[j];
     const auto k = static_cast<size_t>(dd.input);
     KILN_CHECK(k < args.size() && (args[k].is_tensor() || args[k].is_tensor_list()), who,
                "dynamic dims (Options::dynamic, mark_dynamic) of tensor arguments, got argument ",
                dd.input, " of a call with ", args.size(), " arguments",
                k < args.size() ? std::string(" (a ") + args[k].type_name() + ")" : std::string());
     const IValue& a = args[dd.input];
-    if (a.is_tensor() && a.to_tensor().defined()) {
+    // A dim kiln lifted itself names no contract: a call of another rank
+    // simply misses the entry's guards.
+    if (a.is_tensor() && a.to_tensor().defined() && !automatic[j]) {
       const int64_t rank = a.to_tensor().dim();
       KILN_CHECK(dd.dim >= -rank && dd.dim < rank, who, "dynamic dim ", dd.dim, " of argument ",
                  dd.input, " within its rank, got a tensor of rank ", rank);
@@ -935,6 +944,7 @@ std::string boxed::CompiledCore::Impl::lift(const guards::Moved& moved, int fail
   std::vector<std::string> parts, already;
   for (const auto& [input, dim] : moved.dims) {
     dynamic.push_back({input, dim});
+    automatic.push_back(true);
     (declared(input, dim) ? already : parts).push_back("dim " + std::to_string(dim) + whose(input));
   }
   for (int input : moved.offsets) {

@@ -134,6 +134,32 @@ Tensor unstand(const Tensor& out, const std::unordered_map<const StorageImpl*, T
                                                out.storage_offset()));
 }
 
+// Forgets what `trace` recorded without running it: the storages it would
+// have written keep their values (their markers go), and the stand-ins
+// give back the memory they borrowed.
+void drop_unrun(TraceBuffer& trace, const std::vector<Tensor>& stand_ins) {
+  const PendingValue* marker = trace.marker();
+  auto clear = [&](const Tensor& t) {
+    StorageImpl* s = t.defined() ? t.impl()->storage().get() : nullptr;
+    if (s && s->pending() && s->pending().get() == marker) s->set_pending(nullptr);
+  };
+  std::vector<Node> nodes = trace.take_nodes();
+  for (const Node& n : nodes) {
+    for (const IValue& v : n.args) {
+      if (v.is_tensor()) clear(v.to_tensor());
+      if (v.is_tensor_list()) {
+        for (const Tensor& t : v.to_tensor_list()) clear(t);
+      }
+    }
+    for (const Tensor& t : n.outputs) clear(t);
+  }
+  for (const Tensor& t : stand_ins) {
+    if (!t.defined()) continue;
+    t.impl()->storage()->set_pending(nullptr);
+    t.impl()->storage()->reset_data();
+  }
+}
+
 }  // namespace
 
 bool is_tracing() {
@@ -170,7 +196,7 @@ int64_t scalar_key(const IValue& a) {
   return 0;
 }
 
-Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
+Traced trace_function(const std::vector<IValue>& args, boxed::Body body, bool run_if_thrown) {
   Traced result;
   const std::vector<const Tensor*> real_args = tensor_arguments(args);
   Session session;
@@ -247,10 +273,14 @@ Traced trace_function(const std::vector<IValue>& args, boxed::Body body) {
       outputs = body.call(body.self, in);
     } catch (...) {
       trace.set_observer(nullptr);
-      try {
-        trace.flush();
-      } catch (const Error& e) {
-        KILN_LOG(Recompiles, "a trace interrupted by an exception failed too: ", e.what());
+      if (run_if_thrown) {
+        try {
+          trace.flush();
+        } catch (const Error& e) {
+          KILN_LOG(Recompiles, "a trace interrupted by an exception failed too: ", e.what());
+        }
+      } else {
+        drop_unrun(trace, result.stand_ins);
       }
       trace.drop_marker();
       throw;

@@ -99,8 +99,11 @@ struct Traced {
 // it has run and `outputs` are the call's results (stand-ins replaced by the
 // arguments); otherwise nothing has run and the nodes are handed back with
 // their storages still pending. If `body` throws, what it recorded runs (as
-// lazy mode would have run it) and the exception propagates.
-Traced trace_function(const std::vector<IValue>& args, boxed::Body body);
+// lazy mode would have run it) and the exception propagates; with
+// `run_if_thrown` false it is dropped instead, nothing it wrote changed (a
+// trace that only asks what the function would do, Note [Rows along the
+// padded dim]).
+Traced trace_function(const std::vector<IValue>& args, boxed::Body body, bool run_if_thrown = true);
 
 // True while this thread traces a compiled function.
 bool is_tracing();

@@ -93,6 +93,10 @@ TEST(CompileErrors, OptionsThatMeanNothing) {
   EXPECT_KILN_ERROR(rank.mark_dynamic(-2, 0), "mark_dynamic of argument 0 and up, got argument -2");
   auto fine = kiln::jit::compile(body, {.name = "fine", .dynamic = {{0, -1}}});
   EXPECT_TENSOR_CLOSE(fine(x), kiln::full({3, 2}, 2.0));
+  auto names = kiln::jit::compile(body, {.name = "names", .input_names = {"x", "y"}});
+  EXPECT_KILN_ERROR(names(x),
+                    "[jit::compile] names: expected at most one of Options::input_names per "
+                    "argument (1), got 2");
 }
 
 }  // namespace
