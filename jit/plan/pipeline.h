@@ -39,7 +39,9 @@ namespace kiln::jit {
 //   no tensor anyone holds, the next materialization on the thread that
 //   recorded it (item(), data_ptr() or a copy to the host of a pending
 //   tensor, kiln::sync(), jit::flush()) raises it once: "[lazy] op N 'index_select' failed and
-//   nothing held its result: ...". An error reaches a held tensor also through
+//   nothing held its result: ..."; or an op that raises at its call before
+//   that carries it in its own error (Note [A failed call settles its
+//   thread's dead work] in jit/record/lazy_kernel.cpp). An error reaches a held tensor also through
 //   another one: a skipped step that read several failed storages carries the
 //   first one's error, which stands for all of them (the holder of `a + b`,
 //   both of whose inputs failed, hears of a's failure and is done); so does

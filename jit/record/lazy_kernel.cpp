@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
+#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -340,7 +342,10 @@ bool cuda_by_fallback(const OperatorEntry& op) {
 // plan runs each call, and each run draws from the generator then, at its
 // call, as eager mode would. (Run at once while tracing, a random op's result
 // was a constant of the trace: every call returned the same numbers.)
-void lazy_fallback(const OperatorEntry& op, Stack& stack) {
+namespace {
+
+// Records `op` (or runs it at once where it cannot be deferred).
+void record_op(const OperatorEntry& op, Stack& stack) {
   if (draws_random(op.schema()) && !TraceBuffer::current().observed()) {
     ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
     stack = call_normalized(op, std::move(stack));
@@ -454,6 +459,68 @@ void lazy_fallback(const OperatorEntry& op, Stack& stack) {
   TraceBuffer::current().append(std::move(node));
   count_recorded();
   stack = std::move(results);
+}
+
+}  // namespace
+
+namespace {
+
+// Note [A failed call settles its thread's dead work]
+// An op that raises while it is recorded (a shape check, an input that
+// carries an earlier failure) ends the request that called it. Ops recorded
+// before it whose results nobody holds, but that check values, still run
+// (Note [Failures in a trace]), and their errors used to surface at the
+// thread's next materialization: in the thread's next request, unrelated to
+// the one that recorded them (a bad token id recorded, then the request
+// stopped by a poisoned cache; the next request, valid, raised the id's
+// error). So the outermost op that raises while recording runs the thread's
+// own trace at once (not a traced function's) and adds those errors to its
+// own: each is raised once, by the request that caused it. A kiln::Error of
+// a derived type keeps its type, and those errors then go to the log.
+thread_local int t_recording_depth = 0;
+
+std::exception_ptr settle_dead_work(std::exception_ptr failed) {
+  if (TraceBuffer::scoped() || plan_running()) return failed;
+  TraceBuffer& trace = TraceBuffer::current();
+  try {
+    trace.flush({"an op raised while it was recorded"});
+  } catch (const std::exception& e) {
+    KILN_LOG(Perf, "running the trace after an op raised failed too: ", e.what());
+  }
+  std::string owed;
+  while (std::exception_ptr e = trace.take_unclaimed()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      owed += (owed.empty() ? "" : "; ") + std::string(x.what());
+    }
+  }
+  if (owed.empty()) return failed;
+  try {
+    std::rethrow_exception(failed);
+  } catch (const Error& e) {
+    if (typeid(e) == typeid(Error)) {
+      return std::make_exception_ptr(
+          Error(std::string(e.what()) + " (and before it on this thread: " + owed + ")"));
+    }
+  } catch (...) {
+  }
+  KILN_LOG(Perf, "an op raised while recorded; before it on this thread: ", owed);
+  return failed;
+}
+
+}  // namespace
+
+void lazy_fallback(const OperatorEntry& op, Stack& stack) {
+  ++t_recording_depth;
+  try {
+    record_op(op, stack);
+  } catch (...) {
+    if (--t_recording_depth == 0)
+      std::rethrow_exception(settle_dead_work(std::current_exception()));
+    throw;
+  }
+  --t_recording_depth;
 }
 
 namespace {

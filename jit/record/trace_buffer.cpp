@@ -199,6 +199,10 @@ namespace {
 thread_local bool t_trace_gone = false;
 }  // namespace
 
+bool TraceBuffer::scoped() {
+  return t_scoped != nullptr;
+}
+
 TraceBuffer& TraceBuffer::current() {
   if (t_scoped) return *t_scoped;
   if (t_trace_gone) {

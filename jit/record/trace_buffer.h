@@ -180,6 +180,9 @@ class TraceBuffer final : public RefCounted {
   // The calling thread's trace: the one a TraceScope installed, else its own
   // (created on first use).
   static TraceBuffer& current();
+  // Whether a TraceScope installed the calling thread's trace (a traced
+  // function's, not the thread's own).
+  static bool scoped();
 
   // Appends a node and marks what it writes (its fresh outputs: those on no
   // argument's storage; its written arguments) as written by this trace. An

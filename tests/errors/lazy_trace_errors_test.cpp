@@ -303,6 +303,43 @@ TEST_P(LazyTraceErrors, AResultOfTwoFailuresClaimsBoth) {
   kiln::sync();
 }
 
+// Note [A failed call settles its thread's dead work]: a request that an op
+// raising at its call ends (a shape error) takes the failures of what it
+// recorded before; the thread's next request, valid, raises nothing of it.
+TEST_P(LazyTraceErrors, ARequestEndedByARaisingOpTakesItsOwnFailures) {
+  Tensor x = input(17);
+  const auto index = [] { return kiln::full({2}, 7, kiln::TensorOptions(kiln::kInt64)); };
+  // The bad gather still held by the request when the shape error comes.
+  auto held = [&] {
+    Tensor picked = kiln::index_select(x, 0, index());
+    return kiln::add(picked, kiln::ones({4, 4}));
+  };
+  // The bad gather dropped before the shape error.
+  auto dropped = [&] {
+    (void)kiln::index_select(x, 0, index());
+    return kiln::add(x, kiln::ones({4, 4}));
+  };
+  if (!lazy()) {
+    EXPECT_KILN_ERROR(held(), kBadIndex);
+    EXPECT_KILN_ERROR(dropped(), kBadIndex);
+    return;
+  }
+  EXPECT_KILN_ERROR(held(), "cannot broadcast");
+  EXPECT_EQ((kiln::ones({3}) * 2.0f).sum().item<float>(), 6.0f);
+  try {
+    (void)dropped();
+    ADD_FAILURE() << "expected a kiln::Error";
+  } catch (const kiln::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cannot broadcast"), std::string::npos) << what;
+    EXPECT_NE(what.find("and before it on this thread: [lazy] op "), std::string::npos) << what;
+    EXPECT_NE(what.find("'index_select' failed and nothing held its result"), std::string::npos)
+        << what;
+  }
+  EXPECT_EQ((kiln::ones({3}) * 2.0f).sum().item<float>(), 6.0f);
+  kiln::sync();
+}
+
 // A thread's dropped failure is its own: another thread's reads do not raise it.
 TEST_P(LazyTraceErrors, ADroppedFailureBelongsToItsThread) {
   if (!lazy()) GTEST_SKIP() << "eager mode raises at the call";
