@@ -426,6 +426,12 @@ Instance::Instance(const Pristine& pristine, InstanceOptions options)
       if (n.args[w].is_tensor()) written_.insert(n.args[w].to_tensor().impl()->storage().get());
     }
   }
+  for (size_t k = 0; k < bindings_.size(); ++k) {
+    if (bindings_[k] && written_.count(bindings_[k].get())) written_args_.push_back(k);
+  }
+  for (const StorageImpl* s : written_) {
+    if (pristine.captured.count(s)) written_captured_.push_back(s);
+  }
   // Memory every run takes anew: results and what extern steps allocate.
   std::unordered_set<const StorageImpl*> bound, seen;
   for (const auto& b : bindings_) bound.insert(b.get());
@@ -599,6 +605,12 @@ std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
   std::vector<const Tensor*> tensors = tensor_arguments(args);
   order_after_previous_run();
   bind_arguments(tensors);
+  if (!written_args_.empty() || !written_captured_.empty()) {
+    // Rule 6: another thread's recorded reads of what this run writes run first.
+    std::vector<const StorageImpl*> written(written_captured_);
+    for (size_t k : written_args_) written.push_back(tensors[k]->impl()->storage().get());
+    TraceBuffer::flush_readers_of(written);
+  }
   bind.stop();
   const bool graphs =
       options_.graphs && device_.is_cuda() && single_device_ &&

@@ -240,6 +240,10 @@ class Instance {
   // [Opaque steps]): copied through the graph's buffers.
   std::unordered_set<const StorageImpl*> opaque_touched_;
   std::unordered_set<const StorageImpl*> written_;  // storages some node writes
+  // Rule 6 of Note [Pending state across threads]: the tensor arguments and
+  // captured storages some node writes, whose readers on other threads run first.
+  std::vector<size_t> written_args_;
+  std::vector<const StorageImpl*> written_captured_;
   int runs_ = 0;
   // Note [Capture retries]: failed captures after the first run, and the run
   // from which the next may be tried.

@@ -26,6 +26,9 @@ std::unordered_set<const StorageImpl*> external_storages(const std::vector<Node>
     const StorageImpl* s = handles[i]->storage().get();
     if (!s) continue;
     impls_on_storage.push_back(s);
+    // Memory the caller owns sees every write (a result copied into a
+    // from_blob buffer, its tensor dropped at once).
+    if (s->wraps_caller_memory()) live.insert(s);
     if (handles[i]->use_count() > static_cast<int32_t>(j - i)) live.insert(s);
   }
   std::sort(impls_on_storage.begin(), impls_on_storage.end());

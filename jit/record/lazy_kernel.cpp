@@ -557,11 +557,20 @@ void flush_and_raise() {
   if (std::exception_ptr e = trace.take_unclaimed()) std::rethrow_exception(e);
 }
 
+// kiln::sync() waits for every queued op: other threads' recorded ones too
+// (their failures stay theirs).
+void sync_all_and_raise() {
+  TraceBuffer& trace = TraceBuffer::current();
+  trace.flush();
+  if (!TraceBuffer::scoped()) TraceBuffer::flush_all_threads();
+  if (std::exception_ptr e = trace.take_unclaimed()) std::rethrow_exception(e);
+}
+
 // Runs at library load: installs the hooks and turns lazy mode on unless KILN_EAGER=1.
 struct Install {
   Install() {
     set_materialize_hook(&materialize);
-    set_sync_hook(&flush_and_raise);
+    set_sync_hook(&sync_all_and_raise);
     if (!env_flag("KILN_EAGER", false)) detail::g_default_keys |= key_bit(DispatchKey::Lazy);
   }
 } g_install;

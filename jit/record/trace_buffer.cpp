@@ -428,6 +428,41 @@ IntrusivePtr<TraceBuffer> TraceBuffer::reader_of_written(const Node& node) {
   return {};
 }
 
+void TraceBuffer::flush_readers_of(const std::vector<const StorageImpl*>& written) {
+  TraceRegistry& r = TraceRegistry::get();
+  if (written.empty() || plan_running()) return;
+  const TraceBuffer* own = &current();
+  for (;;) {
+    if (r.reading.load(std::memory_order_acquire) == 0) return;
+    IntrusivePtr<TraceBuffer> reader;
+    {
+      std::lock_guard<std::mutex> lock(r.mu);
+      for (const StorageImpl* s : written) {
+        const uint32_t bit = read_bit(s);
+        for (const IntrusivePtr<TraceBuffer>& t : r.traces) {
+          if (t.get() != own && t->may_read(bit)) reader = t;
+        }
+        if (reader) break;
+      }
+    }
+    if (!reader) return;
+    reader->flush({"a compiled call writes a tensor it reads"});
+  }
+}
+
+void TraceBuffer::flush_all_threads() {
+  std::vector<IntrusivePtr<TraceBuffer>> traces;
+  {
+    TraceRegistry& r = TraceRegistry::get();
+    std::lock_guard<std::mutex> lock(r.mu);
+    traces = r.traces;
+  }
+  const TraceBuffer* own = &current();
+  for (const IntrusivePtr<TraceBuffer>& t : traces) {
+    if (t.get() != own) t->flush({"kiln::sync() on another thread"});
+  }
+}
+
 void TraceBuffer::append(Node&& node) {
   for (;;) {
     StorageImpl* wait = nullptr;

@@ -93,7 +93,9 @@ std::vector<Tensor> node_outputs();
 //    records `x.add_(1)`: y is computed from the old x). Each thread's trace
 //    keeps a filter of the storages its nodes read (Note [Reads across
 //    traces]); a write checks the other threads' filters, and a hit flushes
-//    that trace, holding no trace lock, as rule 3 does.
+//    that trace, holding no trace lock, as rule 3 does. A compiled call's
+//    run checks them for the arguments and captured tensors its plan
+//    writes (flush_readers_of), and kiln::sync() runs every thread's trace.
 // Not covered: a host write through data_ptr(), an eager write on another
 // thread (inside its EagerGuard), or a write while jit::compile traces,
 // to a storage a pending trace reads: write such memory once what reads it
@@ -183,6 +185,15 @@ class TraceBuffer final : public RefCounted {
   // Whether a TraceScope installed the calling thread's trace (a traced
   // function's, not the thread's own).
   static bool scoped();
+  // Rule 6 for work that runs outside any trace (a compiled call's plan):
+  // runs first each other thread's trace that has recorded a read, not yet
+  // run, of one of `written`. Holds no trace lock; cheap when no other
+  // thread has reads pending.
+  static void flush_readers_of(const std::vector<const StorageImpl*>& written);
+  // Runs every thread's own trace (kiln::sync()): a failed step's error
+  // stays with what it should have written, and one that nothing held with
+  // the thread that recorded it.
+  static void flush_all_threads();
 
   // Appends a node and marks what it writes (its fresh outputs: those on no
   // argument's storage; its written arguments) as written by this trace. An

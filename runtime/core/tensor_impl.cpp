@@ -243,6 +243,10 @@ IntrusivePtr<StorageImpl> StorageImpl::allocate(size_t nbytes, Device device) {
   return IntrusivePtr<StorageImpl>::make(p.ptr, nbytes, device, p.ctx, p.deleter);
 }
 
+bool StorageImpl::wraps_caller_memory() const {
+  return deleter_ == &delete_blob;
+}
+
 IntrusivePtr<StorageImpl> StorageImpl::from_blob(void* data, size_t nbytes, Device device,
                                                  std::function<void(void*)> deleter) {
   auto* ctx = new BlobContext{std::move(deleter)};

@@ -77,6 +77,9 @@ class KILN_API StorageImpl : public RefCounted {
   // the same bytes, so lazy mode cannot order this storage's reads and writes
   // by storage alone.
   bool shares_memory() const { return shares_memory_.load(std::memory_order_acquire); }
+  // Whether this storage wraps memory the caller owns (from_blob): a write to
+  // it is seen outside whether or not a tensor of it is still held.
+  bool wraps_caller_memory() const;
   void mark_shares_memory() {
     any_shares_memory_.store(true, std::memory_order_release);
     shares_memory_.store(true, std::memory_order_release);

@@ -374,4 +374,106 @@ TEST(SharedTensors, AChainOfThreadsExtendsPendingWork) {
   EXPECT_TENSOR_CLOSE(t, kiln::full({4, 4}, expected));
 }
 
+// Memory the caller owns (from_blob) sees every write, whether or not a
+// tensor of it is still held when the trace runs: a result copied into the
+// caller's buffer, a write through a dropped tensor whose deleter then reads
+// the memory, and the same on a thread that exits with it pending.
+TEST(SharedTensors, WritesIntoCallerMemoryAreKeptWhenNobodyHoldsTheTensor) {
+  float out[4] = {0, 0, 0, 0};
+  Tensor y = kiln::arange(0, 4).to(kiln::kFloat32) * 10.0f;
+  kiln::from_blob(out, {4}, kiln::kFloat32).copy_(y);
+  kiln::sync();
+  EXPECT_EQ(out[3], 30.0f);
+  float host[4] = {1, 2, 3, 4};
+  float seen = 0;
+  {
+    Tensor b = kiln::from_blob(host, {4}, kiln::kFloat32,
+                               [&](void* p) { seen = static_cast<float*>(p)[3]; });
+    b.mul_(5.0f);
+  }
+  kiln::sync();
+  EXPECT_EQ(host[0], 5.0f);
+  EXPECT_EQ(seen, 20.0f);  // the deleter ran after the write
+  float far[2] = {0, 0};
+  std::thread([&] { kiln::from_blob(far, {2}, kiln::kFloat32).fill_(7.0f); }).join();
+  EXPECT_EQ(far[1], 7.0f);
+}
+
+// kiln::sync() runs what every thread recorded: a host write after it cannot
+// reach a read another live thread recorded before.
+TEST(SharedTensors, SyncRunsOtherThreadsRecordedWork) {
+  Tensor x = kiln::ones({4});
+  kiln::sync();
+  Tensor y;
+  float out[4] = {0, 0, 0, 0};
+  Tensor o = kiln::from_blob(out, {4}, kiln::kFloat32);
+  Channel<int> recorded, finish;
+  std::thread worker([&] {
+    y = x * 2.0f;
+    o.copy_(kiln::full({4}, 7.0f));
+    recorded.push(1);
+    (void)finish.pop();  // alive, its trace unrun, until the checks are done
+  });
+  (void)recorded.pop();
+  kiln::sync();
+  x.data_ptr<float>()[0] = 100.0f;
+  EXPECT_EQ(out[2], 7.0f);
+  EXPECT_EQ(y[0].item<float>(), 2.0f);
+  finish.push(1);
+  worker.join();
+}
+
+// Rule 6 for compiled calls: a compiled function that writes an argument or
+// a captured tensor runs after another live thread's recorded reads of it.
+TEST(SharedTensors, CompiledWritesWaitForOtherThreadsReads) {
+  Tensor cache = kiln::zeros({8});
+  auto bump = kiln::jit::compile(
+      [](const Tensor& x) {
+        Tensor w = x;
+        w.add_(1.0f);
+        return w * 2.0f;
+      },
+      {.name = "bump"});
+  auto into_cache = kiln::jit::compile(
+      [&](const Tensor& x) {
+        cache.add_(x);
+        return x * 1.0f;
+      },
+      {.name = "into_cache"});
+  {
+    Tensor warm = kiln::zeros({8});
+    (void)bump(warm);
+    (void)bump(warm);
+    (void)into_cache(warm);
+    (void)into_cache(warm);
+  }
+  int wrong = 0;
+  for (int round = 0; round < scaled(20); ++round) {
+    Tensor x = kiln::ones({8});
+    {
+      kiln::EagerGuard eager;
+      cache.fill_(1.0f);
+    }
+    kiln::sync();
+    Tensor y, z;
+    Channel<int> recorded, finish;
+    std::thread reader([&] {
+      y = x * 3.0f;  // reads of x and of the cache, recorded, not run
+      z = cache * 3.0f;
+      recorded.push(1);
+      (void)finish.pop();
+    });
+    (void)recorded.pop();
+    Tensor b = bump(x);
+    Tensor c = into_cache(kiln::ones({8}));
+    finish.push(1);
+    reader.join();
+    if (y.sum().item<float>() != 24.0f || z.sum().item<float>() != 24.0f) ++wrong;
+    EXPECT_EQ(b.sum().item<float>(), 32.0f);
+    EXPECT_EQ(cache.sum().item<float>(), 16.0f);
+    (void)c;
+  }
+  EXPECT_EQ(wrong, 0) << "of " << scaled(20) << " rounds";
+}
+
 }  // namespace
