@@ -107,6 +107,10 @@ class KvWriteFolder {
     attn.args = {attn.args[0],         attn.args[1],         attn.args[2],    attn.args[3],
                  IValue(std::move(k)), IValue(std::move(v)), std::move(scale)};
     attn.written = {1, 2};
+    // The writes' errors keep their callers' names (write_kv's).
+    for (size_t w : {wk, wv}) {
+      attn.renames.insert(attn.renames.end(), nodes_[w].renames.begin(), nodes_[w].renames.end());
+    }
     erased_[wk] = erased_[wv] = true;
     return 2;
   }

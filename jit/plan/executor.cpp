@@ -33,7 +33,8 @@ void bind_output(const Tensor& lazy, const Tensor& result) {
 
 void execute_node(const Node& node) {
   ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
-  Stack out = call_normalized(*node.op, node.args);
+  // Errors name the op the user called (Note [Composite ops name themselves]).
+  Stack out = RenameScopes::run(node.renames, [&] { return call_normalized(*node.op, node.args); });
   std::vector<Tensor> results;
   for (IValue& v : out) {
     if (v.is_tensor()) {
@@ -58,6 +59,8 @@ void execute_node_into(const Node& node, const OperatorEntry& out_op) {
   args.emplace_back(out);
   try {
     ExcludeKeyGuard no_lazy(DispatchKey::Lazy);
+    RenameScopes scopes(
+        node.renames);  // a device check's message (Note [Composite ops name themselves])
     call_normalized(out_op, std::move(args));
   } catch (const Error&) {
     // Errors name the op the user called (index_select, not index_select.out):

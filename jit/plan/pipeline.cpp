@@ -401,6 +401,9 @@ const PendingValue* running_marker() {
 
 RunFailures run_plan(const Plan& plan, StepObserver* observer) {
   Running running(t_running_marker);
+  // Steps run under their own ops' scopes, not the caller's (a flush inside a
+  // composite: Note [Composite ops name themselves]).
+  const RenameScopes no_scopes(ErrorRenames{});
   RunFailures out;
   Failures f(plan, out);
   kiln::detail::DeferredChecks checks;  // Note [Device checks at the end of a run]

@@ -483,6 +483,7 @@ void TraceBuffer::append(Node&& node) {
             TraceRegistry::get().reading.fetch_add(1, std::memory_order_acq_rel);
           }
           node.id = next_id_++;
+          if (detail::innermost_rename()) node.renames = open_renames();
           nodes_.push_back(std::move(node));
           if (nodes_.size() >= kMaxNodes && !observer_) flush_locked({"the trace is full"});
           return;

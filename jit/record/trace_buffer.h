@@ -24,6 +24,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/tensor.h"
+#include "runtime/core/composite_errors.h"
 
 namespace kiln::jit {
 
@@ -51,6 +52,8 @@ struct Node {
   std::vector<int> written;     // indices into args of arguments the op writes
   Device device;                // where it runs
   uint32_t id = 0;
+  ErrorRenames
+      renames;  // rename_errors scopes open at the call (Note [Composite ops name themselves])
 };
 
 // Empty buffers for a new node, from the thread's spares when it has some.

@@ -64,12 +64,14 @@ Tensor add_sub(const char* op, Form form, const Tensor& self, const Tensor& othe
         const M a = kSub ? wrap_neg(alpha.to<M>()) : alpha.to<M>();
         cpu_kernel<T>(it, [a](M x, M y) { return wrap_add(x, wrap_mul(a, y)); });
       } else {
-        M a = alpha.to<M>();
+        // As PyTorch's CPU kernel: alpha in T (0.3 is 0.30078125 in bfloat16).
+        M a = round_to<T>(alpha.to<M>());
         if (kSub) a = -a;
         if (a == M(1)) {
           cpu_kernel<T>(it, [](M x, M y) { return x + y; });
         } else if constexpr (!std::is_same_v<T, M>) {
-          // As PyTorch: alpha * y is rounded to the 16-bit type before the add.
+          // As PyTorch's scalar loop: alpha * y is rounded to the 16-bit type
+          // before the add (Note [16-bit floats in pointwise kernels]).
           cpu_kernel<T>(it, [a](M x, M y) { return x + static_cast<M>(T(a * y)); });
         } else {
           cpu_kernel<T>(it, [a](M x, M y) { return x + a * y; });

@@ -9,8 +9,9 @@
 // broadcast to it. Each index is checked against its own dim (negative ones
 // count from the end) by an index_select of that dim's positions, so an
 // index out of range raises in every mode: naming index_put where the index
-// is on the host, else index_select, with the index as counted from the
-// start (Note [Composite ops name themselves]); then the positions, flattened over the
+// is on the host, else (through index_select's check, renamed) with the
+// index as counted from the start and the dim as 0 (Note [Composite ops name
+// themselves]); then the positions, flattened over the
 // leading dims, go to index_copy_ (accumulate false: of repeated positions,
 // one write wins, as in PyTorch) or index_add_ (accumulate true: they add
 // up). self's leading dims are written through one view where they merge,
@@ -24,6 +25,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/composite_errors.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/core/type_promotion.h"
 #include "runtime/cpu/index_utils.h"
@@ -88,8 +90,10 @@ Tensor index_put_impl(const char* op, const Tensor& self, TensorList indices, co
       }
     }
     Tensor wrapped = kiln::where(kiln::lt(t, Scalar(int64_t{0})), kiln::add(t, Scalar(size)), t);
-    Tensor place = kiln::index_select(kiln::arange(size, TensorOptions(kInt64).device(t.device())),
-                                      0, wrapped.reshape({t.numel()}));
+    Tensor place = rename_errors(op, "index_select", [&] {
+      return kiln::index_select(kiln::arange(size, TensorOptions(kInt64).device(t.device())), 0,
+                                wrapped.reshape({t.numel()}));
+    });
     place = kiln::mul(place.reshape(t.sizes()), Scalar(lead)).expand(b).reshape({positions});
     flat_index = flat_index.defined() ? kiln::add(flat_index, place) : place;
     lead *= size;
@@ -114,9 +118,9 @@ Tensor index_put_impl(const char* op, const Tensor& self, TensorList indices, co
   Tensor target = self.reshape(target_shape);
   const bool aliased = same_storage(target, self);
   if (accumulate) {
-    kiln::index_add_(target, 0, flat_index, src);
+    rename_errors(op, "index_add_", [&] { return kiln::index_add_(target, 0, flat_index, src); });
   } else {
-    kiln::index_copy_(target, 0, flat_index, src);
+    rename_errors(op, "index_copy_", [&] { return kiln::index_copy_(target, 0, flat_index, src); });
   }
   if (!aliased) {
     Tensor dst = self;

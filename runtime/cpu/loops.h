@@ -175,10 +175,15 @@ Tensor pointwise(const char* op, Form form, const Tensor& self, const Tensor* ou
 // accumulations into a 16-bit tensor whose order is part of the result
 // (scatter_add and the scatter reductions, Note [Scatter reductions]). The
 // fused kernels compute the pointwise exceptions in float and round once (a
-// one-ulp difference from eager), or leave them eager (16-bit floor division).
+// one-ulp difference from eager), or leave them eager (16-bit floor division),
+// but for add and sub, which the CPU's fused kernels round as eager does.
 // Where PyTorch's vectorized and scalar loops disagree with each other
 // (BFloat16 rsqrt and gelu's erf form), kiln follows the vectorized loop,
-// which is what dense tensors get. torch 1.13's CPU kernels lack Half for most
+// which is what dense tensors get. BFloat16 add/sub with an alpha is the one
+// exception: PyTorch converts alpha to BFloat16 on every path, then its
+// scalar loop (strided operands, small tensors, every loop's tail) rounds
+// alpha * other as Half does on every path, its vector loop only the sum; kiln
+// keeps the rule most paths and Half share. torch 1.13's CPU kernels lack Half for most
 // floating ops, a gap of that build rather than a rule (its CUDA kernels have
 // them): kiln admits Half wherever it admits BFloat16 and computes it by the
 // same rules; the oracle checks those cases against the float computation

@@ -183,12 +183,13 @@ TEST(GenerateErrors, DecodePositionsOutsideTheCache) {
       decode_past_the_cache(llama, pos, "[Llama::" + message, /*intact=*/true);
     }
     if (lazy) {
-      // Pending positions reach the write (the cache then carries its error).
+      // Pending positions reach the write (the cache then carries its error),
+      // whose check names write_kv (Note [Composite ops name themselves]).
       decode_past_the_cache(llama, i64({8, 3}, {2}),
-                            "[scatter_] index 8 is out of bounds for dimension 2 with size 8",
+                            "[write_kv] index 8 is out of bounds for dimension 2 with size 8",
                             /*intact=*/false, /*pending=*/true);
       decode_past_the_cache(llama, i64({8}, {1}),
-                            "[index_copy_] index 8 is out of bounds for dimension 2 with size 8",
+                            "[write_kv] index 8 is out of bounds for dimension 2 with size 8",
                             /*intact=*/false, /*pending=*/true);
     }
     // write_kv itself, below 0 and past the end: positions on the host are
@@ -204,9 +205,9 @@ TEST(GenerateErrors, DecodePositionsOutsideTheCache) {
                       "[write_kv] expected pos (a cache slot) in [0, 4), got 4 at element 0");
     EXPECT_EQ(cache.sum().item<float>(), 0.f);
     if (lazy) {
-      // Pending positions reach the write, whose check names it.
+      // Pending positions reach the write, whose check names write_kv.
       EXPECT_KILN_ERROR(kiln::nn::write_kv(cache, i64({1, 4}, {2}) + 0, kv);
-                        (void)cache.sum().item<float>(), "[scatter_] index 4 is out of bounds");
+                        (void)cache.sum().item<float>(), "[write_kv] index 4 is out of bounds");
     }
     cache = kiln::zeros({2, 2, 4, 8});
     kiln::nn::write_kv(cache, i64({3, 0}, {2}), kv);

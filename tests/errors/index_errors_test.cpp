@@ -177,7 +177,7 @@ TEST(IndexErrors, OneHotUnbindRepeatInterleave) {
 
 // Note [Composite ops name themselves], lazily: index values on the host
 // are checked at the call, before anything is recorded; pending ones reach
-// the inner op, whose check names it when the trace runs.
+// the inner op, whose check names the composite when the trace runs.
 TEST(IndexErrors, CompositesNameThemselvesLazily) {
   Tensor self = kiln::zeros({5, 2});
   EXPECT_KILN_ERROR(kiln::index_add(self, 0, idx({1, 9}), kiln::ones({2, 2})),
@@ -192,7 +192,7 @@ TEST(IndexErrors, CompositesNameThemselvesLazily) {
   Tensor pending = idx({1, 9}) + 0;
   ASSERT_TRUE(pending.is_pending());
   EXPECT_KILN_ERROR(kiln::index_add(self, 0, pending, kiln::ones({2, 2})).sum().item<float>(),
-                    "[scatter_add] index 9 is out of bounds for dimension 0 with size 5");
+                    "[index_add] index 9 is out of bounds for dimension 0 with size 5");
 }
 
 TEST(IndexErrors, MaskedFill) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "kiln/kiln.h"
@@ -93,6 +94,57 @@ TEST(SafetensorsErrors, Json) {
                     "abcdefgh", "expected each name once in the header of");
   expect_open_error(R"({"a":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})",
                     "abcd", "got 'dtype' twice");
+}
+
+// The header is JSON, which is UTF-8 text: a header whose bytes are not is
+// refused as JSON, and the message shows the bytes escaped.
+TEST(SafetensorsErrors, HeaderThatIsNotUtf8) {
+  for (const std::string bad : {"w\xff", "w\xc3", "w\xed\xa0\x80"}) {
+    const std::string header =
+        "{\"" + bad + R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+    const std::string path = temp_path("utf8.safetensors");
+    write_bytes(path, with_header(header, "abcd"));
+    for (int load = 0; load < 2; ++load) {
+      try {
+        if (load) {
+          kiln::nn::load_safetensors(path);
+        } else {
+          SafetensorsFile::open(path);
+        }
+        ADD_FAILURE() << "expected an error";
+      } catch (const kiln::Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("[safetensors] expected a JSON header in"), std::string::npos) << what;
+        for (const char c : what) EXPECT_LT(static_cast<unsigned char>(c), 0x80) << what;
+      }
+    }
+    std::remove(path.c_str());
+  }
+}
+
+// save_safetensors refuses names and metadata JSON cannot hold (not UTF-8)
+// as a kiln::Error naming them, escaped, and leaves no file behind: not the
+// destination, not a temporary.
+TEST(SafetensorsErrors, SaveNamesThatAreNotUtf8) {
+  const std::string dir = temp_path("utf8_save");
+  ::mkdir(dir.c_str(), 0700);
+  const std::string path = dir + "/out.safetensors";
+  const kiln::Tensor t = kiln::ones({2});
+  EXPECT_KILN_ERROR(kiln::nn::save_safetensors(path, {{"ok", t}, {"w\xff", t}}),
+                    "[save_safetensors] expected tensor names of valid UTF-8, got 'w\\xff'");
+  EXPECT_KILN_ERROR(kiln::nn::save_safetensors(path, {{"ok", t}}, {{"k\xc3", "v"}}),
+                    "[save_safetensors] expected metadata keys of valid UTF-8, got 'k\\xc3'");
+  EXPECT_KILN_ERROR(
+      kiln::nn::save_safetensors(path, {{"ok", t}}, {{"key", "v\xed\xa0\x80"}}),
+      "[save_safetensors] expected metadata values of valid UTF-8, got 'v\\xed\\xa0\\x80' for "
+      "key 'key'");
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  // UTF-8 that is not ASCII is a name like any other.
+  kiln::nn::save_safetensors(path, {{"w\xc3\xa9", t}}, {{"cl\xc3\xa9", "\xe2\x82\xac"}});
+  SafetensorsFile f = SafetensorsFile::open(path);
+  EXPECT_TRUE(f.contains("w\xc3\xa9"));
+  EXPECT_EQ(f.metadata().at("cl\xc3\xa9"), "\xe2\x82\xac");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SafetensorsErrors, EntryTypes) {

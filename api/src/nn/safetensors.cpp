@@ -71,6 +71,34 @@ const char* name_of(DType t) {
   KILN_FAIL("[save_safetensors] expected a dtype safetensors can hold, got ", t);
 }
 
+// `s` for a message: printable ASCII as it is, every other byte as \xNN (a
+// name that is not UTF-8 would make the message itself invalid text).
+std::string printable(const std::string& s) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += ch;
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// Whether JSON can hold `s`: the header is UTF-8, as its format says.
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)json(s).dump();
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
 // "'name' in path", the context of every per-entry message.
 std::string where(const std::string& name, const std::string& path) {
   return "'" + name + "' in " + path;
@@ -136,7 +164,7 @@ json parse_header(const char* begin, const char* end, const std::string& path) {
   try {
     h = json::parse(begin, end, on_event);
   } catch (const json::exception& e) {
-    KILN_FAIL("[safetensors] expected a JSON header in ", path, ", got: ", e.what());
+    KILN_FAIL("[safetensors] expected a JSON header in ", path, ", got: ", printable(e.what()));
   }
   KILN_CHECK(duplicate.empty(), "[safetensors] expected each name once in the header of ", path,
              ", got '", duplicate, "' twice");
@@ -182,7 +210,7 @@ std::shared_ptr<MappedFile> map_file(const std::string& path) {
 
 // ---------------------------------------------------------------------------
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
+SafetensorsFile SafetensorsFile::open(const std::string& path) try {
   std::shared_ptr<MappedFile> file = map_file(path);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) {
@@ -269,6 +297,11 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   }
   out.file_ = std::move(file);
   return out;
+} catch (const json::exception& e) {
+  // Every value is type-checked before it is read, so none should come; one
+  // that did would still be a kiln::Error.
+  KILN_FAIL("[safetensors] expected a header kiln can read in ", path,
+            ", got: ", printable(e.what()));
 }
 
 const std::string& SafetensorsFile::path() const {
@@ -331,6 +364,12 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  for (const auto& [key, value] : metadata) {
+    KILN_CHECK(valid_utf8(key), "[save_safetensors] expected metadata keys of valid UTF-8, got '",
+               printable(key), "'");
+    KILN_CHECK(valid_utf8(value), "[save_safetensors] expected metadata values of valid UTF-8, ",
+               "got '", printable(value), "' for key '", printable(key), "'");
+  }
   json h = json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   std::vector<Tensor> host;
@@ -342,6 +381,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     KILN_CHECK(name != "__metadata__",
                "[save_safetensors] expected tensor names other than "
                "__metadata__");
+    KILN_CHECK(valid_utf8(name), "[save_safetensors] expected tensor names of valid UTF-8, got '",
+               printable(name), "'");
     KILN_CHECK(t.defined(), "[save_safetensors] expected a defined tensor for '", name,
                "', got an undefined one");
     Tensor c = t.to(Device::cpu()).contiguous();
@@ -351,7 +392,13 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     offset += c.nbytes();
     host.push_back(c);
   }
-  std::string header = h.dump();
+  std::string header;
+  try {
+    header = h.dump();
+  } catch (const json::exception& e) {
+    // Names and metadata were checked above: a kiln bug, but still a kiln::Error.
+    KILN_FAIL("[save_safetensors] expected a header JSON can hold, got: ", printable(e.what()));
+  }
   while ((header.size() + 8) % 8) header += ' ';  // keep the data 8-byte aligned
   // Written beside the destination under a name of this process's own, then
   // renamed over it: a reader never sees half a file, a failure removes the

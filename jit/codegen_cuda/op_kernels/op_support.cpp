@@ -8,6 +8,7 @@
 #include "jit/codegen_cuda/kernel_loader.h"
 #include "jit/ir/iteration.h"
 #include "kiln/error.h"
+#include "runtime/core/composite_errors.h"
 #include "runtime/core/deferred_checks.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/cuda/cuda_runtime.h"
@@ -277,6 +278,9 @@ class SlotCheck final : public kiln::detail::PendingCheck {
 }  // namespace
 
 DeviceErrorFlag::DeviceErrorFlag(Device device, std::string what) {
+  // Named now for the op the user called: the check may raise after the run
+  // (Note [Composite ops name themselves]).
+  what = renamed_by_open_scopes(std::move(what));
   if (kiln::cuda::capturing(device)) {
     ptr_ = kiln::cuda::error_slot(device.index(), std::move(what));
     return;

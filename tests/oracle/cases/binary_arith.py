@@ -36,6 +36,15 @@ def cases(g):
     yield Case("add.Tensor", [g.tensor([3], torch.float32), g.tensor([3])], {"alpha": 0.5})
     yield Case("add.Tensor", [g.tensor([3], torch.int64), g.tensor([3], torch.int64)],
                {"alpha": 0.5}, name="add float alpha on ints")
+    # Alphas the dtype cannot hold: PyTorch's CPU kernel converts alpha to the
+    # dtype first (0.3 is 0.30078125 in bfloat16); integers refuse them.
+    for dt in [torch.float16, torch.bfloat16, torch.float32, torch.float64] + INTS:
+        for alpha in (0.3, -1.7, 1e-3):
+            for op in ("add", "sub"):
+                yield Case(f"{op}.Tensor", [g.tensor([4, 3], dt, "any"), g.tensor([3], dt, "any")],
+                           {"alpha": alpha}, name=f"{op} {dt} alpha {alpha}")
+            yield Case("add_.Tensor", [g.tensor([4, 3], dt, "contiguous"), g.tensor([4, 3], dt, "any")],
+                       {"alpha": alpha}, name=f"add_ {dt} alpha {alpha}")
     # In place and out=.
     for op in ["add", "sub", "mul", "div", "lt", "eq"]:
         for da, db in [(torch.float32, torch.float32), (torch.float32, torch.int64),

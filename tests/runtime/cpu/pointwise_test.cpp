@@ -379,6 +379,84 @@ TEST(PointwiseLoops, ErrorsInParallelLoopsReachTheCaller) {
   EXPECT_KILN_ERROR(kiln::div(a, b, "floor"), "ZeroDivisionError");
 }
 
+// add/sub's alpha as PyTorch's CPU kernels take it: converted to the
+// tensors' dtype first (0.3 is 0.300048828125 in float16, 0.30078125 in
+// bfloat16), and for the 16-bit types alpha * other rounded to it before the
+// add (float16 on every path, bfloat16's scalar loop: Note [16-bit floats in
+// pointwise kernels]); eager and fused kernels alike, bit for bit.
+template <class T>
+void check_inexact_alpha(DType dt) {
+  for (double alpha : {0.3, -1.7, 1e-3}) {
+    SCOPED_TRACE(std::to_string(alpha));
+    const Tensor x = random_tensor({37, 5}, dt, "strided", 11);
+    const Tensor w = random_tensor({5}, dt, "contiguous", 12);
+    std::vector<float> want_add, want_sub;
+    const std::vector<float> xs = x.to(kiln::kFloat32).flatten().tolist<float>();
+    const std::vector<float> ws = w.to(kiln::kFloat32).tolist<float>();
+    const auto a = static_cast<float>(T(static_cast<float>(alpha)));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float y = static_cast<float>(T(a * ws[i % ws.size()]));
+      want_add.push_back(static_cast<float>(T(xs[i] + y)));
+      want_sub.push_back(static_cast<float>(T(xs[i] - y)));
+    }
+    auto values = [](const Tensor& t) { return t.to(kiln::kFloat32).flatten().tolist<float>(); };
+    for (bool lazy : {false, true}) {
+      SCOPED_TRACE(lazy ? "lazy" : "eager");
+      std::optional<kiln::EagerGuard> eager;
+      if (!lazy) eager.emplace();
+      EXPECT_EQ(values(kiln::add(x, w, alpha)), want_add);
+      EXPECT_EQ(values(kiln::sub(x, w, alpha)), want_sub);
+      Tensor in_place = x.clone();
+      in_place.add_(w, alpha);
+      EXPECT_EQ(values(in_place), want_add);
+      // Fused with what follows: the same bits.
+      EXPECT_EQ(values(kiln::add(x, w, alpha) * 1.0), want_add);
+    }
+  }
+}
+
+TEST(PointwiseLoops, InexactAlphaRoundedToTheDtypeFirst) {
+  check_inexact_alpha<kiln::Half>(kiln::kFloat16);
+  check_inexact_alpha<kiln::BFloat16>(kiln::kBFloat16);
+  // 0.3 * 3 is 0.8984375 in bfloat16; 0.30078125 * 3 is 0.90234375.
+  kiln::EagerGuard eager;
+  const Tensor three = kiln::full({1}, 3.0, kiln::kBFloat16);
+  EXPECT_EQ(kiln::add(kiln::zeros({1}, kiln::kBFloat16), three, 0.3).item<float>(), 0.90234375f);
+}
+
+// float32 and float64: eager and fused agree bit for bit on any alpha;
+// integers refuse one that is not integral.
+TEST(PointwiseLoops, InexactAlphaEagerAndFusedAgree) {
+  for (DType dt : {kiln::kFloat32, kiln::kFloat64}) {
+    for (double alpha : {0.3, -1.7, 1e-3}) {
+      SCOPED_TRACE(std::to_string(alpha));
+      const Tensor x = random_tensor({37, 5}, dt, "transposed", 13);
+      const Tensor w = random_tensor({37, 5}, dt, "offset", 14);
+      auto values = [](const Tensor& t) { return t.to(kiln::kFloat64).flatten().tolist<double>(); };
+      std::vector<double> eager_add, eager_sub;
+      {
+        kiln::EagerGuard eager;
+        eager_add = values(kiln::add(x, w, alpha));
+        eager_sub = values(kiln::sub(x, w, alpha));
+      }
+      EXPECT_EQ(values(kiln::add(x, w, alpha)), eager_add) << dt;
+      EXPECT_EQ(values(kiln::sub(x, w, alpha) * 1.0), eager_sub) << dt;
+    }
+  }
+  // Integers take integral alphas only, in both modes, as PyTorch.
+  for (bool lazy : {false, true}) {
+    std::optional<kiln::EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    for (DType dt : {kiln::kInt64, kiln::kInt32, kiln::kInt16, kiln::kInt8, kiln::kUInt8}) {
+      const Tensor i = kiln::ones({2}, dt);
+      EXPECT_KILN_ERROR(kiln::add(i, i, 0.3),
+                        "[add] expected an integral alpha for integral inputs, got 0.3");
+      EXPECT_KILN_ERROR(kiln::sub(i, i, -1.7),
+                        "[sub] expected an integral alpha for integral inputs, got -1.7");
+    }
+  }
+}
+
 // PyTorch's rules, in eager and lazy mode: add/sub take a bool alpha only
 // for bool results and any integral one for them; scalar_tensor is float32
 // unless told; where keeps a double operand a double.
