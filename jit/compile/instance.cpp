@@ -123,6 +123,7 @@ class Remap {
       c.device = n.device;
       c.id = n.id;
       c.written = n.written;
+      c.renames = n.renames;
       c.args.reserve(n.args.size());
       for (const IValue& v : n.args) c.args.push_back(value(v));
       c.outputs.reserve(n.outputs.size());
@@ -605,7 +606,7 @@ std::vector<Tensor> Instance::run(const std::vector<IValue>& args) {
   std::vector<const Tensor*> tensors = tensor_arguments(args);
   order_after_previous_run();
   bind_arguments(tensors);
-  if (!written_args_.empty() || !written_captured_.empty()) {
+  if ((!written_args_.empty() || !written_captured_.empty()) && TraceBuffer::reads_pending()) {
     // Rule 6: another thread's recorded reads of what this run writes run first.
     std::vector<const StorageImpl*> written(written_captured_);
     for (size_t k : written_args_) written.push_back(tensors[k]->impl()->storage().get());

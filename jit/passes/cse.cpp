@@ -15,6 +15,18 @@
 namespace kiln::jit {
 namespace {
 
+// Two calls whose errors name different ops (Note [Composite ops name
+// themselves]) stay apart: the kept one's error would name the other's op.
+bool same_renames(const Node& a, const Node& b) {
+  if (a.renames.size() != b.renames.size()) return false;
+  for (size_t i = 0; i < a.renames.size(); ++i) {
+    if (a.renames[i].op != b.renames[i].op || a.renames[i].inner != b.renames[i].inner) {
+      return false;
+    }
+  }
+  return true;
+}
+
 StorageImpl* storage_of(const Tensor& t) {
   return t.impl()->storage().get();
 }
@@ -273,7 +285,7 @@ CseResult eliminate_common_subexpressions(std::vector<Node>& nodes, const std::v
       for (size_t c : candidates) {
         const Node& k = nodes[live[c]];
         bool same = k.op == n.op && k.device == n.device && k.args.size() == n.args.size() &&
-                    k.outputs.size() == n.outputs.size();
+                    k.outputs.size() == n.outputs.size() && same_renames(k, n);
         for (size_t i = 0; same && i < n.args.size(); ++i) same = same_value(k.args[i], n.args[i]);
         for (const StorageImpl* s : inputs) {
           auto w = last_write.find(s);

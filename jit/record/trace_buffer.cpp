@@ -450,6 +450,10 @@ void TraceBuffer::flush_readers_of(const std::vector<const StorageImpl*>& writte
   }
 }
 
+bool TraceBuffer::reads_pending() {
+  return TraceRegistry::get().reading.load(std::memory_order_acquire) > 0;
+}
+
 void TraceBuffer::flush_all_threads() {
   std::vector<IntrusivePtr<TraceBuffer>> traces;
   {

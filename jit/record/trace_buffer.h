@@ -193,6 +193,9 @@ class TraceBuffer final : public RefCounted {
   // run, of one of `written`. Holds no trace lock; cheap when no other
   // thread has reads pending.
   static void flush_readers_of(const std::vector<const StorageImpl*>& written);
+  // Whether some thread's trace has recorded reads not yet run (a cheap test
+  // before flush_readers_of).
+  static bool reads_pending();
   // Runs every thread's own trace (kiln::sync()): a failed step's error
   // stays with what it should have written, and one that nothing held with
   // the thread that recorded it.

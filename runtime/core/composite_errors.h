@@ -21,10 +21,9 @@
 // check's message is renamed when its kernel is launched (DeviceErrorFlag),
 // so a check raised after the run, or by a graph replay, names the composite
 // too. Renames apply innermost first: index_put's index_add_ raises
-// scatter_add_'s error as index_add_'s, then as index_put's. (A compiled
-// function's plan runs copies of the traced nodes, made field by field in
-// jit/compile/instance.cpp: until that copy takes Node::renames too, its
-// value checks still name the inner op.)
+// scatter_add_'s error as index_add_'s, then as index_put's. A compiled
+// function's plan runs copies of the traced nodes (jit/compile/instance.cpp),
+// which keep Node::renames.
 
 #include <string>
 #include <string_view>

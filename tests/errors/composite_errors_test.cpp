@@ -127,10 +127,10 @@ TEST(CompositeErrors, DataChecksNameTheOpCalledLazilyOnCuda) {
   expect_lazy_names_as_eager(Device::cuda(), false);
 }
 
-// Disabled until jit/compile/instance.cpp's copy of the traced nodes
-// (Remap::nodes) copies Node::renames with the other fields: the copies then
-// name the composite as the trace's nodes do.
-TEST(CompositeErrors, DISABLED_DataChecksNameTheOpCalledInCompiledFunctions) {
+// A compiled function's plan runs copies of the traced nodes (Remap::nodes
+// in jit/compile/instance.cpp), which keep Node::renames: they name the
+// composite as the trace's nodes do.
+TEST(CompositeErrors, DataChecksNameTheOpCalledInCompiledFunctions) {
   expect_lazy_names_as_eager(Device::cpu(), true);
   if (kiln::cuda::is_available()) expect_lazy_names_as_eager(Device::cuda(), true);
 }
