@@ -117,16 +117,17 @@ int32_t d_add(KernelBuilder& b, const Node& n, const std::vector<int32_t>& v) {
   int32_t x = operand(b, n, 0, v[0], t), y = operand(b, n, 1, v[1], t);
   if (alpha != 1.0) {
     // The CPU eager kernel, as PyTorch's: alpha in the 16-bit type it
-    // computes for, and alpha * y rounded to it (PyTorch's CUDA kernels keep
-    // alpha in float32 and round once, and so do kiln's).
+    // computes for, and alpha * y rounded to it. CUDA's kernels (fused, and
+    // eager ones, which are one-node traces) do the same, so that a device
+    // gives the answer another gives (PyTorch's CUDA kernels keep alpha in
+    // float32 and round once: an inexact alpha moves a cancelling sum there).
     const DType common = common_dtype(n);
-    const bool cpu = !n.device.is_cuda();
-    if (cpu && is_reduced_float(common)) {
+    if (is_reduced_float(common)) {
       const auto f = static_cast<float>(alpha);
       alpha = common == kFloat16 ? static_cast<float>(Half(f)) : static_cast<float>(BFloat16(f));
     }
     y = b.op(Prim::Mul, t, y, b.param(alpha, t));
-    if (cpu) y = b.round_to(y, common);
+    y = b.round_to(y, common);
   }
   return b.op(kSub ? Prim::Sub : Prim::Add, t, x, y);
 }

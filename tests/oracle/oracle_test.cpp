@@ -141,7 +141,8 @@ kiln::testing::Tolerance tolerance_for(const json& c, kiln::DType t, kiln::oracl
   // case's `ref` (the float64 value rounded, or torch's steps emulated for the
   // ops whose steps kiln keeps). Lazy and CUDA runs widen this to rtol 1.6e-2
   // / 2e-3 and atol 4e-3 / 1e-3: fused kernels round each op once where eager
-  // keeps PyTorch's intermediate roundings (f16 add rounds alpha * y), and
+  // keeps PyTorch's intermediate roundings (but for add's alpha * y, which
+  // every kernel rounds as eager does), and
   // CUDA's vector math (Note [CUDA vector math]) is a few float32 ulp from
   // libm, which a rounding boundary turns into a 16-bit ulp and cancellation
   // into an absolute error near zero.
