@@ -153,7 +153,8 @@ struct Options {
 
 struct CompileStats {
   int64_t calls = 0;
-  int64_t hits = 0;              // calls that ran a cached plan
+  int64_t hits = 0;              // calls whose arguments an entry's guards passed, without
+                                 // a new entry (its plan for new sizes may be built then)
   int64_t entries = 0;           // entries built (the first compile and every recompile)
   int64_t specializations = 0;   // plans built for new sizes of a dynamic entry
   int64_t uncompiled_calls = 0;  // calls that ran `fn` lazily (graph break, limit, eager mode)

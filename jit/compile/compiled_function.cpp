@@ -960,9 +960,20 @@ std::string boxed::CompiledCore::Impl::lift(const guards::Moved& moved, int fail
     }
     return out;
   };
+  // A size of 0 or 1 stays exact in any case (Note [Guards]): a call of one
+  // builds an entry of its own, said so.
+  bool small = false;
+  for (const auto& [input, dim] : moved.dims) {
+    const auto i = static_cast<size_t>(input);
+    if (i < args.size() && args[i].is_tensor() && args[i].to_tensor().defined() &&
+        dim < args[i].to_tensor().dim() && args[i].to_tensor().size(dim) <= 1) {
+      small = true;
+    }
+  }
   std::string note;
   if (!parts.empty()) {
     note += "; " + listed(parts) + (parts.size() == 1 ? " is" : " are") + " dynamic from now on";
+    if (small) note += " (sizes 0 and 1 stay exact: this call's entry keeps its size)";
   }
   if (!already.empty()) {
     note += "; " + listed(already) + (already.size() == 1 ? " was" : " were") +

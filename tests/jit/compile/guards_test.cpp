@@ -795,6 +795,22 @@ TEST(CompileGuards, AutomaticDynamicDimsLeaveOtherRanksFree) {
                     "expected dynamic dim 0 of argument 0 within its rank, got a tensor of rank 0");
 }
 
+// A size that moves to 0 or 1 turns the dim dynamic for the sizes after it,
+// but the guards keep 0 and 1 exact: the log says so.
+TEST(CompileGuards, ASizeOfOneStaysExactAndTheLogSaysSo) {
+  auto f = kiln::jit::compile([](const Tensor& x) { return x * 2.0; }, {.name = "one"});
+  Logs logs("recompiles");
+  for (int64_t n : {6, 1, 2, 3}) {
+    const Tensor x = random_tensor({n, 4}, kiln::kFloat32, "contiguous", static_cast<uint64_t>(n));
+    Tensor r = f(x);
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r, x * 2.0);
+  }
+  const std::string text = logs.take();
+  EXPECT_EQ(count_of(text, "dim 0 is dynamic from now on (sizes 0 and 1 stay exact"), 1) << text;
+  EXPECT_EQ(f.stats().entries, 3) << text;
+}
+
 // Buckets: sizes up to a bucket share its plan; results are sliced back.
 TEST(CompileGuards, BucketsPadAndSliceBack) {
   auto f =
