@@ -158,6 +158,61 @@ std::string differs(const Tensor& got, const Tensor& want,
   return "";
 }
 
+// `r`, a view of `padded` (an argument padded: dense, in `arg`'s order of
+// dims), as the same view of `arg` itself, where each of its dims steps
+// through one dim of the argument; nullopt where it cannot be (a view that
+// merges dims).
+std::optional<Tensor> view_of_argument(const Tensor& r, const Tensor& padded, const Tensor& arg) {
+  const int64_t n = padded.dim();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return padded.stride(a) > padded.stride(b); });
+  // The padded index of the element at offset `p`.
+  std::vector<int64_t> at(static_cast<size_t>(n), 0);
+  int64_t p = r.storage_offset() - padded.storage_offset();
+  for (int64_t j : order) {
+    if (padded.size(j) <= 1) continue;
+    at[static_cast<size_t>(j)] = p / padded.stride(j);
+    p -= at[static_cast<size_t>(j)] * padded.stride(j);
+  }
+  if (p != 0) return std::nullopt;
+  int64_t offset = arg.storage_offset();
+  for (int64_t j = 0; j < n; ++j) {
+    if (at[static_cast<size_t>(j)] >= arg.size(j)) return std::nullopt;
+    offset += at[static_cast<size_t>(j)] * arg.stride(j);
+  }
+  std::vector<int64_t> strides(static_cast<size_t>(r.dim()));
+  for (int64_t d = 0; d < r.dim(); ++d) {
+    if (r.size(d) <= 1) {
+      strides[static_cast<size_t>(d)] = r.stride(d);
+      continue;
+    }
+    bool found = false;
+    for (int64_t j = 0; j < n && !found; ++j) {
+      const int64_t step = padded.stride(j);
+      if (padded.size(j) <= 1 || step <= 0 || r.stride(d) % step != 0) continue;
+      const int64_t k = r.stride(d) / step;
+      // Within dim j of the argument from where the view starts.
+      if (k <= 0 || at[static_cast<size_t>(j)] + k * (r.size(d) - 1) >= arg.size(j)) continue;
+      // The next larger dim's step is not reached: the step is dim j's alone.
+      bool alone = true;
+      for (int64_t i = 0; i < n; ++i) {
+        if (i != j && padded.size(i) > 1 && padded.stride(i) > step &&
+            k * step >= padded.stride(i)) {
+          alone = false;
+        }
+      }
+      if (!alone) continue;
+      strides[static_cast<size_t>(d)] = k * arg.stride(j);
+      found = true;
+    }
+    if (!found) return std::nullopt;
+  }
+  return Tensor(IntrusivePtr<TensorImpl>::make(arg.impl()->storage(), r.dtype(), r.device(),
+                                               r.sizes(), strides, offset));
+}
+
 // An uninitialized tensor of `sizes`, dense, its dims in memory in the order
 // of `like`'s strides (Note [Buckets]: a transposed argument padded stays
 // transposed).
@@ -189,6 +244,22 @@ void Buckets::forget() {
   sizes_.clear();
 }
 
+std::vector<Tensor> Buckets::onto_arguments(std::vector<Tensor> results,
+                                            const std::vector<IValue>& args,
+                                            const std::vector<IValue>& padded) const {
+  const std::vector<const Tensor*> a = tensor_arguments(args), p = tensor_arguments(padded);
+  for (Tensor& r : results) {
+    if (!r.defined()) continue;
+    for (size_t k = 0; k < a.size() && k < p.size(); ++k) {
+      if (!p[k]->defined() || p[k]->impl() == a[k]->impl()) continue;  // not padded
+      if (r.impl()->storage() != p[k]->impl()->storage()) continue;
+      if (std::optional<Tensor> v = view_of_argument(r, *p[k], *a[k])) r = std::move(*v);
+      break;
+    }
+  }
+  return results;
+}
+
 void Buckets::turn_off(const std::string& why) {
   if (off_.exchange(true)) return;
   report_(options_.name + ": buckets are off: " + why +
@@ -207,7 +278,7 @@ std::optional<std::vector<Tensor>> Buckets::call(const std::vector<IValue>& args
     if (it != sizes_.end()) {
       const std::shared_ptr<const Sizes> sizes = it->second;
       lock.unlock();  // run() may build an entry, which forgets what was learned
-      return narrow(run(padded), *sizes);
+      return onto_arguments(narrow(run(padded), *sizes), args, padded);
     }
   }
   return first_call(args, padded, key, body, run);
@@ -320,7 +391,7 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
       turn_off("padding to a bucket changed the results, " + why);
       return exact;
     }
-    results = narrow(std::move(got), sizes);
+    results = onto_arguments(narrow(std::move(got), sizes), args, padded);
   } else {
     std::vector<Tensor> got;
     try {
@@ -330,7 +401,7 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
       turn_off(std::string("the function fails at the padded size (") + e.what() + ")");
       throw;
     }
-    results = narrow(std::move(got), sizes);
+    results = onto_arguments(narrow(std::move(got), sizes), args, padded);
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (sizes_.size() >= kMaxLearned) sizes_.clear();

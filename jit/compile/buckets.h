@@ -118,6 +118,10 @@ class Buckets {
   // `results` of a padded call narrowed to `sizes`; raises kiln::Error (and
   // turns buckets off) where padding made a result smaller or of another rank.
   std::vector<Tensor> narrow(std::vector<Tensor> results, const Sizes& sizes);
+  // Results that are views of a padded argument, made views of the caller's
+  // argument itself (as unpadded calls return them), where they can be.
+  std::vector<Tensor> onto_arguments(std::vector<Tensor> results, const std::vector<IValue>& args,
+                                     const std::vector<IValue>& padded) const;
   void turn_off(const std::string& why);
 
   const Options& options_;

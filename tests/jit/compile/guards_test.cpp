@@ -1228,6 +1228,35 @@ TEST(CompileGuards, BucketsLearnResultSizesAgainForANewEntry) {
   }
 }
 
+// A result that is a padded argument, or a view of one, is the caller's
+// argument (or that view of it), as an unpadded call returns it: writes
+// through it reach the caller's tensor.
+TEST(CompileGuards, BucketsReturnArgumentsThemselves) {
+  auto f = kiln::jit::compile(
+      [](const Tensor& x) {
+        return std::vector<Tensor>{x, x.transpose(0, 1), x.narrow(1, 1, 2), x * 2.0};
+      },
+      {.name = "same", .dynamic = {{0, 0}}, .buckets = {4, 8}});
+  for (int64_t n : {3, 5, 3}) {
+    SCOPED_TRACE("size " + std::to_string(n));
+    Tensor x = random_tensor({n, 4}, kiln::kFloat32, "transposed", static_cast<uint64_t>(n));
+    const Tensor before = x.clone();
+    std::vector<Tensor> r = f(x);
+    ASSERT_EQ(r.size(), 4u);
+    EXPECT_EQ(r[0].data_ptr(), x.data_ptr());
+    EXPECT_EQ(r[1].data_ptr(), x.data_ptr());
+    EXPECT_EQ(r[0].strides(), x.strides());
+    kiln::EagerGuard eager;
+    EXPECT_TENSOR_CLOSE(r[1], before.transpose(0, 1));
+    EXPECT_TENSOR_CLOSE(r[2], before.narrow(1, 1, 2));
+    EXPECT_TENSOR_CLOSE(r[3], before * 2.0);
+    r[2].fill_(-1.0f);
+    EXPECT_TENSOR_CLOSE(x.narrow(1, 1, 2), kiln::full({n, 2}, -1.0f));
+    EXPECT_TENSOR_CLOSE(x.narrow(1, 0, 1), before.narrow(1, 0, 1));
+  }
+  EXPECT_EQ(f.stats().specializations, 1);
+}
+
 // Rows kept apart stay padded: an embedding of padded ids, a transposed
 // argument, LayerNorm, a product, softmax over features, and causal
 // self-attention over a padded sequence; every call equals eager and one
