@@ -88,6 +88,12 @@ Tensor tensor(std::initializer_list<std::initializer_list<T>> rows, TensorOption
 template <class T>
 Tensor tensor(const std::vector<T>& values, IntArrayRef sizes, TensorOptions options = {}) {
   static_assert(!std::is_same_v<T, bool>, "use a std::vector<uint8_t> and .to(kBool)");
+  int64_t count = 1;
+  bool fits = true;
+  for (int64_t s : sizes) fits = fits && s >= 0 && !__builtin_mul_overflow(count, s, &count);
+  KILN_CHECK(fits && count == static_cast<int64_t>(values.size()), "[tensor] expected ",
+             fits ? std::to_string(count) : std::string("a count of"), " values for sizes ", sizes,
+             ", got ", values.size());
   return from_data(values.data(), sizes, dtype_of<T>, options);
 }
 

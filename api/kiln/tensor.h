@@ -1,11 +1,14 @@
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/api.h"
@@ -91,9 +94,36 @@ class KILN_API Tensor {
   }
   // The value of a one-element tensor (copied to the host if needed).
   Scalar item() const;
+  // As T, where T holds it: an integer T refuses NaN, infinities and values
+  // past its range, a floating T finite values past its range (as
+  // PyTorch's item<T>()).
   template <class T>
   T item() const {
-    return item().to<T>();
+    const Scalar v = item();
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      bool fits;
+      if (v.is_floating_point()) {
+        const double d = v.to_double();
+        fits = d == d && d >= static_cast<double>(std::numeric_limits<T>::min()) &&
+               d < static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
+      } else {
+        const int64_t i = v.to_int();
+        fits =
+            std::is_signed_v<T>
+                ? i >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                      (sizeof(T) >= 8 || i <= static_cast<int64_t>(std::numeric_limits<T>::max()))
+                : i >= 0 &&
+                      (sizeof(T) >= 8 || static_cast<uint64_t>(i) <= std::numeric_limits<T>::max());
+      }
+      if (!fits) fail_item_range(v, sizeof(T) * 8, std::is_signed_v<T>);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      const double d = v.to_double();
+      if (d == d && std::abs(d) != std::numeric_limits<double>::infinity() &&
+          std::abs(d) > static_cast<double>(std::numeric_limits<T>::max())) {
+        fail_item_range(v, sizeof(T) * 8, true);
+      }
+    }
+    return v.to<T>();
   }
 
   // Views (share storage). reshape and flatten copy only when strides cannot express the result.
@@ -175,6 +205,7 @@ class KILN_API Tensor {
     return impl_.get();
   }
   [[noreturn]] static void fail_undefined(const char* what);
+  [[noreturn]] static void fail_item_range(const Scalar& v, size_t bits, bool is_signed);
   IntrusivePtr<TensorImpl> impl_;
 };
 

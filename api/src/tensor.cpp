@@ -18,11 +18,20 @@ using T = const Tensor&;
 
 int64_t Tensor::size(int64_t d) const {
   const TensorImpl* t = checked("size");
+  KILN_CHECK(t->dim() > 0, "[size] expected a tensor with dims, got a 0-dim tensor (dim ", d, ")");
   return t->sizes()[wrap_dim(d, t->dim(), "size")];
 }
 int64_t Tensor::stride(int64_t d) const {
   const TensorImpl* t = checked("stride");
+  KILN_CHECK(t->dim() > 0, "[stride] expected a tensor with dims, got a 0-dim tensor (dim ", d,
+             ")");
   return t->strides()[wrap_dim(d, t->dim(), "stride")];
+}
+
+void Tensor::fail_item_range(const Scalar& v, size_t bits, bool is_signed) {
+  KILN_FAIL("[item] expected a value that the requested ", is_signed ? "" : "unsigned ", bits,
+            "-bit type holds, got ",
+            v.is_floating_point() ? std::to_string(v.to_double()) : std::to_string(v.to_int()));
 }
 
 void Tensor::fail_undefined(const char* what) {

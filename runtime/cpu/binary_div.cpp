@@ -103,8 +103,17 @@ void div_rounding_loop(TensorIter& it, const char* op) {
   });
 }
 
+// Integer division finds a zero divisor before it writes anything, so the
+// target keeps its values (the kernels' own check stops mid-way).
+void check_divisors(const char* op, const Tensor& self, const Tensor& other) {
+  if (!self.defined() || !other.defined() || !is_integral(result_type(self, other), false)) return;
+  KILN_CHECK(!kiln::any(kiln::eq(other, Scalar(0))).item<bool>(), "[", op,
+             "] expected nonzero integer divisors, got a zero (ZeroDivisionError)");
+}
+
 Tensor rounding_div(const char* op, Form form, const Tensor& self, const Tensor& other,
                     Rounding mode, const Tensor* out) {
+  check_divisors(op, self, other);
   return pointwise(
       op, form, self, out, kDivMask, [&](TensorIter& it) { it.input(self).input(other); },
       [&](TensorIter& it) {
@@ -160,6 +169,7 @@ Tensor floor_divide_out(const Tensor& s, const Tensor& o, const Tensor& out) {
 template <bool kRemainder>
 Tensor mod_impl(const char* op, Form form, const Tensor& self, const Tensor& other,
                 const Tensor* out) {
+  check_divisors(op, self, other);
   return pointwise(
       op, form, self, out, kDivMask, [&](TensorIter& it) { it.input(self).input(other); },
       [&](TensorIter& it) {

@@ -110,12 +110,12 @@ Tensor permute_kernel(const Tensor& self, IntArrayRef dims) {
   KILN_CHECK(static_cast<int64_t>(dims.size()) == nd, "[permute] expected ", nd,
              " dims (one per input dim), got ", dims);
   DimVector sizes(nd), strides(nd);
-  uint64_t seen = 0;
+  std::vector<bool> seen(static_cast<size_t>(nd), false);
   for (int64_t i = 0; i < nd; ++i) {
     int64_t d = wrap_dim(dims[i], nd, "permute");
-    KILN_CHECK(!((seen >> d) & 1),
+    KILN_CHECK(!seen[static_cast<size_t>(d)],
                "[permute] expected a permutation of the dims, got repeated dim ", d, " in ", dims);
-    seen |= uint64_t{1} << d;
+    seen[static_cast<size_t>(d)] = true;
     sizes[i] = self.sizes()[d];
     strides[i] = self.strides()[d];
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "kiln/kiln.h"
@@ -210,6 +211,21 @@ TEST(PointwiseErrors, IntegerDivisionByZero) {
   // Floating division by zero is IEEE's, not an error.
   EXPECT_EQ(kiln::isnan(kiln::fmod(a.to(kiln::kFloat32), z.to(kiln::kFloat32))).tolist<bool>(),
             (std::vector<bool>{false, true, false}));
+  // In place or into out=, a zero divisor anywhere leaves the target as it
+  // was: nothing is half-written.
+  const std::vector<int64_t> start{10, 11, 12, 13};
+  const Tensor zero_third = kiln::tensor<int64_t>({3, 3, 0, 3});
+  for (const auto& op : std::vector<std::function<void(Tensor&)>>{
+           [&](Tensor& t) { kiln::remainder_(t, zero_third); },
+           [&](Tensor& t) { kiln::fmod_(t, zero_third); },
+           [&](Tensor& t) { kiln::floor_divide_(t, zero_third); },
+           [&](Tensor& t) { kiln::div_(t, zero_third, "trunc"); },
+           [&](Tensor& t) { kiln::remainder_out(t, kiln::tensor(start, {4}), zero_third); },
+       }) {
+    Tensor t = kiln::tensor(start, {4});
+    EXPECT_KILN_ERROR(op(t), "expected nonzero integer divisors, got a zero (ZeroDivisionError)");
+    EXPECT_EQ(t.tolist<int64_t>(), start);
+  }
 }
 
 TEST(PointwiseErrors, Dropout) {

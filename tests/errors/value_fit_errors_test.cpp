@@ -81,6 +81,43 @@ const Accepted kAccepted[] = {
     {kiln::kInt8, true, 1},
 };
 
+// item<T>() converts only values T holds: NaN, infinities and values past
+// an integer type's range raise, as past a float's (PyTorch's checked
+// conversion); values that fit convert exactly.
+TEST(ValueFitErrors, ItemAsAnotherType) {
+  EXPECT_KILN_ERROR(kiln::scalar_tensor(NAN).item<int64_t>(),
+                    "[item] expected a value that the requested 64-bit type holds, got nan");
+  EXPECT_KILN_ERROR(kiln::scalar_tensor(1e20, kiln::kFloat64).item<int>(), "32-bit type holds");
+  EXPECT_KILN_ERROR(kiln::scalar_tensor(300, kiln::kInt64).item<int8_t>(),
+                    "8-bit type holds, got 300");
+  EXPECT_KILN_ERROR(kiln::scalar_tensor(-1, kiln::kInt64).item<uint32_t>(),
+                    "unsigned 32-bit type holds, got -1");
+  EXPECT_KILN_ERROR(kiln::scalar_tensor(1e300, kiln::kFloat64).item<float>(), "32-bit type holds");
+  EXPECT_EQ(kiln::scalar_tensor(-128, kiln::kInt64).item<int8_t>(), -128);
+  EXPECT_EQ(kiln::scalar_tensor(2.75, kiln::kFloat64).item<int>(), 2);
+  EXPECT_EQ(kiln::scalar_tensor(INFINITY, kiln::kFloat64).item<float>(), INFINITY);
+  EXPECT_EQ(kiln::scalar_tensor(-9.2233720368547758e18, kiln::kFloat64).item<int64_t>(),
+            std::numeric_limits<int64_t>::min());
+}
+
+// Sizes and values that do not agree, and a 0-dim tensor's dims, raise
+// instead of reading past what is there.
+TEST(ValueFitErrors, ValuesForSizesAndDimsOfAScalar) {
+  EXPECT_KILN_ERROR(kiln::tensor(std::vector<float>{1, 2, 3}, {2, 2}),
+                    "[tensor] expected 4 values for sizes [2, 2], got 3");
+  EXPECT_KILN_ERROR(kiln::tensor(std::vector<float>{1, 2, 3, 4, 5}, {2, 2}),
+                    "[tensor] expected 4 values for sizes [2, 2], got 5");
+  const Tensor s = kiln::scalar_tensor(3.5);
+  EXPECT_KILN_ERROR(s.size(0), "[size] expected a tensor with dims, got a 0-dim tensor (dim 0)");
+  EXPECT_KILN_ERROR(s.stride(-1), "[stride] expected a tensor with dims, got a 0-dim tensor");
+  // permute of more than 64 dims (a bit set of 64 wrapped).
+  std::vector<int64_t> sizes(100, 1), reversed(100);
+  for (int64_t i = 0; i < 100; ++i) reversed[static_cast<size_t>(i)] = 99 - i;
+  EXPECT_EQ(kiln::zeros(sizes).permute(reversed).dim(), 100);
+  reversed[1] = 99;
+  EXPECT_KILN_ERROR(kiln::zeros(sizes).permute(reversed), "repeated dim 99");
+}
+
 TEST(ValueFitErrors, Full) {
   kiln::testing::in_eager_lazy_and_meta([](Device d) {
     for (const Case& c : kRefused) {
