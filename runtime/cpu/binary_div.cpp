@@ -106,7 +106,11 @@ void div_rounding_loop(TensorIter& it, const char* op) {
 // Integer division finds a zero divisor before it writes anything, so the
 // target keeps its values (the kernels' own check stops mid-way).
 void check_divisors(const char* op, const Tensor& self, const Tensor& other) {
-  if (!self.defined() || !other.defined() || !is_integral(result_type(self, other), false)) return;
+  // Meta tensors (shapes only, a trace's record) have no divisors to read.
+  if (!self.defined() || !other.defined() || !self.device().is_cpu() || !other.device().is_cpu() ||
+      !is_integral(result_type(self, other), false)) {
+    return;
+  }
   KILN_CHECK(!kiln::any(kiln::eq(other, Scalar(0))).item<bool>(), "[", op,
              "] expected nonzero integer divisors, got a zero (ZeroDivisionError)");
 }
