@@ -106,9 +106,11 @@ void div_rounding_loop(TensorIter& it, const char* op) {
 // Integer division finds a zero divisor before it writes anything, so the
 // target keeps its values (the kernels' own check stops mid-way).
 void check_divisors(const char* op, const Tensor& self, const Tensor& other) {
-  // Meta tensors (shapes only, a trace's record) have no divisors to read.
+  // Meta tensors (shapes only, a trace's record) have no divisors to read,
+  // and an empty result divides nothing. (Called once the shapes are
+  // checked: a result that is not empty uses every divisor.)
   if (!self.defined() || !other.defined() || !self.device().is_cpu() || !other.device().is_cpu() ||
-      !is_integral(result_type(self, other), false)) {
+      self.numel() == 0 || other.numel() == 0 || !is_integral(result_type(self, other), false)) {
     return;
   }
   KILN_CHECK(!kiln::any(kiln::eq(other, Scalar(0))).item<bool>(), "[", op,
@@ -117,10 +119,10 @@ void check_divisors(const char* op, const Tensor& self, const Tensor& other) {
 
 Tensor rounding_div(const char* op, Form form, const Tensor& self, const Tensor& other,
                     Rounding mode, const Tensor* out) {
-  check_divisors(op, self, other);
   return pointwise(
       op, form, self, out, kDivMask, [&](TensorIter& it) { it.input(self).input(other); },
       [&](TensorIter& it) {
+        check_divisors(op, self, other);
         if (mode == Rounding::Trunc) {
           div_rounding_loop<Rounding::Trunc>(it, op);
         } else {
@@ -173,10 +175,10 @@ Tensor floor_divide_out(const Tensor& s, const Tensor& o, const Tensor& out) {
 template <bool kRemainder>
 Tensor mod_impl(const char* op, Form form, const Tensor& self, const Tensor& other,
                 const Tensor* out) {
-  check_divisors(op, self, other);
   return pointwise(
       op, form, self, out, kDivMask, [&](TensorIter& it) { it.input(self).input(other); },
       [&](TensorIter& it) {
+        check_divisors(op, self, other);
         visit_allowed<kDivMask>(it.dtype(), op, [&]<class T>() {
           using M = opmath_t<T>;
           if constexpr (std::is_integral_v<T>) {
