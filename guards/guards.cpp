@@ -7,6 +7,7 @@
 #include "kiln/cuda.h"
 #include "kiln/dispatch.h"
 #include "kiln/impl/small_vector.h"
+#include "runtime/core/tensor_utils.h"
 
 // GCC 12 warns falsely on std::string concatenation at -O3.
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -38,11 +39,9 @@ int64_t row_major_stride(IntArrayRef sizes, size_t d) {
 // do not.
 DimVector dense_order(IntArrayRef sizes, IntArrayRef strides) {
   DimVector order;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] != 1 && strides[d] != 0) order.push_back(static_cast<int64_t>(d));
+  for (int64_t d : dims_by_stride(strides)) {
+    if (sizes[d] != 1 && strides[d] != 0) order.push_back(d);
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
   if (order.empty() || strides[order.back()] < 1) return {};
   int64_t expect = strides[order.back()];
   for (size_t k = order.size(); k-- > 0;) {

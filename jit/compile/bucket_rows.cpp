@@ -15,6 +15,7 @@
 
 #include "jit/record/decompose.h"
 #include "kiln/dispatch.h"
+#include "runtime/core/tensor_utils.h"
 
 // GCC 12 warns falsely on std::string concatenation at -O3.
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -56,28 +57,9 @@ struct Base {
 // none sits there. A base is dense or a slice of dense memory, so its dims
 // taken by decreasing stride peel the position apart.
 bool logical_index(const Base& base, int64_t p, std::vector<int64_t>* out) {
-  out->clear();
-  if (base.flat) {
-    out->push_back(p);
-    return true;
-  }
-  const Geometry& g = base.g;
-  std::vector<size_t> order(g.sizes.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return g.strides[a] > g.strides[b]; });
-  out->assign(g.sizes.size(), 0);
-  int64_t q = p - g.offset;
-  if (q < 0) return false;
-  for (size_t k : order) {
-    if (g.sizes[k] <= 1) continue;
-    if (g.strides[k] <= 0) return false;
-    const int64_t i = q / g.strides[k];
-    if (i >= g.sizes[k]) return false;
-    (*out)[k] = i;
-    q -= i * g.strides[k];
-  }
-  return q == 0;
+  if (!base.flat) return index_at_offset(base.g.sizes, base.g.strides, p - base.g.offset, out);
+  out->assign(1, p);
+  return true;
 }
 
 // The buffers of one trace, each with its role and base.

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
-#include <numeric>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,6 +14,7 @@
 #include "jit/compile/tracing.h"
 #include "kiln/logging.h"
 #include "kiln/ops.h"
+#include "runtime/core/tensor_utils.h"
 
 // GCC 12 warns falsely on std::string concatenation at -O3.
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -164,19 +164,11 @@ std::string differs(const Tensor& got, const Tensor& want,
 // merges dims).
 std::optional<Tensor> view_of_argument(const Tensor& r, const Tensor& padded, const Tensor& arg) {
   const int64_t n = padded.dim();
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return padded.stride(a) > padded.stride(b); });
-  // The padded index of the element at offset `p`.
-  std::vector<int64_t> at(static_cast<size_t>(n), 0);
-  int64_t p = r.storage_offset() - padded.storage_offset();
-  for (int64_t j : order) {
-    if (padded.size(j) <= 1) continue;
-    at[static_cast<size_t>(j)] = p / padded.stride(j);
-    p -= at[static_cast<size_t>(j)] * padded.stride(j);
+  std::vector<int64_t> at;
+  if (!index_at_offset(padded.sizes(), padded.strides(),
+                       r.storage_offset() - padded.storage_offset(), &at)) {
+    return std::nullopt;
   }
-  if (p != 0) return std::nullopt;
   int64_t offset = arg.storage_offset();
   for (int64_t j = 0; j < n; ++j) {
     if (at[static_cast<size_t>(j)] >= arg.size(j)) return std::nullopt;
@@ -218,10 +210,7 @@ std::optional<Tensor> view_of_argument(const Tensor& r, const Tensor& padded, co
 // transposed).
 Tensor empty_in_order(const std::vector<int64_t>& sizes, const Tensor& like,
                       const TensorOptions& options) {
-  std::vector<int64_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  const DimVector order = dims_by_stride(like.strides());
   std::vector<int64_t> in_memory(sizes.size()), back(sizes.size());
   for (size_t j = 0; j < order.size(); ++j) {
     in_memory[j] = sizes[static_cast<size_t>(order[j])];
@@ -278,7 +267,7 @@ std::optional<std::vector<Tensor>> Buckets::call(const std::vector<IValue>& args
     if (it != sizes_.end()) {
       const std::shared_ptr<const Sizes> sizes = it->second;
       lock.unlock();  // run() may build an entry, which forgets what was learned
-      return onto_arguments(narrow(run(padded), *sizes), args, padded);
+      return onto_arguments(narrow(run(padded, /*known=*/true), *sizes), args, padded);
     }
   }
   return first_call(args, padded, key, body, run);
@@ -335,7 +324,7 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
   // Note [Rows along the padded dim]: decided before anything runs padded.
   if (std::string why = rows_at_bucket(args, padded, own, body, writes); !why.empty()) {
     turn_off(why);
-    return run(args);
+    return run(args, /*known=*/false);
   }
   std::vector<Tensor> results;
   if (!writes) {  // it can run once more unseen
@@ -345,7 +334,7 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
     std::vector<Tensor> got;
     std::vector<std::vector<Tensor>> probes;  // padded with +kProbeFill, then -kProbeFill
     try {
-      got = run(padded);
+      got = run(padded, /*known=*/false);
       // The same plan padded with each probe value, then with zeros again:
       // runs past the first, which may choose kernels as it goes (Note
       // [Buckets]). Nothing floating padded: the values would change nothing.
@@ -354,9 +343,9 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
       for (double fill : {kProbeFill, -kProbeFill}) {
         std::vector<IValue> probe = pad(args, &size, &bucket, fill, &filled);
         if (!filled) break;
-        probes.push_back(run(probe));
+        probes.push_back(run(probe, /*known=*/false));
       }
-      if (!probes.empty()) got = run(padded);
+      if (!probes.empty()) got = run(padded, /*known=*/false);
     } catch (const std::exception& e) {
       turn_off(std::string("the function fails at the padded size (") + e.what() + ")");
       return exact;
@@ -395,7 +384,7 @@ std::vector<Tensor> Buckets::first_call(const std::vector<IValue>& args,
   } else {
     std::vector<Tensor> got;
     try {
-      got = run(padded);
+      got = run(padded, /*known=*/false);
     } catch (const std::exception& e) {
       // What it wrote before failing stays written: nothing to run again.
       turn_off(std::string("the function fails at the padded size (") + e.what() + ")");

@@ -78,8 +78,10 @@ struct Pristine;
 
 class Buckets {
  public:
-  // Runs arguments (padded or not) through the compiled function's cache.
-  using Run = std::function<std::vector<Tensor>(const std::vector<IValue>&)>;
+  // Runs arguments (padded or not) through the compiled function's cache;
+  // `known`: the Known callback below has just said yes for these very
+  // arguments, and nothing ran since (its entry may serve them unchecked).
+  using Run = std::function<std::vector<Tensor>(const std::vector<IValue>&, bool known)>;
   // Says why buckets were turned off (the compiled function's recompile log).
   using Report = std::function<void(const std::string&)>;
 

@@ -497,9 +497,23 @@ std::vector<Tensor> CompiledCore::call(const std::vector<IValue>& args, Body bod
   }
   if (m.buckets.on() && is_lazy()) {
     bool hit_counted = false;
+    // The entry `known` found for the padded arguments serves their run
+    // right after it (entries are never dropped), so their guards are
+    // checked once.
+    Entry* known = nullptr;
     std::optional<std::vector<Tensor>> padded = m.buckets.call(
-        args, body, [&](const std::vector<IValue>& a) { return m.dispatch(a, body, &hit_counted); },
-        [&](const std::vector<IValue>& a) { return m.lookup(a) != nullptr; });
+        args, body,
+        [&](const std::vector<IValue>& a, bool just_known) {
+          if (just_known && known != nullptr) {
+            return m.run(*std::exchange(known, nullptr), a, body, &hit_counted);
+          }
+          return m.dispatch(a, body, &hit_counted);
+        },
+        [&](const std::vector<IValue>& a) {
+          CallTimer guard_check(CallPhase::kGuards);
+          known = m.lookup(a);
+          return known != nullptr;
+        });
     if (padded) return std::move(*padded);
   }
   return m.dispatch(args, body);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <type_traits>
 
 #include "kiln/dispatch.h"
@@ -62,6 +63,29 @@ bool non_overlapping_and_dense(const Tensor& t) {
     expected *= sizes[d];
   }
   return true;
+}
+
+DimVector dims_by_stride(IntArrayRef strides) {
+  DimVector order(strides.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  return order;
+}
+
+bool index_at_offset(IntArrayRef sizes, IntArrayRef strides, int64_t offset,
+                     std::vector<int64_t>* index) {
+  index->assign(sizes.size(), 0);
+  if (offset < 0) return false;
+  for (int64_t d : dims_by_stride(strides)) {
+    if (sizes[d] <= 1) continue;
+    if (strides[d] <= 0) return false;
+    const int64_t i = offset / strides[d];
+    if (i >= sizes[d]) return false;
+    (*index)[static_cast<size_t>(d)] = i;
+    offset -= i * strides[d];
+  }
+  return offset == 0;
 }
 
 bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {

@@ -16,6 +16,15 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // The dims set in a list such as {1, -1}, as a bitmask; checks repeats. Empty
 // `dims` means "all dims" when `empty_is_all`.
 uint64_t dim_mask(IntArrayRef dims, int64_t ndim, const char* op, bool empty_is_all = true);
+// The dims from outermost to innermost in memory: by decreasing stride, ties
+// in their own order.
+DimVector dims_by_stride(IntArrayRef strides);
+// The index (one per dim) of the element `offset` elements past the first of
+// a tensor of `sizes` and `strides` whose dims nest without overlapping (a
+// dense tensor in any order of dims, or a slice of one): dims taken by
+// decreasing stride peel the offset apart. False where no element sits there.
+bool index_at_offset(IntArrayRef sizes, IntArrayRef strides, int64_t offset,
+                     std::vector<int64_t>* index);
 // True when a tensor of these sizes and strides is laid out row-major without gaps.
 bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides);
 // True when the tensor's elements fill a gapless block, one per address, in

@@ -77,10 +77,7 @@ Tensor scalar_tensor_kernel(const Scalar& s, OptD dtype, OptDev device) {
 Tensor empty_like_preserve(const Tensor& self, DType dtype, Device device) {
   IntArrayRef sizes = self.sizes(), strides = self.strides();
   const int64_t nd = self.dim();
-  DimVector perm(nd);
-  for (int64_t i = 0; i < nd; ++i) perm[i] = i;
-  std::stable_sort(perm.begin(), perm.end(),
-                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  const DimVector perm = dims_by_stride(strides);
   int64_t expected = 1;
   bool dense = true;
   for (int64_t i = nd; i-- > 0;) {
