@@ -24,8 +24,9 @@ std::atomic<int64_t> g_recorded{0}, g_flushes{0}, g_executed{0}, g_dead{0}, g_fa
     g_cse{0}, g_planned{0}, g_naive{0};
 
 // A group runs as one generated kernel where the device's generator takes it;
-// otherwise its members run one by one through their eager kernels.
-void run_fused(const std::vector<Node>& nodes, const FusedGroup& group, size_t* done) {
+// otherwise its members run one by one through their eager kernels, `*at`
+// the position of the member running (Note [A failed member of a group]).
+void run_fused(const std::vector<Node>& nodes, const FusedGroup& group, size_t* done, size_t* at) {
   if (!group.outputs.empty()) {
     const Device d = group.outputs[0].device();
     bool ran =
@@ -35,14 +36,15 @@ void run_fused(const std::vector<Node>& nodes, const FusedGroup& group, size_t* 
       return;
     }
   }
-  for (size_t m : group.members) {
-    execute_node(nodes[m]);
+  for (*at = 0; *at < group.members.size(); ++*at) {
+    execute_node(nodes[group.members[*at]]);
     ++*done;
   }
 }
 
 // The same for a reduction group.
-void run_reduction(const std::vector<Node>& nodes, const ReductionGroup& group, size_t* done) {
+void run_reduction(const std::vector<Node>& nodes, const ReductionGroup& group, size_t* done,
+                   size_t* at) {
   const Device d = nodes[group.node].outputs[0].device();
   bool ran =
       d.is_cpu() ? cpu::run_reduction_cpu(group) : d.is_cuda() && cuda::run_reduction_cuda(group);
@@ -50,8 +52,8 @@ void run_reduction(const std::vector<Node>& nodes, const ReductionGroup& group, 
     *done += group.members.size();
     return;
   }
-  for (size_t m : group.members) {
-    execute_node(nodes[m]);
+  for (*at = 0; *at < group.members.size(); ++*at) {
+    execute_node(nodes[group.members[*at]]);
     ++*done;
   }
 }
@@ -195,8 +197,9 @@ const std::vector<size_t>& members_of(const Step& step) {
   return step.kind == Step::Kind::Fused ? step.group.members : step.reduction.members;
 }
 
-// Runs one step; throws what it throws.
-void run_step(const Plan& plan, const Step& step, size_t* done) {
+// Runs one step; throws what it throws. `*at`: where a group ran member by
+// member, the position of the member running (else left as it was).
+void run_step(const Plan& plan, const Step& step, size_t* done, size_t* at) {
   switch (step.kind) {
     case Step::Kind::Extern:
       run_extern(plan, plan.nodes[step.node], step.node);
@@ -204,47 +207,23 @@ void run_step(const Plan& plan, const Step& step, size_t* done) {
       break;
     case Step::Kind::Fused: {
       PhaseTimer t(Phase::kFused);
-      run_fused(plan.nodes, step.group, done);
+      run_fused(plan.nodes, step.group, done, at);
       break;
     }
     case Step::Kind::Reduction: {
       PhaseTimer t(Phase::kReduce);
-      run_reduction(plan.nodes, step.reduction, done);
+      run_reduction(plan.nodes, step.reduction, done, at);
       break;
     }
   }
 }
 
-// Runs one step after an earlier one failed: what a failure reaches is
-// skipped; a group part of which it reaches runs member by member.
-void run_step_after_failure(const Plan& plan, const Step& step, Failures& f, size_t* done) {
-  if (step.kind == Step::Kind::Extern) {
-    if (const int64_t b = f.blocking(step.node); b >= 0) {
-      f.skip(step.node, static_cast<size_t>(b));
-      return;
-    }
-    try {
-      run_step(plan, step, done);
-      f.ran(step.node);
-    } catch (...) {
-      f.fail(step.node, f.add(std::current_exception(), step.node));
-    }
-    return;
-  }
-  const std::vector<size_t>& members = members_of(step);
-  bool reached = false;
-  for (size_t m : members) reached = reached || f.blocking(m) >= 0;
-  if (!reached) {
-    try {
-      run_step(plan, step, done);
-      for (size_t m : members) f.ran(m);
-    } catch (...) {
-      const size_t e = f.add(std::current_exception(), members.front());
-      for (size_t m : members) f.fail(m, e);
-    }
-    return;
-  }
-  for (size_t m : members) {
+// Members of a group from position `from` on, one by one, after a failure:
+// those it reaches are skipped, the others run.
+void run_members_after_failure(const Plan& plan, const std::vector<size_t>& members, size_t from,
+                               Failures& f, size_t* done) {
+  for (size_t k = from; k < members.size(); ++k) {
+    const size_t m = members[k];
     if (const int64_t b = f.blocking(m); b >= 0) {
       f.skip(m, static_cast<size_t>(b));
       continue;
@@ -259,6 +238,65 @@ void run_step_after_failure(const Plan& plan, const Step& step, Failures& f, siz
   }
 }
 
+// Note [A failed member of a group]
+// A group whose generated kernel does not take it (integer arithmetic on the
+// CPU, say) runs its members one by one. When one of them raises, the
+// members before it ran and keep their values, it fails, and the members
+// after it run or are skipped by the rules of Note [Failures in a trace], as
+// if each were a step of its own: a failing integer division fused beside an
+// independent in-place add and an independent exp leaves both of them
+// readable, as eager would. Where the group ran as one kernel and that
+// raised (memory ran out, a compile failed), nothing of it is known to have
+// run, and every member fails. A device check that fails after its kernel
+// ran (Note [Device checks at the end of a run]) fails the members that
+// check values and those that read what they wrote, not the rest.
+void fail_step(const Plan& plan, const Step& step, size_t at, std::exception_ptr error,
+               Failures& f, size_t* done) {
+  if (step.kind == Step::Kind::Extern) {
+    f.fail(step.node, f.add(std::move(error), step.node));
+    return;
+  }
+  const std::vector<size_t>& members = members_of(step);
+  if (at >= members.size()) {  // the group's kernel raised
+    const size_t e = f.add(std::move(error), members.front());
+    for (size_t m : members) f.fail(m, e);
+    return;
+  }
+  for (size_t k = 0; k < at; ++k) f.ran(members[k]);
+  f.fail(members[at], f.add(std::move(error), members[at]));
+  run_members_after_failure(plan, members, at + 1, f, done);
+}
+
+// Runs one step after an earlier one failed: what a failure reaches is
+// skipped; a group part of which it reaches runs member by member.
+void run_step_after_failure(const Plan& plan, const Step& step, Failures& f, size_t* done) {
+  if (step.kind == Step::Kind::Extern) {
+    if (const int64_t b = f.blocking(step.node); b >= 0) {
+      f.skip(step.node, static_cast<size_t>(b));
+      return;
+    }
+  } else {
+    bool reached = false;
+    for (size_t m : members_of(step)) reached = reached || f.blocking(m) >= 0;
+    if (reached) {
+      run_members_after_failure(plan, members_of(step), 0, f, done);
+      return;
+    }
+  }
+  size_t at = SIZE_MAX;
+  try {
+    run_step(plan, step, done, &at);
+  } catch (...) {
+    fail_step(plan, step, at, std::current_exception(), f, done);
+    return;
+  }
+  if (step.kind == Step::Kind::Extern) {
+    f.ran(step.node);
+  } else {
+    for (size_t m : members_of(step)) f.ran(m);
+  }
+}
+
 // Note [Device checks at the end of a run]: step `s` ran, and a check made
 // during it raised `error` after the last step. What it wrote carries the
 // error, as if it had raised at once; so does what every later step wrote
@@ -268,8 +306,18 @@ void fail_late(const Plan& plan, size_t s, std::exception_ptr error, Failures& f
     return step.kind == Step::Kind::Extern ? std::vector<size_t>{step.node} : members_of(step);
   };
   const std::vector<size_t> failed = members(plan.steps[s]);
-  const size_t e = f.add(std::move(error), failed.front());
-  for (size_t m : failed) f.fail(m, e);
+  // The members that check values fail, and those of the step after them
+  // that read what a failed member wrote (Note [A failed member of a group]).
+  std::vector<size_t> checking;
+  for (size_t m : failed) {
+    if (checks_values(plan.nodes[m])) checking.push_back(m);
+  }
+  if (checking.empty()) checking = failed;
+  const size_t e = f.add(std::move(error), checking.front());
+  for (size_t m : checking) f.fail(m, e);
+  for (size_t m : failed) {
+    if (const int64_t b = f.blocking(m); b >= 0) f.skip(m, static_cast<size_t>(b));
+  }
   for (size_t t = s + 1; t < plan.steps.size(); ++t) {
     for (size_t m : members(plan.steps[t])) {
       if (const int64_t b = f.blocking(m); b >= 0) f.skip(m, static_cast<size_t>(b));
@@ -413,14 +461,11 @@ RunFailures run_plan(const Plan& plan, StepObserver* observer) {
     checks.set_step(s);
     if (observer) observer->before_step(step);
     if (KILN_LIKELY(f.empty())) {
+      size_t at = SIZE_MAX;
       try {
-        run_step(plan, step, &done);
+        run_step(plan, step, &done, &at);
       } catch (...) {
-        const std::vector<size_t> one{step.node};
-        const std::vector<size_t>& members =
-            step.kind == Step::Kind::Extern ? one : members_of(step);
-        const size_t e = f.add(std::current_exception(), members.front());
-        for (size_t m : members) f.fail(m, e);
+        fail_step(plan, step, at, std::current_exception(), f, &done);
       }
     } else {
       run_step_after_failure(plan, step, f, &done);

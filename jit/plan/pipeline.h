@@ -22,7 +22,8 @@ namespace kiln::jit {
 // - The step that fails, and every step that reads what a failed step should
 //   have written, do not run; every other step does, so independent results
 //   keep their values. A failing step is not retried, and run_plan does not
-//   throw for it.
+//   throw for it. A group run member by member fails member by member (Note
+//   [A failed member of a group] in pipeline.cpp).
 // - Each storage a failed or skipped step writes (fresh outputs and in-place
 //   targets alike) carries the error (FailedStorage). Reading it, or recording
 //   an op that reads it, rethrows the original error, which names the op that

@@ -270,6 +270,48 @@ TEST_P(LazyTraceErrors, ADroppedIntegerDivisionByZeroStillRaises) {
   }
 }
 
+// Note [A failed member of a group]: an integer division by zero fused, by
+// shape, with an independent in-place write and independent work (a group
+// the CPU's generator does not take runs member by member) fails itself and
+// what reads it; the rest keep their values, as in eager mode.
+TEST_P(LazyTraceErrors, AFailedMemberLeavesTheRestOfItsGroupWhole) {
+  const kiln::TensorOptions i64 = kiln::TensorOptions(kiln::kInt64);
+  Tensor a, zero, src, y;
+  {
+    kiln::EagerGuard eager;
+    a = kiln::arange(12, i64).view({3, 4}) + 1;
+    zero = a.clone();
+    zero.view({12}).narrow(0, 5, 1).fill_(0);
+    src = random_tensor({4, 3}, kiln::kFloat32, "contiguous", 11).t();
+    y = kiln::ones({3, 4});
+  }
+  const Tensor want_w = eager_reference([&] { return kiln::exp(src); });
+  const Tensor want_y = eager_reference([&] { return kiln::full({3, 4}, 2.0f); });
+  if (!lazy()) {
+    y.add_(1.0f);
+    EXPECT_KILN_ERROR((void)kiln::floor_divide(a, zero), "ZeroDivisionError");
+    EXPECT_TENSOR_CLOSE(y, want_y);
+    return;
+  }
+  y.add_(1.0f);
+  Tensor z = y * 2.0f;
+  Tensor w = kiln::exp(src);
+  Tensor q = kiln::floor_divide(a, zero);
+  Tensor after = q.to(kiln::kFloat32) + z;  // reads the failure
+  Tensor r = kiln::remainder(a, zero);      // fails on its own, after it
+  Tensor v = w * 3.0f;                      // runs after both failures
+  EXPECT_TENSOR_CLOSE(y, want_y);
+  EXPECT_TENSOR_CLOSE(z, eager_reference([&] { return kiln::full({3, 4}, 4.0f); }));
+  EXPECT_TENSOR_CLOSE(w, want_w);
+  EXPECT_TENSOR_CLOSE(v, eager_reference([&] { return kiln::exp(src) * 3.0f; }));
+  EXPECT_KILN_ERROR(q.data_ptr(), "ZeroDivisionError");
+  EXPECT_KILN_ERROR(q.data_ptr(), "[floor_divide");
+  EXPECT_KILN_ERROR(after.data_ptr(), "[floor_divide");
+  EXPECT_KILN_ERROR(r.data_ptr(), "[remainder");
+  y.add_(1.0f);  // the in-place target stays writable
+  EXPECT_FLOAT_EQ(y[1][2].item<float>(), 3.0f);
+}
+
 // A held result that two failures feed raises one of them; the other is not
 // raised again by the thread's next, unrelated read (the caller already has
 // an error for that computation).
