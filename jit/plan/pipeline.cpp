@@ -250,8 +250,8 @@ void run_members_after_failure(const Plan& plan, const std::vector<size_t>& memb
 // run, and every member fails. A device check that fails after its kernel
 // ran (Note [Device checks at the end of a run]) fails the members that
 // check values and those that read what they wrote, not the rest.
-void fail_step(const Plan& plan, const Step& step, size_t at, std::exception_ptr error,
-               Failures& f, size_t* done) {
+void fail_step(const Plan& plan, const Step& step, size_t at, std::exception_ptr error, Failures& f,
+               size_t* done) {
   if (step.kind == Step::Kind::Extern) {
     f.fail(step.node, f.add(std::move(error), step.node));
     return;
