@@ -174,7 +174,8 @@ namespace {
 // touches (a KV cache's index_copy_ from a fresh row) stay recorded.
 // masked_fill_'s and fill_'s 0-dim `value` is read as a number before
 // anything is written (and what is written there is that value), so it is
-// not an input that could overlap.
+// not an input that could overlap. A written argument that may overlap
+// itself (may_overlap_itself) runs eagerly at the call too, whatever the op.
 // The elements' byte range [lo, hi) in the storage (strides non-negative).
 std::pair<int64_t, int64_t> byte_extent(const Tensor& t) {
   int64_t last = t.storage_offset();
@@ -225,6 +226,17 @@ bool written_shares_memory(const Node& node) {
 }
 
 bool check_written_overlaps(const OperatorEntry& op, const Node& node) {
+  // A written view whose elements may share addresses (an unfold whose
+  // windows meet): what a later read of it sees depends on the order of the
+  // writes, which only the eager kernel defines (a fused kernel, and the
+  // passes that forward a written value to its readers, would give each
+  // element its own value).
+  for (int w : node.written) {
+    const Tensor& out = node.args[static_cast<size_t>(w)].to_tensor();
+    if (out.defined() && out.numel() > 1 && may_overlap_itself(out.sizes(), out.strides())) {
+      return true;
+    }
+  }
   // copy_ makes the same check (cpu::check_copy); its self is only written,
   // like an out= argument, so src is its input 0.
   static const OperatorEntry* const copy = &find_op("copy_").entry();

@@ -88,6 +88,18 @@ bool index_at_offset(IntArrayRef sizes, IntArrayRef strides, int64_t offset,
   return offset == 0;
 }
 
+bool may_overlap_itself(IntArrayRef sizes, IntArrayRef strides) {
+  const DimVector order = dims_by_stride(strides);
+  int64_t span = 0;  // the largest offset the dims inside reach
+  for (size_t k = order.size(); k-- > 0;) {
+    const int64_t d = order[k];
+    if (sizes[d] <= 1) continue;
+    if (strides[d] <= span) return true;
+    span += (sizes[d] - 1) * strides[d];
+  }
+  return false;
+}
+
 bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {
   int64_t expected = 1;
   for (size_t i = sizes.size(); i-- > 0;) {

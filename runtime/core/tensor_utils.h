@@ -25,6 +25,11 @@ DimVector dims_by_stride(IntArrayRef strides);
 // decreasing stride peel the offset apart. False where no element sits there.
 bool index_at_offset(IntArrayRef sizes, IntArrayRef strides, int64_t offset,
                      std::vector<int64_t>* index);
+// True where two elements of a tensor of these sizes and strides may share an
+// address (an expanded dim, an unfold whose windows meet, an as_strided view
+// onto itself): its dims by increasing stride do not each step past the span
+// of those inside it. False proves every element its own address.
+bool may_overlap_itself(IntArrayRef sizes, IntArrayRef strides);
 // True when a tensor of these sizes and strides is laid out row-major without gaps.
 bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides);
 // True when the tensor's elements fill a gapless block, one per address, in
