@@ -4,7 +4,8 @@
 //
 // Note [CPU ISA choice]
 // One rule decides it, for the code generator (jit/codegen_cpu), the skinny
-// GEMM kernels (runtime/cpu/gemv.cpp) and what kiln::cpu_isa() reports
+// GEMM kernels (runtime/cpu/gemv.cpp), the dense 16-bit sums
+// (runtime/cpu/reduce_sum16.cpp) and what kiln::cpu_isa() reports
 // (kiln-info, kiln-bench). AVX-512 takes F, BW, DQ, VL and BMI2 (the
 // generator's masked and byte/word forms need them all) on top of AVX2; AVX2
 // takes FMA and F16C. KILN_CPU_ISA=avx2 or avx512 asks for one (to measure, or

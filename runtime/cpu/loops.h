@@ -153,7 +153,7 @@ Tensor pointwise(const char* op, Form form, const Tensor& self, const Tensor* ou
 
 // Note [16-bit floats in pointwise kernels]
 // kiln's rounding policy for Half and BFloat16: load into float (opmath_t;
-// reductions, norms and matmuls accumulate in float or double), compute, and
+// reductions and norms accumulate in double, matmuls in float), compute, and
 // round once, when the result is stored. The result is then the float32
 // value rounded to the 16-bit grid: within a unit in the last place (ulp) of
 // the exact value rounded, and usually equal to it. This holds for every

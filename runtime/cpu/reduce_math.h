@@ -3,15 +3,26 @@
 // Accumulator types and conversions shared by the reduction and scan kernels.
 //
 // Note [Reduction accumulators]
-// Floating sums accumulate wider than they store: float32 and float64 in
-// double (PyTorch's CPU acc_type for float is double, and a sum of millions of
-// float32 values then stays within float32 rounding of the exact result),
-// float16 and bfloat16 in float, in blocks (reduce_contig_sum) so error does
-// not grow with length. Integer and bool sums and products accumulate in
-// uint64: wrap-around is then defined, and it is PyTorch's int64 result.
-// A result is rounded to its dtype once, when stored, so a mean or norm whose
-// value fits is finite even where the sum or a square before it would not
-// be: mean of a hundred float16 1000s is 1000, the 2-norm of float32
+// Floating sums accumulate in double, whatever they store: float32 and
+// float64 (PyTorch's CPU acc_type for float is double, and a sum of millions
+// of float32 values then stays within float32 rounding of the exact result),
+// and float16 and bfloat16 too, as the generated CPU kernels do
+// (jit/codegen_cpu/reduce_cpu*.cpp): a float accumulator would make eager
+// and lazy disagree on every layout that reduces serially (strided,
+// expanded, outer dims), where its error grows with length, and bfloat16,
+// which has float32's exponent range, would overflow in a float sum of
+// values whose sum fits (-3e38 - 3e38 + inf is nan, not inf; the mean of
+// four 3e38 would be inf). A double sum of float16 values is exact while
+// every partial sum stays below 2^29 in magnitude (they are multiples of
+// 2^-24), so float16 sums do not depend on order then: eager, lazy and a
+// split over threads give the same bits. Dense 16-bit runs widen eight
+// values at a time (reduce_sum16.h) so the wider accumulator costs little.
+// Integer and bool sums and products accumulate in uint64: wrap-around is
+// then defined, and it is PyTorch's int64 result.
+// A result is rounded to its dtype once, when stored (a 16-bit one through
+// float, as the generated kernels store it), so a mean or norm whose value
+// fits is finite even where the sum or a square before it would not be:
+// mean of a hundred float16 1000s is 1000, the 2-norm of float32
 // [1e30, -1e30, 3] is 1.4142e30, layer_norm and rms_norm of that row are
 // about [1.22, -1.22, 0]. PyTorch 1.13 rounds the float16 sum (inf) and
 // squares in float32 (inf, and 0 for the row norms). This divergence is
@@ -40,8 +51,7 @@ constexpr bool kIsFloat = kIsReducedFloat<T> || std::is_floating_point_v<T>;
 
 template <class T>
 struct SumAcc {
-  using type = std::conditional_t<kIsReducedFloat<T>, float,
-                                  std::conditional_t<kIsFloat<T>, double, uint64_t>>;
+  using type = std::conditional_t<kIsFloat<T>, double, uint64_t>;
 };
 template <class T>
 using sum_acc_t = typename SumAcc<T>::type;
@@ -59,7 +69,7 @@ inline Acc to_acc(T x) {
 }
 
 // An accumulator as the stored type: uint64 reinterprets as int64; 16-bit
-// floats round from float.
+// floats round through float, as the generated kernels store them.
 template <class Out, class Acc>
 inline Out from_acc(Acc a) {
   if constexpr (std::is_same_v<Acc, uint64_t>) {
@@ -213,7 +223,7 @@ inline float exp_nonpositive(float x) {
 }
 
 // sum of f(p[i]) over a dense run: independent accumulators so the loop
-// vectorizes, and blocks so float accumulators stay accurate over long runs.
+// vectorizes, in blocks so rounding error does not grow with the run.
 template <class Acc, class In, class F>
 inline Acc reduce_contig_sum(const In* p, int64_t n, F f) {
   constexpr int kLanes = 8;

@@ -9,6 +9,7 @@
 #include "runtime/cpu/copy.h"
 #include "runtime/cpu/reduce.h"
 #include "runtime/cpu/reduce_math.h"
+#include "runtime/cpu/reduce_sum16.h"
 #include "runtime/cpu/tensor_iter.h"
 
 namespace kiln::cpu {
@@ -23,6 +24,8 @@ struct SumOps {
   using in_t = In;
   using acc_t = sum_acc_t<In>;
   acc_t count = 1;
+  // Dense 16-bit sums (set for Half and BFloat16; prod has no 16-bit kernel).
+  DenseSum16<In> dense16 = nullptr;
 
   acc_t identity() const { return acc_t(kKind == Kind::Prod ? 1 : 0); }
   acc_t step(acc_t a, In x, int64_t) const {
@@ -42,6 +45,8 @@ struct SumOps {
       }
       for (; i < n; ++i) s[0] *= to_acc<acc_t>(p[i]);
       return a * (((s[0] * s[1]) * (s[2] * s[3])) * ((s[4] * s[5]) * (s[6] * s[7])));
+    } else if constexpr (kIsReducedFloat<In>) {
+      return a + dense16(p, n);
     } else {
       return a + reduce_contig_sum<acc_t>(p, n, [](In x) { return to_acc<acc_t>(x); });
     }
@@ -97,6 +102,7 @@ void run(const Tensor& self, uint64_t mask, const Tensor& result, int64_t count)
       if constexpr (kIsFloat<T> && (kKind != Kind::Prod || !kIsReducedFloat<T>)) {
         SumOps<kKind, T, T> ops;
         ops.count = static_cast<sum_acc_t<T>>(count);
+        if constexpr (kIsReducedFloat<T>) ops.dense16 = dense_sum16<T>();
         reduce(plan, ops);
       }
     });

@@ -1,16 +1,20 @@
 // The reduction engine beyond what the PyTorch oracle covers: accuracy of long
-// float sums against a double reference, the parallel schedules (split
-// reductions, outer-reduction blocks) against a single-thread run, and Meta
-// kernels giving the CPU kernels' sizes and dtypes.
+// float sums against a double reference, eager 16-bit sums against the
+// generated (lazy) kernels, the parallel schedules (split reductions,
+// outer-reduction blocks) against a single-thread run, and Meta kernels
+// giving the CPU kernels' sizes and dtypes.
 
 #include <tbb/task_arena.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 #include <vector>
 
+#include "jit/codegen_cpu/reduce_cpu.h"
 #include "runtime/cpu/reduce_math.h"
 #include "tests/support/testing.h"
 
@@ -46,6 +50,13 @@ void expect_rel(double actual, double expected, double rtol, const char* what) {
       << what << ": expected " << expected << ", got " << actual;
 }
 
+// Runs `f` in an arena of `threads` workers.
+template <class F>
+auto in_arena(int threads, F f) {
+  tbb::task_arena arena(threads);
+  return arena.execute(f);
+}
+
 TEST(ReduceAccuracy, SixteenMillionFloatsMatchDoubleReference) {
   const int64_t n = int64_t{1} << 24;
   // All positive: a float accumulator would lose every digit past 2^24.
@@ -65,7 +76,7 @@ TEST(ReduceAccuracy, SixteenMillionFloatsMatchDoubleReference) {
   expect_rel(sum(strided).item<double>(), reference_sum(v.data() + 3, n / 4, 4), 1.2e-7, "strided");
 }
 
-TEST(ReduceAccuracy, LongHalfMeanAccumulatesInFloat) {
+TEST(ReduceAccuracy, LongHalfMeanMatchesDoubleReference) {
   const int64_t n = int64_t{1} << 22;
   std::vector<float> v = uniform(n, 0.0f, 1.0f, 2);
   Tensor x = from_vector(v, {n}).to(kFloat16);
@@ -100,6 +111,114 @@ TEST(ReduceAccuracy, IntermediatesPastTheDtypeDoNotOverflow) {
   }
 }
 
+// Note [Reduction accumulators]: bfloat16 has float32's exponent range, and
+// its sums accumulate in double, so a sum or mean whose value fits is what
+// every mode and layout gives (a float accumulator made the sum nan and the
+// mean inf eagerly, where the generated kernels gave inf and 3e38).
+TEST(ReduceAccuracy, BFloat16SumsPastFloatRange) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float big = static_cast<float>(BFloat16(3e38f));
+  for (bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "lazy" : "eager");
+    std::optional<EagerGuard> eager;
+    if (!lazy) eager.emplace();
+    const Tensor a = tensor({-3e38f, -3e38f, inf, 1.0f}).to(kBFloat16);
+    EXPECT_EQ(sum(a).item<float>(), inf);
+    EXPECT_EQ(sum(stack({a, a}, 1).select(1, 0)).item<float>(), inf);  // strided
+    const Tensor b = full({4}, 3e38, TensorOptions(kBFloat16));
+    EXPECT_EQ(mean(b).item<float>(), big);
+    EXPECT_EQ(mean(b.narrow(0, 0, 1).expand({4})).item<float>(), big);  // expanded
+    EXPECT_EQ(sum(b).item<float>(), inf);  // the sum overflows when stored
+    std::vector<float> cols = mean(full({4, 3}, 3e38, TensorOptions(kBFloat16)), {0})
+                                  .to(kFloat32)
+                                  .tolist<float>();  // outer
+    for (float c : cols) EXPECT_EQ(c, big);
+  }
+}
+
+// Distance between two values of a 16-bit dtype, in its units in the last place.
+int64_t ulps16(float a, float b, DType dtype) {
+  auto key = [&](float f) -> int64_t {
+    const uint16_t bits = dtype == kFloat16 ? Half(f).bits : BFloat16(f).bits;
+    return (bits & 0x8000) != 0 ? -static_cast<int64_t>(bits & 0x7fff) : bits;
+  };
+  return std::abs(key(a) - key(b));
+}
+
+// Note [Reduction accumulators]: eager 16-bit sums accumulate in double on
+// every schedule, as the generated kernels do, so eager and lazy agree on
+// long inputs in every layout. float16 bit for bit: a double sum of float16
+// values is exact while its partial sums stay below 2^29, so the order each
+// path adds in does not matter. bfloat16 within one ulp: its values span
+// more bits than a double holds, each path's sum rounds in its own order,
+// and the result can then round to either 16-bit neighbour.
+TEST(ReduceAccuracy, SixteenBitSumsMatchLazyInEveryLayout) {
+  const int64_t n = int64_t{1} << 22;
+  using Reduction = std::function<Tensor(const Tensor&)>;
+  struct Case {
+    const char* name;
+    Tensor x;
+    Reduction f;
+  };
+  for (DType dt : {kFloat16, kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<Case> cases;
+    {
+      EagerGuard g;
+      // Positive values, so a serial float accumulator would drift far from the sum.
+      auto values = [&](IntArrayRef sizes, const char* layout) {
+        return testing::random_tensor(sizes, dt, layout, 7, 0, 1);
+      };
+      const Tensor dense = values({n}, "contiguous");
+      auto all_sum = [](const Tensor& t) { return sum(t); };
+      auto all_mean = [](const Tensor& t) { return mean(t); };
+      cases = {
+          {"contiguous sum", dense, all_sum},
+          {"contiguous mean", dense, all_mean},
+          {"rows", dense.view({4, n / 4}), [](const Tensor& t) { return sum(t, {1}); }},
+          {"strided", values({n}, "strided"), all_mean},
+          {"transposed rows", values({8, n / 8}, "transposed"),
+           [](const Tensor& t) { return mean(t, {1}); }},
+          {"expanded", values({n}, "expanded"), all_mean},
+          {"expanded 0.1", full({1}, 0.1, TensorOptions(dt)).expand({n}), all_mean},
+          {"outer", values({n / 8, 8}, "contiguous"), [](const Tensor& t) { return mean(t, {0}); }},
+          {"outer sum", values({n / 64, 64}, "contiguous"),
+           [](const Tensor& t) { return sum(t, {0}); }},
+      };
+    }
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name);
+      const int64_t before = jit::cpu::cpu_reductions_run();
+      const Tensor r = c.f(c.x);
+      sync();
+      EXPECT_GT(jit::cpu::cpu_reductions_run(), before) << "lazy did not run generated code";
+      std::vector<float> lazy;
+      {
+        EagerGuard g;  // the 16-bit result as stored, not a cast fused into it
+        lazy = r.to(kFloat32).tolist<float>();
+      }
+      // One worker reduces serially; four split a long reduction into chunks.
+      for (int threads : {1, 4}) {
+        const std::vector<float> eager = in_arena(threads, [&] {
+          EagerGuard g;
+          return c.f(c.x).to(kFloat32).tolist<float>();
+        });
+        ASSERT_EQ(eager.size(), lazy.size());
+        for (size_t i = 0; i < eager.size(); ++i) {
+          EXPECT_LE(ulps16(eager[i], lazy[i], dt), dt == kFloat16 ? 0 : 1)
+              << threads << " threads, index " << i << ": lazy " << lazy[i] << ", eager "
+              << eager[i];
+        }
+      }
+    }
+    // The mean of a constant is the constant, however long.
+    EagerGuard g;
+    const float v = full({1}, 0.1, TensorOptions(dt)).item<float>();
+    EXPECT_EQ(mean(full({1}, 0.1, TensorOptions(dt)).expand({n})).item<float>(), v);
+    EXPECT_EQ(mean(full({n / 8, 8}, 0.1, TensorOptions(dt)), {0})[3].item<float>(), v);
+  }
+}
+
 TEST(ReduceAccuracy, LongVarianceAndCumsum) {
   const int64_t n = 3'000'000;
   std::vector<float> v = uniform(n, 1000.0f, 1001.0f, 3);  // large mean: catastrophic if naive
@@ -125,13 +244,6 @@ TEST(ReduceAccuracy, LogsumexpExpIsAccurate) {
   EXPECT_EQ(cpu::exp_nonpositive(0.0f), 1.0f);
   EXPECT_EQ(cpu::exp_nonpositive(-0.0f), 1.0f);
   EXPECT_LT(cpu::exp_nonpositive(-std::numeric_limits<float>::infinity()), 1e-37f);
-}
-
-// Runs `f` in an arena of `threads` workers.
-template <class F>
-auto in_arena(int threads, F f) {
-  tbb::task_arena arena(threads);
-  return arena.execute(f);
 }
 
 TEST(ReduceParallel, SplitReductionMatchesSingleThread) {
