@@ -5,6 +5,7 @@
 
 #include "kiln/dispatch.h"
 #include "runtime/core/composite_errors.h"
+#include "runtime/core/preserved_layout.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/core/type_promotion.h"
 
@@ -57,20 +58,38 @@ Tensor scalar_tensor(const Scalar& v, TensorOptions o) {
   KILN_CALL("scalar_tensor", Tensor(S, OptD, OptDev), v, o.dtype_, o.device_);
 }
 // The *_like functions check self themselves: its sizes() would name Tensor::sizes.
+// They keep self's layout (Note [Preserved layout]): a contiguous self takes
+// the plain factory, any other an empty_strided filled in place.
 Tensor empty_like(const Tensor& self, std::optional<DType> dtype) {
   check_defined(self, "empty_like", "self");
-  return empty(self.sizes(), TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
+  const TensorOptions o = TensorOptions(dtype.value_or(self.dtype())).device(self.device());
+  if (self.is_contiguous()) return empty(self.sizes(), o);
+  return empty_strided(self.sizes(), preserved_strides(self), o);
 }
+namespace {
+// `value` already checked against the dtype, as full does before it allocates.
+Tensor filled_like(const Tensor& self, const Scalar& value, std::optional<DType> dtype) {
+  Tensor out = empty_like(self, dtype);
+  out.fill_(value);
+  return out;
+}
+}  // namespace
 Tensor zeros_like(const Tensor& self, std::optional<DType> dtype) {
   check_defined(self, "zeros_like", "self");
+  if (!self.is_contiguous()) return filled_like(self, 0, dtype);
   return zeros(self.sizes(), TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
 }
 Tensor ones_like(const Tensor& self, std::optional<DType> dtype) {
   check_defined(self, "ones_like", "self");
+  if (!self.is_contiguous()) return filled_like(self, 1, dtype);
   return ones(self.sizes(), TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
 }
 Tensor full_like(const Tensor& self, const Scalar& v, std::optional<DType> dtype) {
   check_defined(self, "full_like", "self");
+  if (!self.is_contiguous()) {
+    check_convertible(v, dtype.value_or(self.dtype()), "full_like");
+    return filled_like(self, v, dtype);
+  }
   return rename_errors("full_like", "full", [&] {
     return full(self.sizes(), v, TensorOptions(dtype.value_or(self.dtype())).device(self.device()));
   });

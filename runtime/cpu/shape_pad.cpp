@@ -111,7 +111,8 @@ Tensor constant_pad_nd(const Tensor& self, IntArrayRef pad, const Scalar& value)
   int64_t offset = self.storage_offset();
   for (int64_t d = 0; d < nd; ++d) offset += begin[d] * self.strides()[d];
   Tensor input = make_view(self, cropped, self.strides(), offset);
-  if (!any_positive) return kiln::clone(input).contiguous();
+  // A clone keeps self's layout (Note [Preserved layout]), as PyTorch's.
+  if (!any_positive) return kiln::clone(input);
 
   DimVector sizes(self.sizes()), inner_begin(nd, 0);
   for (int64_t d = first; d < nd; ++d) {

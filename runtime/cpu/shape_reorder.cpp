@@ -10,14 +10,19 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/preserved_layout.h"
 #include "runtime/cpu/index_utils.h"
 #include "runtime/cpu/tensor_iter.h"
 
 namespace kiln::cpu {
 namespace {
 
+Device fresh_device(const Tensor& self) {
+  return self.is_meta() ? Device::meta() : Device::cpu();
+}
+
 Tensor fresh_like(const Tensor& self, IntArrayRef sizes) {
-  return empty_tensor(sizes, self.dtype(), self.is_meta() ? Device::meta() : Device::cpu());
+  return empty_tensor(sizes, self.dtype(), fresh_device(self));
 }
 
 // --- repeat --------------------------------------------------------------------------
@@ -62,7 +67,9 @@ Tensor flip(const Tensor& self, IntArrayRef dims) {
   const char* op = "flip";
   check_defined(self, op, "self");
   const uint64_t mask = dim_mask(dims, self.dim(), op, /*empty_is_all=*/false);
-  Tensor out = fresh_like(self, self.sizes());
+  // Laid out as self (Note [Preserved layout]), as PyTorch's flip; roll and
+  // repeat come out row-major, as PyTorch's do.
+  Tensor out = empty_like_preserve(self, self.dtype(), fresh_device(self), op);
   if (self.is_meta() || out.numel() == 0) return out;
   check_cpu(self, op, "self");
   DimVector src_st(self.strides());

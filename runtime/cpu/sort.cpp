@@ -13,6 +13,7 @@
 
 #include "kiln/dispatch.h"
 #include "runtime/core/dtype_dispatch.h"
+#include "runtime/core/preserved_layout.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/cpu/reduce.h"
 #include "runtime/cpu/reduce_lines.h"
@@ -97,8 +98,10 @@ std::tuple<Tensor, Tensor> sort_impl(const char* op, const Tensor& self, int64_t
                                      bool descending) {
   check_cpu_or_meta(self, op, "self");
   const int64_t d = wrap_dim(dim, self.dim(), op);
-  Tensor values = empty_tensor(self.sizes(), self.dtype(), self.device());
-  Tensor indices = empty_tensor(self.sizes(), kInt64, self.device());
+  // Both laid out as self (Note [Preserved layout]), as PyTorch's sort; topk's
+  // come out row-major, as PyTorch's do.
+  Tensor values = empty_like_preserve(self, self.dtype(), self.device(), op);
+  Tensor indices = empty_like_preserve(self, kInt64, self.device(), op);
   if (!self.is_meta())
     run_sort(op, self, values, indices, d, self.dim() == 0 ? 1 : self.size(d), descending,
              kAllMask);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/core/preserved_layout.h"
 #include "runtime/core/tensor_utils.h"
 #include "runtime/core/type_promotion.h"
 #include "runtime/cpu/copy.h"
@@ -34,31 +35,9 @@ void TensorIter::check_one_device() const {
   }
 }
 
-namespace {
-
-// Strides for a copy of `t` that keep its layout when it is dense and
-// non-overlapping (as PyTorch's preserve_format does), else row-major ones.
-DimVector preserved_strides(const Tensor& t) {
-  IntArrayRef sizes = t.sizes(), strides = t.strides();
-  const int64_t nd = t.dim();
-  DimVector perm(nd);
-  for (int64_t i = 0; i < nd; ++i) perm[i] = i;
-  std::stable_sort(perm.begin(), perm.end(),
-                   [&](int64_t a, int64_t b) { return strides[a] < strides[b]; });
-  int64_t expected = 1;
-  for (int64_t d : perm) {
-    if (sizes[d] == 1) continue;
-    if (strides[d] != expected) return contiguous_strides(sizes);
-    expected *= sizes[d];
-  }
-  return DimVector(strides);
-}
-
-}  // namespace
-
 Tensor cast(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
-  Tensor out = empty_strided_tensor(t.sizes(), preserved_strides(t), dtype, t.device());
+  Tensor out = empty_like_preserve(t, dtype, t.device(), "cast");
   if (t.device().is_meta()) return out;
   copy_into(out, t);
   if (t.impl()->is_wrapped_number()) out.impl()->set_wrapped_number(true);

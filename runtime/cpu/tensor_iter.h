@@ -218,8 +218,8 @@ class TensorIter {
   int64_t numel_ = 0;
 };
 
-// Returns `t` converted to `dtype`: a new tensor, laid out like `t` when that is
-// dense (PyTorch's preserve_format), when the dtypes differ; meta in, meta out.
+// Returns `t` converted to `dtype`: a new tensor, laid out like `t` (Note
+// [Preserved layout]), when the dtypes differ; meta in, meta out.
 Tensor cast(const Tensor& t, DType dtype);
 // Throws unless `t` lives on the CPU (0-dim wrapped numbers count as CPU values).
 void check_cpu(const Tensor& t, const char* op, const char* name);

@@ -3,6 +3,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops.h"
+#include "runtime/core/preserved_layout.h"
 #include "runtime/core/tensor_utils.h"
 
 namespace kiln {
@@ -70,47 +71,19 @@ Tensor scalar_tensor_kernel(const Scalar& s, OptD dtype, OptDev device) {
   return filled({}, s, dtype.value_or(kFloat32), device_or_cpu(device), "scalar_tensor");
 }
 
-// Note [Preserved layout]
-// Copies keep the source's strides when they describe a dense, non-overlapping
-// layout (a transposed matrix stays transposed), else come out row-major,
-// as PyTorch's memory_format=preserve does.
-Tensor empty_like_preserve(const Tensor& self, DType dtype, Device device) {
-  IntArrayRef sizes = self.sizes(), strides = self.strides();
-  const int64_t nd = self.dim();
-  const DimVector perm = dims_by_stride(strides);
-  int64_t expected = 1;
-  bool dense = true;
-  for (int64_t i = nd; i-- > 0;) {
-    int64_t d = perm[i];
-    if (sizes[d] == 1) continue;
-    if (strides[d] != expected) {
-      dense = false;
-      break;
-    }
-    expected *= sizes[d];
-  }
-  if (!dense || self.is_contiguous()) return empty_tensor(sizes, dtype, device);
-  DimVector out_strides(nd);
-  int64_t s = 1;
-  for (int64_t i = nd; i-- > 0;) {
-    out_strides[perm[i]] = s;
-    s *= std::max<int64_t>(sizes[perm[i]], 1);
-  }
-  return empty_strided_tensor(sizes, out_strides, dtype, device);
-}
-
-// To the meta device there is nothing to copy (as PyTorch's x.to("meta")).
+// _to_copy and clone keep self's layout (Note [Preserved layout]). To the
+// meta device there is nothing to copy (as PyTorch's x.to("meta")).
 Tensor to_copy_kernel(const Tensor& self, OptD dtype, OptDev device, bool non_blocking) {
   check_defined(self, "_to_copy", "self");
-  Tensor out =
-      empty_like_preserve(self, dtype.value_or(self.dtype()), device.value_or(self.device()));
+  Tensor out = empty_like_preserve(self, dtype.value_or(self.dtype()),
+                                   device.value_or(self.device()), "_to_copy");
   if (!out.device().is_meta()) copy_(out, self);
   return out;
 }
 
 Tensor clone_kernel(const Tensor& self) {
   check_defined(self, "clone", "self");
-  Tensor out = empty_like_preserve(self, self.dtype(), self.device());
+  Tensor out = empty_like_preserve(self, self.dtype(), self.device(), "clone");
   copy_(out, self);
   return out;
 }
@@ -173,7 +146,7 @@ Tensor scalar_tensor_meta(const Scalar& s, OptD dtype, OptDev) {
   return empty_tensor({}, t, Device::meta(), "scalar_tensor");
 }
 Tensor to_copy_meta(const Tensor& self, OptD dtype, OptDev, bool) {
-  return empty_like_preserve(self, dtype.value_or(self.dtype()), Device::meta());
+  return empty_like_preserve(self, dtype.value_or(self.dtype()), Device::meta(), "_to_copy");
 }
 
 }  // namespace

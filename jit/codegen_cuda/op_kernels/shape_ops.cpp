@@ -82,20 +82,31 @@ struct Remap {
   int64_t in_offset = 0;  // elements from self's first element to the one read as 0
 };
 
-// out (fresh, dense) from `self` read through `r` (one entry per out dim).
+// out (fresh, dense in some order of its dims: flip and a crop-only pad keep
+// self's layout, Note [Preserved layout]) from `self` read through `r` (one
+// entry per out dim). The kernel walks out in memory order, so its dims (and
+// r's entries) are passed outermost first.
 void run_remap(const char* op, const Tensor& out, const Tensor& self, const Remap& r) {
   if (out.numel() == 0) return;
   const int64_t bytes = static_cast<int64_t>(out.element_size());
   const int nd = static_cast<int>(out.dim());
   KILN_CHECK(nd <= kMaxKernelDims, "[", op, "] expected at most ", kMaxKernelDims,
              " dims on cuda, got ", nd);
+  KILN_INTERNAL_ASSERT(non_overlapping_and_dense(out), op,
+                       ": expected a dense output, got strides ", out.strides());
+  const DimVector order = dims_by_stride(out.strides());
   KilnDims sizes, in_sizes, in_st, mul, add;
-  for (int d = 0; d < nd; ++d) {
-    sizes.v[d] = out.size(d);
-    in_sizes.v[d] = r.in_sizes[d];
-    in_st.v[d] = r.in_strides[d];
-    mul.v[d] = r.mul[d];
-    add.v[d] = r.add[d];
+  int modulo = 0, reflect = 0, clamp = 0;
+  for (int i = 0; i < nd; ++i) {
+    const int64_t d = order[i];
+    sizes.v[i] = out.size(d);
+    in_sizes.v[i] = r.in_sizes[d];
+    in_st.v[i] = r.in_strides[d];
+    mul.v[i] = r.mul[d];
+    add.v[i] = r.add[d];
+    modulo |= ((r.modulo >> d) & 1) << i;
+    reflect |= ((r.reflect >> d) & 1) << i;
+    clamp |= ((r.clamp >> d) & 1) << i;
   }
   cudaKernel_t k = load_kernel(
       remap_name(bytes), [&] { return remap_source(bytes); }, out.device().index());
@@ -104,8 +115,8 @@ void run_remap(const char* op, const Tensor& out, const Tensor& self, const Rema
   const char* in =
       self.numel() > 0 ? static_cast<const char*>(self.data_ptr()) + r.in_offset * bytes : nullptr;
   a.ptr(out).ptr(in).i64(out.numel()).i32(nd);
-  a.dims(sizes).dims(in_sizes).dims(in_st).dims(mul).dims(add).i32(r.modulo).i32(r.reflect);
-  a.i32(r.clamp);
+  a.dims(sizes).dims(in_sizes).dims(in_st).dims(mul).dims(add).i32(modulo).i32(reflect);
+  a.i32(clamp);
   const uint64_t fill = r.fill;
   a.i64(static_cast<int64_t>(fill));
   launch(k, out.device(), grid_for(out.numel(), 256 * 4), 256, 0, a);
@@ -124,7 +135,7 @@ Remap identity(const Tensor& self) {
 
 Tensor flip(const Tensor& self, IntArrayRef dims) {
   Tensor meta = kiln::flip(meta_of(self), dims);
-  Tensor out = empty_tensor(meta.sizes(), meta.dtype(), self.device());
+  Tensor out = empty_strided_tensor(meta.sizes(), meta.strides(), meta.dtype(), self.device());
   Remap r = identity(self);
   for (int64_t d : dims) {
     if (self.dim() == 0) break;  // nothing to reverse
@@ -179,7 +190,7 @@ Tensor repeat(const Tensor& self, IntArrayRef repeats) {
 Tensor constant_pad_nd(const Tensor& self, IntArrayRef pad, const Scalar& value) {
   static const TypedOp<Tensor(const Tensor&, IntArrayRef, const Scalar&)> op("constant_pad_nd");
   Tensor meta = op(meta_of(self), pad, value);
-  Tensor out = empty_tensor(meta.sizes(), meta.dtype(), self.device());
+  Tensor out = empty_strided_tensor(meta.sizes(), meta.strides(), meta.dtype(), self.device());
   Remap r = identity(self);
   const int64_t nd = self.dim();
   const int64_t npad = static_cast<int64_t>(pad.size()) / 2;

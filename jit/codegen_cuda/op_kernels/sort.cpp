@@ -256,8 +256,11 @@ void run_sort(const Tensor& self, int64_t dim, int64_t k, bool descending, const
 
 std::tuple<Tensor, Tensor> sort_impl(const std::tuple<Tensor, Tensor>& meta, const Tensor& self,
                                      int64_t dim, bool descending, const char* op) {
-  Tensor values = empty_tensor(std::get<0>(meta).sizes(), std::get<0>(meta).dtype(), self.device());
-  Tensor indices = empty_tensor(std::get<1>(meta).sizes(), kInt64, self.device());
+  // Laid out as the Meta results (Note [Preserved layout]); run_sort writes any layout.
+  const Tensor& mv = std::get<0>(meta);
+  const Tensor& mi = std::get<1>(meta);
+  Tensor values = empty_strided_tensor(mv.sizes(), mv.strides(), mv.dtype(), self.device());
+  Tensor indices = empty_strided_tensor(mi.sizes(), mi.strides(), kInt64, self.device());
   const int64_t d = wrap_dim(dim, self.dim(), op);
   run_sort(self, d, self.dim() == 0 ? 1 : self.size(d), descending, values, indices);
   return {values, indices};
