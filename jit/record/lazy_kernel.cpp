@@ -226,14 +226,17 @@ bool written_shares_memory(const Node& node) {
 }
 
 bool check_written_overlaps(const OperatorEntry& op, const Node& node) {
-  // A written view whose elements may share addresses (an unfold whose
+  // A CPU view written whose elements may share addresses (an unfold whose
   // windows meet): what a later read of it sees depends on the order of the
   // writes, which only the eager kernel defines (a fused kernel, and the
   // passes that forward a written value to its readers, would give each
-  // element its own value).
+  // element its own value). On CUDA no kernel orders such writes, PyTorch's
+  // included, and most ops have no eager kernel to run them: they stay
+  // recorded.
   for (int w : node.written) {
     const Tensor& out = node.args[static_cast<size_t>(w)].to_tensor();
-    if (out.defined() && out.numel() > 1 && may_overlap_itself(out.sizes(), out.strides())) {
+    if (out.defined() && out.device().is_cpu() && out.numel() > 1 &&
+        may_overlap_itself(out.sizes(), out.strides())) {
       return true;
     }
   }
