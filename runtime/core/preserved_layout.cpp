@@ -9,20 +9,28 @@ namespace kiln {
 DimVector infer_dense_strides(IntArrayRef sizes, IntArrayRef strides) {
   const size_t nd = sizes.size();
   if (nd <= 1) return DimVector(nd, 1);
-  // perm: innermost dim first, starting from row-major order; an insertion
-  // sort as PyTorch's (and its TensorIterator's), so the same ties break alike.
-  DimVector perm(nd);
-  for (size_t i = 0; i < nd; ++i) perm[i] = static_cast<int64_t>(nd - 1 - i);
-  // > 0: dim a goes after (outside) dim b; < 0: before; 0: no order.
-  auto compare = [&](int64_t a, int64_t b) {
+  // Ties go as PyTorch's (and its TensorIterator's) insertion sort breaks them.
+  const DimVector perm = dims_inner_first(static_cast<int64_t>(nd), [&](int64_t a, int64_t b) {
     if (strides[a] == 0 || strides[b] == 0) return 0;
     if (strides[a] != strides[b]) return strides[a] < strides[b] ? -1 : 1;
     return sizes[a] > sizes[b] ? 1 : 0;
-  };
-  for (size_t i = 1; i < nd; ++i) {
-    size_t cur = i;
-    for (size_t j = i; j-- > 0;) {
-      const int c = compare(perm[j], perm[cur]);
+  });
+  DimVector out(nd);
+  int64_t s = 1;
+  for (int64_t d : perm) {
+    out[d] = s;
+    if (sizes[d] > 1) s *= sizes[d];
+  }
+  return out;
+}
+
+DimVector dims_inner_first(int64_t nd, const std::function<int(int64_t, int64_t)>& outside) {
+  DimVector perm(static_cast<size_t>(nd));
+  for (int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  for (int64_t i = 1; i < nd; ++i) {
+    int64_t cur = i;
+    for (int64_t j = i - 1; j >= 0; --j) {
+      const int c = outside(perm[j], perm[cur]);
       if (c > 0) {
         std::swap(perm[j], perm[cur]);
         cur = j;
@@ -31,13 +39,7 @@ DimVector infer_dense_strides(IntArrayRef sizes, IntArrayRef strides) {
       }
     }
   }
-  DimVector out(nd);
-  int64_t s = 1;
-  for (int64_t d : perm) {
-    out[d] = s;
-    if (sizes[d] > 1) s *= sizes[d];
-  }
-  return out;
+  return perm;
 }
 
 DimVector preserved_strides(const Tensor& self) {

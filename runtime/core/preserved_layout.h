@@ -2,6 +2,8 @@
 
 // How a new tensor shaped like an existing one is laid out.
 
+#include <functional>
+
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -21,6 +23,11 @@ namespace kiln {
 // in the order of `strides` (ties go to the smaller size first; a stride-0
 // dim keeps its place among the others).
 DimVector infer_dense_strides(IntArrayRef sizes, IntArrayRef strides);
+// The `nd` dims from the innermost out, as PyTorch's TensorIterator orders
+// them: an insertion sort from row-major order in which `outside(a, b)` > 0
+// moves dim a outside dim b, < 0 keeps it inside, and 0 (no opinion) looks
+// past b. The ties it leaves keep row-major order.
+DimVector dims_inner_first(int64_t nd, const std::function<int(int64_t, int64_t)>& outside);
 // The strides of a fresh tensor shaped like `self` by Note [Preserved layout].
 DimVector preserved_strides(const Tensor& self);
 // A fresh tensor shaped like `self`, laid out by Note [Preserved layout].

@@ -295,9 +295,7 @@ void TensorIter::reorder_and_coalesce() {
   }
   // perm[i]: the i-th dim counting from the innermost. Insertion sort by stride,
   // asking operands in order (outputs first) until one has an opinion.
-  DimVector perm(nd);
-  for (int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
-  auto should_swap = [&](int64_t d0, int64_t d1) {
+  const DimVector perm = dims_inner_first(nd, [&](int64_t d0, int64_t d1) {
     for (int k = 0; k < num_ops_; ++k) {
       if (!ops_[k].tensor->defined() || ops_[k].resized) continue;  // outputs still to lay out
       int64_t s0 = ops_[k].strides[d0], s1 = ops_[k].strides[d1];
@@ -307,19 +305,7 @@ void TensorIter::reorder_and_coalesce() {
       if (shape_[d0] > shape_[d1]) return 1;
     }
     return 0;
-  };
-  for (int64_t i = 1; i < nd; ++i) {
-    int64_t d1 = i;
-    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
-      int c = should_swap(perm[d0], perm[d1]);
-      if (c > 0) {
-        std::swap(perm[d0], perm[d1]);
-        d1 = d0;
-      } else if (c < 0) {
-        break;
-      }
-    }
-  }
+  });
   // Allocate missing outputs dense in that order. Resized out= tensors get the
   // same strides, as PyTorch restrides an output it resized.
   DimVector dense(nd);
